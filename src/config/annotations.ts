@@ -17,6 +17,8 @@ export const StateAnnotation = {
   targetStorageVersion: `${STATE_PREFIX}target-storage-version`,
   frozenGeneration: `${STATE_PREFIX}frozen-generation`,
   owner: `${STATE_PREFIX}owner`,
+  heartbeat: `${STATE_PREFIX}heartbeat`,
+  checkpoint: `${STATE_PREFIX}checkpoint`,
   lastResult: `${STATE_PREFIX}last-result`,
   lastCounts: `${STATE_PREFIX}last-counts`,
   lastDuration: `${STATE_PREFIX}last-duration`,

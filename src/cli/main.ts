@@ -1,0 +1,120 @@
+#!/usr/bin/env node
+import { Command, Option } from 'commander'
+import { pino, type Logger } from 'pino'
+import { ConfigError } from '../config/load.js'
+import type { Config } from '../config/schema.js'
+import { SettingValueError } from '../config/settings.js'
+import { generateDevCertificates } from '../devcerts/devcerts.js'
+import { writeLocalWebhookConfiguration } from '../devcerts/webhook-config.js'
+import { runMigrateCommand } from './migrate.js'
+import { addConfigOptions, configFromOptions } from './options.js'
+import { serve } from './serve.js'
+import { runStatusCommand } from './status.js'
+
+const program = new Command()
+  .name('crd-migrator')
+  .description('Moves every custom resource of a CRD to its storage version, narrows status.storedVersions, and removes managedFields of unserved versions, behind a KEP-2855 freeze webhook.')
+  .showHelpAfterError()
+
+function logger(config: Config, toStderr: boolean): Logger {
+  return pino({ level: config.logLevel, base: { name: 'crd-migrator' } }, pino.destination(toStderr ? 2 : 1))
+}
+
+/** Aborts on the first SIGINT/SIGTERM; a second one exits at once. */
+function shutdownSignal(log: Logger | undefined): AbortSignal {
+  const controller = new AbortController()
+  const onSignal = (sig: NodeJS.Signals) => {
+    if (controller.signal.aborted) process.exit(130)
+    log?.info({ signal: sig }, 'shutting down')
+    controller.abort(new Error(`received ${sig}`))
+  }
+  process.on('SIGINT', onSignal)
+  process.on('SIGTERM', onSignal)
+  return controller.signal
+}
+
+addConfigOptions(program.command('serve'))
+  .description('serve the validating webhook and, on the replica holding the Lease, run the migration controller')
+  .action(async opts => {
+    const config = configFromOptions(opts)
+    const log = logger(config, false)
+    const handle = await serve(config, log)
+    const signal = shutdownSignal(log)
+    await new Promise<void>(resolve => signal.addEventListener('abort', () => resolve(), { once: true }))
+    await handle.close()
+    log.flush()
+  })
+
+addConfigOptions(program.command('migrate'), s => !['webhook', 'webhook-host', 'webhook-port', 'tls-cert', 'tls-key', 'body-limit-bytes', 'metrics-port', 'migrator', 'leader-elect', 'lease-namespace', 'lease-name', 'resync-seconds', 'migrator-users', 'migrator-groups', 'break-glass-groups'].includes(s.flag))
+  .description('migrate the named CRDs now, one after the other')
+  .argument('<crd...>', 'CRD names, e.g. widgets.example.com')
+  .option('--dry-run', 'report what each phase would do; write nothing', false)
+  .action(async (names: string[], opts) => {
+    const config = configFromOptions({ logLevel: 'warn', ...opts })
+    const log = logger(config, true)
+    process.exitCode = await runMigrateCommand(names, config, log, {
+      dryRun: Boolean(opts.dryRun),
+      out: process.stdout,
+      progressBar: process.stderr.isTTY === true && config.logLevel !== 'silent',
+      signal: shutdownSignal(undefined),
+    })
+  })
+
+addConfigOptions(program.command('status'), s => ['kubeconfig', 'migrating-annotation', 'selector', 'crds', 'log-level'].includes(s.flag))
+  .description('show managed CRDs: storage version, storedVersions, freeze, phase, progress and last result')
+  .option('--json', 'print JSON', false)
+  .action(async opts => {
+    const config = configFromOptions(opts)
+    process.exitCode = await runStatusCommand(config, process.stdout, Boolean(opts.json))
+  })
+
+program.command('certs')
+  .description('make a development CA and serving certificate for the webhook (localhost, 127.0.0.1 and the in-cluster Service names)')
+  .option('--dir <dir>', 'where to write ca.crt, ca.key, tls.crt, tls.key', 'certs')
+  .option('--service-name <name>', 'Service name of the webhook', 'crd-migrator')
+  .option('--namespace <ns>', 'namespace of the Service', 'crd-migrator')
+  .option('--host <host...>', 'more DNS names or IPs for the certificate')
+  .action(async opts => {
+    const certs = await generateDevCertificates(opts.dir, { serviceName: opts.serviceName, namespace: opts.namespace, extraHosts: opts.host ?? [] })
+    process.stdout.write(`wrote ${certs.certFile} and ${certs.keyFile} (CA ${certs.caCertFile}${certs.caReused ? ', reused' : ''}) for ${certs.hosts.join(', ')}\n`)
+  })
+
+program.command('webhook-config')
+  .description('write the url variant of the ValidatingWebhookConfiguration for a webhook running on this machine')
+  .option('--ca <file>', 'CA that signed the serving certificate', 'certs/ca.crt')
+  .option('--host <host>', 'where the webhook listens', '127.0.0.1')
+  .option('--port <port>', 'webhook port', '9443')
+  .option('--out <file>', 'output file', 'webhook-config/local/validating-webhook.yaml')
+  .option('--migrating-annotation <key>', 'annotation key that freezes a CRD')
+  .action(async opts => {
+    await writeLocalWebhookConfiguration({
+      caCertFile: opts.ca, host: opts.host, port: Number(opts.port), outFile: opts.out,
+      ...(opts.migratingAnnotation ? { annotationKey: opts.migratingAnnotation } : {}),
+    })
+    process.stdout.write(`wrote ${opts.out}; install it with: kubectl apply -f ${opts.out}\n`)
+  })
+
+program.command('cluster')
+  .description('start a local kube-apiserver and etcd (built from Go modules on first use) and print its KUBECONFIG; Ctrl-C stops it')
+  .action(async () => {
+    const { runClusterCommand } = await import('../devenv/cluster-cli.js')
+    await runClusterCommand()
+  })
+
+program.command('demo')
+  .description('the whole story on a local control plane: a CRD with thousands of objects moved from v1 to v2, with the freeze at work')
+  .addOption(new Option('--objects <n>', 'custom resources to create').default('3000'))
+  .option('--keep', 'keep the control plane running at the end until Ctrl-C', false)
+  .action(async opts => {
+    const { runDemo } = await import('../devenv/demo.js')
+    process.exitCode = await runDemo({ objects: Number(opts.objects), keep: Boolean(opts.keep) })
+  })
+
+program.parseAsync(process.argv).catch(err => {
+  if (err instanceof ConfigError || err instanceof SettingValueError) {
+    process.stderr.write(`crd-migrator: ${err.message}\n`)
+    process.exit(2)
+  }
+  process.stderr.write(`crd-migrator: ${err instanceof Error ? err.message : String(err)}\n`)
+  process.exit(1)
+})

@@ -1,0 +1,124 @@
+import os from 'node:os'
+import cliProgress from 'cli-progress'
+import type { Logger } from 'pino'
+import type { Config } from '../config/schema.js'
+import { kubeHttp } from '../kube/client.js'
+import { KubeEventRecorder } from '../kube/events.js'
+import { dryRun, type DryRunReport } from '../migrator/dry-run.js'
+import { done, migrateCrd, type MigrationResult } from '../migrator/migrate.js'
+import type { Phase } from '../migrator/plan.js'
+import { settingsFor } from '../migrator/settings.js'
+import type { WalkProgress } from '../migrator/walker.js'
+
+export interface MigrateCommandOptions {
+  dryRun: boolean
+  /** Where the human summary goes. */
+  out: NodeJS.WritableStream
+  /** Show a progress bar (stderr is a TTY). */
+  progressBar: boolean
+  signal?: AbortSignal
+}
+
+/** `crd-migrator migrate CRD...`: one migration per CRD, in turn. Returns the exit code. */
+export async function runMigrateCommand(names: string[], config: Config, logger: Logger, options: MigrateCommandOptions): Promise<number> {
+  const http = kubeHttp(config.kubeconfig, { maxSockets: Math.max(config.migrator.concurrency, 4) * 2 })
+  const owner = `cli:${os.userInfo().username}@${os.hostname()}`
+  try {
+    if (options.dryRun) {
+      let failed = 0
+      for (const name of names) {
+        try {
+          options.out.write(formatDryRun(await dryRun(http, name, settingsFor(config, name))))
+        } catch (err) {
+          failed++
+          options.out.write(`${name}: cannot plan: ${(err as Error).message}\n`)
+        }
+      }
+      return failed ? 1 : 0
+    }
+    let failed = 0
+    for (const name of names) {
+      const bar = options.progressBar ? new ProgressBar(name) : undefined
+      try {
+        const result = await migrateCrd(name, settingsFor(config, name), {
+          http,
+          logger,
+          owner,
+          events: new KubeEventRecorder(http, 'crd-migrator', owner),
+          ...(options.signal ? { signal: options.signal } : {}),
+          ...(bar ? { onProgress: (phase: Phase, p: WalkProgress) => bar.update(phase, p) } : {}),
+        })
+        bar?.stop()
+        options.out.write(formatResult(result))
+        if (result.outcome === 'Failed') failed++
+      } catch (err) {
+        bar?.stop()
+        failed++
+        options.out.write(`${name}: ${(err as Error).message}\n`)
+      }
+    }
+    return failed ? 1 : 0
+  } finally {
+    http.close()
+  }
+}
+
+class ProgressBar {
+  private readonly bar = new cliProgress.SingleBar({
+    format: '{crd} {phase} [{bar}] {value}/{total} {rate}/s',
+    hideCursor: true,
+    clearOnComplete: true,
+    stream: process.stderr,
+  }, cliProgress.Presets.shades_classic)
+  private phase: string | undefined
+  private readonly started = Date.now()
+
+  constructor(private readonly crd: string) {}
+
+  update(phase: Phase, p: WalkProgress): void {
+    const total = Math.max(p.total ?? 0, p.counts.seen)
+    const value = done(p)
+    const rate = Math.round(value / Math.max(0.001, (Date.now() - this.started) / 1000))
+    if (this.phase !== phase) {
+      if (this.phase) this.bar.stop()
+      this.phase = phase
+      this.bar.start(total, value, { crd: this.crd, phase, rate })
+    } else {
+      this.bar.setTotal(total)
+      this.bar.update(value, { rate })
+    }
+  }
+
+  stop(): void {
+    if (this.phase) this.bar.stop()
+  }
+}
+
+export function formatResult(r: MigrationResult): string {
+  const lines = [`${r.crd}: ${r.outcome} in ${(r.durationMs / 1000).toFixed(1)}s — ${r.reason}`]
+  if (r.storage) {
+    const c = r.storage.counts
+    lines.push(`  storage version ${r.storageVersion}: ${c.seen} listed, ${c.rewritten} rewritten, ${c.current} already current, ${c.conflict} written by others, ${c.gone} deleted, ${c.failed} failed${c.resumed ? `, ${c.resumed} done by an earlier run` : ''}`)
+    for (const f of r.storage.failures.slice(0, 5)) lines.push(`    failed ${f.key}: ${f.error}`)
+  }
+  if (r.storage || r.storedVersionsBefore.join() !== r.storedVersionsAfter.join()) {
+    lines.push(`  status.storedVersions: ${JSON.stringify(r.storedVersionsBefore)} -> ${JSON.stringify(r.storedVersionsAfter)}`)
+  }
+  if (r.cleanup) {
+    lines.push(`  managedFields: ${r.cleanup.entriesRemoved} entries of unserved versions removed from ${r.cleanup.counts.rewritten} of ${r.cleanup.counts.seen} objects, ${r.cleanup.counts.failed} failed`)
+    for (const f of r.cleanup.failures.slice(0, 5)) lines.push(`    failed ${f.key}: ${f.error}`)
+  }
+  if (r.leftFrozen) lines.push('  WARNING: the migrating annotation could not be removed; run migrate again or see the README (unfreezing by hand)')
+  return `${lines.join('\n')}\n`
+}
+
+export function formatDryRun(r: DryRunReport): string {
+  if (r.blockedReason) return `${r.crd}: nothing can be done: ${r.blockedReason}\n`
+  return [
+    `${r.crd}: dry run (nothing written)`,
+    `  storage version ${r.storageVersion}, status.storedVersions ${JSON.stringify(r.storedVersions)}`,
+    `  StorageVersionMigration: ${r.objectsToRewrite ? `would rewrite ${r.objectsToRewrite} object(s), then set storedVersions to ${JSON.stringify(r.storedVersionsAfter)}` : 'nothing to do'}`,
+    `  CleanupManagedFields: ${r.objectsToClean ? `would remove ${r.managedFieldsEntriesToRemove} managedFields entr${r.managedFieldsEntriesToRemove === 1 ? 'y' : 'ies'} from ${r.objectsToClean} object(s)${r.objectsToSeed ? ` (${r.objectsToSeed} seeded)` : ''}` : 'nothing to do'}`,
+    '',
+  ].join('\n')
+}

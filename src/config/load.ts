@@ -1,0 +1,107 @@
+import { readFileSync } from 'node:fs'
+import { parse as parseYaml } from 'yaml'
+import type { z } from 'zod'
+import { ConfigSchema, type Config } from './schema.js'
+import { parseSettingValue, SETTINGS } from './settings.js'
+
+/** A configuration that cannot be used; the message names every bad field and its source. */
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'ConfigError'
+  }
+}
+
+export interface ConfigSources {
+  /** Path of a YAML or JSON config file. */
+  file?: string | undefined
+  /** Environment to read settings from (process.env in production). */
+  env?: Record<string, string | undefined>
+  /** Values given as flags, by setting path; they win over env and file. */
+  flags?: Record<string, unknown>
+}
+
+/**
+ * Defaults, then the file, then environment variables, then flags; the merged result is
+ * validated once, so an error names the field whatever its source.
+ */
+export function loadConfig(sources: ConfigSources = {}): Config {
+  const origin = new Map<string, string>()
+  let merged: Record<string, unknown> = {}
+  if (sources.file) {
+    merged = readConfigFile(sources.file)
+    for (const path of leafPaths(merged)) origin.set(path, `config file ${sources.file}`)
+  }
+  for (const setting of SETTINGS) {
+    const raw = sources.env?.[setting.env]
+    if (raw === undefined || raw === '') continue
+    try {
+      setPath(merged, setting.path, parseSettingValue(setting, raw, `environment variable ${setting.env}`))
+    } catch (err) {
+      throw new ConfigError(`invalid configuration: ${(err as Error).message}`)
+    }
+    origin.set(setting.path, `environment variable ${setting.env}`)
+  }
+  for (const [path, value] of Object.entries(sources.flags ?? {})) {
+    if (value === undefined) continue
+    setPath(merged, path, value)
+    origin.set(path, `flag --${SETTINGS.find(s => s.path === path)?.flag ?? path}`)
+  }
+  const parsed = ConfigSchema.safeParse(merged)
+  if (!parsed.success) throw new ConfigError(formatIssues(parsed.error.issues, origin))
+  return parsed.data
+}
+
+function readConfigFile(file: string): Record<string, unknown> {
+  let text: string
+  try {
+    text = readFileSync(file, 'utf8')
+  } catch (err) {
+    throw new ConfigError(`cannot read config file ${file}: ${(err as Error).message}`)
+  }
+  let doc: unknown
+  try {
+    doc = parseYaml(text, { prettyErrors: true })
+  } catch (err) {
+    throw new ConfigError(`config file ${file} is not valid YAML: ${(err as Error).message}`)
+  }
+  if (doc === null || doc === undefined) return {}
+  if (typeof doc !== 'object' || Array.isArray(doc)) throw new ConfigError(`config file ${file} must hold a mapping at the top level`)
+  return doc as Record<string, unknown>
+}
+
+function formatIssues(issues: z.core.$ZodIssue[], origin: Map<string, string>): string {
+  const lines = issues.map(issue => {
+    const path = issue.path.map(String).join('.')
+    const keys = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : ''
+    const from = findOrigin(path, origin)
+    return `  ${path || '(top level)'}${keys}: ${issue.message}${from ? ` [from ${from}]` : ''}`
+  })
+  return `invalid configuration:\n${lines.join('\n')}`
+}
+
+function findOrigin(path: string, origin: Map<string, string>): string | undefined {
+  for (let p = path; p; p = p.includes('.') ? p.slice(0, p.lastIndexOf('.')) : '') {
+    const o = origin.get(p)
+    if (o) return o
+  }
+  return undefined
+}
+
+function setPath(target: Record<string, unknown>, path: string, value: unknown): void {
+  const keys = path.split('.')
+  let node = target
+  for (const key of keys.slice(0, -1)) {
+    const next = node[key]
+    if (typeof next !== 'object' || next === null || Array.isArray(next)) node[key] = {}
+    node = node[key] as Record<string, unknown>
+  }
+  node[keys[keys.length - 1]!] = value
+}
+
+function leafPaths(obj: Record<string, unknown>, prefix = ''): string[] {
+  return Object.entries(obj).flatMap(([k, v]) => {
+    const path = prefix ? `${prefix}.${k}` : k
+    return typeof v === 'object' && v !== null && !Array.isArray(v) && k !== 'crds' ? [path, ...leafPaths(v as Record<string, unknown>, path)] : [path]
+  })
+}

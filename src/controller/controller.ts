@@ -1,0 +1,184 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { Logger } from 'pino'
+import { StateAnnotation } from '../config/annotations.js'
+import type { Config } from '../config/schema.js'
+import { getCrd, listCrds } from '../kube/crds.js'
+import type { EventRecorder } from '../kube/events.js'
+import { isGone, isNotFound, type KubeHttp } from '../kube/http.js'
+import { CRD_API } from '../kube/paths.js'
+import type { CustomResourceDefinition } from '../kube/types.js'
+import { readFreezeState } from '../migrator/freeze.js'
+import { migrateCrd, type MigrationResult } from '../migrator/migrate.js'
+import type { MigratorMetrics } from '../migrator/metrics.js'
+import { settingsFor } from '../migrator/settings.js'
+import { WorkQueue } from './queue.js'
+import { LabelSelector } from './selector.js'
+
+export interface ControllerDeps {
+  http: KubeHttp
+  config: Config
+  logger: Logger
+  owner: string
+  metrics?: MigratorMetrics
+  events?: EventRecorder
+  /** Told about every finished migration (tests and the demo listen here). */
+  onResult?: (result: MigrationResult) => void
+}
+
+/**
+ * Watches CRDs, and for each selected one runs a migration when its generation has not
+ * been handled yet, or resumes a freeze of ours left behind by a run that died. One CRD
+ * at a time: a migration already keeps the API server as busy as configured.
+ */
+export class MigrationController {
+  private readonly queue = new WorkQueue()
+  private readonly selector: LabelSelector | undefined
+  private readonly names: Set<string>
+  private readonly reportedForeign = new Set<string>()
+  /** Generation last queued per CRD: our own annotation writes must not re-trigger us. */
+  private readonly seenGeneration = new Map<string, number | undefined>()
+
+  constructor(private readonly deps: ControllerDeps) {
+    const { labelSelector, names } = deps.config.migrator.selector
+    this.selector = labelSelector.trim() === '' ? undefined : LabelSelector.parse(labelSelector)
+    this.names = new Set(names)
+  }
+
+  selects(crd: CustomResourceDefinition): boolean {
+    return this.names.has(crd.metadata.name) || (this.selector?.matches(crd.metadata.labels) ?? false)
+  }
+
+  /** Runs until `signal` aborts (leadership lost or shutdown). */
+  async run(signal: AbortSignal): Promise<void> {
+    const log = this.deps.logger
+    log.info({ selector: this.deps.config.migrator.selector }, 'migration controller started')
+    const watching = this.watchLoop(signal)
+    const resync = this.resyncLoop(signal)
+    try {
+      while (!signal.aborted) {
+        const name = await this.queue.next(signal)
+        if (name === undefined) break
+        try {
+          await this.reconcile(name, signal)
+        } catch (err) {
+          if (signal.aborted) break
+          const delay = this.queue.addRateLimited(name)
+          log.error({ crd: name, err: String(err), retryInMs: delay }, 'reconcile failed')
+        } finally {
+          this.queue.done(name)
+        }
+      }
+    } finally {
+      this.queue.shutdown()
+      await Promise.allSettled([watching, resync])
+      log.info('migration controller stopped')
+    }
+  }
+
+  async reconcile(name: string, signal: AbortSignal): Promise<MigrationResult | undefined> {
+    const { config, logger } = this.deps
+    let crd: CustomResourceDefinition
+    try {
+      crd = await getCrd(this.deps.http, name)
+    } catch (err) {
+      if (isNotFound(err)) {
+        this.queue.forget(name)
+        this.deps.metrics?.frozen.remove({ crd: name, owner: 'foreign' })
+        return undefined
+      }
+      throw err
+    }
+    if (!this.selects(crd)) return undefined
+    const freeze = readFreezeState(crd, config.annotations.migrating)
+    this.reportFrozen(crd, freeze.frozen, freeze.owner)
+    if (freeze.frozen && !freeze.owner) return undefined
+    const annotations = crd.metadata.annotations ?? {}
+    if (!freeze.frozen
+      && annotations[StateAnnotation.observedGeneration] === String(crd.metadata.generation)
+      && annotations[StateAnnotation.lastResult] === 'Succeeded') {
+      this.queue.forget(name)
+      return undefined
+    }
+    const result = await migrateCrd(name, settingsFor(config, name), { ...this.deps, logger, signal })
+    this.deps.onResult?.(result)
+    if (result.outcome === 'Failed') {
+      const delay = this.queue.addRateLimited(name)
+      logger.warn({ crd: name, reason: result.reason, retryInMs: delay }, 'migration failed; will retry')
+    } else if (result.outcome === 'Skipped' && result.reason.startsWith('migration in progress')) {
+      this.queue.addAfter(name, config.migrator.takeoverAfterSeconds * 1000)
+    } else {
+      this.queue.forget(name)
+    }
+    return result
+  }
+
+  /** A freeze we did not set is never lifted by us; say so once, loudly. */
+  private reportFrozen(crd: CustomResourceDefinition, frozen: boolean, owner: string | undefined): void {
+    const name = crd.metadata.name
+    if (frozen && !owner) {
+      this.deps.metrics?.frozen.set({ crd: name, owner: 'foreign' }, 1)
+      if (!this.reportedForeign.has(name)) {
+        this.reportedForeign.add(name)
+        const message = `CRD carries ${this.deps.config.annotations.migrating}=true without a crd-migrator owner; not migrating it. If no migrator is running, remove the annotation: kubectl annotate crd ${name} ${this.deps.config.annotations.migrating}-`
+        this.deps.logger.warn({ crd: name }, message)
+        void this.deps.events?.record(crd, 'Warning', 'FrozenByAnotherMigrator', message)
+      }
+    } else {
+      this.deps.metrics?.frozen.remove({ crd: name, owner: 'foreign' })
+      this.reportedForeign.delete(name)
+    }
+  }
+
+  private onChange(crd: CustomResourceDefinition): void {
+    const name = crd.metadata.name
+    if (this.seenGeneration.has(name) && this.seenGeneration.get(name) === crd.metadata.generation) return
+    this.seenGeneration.set(name, crd.metadata.generation)
+    this.queue.add(name)
+  }
+
+  private async resyncLoop(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      await sleep(this.deps.config.migrator.resyncSeconds * 1000, undefined, { signal }).catch(() => {})
+      if (signal.aborted) return
+      try {
+        for (const crd of await listCrds(this.deps.http)) if (this.selects(crd)) this.queue.add(crd.metadata.name)
+      } catch (err) {
+        this.deps.logger.warn({ err: String(err) }, 'resync list of CRDs failed')
+      }
+    }
+  }
+
+  /** List, then watch from the list's resourceVersion; list again when the watch expires. */
+  private async watchLoop(signal: AbortSignal): Promise<void> {
+    let resourceVersion: string | undefined
+    while (!signal.aborted) {
+      try {
+        if (resourceVersion === undefined) {
+          const list = (await this.deps.http.request<{ items: CustomResourceDefinition[]; metadata: { resourceVersion: string } }>({ method: 'GET', path: CRD_API })).body
+          for (const crd of list.items) if (this.selects(crd)) this.onChange(crd)
+          resourceVersion = list.metadata.resourceVersion
+        }
+        await this.deps.http.stream({
+          method: 'GET',
+          path: CRD_API,
+          query: { watch: 1, resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300 },
+          signal,
+        }, raw => {
+          const event = raw as { type: string; object: CustomResourceDefinition & { code?: number } }
+          if (event.type === 'ERROR') {
+            if (event.object.code === 410) resourceVersion = undefined
+            return
+          }
+          resourceVersion = event.object.metadata?.resourceVersion ?? resourceVersion
+          if (event.type === 'DELETED') this.seenGeneration.delete(event.object.metadata.name)
+          if ((event.type === 'ADDED' || event.type === 'MODIFIED') && this.selects(event.object)) this.onChange(event.object)
+        })
+      } catch (err) {
+        if (signal.aborted) return
+        if (isGone(err)) resourceVersion = undefined
+        this.deps.logger.warn({ err: String(err) }, 'CRD watch failed; retrying')
+        await sleep(1000, undefined, { signal }).catch(() => {})
+      }
+    }
+  }
+}

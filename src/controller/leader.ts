@@ -1,0 +1,147 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { Logger } from 'pino'
+import { isConflict, isNotFound, type KubeHttp } from '../kube/http.js'
+
+export interface LeaderElectionOptions {
+  namespace: string
+  name: string
+  identity: string
+  leaseDurationSeconds: number
+  renewDeadlineSeconds: number
+  retryPeriodSeconds: number
+}
+
+interface Lease {
+  metadata: { name: string; namespace: string; resourceVersion?: string }
+  spec: {
+    holderIdentity?: string | null
+    leaseDurationSeconds?: number
+    acquireTime?: string | null
+    renewTime?: string | null
+    leaseTransitions?: number
+  }
+}
+
+/** MicroTime as the API server wants it: RFC 3339 with microseconds. */
+const microTime = (d = new Date()) => d.toISOString().replace('Z', '000Z')
+
+/**
+ * Lease-based leader election, as client-go's leaderelection does it: a holder renews
+ * every retry period and gives up after the renew deadline; others take over once the
+ * lease has not changed for its whole duration, measured on their own clock (so clock
+ * skew between replicas does not matter).
+ */
+export class LeaderElector {
+  private observed: { record: string; at: number } | undefined
+
+  constructor(private readonly http: KubeHttp, private readonly options: LeaderElectionOptions, private readonly logger: Logger) {}
+
+  private get path(): string {
+    return `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(this.options.namespace)}/leases/${encodeURIComponent(this.options.name)}`
+  }
+
+  /**
+   * Blocks until leadership is acquired, runs `lead` with a signal that aborts when
+   * leadership is lost or `stop` aborts, and releases the lease when `lead` returns.
+   */
+  async run(stop: AbortSignal, lead: (signal: AbortSignal) => Promise<void>): Promise<void> {
+    while (!stop.aborted) {
+      if (await this.tryAcquireOrRenew().catch(err => { this.logger.warn({ err: String(err) }, 'leader election: lease request failed'); return false })) break
+      await sleep(this.options.retryPeriodSeconds * 1000, undefined, { signal: stop }).catch(() => {})
+    }
+    if (stop.aborted) return
+    this.logger.info({ identity: this.options.identity, lease: `${this.options.namespace}/${this.options.name}` }, 'became leader')
+    const leading = new AbortController()
+    const onStop = () => leading.abort(new Error('shutting down'))
+    stop.addEventListener('abort', onStop, { once: true })
+    const renewals = this.renewLoop(leading)
+    try {
+      await lead(leading.signal)
+    } finally {
+      stop.removeEventListener('abort', onStop)
+      const lost = leading.signal.aborted && !stop.aborted
+      leading.abort(new Error('leadership ended'))
+      await renewals
+      if (!lost) await this.release().catch(err => this.logger.warn({ err: String(err) }, 'could not release the lease'))
+    }
+  }
+
+  private async renewLoop(leading: AbortController): Promise<void> {
+    let lastRenew = Date.now()
+    while (!leading.signal.aborted) {
+      await sleep(this.options.retryPeriodSeconds * 1000, undefined, { signal: leading.signal }).catch(() => {})
+      if (leading.signal.aborted) return
+      const ok = await this.tryAcquireOrRenew().catch(err => { this.logger.warn({ err: String(err) }, 'leader election: renew failed'); return false })
+      if (ok) lastRenew = Date.now()
+      else if (Date.now() - lastRenew > this.options.renewDeadlineSeconds * 1000) {
+        this.logger.error('lost leadership: could not renew the lease within the renew deadline')
+        leading.abort(new Error('leadership lost'))
+      }
+    }
+  }
+
+  async tryAcquireOrRenew(): Promise<boolean> {
+    const now = new Date()
+    let lease: Lease | undefined
+    try {
+      lease = (await this.http.request<Lease>({ method: 'GET', path: this.path, timeoutMs: this.options.renewDeadlineSeconds * 1000 })).body
+    } catch (err) {
+      if (!isNotFound(err)) throw err
+    }
+    const spec = {
+      holderIdentity: this.options.identity,
+      leaseDurationSeconds: this.options.leaseDurationSeconds,
+      renewTime: microTime(now),
+    }
+    if (!lease) {
+      try {
+        await this.http.request({
+          method: 'POST',
+          path: this.path.slice(0, this.path.lastIndexOf('/')),
+          body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: this.options.name, namespace: this.options.namespace }, spec: { ...spec, acquireTime: microTime(now), leaseTransitions: 0 } },
+        })
+        return true
+      } catch (err) {
+        if (isConflict(err) || (err as { status?: number }).status === 409) return false
+        throw err
+      }
+    }
+    const holder = lease.spec.holderIdentity ?? ''
+    const record = JSON.stringify([holder, lease.spec.renewTime, lease.spec.leaseDurationSeconds])
+    if (this.observed?.record !== record) this.observed = { record, at: Date.now() }
+    const duration = (lease.spec.leaseDurationSeconds ?? this.options.leaseDurationSeconds) * 1000
+    const held = holder !== '' && holder !== this.options.identity && Date.now() - this.observed.at < duration
+    if (held) return false
+    const mine = holder === this.options.identity
+    try {
+      await this.http.request({
+        method: 'PUT',
+        path: this.path,
+        body: {
+          ...lease,
+          spec: {
+            ...lease.spec,
+            ...spec,
+            acquireTime: mine ? lease.spec.acquireTime : microTime(now),
+            leaseTransitions: (lease.spec.leaseTransitions ?? 0) + (mine ? 0 : 1),
+          },
+        },
+      })
+      return true
+    } catch (err) {
+      if (isConflict(err)) return false
+      throw err
+    }
+  }
+
+  /** Lets the next replica take over at once instead of waiting out the lease. */
+  private async release(): Promise<void> {
+    const lease = (await this.http.request<Lease>({ method: 'GET', path: this.path })).body
+    if (lease.spec.holderIdentity !== this.options.identity) return
+    await this.http.request({
+      method: 'PUT',
+      path: this.path,
+      body: { ...lease, spec: { ...lease.spec, holderIdentity: null, leaseDurationSeconds: 1, renewTime: microTime() } },
+    })
+  }
+}

@@ -1,0 +1,86 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+
+/**
+ * A work queue in the manner of client-go's: a name is queued at most once, is never
+ * handled by two workers at once (a name added while it is being handled is handled
+ * again afterwards), and failures back off exponentially per name.
+ */
+export class WorkQueue {
+  private readonly queued = new Set<string>()
+  private readonly order: string[] = []
+  private readonly active = new Set<string>()
+  private readonly dirty = new Set<string>()
+  private readonly failures = new Map<string, number>()
+  private readonly timers = new Map<string, NodeJS.Timeout>()
+  private wake: (() => void) | undefined
+
+  constructor(private readonly baseDelayMs = 1000, private readonly maxDelayMs = 5 * 60_000) {}
+
+  add(name: string): void {
+    if (this.active.has(name)) {
+      this.dirty.add(name)
+      return
+    }
+    if (this.queued.has(name)) return
+    this.queued.add(name)
+    this.order.push(name)
+    this.wake?.()
+  }
+
+  addAfter(name: string, delayMs: number): void {
+    if (this.timers.has(name)) return
+    const timer = setTimeout(() => {
+      this.timers.delete(name)
+      this.add(name)
+    }, delayMs)
+    timer.unref()
+    this.timers.set(name, timer)
+  }
+
+  /** Re-queues after this name's next backoff step; returns the delay. */
+  addRateLimited(name: string): number {
+    const n = (this.failures.get(name) ?? 0) + 1
+    this.failures.set(name, n)
+    const delay = Math.min(this.maxDelayMs, this.baseDelayMs * 2 ** (n - 1))
+    this.addAfter(name, delay)
+    return delay
+  }
+
+  forget(name: string): void {
+    this.failures.delete(name)
+  }
+
+  get length(): number {
+    return this.order.length
+  }
+
+  /** Waits for the next name; undefined once `signal` aborts. */
+  async next(signal: AbortSignal): Promise<string | undefined> {
+    while (!signal.aborted) {
+      const name = this.order.shift()
+      if (name !== undefined) {
+        this.queued.delete(name)
+        this.active.add(name)
+        return name
+      }
+      await new Promise<void>(resolve => {
+        this.wake = resolve
+        signal.addEventListener('abort', () => resolve(), { once: true })
+      })
+      this.wake = undefined
+    }
+    return undefined
+  }
+
+  done(name: string): void {
+    this.active.delete(name)
+    if (this.dirty.delete(name)) this.add(name)
+  }
+
+  shutdown(): void {
+    for (const t of this.timers.values()) clearTimeout(t)
+    this.timers.clear()
+  }
+}
+
+export { sleep }

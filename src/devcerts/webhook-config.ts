@@ -1,0 +1,186 @@
+/**
+ * The ValidatingWebhookConfiguration of the storage freeze, as data. webhook-config/
+ * validating-webhook.yaml is the 'service' render (a test keeps them equal); the local
+ * dev flow renders the 'url' variant pointing at a webhook on this machine, trusted
+ * through the development CA.
+ *
+ * Why it looks like this:
+ * - rules: UPDATE of apiextensions.k8s.io/v1 customresourcedefinitions, the one
+ *   operation KEP-2855 freezes; matchPolicy: Equivalent so a request through another
+ *   served version still reaches us, converted to v1.
+ * - matchConditions (CEL, GA in Kubernetes 1.30, beta and on by default since 1.28):
+ *   the API server calls us only when the old or the new object carries the migrating
+ *   annotation. A webhook that is down therefore blocks updates of CRDs under migration
+ *   only, which also breaks KEP-2855's cert-manager cycle: cert-manager's own CRDs can be
+ *   upgraded whenever they are not being migrated, even if our certificate expired.
+ *   `object` is null for DELETE and `oldObject` is null for CREATE, so both sides are
+ *   guarded with `!= null`: CEL's && and || absorb an error on one side when the other
+ *   decides, but the guard keeps the expression error-free if an operator adds
+ *   CREATE/DELETE to the rules (an error under failurePolicy: Fail rejects the request).
+ * - failurePolicy: Fail: a freeze that lets changes through when the webhook is down is
+ *   no freeze. timeoutSeconds: 5: a decision takes microseconds; a slow answer means a
+ *   sick webhook, and the user should get the error quickly.
+ */
+import { readFile, writeFile, mkdir } from 'node:fs/promises'
+import { dirname } from 'node:path'
+import { stringify } from 'yaml'
+import { DEFAULT_MIGRATING_ANNOTATION } from '../config/annotations.js'
+
+export const DEFAULT_WEBHOOK_CONFIGURATION_NAME = 'crd-migrator.crd-migrator.io'
+export const WEBHOOK_NAME = 'storage-freeze.crd-migrator.io'
+export const DEFAULT_WEBHOOK_SERVICE = Object.freeze({
+  namespace: 'crd-migrator',
+  name: 'crd-migrator',
+  path: '/validate-crd',
+  port: 443,
+})
+/** The cert-manager Certificate (namespace/name) whose CA cert-manager's cainjector injects. */
+export const DEFAULT_CERT_MANAGER_CERTIFICATE = 'crd-migrator/crd-migrator-serving'
+
+export interface WebhookConfigurationOptions {
+  mode: 'service' | 'url'
+  /** Required in url mode, e.g. https://127.0.0.1:9443/validate-crd */
+  url?: string
+  /** PEM of the CA that signed the serving certificate; base64-encoded into caBundle. */
+  caBundlePem?: string
+  /** Migrating annotation key the matchConditions test for. */
+  annotationKey?: string
+  /** metadata.name of the configuration. */
+  name?: string
+  /** Service reference in service mode. */
+  service?: Partial<typeof DEFAULT_WEBHOOK_SERVICE>
+  /** In service mode without caBundlePem: the cert-manager Certificate to inject the CA from. */
+  certManagerCertificate?: string
+  timeoutSeconds?: number
+}
+
+export interface MatchCondition {
+  name: string
+  expression: string
+}
+
+export interface WebhookClientConfig {
+  url?: string
+  service?: { namespace: string; name: string; path: string; port: number }
+  caBundle?: string
+}
+
+export interface ValidatingWebhook {
+  name: string
+  admissionReviewVersions: string[]
+  sideEffects: 'None'
+  failurePolicy: 'Fail'
+  matchPolicy: 'Equivalent'
+  timeoutSeconds: number
+  clientConfig: WebhookClientConfig
+  rules: Array<{
+    apiGroups: string[]
+    apiVersions: string[]
+    operations: string[]
+    resources: string[]
+    scope: string
+  }>
+  matchConditions: MatchCondition[]
+}
+
+export interface ValidatingWebhookConfiguration {
+  apiVersion: 'admissionregistration.k8s.io/v1'
+  kind: 'ValidatingWebhookConfiguration'
+  metadata: { name: string; labels: Record<string, string>; annotations?: Record<string, string> }
+  webhooks: ValidatingWebhook[]
+}
+
+/** Annotation keys are DNS-prefix/name; anything else could break out of the CEL string literal. */
+const ANNOTATION_KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/
+
+export function migratingAnnotationMatchExpression(annotationKey: string): string {
+  if (!ANNOTATION_KEY.test(annotationKey)) throw new Error(`not a valid annotation key: ${JSON.stringify(annotationKey)}`)
+  const carries = (variable: string) =>
+    `(${variable} != null && has(${variable}.metadata.annotations) && '${annotationKey}' in ${variable}.metadata.annotations)`
+  return `${carries('object')} || ${carries('oldObject')}`
+}
+
+export function renderWebhookConfiguration(options: WebhookConfigurationOptions): ValidatingWebhookConfiguration {
+  const annotationKey = options.annotationKey ?? DEFAULT_MIGRATING_ANNOTATION
+  const clientConfig: WebhookClientConfig = {}
+  const annotations: Record<string, string> = {}
+
+  if (options.mode === 'url') {
+    if (!options.url) throw new Error('url mode needs a url, e.g. https://127.0.0.1:9443/validate-crd')
+    if (!options.url.startsWith('https://')) throw new Error(`webhook url must be https, got ${options.url}`)
+    clientConfig.url = options.url
+  } else {
+    clientConfig.service = { ...DEFAULT_WEBHOOK_SERVICE, ...options.service }
+  }
+  if (options.caBundlePem) {
+    clientConfig.caBundle = Buffer.from(options.caBundlePem, 'utf8').toString('base64')
+  } else if (options.mode === 'service') {
+    annotations['cert-manager.io/inject-ca-from'] = options.certManagerCertificate ?? DEFAULT_CERT_MANAGER_CERTIFICATE
+  }
+
+  const metadata: ValidatingWebhookConfiguration['metadata'] = {
+    name: options.name ?? DEFAULT_WEBHOOK_CONFIGURATION_NAME,
+    labels: { 'app.kubernetes.io/name': 'crd-migrator', 'app.kubernetes.io/component': 'storage-freeze-webhook' },
+  }
+  if (Object.keys(annotations).length > 0) metadata.annotations = annotations
+
+  return {
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    kind: 'ValidatingWebhookConfiguration',
+    metadata,
+    webhooks: [
+      {
+        name: WEBHOOK_NAME,
+        admissionReviewVersions: ['v1'],
+        sideEffects: 'None',
+        failurePolicy: 'Fail',
+        matchPolicy: 'Equivalent',
+        timeoutSeconds: options.timeoutSeconds ?? 5,
+        clientConfig,
+        rules: [
+          {
+            apiGroups: ['apiextensions.k8s.io'],
+            apiVersions: ['v1'],
+            operations: ['UPDATE'],
+            resources: ['customresourcedefinitions'],
+            scope: 'Cluster',
+          },
+        ],
+        matchConditions: [{ name: 'carries-migrating-annotation', expression: migratingAnnotationMatchExpression(annotationKey) }],
+      },
+    ],
+  }
+}
+
+export function renderWebhookConfigurationYaml(options: WebhookConfigurationOptions): string {
+  return stringify(renderWebhookConfiguration(options), { lineWidth: 0 })
+}
+
+export interface LocalWebhookConfigurationOptions {
+  /** The development CA (certs/ca.crt). */
+  caCertFile: string
+  /** Where the local webhook listens. Default 9443. */
+  port?: number
+  /** Default 127.0.0.1: the dev control plane runs on this machine. */
+  host?: string
+  /** Where to write the YAML, e.g. webhook-config/local/validating-webhook.yaml (git-ignored). */
+  outFile: string
+  annotationKey?: string
+}
+
+/** Write the url variant for a webhook running on this machine; returns the rendered object. */
+export async function writeLocalWebhookConfiguration(options: LocalWebhookConfigurationOptions): Promise<ValidatingWebhookConfiguration> {
+  const caBundlePem = await readFile(options.caCertFile, 'utf8')
+  const host = options.host ?? '127.0.0.1'
+  const urlHost = host.includes(':') ? `[${host}]` : host
+  const config = renderWebhookConfiguration({
+    mode: 'url',
+    url: `https://${urlHost}:${options.port ?? 9443}/validate-crd`,
+    caBundlePem,
+    ...(options.annotationKey ? { annotationKey: options.annotationKey } : {}),
+  })
+  await mkdir(dirname(options.outFile), { recursive: true })
+  const header = '# Generated by crd-migrator for local development; do not commit.\n'
+  await writeFile(options.outFile, header + stringify(config, { lineWidth: 0 }))
+  return config
+}

@@ -1,0 +1,98 @@
+/**
+ * Locates (building on first use) kube-apiserver, etcd and etcdctl via
+ * scripts/build-controlplane.sh, which caches them per version outside the repository.
+ */
+import { spawn } from 'node:child_process'
+import { accessSync, constants, existsSync, readFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+export interface ControlPlaneBinaries {
+  binDir: string
+  kubeApiserver: string
+  etcd: string
+  etcdctl: string
+}
+
+/** Exit status of the build script when Go is not installed. */
+const EXIT_NO_GO = 3
+
+/** Root of this package (the directory holding its package.json), from this module's URL. */
+export function packageRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url))
+  for (;;) {
+    const pkg = join(dir, 'package.json')
+    if (existsSync(pkg)) {
+      try {
+        if ((JSON.parse(readFileSync(pkg, 'utf8')) as { name?: string }).name === 'crd-migrator') return dir
+      } catch {
+        // keep walking
+      }
+    }
+    const parent = dirname(dir)
+    if (parent === dir) throw new Error(`cannot find the crd-migrator package root above ${fileURLToPath(import.meta.url)}`)
+    dir = parent
+  }
+}
+
+export function buildScriptPath(): string {
+  return join(packageRoot(), 'scripts', 'build-controlplane.sh')
+}
+
+function binariesIn(binDir: string): ControlPlaneBinaries {
+  const b = {
+    binDir,
+    kubeApiserver: join(binDir, 'kube-apiserver'),
+    etcd: join(binDir, 'etcd'),
+    etcdctl: join(binDir, 'etcdctl'),
+  }
+  for (const f of [b.kubeApiserver, b.etcd, b.etcdctl]) {
+    try {
+      accessSync(f, constants.X_OK)
+    } catch {
+      throw new Error(`control-plane binary missing or not executable: ${f}`)
+    }
+  }
+  return b
+}
+
+let pending: Promise<ControlPlaneBinaries> | undefined
+
+/**
+ * Paths of kube-apiserver, etcd and etcdctl. `CRD_MIGRATOR_BIN_DIR` points at prebuilt
+ * binaries and skips the build; otherwise scripts/build-controlplane.sh builds them once (it
+ * takes a lock, so concurrent callers wait for one build) and prints the cache directory. Its
+ * progress goes to our stderr. Memoized per process.
+ */
+export function ensureBinaries(): Promise<ControlPlaneBinaries> {
+  pending ??= resolveBinaries().catch((err: unknown) => {
+    pending = undefined
+    throw err
+  })
+  return pending
+}
+
+async function resolveBinaries(): Promise<ControlPlaneBinaries> {
+  const override = process.env['CRD_MIGRATOR_BIN_DIR']
+  if (override) return binariesIn(override)
+  const script = buildScriptPath()
+  const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>((resolve, reject) => {
+    const child = spawn('bash', [script], { stdio: ['ignore', 'pipe', 'inherit'] })
+    let out = ''
+    child.stdout.setEncoding('utf8')
+    child.stdout.on('data', (d: string) => (out += d))
+    child.on('error', reject)
+    child.on('close', (c) => resolve({ code: c, stdout: out }))
+  })
+  if (code === EXIT_NO_GO) {
+    throw new Error(
+      'Go is required to build the local control plane (kube-apiserver, etcd) and was not found on PATH. ' +
+        'Install Go 1.25+ (https://go.dev/doc/install) or set CRD_MIGRATOR_BIN_DIR to a directory holding ' +
+        'kube-apiserver, etcd and etcdctl.',
+    )
+  }
+  if (code !== 0) throw new Error(`${script} failed with exit status ${code}; see its output above`)
+  const binDir = stdout.trim().split('\n').at(-1)?.trim()
+  if (!binDir) throw new Error(`${script} did not print the binary directory`)
+  return binariesIn(binDir)
+}

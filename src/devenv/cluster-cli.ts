@@ -1,0 +1,70 @@
+/**
+ * `crd-migrator cluster`: start a local control plane for manual use, print how to reach it,
+ * and stop it cleanly on Ctrl-C / SIGTERM.
+ */
+import { startControlPlane, type ControlPlaneOptions } from './controlplane.js'
+
+export interface ClusterCommandOptions extends Pick<ControlPlaneOptions, 'extraApiserverFlags' | 'readyTimeoutMs'> {
+  /** Where the shell snippet goes; default stdout. Progress goes to stderr. */
+  out?: NodeJS.WritableStream
+  /** Also write the state file for `attachControlPlane` here. */
+  stateFile?: string
+}
+
+const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const
+
+/** Resolves with the process exit code once the control plane has been stopped. */
+export async function runClusterCommand(opts: ClusterCommandOptions = {}): Promise<number> {
+  const out = opts.out ?? process.stdout
+  const err = (msg: string): void => {
+    process.stderr.write(`${msg}\n`)
+  }
+
+  // Handle the signals ourselves before anything starts (the harness then leaves them to us).
+  let received: NodeJS.Signals | undefined
+  let wake: (() => void) | undefined
+  const onSignal = (sig: NodeJS.Signals): void => {
+    if (received) {
+      err(`received ${sig} again; exiting without waiting`)
+      process.exit(130) // the exit hook kills the children synchronously
+    }
+    received = sig
+    wake?.()
+  }
+  for (const s of SIGNALS) process.on(s, onSignal)
+
+  try {
+    err('starting etcd and kube-apiserver (the first run builds them, which takes several minutes)...')
+    const cp = await startControlPlane({ ...opts, log: (m) => err(`  ${m}`) })
+    if (opts.stateFile) await cp.writeStateFile(opts.stateFile)
+    out.write(
+      [
+        `# crd-migrator local control plane (ready in ${cp.timings?.readyMs ?? '?'}ms; Ctrl-C stops it)`,
+        `export KUBECONFIG=${cp.kubeconfigPath}`,
+        `# server: ${cp.server}`,
+        `# etcd:   ${cp.etcdEndpoint}`,
+        `# admin:  ${cp.adminUser.name} (groups: ${cp.adminUser.groups.join(', ')})`,
+        `# logs:   ${cp.logFiles ? `${cp.logFiles.apiserver} ${cp.logFiles.etcd}` : '-'}`,
+        '',
+      ].join('\n'),
+    )
+
+    if (!received) {
+      // A ref'd timer keeps Node alive while we wait (the children are unref'd).
+      const keepAlive = setInterval(() => {}, 1 << 30)
+      await new Promise<void>((resolve) => {
+        wake = resolve
+      })
+      clearInterval(keepAlive)
+    }
+    err(`${received}: stopping the control plane...`)
+    await cp.stop()
+    err('stopped.')
+    return 0
+  } catch (e) {
+    err(`crd-migrator cluster: ${e instanceof Error ? e.message : String(e)}`)
+    return 1
+  } finally {
+    for (const s of SIGNALS) process.removeListener(s, onSignal)
+  }
+}

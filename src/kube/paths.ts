@@ -1,0 +1,47 @@
+import type { CustomResourceDefinition } from './types.js'
+
+const enc = encodeURIComponent
+
+export const CRD_API = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions'
+
+export function crdPath(name: string, subresource?: 'status'): string {
+  return `${CRD_API}/${enc(name)}${subresource ? `/${subresource}` : ''}`
+}
+
+/** Where the custom resources of a CRD live, addressed through one of its versions. */
+export interface ResourceRef {
+  group: string
+  version: string
+  plural: string
+  kind: string
+  namespaced: boolean
+}
+
+export function resourceRef(crd: CustomResourceDefinition, version: string): ResourceRef {
+  return {
+    group: crd.spec.group,
+    version,
+    plural: crd.spec.names.plural,
+    kind: crd.spec.names.kind,
+    namespaced: crd.spec.scope === 'Namespaced',
+  }
+}
+
+/** The all-namespaces collection path. */
+export function collectionPath(ref: ResourceRef): string {
+  return `/apis/${enc(ref.group)}/${enc(ref.version)}/${enc(ref.plural)}`
+}
+
+export function objectPath(ref: ResourceRef, namespace: string | undefined, name: string, subresource?: 'status'): string {
+  const ns = ref.namespaced ? `/namespaces/${enc(namespace ?? '')}` : ''
+  return `/apis/${enc(ref.group)}/${enc(ref.version)}${ns}/${enc(ref.plural)}/${enc(name)}${subresource ? `/${subresource}` : ''}`
+}
+
+/** The order in which the API server lists objects (etcd key order), as a comparable key. */
+export function listOrderKey(namespace: string | undefined, name: string): string {
+  return namespace ? `${namespace}/${name}` : name
+}
+
+export function apiVersionOf(ref: Pick<ResourceRef, 'group' | 'version'>): string {
+  return `${ref.group}/${ref.version}`
+}

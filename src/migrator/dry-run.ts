@@ -1,0 +1,47 @@
+import { getCrd } from '../kube/crds.js'
+import type { KubeHttp } from '../kube/http.js'
+import { Phase, planCrd } from './plan.js'
+import { scanManagedFields } from './scan.js'
+import type { MigrationSettings } from './migrate.js'
+
+export interface DryRunReport {
+  crd: string
+  storageVersion: string | undefined
+  storedVersions: string[]
+  blockedReason: string | undefined
+  /** Objects the storage phase would rewrite (all of them), or 0 when it would not run. */
+  objectsToRewrite: number
+  storedVersionsAfter: string[]
+  objectsToClean: number
+  managedFieldsEntriesToRemove: number
+  objectsToSeed: number
+}
+
+/** What `migrate` would do to a CRD, from reads only. */
+export async function dryRun(http: KubeHttp, name: string, settings: MigrationSettings): Promise<DryRunReport> {
+  const crd = await getCrd(http, name)
+  const plan = planCrd(crd)
+  const report: DryRunReport = {
+    crd: name,
+    storageVersion: plan.storageVersion,
+    storedVersions: plan.storedVersions,
+    blockedReason: plan.blockedReason,
+    objectsToRewrite: 0,
+    storedVersionsAfter: plan.storedVersions,
+    objectsToClean: 0,
+    managedFieldsEntriesToRemove: 0,
+    objectsToSeed: 0,
+  }
+  if (plan.blockedReason || !plan.storageVersion) return report
+  const scan = await scanManagedFields(http, crd, plan.storageVersion, settings)
+  if (settings.phases.includes(Phase.StorageVersionMigration) && plan.storageMigrationNeeded) {
+    report.objectsToRewrite = scan.total
+    report.storedVersionsAfter = [plan.storageVersion]
+  }
+  if (settings.phases.includes(Phase.CleanupManagedFields)) {
+    report.objectsToClean = scan.objects
+    report.managedFieldsEntriesToRemove = scan.entries
+    report.objectsToSeed = scan.seeded
+  }
+  return report
+}

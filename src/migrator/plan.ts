@@ -1,0 +1,50 @@
+import type { CustomResourceDefinition } from '../kube/types.js'
+
+export const Phase = {
+  StorageVersionMigration: 'StorageVersionMigration',
+  CleanupManagedFields: 'CleanupManagedFields',
+} as const
+export type Phase = (typeof Phase)[keyof typeof Phase]
+export const ALL_PHASES: readonly Phase[] = [Phase.StorageVersionMigration, Phase.CleanupManagedFields]
+
+/** What a CRD's spec and status say must happen, before any custom resource is read. */
+export interface CrdPlan {
+  name: string
+  group: string
+  generation: number
+  storageVersion: string | undefined
+  servedVersions: string[]
+  storedVersions: string[]
+  established: boolean
+  /** `status.storedVersions` differs from `[storageVersion]`. */
+  storageMigrationNeeded: boolean
+  /** Why nothing can be done now, when something stops us before looking at objects. */
+  blockedReason: string | undefined
+}
+
+export function planCrd(crd: CustomResourceDefinition): CrdPlan {
+  const versions = crd.spec?.versions ?? []
+  const storage = versions.filter(v => v.storage)
+  const storageVersion = storage.length === 1 ? storage[0]!.name : undefined
+  const storedVersions = crd.status?.storedVersions ?? []
+  const established = (crd.status?.conditions ?? []).some(c => c.type === 'Established' && c.status === 'True')
+  let blockedReason: string | undefined
+  if (!established) blockedReason = 'the CRD is not Established yet'
+  else if (storage.length === 0) blockedReason = 'the CRD has no storage version'
+  else if (storage.length > 1) blockedReason = `the CRD marks ${storage.length} versions as storage`
+  return {
+    name: crd.metadata.name,
+    group: crd.spec.group,
+    generation: crd.metadata.generation ?? 0,
+    storageVersion,
+    servedVersions: versions.filter(v => v.served).map(v => v.name),
+    storedVersions,
+    established,
+    storageMigrationNeeded: storageVersion !== undefined && !(storedVersions.length === 1 && storedVersions[0] === storageVersion),
+    blockedReason,
+  }
+}
+
+export function versionHasStatusSubresource(crd: CustomResourceDefinition, version: string): boolean {
+  return crd.spec.versions.some(v => v.name === version && v.subresources?.status !== undefined)
+}

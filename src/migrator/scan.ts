@@ -1,0 +1,39 @@
+import type { KubeHttp } from '../kube/http.js'
+import { listMetadata } from '../kube/list-metadata.js'
+import { resourceRef } from '../kube/paths.js'
+import type { CustomResourceDefinition } from '../kube/types.js'
+import { cleanManagedFields, managedFieldsPolicy } from './managed-fields.js'
+
+export interface ScanResult {
+  /** Custom resources listed. */
+  total: number
+  /** Objects with managedFields entries to remove (or rewrite). */
+  objects: number
+  /** managedFields entries that would be removed. */
+  entries: number
+  /** Objects that would get the seeding entry because none would remain. */
+  seeded: number
+}
+
+/** Reads every object's metadata and counts the managedFields work, writing nothing. */
+export async function scanManagedFields(
+  http: KubeHttp,
+  crd: CustomResourceDefinition,
+  storageVersion: string,
+  settings: { pageSize: number; rewriteServedManagedFields: boolean },
+  signal?: AbortSignal,
+): Promise<ScanResult> {
+  const policy = managedFieldsPolicy(crd, storageVersion, settings)
+  const result: ScanResult = { total: 0, objects: 0, entries: 0, seeded: 0 }
+  for await (const page of listMetadata(http, resourceRef(crd, storageVersion), { pageSize: settings.pageSize, ...(signal ? { signal } : {}) })) {
+    for (const item of page.items) {
+      result.total++
+      const cleanup = cleanManagedFields(item.metadata.managedFields, policy)
+      if (!cleanup.changed) continue
+      result.objects++
+      result.entries += cleanup.removed.length
+      if (cleanup.seeded) result.seeded++
+    }
+  }
+  return result
+}

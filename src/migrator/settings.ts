@@ -1,0 +1,22 @@
+import type { Config } from '../config/schema.js'
+import type { MigrationSettings } from './migrate.js'
+import { ALL_PHASES } from './plan.js'
+
+/** The settings of one CRD's migration: the global ones, overridden by its own entry. */
+export function settingsFor(config: Config, crdName: string): MigrationSettings {
+  const m = config.migrator
+  const own = m.crds[crdName]
+  const skip = new Set([...m.skipPhases, ...(own?.skipPhases ?? [])])
+  return {
+    migratingAnnotation: config.annotations.migrating,
+    phases: ALL_PHASES.filter(p => !skip.has(p)),
+    useStatusSubresource: own?.useStatusSubresource ?? false,
+    concurrency: own?.concurrency ?? m.concurrency,
+    qps: own?.qps ?? m.qps,
+    pageSize: m.pageSize,
+    maxAttempts: m.maxAttempts,
+    progressIntervalMs: m.progressIntervalSeconds * 1000,
+    rewriteServedManagedFields: m.rewriteServedManagedFields,
+    takeoverAfterMs: m.takeoverAfterSeconds * 1000,
+  }
+}

@@ -1,0 +1,150 @@
+import PQueue from 'p-queue'
+import type { MetadataPage } from '../kube/list-metadata.js'
+import { listOrderKey } from '../kube/paths.js'
+import type { PartialObjectMetadata } from '../kube/types.js'
+
+/** What happened to one object. */
+export type Outcome =
+  | 'rewritten' // the API server stored it anew
+  | 'current' // the write was a no-op: the object was already stored that way
+  | 'skipped' // nothing to do for this object
+  | 'gone' // deleted since it was listed
+  | 'conflict' // changed since it was listed; that write stored it in the storage version
+
+export interface ObjectFailure {
+  key: string
+  error: string
+}
+
+export interface WalkCounts {
+  seen: number
+  rewritten: number
+  current: number
+  skipped: number
+  gone: number
+  conflict: number
+  failed: number
+  /** Skipped because a checkpoint of an earlier run says they were done. */
+  resumed: number
+}
+
+export interface WalkProgress {
+  counts: WalkCounts
+  /** Best known total: seen plus what the API server says remains. */
+  total: number | undefined
+  /** Every object up to and including this list key is finished (low watermark). */
+  checkpoint: string | undefined
+  inFlight: number
+}
+
+export interface WalkOptions {
+  concurrency: number
+  /** Writes started per second; 0 for no client-side limit. */
+  qps: number
+  /** Objects with a list key at or before this one were finished by an earlier run. */
+  resumeAfter?: string
+  signal?: AbortSignal
+  /** How many failures to keep with their message (all are counted). */
+  maxRecordedFailures?: number
+  onProgress?: (progress: WalkProgress) => void
+  onWriteStart?: () => void
+  onWriteEnd?: (outcome: Outcome | 'failed', seconds: number) => void
+}
+
+export interface WalkResult {
+  counts: WalkCounts
+  failures: ObjectFailure[]
+  checkpoint: string | undefined
+}
+
+/**
+ * Runs one handler per listed object with bounded concurrency and rate, pulling the next
+ * page only once the queue has drained below a couple of pages, so memory stays flat
+ * however large the collection. Keeps a low watermark of finished list keys so a resumed
+ * run can skip what is certainly done.
+ */
+export async function walkObjects(
+  pages: AsyncIterable<MetadataPage>,
+  handle: (item: PartialObjectMetadata) => Promise<Outcome>,
+  options: WalkOptions,
+): Promise<WalkResult> {
+  const queue = new PQueue({
+    concurrency: Math.max(1, options.concurrency),
+    ...(options.qps > 0 ? { intervalCap: Math.max(1, Math.round(options.qps)), interval: 1000, carryoverIntervalCount: true } : {}),
+  })
+  const counts: WalkCounts = { seen: 0, rewritten: 0, current: 0, skipped: 0, gone: 0, conflict: 0, failed: 0, resumed: 0 }
+  const failures: ObjectFailure[] = []
+  const maxFailures = options.maxRecordedFailures ?? 100
+  let total: number | undefined
+  let firstError: unknown
+
+  // Low watermark: sequence numbers are handed out in list order; `finished` holds those
+  // done ahead of the watermark.
+  let nextSeq = 0
+  let watermarkSeq = -1
+  let checkpoint = options.resumeAfter
+  const keyBySeq = new Map<number, string>()
+  const finished = new Set<number>()
+  const finish = (seq: number) => {
+    finished.add(seq)
+    while (finished.has(watermarkSeq + 1)) {
+      watermarkSeq++
+      finished.delete(watermarkSeq)
+      checkpoint = keyBySeq.get(watermarkSeq) ?? checkpoint
+      keyBySeq.delete(watermarkSeq)
+    }
+  }
+  // Called after every object: hands out the live counters rather than copies.
+  const progress = (): WalkProgress => ({ counts, total, checkpoint, inFlight: queue.pending })
+
+  const highWater = Math.max(64, options.concurrency * 4)
+  for await (const page of pages) {
+    options.signal?.throwIfAborted()
+    if (firstError) break
+    if (page.remainingItemCount !== undefined) total = counts.seen + page.items.length + page.remainingItemCount
+    for (const item of page.items) {
+      counts.seen++
+      const key = listOrderKey(item.metadata.namespace, item.metadata.name)
+      const seq = nextSeq++
+      keyBySeq.set(seq, key)
+      if (options.resumeAfter !== undefined && key <= options.resumeAfter) {
+        counts.resumed++
+        finish(seq)
+        continue
+      }
+      void queue.add(async () => {
+        if (options.signal?.aborted) return
+        const started = performance.now()
+        options.onWriteStart?.()
+        let outcome: Outcome | 'failed'
+        try {
+          outcome = await handle(item)
+          counts[outcome]++
+        } catch (err) {
+          outcome = 'failed'
+          counts.failed++
+          if (failures.length < maxFailures) failures.push({ key, error: err instanceof Error ? err.message : String(err) })
+          if (isFatal(err)) firstError ??= err
+        } finally {
+          finish(seq)
+        }
+        options.onWriteEnd?.(outcome, (performance.now() - started) / 1000)
+        options.onProgress?.(progress())
+      })
+    }
+    options.onProgress?.(progress())
+    await queue.onSizeLessThan(highWater)
+  }
+  await queue.onIdle()
+  options.signal?.throwIfAborted()
+  if (firstError) throw firstError
+  if (total === undefined || total < counts.seen) total = counts.seen
+  options.onProgress?.(progress())
+  return { counts: { ...counts }, failures, checkpoint }
+}
+
+/** Errors that make every further write pointless (we lost permission, or were told to stop). */
+function isFatal(err: unknown): boolean {
+  const status = (err as { status?: unknown } | null)?.status
+  return status === 401 || (err instanceof Error && err.name === 'AbortError')
+}

@@ -1,0 +1,5 @@
+export * from './admission.js'
+export * from './review.js'
+export * from './metrics.js'
+export * from './tls.js'
+export * from './server.js'

@@ -1,0 +1,100 @@
+/**
+ * Prometheus metrics of the webhook. They live on a Registry the caller passes in (never
+ * the prom-client global), so tests get a clean registry each and the migrator can
+ * expose its own metrics and these from one /metrics.
+ */
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
+import { ADMISSION_OPERATIONS, DENIAL_REASONS, type AdmissionOperation, type DenialReason } from './admission.js'
+
+export const METRIC_NAMES = Object.freeze({
+  reviews: 'crd_migrator_admission_reviews_total',
+  denials: 'crd_migrator_admission_denials_total',
+  duration: 'crd_migrator_admission_review_duration_seconds',
+  badRequests: 'crd_migrator_admission_bad_requests_total',
+  certificateExpiry: 'crd_migrator_webhook_certificate_expiry_timestamp_seconds',
+})
+
+/** A decision takes microseconds; the top buckets catch GC pauses and event-loop stalls. */
+export const REVIEW_DURATION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1]
+
+export type Decision = 'allowed' | 'denied'
+
+export interface WebhookMetrics {
+  observeReview(operation: AdmissionOperation, decision: Decision, seconds: number, denial?: DenialReason): void
+  /** status: the HTTP status answered (400, 413, 415...). */
+  countBadRequest(status: number): void
+  /** The serving certificate now in use; undefined while none is loaded. */
+  setCertificate(certificate: { notAfter: Date; serialNumber: string } | undefined): void
+}
+
+export function createWebhookMetrics(registry: Registry): WebhookMetrics {
+  const reviews = reuseOr(registry, METRIC_NAMES.reviews, () =>
+    new Counter({
+      name: METRIC_NAMES.reviews,
+      help: 'AdmissionReviews answered, by operation and decision.',
+      labelNames: ['operation', 'decision'] as const,
+      registers: [registry],
+    }),
+  )
+  const denials = reuseOr(registry, METRIC_NAMES.denials, () =>
+    new Counter({
+      name: METRIC_NAMES.denials,
+      help: 'AdmissionReviews denied, by reason.',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
+  )
+  const duration = reuseOr(registry, METRIC_NAMES.duration, () =>
+    new Histogram({
+      name: METRIC_NAMES.duration,
+      help: 'Time from a parsed AdmissionReview to its answer.',
+      buckets: REVIEW_DURATION_BUCKETS,
+      registers: [registry],
+    }),
+  )
+  const badRequests = reuseOr(registry, METRIC_NAMES.badRequests, () =>
+    new Counter({
+      name: METRIC_NAMES.badRequests,
+      help: 'Requests to /validate-crd that were not a well-formed AdmissionReview, by HTTP status answered.',
+      labelNames: ['code'] as const,
+      registers: [registry],
+    }),
+  )
+  const certificateExpiry = reuseOr(registry, METRIC_NAMES.certificateExpiry, () =>
+    new Gauge({
+      name: METRIC_NAMES.certificateExpiry,
+      help: 'notAfter of the serving certificate in use, as a Unix timestamp; absent while none is loaded.',
+      labelNames: ['serial'] as const,
+      registers: [registry],
+    }),
+  )
+
+  // Zero-initialised series, so rate() and alerts work before the first denial.
+  for (const operation of ADMISSION_OPERATIONS) {
+    for (const decision of ['allowed', 'denied'] as const) reviews.inc({ operation, decision }, 0)
+  }
+  for (const reason of DENIAL_REASONS) denials.inc({ reason }, 0)
+
+  return {
+    observeReview(operation, decision, seconds, denial) {
+      reviews.inc({ operation, decision })
+      if (decision === 'denied' && denial) denials.inc({ reason: denial })
+      duration.observe(seconds)
+    },
+    countBadRequest(status) {
+      badRequests.inc({ code: String(status) })
+    },
+    setCertificate(certificate) {
+      // One series at a time: the serial label changes on rotation and the old one must go.
+      certificateExpiry.reset()
+      if (certificate) {
+        certificateExpiry.set({ serial: certificate.serialNumber }, Math.floor(certificate.notAfter.getTime() / 1000))
+      }
+    },
+  }
+}
+
+/** Creating a webhook twice on one registry (tests, restarts in-process) reuses the metrics. */
+function reuseOr<T>(registry: Registry, name: string, create: () => T): T {
+  return (registry.getSingleMetric(name) as T | undefined) ?? create()
+}

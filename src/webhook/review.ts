@@ -1,0 +1,240 @@
+/**
+ * The admission.k8s.io/v1 AdmissionReview envelope: parsing an incoming review and
+ * building the answer.
+ *
+ * Two kinds of bad input are kept apart on purpose:
+ * - a body that is not a well-formed v1 AdmissionReview (wrong apiVersion/kind, no
+ *   request, no uid...) cannot be answered with an AdmissionReview at all, because
+ *   there is no uid to echo; the caller answers HTTP 400 with the message from here;
+ * - a well-formed review of something unexpected is answered with an AdmissionResponse
+ *   (see reviewAdmission), so the API server shows the reason to the user instead of a
+ *   generic "failed calling webhook".
+ *
+ * Validation is hand-written rather than a schema library so each message names the
+ * exact field and what was found, and so unknown fields pass through untouched (the
+ * API server adds fields over time; rejecting them would break on upgrade).
+ */
+import {
+  ADMISSION_OPERATIONS,
+  decideAdmission,
+  type AdmissionDecision,
+  type AdmissionOperation,
+  type AdmissionPolicy,
+} from './admission.js'
+
+export const ADMISSION_REVIEW_API_VERSION = 'admission.k8s.io/v1'
+export const ADMISSION_REVIEW_KIND = 'AdmissionReview'
+
+/** The resource this webhook judges; matchPolicy: Equivalent converts other versions to it. */
+export const CRD_RESOURCE = Object.freeze({
+  group: 'apiextensions.k8s.io',
+  version: 'v1',
+  resource: 'customresourcedefinitions',
+})
+
+export interface GroupVersionKind {
+  group: string
+  version: string
+  kind: string
+}
+
+export interface GroupVersionResource {
+  group: string
+  version: string
+  resource: string
+}
+
+export interface AdmissionUserInfo {
+  username: string
+  uid?: string
+  groups: string[]
+  extra?: Record<string, string[]>
+}
+
+/** The fields of an admission.k8s.io/v1 AdmissionRequest this webhook reads. */
+export interface AdmissionRequest {
+  uid: string
+  kind: GroupVersionKind
+  resource: GroupVersionResource
+  subResource?: string
+  name?: string
+  namespace?: string
+  operation: AdmissionOperation
+  userInfo: AdmissionUserInfo
+  object?: unknown
+  oldObject?: unknown
+  dryRun?: boolean
+}
+
+export interface AdmissionResponse {
+  uid: string
+  allowed: boolean
+  status?: { code?: number; message?: string }
+  warnings?: string[]
+  auditAnnotations?: Record<string, string>
+}
+
+export interface AdmissionReviewResponse {
+  apiVersion: typeof ADMISSION_REVIEW_API_VERSION
+  kind: typeof ADMISSION_REVIEW_KIND
+  response: AdmissionResponse
+}
+
+export type ParseReviewResult = { ok: true; request: AdmissionRequest } | { ok: false; error: string }
+
+type JsonObject = Record<string, unknown>
+
+function isObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+function describe(value: unknown): string {
+  if (value === undefined) return 'nothing'
+  if (value === null) return 'null'
+  if (Array.isArray(value)) return 'an array'
+  if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}...` : value)
+  if (typeof value === 'object') return 'an object'
+  return `${typeof value} ${String(value)}`
+}
+
+class ReviewError extends Error {}
+
+function fail(path: string, expected: string, value: unknown): never {
+  throw new ReviewError(`${path} must be ${expected}, got ${describe(value)}`)
+}
+
+function requireString(obj: JsonObject, key: string, path: string, options: { nonEmpty?: boolean } = {}): string {
+  const value = obj[key]
+  if (typeof value !== 'string' || (options.nonEmpty && value === '')) {
+    fail(`${path}.${key}`, options.nonEmpty ? 'a non-empty string' : 'a string', value)
+  }
+  return value
+}
+
+function optionalString(obj: JsonObject, key: string, path: string): string | undefined {
+  const value = obj[key]
+  if (value === undefined || value === null) return undefined
+  if (typeof value !== 'string') fail(`${path}.${key}`, 'a string', value)
+  return value
+}
+
+function requireObject(obj: JsonObject, key: string, path: string): JsonObject {
+  const value = obj[key]
+  if (!isObject(value)) fail(`${path}.${key}`, 'an object', value)
+  return value
+}
+
+/** Parse a request body (already JSON-decoded) as an admission.k8s.io/v1 AdmissionReview. */
+export function parseAdmissionReview(body: unknown): ParseReviewResult {
+  try {
+    return { ok: true, request: parseOrThrow(body) }
+  } catch (err) {
+    if (err instanceof ReviewError) return { ok: false, error: err.message }
+    throw err
+  }
+}
+
+function parseOrThrow(body: unknown): AdmissionRequest {
+  if (!isObject(body)) fail('body', 'a JSON object (an AdmissionReview)', body)
+  if (body['apiVersion'] !== ADMISSION_REVIEW_API_VERSION) {
+    fail('apiVersion', `"${ADMISSION_REVIEW_API_VERSION}" (set admissionReviewVersions: [v1])`, body['apiVersion'])
+  }
+  if (body['kind'] !== ADMISSION_REVIEW_KIND) fail('kind', `"${ADMISSION_REVIEW_KIND}"`, body['kind'])
+  const request = requireObject(body, 'request', 'AdmissionReview')
+  const path = 'request'
+
+  const uid = requireString(request, 'uid', path, { nonEmpty: true })
+
+  const kindObj = requireObject(request, 'kind', path)
+  const kind: GroupVersionKind = {
+    group: requireString(kindObj, 'group', `${path}.kind`),
+    version: requireString(kindObj, 'version', `${path}.kind`),
+    kind: requireString(kindObj, 'kind', `${path}.kind`),
+  }
+  const resourceObj = requireObject(request, 'resource', path)
+  const resource: GroupVersionResource = {
+    group: requireString(resourceObj, 'group', `${path}.resource`),
+    version: requireString(resourceObj, 'version', `${path}.resource`),
+    resource: requireString(resourceObj, 'resource', `${path}.resource`),
+  }
+
+  const operation = request['operation']
+  if (typeof operation !== 'string' || !(ADMISSION_OPERATIONS as readonly string[]).includes(operation)) {
+    fail(`${path}.operation`, `one of ${ADMISSION_OPERATIONS.join(', ')}`, operation)
+  }
+
+  const userInfoObj = requireObject(request, 'userInfo', path)
+  // username and groups are omitempty in the API types, so absent means empty.
+  const username = optionalString(userInfoObj, 'username', `${path}.userInfo`) ?? ''
+  const groupsValue = userInfoObj['groups'] ?? []
+  if (!Array.isArray(groupsValue)) fail(`${path}.userInfo.groups`, 'an array of strings', groupsValue)
+  groupsValue.forEach((group, i) => {
+    if (typeof group !== 'string') fail(`${path}.userInfo.groups[${i}]`, 'a string', group)
+  })
+  const userInfo: AdmissionUserInfo = { username, groups: groupsValue as string[] }
+  const userUid = optionalString(userInfoObj, 'uid', `${path}.userInfo`)
+  if (userUid !== undefined) userInfo.uid = userUid
+
+  const parsed: AdmissionRequest = { uid, kind, resource, operation: operation as AdmissionOperation, userInfo }
+  const subResource = optionalString(request, 'subResource', path)
+  if (subResource) parsed.subResource = subResource
+  const name = optionalString(request, 'name', path)
+  if (name) parsed.name = name
+  const namespace = optionalString(request, 'namespace', path)
+  if (namespace) parsed.namespace = namespace
+  const dryRun = request['dryRun']
+  if (dryRun !== undefined && dryRun !== null && typeof dryRun !== 'boolean') {
+    fail(`${path}.dryRun`, 'a boolean', dryRun)
+  }
+  if (typeof dryRun === 'boolean') parsed.dryRun = dryRun
+  // object/oldObject stay unknown: their shape is judged by the decision, which answers
+  // with an AdmissionResponse rather than a 400.
+  if (request['object'] !== undefined) parsed.object = request['object']
+  if (request['oldObject'] !== undefined) parsed.oldObject = request['oldObject']
+  return parsed
+}
+
+export function isCrdRequest(request: AdmissionRequest): boolean {
+  const r = request.resource
+  return r.group === CRD_RESOURCE.group && r.version === CRD_RESOURCE.version && r.resource === CRD_RESOURCE.resource
+}
+
+/**
+ * Decide a parsed review. A review of another resource is ALLOWED with a warning: it
+ * can only arrive through a misconfigured webhook configuration, this webhook has no
+ * rule for it, and denying would turn that misconfiguration (with failurePolicy: Fail)
+ * into an outage of an unrelated resource. The warning reaches the client (kubectl
+ * prints it) and the log line, so the misconfiguration is still visible.
+ */
+export function reviewAdmission(request: AdmissionRequest, policy: AdmissionPolicy): AdmissionDecision {
+  if (!isCrdRequest(request)) {
+    const r = request.resource
+    const got = `${r.group || 'core'}/${r.version} ${r.resource}`
+    return {
+      allowed: true,
+      reason: 'unexpected-resource',
+      warnings: [`crd-migrator storage-freeze webhook called for ${got}: allowed unchecked, check its rules`],
+    }
+  }
+  const input: Parameters<typeof decideAdmission>[0] = {
+    operation: request.operation,
+    userInfo: { username: request.userInfo.username, groups: request.userInfo.groups },
+    object: request.object,
+    oldObject: request.oldObject,
+  }
+  if (request.name !== undefined) input.name = request.name
+  return decideAdmission(input, policy)
+}
+
+/** Build the AdmissionReview answer; the uid must be the request's uid. */
+export function toAdmissionReviewResponse(uid: string, decision: AdmissionDecision): AdmissionReviewResponse {
+  const response: AdmissionResponse = { uid, allowed: decision.allowed }
+  if (!decision.allowed) {
+    response.status = { code: decision.code ?? 403, message: decision.message ?? 'denied' }
+  }
+  if (decision.warnings && decision.warnings.length > 0) response.warnings = decision.warnings
+  // The API server prefixes the key with the webhook name in the audit log
+  // (storage-freeze.crd-migrator.io/reason=...), so denials and overrides are auditable.
+  if (decision.reason !== 'allowed') response.auditAnnotations = { reason: decision.reason }
+  return { apiVersion: ADMISSION_REVIEW_API_VERSION, kind: ADMISSION_REVIEW_KIND, response }
+}

@@ -1,0 +1,253 @@
+/**
+ * Serving certificate loading and hot reload.
+ *
+ * cert-manager writes a Secret, and the kubelet projects it into the pod with an atomic
+ * symlink swap: tls.crt -> ..data/tls.crt, and ..data is renamed to point at a new
+ * timestamped directory. The files we were given never change in place, so we watch the
+ * DIRECTORY (the rename of ..data fires there) and debounce the burst of events. fs.watch
+ * is best effort (it can miss events on some filesystems and dies when its directory is
+ * replaced), so a slow poll re-reads the files as a fallback and re-creates dead watchers.
+ *
+ * A reload reads both files and only applies them when they form a consistent pair: a
+ * writer that replaces tls.crt and tls.key one after the other leaves a window in which
+ * the key does not belong to the certificate. Such a pair is logged and skipped; the
+ * previous certificate keeps serving until a consistent pair appears.
+ */
+import { X509Certificate, createPrivateKey } from 'node:crypto'
+import { watch, type FSWatcher } from 'node:fs'
+import { readFile } from 'node:fs/promises'
+import { dirname, resolve } from 'node:path'
+import { createSecureContext } from 'node:tls'
+import type { Logger } from 'pino'
+
+export const MIN_TLS_VERSION = 'TLSv1.2' as const
+
+export interface CertificateInfo {
+  serialNumber: string
+  notBefore: Date
+  notAfter: Date
+  /** SHA-256 fingerprint, colon-separated hex, as Node prints it. */
+  fingerprint256: string
+  subject: string
+  subjectAltName: string | undefined
+}
+
+export interface CertificatePair {
+  cert: string
+  key: string
+  info: CertificateInfo
+}
+
+export class CertificateError extends Error {
+  override name = 'CertificateError'
+}
+
+/** Check that cert and key are PEM, belong together and make a usable TLS context. */
+export function validateCertificatePair(cert: string, key: string): CertificatePair {
+  let x509: X509Certificate
+  try {
+    x509 = new X509Certificate(cert)
+  } catch (err) {
+    throw new CertificateError(`certificate is not a PEM X.509 certificate: ${(err as Error).message}`)
+  }
+  let privateKey
+  try {
+    privateKey = createPrivateKey(key)
+  } catch (err) {
+    throw new CertificateError(`key is not a PEM private key: ${(err as Error).message}`)
+  }
+  if (!x509.checkPrivateKey(privateKey)) {
+    throw new CertificateError(
+      `the private key does not match the certificate (serial ${x509.serialNumber}); ` +
+        'probably a rotation caught half-way',
+    )
+  }
+  try {
+    createSecureContext({ cert, key, minVersion: MIN_TLS_VERSION })
+  } catch (err) {
+    throw new CertificateError(`certificate and key are not usable for TLS: ${(err as Error).message}`)
+  }
+  return {
+    cert,
+    key,
+    info: {
+      serialNumber: x509.serialNumber,
+      notBefore: new Date(x509.validFrom),
+      notAfter: new Date(x509.validTo),
+      fingerprint256: x509.fingerprint256,
+      subject: x509.subject,
+      subjectAltName: x509.subjectAltName,
+    },
+  }
+}
+
+export async function loadCertificatePair(certFile: string, keyFile: string): Promise<CertificatePair> {
+  const [cert, key] = await readPair(certFile, keyFile)
+  return validateCertificatePair(cert, key)
+}
+
+async function readPair(certFile: string, keyFile: string): Promise<[string, string]> {
+  try {
+    return await Promise.all([readFile(certFile, 'utf8'), readFile(keyFile, 'utf8')])
+  } catch (err) {
+    throw new CertificateError(`cannot read certificate/key: ${(err as Error).message}`)
+  }
+}
+
+export type WatcherLogger = Pick<Logger, 'info' | 'warn' | 'debug'>
+
+export interface CertificateWatcherOptions {
+  certFile: string
+  keyFile: string
+  /** Called with each new consistent pair; throwing keeps the previous pair as current. */
+  onChange: (pair: CertificatePair) => void
+  logger?: WatcherLogger
+  /** Quiet time after the last directory event before reloading. Default 200 ms. */
+  debounceMs?: number
+  /** Fallback re-read interval; 0 disables polling. Default 30 s. */
+  pollIntervalMs?: number
+  /** A pair already loaded at startup, so the first poll does not report it as a change. */
+  initial?: CertificatePair
+}
+
+export type ReloadResult = 'changed' | 'unchanged' | 'invalid'
+
+export class CertificateWatcher {
+  readonly #options: Required<Omit<CertificateWatcherOptions, 'initial' | 'logger'>> & { logger?: WatcherLogger }
+  #current: CertificatePair | undefined
+  #watchers = new Map<string, FSWatcher>()
+  #debounce: NodeJS.Timeout | undefined
+  #poll: NodeJS.Timeout | undefined
+  #inFlight: Promise<ReloadResult> | undefined
+  #again = false
+  /** The last rejected pair (or read error), so a bad pair is warned about once, not every poll. */
+  #lastRejected: string | undefined
+  #stopped = false
+
+  constructor(options: CertificateWatcherOptions) {
+    this.#options = {
+      debounceMs: 200,
+      pollIntervalMs: 30_000,
+      ...options,
+    }
+    this.#current = options.initial
+  }
+
+  get current(): CertificatePair | undefined {
+    return this.#current
+  }
+
+  get loaded(): boolean {
+    return this.#current !== undefined
+  }
+
+  start(): void {
+    this.#stopped = false
+    this.#ensureWatchers()
+    if (this.#options.pollIntervalMs > 0 && !this.#poll) {
+      this.#poll = setInterval(() => {
+        this.#ensureWatchers()
+        void this.reload()
+      }, this.#options.pollIntervalMs)
+      this.#poll.unref()
+    }
+  }
+
+  stop(): void {
+    this.#stopped = true
+    for (const watcher of this.#watchers.values()) watcher.close()
+    this.#watchers.clear()
+    clearTimeout(this.#debounce)
+    clearInterval(this.#poll)
+    this.#debounce = undefined
+    this.#poll = undefined
+  }
+
+  /** Re-read both files now. Concurrent calls coalesce into one more read after the running one. */
+  reload(): Promise<ReloadResult> {
+    if (this.#inFlight) {
+      this.#again = true
+      return this.#inFlight
+    }
+    const run = async (): Promise<ReloadResult> => {
+      let result: ReloadResult
+      do {
+        this.#again = false
+        result = await this.#reloadOnce()
+      } while (this.#again && !this.#stopped)
+      return result
+    }
+    this.#inFlight = run().finally(() => {
+      this.#inFlight = undefined
+    })
+    return this.#inFlight
+  }
+
+  async #reloadOnce(): Promise<ReloadResult> {
+    const { certFile, keyFile, logger } = this.#options
+    let pair: CertificatePair
+    let content = ''
+    try {
+      const [cert, key] = await readPair(certFile, keyFile)
+      content = cert + key
+      if (this.#current && cert === this.#current.cert && key === this.#current.key) return 'unchanged'
+      pair = validateCertificatePair(cert, key)
+    } catch (err) {
+      // Unreadable files have no content to remember; the error text stands in for it.
+      const rejected = content || (err as Error).message
+      const fresh = rejected !== this.#lastRejected
+      this.#lastRejected = rejected
+      const log = { certFile, keyFile, error: (err as Error).message }
+      const msg = this.#current
+        ? 'ignoring unusable certificate/key; still serving the previous certificate'
+        : 'no usable certificate/key yet; not ready'
+      if (fresh) logger?.warn(log, msg)
+      else logger?.debug(log, msg)
+      return 'invalid'
+    }
+    try {
+      this.#options.onChange(pair)
+    } catch (err) {
+      logger?.warn({ certFile, keyFile, error: (err as Error).message }, 'failed to apply new certificate; keeping the previous one')
+      return 'invalid'
+    }
+    const previous = this.#current?.info.serialNumber
+    this.#current = pair
+    this.#lastRejected = undefined
+    logger?.info(
+      { certFile, serial: pair.info.serialNumber, previousSerial: previous, notAfter: pair.info.notAfter.toISOString() },
+      previous ? 'serving certificate reloaded' : 'serving certificate loaded',
+    )
+    return 'changed'
+  }
+
+  #ensureWatchers(): void {
+    if (this.#stopped) return
+    const dirs = new Set([dirname(resolve(this.#options.certFile)), dirname(resolve(this.#options.keyFile))])
+    for (const dir of dirs) {
+      if (this.#watchers.has(dir)) continue
+      try {
+        // Every event counts: the kubelet's swap touches ..data, never tls.crt itself.
+        const watcher = watch(dir, { persistent: false }, () => this.#schedule())
+        watcher.on('error', (err) => {
+          this.#options.logger?.warn({ dir, error: err.message }, 'certificate directory watch failed; relying on polling')
+          watcher.close()
+          this.#watchers.delete(dir)
+        })
+        this.#watchers.set(dir, watcher)
+      } catch (err) {
+        this.#options.logger?.debug({ dir, error: (err as Error).message }, 'cannot watch certificate directory yet')
+      }
+    }
+  }
+
+  #schedule(): void {
+    if (this.#stopped) return
+    clearTimeout(this.#debounce)
+    this.#debounce = setTimeout(() => {
+      this.#debounce = undefined
+      void this.reload()
+    }, this.#options.debounceMs)
+    this.#debounce.unref()
+  }
+}

@@ -1,0 +1,275 @@
+/**
+ * Helpers for integration tests that talk to the real control plane through the
+ * project's own KubeHttp client: CRDs, objects in bulk, and the webhook wired in.
+ */
+import { mkdtemp, rm } from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import { KubeConfig } from '@kubernetes/client-node'
+import PQueue from 'p-queue'
+import t from 'tap'
+import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
+import { generateDevCertificates } from '../../src/devcerts/devcerts.js'
+import { renderWebhookConfiguration } from '../../src/devcerts/webhook-config.js'
+import type { ControlPlane } from '../../src/devenv/controlplane.js'
+import { getCrd } from '../../src/kube/crds.js'
+import { ContentType, KubeHttp } from '../../src/kube/http.js'
+import { CRD_API, crdPath, objectPath, type ResourceRef } from '../../src/kube/paths.js'
+import type { CustomResourceDefinition } from '../../src/kube/types.js'
+import type { MigrationSettings } from '../../src/migrator/migrate.js'
+import { ALL_PHASES } from '../../src/migrator/plan.js'
+import { startWebhookServer, type RunningWebhookServer } from '../../src/webhook/server.js'
+
+export const TEST_SCOPE_LABEL = 'crd-migrator-test/webhook'
+
+export function httpFor(kubeconfigPath: string): KubeHttp {
+  const kc = new KubeConfig()
+  kc.loadFromFile(kubeconfigPath)
+  const http = new KubeHttp(kc, { maxSockets: 64 })
+  t.teardown(() => http.close())
+  return http
+}
+
+export function defaultSettings(overrides: Partial<MigrationSettings> = {}): MigrationSettings {
+  return {
+    migratingAnnotation: DEFAULT_MIGRATING_ANNOTATION,
+    phases: ALL_PHASES,
+    useStatusSubresource: false,
+    concurrency: 16,
+    qps: 0,
+    pageSize: 500,
+    maxAttempts: 5,
+    progressIntervalMs: 500,
+    rewriteServedManagedFields: false,
+    takeoverAfterMs: 30_000,
+    ...overrides,
+  }
+}
+
+const schema = { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } }
+
+export interface CrdSpecOptions {
+  group: string
+  versions: string[]
+  storage: string
+  plural?: string
+  kind?: string
+  scope?: 'Namespaced' | 'Cluster'
+  unserved?: string[]
+  labels?: Record<string, string>
+  status?: boolean
+}
+
+export function crdManifest(o: CrdSpecOptions): CustomResourceDefinition {
+  const plural = o.plural ?? 'widgets'
+  const kind = o.kind ?? 'Widget'
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${plural}.${o.group}`, labels: o.labels ?? {} },
+    spec: {
+      group: o.group,
+      scope: o.scope ?? 'Namespaced',
+      names: { plural, kind, singular: kind.toLowerCase(), listKind: `${kind}List` },
+      versions: o.versions.map(name => ({
+        name,
+        served: !(o.unserved ?? []).includes(name),
+        storage: name === o.storage,
+        schema,
+        ...(o.status ? { subresources: { status: {} } } : {}),
+      })) as CustomResourceDefinition['spec']['versions'],
+    },
+  }
+}
+
+export async function createCrd(http: KubeHttp, crd: CustomResourceDefinition): Promise<CustomResourceDefinition> {
+  await http.request({ method: 'POST', path: CRD_API, body: crd })
+  const deadline = Date.now() + 30_000
+  for (;;) {
+    const current = await getCrd(http, crd.metadata.name)
+    if (current.status?.conditions?.some(c => c.type === 'Established' && c.status === 'True')) {
+      // Established means the API is registered; give discovery/storage a moment to serve it.
+      await waitServed(http, current)
+      return current
+    }
+    if (Date.now() > deadline) throw new Error(`CRD ${crd.metadata.name} not Established`)
+    await sleep(50)
+  }
+}
+
+async function waitServed(http: KubeHttp, crd: CustomResourceDefinition): Promise<void> {
+  const version = crd.spec.versions.find(v => v.served)!.name
+  for (let i = 0; i < 100; i++) {
+    try {
+      await http.request({ method: 'GET', path: `/apis/${crd.spec.group}/${version}/${crd.spec.names.plural}`, query: { limit: 1 } })
+      return
+    } catch {
+      await sleep(50)
+    }
+  }
+}
+
+export async function deleteCrd(http: KubeHttp, name: string): Promise<void> {
+  await http.request({ method: 'DELETE', path: crdPath(name) }).catch(() => {})
+}
+
+export async function createNamespace(http: KubeHttp, name: string): Promise<void> {
+  await http.request({ method: 'POST', path: '/api/v1/namespaces', body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name } } })
+}
+
+export function refFor(crd: CustomResourceDefinition, version: string): ResourceRef {
+  return { group: crd.spec.group, version, plural: crd.spec.names.plural, kind: crd.spec.names.kind, namespaced: crd.spec.scope === 'Namespaced' }
+}
+
+export interface ObjectId {
+  namespace: string | undefined
+  name: string
+}
+
+/** Creates `count` objects spread over the namespaces (or cluster-scoped), through `ref.version`. */
+export async function createObjects(
+  http: KubeHttp,
+  ref: ResourceRef,
+  namespaces: (string | undefined)[],
+  count: number,
+  body: (i: number) => Record<string, unknown> = i => ({ spec: { index: i, size: 'medium', tags: ['a', 'b'] } }),
+  prefix = 'obj',
+): Promise<ObjectId[]> {
+  const queue = new PQueue({ concurrency: 32 })
+  const ids: ObjectId[] = []
+  for (let i = 0; i < count; i++) {
+    const namespace = namespaces[i % namespaces.length]
+    const name = `${prefix}-${String(i).padStart(5, '0')}`
+    ids.push({ namespace, name })
+    void queue.add(() => http.request({
+      method: 'POST',
+      path: objectPath(ref, namespace, name).replace(/\/[^/]+$/, ''),
+      body: { apiVersion: `${ref.group}/${ref.version}`, kind: ref.kind, metadata: { name, ...(namespace ? { namespace } : {}) }, ...body(i) },
+    }))
+  }
+  await queue.onIdle()
+  return ids
+}
+
+/** Makes `version` the storage version (the way an operator upgrading a CRD does). */
+export async function setStorageVersion(http: KubeHttp, name: string, version: string, unserved: string[] = []): Promise<CustomResourceDefinition> {
+  const crd = await getCrd(http, name)
+  const versions = crd.spec.versions.map(v => ({ ...v, storage: v.name === version, served: v.name === version ? true : !unserved.includes(v.name) && v.served }))
+  return (await http.request<CustomResourceDefinition>({
+    method: 'PATCH', path: crdPath(name), body: { spec: { versions } }, contentType: ContentType.mergePatch,
+  })).body
+}
+
+/** Counts the apiVersions the objects of a resource are stored in, read from etcd itself. */
+export async function storedVersionsInEtcd(cp: ControlPlane, group: string, plural: string): Promise<Map<string, number>> {
+  const keys = await cp.listEtcdKeys(`/registry/${group}/${plural}/`)
+  const counts = new Map<string, number>()
+  const queue = new PQueue({ concurrency: 32 })
+  for (const key of keys) {
+    void queue.add(async () => {
+      const raw = await cp.readEtcdKey(key)
+      const apiVersion = raw ? (JSON.parse(raw.toString('utf8')) as { apiVersion: string }).apiVersion : 'missing'
+      counts.set(apiVersion, (counts.get(apiVersion) ?? 0) + 1)
+    })
+  }
+  await queue.onIdle()
+  return counts
+}
+
+/**
+ * A user who may edit CRDs through RBAC but is neither the migrator nor break-glass: the
+ * webhook is all that stands between them and a frozen storage version.
+ */
+export async function crdEditor(cp: ControlPlane, scope: string, name = 'operator'): Promise<{ certPem: string; keyPem: string }> {
+  const group = `editors-${scope}`
+  const role = `crd-editor-${scope}`
+  const post = async (path: string, body: unknown) => {
+    const res = await cp.apiRequest(path, { method: 'POST', body })
+    if (res.status !== 201 && res.status !== 409) throw new Error(`POST ${path}: ${res.status} ${res.body}`)
+  }
+  await post('/apis/rbac.authorization.k8s.io/v1/clusterroles', { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: role }, rules: [{ apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions'], verbs: ['get', 'list', 'patch', 'update'] }] })
+  await post('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: role }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role }, subjects: [{ kind: 'Group', apiGroup: 'rbac.authorization.k8s.io', name: group }] })
+  return cp.mintUser(name, [group])
+}
+
+/** The storage flip of setStorageVersion, as another user; returns the HTTP status and body. */
+export async function setStorageVersionAs(cp: ControlPlane, as: { certPem: string; keyPem: string }, crd: CustomResourceDefinition, version: string): Promise<{ status: number; body: string }> {
+  const versions = crd.spec.versions.map(v => ({ ...v, storage: v.name === version }))
+  const res = await cp.apiRequest(crdPath(crd.metadata.name), { method: 'PATCH', as, contentType: ContentType.mergePatch, body: { spec: { versions } } })
+  return { status: res.status, body: res.body }
+}
+
+export interface TestWebhook {
+  server: RunningWebhookServer
+  scope: string
+  /** Labels a CRD must carry for this webhook to see it. */
+  labels: Record<string, string>
+  reviews(): Promise<number>
+  stopServer(): Promise<void>
+}
+
+/**
+ * Runs the real webhook on loopback with fresh dev certificates and installs the url
+ * variant of webhook-config/ into the API server. Test files share one API server, so the
+ * installed configuration only matches CRDs labelled with this file's scope.
+ */
+export async function startTestWebhook(cp: ControlPlane, scope: string, policy: { migratorUsers?: string[]; migratorGroups?: string[] } = {}): Promise<TestWebhook> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'crd-migrator-webhook-'))
+  const certs = await generateDevCertificates(dir)
+  const server = await startWebhookServer({
+    certFile: certs.certFile,
+    keyFile: certs.keyFile,
+    host: '127.0.0.1',
+    port: 0,
+    logLevel: 'silent',
+    policy: { migratorUsers: policy.migratorUsers ?? ['migrator'], migratorGroups: policy.migratorGroups ?? [], breakGlassGroups: ['system:masters'] },
+  })
+  const config = renderWebhookConfiguration({ mode: 'url', url: `${server.url}/validate-crd`, caBundlePem: certs.caCertPem, name: `test-${scope}` })
+  for (const w of config.webhooks) {
+    w.matchConditions.unshift({
+      name: 'test-scope',
+      expression: `has(object.metadata.labels) && '${TEST_SCOPE_LABEL}' in object.metadata.labels && object.metadata.labels['${TEST_SCOPE_LABEL}'] == '${scope}'`,
+    })
+  }
+  const res = await cp.apiRequest('/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations', { method: 'POST', body: config })
+  if (res.status !== 201) throw new Error(`installing the webhook configuration failed: ${res.status} ${res.body}`)
+  let stopped = false
+  const stopServer = async () => {
+    if (!stopped) { stopped = true; await server.close() }
+  }
+  t.teardown(async () => {
+    await cp.apiRequest(`/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/test-${scope}`, { method: 'DELETE' })
+    await stopServer()
+    await rm(dir, { recursive: true, force: true })
+  })
+  const hook: TestWebhook = { server, scope, labels: { [TEST_SCOPE_LABEL]: scope }, reviews: () => reviewCount(server), stopServer }
+  await waitWebhookActive(cp, hook)
+  return hook
+}
+
+async function reviewCount(server: RunningWebhookServer): Promise<number> {
+  const metric = await server.registry.getSingleMetric('crd_migrator_admission_reviews_total')?.get()
+  return (metric?.values ?? []).reduce((sum, v) => sum + v.value, 0)
+}
+
+/** The API server picks up webhook configurations asynchronously; wait until ours is called. */
+async function waitWebhookActive(cp: ControlPlane, hook: TestWebhook): Promise<void> {
+  const http = httpFor(cp.kubeconfigPath)
+  const probe = crdManifest({ group: `probe-${hook.scope}.example.com`, versions: ['v1'], storage: 'v1', labels: hook.labels })
+  probe.metadata.annotations = { [DEFAULT_MIGRATING_ANNOTATION]: 'true' }
+  await http.request({ method: 'POST', path: CRD_API, body: probe })
+  try {
+    for (let i = 0; i < 200; i++) {
+      const before = await hook.reviews()
+      await http.request({ method: 'PATCH', path: crdPath(probe.metadata.name), body: { metadata: { labels: { probe: String(i) } } }, contentType: ContentType.mergePatch })
+      if ((await hook.reviews()) > before) return
+      await sleep(50)
+    }
+    throw new Error('the webhook configuration never took effect')
+  } finally {
+    await http.request({ method: 'PATCH', path: crdPath(probe.metadata.name), body: { metadata: { annotations: { [DEFAULT_MIGRATING_ANNOTATION]: null } } }, contentType: ContentType.mergePatch }).catch(() => {})
+    await deleteCrd(http, probe.metadata.name)
+  }
+}
+
+export const sleep = (ms: number) => new Promise(r => setTimeout(r, ms))

@@ -1,0 +1,439 @@
+import t from 'tap'
+import { DEFAULT_MIGRATING_ANNOTATION, DEFAULT_MIGRATOR_USERS } from '../../src/config/annotations.js'
+import {
+  DEFAULT_ADMISSION_POLICY,
+  decideAdmission,
+  type AdmissionInput,
+  type AdmissionOperation,
+  type AdmissionPolicy,
+  type DecisionReason,
+} from '../../src/webhook/admission.js'
+
+const KEY = DEFAULT_MIGRATING_ANNOTATION
+const NAME = 'widgets.example.com'
+const FROZEN = { [KEY]: 'true' }
+
+const policy: AdmissionPolicy = { ...DEFAULT_ADMISSION_POLICY, migratorGroups: ['crd-migrators'] }
+
+const alice = { username: 'alice', groups: ['system:authenticated'] }
+const migratorSa = { username: DEFAULT_MIGRATOR_USERS[0]!, groups: ['system:serviceaccounts'] }
+const migratorGroupMember = { username: 'bob', groups: ['system:authenticated', 'crd-migrators'] }
+const admin = { username: 'kubernetes-admin', groups: ['system:masters', 'system:authenticated'] }
+const anonymous = { username: '', groups: [] }
+
+type Versions = Array<[name: string, storage: boolean]> | 'missing' | 'not-an-array'
+
+function crd(options: { annotations?: Record<string, string>; versions?: Versions; shortNames?: string[]; name?: string } = {}) {
+  const versions = options.versions ?? [['v1alpha1', false], ['v1', true]]
+  const spec: Record<string, unknown> = {
+    group: 'example.com',
+    names: { plural: 'widgets', kind: 'Widget', shortNames: options.shortNames ?? ['wd'] },
+    scope: 'Namespaced',
+  }
+  if (versions === 'not-an-array') spec['versions'] = { v1: { storage: true } }
+  else if (versions !== 'missing') {
+    spec['versions'] = versions.map(([name, storage]) => ({ name, served: true, storage, schema: { openAPIV3Schema: { type: 'object' } } }))
+  }
+  const metadata: Record<string, unknown> = { name: options.name ?? NAME, resourceVersion: '42' }
+  if (options.annotations) metadata['annotations'] = options.annotations
+  return { apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata, spec }
+}
+
+interface Row {
+  name: string
+  operation?: AdmissionOperation
+  user?: AdmissionInput['userInfo']
+  old?: unknown
+  new?: unknown
+  requestName?: string | null
+  policy?: AdmissionPolicy
+  allowed: boolean
+  reason: DecisionReason
+  /** For denials: substrings of the message. For break-glass: substrings of the warning. */
+  includes?: string[]
+  code?: number
+}
+
+const frozenV1alpha1 = crd({ annotations: FROZEN, versions: [['v1alpha1', true], ['v1', false]] })
+const frozenV1 = crd({ annotations: FROZEN, versions: [['v1alpha1', false], ['v1', true]] })
+
+const rows: Row[] = [
+  // --- the storage freeze ---------------------------------------------------------
+  {
+    name: 'frozen: storage flag flipped v1alpha1 -> v1',
+    old: frozenV1alpha1,
+    new: frozenV1,
+    allowed: false,
+    reason: 'storage-version-frozen',
+    includes: [NAME, 'from v1alpha1 to v1', "kubectl get crd widgets.example.com -o jsonpath='{.metadata.annotations}'", 'crd-migrator.io/', 'Wait for the migration'],
+    code: 403,
+  },
+  {
+    name: 'frozen: storage moved to a version added in the same update',
+    old: crd({ annotations: FROZEN, versions: [['v1', true]] }),
+    new: crd({ annotations: FROZEN, versions: [['v1', false], ['v2', true]] }),
+    allowed: false,
+    reason: 'storage-version-frozen',
+    includes: [NAME, 'from v1 to v2'],
+  },
+  {
+    name: 'frozen: a second version also marked storage',
+    old: frozenV1,
+    new: crd({ annotations: FROZEN, versions: [['v1alpha1', true], ['v1', true]] }),
+    allowed: false,
+    reason: 'storage-version-frozen',
+    includes: [NAME, 'from v1 to v1, v1alpha1'],
+  },
+  {
+    name: 'frozen: the storage version removed from spec.versions',
+    old: frozenV1,
+    new: crd({ annotations: FROZEN, versions: [['v1alpha1', false]] }),
+    allowed: false,
+    reason: 'storage-version-frozen',
+    includes: [NAME, 'from v1 to (none)'],
+  },
+  {
+    name: 'frozen: storage flag cleared on the only storage version',
+    old: frozenV1,
+    new: crd({ annotations: FROZEN, versions: [['v1alpha1', false], ['v1', false]] }),
+    allowed: false,
+    reason: 'storage-version-frozen',
+    includes: [NAME, 'v1', '(none)'],
+  },
+  {
+    name: 'frozen: storage version added where there was none',
+    old: crd({ annotations: FROZEN, versions: 'missing' }),
+    new: frozenV1,
+    allowed: false,
+    reason: 'storage-version-frozen',
+    includes: [NAME, 'from (none) to v1'],
+  },
+  {
+    name: 'frozen: spec.versions dropped entirely',
+    old: frozenV1,
+    new: crd({ annotations: FROZEN, versions: 'missing' }),
+    allowed: false,
+    reason: 'storage-version-frozen',
+    includes: [NAME, 'from v1 to (none)'],
+  },
+  {
+    name: 'frozen: versions reordered, same storage version',
+    old: frozenV1,
+    new: crd({ annotations: FROZEN, versions: [['v1', true], ['v1alpha1', false]] }),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'frozen: a new non-storage version added',
+    old: frozenV1,
+    new: crd({ annotations: FROZEN, versions: [['v1alpha1', false], ['v1', true], ['v2', false]] }),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'frozen: an old non-storage version removed',
+    old: frozenV1,
+    new: crd({ annotations: FROZEN, versions: [['v1', true]] }),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'frozen: unrelated spec field changed',
+    old: frozenV1,
+    new: crd({ annotations: FROZEN, shortNames: ['wd', 'wdg'] }),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'frozen: another annotation changed',
+    old: frozenV1,
+    new: crd({ annotations: { ...FROZEN, 'example.com/owner': 'team-a' } }),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'frozen: a crd-migrator.io state annotation changed by someone else (not guarded)',
+    old: frozenV1,
+    new: crd({ annotations: { ...FROZEN, 'crd-migrator.io/phase': 'Migrating' } }),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'frozen: both sides without spec.versions (nothing changed)',
+    old: crd({ annotations: FROZEN, versions: 'missing' }),
+    new: crd({ annotations: FROZEN, versions: 'missing', shortNames: ['x'] }),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'frozen: spec.versions not an array fails closed',
+    old: frozenV1,
+    new: crd({ annotations: FROZEN, versions: 'not-an-array' }),
+    allowed: false,
+    reason: 'malformed-object',
+    includes: [NAME, 'spec.versions that is not an array'],
+    code: 400,
+  },
+  {
+    name: 'frozen: the migrator identity may not flip storage either',
+    user: migratorSa,
+    old: frozenV1alpha1,
+    new: frozenV1,
+    allowed: false,
+    reason: 'storage-version-frozen',
+    includes: [NAME, 'v1alpha1', 'v1'],
+  },
+  {
+    name: 'frozen: break-glass may flip storage (override, with a warning)',
+    user: admin,
+    old: frozenV1alpha1,
+    new: frozenV1,
+    allowed: true,
+    reason: 'break-glass-override',
+    includes: ['break-glass override', 'kubernetes-admin', 'v1alpha1 -> v1', NAME],
+  },
+  // --- not frozen -------------------------------------------------------------------
+  {
+    name: 'no annotation: storage flip allowed',
+    old: crd({ versions: [['v1alpha1', true], ['v1', false]] }),
+    new: crd({ versions: [['v1alpha1', false], ['v1', true]] }),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'annotation value "false" is not frozen: storage flip allowed',
+    old: crd({ annotations: { [KEY]: 'false' }, versions: [['v1alpha1', true], ['v1', false]] }),
+    new: crd({ annotations: { [KEY]: 'false' } }),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'annotation value "True" is not the migrating value: storage flip allowed',
+    old: crd({ annotations: { [KEY]: 'True' }, versions: [['v1alpha1', true], ['v1', false]] }),
+    new: crd({ annotations: { [KEY]: 'True' } }),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'no annotation: spec.versions missing on both sides',
+    old: crd({ versions: 'missing' }),
+    new: crd({ versions: 'missing' }),
+    allowed: true,
+    reason: 'allowed',
+  },
+  // --- the guard on the annotation ----------------------------------------------------
+  {
+    name: 'random user sets the annotation',
+    old: crd(),
+    new: crd({ annotations: FROZEN }),
+    allowed: false,
+    reason: 'annotation-guarded',
+    includes: [NAME, KEY, 'user "alice"', 'set it to "true"', DEFAULT_MIGRATOR_USERS[0]!, 'group crd-migrators', 'system:masters'],
+    code: 403,
+  },
+  {
+    name: 'random user removes the annotation',
+    old: frozenV1,
+    new: crd(),
+    allowed: false,
+    reason: 'annotation-guarded',
+    includes: [NAME, 'remove it (was "true")', 'system:masters'],
+  },
+  {
+    name: 'random user changes "true" to "false"',
+    old: frozenV1,
+    new: crd({ annotations: { [KEY]: 'false' } }),
+    allowed: false,
+    reason: 'annotation-guarded',
+    includes: [NAME, 'change it from "true" to "false"'],
+  },
+  {
+    name: 'random user changes "false" to "true"',
+    old: crd({ annotations: { [KEY]: 'false' } }),
+    new: frozenV1,
+    allowed: false,
+    reason: 'annotation-guarded',
+  },
+  {
+    name: 'random user sets the annotation to a non-migrating value (still guarded)',
+    old: crd(),
+    new: crd({ annotations: { [KEY]: 'no' } }),
+    allowed: false,
+    reason: 'annotation-guarded',
+  },
+  {
+    name: 'anonymous user sets the annotation',
+    user: anonymous,
+    old: crd(),
+    new: crd({ annotations: FROZEN }),
+    allowed: false,
+    reason: 'annotation-guarded',
+    includes: ['anonymous user'],
+  },
+  {
+    name: 'random user removes the annotation and flips storage: both reported',
+    old: frozenV1alpha1,
+    new: crd({ versions: [['v1alpha1', false], ['v1', true]] }),
+    allowed: false,
+    reason: 'storage-version-frozen',
+    includes: ['from v1alpha1 to v1', 'Also:', 'remove it'],
+  },
+  { name: 'migrator user sets the annotation', user: migratorSa, old: crd(), new: frozenV1, allowed: true, reason: 'allowed' },
+  { name: 'migrator user removes the annotation', user: migratorSa, old: frozenV1, new: crd(), allowed: true, reason: 'allowed' },
+  {
+    name: 'migrator user changes the annotation value',
+    user: migratorSa,
+    old: frozenV1,
+    new: crd({ annotations: { [KEY]: 'false' } }),
+    allowed: true,
+    reason: 'allowed',
+  },
+  { name: 'migrator group member sets the annotation', user: migratorGroupMember, old: crd(), new: frozenV1, allowed: true, reason: 'allowed' },
+  { name: 'migrator group member removes the annotation', user: migratorGroupMember, old: frozenV1, new: crd(), allowed: true, reason: 'allowed' },
+  {
+    name: 'break-glass removes the annotation (override)',
+    user: admin,
+    old: frozenV1,
+    new: crd(),
+    allowed: true,
+    reason: 'break-glass-override',
+    includes: ['break-glass override', `${KEY} removed`],
+  },
+  {
+    name: 'migrator removes the annotation while flipping storage: the freeze still holds',
+    user: migratorSa,
+    old: frozenV1alpha1,
+    new: crd({ versions: [['v1alpha1', false], ['v1', true]] }),
+    allowed: false,
+    reason: 'storage-version-frozen',
+  },
+  {
+    name: 'custom annotation key: the default key means nothing',
+    policy: { ...policy, migratingAnnotation: 'example.com/frozen' },
+    old: crd({ annotations: FROZEN, versions: [['v1alpha1', true], ['v1', false]] }),
+    new: crd({ annotations: FROZEN }),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'custom annotation key: frozen by it',
+    policy: { ...policy, migratingAnnotation: 'example.com/frozen', migratingValue: 'yes' },
+    old: crd({ annotations: { 'example.com/frozen': 'yes' }, versions: [['v1alpha1', true], ['v1', false]] }),
+    new: crd({ annotations: { 'example.com/frozen': 'yes' } }),
+    allowed: false,
+    reason: 'storage-version-frozen',
+    includes: ['example.com/frozen="yes"', 'v1alpha1', 'v1'],
+  },
+  {
+    name: 'no migrator identities configured: the message says so',
+    policy: { ...policy, migratorUsers: [], migratorGroups: [], breakGlassGroups: [] },
+    old: crd(),
+    new: frozenV1,
+    allowed: false,
+    reason: 'annotation-guarded',
+    includes: ['no identity configured', 'break-glass groups (none configured)'],
+  },
+  // --- CREATE -----------------------------------------------------------------------
+  { name: 'CREATE without the annotation', operation: 'CREATE', old: null, new: crd(), allowed: true, reason: 'allowed' },
+  {
+    name: 'CREATE carrying the annotation by a random user',
+    operation: 'CREATE',
+    old: null,
+    new: frozenV1,
+    allowed: false,
+    reason: 'annotation-guarded',
+    includes: [NAME, 'set it to "true"'],
+  },
+  { name: 'CREATE carrying the annotation by the migrator', operation: 'CREATE', user: migratorSa, new: frozenV1, allowed: true, reason: 'allowed' },
+  { name: 'CREATE carrying the annotation by break-glass', operation: 'CREATE', user: admin, new: frozenV1, allowed: true, reason: 'break-glass-override' },
+  // --- DELETE -----------------------------------------------------------------------
+  { name: 'DELETE of an unannotated CRD', operation: 'DELETE', old: crd(), new: null, allowed: true, reason: 'allowed' },
+  {
+    name: 'DELETE of a CRD with a non-migrating annotation value',
+    operation: 'DELETE',
+    old: crd({ annotations: { [KEY]: 'false' } }),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'DELETE of a frozen CRD by a random user',
+    operation: 'DELETE',
+    old: frozenV1,
+    new: null,
+    allowed: false,
+    reason: 'delete-frozen',
+    includes: [NAME, 'delete all of its custom resources', 'system:masters'],
+    code: 403,
+  },
+  { name: 'DELETE of a frozen CRD by the migrator', operation: 'DELETE', user: migratorSa, old: frozenV1, allowed: false, reason: 'delete-frozen' },
+  { name: 'DELETE of a frozen CRD by break-glass', operation: 'DELETE', user: admin, old: frozenV1, allowed: true, reason: 'break-glass-override' },
+  // --- malformed reviews fail closed -----------------------------------------------------
+  {
+    name: 'UPDATE without oldObject',
+    new: frozenV1,
+    allowed: false,
+    reason: 'malformed-object',
+    includes: [NAME, 'request.oldObject', 'got none', 'fail closed'],
+    code: 400,
+  },
+  { name: 'UPDATE whose object is a string', old: frozenV1, new: 'widgets', allowed: false, reason: 'malformed-object', includes: ['got a string'] },
+  { name: 'UPDATE whose object is an array', old: frozenV1, new: [frozenV1], allowed: false, reason: 'malformed-object', includes: ['got an array'] },
+  { name: 'UPDATE whose oldObject is null', old: null, new: frozenV1, allowed: false, reason: 'malformed-object' },
+  { name: 'CREATE with a null object', operation: 'CREATE', new: null, allowed: false, reason: 'malformed-object' },
+  { name: 'DELETE without oldObject', operation: 'DELETE', allowed: false, reason: 'malformed-object', includes: ['request.oldObject'] },
+  { name: 'break-glass does not override a malformed review', user: admin, new: frozenV1, allowed: false, reason: 'malformed-object' },
+  // --- odds and ends ----------------------------------------------------------------
+  { name: 'CONNECT is not judged', operation: 'CONNECT', allowed: true, reason: 'allowed' },
+  {
+    name: 'request.name absent: the CRD is named from metadata.name',
+    requestName: null,
+    old: crd({ annotations: FROZEN, versions: [['v1alpha1', true], ['v1', false]], name: 'gadgets.example.com' }),
+    new: crd({ annotations: FROZEN, name: 'gadgets.example.com' }),
+    allowed: false,
+    reason: 'storage-version-frozen',
+    includes: ['"gadgets.example.com"'],
+  },
+]
+
+t.ok(rows.length >= 30, `at least 30 rows (${rows.length})`)
+
+for (const row of rows) {
+  t.test(row.name, async (t) => {
+    const input: AdmissionInput = { operation: row.operation ?? 'UPDATE', userInfo: row.user ?? alice }
+    if (row.requestName !== null) input.name = row.requestName ?? NAME
+    if (row.new !== undefined) input.object = row.new
+    if (row.old !== undefined) input.oldObject = row.old
+    const decision = decideAdmission(input, row.policy ?? policy)
+
+    t.equal(decision.allowed, row.allowed, 'allowed')
+    t.equal(decision.reason, row.reason, 'reason')
+    if (!row.allowed) {
+      t.type(decision.message, 'string', 'denials carry a message')
+      t.equal(decision.code, row.code ?? decision.code, 'status code')
+      t.ok(decision.code === 403 || decision.code === 400, 'denial code is 403 or 400')
+    }
+    if (row.reason === 'break-glass-override') {
+      t.equal(decision.warnings?.length, 1, 'one warning')
+      t.ok((decision.warnings?.[0] ?? '').length < 250, 'warning is short enough for kubectl')
+    }
+    const text = row.allowed ? (decision.warnings ?? []).join('\n') : (decision.message ?? '')
+    for (const part of row.includes ?? []) t.ok(text.includes(part), `mentions ${JSON.stringify(part)}`, { text })
+    if (row.allowed && row.reason === 'allowed') t.equal(decision.message, undefined, 'no message when simply allowed')
+  })
+}
+
+t.test('the decision never throws, whatever it is given', async (t) => {
+  const junk: unknown[] = [undefined, null, 0, 'x', [], {}, { metadata: 'x' }, { metadata: { annotations: 'x' } },
+    { metadata: { annotations: { [KEY]: 7 } } }, { metadata: { annotations: FROZEN }, spec: 'x' },
+    { metadata: { annotations: FROZEN }, spec: { versions: [null] } },
+    { metadata: { annotations: FROZEN }, spec: { versions: [{ storage: true }] } }]
+  for (const operation of ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'] as const) {
+    for (const object of junk) {
+      for (const oldObject of junk) {
+        const decision = decideAdmission({ operation, userInfo: alice, object, oldObject }, policy)
+        if (typeof decision.allowed !== 'boolean') t.fail('no decision')
+      }
+    }
+  }
+  t.pass('survived')
+})

@@ -1,0 +1,76 @@
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import t from 'tap'
+import { parse } from 'yaml'
+import {
+  migratingAnnotationMatchExpression,
+  renderWebhookConfiguration,
+  renderWebhookConfigurationYaml,
+  writeLocalWebhookConfiguration,
+} from '../../src/devcerts/webhook-config.js'
+
+const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
+
+t.test('webhook-config/validating-webhook.yaml equals the service render', async (t) => {
+  const file = await readFile(join(repoRoot, 'webhook-config/validating-webhook.yaml'), 'utf8')
+  t.same(parse(file), renderWebhookConfiguration({ mode: 'service' }))
+})
+
+t.test('service variant: rules, policy and cert-manager injection', async (t) => {
+  const config = renderWebhookConfiguration({ mode: 'service' })
+  const webhook = config.webhooks[0]!
+  t.equal(config.metadata.annotations?.['cert-manager.io/inject-ca-from'], 'crd-migrator/crd-migrator-serving')
+  t.same(webhook.rules, [
+    { apiGroups: ['apiextensions.k8s.io'], apiVersions: ['v1'], operations: ['UPDATE'], resources: ['customresourcedefinitions'], scope: 'Cluster' },
+  ])
+  t.match(webhook, {
+    name: 'storage-freeze.crd-migrator.io',
+    failurePolicy: 'Fail',
+    sideEffects: 'None',
+    admissionReviewVersions: ['v1'],
+    matchPolicy: 'Equivalent',
+    timeoutSeconds: 5,
+    clientConfig: { service: { namespace: 'crd-migrator', name: 'crd-migrator', path: '/validate-crd', port: 443 } },
+  })
+  t.notOk('caBundle' in webhook.clientConfig, 'left to cert-manager')
+})
+
+t.test('url variant for local development carries the CA', async (t) => {
+  const pem = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n'
+  const config = renderWebhookConfiguration({ mode: 'url', url: 'https://127.0.0.1:9443/validate-crd', caBundlePem: pem })
+  const clientConfig = config.webhooks[0]!.clientConfig
+  t.equal(clientConfig.url, 'https://127.0.0.1:9443/validate-crd')
+  t.notOk(clientConfig.service)
+  t.equal(Buffer.from(clientConfig.caBundle!, 'base64').toString('utf8'), pem)
+  t.notOk(config.metadata.annotations, 'no cert-manager annotation when the CA is given')
+  t.throws(() => renderWebhookConfiguration({ mode: 'url' }), /needs a url/)
+  t.throws(() => renderWebhookConfiguration({ mode: 'url', url: 'http://127.0.0.1:9443/validate-crd' }), /must be https/)
+})
+
+t.test('matchConditions test old and new object for the annotation, null-safe', async (t) => {
+  const expression = migratingAnnotationMatchExpression('example.com/frozen')
+  t.equal(
+    expression,
+    "(object != null && has(object.metadata.annotations) && 'example.com/frozen' in object.metadata.annotations) || " +
+      "(oldObject != null && has(oldObject.metadata.annotations) && 'example.com/frozen' in oldObject.metadata.annotations)",
+  )
+  const config = renderWebhookConfiguration({ mode: 'service', annotationKey: 'example.com/frozen' })
+  t.same(config.webhooks[0]!.matchConditions, [{ name: 'carries-migrating-annotation', expression }])
+  t.throws(() => migratingAnnotationMatchExpression("x' || true || 'y"), /not a valid annotation key/)
+})
+
+t.test('writeLocalWebhookConfiguration writes the url variant with the dev CA', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'crd-migrator-webhook-config-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const pem = '-----BEGIN CERTIFICATE-----\nMIIC\n-----END CERTIFICATE-----\n'
+  await writeFile(join(dir, 'ca.crt'), pem)
+  const outFile = join(dir, 'local', 'validating-webhook.yaml')
+  const written = await writeLocalWebhookConfiguration({ caCertFile: join(dir, 'ca.crt'), port: 19443, outFile })
+  const parsed = parse(await readFile(outFile, 'utf8'))
+  t.same(parsed, written)
+  t.equal(parsed.webhooks[0].clientConfig.url, 'https://127.0.0.1:19443/validate-crd')
+  t.equal(Buffer.from(parsed.webhooks[0].clientConfig.caBundle, 'base64').toString('utf8'), pem)
+  t.same(parse(renderWebhookConfigurationYaml({ mode: 'service' })), renderWebhookConfiguration({ mode: 'service' }))
+})

@@ -1,0 +1,299 @@
+import { Writable } from 'node:stream'
+import t, { type Test } from 'tap'
+import { pino } from 'pino'
+import { Registry } from 'prom-client'
+import { DEFAULT_MIGRATING_ANNOTATION, DEFAULT_MIGRATOR_USERS } from '../../src/config/annotations.js'
+import { buildWebhookApp, DEFAULT_BODY_LIMIT_BYTES, type WebhookAppOptions } from '../../src/webhook/server.js'
+
+const UID = 'a9b1c2d3-0000-4000-8000-000000000001'
+const FROZEN = { [DEFAULT_MIGRATING_ANNOTATION]: 'true' }
+
+function crd(storage: string, annotations?: Record<string, string>, padding = 0) {
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: 'widgets.example.com', ...(annotations ? { annotations } : {}) },
+    spec: {
+      group: 'example.com',
+      versions: ['v1alpha1', 'v1'].map((name) => ({
+        name,
+        served: true,
+        storage: name === storage,
+        schema: { openAPIV3Schema: { type: 'object', description: 'x'.repeat(padding) } },
+      })),
+    },
+  }
+}
+
+function review(request: Record<string, unknown> = {}) {
+  return {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid: UID,
+      kind: { group: 'apiextensions.k8s.io', version: 'v1', kind: 'CustomResourceDefinition' },
+      resource: { group: 'apiextensions.k8s.io', version: 'v1', resource: 'customresourcedefinitions' },
+      name: 'widgets.example.com',
+      operation: 'UPDATE',
+      userInfo: { username: 'alice', groups: ['system:authenticated'] },
+      oldObject: crd('v1alpha1', FROZEN),
+      object: crd('v1', FROZEN),
+      ...request,
+    },
+  }
+}
+
+function logCapture() {
+  const lines: Array<Record<string, unknown>> = []
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      for (const line of String(chunk).split('\n')) if (line) lines.push(JSON.parse(line))
+      done()
+    },
+  })
+  return { lines, logger: pino({ level: 'debug' }, stream) }
+}
+
+function makeApp(t: Test, options: WebhookAppOptions = {}) {
+  const registry = new Registry()
+  const logs = logCapture()
+  const app = buildWebhookApp({ registry, logger: logs.logger, ...options })
+  t.teardown(() => app.close())
+  return { app, registry, logs }
+}
+
+const post = (app: ReturnType<typeof buildWebhookApp>, payload: unknown, contentType = 'application/json') =>
+  app.inject({
+    method: 'POST',
+    url: '/validate-crd',
+    headers: { 'content-type': contentType },
+    payload: typeof payload === 'string' ? payload : JSON.stringify(payload),
+  })
+
+t.test('a storage flip on a frozen CRD is denied, uid echoed', async (t) => {
+  const { app } = makeApp(t)
+  const res = await post(app, review())
+  t.equal(res.statusCode, 200)
+  t.match(res.headers['content-type'], /application\/json/)
+  const body = res.json()
+  t.equal(body.apiVersion, 'admission.k8s.io/v1')
+  t.equal(body.kind, 'AdmissionReview')
+  t.equal(body.response.uid, UID)
+  t.equal(body.response.allowed, false)
+  t.equal(body.response.status.code, 403)
+  t.match(body.response.status.message, /widgets\.example\.com.*from v1alpha1 to v1/)
+})
+
+t.test('an allowed review', async (t) => {
+  const { app } = makeApp(t)
+  const res = await post(app, review({ object: crd('v1alpha1', FROZEN) }))
+  t.equal(res.statusCode, 200)
+  t.same(res.json().response, { uid: UID, allowed: true })
+})
+
+t.test('configured policy reaches the decision', async (t) => {
+  const { app } = makeApp(t, { policy: { migratorUsers: ['alice'] } })
+  const res = await post(app, review({ oldObject: crd('v1'), object: crd('v1', FROZEN) }))
+  t.equal(res.json().response.allowed, true, 'alice is the migrator here')
+})
+
+t.test('charset parameter on the content type is fine', async (t) => {
+  const { app } = makeApp(t)
+  const res = await post(app, review(), 'application/json; charset=utf-8')
+  t.equal(res.statusCode, 200)
+})
+
+t.test('malformed JSON is a 400 with a JSON error', async (t) => {
+  const { app, registry } = makeApp(t)
+  const res = await post(app, '{"apiVersion": "admission.k8s.io/v1", ')
+  t.equal(res.statusCode, 400)
+  t.match(res.json(), { error: /^body is not valid JSON/ })
+  t.match(await registry.metrics(), /crd_migrator_admission_bad_requests_total\{code="400"\} 1/)
+})
+
+t.test('an empty JSON body is a 400', async (t) => {
+  const { app } = makeApp(t)
+  const res = await post(app, '')
+  t.equal(res.statusCode, 400)
+  t.match(res.json(), { error: /empty/ })
+})
+
+t.test('wrong apiVersion is a 400 saying so', async (t) => {
+  const { app } = makeApp(t)
+  const res = await post(app, { ...review(), apiVersion: 'admission.k8s.io/v1beta1' })
+  t.equal(res.statusCode, 400)
+  t.match(res.json().error, /^apiVersion must be "admission\.k8s\.io\/v1".*got "admission\.k8s\.io\/v1beta1"/)
+})
+
+t.test('wrong kind is a 400', async (t) => {
+  const { app } = makeApp(t)
+  const res = await post(app, { ...review(), kind: 'Pod' })
+  t.equal(res.statusCode, 400)
+  t.equal(res.json().error, 'kind must be "AdmissionReview", got "Pod"')
+})
+
+t.test('missing request is a 400', async (t) => {
+  const { app } = makeApp(t)
+  const res = await post(app, { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' })
+  t.equal(res.statusCode, 400)
+  t.equal(res.json().error, 'AdmissionReview.request must be an object, got nothing')
+})
+
+t.test('missing uid is a 400', async (t) => {
+  const { app } = makeApp(t)
+  const body = review()
+  delete (body.request as Record<string, unknown>)['uid']
+  const res = await post(app, body)
+  t.equal(res.statusCode, 400)
+  t.equal(res.json().error, 'request.uid must be a non-empty string, got nothing')
+})
+
+t.test('wrong content type is a 415 with a JSON error', async (t) => {
+  const { app, registry } = makeApp(t)
+  for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/yaml']) {
+    const res = await post(app, JSON.stringify(review()), type)
+    t.equal(res.statusCode, 415, type)
+    t.match(res.json(), { error: `content-type must be application/json, got "${type}"` })
+  }
+  t.match(await registry.metrics(), /crd_migrator_admission_bad_requests_total\{code="415"\} 3/)
+})
+
+t.test('no content type is a 415', async (t) => {
+  const { app } = makeApp(t)
+  const res = await app.inject({ method: 'POST', url: '/validate-crd', payload: Buffer.from(JSON.stringify(review())) })
+  t.equal(res.statusCode, 415)
+  t.match(res.json(), { error: /content-type must be application\/json/ })
+})
+
+t.test('a body over the configured limit is a 413', async (t) => {
+  const { app } = makeApp(t, { bodyLimitBytes: 64 * 1024 })
+  const res = await post(app, review({ object: crd('v1', FROZEN, 100 * 1024) }))
+  t.equal(res.statusCode, 413)
+  t.same(res.json(), { error: 'request body exceeds the limit of 65536 bytes' })
+})
+
+t.test('the default limit takes two 1.5 MB CRDs and refuses more than 8 MiB', async (t) => {
+  const { app } = makeApp(t)
+  const big = 1.5 * 1024 * 1024
+  const ok = await post(app, review({ oldObject: crd('v1alpha1', FROZEN, big / 2), object: crd('v1alpha1', FROZEN, big / 2) }))
+  t.equal(ok.statusCode, 200)
+  t.equal(ok.json().response.allowed, true)
+  const huge = await post(app, review({ object: crd('v1', FROZEN, DEFAULT_BODY_LIMIT_BYTES) }))
+  t.equal(huge.statusCode, 413)
+})
+
+t.test('a review of another resource gets an AdmissionReview answer (allowed, warning)', async (t) => {
+  const { app } = makeApp(t)
+  const res = await post(
+    app,
+    review({
+      kind: { group: '', version: 'v1', kind: 'ConfigMap' },
+      resource: { group: '', version: 'v1', resource: 'configmaps' },
+      object: { metadata: { name: 'x' } },
+      oldObject: { metadata: { name: 'x' } },
+    }),
+  )
+  t.equal(res.statusCode, 200)
+  const response = res.json().response
+  t.equal(response.uid, UID)
+  t.equal(response.allowed, true)
+  t.match(response.warnings[0], /core\/v1 configmaps/)
+})
+
+t.test('UPDATE without oldObject gets a denied AdmissionReview', async (t) => {
+  const { app } = makeApp(t)
+  const body = review()
+  delete (body.request as Record<string, unknown>)['oldObject']
+  const res = await post(app, body)
+  t.equal(res.statusCode, 200)
+  const response = res.json().response
+  t.equal(response.uid, UID)
+  t.equal(response.allowed, false)
+  t.equal(response.status.code, 400)
+  t.match(response.status.message, /request\.oldObject/)
+})
+
+t.test('an object that is not an object gets a denied AdmissionReview', async (t) => {
+  const { app } = makeApp(t)
+  const res = await post(app, review({ object: 'widgets' }))
+  t.equal(res.statusCode, 200)
+  t.equal(res.json().response.allowed, false)
+})
+
+t.test('each review logs one line with uid, crd, user, operation, decision, reason', async (t) => {
+  const { app, logs } = makeApp(t)
+  await post(app, review())
+  await post(app, review({ userInfo: { username: DEFAULT_MIGRATOR_USERS[0], groups: [] }, oldObject: crd('v1'), object: crd('v1', FROZEN) }))
+  const lines = logs.lines.filter((l) => l['uid'] === UID)
+  t.equal(lines.length, 2)
+  t.match(lines[0], {
+    level: 30,
+    uid: UID,
+    crd: 'widgets.example.com',
+    user: 'alice',
+    operation: 'UPDATE',
+    decision: 'denied',
+    reason: 'storage-version-frozen',
+    msg: 'admission denied',
+  })
+  t.match(lines[1], { user: DEFAULT_MIGRATOR_USERS[0], decision: 'allowed', reason: 'allowed' })
+})
+
+t.test('/healthz, /readyz, unknown routes', async (t) => {
+  const { app } = makeApp(t)
+  t.equal((await app.inject('/healthz')).statusCode, 200)
+  const ready = await app.inject('/readyz')
+  t.equal(ready.statusCode, 200)
+  t.same(ready.json(), { status: 'ready' })
+  const missing = await app.inject('/nope')
+  t.equal(missing.statusCode, 404)
+  t.same(missing.json(), { error: 'no route for GET /nope' })
+  t.equal((await app.inject('/validate-crd')).statusCode, 404, 'GET on the review path')
+})
+
+t.test('/readyz is 503 while no certificate is loaded', async (t) => {
+  let loaded = false
+  const { app } = makeApp(t, { isCertificateLoaded: () => loaded })
+  const before = await app.inject('/readyz')
+  t.equal(before.statusCode, 503)
+  t.same(before.json(), { status: 'no serving certificate loaded' })
+  t.equal((await app.inject('/healthz')).statusCode, 200, 'alive all the same')
+  loaded = true
+  t.equal((await app.inject('/readyz')).statusCode, 200)
+})
+
+t.test('/metrics shows reviews, denials, latency and bad requests', async (t) => {
+  const { app, registry } = makeApp(t)
+  await post(app, review())
+  await post(app, review())
+  await post(app, review({ object: crd('v1alpha1', FROZEN) }))
+  await post(app, review({ object: crd('v1alpha1'), userInfo: { username: 'bob' } }))
+  await post(app, { nope: true })
+  const res = await app.inject('/metrics')
+  t.equal(res.statusCode, 200)
+  t.equal(res.headers['content-type'], registry.contentType)
+  const text = res.body
+  t.match(text, /crd_migrator_admission_reviews_total\{operation="UPDATE",decision="denied"\} 3/)
+  t.match(text, /crd_migrator_admission_reviews_total\{operation="UPDATE",decision="allowed"\} 1/)
+  t.match(text, /crd_migrator_admission_reviews_total\{operation="DELETE",decision="allowed"\} 0/)
+  t.match(text, /crd_migrator_admission_denials_total\{reason="storage-version-frozen"\} 2/)
+  t.match(text, /crd_migrator_admission_denials_total\{reason="annotation-guarded"\} 1/)
+  t.match(text, /crd_migrator_admission_denials_total\{reason="delete-frozen"\} 0/)
+  t.match(text, /crd_migrator_admission_review_duration_seconds_count 4/)
+  t.match(text, /crd_migrator_admission_review_duration_seconds_bucket\{le="0.0001"\}/)
+  t.match(text, /crd_migrator_admission_bad_requests_total\{code="400"\} 1/)
+})
+
+t.test('two apps on one registry share the metrics instead of throwing', async (t) => {
+  const registry = new Registry()
+  const quiet = pino({ level: 'silent' })
+  const a = buildWebhookApp({ registry, logger: quiet })
+  const b = buildWebhookApp({ registry, logger: quiet })
+  t.teardown(async () => {
+    await a.close()
+    await b.close()
+  })
+  await post(a, review())
+  await post(b, review())
+  t.match(await registry.metrics(), /crd_migrator_admission_denials_total\{reason="storage-version-frozen"\} 2/)
+})
