@@ -98,7 +98,7 @@ program.command('cluster')
   .description('start a local kube-apiserver and etcd (built from Go modules on first use) and print its KUBECONFIG; Ctrl-C stops it')
   .action(async () => {
     const { runClusterCommand } = await import('../devenv/cluster-cli.js')
-    await runClusterCommand()
+    process.exitCode = await runClusterCommand()
   })
 
 program.command('demo')

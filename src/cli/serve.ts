@@ -4,7 +4,7 @@ import type { Logger } from 'pino'
 import { collectDefaultMetrics, Registry } from 'prom-client'
 import type { Config } from '../config/schema.js'
 import { LeaderElector } from '../controller/leader.js'
-import { MigrationController } from '../controller/controller.js'
+import { MigrationController, type ControllerDeps } from '../controller/controller.js'
 import { kubeHttp } from '../kube/client.js'
 import { KubeEventRecorder } from '../kube/events.js'
 import { MigratorMetrics } from '../migrator/metrics.js'
@@ -24,6 +24,7 @@ export interface ServeHandle {
 export interface ServeOptions {
   identity?: string
   onResult?: (result: MigrationResult) => void
+  onProgress?: ControllerDeps['onProgress']
   /** Process-wide default metrics (event loop, heap); off in tests that start several. */
   defaultMetrics?: boolean
 }
@@ -70,6 +71,7 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
       metrics: new MigratorMetrics(registry),
       events: new KubeEventRecorder(http, 'crd-migrator', identity, err => log.warn({ err: String(err) }, 'could not record an Event')),
       ...(options.onResult ? { onResult: options.onResult } : {}),
+      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
     })
     if (config.leaderElection.enabled) {
       const elector = new LeaderElector(http, {

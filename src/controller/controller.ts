@@ -10,7 +10,9 @@ import type { CustomResourceDefinition } from '../kube/types.js'
 import { readFreezeState } from '../migrator/freeze.js'
 import { migrateCrd, type MigrationResult } from '../migrator/migrate.js'
 import type { MigratorMetrics } from '../migrator/metrics.js'
+import type { Phase } from '../migrator/plan.js'
 import { settingsFor } from '../migrator/settings.js'
+import type { WalkProgress } from '../migrator/walker.js'
 import { WorkQueue } from './queue.js'
 import { LabelSelector } from './selector.js'
 
@@ -23,6 +25,8 @@ export interface ControllerDeps {
   events?: EventRecorder
   /** Told about every finished migration (tests and the demo listen here). */
   onResult?: (result: MigrationResult) => void
+  /** Told about progress of the running migration (the demo draws a bar). */
+  onProgress?: (crd: string, phase: Phase, progress: WalkProgress) => void
 }
 
 /**
@@ -99,7 +103,13 @@ export class MigrationController {
       this.queue.forget(name)
       return undefined
     }
-    const result = await migrateCrd(name, settingsFor(config, name), { ...this.deps, logger, signal })
+    const { http, owner, metrics, events, onProgress } = this.deps
+    const result = await migrateCrd(name, settingsFor(config, name), {
+      http, owner, logger, signal,
+      ...(metrics ? { metrics } : {}),
+      ...(events ? { events } : {}),
+      ...(onProgress ? { onProgress: (phase: Phase, p: WalkProgress) => onProgress(name, phase, p) } : {}),
+    })
     this.deps.onResult?.(result)
     if (result.outcome === 'Failed') {
       const delay = this.queue.addRateLimited(name)

@@ -3,6 +3,7 @@ import { listMetadata } from '../kube/list-metadata.js'
 import { resourceRef } from '../kube/paths.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { cleanManagedFields, managedFieldsPolicy } from './managed-fields.js'
+import { withRetry } from './retry.js'
 
 export interface ScanResult {
   /** Custom resources listed. */
@@ -20,12 +21,17 @@ export async function scanManagedFields(
   http: KubeHttp,
   crd: CustomResourceDefinition,
   storageVersion: string,
-  settings: { pageSize: number; rewriteServedManagedFields: boolean },
+  settings: { pageSize: number; rewriteServedManagedFields: boolean; maxAttempts: number },
   signal?: AbortSignal,
 ): Promise<ScanResult> {
   const policy = managedFieldsPolicy(crd, storageVersion, settings)
   const result: ScanResult = { total: 0, objects: 0, entries: 0, seeded: 0 }
-  for await (const page of listMetadata(http, resourceRef(crd, storageVersion), { pageSize: settings.pageSize, ...(signal ? { signal } : {}) })) {
+  for await (const page of listMetadata(http, resourceRef(crd, storageVersion), {
+    pageSize: settings.pageSize,
+    // Right after a storage flip the API server answers 429 while it re-initialises storage.
+    fetchPage: fetch => withRetry(fetch, { maxAttempts: settings.maxAttempts, ...(signal ? { signal } : {}) }),
+    ...(signal ? { signal } : {}),
+  })) {
     for (const item of page.items) {
       result.total++
       const cleanup = cleanManagedFields(item.metadata.managedFields, policy)

@@ -106,9 +106,20 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions): Buil
     app.server.headersTimeout = SERVER_TIMEOUTS.headersTimeoutMs
   }
 
-  // Only application/json is an AdmissionReview; without the text/plain parser Fastify
-  // answers every other media type with 415 before the handler runs.
-  app.removeContentTypeParser('text/plain')
+  // Only application/json is an AdmissionReview: with no other parser Fastify answers
+  // every other media type with 415 before the handler runs. Our own JSON parser keeps
+  // the parser's reason (Fastify's says only "not valid JSON"); plain JSON.parse is safe
+  // here because parsed bodies are only read, never merged into other objects.
+  app.removeAllContentTypeParsers()
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+    const text = body as string
+    if (text.trim() === '') return done(badRequest('body is empty; expected an AdmissionReview as JSON'), undefined)
+    try {
+      done(null, JSON.parse(text))
+    } catch (err) {
+      done(badRequest(`body is not valid JSON: ${(err as Error).message}`), undefined)
+    }
+  })
 
   app.addHook('preClose', async () => {
     shuttingDown = true
@@ -205,18 +216,17 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions): Buil
   }
 }
 
+function badRequest(message: string): FastifyError {
+  return Object.assign(new Error(message), { statusCode: 400, code: 'CRD_MIGRATOR_BAD_REQUEST', name: 'BadRequest' })
+}
+
 function describeHttpError(error: FastifyError, contentType: string | undefined, bodyLimit: number): string {
   switch (error.code) {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return `content-type must be application/json, got ${contentType ? JSON.stringify(contentType) : 'none'}`
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return `request body exceeds the limit of ${bodyLimit} bytes`
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return 'body is empty; expected an AdmissionReview as JSON'
     default:
-      if (error instanceof SyntaxError || error.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
-        return `body is not valid JSON: ${error.message}`
-      }
       return error.message
   }
 }

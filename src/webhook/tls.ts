@@ -126,9 +126,9 @@ export class CertificateWatcher {
 
   constructor(options: CertificateWatcherOptions) {
     this.#options = {
-      debounceMs: 200,
-      pollIntervalMs: 30_000,
       ...options,
+      debounceMs: options.debounceMs ?? 200,
+      pollIntervalMs: options.pollIntervalMs ?? 30_000,
     }
     this.#current = options.initial
   }
@@ -171,11 +171,14 @@ export class CertificateWatcher {
     }
     const run = async (): Promise<ReloadResult> => {
       let result: ReloadResult
+      let changed = false
       do {
         this.#again = false
         result = await this.#reloadOnce()
+        changed ||= result === 'changed'
       } while (this.#again && !this.#stopped)
-      return result
+      // Callers that joined a running reload learn whether the pair changed at all.
+      return changed ? 'changed' : result
     }
     this.#inFlight = run().finally(() => {
       this.#inFlight = undefined

@@ -15,7 +15,7 @@ import { pino } from 'pino'
 import { Registry } from 'prom-client'
 import { generateDevCertificates, type DevCertificates } from '../../src/devcerts/devcerts.js'
 import { startWebhookServer, type RunningWebhookServer, type StartWebhookServerOptions } from '../../src/webhook/server.js'
-import { CertificateError, validateCertificatePair } from '../../src/webhook/tls.js'
+import { CertificateError, CertificateWatcher, validateCertificatePair, type CertificatePair } from '../../src/webhook/tls.js'
 
 const root = await mkdtemp(join(tmpdir(), 'crd-migrator-tls-'))
 t.teardown(() => rm(root, { recursive: true, force: true }))
@@ -272,4 +272,56 @@ t.test('close: not ready during the drain delay, reviews still answered, idle ke
   t.ok(Date.now() - started < 5000, 'close did not wait for keepAliveTimeout')
   t.equal(server.close(), server.close(), 'close is idempotent')
   await t.rejects(servedCertificate(server, first.caCertPem), 'no longer accepting')
+})
+
+t.test('CertificateWatcher: polling finds files in a directory that did not exist at start', async (t) => {
+  const dir = join(root, 'late-dir', 'certs')
+  const changes: CertificatePair[] = []
+  const { logger, lines } = logCapture()
+  const watcher = new CertificateWatcher({
+    certFile: join(dir, 'tls.crt'),
+    keyFile: join(dir, 'tls.key'),
+    pollIntervalMs: 100,
+    logger,
+    onChange: (pair) => changes.push(pair),
+  })
+  t.teardown(() => watcher.stop())
+  watcher.start()
+  t.equal(await watcher.reload(), 'invalid', 'nothing there yet')
+  t.equal(await watcher.reload(), 'invalid')
+  t.equal(lines.filter((l) => l['level'] === 40).length, 1, 'the missing files are warned about once')
+  await publish(dir, firstPem)
+  await eventually('the poll to load the pair', async () => (watcher.loaded ? true : undefined))
+  t.equal(changes.length, 1)
+  t.equal(watcher.current?.info.fingerprint256, fingerprint(first.certPem))
+  t.equal(await watcher.reload(), 'unchanged')
+})
+
+t.test('CertificateWatcher: a pair that cannot be applied is not taken as current', async (t) => {
+  const dir = join(root, 'apply-fails')
+  await publish(dir, firstPem)
+  let fail = true
+  const watcher = new CertificateWatcher({
+    certFile: join(dir, 'tls.crt'),
+    keyFile: join(dir, 'tls.key'),
+    pollIntervalMs: 0,
+    onChange: () => {
+      if (fail) throw new Error('setSecureContext failed')
+    },
+  })
+  t.equal(await watcher.reload(), 'invalid')
+  t.equal(watcher.loaded, false)
+  fail = false
+  const [a, b] = await Promise.all([watcher.reload(), watcher.reload()])
+  t.equal(a, 'changed', 'concurrent reloads coalesce')
+  t.equal(b, 'changed')
+  t.equal(watcher.loaded, true)
+})
+
+t.test('startWebhookServer rejects when the port is taken, and cleans up', async (t) => {
+  const dir = join(root, 'live-port')
+  await publish(dir, firstPem)
+  const { server } = await start(dir)
+  t.teardown(() => server.close())
+  await t.rejects(start(dir, { port: server.port }), { code: 'EADDRINUSE' })
 })

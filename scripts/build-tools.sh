@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Builds the tools the chart checks need, from Go modules at pinned versions, into a
+# per-version cache outside the repository (nothing here is ever committed):
+#   - helm, built from helm.sh/helm/v4/cmd/helm;
+#   - cert-manager's CustomResourceDefinitions, taken from the cert-manager Go module
+#     (its deploy/crds/ directory ships in the module zip), so the kube-apiserver can
+#     check the chart's Issuer and Certificate in a server-side dry-run;
+#   - the Prometheus Operator's ServiceMonitor CRD, from the prometheus-operator Go module
+#     (example/prometheus-operator-crd/), for the chart's optional ServiceMonitor.
+# Safe to run concurrently: a lock file makes every caller after the first wait for the
+# first build and then reuse it.
+#
+# Usage: scripts/build-tools.sh
+#   prints three lines on stdout:  helm=<path of the helm binary>
+#                                  cert-manager-crds=<directory of CRD YAML files>
+#                                  servicemonitor-crd=<CRD YAML file>
+# Env:   HELM_VERSION, CERT_MANAGER_VERSION, PROMETHEUS_OPERATOR_VERSION override the pins;
+#        CRD_MIGRATOR_CACHE the cache root.
+set -euo pipefail
+
+HELM_VERSION="${HELM_VERSION:-v4.3.1}"
+CERT_MANAGER_VERSION="${CERT_MANAGER_VERSION:-v1.21.2}"
+PROMETHEUS_OPERATOR_VERSION="${PROMETHEUS_OPERATOR_VERSION:-v0.85.0}"
+
+cache_root="${CRD_MIGRATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/crd-migrator}"
+helm_dir="$cache_root/tools/helm-$HELM_VERSION"
+crds_dir="$cache_root/tools/cert-manager-$CERT_MANAGER_VERSION/crds"
+sm_dir="$cache_root/tools/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION"
+sm_crd="$sm_dir/monitoring.coreos.com_servicemonitors.yaml"
+log() { echo "[tools-build] $*" >&2; }
+
+have_helm() { [ -x "$helm_dir/helm" ]; }
+have_crds() { [ -f "$crds_dir/.complete" ]; }
+have_sm() { [ -s "$sm_crd" ]; }
+have_all() { have_helm && have_crds && have_sm; }
+report() { echo "helm=$helm_dir/helm"; echo "cert-manager-crds=$crds_dir"; echo "servicemonitor-crd=$sm_crd"; }
+
+if have_all; then report; exit 0; fi
+
+command -v go >/dev/null || {
+  log "Go is required to build helm and to fetch cert-manager's CRDs from its Go module."
+  log "Install Go 1.26 or newer (https://go.dev/doc/install) and retry."
+  exit 3
+}
+
+mkdir -p "$cache_root/tools"
+exec 9>"$cache_root/tools/.build.lock"
+if ! flock -n 9; then
+  log "another process is building the tools; waiting for it"
+  flock 9
+fi
+if have_all; then report; exit 0; fi
+
+work="$cache_root/build/tools-helm-$HELM_VERSION"
+rm -rf "$work"; mkdir -p "$work/helm" "$work/modules"
+start=$(date +%s)
+
+# --- helm ------------------------------------------------------------------------------
+if ! have_helm; then
+  helm_major="${HELM_VERSION%%.*}"          # v4
+  helm_module="helm.sh/helm/$helm_major"
+  # GOTOOLCHAIN=local: if helm's go.mod ever asks for a newer Go than the one installed,
+  # fail with Go's own message instead of fetching a toolchain.
+  cat > "$work/helm/go.mod" <<GOMOD
+module crd-migrator.local/helm-build
+
+go 1.26.0
+
+require $helm_module $HELM_VERSION
+GOMOD
+  # The same ldflags helm's Makefile sets for a tagged release. Helm takes the Kubernetes
+  # version it assumes for `helm template` (.Capabilities.KubeVersion) from the client-go
+  # version in the binary's build info, which a module build records as usual.
+  ldflags="-s -w -X $helm_module/internal/version.version=$HELM_VERSION"
+  ldflags="$ldflags -X $helm_module/internal/version.metadata= -X $helm_module/internal/version.gitTreeState=clean"
+  log "building helm $HELM_VERSION from $helm_module (a cold build takes a few minutes on 2 cores)"
+  rm -rf "$helm_dir.tmp"; mkdir -p "$helm_dir.tmp"
+  (cd "$work/helm" && GOTOOLCHAIN=local CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "$ldflags" \
+    -o "$helm_dir.tmp/helm" "$helm_module/cmd/helm")
+  "$helm_dir.tmp/helm" version --short >&2
+  rm -rf "$helm_dir"; mv "$helm_dir.tmp" "$helm_dir"
+fi
+
+# Directory of a module version in the module cache, downloading it through the proxy.
+module_dir() {
+  (cd "$work/modules" && GOTOOLCHAIN=local GOFLAGS=-mod=mod go mod download -json "$1" |
+    sed -n 's/^\s*"Dir": "\(.*\)",\?$/\1/p')
+}
+
+# --- cert-manager CRDs -----------------------------------------------------------------
+if ! have_crds; then
+  log "fetching cert-manager $CERT_MANAGER_VERSION's CRDs from its Go module"
+  src="$(module_dir "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION")/deploy/crds"
+  if ! ls "$src"/*.yaml >/dev/null 2>&1; then
+    log "no CRD YAML in $src: the cert-manager module layout changed; update scripts/build-tools.sh"
+    exit 1
+  fi
+  rm -rf "$crds_dir.tmp"; mkdir -p "$crds_dir.tmp"
+  # The module cache is read-only; copy the files (not their modes) into our cache.
+  for f in "$src"/*.yaml; do cat "$f" > "$crds_dir.tmp/$(basename "$f")"; done
+  touch "$crds_dir.tmp/.complete"
+  rm -rf "$crds_dir"; mv "$crds_dir.tmp" "$crds_dir"
+fi
+
+# --- ServiceMonitor CRD ------------------------------------------------------------------
+if ! have_sm; then
+  log "fetching the ServiceMonitor CRD from prometheus-operator $PROMETHEUS_OPERATOR_VERSION's Go module"
+  src="$(module_dir "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION")/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"
+  if [ ! -s "$src" ]; then
+    log "no $src: the prometheus-operator module layout changed; update scripts/build-tools.sh"
+    exit 1
+  fi
+  mkdir -p "$sm_dir"
+  cat "$src" > "$sm_crd.tmp" && mv "$sm_crd.tmp" "$sm_crd"
+fi
+
+rm -rf "$work"
+log "ready in $(( $(date +%s) - start ))s under $cache_root/tools"
+report

@@ -1,0 +1,210 @@
+/**
+ * `crd-migrator demo`: the whole story on a local control plane, for a newcomer. Starts a
+ * real kube-apiserver + etcd, runs `serve` (webhook + controller) in this process, installs
+ * the url variant of the webhook configuration, creates a CRD with thousands of objects at
+ * v1, moves storage to v2 with v1 unserved, and shows the migration happen.
+ */
+import { mkdtemp, rm } from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import { KubeConfig } from '@kubernetes/client-node'
+import cliProgress from 'cli-progress'
+import PQueue from 'p-queue'
+import { pino } from 'pino'
+import { DEFAULT_MIGRATING_ANNOTATION, StateAnnotation } from '../config/annotations.js'
+import { ConfigSchema } from '../config/schema.js'
+import { serve } from '../cli/serve.js'
+import { generateDevCertificates } from '../devcerts/devcerts.js'
+import { renderWebhookConfiguration } from '../devcerts/webhook-config.js'
+import { getCrd } from '../kube/crds.js'
+import { ContentType, KubeHttp } from '../kube/http.js'
+import { CRD_API, crdPath } from '../kube/paths.js'
+import type { CustomResourceDefinition, ManagedFieldsEntry } from '../kube/types.js'
+import { done, type MigrationResult } from '../migrator/migrate.js'
+import { withRetry } from '../migrator/retry.js'
+import { ensureBinaries, startControlPlane, type ControlPlane } from './controlplane.js'
+
+export interface DemoOptions {
+  objects: number
+  keep: boolean
+  out?: NodeJS.WritableStream
+}
+
+const GROUP = 'demo.crd-migrator.io'
+const CRD_NAME = `widgets.${GROUP}`
+const NAMESPACES = ['team-a', 'team-b', 'team-c']
+const schema = { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } }
+
+export async function runDemo(options: DemoOptions): Promise<number> {
+  const out = options.out ?? process.stdout
+  const say = (s = '') => out.write(`${s}\n`)
+  const step = (s: string) => say(`\n==> ${s}`)
+
+  step('Building (first run only, several minutes) and starting etcd + kube-apiserver on loopback')
+  try {
+    await ensureBinaries()
+  } catch (err) {
+    say(`cannot build the control plane: ${(err as Error).message}`)
+    say('The demo needs Go 1.25+ to build kube-apiserver and etcd from their Go modules: install Go (https://go.dev/doc/install) and run the demo again.')
+    return 3
+  }
+  const cp = await startControlPlane()
+  const certDir = await mkdtemp(path.join(os.tmpdir(), 'crd-migrator-demo-'))
+  let handle: Awaited<ReturnType<typeof serve>> | undefined
+  try {
+    say(`    API server ${cp.server} ready in ${cp.timings?.readyMs ?? '?'} ms; export KUBECONFIG=${cp.kubeconfigPath}`)
+    const kc = new KubeConfig()
+    kc.loadFromFile(cp.kubeconfigPath)
+    const http = new KubeHttp(kc, { maxSockets: 64 })
+
+    step('Starting `crd-migrator serve` (webhook with dev certificates, controller) and installing the url webhook configuration')
+    const certs = await generateDevCertificates(certDir)
+    const migrator = await cp.mintUser('crd-migrator', ['crd-migrators'])
+    const config = ConfigSchema.parse({
+      kubeconfig: migrator.kubeconfigPath,
+      logLevel: 'warn',
+      webhook: { host: '127.0.0.1', port: 0, certFile: certs.certFile, keyFile: certs.keyFile },
+      metrics: { port: 0 },
+      identities: { migratorUsers: ['crd-migrator'] },
+      migrator: { concurrency: 16, qps: 0, progressIntervalSeconds: 1 },
+      leaderElection: { enabled: false },
+    })
+    await grantMigrator(cp)
+    let bar: cliProgress.SingleBar | undefined
+    let midRun: Promise<string> | undefined
+    const operator = await cp.mintUser('operator', ['system:authenticated'])
+    const finished = new Promise<MigrationResult>(resolve => {
+      void serve(config, pino({ level: 'warn' }), {
+        identity: 'demo',
+        defaultMetrics: false,
+        onResult: resolve,
+        onProgress: (_crd, phase, p) => {
+          if (!bar) {
+            bar = new cliProgress.SingleBar({ format: '    {phase} [{bar}] {value}/{total}', stream: out as NodeJS.WriteStream, noTTYOutput: true, notTTYSchedule: 1000 }, cliProgress.Presets.shades_classic)
+            bar.start(p.total ?? options.objects, 0, { phase })
+          }
+          bar.setTotal(Math.max(p.total ?? 0, p.counts.seen))
+          bar.update(done(p), { phase })
+          if (!midRun && done(p) > Math.min(500, options.objects / 4)) midRun = tryStorageFlip(cp, operator)
+        },
+      }).then(h => { handle = h })
+    })
+    while (!handle) await new Promise(r => setTimeout(r, 20))
+    const webhookUrl = `${handle.webhook!.url.replace('0.0.0.0', '127.0.0.1')}/validate-crd`
+    const whc = renderWebhookConfiguration({ mode: 'url', url: webhookUrl, caBundlePem: certs.caCertPem })
+    await http.request({ method: 'POST', path: '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations', body: whc })
+    say(`    webhook ${webhookUrl}; configuration ${whc.metadata.name} (failurePolicy Fail, only CRDs carrying ${DEFAULT_MIGRATING_ANNOTATION})`)
+
+    step(`Creating ${CRD_NAME} (v1 storage, v2 served) with ${options.objects} objects in ${NAMESPACES.length} namespaces, applied at v1`)
+    await http.request({ method: 'POST', path: CRD_API, body: demoCrd() })
+    await waitEstablished(http)
+    for (const ns of NAMESPACES) await http.request({ method: 'POST', path: '/api/v1/namespaces', body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } } })
+    const started = Date.now()
+    const queue = new PQueue({ concurrency: 32 })
+    for (let i = 0; i < options.objects; i++) {
+      const ns = NAMESPACES[i % NAMESPACES.length]!
+      const name = `widget-${String(i).padStart(5, '0')}`
+      void queue.add(() => withRetry(() => http.request({
+        method: 'PATCH',
+        path: `/apis/${GROUP}/v1/namespaces/${ns}/widgets/${name}`,
+        query: { fieldManager: 'team-tooling', force: true },
+        contentType: ContentType.applyPatch,
+        body: { apiVersion: `${GROUP}/v1`, kind: 'Widget', metadata: { name, namespace: ns }, spec: { size: i % 7, color: ['red', 'green', 'blue'][i % 3] } },
+      }), { maxAttempts: 8 }))
+    }
+    await queue.onIdle()
+    say(`    created in ${((Date.now() - started) / 1000).toFixed(1)} s`)
+    await show(cp, http, say, 'before')
+
+    step('Operator upgrade: storage moves to v2 and v1 stops being served; the controller notices (label crd-migrator.io/managed=true)')
+    const crd = await getCrd(http, CRD_NAME)
+    await http.request({
+      method: 'PATCH', path: crdPath(CRD_NAME), contentType: ContentType.mergePatch,
+      body: { metadata: { labels: { 'crd-migrator.io/managed': 'true' } }, spec: { versions: crd.spec.versions.map(v => ({ ...v, storage: v.name === 'v2', served: v.name === 'v2' })) } },
+    })
+    const result = await finished
+    bar?.stop()
+    if (midRun) say(`    mid-run, user "operator" tried to move storage back to v1:\n      ${await midRun}`)
+    say(`    ${result.outcome} in ${(result.durationMs / 1000).toFixed(1)} s: ${result.reason}`)
+    await show(cp, http, say, 'after')
+
+    if (options.keep) {
+      say(`\nThe control plane keeps running: export KUBECONFIG=${cp.kubeconfigPath}   (Ctrl-C stops it)`)
+      await new Promise<void>(resolve => { process.once('SIGINT', () => resolve()); process.once('SIGTERM', () => resolve()) })
+    }
+    http.close()
+    return result.outcome === 'Succeeded' ? 0 : 1
+  } finally {
+    await handle?.close()
+    await cp.stop()
+    await rm(certDir, { recursive: true, force: true })
+  }
+}
+
+function demoCrd(): CustomResourceDefinition {
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: CRD_NAME },
+    spec: {
+      group: GROUP,
+      scope: 'Namespaced',
+      names: { plural: 'widgets', kind: 'Widget', singular: 'widget', listKind: 'WidgetList' },
+      versions: [
+        { name: 'v1', served: true, storage: true, schema },
+        { name: 'v2', served: true, storage: false, schema },
+      ] as CustomResourceDefinition['spec']['versions'],
+    },
+  }
+}
+
+async function waitEstablished(http: KubeHttp): Promise<void> {
+  for (let i = 0; i < 300; i++) {
+    const crd = await getCrd(http, CRD_NAME)
+    if (crd.status?.conditions?.some(c => c.type === 'Established' && c.status === 'True')) return
+    await new Promise(r => setTimeout(r, 50))
+  }
+  throw new Error(`${CRD_NAME} did not become Established`)
+}
+
+/** The RBAC the Helm chart grants, for the demo's migrator user. */
+async function grantMigrator(cp: ControlPlane): Promise<void> {
+  const rules = [
+    { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions'], verbs: ['get', 'list', 'watch', 'patch'] },
+    { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions/status'], verbs: ['patch'] },
+    { apiGroups: [GROUP], resources: ['*'], verbs: ['get', 'list', 'patch'] },
+    { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+  ]
+  await cp.apiRequest('/apis/rbac.authorization.k8s.io/v1/clusterroles', { method: 'POST', body: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: 'crd-migrator-demo' }, rules } })
+  await cp.apiRequest('/apis/rbac.authorization.k8s.io/v1/clusterroles', { method: 'POST', body: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: 'crd-editor-demo' }, rules: [rules[0]] } })
+  for (const [role, group] of [['crd-migrator-demo', 'crd-migrators'], ['crd-editor-demo', 'system:authenticated']] as const) {
+    await cp.apiRequest('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', { method: 'POST', body: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: role }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role }, subjects: [{ kind: 'Group', apiGroup: 'rbac.authorization.k8s.io', name: group }] } })
+  }
+}
+
+async function tryStorageFlip(cp: ControlPlane, as: { certPem: string; keyPem: string }): Promise<string> {
+  const crd = (await cp.apiRequest(crdPath(CRD_NAME))).json as CustomResourceDefinition
+  const frozen = crd.metadata.annotations?.[DEFAULT_MIGRATING_ANNOTATION] === 'true'
+  const res = await cp.apiRequest(crdPath(CRD_NAME), {
+    method: 'PATCH', as, contentType: ContentType.mergePatch,
+    body: { spec: { versions: crd.spec.versions.map(v => ({ ...v, storage: v.name === 'v1', served: true })) } },
+  })
+  const message = (res.json as { message?: string } | undefined)?.message ?? res.body
+  return `${frozen ? '(CRD frozen) ' : ''}HTTP ${res.status}: ${message}`
+}
+
+async function show(cp: ControlPlane, http: KubeHttp, say: (s?: string) => void, when: string): Promise<void> {
+  const crd = await getCrd(http, CRD_NAME)
+  const keys = await cp.listEtcdKeys(`/registry/${GROUP}/widgets/`)
+  const byVersion = new Map<string, number>()
+  for (const key of keys) {
+    const v = await cp.storedApiVersion(GROUP, 'widgets', key.split('/')[4], key.split('/')[5]!)
+    byVersion.set(v ?? 'missing', (byVersion.get(v ?? 'missing') ?? 0) + 1)
+  }
+  const sample = (await http.request<{ metadata: { managedFields?: ManagedFieldsEntry[] } }>({ method: 'GET', path: `/apis/${GROUP}/${crd.spec.versions.find(v => v.storage)!.name}/namespaces/team-a/widgets/widget-00000` })).body
+  const a = crd.metadata.annotations ?? {}
+  say(`    [${when}] status.storedVersions: ${JSON.stringify(crd.status?.storedVersions)}; storage: ${crd.spec.versions.find(v => v.storage)?.name}`)
+  say(`    [${when}] etcd holds: ${[...byVersion].map(([v, n]) => `${n} x ${v}`).join(', ')}`)
+  say(`    [${when}] managedFields of team-a/widget-00000: ${(sample.metadata.managedFields ?? []).map(e => `${e.manager}/${e.operation}@${e.apiVersion}`).join(', ')}`)
+  if (a[StateAnnotation.lastResult]) say(`    [${when}] annotations: last-result=${a[StateAnnotation.lastResult]}, counts=${a[StateAnnotation.lastCounts]}, duration=${a[StateAnnotation.lastDuration]}`)
+}
