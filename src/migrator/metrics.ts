@@ -39,7 +39,7 @@ export class MigratorMetrics {
     this.migrations = new Counter({ name: 'crd_migrator_migrations_total', help: 'Finished migrations by result (Succeeded, Failed, Skipped).', labelNames: ['result'], registers })
     this.frozen = new Gauge({
       name: 'crd_migrator_frozen_crds',
-      help: 'CRDs carrying the migrating annotation, by owner (ours, or foreign for a freeze we did not set); 1 per CRD.',
+      help: 'CRDs frozen (migrating annotation set) by something other than crd-migrator (owner=foreign); never lifted by us: see the README.',
       labelNames: ['crd', 'owner'], registers,
     })
   }

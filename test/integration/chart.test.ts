@@ -1,0 +1,646 @@
+/**
+ * The Helm chart (charts/crd-migrator): `helm lint`, `helm template` with default and
+ * non-default values, the rendered ValidatingWebhookConfiguration against
+ * renderWebhookConfiguration() (so the two cannot drift), the rendered config file against
+ * the config schema, the committed plain manifests (webhook-config/plain/) against a fresh
+ * render, and a server-side dry-run of every rendered object on the real kube-apiserver
+ * (cert-manager's and the ServiceMonitor CRDs installed first). The RBAC of one render is
+ * also created for real and probed with SubjectAccessReviews.
+ *
+ * helm and the CRDs come from scripts/build-tools.sh (built from Go modules on first use).
+ * Regenerate the plain manifests with: CRD_MIGRATOR_UPDATE_PLAIN_MANIFESTS=1 npx tap test/integration/chart.test.ts
+ */
+import { spawn } from 'node:child_process'
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import t from 'tap'
+import { parse, parseAllDocuments } from 'yaml'
+import { loadConfig } from '../../src/config/load.js'
+import { generateDevCertificates } from '../../src/devcerts/devcerts.js'
+import { renderWebhookConfiguration } from '../../src/devcerts/webhook-config.js'
+import { ensureTools, type ChartTools } from '../../src/devenv/tools.js'
+import { clientsFor, getControlPlane, uniqueName, waitForCrdReady } from '../helpers/controlplane.js'
+
+const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
+const chartDir = join(repoRoot, 'charts', 'crd-migrator')
+const plainDir = join(repoRoot, 'webhook-config', 'plain')
+const PLAIN_FILE = join(plainDir, 'crd-migrator.yaml')
+const PLAIN_HEADER = [
+  '# crd-migrator for clusters without Helm: the chart (charts/crd-migrator) rendered with its',
+  '# default values, release name crd-migrator, namespace crd-migrator. Needs cert-manager.',
+  '# Apply with: kubectl apply -k webhook-config/plain/   (namespace.yaml first, then this file)',
+  '# Generated; do not edit. test/integration/chart.test.ts checks it against the chart;',
+  '# regenerate with CRD_MIGRATOR_UPDATE_PLAIN_MANIFESTS=1 npx tap test/integration/chart.test.ts',
+  '',
+].join('\n')
+
+/** Labels the chart adds to every object, beyond those of renderWebhookConfiguration(). */
+const CHART_ONLY_LABELS = ['helm.sh/chart', 'app.kubernetes.io/instance', 'app.kubernetes.io/version', 'app.kubernetes.io/managed-by']
+
+/** A (sub)test, as handed to t.test() callbacks. */
+type T = Parameters<Parameters<typeof t.test>[0]>[0]
+
+interface Manifest {
+  apiVersion: string
+  kind: string
+  metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> }
+  [key: string]: unknown
+}
+
+// A cold helm build takes minutes; let it finish, then restore the per-file timeout.
+t.setTimeout(30 * 60 * 1000)
+const tools: ChartTools = await ensureTools()
+const cp = await getControlPlane()
+t.setTimeout(Number(process.env['TAP_TIMEOUT'] ?? '600') * 1000)
+const admin = clientsFor(cp.kubeconfigPath)
+
+const scratch = await mkdtemp(join(tmpdir(), 'crd-migrator-chart-'))
+t.teardown(() => rm(scratch, { recursive: true, force: true }))
+// Keep helm's caches and config out of $HOME.
+const helmEnv = {
+  ...process.env,
+  HELM_CACHE_HOME: join(scratch, 'helm', 'cache'),
+  HELM_CONFIG_HOME: join(scratch, 'helm', 'config'),
+  HELM_DATA_HOME: join(scratch, 'helm', 'data'),
+}
+
+function helm(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(tools.helm, args, { env: helmEnv, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d))
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
+    child.on('error', reject)
+    child.on('close', (code) => resolve({ code, stdout, stderr }))
+  })
+}
+
+let valuesFiles = 0
+async function valuesArgs(values: object): Promise<string[]> {
+  const file = join(scratch, `values-${++valuesFiles}.json`) // JSON is YAML
+  await writeFile(file, JSON.stringify(values))
+  return ['--values', file]
+}
+
+async function templateRaw(release: string, namespace: string, values: object): Promise<string> {
+  const r = await helm(['template', release, chartDir, '--namespace', namespace, ...(await valuesArgs(values))])
+  if (r.code !== 0) throw new Error(`helm template failed (${r.code}): ${r.stderr}`)
+  return r.stdout
+}
+
+async function template(release: string, namespace: string, values: object): Promise<Manifest[]> {
+  const docs = parseAllDocuments(await templateRaw(release, namespace, values))
+  return docs.map((d) => d.toJS() as Manifest | null).filter((m): m is Manifest => m !== null)
+}
+
+const ids = (ms: Manifest[]) => ms.map((m) => `${m.kind}/${m.metadata.name}`)
+function one(ms: Manifest[], kind: string, name?: string): Manifest {
+  const found = ms.filter((m) => m.kind === kind && (name === undefined || m.metadata.name === name))
+  if (found.length !== 1) throw new Error(`expected one ${kind}${name ? `/${name}` : ''}, got ${ids(found).join(', ') || 'none'}`)
+  return found[0]!
+}
+
+function withoutChartLabels<T extends Manifest>(m: T): T {
+  const copy = structuredClone(m)
+  for (const key of CHART_ONLY_LABELS) delete copy.metadata.labels?.[key]
+  return copy
+}
+
+// --- API server helpers -------------------------------------------------------------------
+
+const discovery = new Map<string, Array<{ name: string; kind: string; namespaced: boolean }>>()
+async function resourceFor(apiVersion: string, kind: string): Promise<{ base: string; plural: string; namespaced: boolean }> {
+  const base = apiVersion.includes('/') ? `/apis/${apiVersion}` : `/api/${apiVersion}`
+  let list = discovery.get(base)
+  if (!list) {
+    const res = await cp.apiRequest(base)
+    if (res.status !== 200) throw new Error(`discovery ${base}: HTTP ${res.status} ${res.body.slice(0, 200)}`)
+    list = (res.json as { resources: Array<{ name: string; kind: string; namespaced: boolean }> }).resources
+    discovery.set(base, list)
+  }
+  const r = list.find((x) => x.kind === kind && !x.name.includes('/'))
+  if (!r) throw new Error(`the API server does not serve ${kind} in ${apiVersion}`)
+  return { base, plural: r.name, namespaced: r.namespaced }
+}
+
+async function collectionPath(m: Manifest, fallbackNamespace: string): Promise<string> {
+  const r = await resourceFor(m.apiVersion, m.kind)
+  return r.namespaced ? `${r.base}/namespaces/${m.metadata.namespace ?? fallbackNamespace}/${r.plural}` : `${r.base}/${r.plural}`
+}
+
+/** POST with dryRun=All and strict field validation (unknown fields are errors). */
+async function dryRunCreate(m: Manifest, namespace: string): Promise<{ status: number; body: string }> {
+  const res = await cp.apiRequest(`${await collectionPath(m, namespace)}?dryRun=All&fieldValidation=Strict`, { method: 'POST', body: m })
+  return { status: res.status, body: res.body }
+}
+
+async function applyCrdFile(file: string): Promise<string[]> {
+  const names: string[] = []
+  for (const doc of parseAllDocuments(await readFile(file, 'utf8'))) {
+    const crd = doc.toJS() as Manifest | null
+    if (!crd || crd.kind !== 'CustomResourceDefinition') continue
+    const res = await cp.apiRequest(
+      `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata.name}?fieldManager=crd-migrator-chart-test&force=true`,
+      { method: 'PATCH', body: crd, contentType: 'application/apply-patch+yaml' },
+    )
+    if (res.status !== 200 && res.status !== 201) throw new Error(`apply CRD ${crd.metadata.name}: HTTP ${res.status} ${res.body.slice(0, 300)}`)
+    names.push(crd.metadata.name)
+  }
+  return names
+}
+
+let crdsInstalled: Promise<string[]> | undefined
+/** cert-manager's CRDs and the ServiceMonitor CRD, server-side applied (idempotent), ready. */
+function installThirdPartyCrds(): Promise<string[]> {
+  crdsInstalled ??= (async () => {
+    const files = (await readdir(tools.certManagerCrdsDir)).filter((f) => f.endsWith('.yaml')).map((f) => join(tools.certManagerCrdsDir, f))
+    const names: string[] = []
+    for (const f of [...files, tools.serviceMonitorCrd]) names.push(...(await applyCrdFile(f)))
+    for (const name of names) await waitForCrdReady(cp, admin.apiext, name, 60_000)
+    return names
+  })()
+  return crdsInstalled
+}
+
+async function createNamespace(name: string): Promise<void> {
+  const res = await cp.apiRequest('/api/v1/namespaces', {
+    method: 'POST',
+    body: {
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: {
+        name,
+        // Pods here must meet the restricted Pod Security Standard (enforced on Pods).
+        labels: { 'pod-security.kubernetes.io/enforce': 'restricted', 'pod-security.kubernetes.io/enforce-version': 'latest' },
+      },
+    },
+  })
+  if (res.status !== 201) throw new Error(`create namespace ${name}: HTTP ${res.status} ${res.body.slice(0, 300)}`)
+}
+
+/**
+ * Dry-run every manifest, plus a Pod made from the Deployment's pod template (PodSecurity
+ * admission enforces the namespace's restricted level on Pods only). Returns kind/name ->
+ * HTTP status.
+ */
+async function dryRunAll(t: T, manifests: Manifest[], namespace: string): Promise<Record<string, number>> {
+  const results: Record<string, number> = {}
+  for (const m of manifests) {
+    const res = await dryRunCreate(m, namespace)
+    results[`${m.kind}/${m.metadata.name}`] = res.status
+    t.ok(res.status === 201 || res.status === 200, `dry-run create ${m.kind}/${m.metadata.name}: HTTP ${res.status}`, {
+      body: res.status >= 300 ? res.body.slice(0, 2000) : undefined,
+    })
+  }
+  const deployment = one(manifests, 'Deployment')
+  const template = (deployment['spec'] as { template: { metadata: object; spec: object } }).template
+  const pod = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { ...template.metadata, name: `${deployment.metadata.name}-probe`, namespace },
+    spec: template.spec,
+  } as Manifest
+  const res = await dryRunCreate(pod, namespace)
+  results[`Pod/${pod.metadata.name} (from the Deployment, restricted namespace)`] = res.status
+  t.equal(res.status, 201, 'the pod template passes PodSecurity "restricted" admission', { body: res.status >= 300 ? res.body.slice(0, 2000) : undefined })
+  return results
+}
+
+function configOf(t: T, manifests: Manifest[]) {
+  const cm = one(manifests, 'ConfigMap')
+  const text = (cm['data'] as Record<string, string>)['config.yaml']!
+  t.ok(text, 'the ConfigMap carries config.yaml')
+  return { text, raw: parse(text) as Record<string, unknown> }
+}
+
+async function loadRenderedConfig(text: string) {
+  const file = join(scratch, `config-${++valuesFiles}.yaml`)
+  await writeFile(file, text)
+  return loadConfig({ file, env: {} })
+}
+
+function podSpec(manifests: Manifest[]) {
+  return (one(manifests, 'Deployment')['spec'] as { template: { spec: Record<string, any> } }).template.spec
+}
+
+type Rule = { apiGroups?: string[]; resources?: string[]; verbs: string[]; resourceNames?: string[] }
+function rulesOf(m: Manifest): Rule[] {
+  return (m['rules'] as Rule[] | undefined) ?? []
+}
+
+/** Least privilege: `create` only on leases and events, no wildcard verbs, no delete/update of CRDs. */
+function checkLeastPrivilege(t: T, manifests: Manifest[], allowWildcardGroups: boolean) {
+  for (const role of manifests.filter((m) => m.kind === 'ClusterRole' || m.kind === 'Role')) {
+    for (const rule of rulesOf(role)) {
+      t.notOk(rule.verbs.includes('*'), `${role.kind}/${role.metadata.name}: no wildcard verb`)
+      for (const forbidden of ['delete', 'deletecollection', 'escalate', 'bind', 'impersonate']) {
+        t.notOk(rule.verbs.includes(forbidden), `${role.kind}/${role.metadata.name}: no ${forbidden}`)
+      }
+      if (rule.verbs.includes('create')) {
+        t.ok(
+          (rule.resources ?? []).every((r) => r === 'leases' || r === 'events'),
+          `${role.kind}/${role.metadata.name}: create only on leases and events, not ${rule.resources}`,
+        )
+      }
+      if (!allowWildcardGroups) t.notOk(rule.apiGroups?.includes('*'), `${role.kind}/${role.metadata.name}: no wildcard API group`)
+    }
+  }
+}
+
+// --- the chart's scenarios ------------------------------------------------------------------
+
+const pemDir = join(scratch, 'ca')
+const devCerts = await generateDevCertificates(pemDir, { serviceName: 'plain-crd-migrator', namespace: 'crd-migrator' })
+const caPem = await readFile(devCerts.caCertFile, 'utf8')
+
+interface Scenario {
+  name: string
+  release: string
+  values: Record<string, any>
+  /** Expected names and options for renderWebhookConfiguration(). */
+  webhook: (namespace: string) => Parameters<typeof renderWebhookConfiguration>[0]
+  kinds: string[]
+}
+
+const scenarios: Scenario[] = [
+  {
+    name: 'default values',
+    release: 'crd-migrator',
+    values: {},
+    webhook: (ns) => ({
+      mode: 'service',
+      name: 'crd-migrator.crd-migrator.io',
+      service: { namespace: ns, name: 'crd-migrator', port: 443, path: '/validate-crd' },
+      certManagerCertificate: `${ns}/crd-migrator-serving`,
+    }),
+    kinds: [
+      'ServiceAccount/crd-migrator',
+      'ConfigMap/crd-migrator',
+      'ClusterRole/crd-migrator',
+      'ClusterRoleBinding/crd-migrator',
+      'Role/crd-migrator-leader-election',
+      'Role/crd-migrator-NS-events',
+      'RoleBinding/crd-migrator-leader-election',
+      'RoleBinding/crd-migrator-NS-events',
+      'Service/crd-migrator',
+      'Deployment/crd-migrator',
+      'Certificate/crd-migrator-ca',
+      'Certificate/crd-migrator-serving',
+      'Issuer/crd-migrator-selfsigned',
+      'Issuer/crd-migrator-ca',
+      'PodDisruptionBudget/crd-migrator',
+      'ValidatingWebhookConfiguration/crd-migrator.crd-migrator.io',
+    ],
+  },
+  {
+    name: 'non-default values: own issuer, 3 replicas, managed groups, per-CRD options, ServiceMonitor',
+    release: 'mig',
+    values: {
+      replicaCount: 3,
+      logLevel: 'debug',
+      image: { repository: 'registry.example.com/platform/crd-migrator', digest: 'sha256:' + 'a'.repeat(64) },
+      certManager: { issuerRef: { name: 'corp-ca', kind: 'ClusterIssuer', group: 'cert-manager.io' }, duration: '720h', renewBefore: '240h' },
+      rbac: { managedGroups: ['example.com', 'stable.example.org'] },
+      annotations: { migrating: 'example.com/migrating' },
+      identities: { migratorUsers: ['ops-bot'], migratorGroups: ['platform-ops'], breakGlassGroups: ['system:masters', 'oncall'] },
+      migrator: {
+        selector: 'team=platform,crd-migrator.io/managed=true',
+        names: ['gadgets.example.net'],
+        concurrency: 8,
+        qps: 50.5,
+        skipPhases: ['CleanupManagedFields'],
+        crds: { 'widgets.example.com': { useStatusSubresource: true, concurrency: 4, qps: 10 } },
+      },
+      webhook: { timeoutSeconds: 10, port: 10443 },
+      service: { port: 8443 },
+      metrics: { port: 9090, serviceMonitor: { enabled: true, labels: { release: 'prometheus' } } },
+      extraConfig: { migrator: { pageSize: 200 } },
+      podAnnotations: { 'example.com/team': 'platform' },
+    },
+    webhook: (ns) => ({
+      mode: 'service',
+      name: 'mig-crd-migrator.crd-migrator.io',
+      service: { namespace: ns, name: 'mig-crd-migrator', port: 8443, path: '/validate-crd' },
+      certManagerCertificate: `${ns}/mig-crd-migrator-serving`,
+      annotationKey: 'example.com/migrating',
+      timeoutSeconds: 10,
+    }),
+    kinds: [
+      'ServiceAccount/mig-crd-migrator',
+      'ConfigMap/mig-crd-migrator',
+      'ClusterRole/mig-crd-migrator',
+      'ClusterRoleBinding/mig-crd-migrator',
+      'Role/mig-crd-migrator-leader-election',
+      'Role/mig-crd-migrator-NS-events',
+      'RoleBinding/mig-crd-migrator-leader-election',
+      'RoleBinding/mig-crd-migrator-NS-events',
+      'Service/mig-crd-migrator',
+      'Deployment/mig-crd-migrator',
+      'Certificate/mig-crd-migrator-serving',
+      'PodDisruptionBudget/mig-crd-migrator',
+      'ServiceMonitor/mig-crd-migrator',
+      'ValidatingWebhookConfiguration/mig-crd-migrator.crd-migrator.io',
+    ],
+  },
+  {
+    name: 'no cert-manager: existing Secret and caBundle, one replica, all groups',
+    release: 'plain',
+    values: {
+      replicaCount: 1,
+      certManager: { enabled: false },
+      tls: { existingSecret: 'my-webhook-tls' },
+      webhook: { caBundle: Buffer.from(caPem).toString('base64') },
+      rbac: { allGroups: true },
+      serviceAccount: { name: 'migrator' },
+    },
+    webhook: (ns) => ({
+      mode: 'service',
+      name: 'plain-crd-migrator.crd-migrator.io',
+      service: { namespace: ns, name: 'plain-crd-migrator', port: 443, path: '/validate-crd' },
+      caBundlePem: caPem,
+    }),
+    kinds: [
+      'ServiceAccount/migrator',
+      'ConfigMap/plain-crd-migrator',
+      'ClusterRole/plain-crd-migrator',
+      'ClusterRoleBinding/plain-crd-migrator',
+      'Role/plain-crd-migrator-leader-election',
+      'Role/plain-crd-migrator-NS-events',
+      'RoleBinding/plain-crd-migrator-leader-election',
+      'RoleBinding/plain-crd-migrator-NS-events',
+      'Service/plain-crd-migrator',
+      'Deployment/plain-crd-migrator',
+      'ValidatingWebhookConfiguration/plain-crd-migrator.crd-migrator.io',
+    ],
+  },
+]
+
+/** kind/name -> dry-run status, per scenario, printed at the end (the report reads it). */
+const dryRunReport: Record<string, Record<string, number>> = {}
+
+for (const scenario of scenarios) {
+  t.test(scenario.name, async (t) => {
+    const ns = uniqueName('chart')
+    const manifests = await template(scenario.release, ns, scenario.values)
+
+    t.test('helm lint --strict', async (t) => {
+      const r = await helm(['lint', chartDir, '--strict', '--namespace', ns, ...(await valuesArgs(scenario.values))])
+      t.equal(r.code, 0, 'helm lint passes', { output: r.stdout + r.stderr })
+      t.match(r.stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/)
+    })
+
+    t.test('renders the expected objects', async (t) => {
+      t.same(ids(manifests).sort(), scenario.kinds.map((k) => k.replace('NS', ns)).sort())
+      for (const m of manifests) {
+        if (m.kind.startsWith('Cluster') || m.kind === 'ValidatingWebhookConfiguration') {
+          t.notOk(m.metadata.namespace, `${m.kind} is cluster-scoped`)
+        } else if (m.kind === 'Role' || m.kind === 'RoleBinding') {
+          t.ok(m.metadata.namespace === ns || (m.metadata.namespace === 'default' && m.metadata.name.endsWith('-events')), `${m.kind}/${m.metadata.name} namespace`)
+        } else {
+          t.equal(m.metadata.namespace, ns, `${m.kind}/${m.metadata.name} is in the release namespace`)
+        }
+      }
+    })
+
+    t.test('the ValidatingWebhookConfiguration is renderWebhookConfiguration() with this release\'s names', async (t) => {
+      const vwc = one(manifests, 'ValidatingWebhookConfiguration')
+      t.same(withoutChartLabels(vwc), renderWebhookConfiguration(scenario.webhook(ns)))
+      t.same(Object.keys(vwc.metadata.labels ?? {}).sort(), [...CHART_ONLY_LABELS, 'app.kubernetes.io/name', 'app.kubernetes.io/component'].sort())
+    })
+
+    t.test('the config file passes the config schema', async (t) => {
+      const { text } = configOf(t, manifests)
+      const config = await loadRenderedConfig(text)
+      const sa = one(manifests, 'ServiceAccount').metadata.name
+      t.equal(config.identities.migratorUsers[0], `system:serviceaccount:${ns}:${sa}`, 'the chart\'s ServiceAccount is the migrator identity')
+      t.equal(config.webhook.certFile, '/tls/tls.crt')
+      t.equal(config.webhook.keyFile, '/tls/tls.key')
+      t.equal(config.leaderElection.enabled, true)
+      t.equal(config.leaderElection.leaseName, one(manifests, 'Deployment').metadata.name)
+      const webhook = renderWebhookConfiguration(scenario.webhook(ns))
+      t.ok(webhook.webhooks[0]!.matchConditions[0]!.expression.includes(`'${config.annotations.migrating}'`), 'webhook and server use one annotation key')
+      const v = scenario.values
+      if (v['migrator']) {
+        t.equal(config.migrator.selector.labelSelector, v['migrator'].selector)
+        t.same(config.migrator.selector.names, v['migrator'].names)
+        t.equal(config.migrator.concurrency, v['migrator'].concurrency)
+        t.equal(config.migrator.qps, v['migrator'].qps)
+        t.same(config.migrator.skipPhases, v['migrator'].skipPhases)
+        t.match(config.migrator.crds['widgets.example.com'], { useStatusSubresource: true, concurrency: 4, qps: 10 })
+        t.equal(config.migrator.pageSize, 200, 'extraConfig is merged')
+        t.same(config.identities.migratorUsers.slice(1), ['ops-bot'])
+        t.same(config.identities.breakGlassGroups, ['system:masters', 'oncall'])
+        t.equal(config.logLevel, 'debug')
+        t.equal(config.webhook.port, 10443)
+        t.equal(config.metrics.port, 9090)
+      } else {
+        t.equal(config.migrator.selector.labelSelector, 'crd-migrator.io/managed=true')
+        t.same(config.identities.breakGlassGroups, ['system:masters'])
+        t.equal(config.webhook.port, 9443)
+        t.equal(config.metrics.port, 8080)
+      }
+    })
+
+    t.test('pod: restricted security context, probes, mounts, identity', async (t) => {
+      const spec = podSpec(manifests)
+      const c = spec['containers'][0]
+      t.match(spec['securityContext'], { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } })
+      t.match(c.securityContext, {
+        runAsNonRoot: true,
+        readOnlyRootFilesystem: true,
+        allowPrivilegeEscalation: false,
+        capabilities: { drop: ['ALL'] },
+        seccompProfile: { type: 'RuntimeDefault' },
+      })
+      t.same(c.args, ['serve', '--config', '/etc/crd-migrator/config.yaml'])
+      t.match(c.livenessProbe, { httpGet: { path: '/healthz', port: 'metrics' } })
+      t.match(c.readinessProbe, { httpGet: { path: '/readyz', port: 'metrics' } })
+      t.ok(c.resources.requests && c.resources.limits, 'requests and limits')
+      t.same(
+        c.env.map((e: { name: string }) => e.name),
+        ['POD_NAMESPACE', 'POD_NAME'],
+      )
+      const tlsVolume = spec['volumes'].find((v: { name: string }) => v.name === 'tls')
+      const tlsMount = c.volumeMounts.find((m: { name: string }) => m.name === 'tls')
+      t.equal(tlsMount.mountPath, '/tls')
+      t.notOk(tlsMount.subPath, 'no subPath: renewals reach the pod')
+      const expectedSecret = scenario.values['tls']?.existingSecret ?? `${one(manifests, 'Deployment').metadata.name}-serving-tls`
+      t.equal(tlsVolume.secret.secretName, expectedSecret)
+      const cert = manifests.find((m) => m.kind === 'Certificate' && m.metadata.name.endsWith('-serving'))
+      if (cert) {
+        const svc = one(manifests, 'Service').metadata.name
+        t.match(cert['spec'], { secretName: expectedSecret, dnsNames: [svc, `${svc}.${ns}`, `${svc}.${ns}.svc`, `${svc}.${ns}.svc.cluster.local`] })
+      }
+      const ports = Object.fromEntries(c.ports.map((p: { name: string; containerPort: number }) => [p.name, p.containerPort]))
+      const svcPorts = (one(manifests, 'Service')['spec'] as { ports: Array<{ name: string; port: number; targetPort: string }> }).ports
+      t.same(svcPorts.map((p) => [p.name, p.targetPort]), [['webhook', 'webhook'], ['metrics', 'metrics']])
+      t.equal(ports['webhook'], scenario.values['webhook']?.port ?? 9443)
+      t.equal(ports['metrics'], scenario.values['metrics']?.port ?? 8080)
+      t.equal((one(manifests, 'Deployment')['spec'] as { replicas: number }).replicas, scenario.values['replicaCount'] ?? 2)
+    })
+
+    t.test('RBAC is least privilege', async (t) => {
+      checkLeastPrivilege(t, manifests, Boolean(scenario.values['rbac']?.allGroups))
+      const cr = rulesOf(one(manifests, 'ClusterRole'))
+      t.same(cr.slice(0, 2), [
+        { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions'], verbs: ['get', 'list', 'watch', 'patch'] },
+        { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions/status'], verbs: ['patch'] },
+      ])
+      if (scenario.values['rbac']?.allGroups) {
+        t.same(cr.slice(2), [{ apiGroups: ['*'], resources: ['*'], verbs: ['get', 'list', 'patch'] }])
+      } else if (scenario.values['rbac']?.managedGroups) {
+        t.same(cr.slice(2), [
+          { apiGroups: ['example.com'], resources: ['*'], verbs: ['get', 'list', 'patch'] },
+          { apiGroups: ['stable.example.org'], resources: ['*'], verbs: ['get', 'list', 'patch'] },
+          { apiGroups: ['example.net'], resources: ['gadgets'], verbs: ['get', 'list', 'patch'] },
+          { apiGroups: ['example.com'], resources: ['widgets'], verbs: ['get', 'list', 'patch'] },
+          { apiGroups: ['example.com'], resources: ['widgets/status'], verbs: ['patch'] },
+        ])
+      } else {
+        t.equal(cr.length, 2, 'no custom-resource access until the operator names groups')
+      }
+      const lease = manifests.find((m) => m.kind === 'Role' && m.metadata.name.endsWith('-leader-election'))!
+      t.same(rulesOf(lease), [
+        { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
+        { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: [one(manifests, 'Deployment').metadata.name], verbs: ['get', 'update'] },
+      ])
+      const events = manifests.find((m) => m.kind === 'Role' && m.metadata.namespace === 'default')!
+      t.same(rulesOf(events), [{ apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] }])
+    })
+
+    t.test('server-side dry-run on the kube-apiserver', async (t) => {
+      await installThirdPartyCrds()
+      await createNamespace(ns)
+      dryRunReport[scenario.name] = await dryRunAll(t, manifests, ns)
+    })
+  })
+}
+
+t.test('the dry-run check has teeth: broken objects are refused', async (t) => {
+  await installThirdPartyCrds()
+  const ns = uniqueName('chart-neg')
+  await createNamespace(ns)
+  const manifests = await template('neg', ns, {})
+  const cert = structuredClone(one(manifests, 'Certificate', 'neg-crd-migrator-serving'))
+  ;(cert['spec'] as Record<string, unknown>)['dnsNamez'] = ['typo']
+  t.not((await dryRunCreate(cert, ns)).status, 201, 'an unknown field in a cert-manager Certificate (strict field validation)')
+
+  const vwc = structuredClone(one(manifests, 'ValidatingWebhookConfiguration'))
+  ;(vwc['webhooks'] as Array<{ matchConditions: Array<{ expression: string }> }>)[0]!.matchConditions[0]!.expression = "'unterminated"
+  t.equal((await dryRunCreate(vwc, ns)).status, 422, 'a matchCondition that does not compile')
+
+  const spec = structuredClone(podSpec(manifests))
+  spec['containers'][0].securityContext = { ...spec['containers'][0].securityContext, allowPrivilegeEscalation: true }
+  const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'escalating', namespace: ns }, spec } as Manifest
+  t.equal((await dryRunCreate(pod, ns)).status, 403, 'a pod that may escalate privileges, in the restricted namespace')
+})
+
+t.test('RBAC, created for real, allows what the migrator does and nothing else', async (t) => {
+  const ns = uniqueName('chart-rbac')
+  await createNamespace(ns)
+  const release = uniqueName('rb')
+  const manifests = await template(release, ns, scenarios[1]!.values)
+  const rbac = manifests.filter((m) => ['ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding'].includes(m.kind))
+  for (const m of rbac) {
+    const path = await collectionPath(m, ns)
+    const res = await cp.apiRequest(path, { method: 'POST', body: m })
+    t.equal(res.status, 201, `create ${m.kind}/${m.metadata.name}`, { body: res.status >= 300 ? res.body : undefined })
+    t.teardown(async () => {
+      await cp.apiRequest(`${path}/${m.metadata.name}`, { method: 'DELETE' })
+    })
+  }
+  const sa = one(manifests, 'ServiceAccount').metadata.name
+  const lease = one(manifests, 'Deployment').metadata.name
+  const user = `system:serviceaccount:${ns}:${sa}`
+  async function can(attrs: Record<string, string>): Promise<boolean> {
+    const res = await cp.apiRequest('/apis/authorization.k8s.io/v1/subjectaccessreviews', {
+      method: 'POST',
+      body: {
+        apiVersion: 'authorization.k8s.io/v1',
+        kind: 'SubjectAccessReview',
+        spec: { user, groups: ['system:serviceaccounts', `system:serviceaccounts:${ns}`, 'system:authenticated'], resourceAttributes: attrs },
+      },
+    })
+    if (res.status !== 201) throw new Error(`SubjectAccessReview: HTTP ${res.status} ${res.body}`)
+    return (res.json as { status: { allowed: boolean } }).status.allowed
+  }
+  const crds = { group: 'apiextensions.k8s.io', resource: 'customresourcedefinitions' }
+  const allowed: Array<[string, Record<string, string>]> = [
+    ['watch CRDs', { ...crds, verb: 'watch' }],
+    ['patch a CRD', { ...crds, verb: 'patch', name: 'widgets.example.com' }],
+    ['patch CRD status', { ...crds, verb: 'patch', subresource: 'status', name: 'widgets.example.com' }],
+    ['list widgets in all namespaces', { group: 'example.com', resource: 'widgets', verb: 'list' }],
+    ['get a widget', { group: 'example.com', resource: 'widgets', verb: 'get', namespace: 'team-a', name: 'w' }],
+    ['patch widget status', { group: 'example.com', resource: 'widgets', subresource: 'status', verb: 'patch', namespace: 'team-a', name: 'w' }],
+    ['patch a resource of a managed group', { group: 'stable.example.org', resource: 'things', verb: 'patch', namespace: 'x', name: 'y' }],
+    ['patch a gadget (by name)', { group: 'example.net', resource: 'gadgets', verb: 'patch', name: 'g' }],
+    ['create its Lease', { group: 'coordination.k8s.io', resource: 'leases', verb: 'create', namespace: ns }],
+    ['renew its Lease', { group: 'coordination.k8s.io', resource: 'leases', verb: 'update', namespace: ns, name: lease }],
+    ['create Events in default', { group: '', resource: 'events', verb: 'create', namespace: 'default' }],
+  ]
+  const denied: Array<[string, Record<string, string>]> = [
+    ['update (PUT) a CRD', { ...crds, verb: 'update', name: 'widgets.example.com' }],
+    ['delete a CRD', { ...crds, verb: 'delete', name: 'widgets.example.com' }],
+    ['create a CRD', { ...crds, verb: 'create' }],
+    ['create a widget', { group: 'example.com', resource: 'widgets', verb: 'create', namespace: 'team-a' }],
+    ['delete a widget', { group: 'example.com', resource: 'widgets', verb: 'delete', namespace: 'team-a', name: 'w' }],
+    ['patch gadget status (not asked for)', { group: 'example.net', resource: 'gadgets', subresource: 'status', verb: 'patch', name: 'g' }],
+    ['patch another group', { group: 'other.example.io', resource: 'things', verb: 'patch', namespace: 'x', name: 'y' }],
+    ['read Secrets', { group: '', resource: 'secrets', verb: 'get', namespace: ns, name: 's' }],
+    ['renew another Lease', { group: 'coordination.k8s.io', resource: 'leases', verb: 'update', namespace: ns, name: 'someone-else' }],
+    ['create a Lease elsewhere', { group: 'coordination.k8s.io', resource: 'leases', verb: 'create', namespace: 'kube-system' }],
+    ['create Events elsewhere', { group: '', resource: 'events', verb: 'create', namespace: 'kube-system' }],
+  ]
+  for (const [what, attrs] of allowed) t.ok(await can(attrs), `allowed: ${what}`)
+  for (const [what, attrs] of denied) t.notOk(await can(attrs), `denied: ${what}`)
+})
+
+t.test('bad values are refused with a message', async (t) => {
+  const cases: Array<[string, object, RegExp]> = [
+    ['no cert-manager, no Secret', { certManager: { enabled: false }, webhook: { caBundle: 'eA==' } }, /tls\.existingSecret is required/],
+    ['no cert-manager, no caBundle', { certManager: { enabled: false }, tls: { existingSecret: 's' } }, /webhook\.caBundle .*is required/],
+    ['annotation key that would break the CEL literal', { annotations: { migrating: "x' || true || 'y" } }, /not a Kubernetes annotation key/],
+    ['several replicas without leader election', { leaderElection: { enabled: false } }, /leaderElection\.enabled=false needs replicaCount=1/],
+    ['probes need the metrics port', { metrics: { port: 0 } }, /metrics\.port must be a port number/],
+    ['CRD names are plural.group', { migrator: { names: ['widgets'] } }, /must be <plural>\.<group>/],
+  ]
+  for (const [what, values, message] of cases) {
+    const r = await helm(['template', 'x', chartDir, ...(await valuesArgs(values))])
+    t.not(r.code, 0, `${what}: helm template fails`)
+    t.match(r.stderr, message, what)
+  }
+})
+
+t.test('webhook-config/plain/ is the default render', async (t) => {
+  const rendered = PLAIN_HEADER + (await templateRaw('crd-migrator', 'crd-migrator', {}))
+  if (process.env['CRD_MIGRATOR_UPDATE_PLAIN_MANIFESTS'] === '1') {
+    await writeFile(PLAIN_FILE, rendered)
+    t.comment(`wrote ${PLAIN_FILE}`)
+  }
+  const committed = await readFile(PLAIN_FILE, 'utf8').catch(() => '')
+  t.equal(committed, rendered, 'webhook-config/plain/crd-migrator.yaml is up to date (regenerate: CRD_MIGRATOR_UPDATE_PLAIN_MANIFESTS=1 npx tap test/integration/chart.test.ts)')
+
+  const manifests = parseAllDocuments(committed).map((d) => d.toJS() as Manifest | null).filter((m): m is Manifest => m !== null)
+  // The in-cluster variant everyone else uses (webhook-config/validating-webhook.yaml) is the
+  // chart's default render, bar the chart's labels.
+  const vwc = withoutChartLabels(one(manifests, 'ValidatingWebhookConfiguration'))
+  t.same(vwc, parse(await readFile(join(repoRoot, 'webhook-config', 'validating-webhook.yaml'), 'utf8')))
+  t.same(vwc, renderWebhookConfiguration({ mode: 'service' }))
+  t.same(parse(await readFile(join(plainDir, 'namespace.yaml'), 'utf8')), {
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    metadata: { name: 'crd-migrator', labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } },
+  })
+  const kustomization = parse(await readFile(join(plainDir, 'kustomization.yaml'), 'utf8')) as { resources: string[]; namespace?: string }
+  t.same(kustomization.resources, ['namespace.yaml', 'crd-migrator.yaml'])
+  t.notOk(kustomization.namespace, 'no namespace override: the Events Role lives in `default`')
+})
+
+t.teardown(() => {
+  if (Object.keys(dryRunReport).length > 0) {
+    process.stderr.write(`[chart] server-side dry-run results:\n${JSON.stringify(dryRunReport, null, 2)}\n`)
+  }
+})

@@ -1,0 +1,152 @@
+/**
+ * The Dockerfile's run-time stage, without Docker: in a scratch directory, build dist/ the
+ * way the build stage does (tsc over tsconfig.json + src/), install production
+ * dependencies only the way the prod-deps stage does (`npm ci --omit=dev`, here offline
+ * from the local npm cache), then run the built CLI from there: `--help`, every run-time
+ * module import, and `serve` (webhook only) answering /readyz and stopping on SIGTERM.
+ */
+import { spawn } from 'node:child_process'
+import { cp as copy, mkdtemp, readdir, rm, stat } from 'node:fs/promises'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join, relative } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import t from 'tap'
+import { generateDevCertificates } from '../../src/devcerts/devcerts.js'
+
+const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
+
+interface Run {
+  code: number | null
+  signal: NodeJS.Signals | null
+  stdout: string
+  stderr: string
+}
+
+function run(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = process.env): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d))
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
+    child.on('error', reject)
+    child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }))
+  })
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer()
+    srv.once('error', reject)
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as { port: number }).port
+      srv.close(() => resolve(port))
+    })
+  })
+}
+
+async function jsFiles(dir: string): Promise<string[]> {
+  const out: string[] = []
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    const p = join(dir, entry.name)
+    if (entry.isDirectory()) out.push(...(await jsFiles(p)))
+    else if (entry.name.endsWith('.js')) out.push(p)
+  }
+  return out
+}
+
+/** The environment without tap's loader (NODE_OPTIONS): the built code must resolve on its own. */
+const cleanEnv: NodeJS.ProcessEnv = { ...process.env, NODE_ENV: 'production' }
+delete cleanEnv['NODE_OPTIONS']
+
+const scratch = await mkdtemp(join(tmpdir(), 'crd-migrator-prod-'))
+t.teardown(() => rm(scratch, { recursive: true, force: true }))
+const app = join(scratch, 'app')
+
+t.test('build stage: tsc over tsconfig.json and src/', async (t) => {
+  // COPY package.json package-lock.json tsconfig.json src, then `npm run build` (= tsc).
+  await copy(join(repoRoot, 'src'), join(app, 'src'), { recursive: true })
+  for (const f of ['package.json', 'package-lock.json', 'tsconfig.json']) await copy(join(repoRoot, f), join(app, f))
+  const tsc = join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc')
+  const r = await run(process.execPath, [tsc, '-p', 'tsconfig.json'], app, cleanEnv)
+  t.equal(r.code, 0, 'tsc succeeds', { output: r.stdout + r.stderr })
+  // The run-time stage gets dist/, node_modules/ and package.json only.
+  await rm(join(app, 'src'), { recursive: true })
+  await rm(join(app, 'tsconfig.json'))
+  t.ok((await stat(join(app, 'dist', 'cli', 'main.js'))).isFile())
+})
+
+t.test('prod-deps stage: npm ci --omit=dev', async (t) => {
+  const r = await run(
+    'npm',
+    ['ci', '--omit=dev', '--ignore-scripts', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'],
+    app,
+    cleanEnv,
+  )
+  t.equal(r.code, 0, 'npm ci --omit=dev succeeds', { output: r.stdout + r.stderr })
+  for (const dev of ['typescript', 'tap', '@types/node']) {
+    t.notOk(
+      await stat(join(app, 'node_modules', dev)).then(
+        () => true,
+        () => false,
+      ),
+      `dev dependency ${dev} is not installed`,
+    )
+  }
+})
+
+const env = { ...cleanEnv, KUBECONFIG: join(scratch, 'no-kubeconfig') }
+
+t.test('the built CLI runs with production dependencies only', async (t) => {
+  const help = await run(process.execPath, ['dist/cli/main.js', '--help'], app, env)
+  t.equal(help.code, 0, 'crd-migrator --help', { stderr: help.stderr })
+  t.match(help.stdout, /serve/)
+  const serveHelp = await run(process.execPath, ['dist/cli/main.js', 'serve', '--help'], app, env)
+  t.equal(serveHelp.code, 0, 'crd-migrator serve --help', { stderr: serveHelp.stderr })
+  t.match(serveHelp.stdout, /--config/)
+
+  // Every run-time module resolves and loads (main.js would run the CLI: checked above).
+  const files = (await jsFiles(join(app, 'dist'))).filter((f) => !f.endsWith(join('cli', 'main.js')))
+  const script = `for (const f of ${JSON.stringify(files.map((f) => pathToFileURL(f).href))}) await import(f)`
+  const imports = await run(process.execPath, ['--input-type=module', '-e', script], app, env)
+  t.equal(imports.code, 0, `all ${files.length} modules of dist/ load`, { stderr: imports.stderr })
+  t.ok(files.some((f) => relative(app, f) === join('dist', 'cli', 'serve.js')))
+})
+
+t.test('serve (webhook only) turns ready and stops on SIGTERM', async (t) => {
+  const certs = await generateDevCertificates(join(scratch, 'certs'))
+  const [webhookPort, metricsPort] = [await freePort(), await freePort()]
+  const child = spawn(
+    process.execPath,
+    [
+      'dist/cli/main.js', 'serve', '--no-migrator', '--no-leader-elect',
+      '--tls-cert', certs.certFile, '--tls-key', certs.keyFile,
+      '--webhook-host', '127.0.0.1', '--webhook-port', String(webhookPort), '--metrics-port', String(metricsPort),
+    ],
+    { cwd: app, env, stdio: ['ignore', 'pipe', 'pipe'] },
+  )
+  let output = ''
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (output += d))
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (output += d))
+  const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.on('exit', (c, s) => resolve([c, s])))
+  t.teardown(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+  })
+
+  let ready = false
+  for (let i = 0; i < 100 && !ready && child.exitCode === null; i++) {
+    try {
+      ready = (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).status === 200
+    } catch {
+      // not listening yet
+    }
+    if (!ready) await new Promise((r) => setTimeout(r, 100))
+  }
+  t.ok(ready, 'GET /readyz on the metrics port answers 200', { output })
+  const metrics = await fetch(`http://127.0.0.1:${metricsPort}/metrics`).then((r) => r.text(), () => '')
+  t.match(metrics, /# TYPE /, '/metrics serves Prometheus text')
+  child.kill('SIGTERM')
+  const [code, signal] = await exited
+  t.equal(code, 0, 'exits 0 on SIGTERM', { signal, output })
+})
