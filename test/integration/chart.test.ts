@@ -604,7 +604,10 @@ t.test('bad values are refused with a message', async (t) => {
     ['no cert-manager, no caBundle', { certManager: { enabled: false }, tls: { existingSecret: 's' } }, /webhook\.caBundle .*is required/],
     ['annotation key that would break the CEL literal', { annotations: { migrating: "x' || true || 'y" } }, /not a Kubernetes annotation key/],
     ['several replicas without leader election', { leaderElection: { enabled: false } }, /leaderElection\.enabled=false needs replicaCount=1/],
-    ['probes need the metrics port', { metrics: { port: 0 } }, /metrics\.port must be a port number/],
+    ['probes need the metrics port (values.schema.json)', { metrics: { port: 0 } }, /\/metrics\/port/],
+    ['metrics and webhook on one port', { metrics: { port: 9443 } }, /metrics\.port and webhook\.port must differ/],
+    ['a misspelt value (values.schema.json)', { replicas: 3 }, /additional properties 'replicas' not allowed/],
+    ['an unknown phase (values.schema.json)', { migrator: { crds: { 'a.example.com': { skipPhases: ['Nope'] } } } }, /skipPhases/],
     ['CRD names are plural.group', { migrator: { names: ['widgets'] } }, /must be <plural>\.<group>/],
   ]
   for (const [what, values, message] of cases) {
@@ -612,6 +615,36 @@ t.test('bad values are refused with a message', async (t) => {
     t.not(r.code, 0, `${what}: helm template fails`)
     t.match(r.stderr, message, what)
   }
+})
+
+t.test('values.yaml: every value is commented (on itself or on the block it belongs to)', async (t) => {
+  const lines = (await readFile(join(chartDir, 'values.yaml'), 'utf8')).split('\n')
+  const stack: Array<{ indent: number; documented: boolean }> = []
+  const undocumented: string[] = []
+  const path: string[] = []
+  for (let i = 0; i < lines.length; i++) {
+    const m = /^(\s*)([A-Za-z][\w.-]*):(.*)$/.exec(lines[i]!)
+    if (!m) continue
+    const indent = m[1]!.length
+    while (stack.length > 0 && stack.at(-1)!.indent >= indent) {
+      stack.pop()
+      path.pop()
+    }
+    // The comment block right above this key, if any, must hold a `# --` description.
+    let j = i - 1
+    let described = false
+    while (j >= 0 && /^\s*#/.test(lines[j]!)) {
+      if (/^\s*# -- \S/.test(lines[j]!)) described = true
+      j--
+    }
+    const documented = described || (stack.at(-1)?.documented ?? false)
+    path.push(m[2]!)
+    const next = lines.slice(i + 1).find((l) => l.trim() && !/^\s*#/.test(l))
+    const leaf = m[3]!.trim() !== '' || !next || next.length - next.trimStart().length <= indent
+    if (leaf && !documented) undocumented.push(path.join('.'))
+    stack.push({ indent, documented })
+  }
+  t.same(undocumented, [], 'values without a `# --` description')
 })
 
 t.test('webhook-config/plain/ is the default render', async (t) => {

@@ -122,3 +122,25 @@ t.test('the freeze is refused to users who are neither the migrator nor break-gl
   res = await annotate(migrator, null)
   t.equal(res.status, 200, 'the migrator identity may lift it')
 })
+
+t.test('with the webhook down, unannotated CRDs stay editable and frozen ones are refused', async t => {
+  const cp = await getControlPlane()
+  const http = httpFor(cp.kubeconfigPath)
+  const scope = uniqueName('down')
+  const webhook = await startTestWebhook(cp, scope)
+  const operator = await crdEditor(cp, scope)
+  const free = await createCrd(http, crdManifest({ group: uniqueGroup('free'), versions: ['v1', 'v2'], storage: 'v1', labels: webhook.labels }))
+  const frozenManifest = crdManifest({ group: uniqueGroup('frozen'), versions: ['v1', 'v2'], storage: 'v1', labels: webhook.labels })
+  frozenManifest.metadata.annotations = { [DEFAULT_MIGRATING_ANNOTATION]: 'true' }
+  const frozen = await createCrd(http, frozenManifest)
+  await webhook.stopServer()
+
+  const freeFlip = await setStorageVersionAs(cp, operator, free, 'v2')
+  t.equal(freeFlip.status, 200, 'an unannotated CRD is not sent to the webhook (matchConditions), so it stays editable')
+  t.same((await getCrd(http, free.metadata.name)).status?.storedVersions, ['v1', 'v2'], 'and the API server lists both versions in storedVersions')
+  const frozenFlip = await setStorageVersionAs(cp, operator, frozen, 'v2')
+  t.equal(frozenFlip.status, 500, 'a frozen CRD is refused while the webhook cannot answer (failurePolicy: Fail)')
+  t.match(frozenFlip.body, /failed calling webhook/)
+  const label = await cp.apiRequest(crdPath(frozen.metadata.name), { method: 'PATCH', as: operator, contentType: ContentType.mergePatch, body: { metadata: { labels: { touched: 'yes' } } } })
+  t.equal(label.status, 500, 'any edit of a frozen CRD is refused then, not only storage ones')
+})

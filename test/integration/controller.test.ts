@@ -1,0 +1,99 @@
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
+import t from 'tap'
+import { pino } from 'pino'
+import { DEFAULT_MIGRATING_ANNOTATION, StateAnnotation } from '../../src/config/annotations.js'
+import { ConfigSchema } from '../../src/config/schema.js'
+import { serve } from '../../src/cli/serve.js'
+import { getCrd, patchCrdAnnotations } from '../../src/kube/crds.js'
+import { ContentType } from '../../src/kube/http.js'
+import { objectPath } from '../../src/kube/paths.js'
+import type { MigrationResult } from '../../src/migrator/migrate.js'
+import { createCrd, createNamespace, createObjects, crdManifest, httpFor, refFor, setStorageVersion, storedVersionsInEtcd } from '../helpers/cluster.js'
+import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+
+const run = promisify(execFile)
+
+t.test('serve: the leader resumes a freeze left by a crashed run, after its checkpoint', async t => {
+  const cp = await getControlPlane()
+  const http = httpFor(cp.kubeconfigPath)
+  const group = uniqueGroup('resume')
+  const ns = uniqueName('resume')
+  await createNamespace(http, ns)
+  const crd = await createCrd(http, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1' }))
+  await createObjects(http, refFor(crd, 'v1'), [ns], 300)
+  const flipped = await setStorageVersion(http, crd.metadata.name, 'v2')
+
+  // What a run killed after 100 objects leaves behind: those objects rewritten, the freeze
+  // with its checkpoint, and a heartbeat that stopped long ago.
+  const v2 = refFor(crd, 'v2')
+  for (let i = 0; i < 100; i++) {
+    const name = `obj-${String(i).padStart(5, '0')}`
+    await http.request({ method: 'PATCH', path: objectPath(v2, ns, name), contentType: ContentType.mergePatch, body: { apiVersion: `${group}/v2`, kind: 'Widget' } })
+  }
+  await patchCrdAnnotations(http, crd.metadata.name, {
+    [DEFAULT_MIGRATING_ANNOTATION]: 'true',
+    [StateAnnotation.owner]: 'crashed-replica',
+    [StateAnnotation.heartbeat]: new Date(Date.now() - 3_600_000).toISOString(),
+    [StateAnnotation.targetStorageVersion]: 'v2',
+    [StateAnnotation.frozenGeneration]: String(flipped.metadata.generation),
+    [StateAnnotation.checkpoint]: `${ns}/obj-00099`,
+    [StateAnnotation.phase]: 'StorageVersionMigration',
+  })
+  const etcdBefore = await storedVersionsInEtcd(cp, group, 'widgets')
+  t.same(Object.fromEntries(etcdBefore), { [`${group}/v1`]: 200, [`${group}/v2`]: 100 }, 'the crashed run got 100 objects across')
+
+  const lease = uniqueName('lease')
+  const config = ConfigSchema.parse({
+    kubeconfig: cp.kubeconfigPath,
+    webhook: { enabled: false },
+    metrics: { port: 0 },
+    migrator: { selector: { labelSelector: '', names: [crd.metadata.name] }, takeoverAfterSeconds: 1, progressIntervalSeconds: 0.5 },
+    leaderElection: { namespace: 'default', leaseName: lease, leaseDurationSeconds: 5, renewDeadlineSeconds: 3, retryPeriodSeconds: 0.5 },
+  })
+  let resolveResult: (r: MigrationResult) => void
+  const result = new Promise<MigrationResult>(resolve => { resolveResult = resolve })
+  const handle = await serve(config, pino({ level: 'silent' }), { identity: 'replica-a', defaultMetrics: false, onResult: r => resolveResult(r) })
+  t.teardown(() => handle.close())
+  const r = await result
+  t.equal(r.outcome, 'Succeeded', r.reason)
+  t.equal(r.resumedFrom, `${ns}/obj-00099`, 'resumed from the checkpoint')
+  t.equal(r.storage?.counts.resumed, 100, 'the 100 objects before the checkpoint were not written again')
+  t.equal(r.storage?.counts.rewritten, 200, 'the other 200 were')
+  const after = await getCrd(http, crd.metadata.name)
+  t.same(after.status?.storedVersions, ['v2'])
+  t.notOk(DEFAULT_MIGRATING_ANNOTATION in (after.metadata.annotations ?? {}), 'the freeze is lifted')
+  t.same(Object.fromEntries(await storedVersionsInEtcd(cp, group, 'widgets')), { [`${group}/v2`]: 300 }, 'etcd holds every object at v2')
+  const leaseObj = await cp.apiRequest(`/apis/coordination.k8s.io/v1/namespaces/default/leases/${lease}`)
+  t.equal((leaseObj.json as { spec: { holderIdentity: string } }).spec.holderIdentity, 'replica-a', 'replica-a holds the Lease')
+  const metrics = await handle.registry.metrics()
+  t.match(metrics, new RegExp(`crd_migrator_migrations_total\\{result="Succeeded"\\} 1`))
+})
+
+t.test('the CLI: migrate --dry-run, migrate, status', async t => {
+  const cp = await getControlPlane()
+  const http = httpFor(cp.kubeconfigPath)
+  const group = uniqueGroup('cli')
+  const ns = uniqueName('cli')
+  await createNamespace(http, ns)
+  const crd = await createCrd(http, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1' }))
+  await createObjects(http, refFor(crd, 'v1'), [ns], 40)
+  await setStorageVersion(http, crd.metadata.name, 'v2')
+  const cli = (...args: string[]) => run(process.execPath, ['dist/cli/main.js', ...args, '--kubeconfig', cp.kubeconfigPath], { cwd: process.cwd() })
+
+  const dry = await cli('migrate', crd.metadata.name, '--dry-run')
+  t.match(dry.stdout, /would rewrite 40 object\(s\), then set storedVersions to \["v2"\]/)
+  t.same((await getCrd(http, crd.metadata.name)).status?.storedVersions, ['v1', 'v2'], 'dry run changed nothing')
+
+  const done = await cli('migrate', crd.metadata.name)
+  t.match(done.stdout, `${crd.metadata.name}: Succeeded`)
+  t.match(done.stdout, /status.storedVersions: \["v1","v2"\] -> \["v2"\]/)
+
+  const status = await cli('status', '--crds', crd.metadata.name)
+  t.match(status.stdout, /NAME\s+STORAGE\s+STORED/)
+  t.match(status.stdout, new RegExp(`${crd.metadata.name.replace(/\./g, '\\.')}\\s+v2\\s+v2\\s+no\\s+Succeeded\\s+40/40\\s+Succeeded`))
+
+  const bad = await cli('migrate', crd.metadata.name, '--concurrency', '0').then(() => undefined, (err: { code: number; stderr: string }) => err)
+  t.equal(bad?.code, 2, 'a bad flag stops with exit code 2')
+  t.match(bad?.stderr, /migrator\.concurrency.*--concurrency/, 'naming the field and the flag')
+})
