@@ -19,7 +19,7 @@ import t from 'tap'
 import { parse, parseAllDocuments } from 'yaml'
 import { loadConfig } from '../../src/config/load.js'
 import { generateDevCertificates } from '../../src/devcerts/devcerts.js'
-import { renderWebhookConfiguration } from '../../src/devcerts/webhook-config.js'
+import { renderWebhookConfiguration, type WebhookConfigurationOptions } from '../../src/devcerts/webhook-config.js'
 import { ensureTools, type ChartTools } from '../../src/devenv/tools.js'
 import { clientsFor, getControlPlane, uniqueName, waitForCrdReady } from '../helpers/controlplane.js'
 
@@ -38,6 +38,13 @@ const PLAIN_HEADER = [
 
 /** Labels the chart adds to every object, beyond those of renderWebhookConfiguration(). */
 const CHART_ONLY_LABELS = ['helm.sh/chart', 'app.kubernetes.io/instance', 'app.kubernetes.io/version', 'app.kubernetes.io/managed-by']
+
+/**
+ * WebhookConfigurationOptions['service'] is typed from the frozen defaults (literal types),
+ * so other names need a cast; the runtime accepts any names.
+ */
+const service = (s: { namespace: string; name: string; port: number; path: string }) =>
+  s as unknown as NonNullable<WebhookConfigurationOptions['service']>
 
 /** A (sub)test, as handed to t.test() callbacks. */
 type T = Parameters<Parameters<typeof t.test>[0]>[0]
@@ -273,7 +280,7 @@ const scenarios: Scenario[] = [
     webhook: (ns) => ({
       mode: 'service',
       name: 'crd-migrator.crd-migrator.io',
-      service: { namespace: ns, name: 'crd-migrator', port: 443, path: '/validate-crd' },
+      service: service({ namespace: ns, name: 'crd-migrator', port: 443, path: '/validate-crd' }),
       certManagerCertificate: `${ns}/crd-migrator-serving`,
     }),
     kinds: [
@@ -323,7 +330,7 @@ const scenarios: Scenario[] = [
     webhook: (ns) => ({
       mode: 'service',
       name: 'mig-crd-migrator.crd-migrator.io',
-      service: { namespace: ns, name: 'mig-crd-migrator', port: 8443, path: '/validate-crd' },
+      service: service({ namespace: ns, name: 'mig-crd-migrator', port: 8443, path: '/validate-crd' }),
       certManagerCertificate: `${ns}/mig-crd-migrator-serving`,
       annotationKey: 'example.com/migrating',
       timeoutSeconds: 10,
@@ -359,7 +366,7 @@ const scenarios: Scenario[] = [
     webhook: (ns) => ({
       mode: 'service',
       name: 'plain-crd-migrator.crd-migrator.io',
-      service: { namespace: ns, name: 'plain-crd-migrator', port: 443, path: '/validate-crd' },
+      service: service({ namespace: ns, name: 'plain-crd-migrator', port: 443, path: '/validate-crd' }),
       caBundlePem: caPem,
     }),
     kinds: [
