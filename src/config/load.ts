@@ -38,7 +38,7 @@ export function loadConfig(sources: ConfigSources = {}): Config {
     try {
       setPath(merged, setting.path, parseSettingValue(setting, raw, `environment variable ${setting.env}`))
     } catch (err) {
-      throw new ConfigError(`invalid configuration: ${(err as Error).message}`)
+      throw new ConfigError(`invalid configuration:\n  ${setting.path}: ${(err as Error).message}`)
     }
     origin.set(setting.path, `environment variable ${setting.env}`)
   }
@@ -74,13 +74,18 @@ function formatIssues(issues: z.core.$ZodIssue[], origin: Map<string, string>): 
   const lines = issues.map(issue => {
     const path = issue.path.map(String).join('.')
     const keys = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : ''
-    const from = findOrigin(path, origin)
+    const from = findOrigin(path, origin, issue.code === 'unrecognized_keys' ? issue.keys : [])
     return `  ${path || '(top level)'}${keys}: ${issue.message}${from ? ` [from ${from}]` : ''}`
   })
   return `invalid configuration:\n${lines.join('\n')}`
 }
 
-function findOrigin(path: string, origin: Map<string, string>): string | undefined {
+function findOrigin(path: string, origin: Map<string, string>, keys: string[] = []): string | undefined {
+  // An unknown key's issue points at its parent; the key itself knows where it came from.
+  for (const key of keys) {
+    const o = origin.get(path ? `${path}.${key}` : key)
+    if (o) return o
+  }
   for (let p = path; p; p = p.includes('.') ? p.slice(0, p.lastIndexOf('.')) : '') {
     const o = origin.get(p)
     if (o) return o

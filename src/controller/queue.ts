@@ -12,7 +12,7 @@ export class WorkQueue {
   private readonly dirty = new Set<string>()
   private readonly failures = new Map<string, number>()
   private readonly timers = new Map<string, NodeJS.Timeout>()
-  private wake: (() => void) | undefined
+  private readonly waiters: (() => void)[] = []
 
   constructor(private readonly baseDelayMs = 1000, private readonly maxDelayMs = 5 * 60_000) {}
 
@@ -24,7 +24,7 @@ export class WorkQueue {
     if (this.queued.has(name)) return
     this.queued.add(name)
     this.order.push(name)
-    this.wake?.()
+    this.waiters.shift()?.()
   }
 
   addAfter(name: string, delayMs: number): void {
@@ -64,10 +64,18 @@ export class WorkQueue {
         return name
       }
       await new Promise<void>(resolve => {
-        this.wake = resolve
-        signal.addEventListener('abort', () => resolve(), { once: true })
+        const onAbort = () => {
+          const i = this.waiters.indexOf(wake)
+          if (i >= 0) this.waiters.splice(i, 1)
+          resolve()
+        }
+        const wake = () => {
+          signal.removeEventListener('abort', onAbort)
+          resolve()
+        }
+        this.waiters.push(wake)
+        signal.addEventListener('abort', onAbort, { once: true })
       })
-      this.wake = undefined
     }
     return undefined
   }

@@ -15,7 +15,7 @@ export class LabelSelector {
       const text = part.trim()
       if (text === '') continue
       let m: RegExpMatchArray | null
-      if ((m = text.match(/^([^\s!=()]+)\s+(in|notin)\s+\(([^)]*)\)$/))) {
+      if ((m = text.match(/^([^\s!=()]+)\s+(in|notin)\s*\(([^)]*)\)$/))) {
         requirements.push({ op: m[2] as 'in' | 'notin', key: m[1]!, values: new Set(m[3]!.split(',').map(v => v.trim()).filter(v => v !== '')) })
       } else if ((m = text.match(/^([^\s!=()]+)\s*(==|=|!=)\s*([^\s!=()]*)$/))) {
         requirements.push({ op: m[2] === '!=' ? 'notin' : 'in', key: m[1]!, values: new Set([m[3]!]) })

@@ -15,7 +15,7 @@ export interface FreezeState {
 export function readFreezeState(crd: CustomResourceDefinition, migratingAnnotation: string): FreezeState {
   const a = crd.metadata.annotations ?? {}
   const heartbeat = a[StateAnnotation.heartbeat] ? new Date(a[StateAnnotation.heartbeat]!) : undefined
-  const generation = a[StateAnnotation.frozenGeneration] !== undefined ? Number(a[StateAnnotation.frozenGeneration]) : undefined
+  const generation = a[StateAnnotation.frozenGeneration] ? Number(a[StateAnnotation.frozenGeneration]) : undefined
   return {
     frozen: a[migratingAnnotation] === MIGRATING_VALUE,
     owner: a[StateAnnotation.owner] || undefined,

@@ -113,20 +113,21 @@ export async function walkObjects(
         continue
       }
       void queue.add(async () => {
-        if (options.signal?.aborted) return
+        if (options.signal?.aborted || firstError) return
         const started = performance.now()
         options.onWriteStart?.()
         let outcome: Outcome | 'failed'
         try {
           outcome = await handle(item)
           counts[outcome]++
+          // A failed object never finishes: the checkpoint a later run resumes from must
+          // stay before it, or that run would skip an object still in the old version.
+          finish(seq)
         } catch (err) {
           outcome = 'failed'
           counts.failed++
           if (failures.length < maxFailures) failures.push({ key, error: err instanceof Error ? err.message : String(err) })
           if (isFatal(err)) firstError ??= err
-        } finally {
-          finish(seq)
         }
         options.onWriteEnd?.(outcome, (performance.now() - started) / 1000)
         options.onProgress?.(progress())
@@ -138,7 +139,8 @@ export async function walkObjects(
   await queue.onIdle()
   options.signal?.throwIfAborted()
   if (firstError) throw firstError
-  if (total === undefined || total < counts.seen) total = counts.seen
+  // Everything there was has been seen now, whatever the API server estimated.
+  total = counts.seen
   options.onProgress?.(progress())
   return { counts: { ...counts }, failures, checkpoint }
 }
