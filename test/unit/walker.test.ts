@@ -47,7 +47,7 @@ t.test('counts per outcome, failures with key and message', async (t) => {
 
   t.strictSame(result.counts, { seen: 8, rewritten: 3, current: 1, skipped: 1, gone: 1, conflict: 1, failed: 1, resumed: 0 })
   t.strictSame(result.failures, [{ key: 'ns-b/f', error: 'admission webhook denied the request' }])
-  t.equal(result.checkpoint, 'ns-a/d', 'the checkpoint stops before the failed object ns-a/e')
+  t.equal(result.checkpoint, 'ns-b/e', 'the checkpoint stops before the failed object ns-b/f')
   t.equal(starts, 8, 'onWriteStart per object')
   t.strictSame([...ends].sort(), ['conflict', 'current', 'failed', 'gone', 'rewritten', 'rewritten', 'rewritten', 'skipped'], 'onWriteEnd per object')
 })
