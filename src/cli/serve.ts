@@ -92,13 +92,16 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
     stopped = stopped.catch(err => log.error({ err }, 'migration controller crashed')).finally(() => http.close())
   }
 
+  // Stays false until the controller has unfrozen its CRD: lifting the freeze is itself a
+  // CRD update the API server sends to this webhook, so we must keep receiving traffic.
+  let webhookClosing = false
   let metricsServer: FastifyInstance | undefined
   if (config.metrics.port > 0) {
     metricsServer = Fastify({ logger: false })
     metricsServer.get('/metrics', async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()))
     metricsServer.get('/healthz', async () => ({ status: 'ok' }))
     metricsServer.get('/readyz', async (_req, reply) => {
-      const ready = !stop.signal.aborted && (webhook ? webhook.certificates.loaded : true)
+      const ready = !webhookClosing && (webhook ? webhook.certificates.loaded : true)
       return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready' })
     })
     await metricsServer.listen({ host: config.metrics.host, port: config.metrics.port })
@@ -115,6 +118,7 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
         stop.abort(new Error('shutting down'))
         // The controller unfreezes the CRD it is migrating before it returns.
         await stopped
+        webhookClosing = true
         await webhook?.close()
         await metricsServer?.close()
       })()
