@@ -1,6 +1,7 @@
 import type { Logger } from 'pino'
 import { StateAnnotation } from '../config/annotations.js'
 import { getCrd, patchCrdAnnotations, patchStoredVersions } from '../kube/crds.js'
+import { waitForStorageVersion } from '../kube/discovery.js'
 import type { EventRecorder } from '../kube/events.js'
 import { isConflict, isNotFound, type KubeHttp } from '../kube/http.js'
 import { listMetadata } from '../kube/list-metadata.js'
@@ -27,6 +28,10 @@ export interface MigrationSettings {
   rewriteServedManagedFields: boolean
   /** How long an owner may go without a heartbeat before its freeze is taken over. */
   takeoverAfterMs: number
+  /** How long the new storage version must be visible in discovery before objects are rewritten (default 2 s). */
+  storageSettleMs?: number
+  /** Give up waiting for the API server to switch storage after this long (default 60 s). */
+  storageSettleTimeoutMs?: number
 }
 
 export interface MigrationContext {
@@ -118,6 +123,11 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
   try {
     if (runStorage) {
       await state.phase(Phase.StorageVersionMigration)
+      await waitForStorageVersion(ctx.http, { group: crd.spec.group, plural: crd.spec.names.plural, kind: crd.spec.names.kind }, storageVersion, {
+        timeoutMs: settings.storageSettleTimeoutMs ?? 60_000,
+        settleMs: settings.storageSettleMs ?? 2_000,
+        ...(ctx.signal ? { signal: ctx.signal } : {}),
+      })
       result.storage = await runPhase(Phase.StorageVersionMigration, crd, storageVersion, settings, ctx, state, resumedFrom)
       const failed = result.storage.counts.failed
       if (failed > 0) throw new MigrationFailed(`${failed} object(s) could not be rewritten, e.g. ${result.storage.failures[0]?.key}: ${result.storage.failures[0]?.error}`)

@@ -42,6 +42,7 @@ export function defaultSettings(overrides: Partial<MigrationSettings> = {}): Mig
     progressIntervalMs: 500,
     rewriteServedManagedFields: false,
     takeoverAfterMs: 30_000,
+    storageSettleMs: 1000,
     ...overrides,
   }
 }

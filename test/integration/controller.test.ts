@@ -6,6 +6,7 @@ import { DEFAULT_MIGRATING_ANNOTATION, StateAnnotation } from '../../src/config/
 import { ConfigSchema } from '../../src/config/schema.js'
 import { serve } from '../../src/cli/serve.js'
 import { getCrd, patchCrdAnnotations } from '../../src/kube/crds.js'
+import { servedStorageVersionHash, storageVersionHash, waitForStorageVersion } from '../../src/kube/discovery.js'
 import { ContentType } from '../../src/kube/http.js'
 import { objectPath } from '../../src/kube/paths.js'
 import type { MigrationResult } from '../../src/migrator/migrate.js'
@@ -24,6 +25,9 @@ t.test('serve: the leader resumes a freeze left by a crashed run, after its chec
   await createObjects(http, refFor(crd, 'v1'), [ns], 300)
   const flipped = await setStorageVersion(http, crd.metadata.name, 'v2')
 
+  // The API server switches storage asynchronously; the crashed run had waited for it too.
+  await waitForStorageVersion(http, { group, plural: 'widgets', kind: 'Widget' }, 'v2', { timeoutMs: 30_000, settleMs: 1000 })
+  t.equal(await servedStorageVersionHash(http, group, 'v2', 'widgets'), storageVersionHash(group, 'v2', 'Widget'), 'our storage version hash is the API server\'s')
   // What a run killed after 100 objects leaves behind: those objects rewritten, the freeze
   // with its checkpoint, and a heartbeat that stopped long ago.
   const v2 = refFor(crd, 'v2')
