@@ -2,7 +2,7 @@
  * Locates (building on first use) kube-apiserver, etcd and etcdctl via
  * scripts/build-controlplane.sh, which caches them per version outside the repository.
  */
-import { spawn } from 'node:child_process'
+import { runBuildScript } from './build-script.js'
 import { accessSync, constants, existsSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -14,8 +14,6 @@ export interface ControlPlaneBinaries {
   etcdctl: string
 }
 
-/** Exit status of the build script when Go is not installed. */
-const EXIT_NO_GO = 3
 
 /** Root of this package (the directory holding its package.json), from this module's URL. */
 export function packageRoot(): string {
@@ -76,22 +74,8 @@ async function resolveBinaries(): Promise<ControlPlaneBinaries> {
   const override = process.env['CRD_MIGRATOR_BIN_DIR']
   if (override) return binariesIn(override)
   const script = buildScriptPath()
-  const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>((resolve, reject) => {
-    const child = spawn('bash', [script], { stdio: ['ignore', 'pipe', 'inherit'] })
-    let out = ''
-    child.stdout.setEncoding('utf8')
-    child.stdout.on('data', (d: string) => (out += d))
-    child.on('error', reject)
-    child.on('close', (c) => resolve({ code: c, stdout: out }))
-  })
-  if (code === EXIT_NO_GO) {
-    throw new Error(
-      'Go is required to build the local control plane (kube-apiserver, etcd) and was not found on PATH. ' +
-        'Install Go 1.25+ (https://go.dev/doc/install) or set CRD_MIGRATOR_BIN_DIR to a directory holding ' +
-        'kube-apiserver, etcd and etcdctl.',
-    )
-  }
-  if (code !== 0) throw new Error(`${script} failed with exit status ${code}; see its output above`)
+  const stdout = await runBuildScript(script,
+    'to build the local control plane (kube-apiserver, etcd); or set CRD_MIGRATOR_BIN_DIR to a directory holding kube-apiserver, etcd and etcdctl')
   const binDir = stdout.trim().split('\n').at(-1)?.trim()
   if (!binDir) throw new Error(`${script} did not print the binary directory`)
   return binariesIn(binDir)

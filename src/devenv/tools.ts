@@ -4,7 +4,7 @@
  * and the ServiceMonitor CRD (taken from their Go modules). Cached per version outside the
  * repository; nothing is downloaded but Go modules.
  */
-import { spawn } from 'node:child_process'
+import { runBuildScript } from './build-script.js'
 import { accessSync, constants, existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { packageRoot } from './binaries.js'
@@ -18,8 +18,6 @@ export interface ChartTools {
   serviceMonitorCrd: string
 }
 
-/** Exit status of the build script when Go is not installed. */
-const EXIT_NO_GO = 3
 
 export function toolsScriptPath(): string {
   return join(packageRoot(), 'scripts', 'build-tools.sh')
@@ -43,21 +41,7 @@ export function ensureTools(): Promise<ChartTools> {
 
 async function resolveTools(): Promise<ChartTools> {
   const script = toolsScriptPath()
-  const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>((resolve, reject) => {
-    const child = spawn('bash', [script], { stdio: ['ignore', 'pipe', 'inherit'] })
-    let out = ''
-    child.stdout.setEncoding('utf8')
-    child.stdout.on('data', (d: string) => (out += d))
-    child.on('error', reject)
-    child.on('close', (c) => resolve({ code: c, stdout: out }))
-  })
-  if (code === EXIT_NO_GO) {
-    throw new Error(
-      'Go is required to build helm and to fetch the cert-manager CRDs from its Go module, and was not found on PATH. ' +
-        'Install Go 1.26+ (https://go.dev/doc/install).',
-    )
-  }
-  if (code !== 0) throw new Error(`${script} failed with exit status ${code}; see its output above`)
+  const stdout = await runBuildScript(script, 'to build helm and to fetch the cert-manager CRDs from its Go module')
   const printed = new Map<string, string>()
   for (const line of stdout.split('\n')) {
     const eq = line.indexOf('=')
