@@ -15,7 +15,8 @@ COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
-RUN npm run build
+# The benchmark is a development tool and needs dev dependencies (autocannon): not shipped.
+RUN npm run build && rm -rf dist/bench
 
 # --- prod-deps: production dependencies only ---------------------------------------------
 FROM node:22-bookworm-slim AS prod-deps

@@ -86,10 +86,17 @@ program.command('webhook-config')
   .option('--port <port>', 'webhook port', '9443')
   .option('--out <file>', 'output file', 'webhook-config/local/validating-webhook.yaml')
   .option('--migrating-annotation <key>', 'annotation key that freezes a CRD')
+  .option('--migrator-users <a,b>', 'usernames the API server does not send to the webhook (those of `serve --migrator-users`); default system:serviceaccount:crd-migrator:crd-migrator')
+  .option('--migrator-groups <a,b>', 'groups the API server does not send to the webhook (those of `serve --migrator-groups`)')
   .action(async opts => {
+    const list = (v: string | undefined) => (v === undefined ? undefined : v.split(',').map(s => s.trim()).filter(Boolean))
+    const migratorUsers = list(opts.migratorUsers)
+    const migratorGroups = list(opts.migratorGroups)
     await writeLocalWebhookConfiguration({
       caCertFile: opts.ca, host: opts.host, port: Number(opts.port), outFile: opts.out,
       ...(opts.migratingAnnotation ? { annotationKey: opts.migratingAnnotation } : {}),
+      ...(migratorUsers ? { migratorUsers } : {}),
+      ...(migratorGroups ? { migratorGroups } : {}),
     })
     process.stdout.write(`wrote ${opts.out}; install it with: kubectl apply -f ${opts.out}\n`)
   })

@@ -98,7 +98,7 @@ export function formatResult(r: MigrationResult): string {
   const lines = [`${r.crd}: ${r.outcome} in ${(r.durationMs / 1000).toFixed(1)}s — ${r.reason}`]
   if (r.storage) {
     const c = r.storage.counts
-    lines.push(`  storage version ${r.storageVersion}: ${c.seen} listed, ${c.rewritten} rewritten, ${c.current} already current, ${c.conflict} written by others, ${c.gone} deleted, ${c.failed} failed${c.resumed ? `, ${c.resumed} done by an earlier run` : ''}`)
+    lines.push(`  storage version ${r.storageVersion}: ${c.seen} listed, ${c.rewritten} rewritten, ${c.current} already current, ${c.conflict} written by others, ${c.gone} deleted, ${c.failed} failed${c.resumed ? `, ${c.resumed} done by an earlier run${r.resumedFrom ? ` (resumed after ${r.resumedFrom})` : ''}` : ''}`)
     for (const f of r.storage.failures.slice(0, 5)) lines.push(`    failed ${f.key}: ${f.error}`)
   }
   if (r.storage || r.storedVersionsBefore.join() !== r.storedVersionsAfter.join()) {

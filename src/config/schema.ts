@@ -55,7 +55,7 @@ export const ConfigSchema = z.strictObject({
     /** Writes started per second across a migration; 0 for no client-side limit. */
     qps: z.number().min(0).default(500),
     pageSize: z.number().int().min(1).max(10000).default(500),
-    maxAttempts: z.number().int().min(1).max(100).default(6),
+    maxAttempts: z.number().int().min(1).max(100).default(8),
     progressIntervalSeconds: z.number().min(0.1).default(5),
     /** A freeze whose owner has not written a heartbeat for this long is taken over. */
     takeoverAfterSeconds: z.number().min(1).default(30),

@@ -17,6 +17,13 @@
  *   guarded with `!= null`: CEL's && and || absorb an error on one side when the other
  *   decides, but the guard keeps the expression error-free if an operator adds
  *   CREATE/DELETE to the rules (an error under failurePolicy: Fail rejects the request).
+ * - a second matchCondition skips the webhook for the migrator's own identities
+ *   (migratorUsers, migratorGroups: those of the webhook's policy). The webhook would
+ *   allow everything they do except moving storage, which the migrator never does, and
+ *   an identity that may lift the freeze could move storage right after anyway; but
+ *   going through the webhook made the migrator's progress writes and its final unfreeze
+ *   fail whenever the webhook was down (failurePolicy: Fail), leaving the CRD frozen
+ *   exactly when nobody could lift the freeze. Skipped, the migrator can always finish.
  * - failurePolicy: Fail: a freeze that lets changes through when the webhook is down is
  *   no freeze. timeoutSeconds: 5: a decision takes microseconds; a slow answer means a
  *   sick webhook, and the user should get the error quickly.
@@ -24,7 +31,7 @@
 import { readFile, writeFile, mkdir } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { stringify } from 'yaml'
-import { DEFAULT_MIGRATING_ANNOTATION } from '../config/annotations.js'
+import { DEFAULT_MIGRATING_ANNOTATION, DEFAULT_MIGRATOR_USERS } from '../config/annotations.js'
 
 export const DEFAULT_WEBHOOK_CONFIGURATION_NAME = 'crd-migrator.crd-migrator.io'
 export const WEBHOOK_NAME = 'storage-freeze.crd-migrator.io'
@@ -52,6 +59,10 @@ export interface WebhookConfigurationOptions {
   /** In service mode without caBundlePem: the cert-manager Certificate to inject the CA from. */
   certManagerCertificate?: string
   timeoutSeconds?: number
+  /** Usernames the API server does not send to the webhook. Default DEFAULT_MIGRATOR_USERS. */
+  migratorUsers?: readonly string[]
+  /** Groups the API server does not send to the webhook. Default none. */
+  migratorGroups?: readonly string[]
 }
 
 export interface MatchCondition {
@@ -100,8 +111,31 @@ export function migratingAnnotationMatchExpression(annotationKey: string): strin
   return `${carries('object')} || ${carries('oldObject')}`
 }
 
+/**
+ * A CEL string literal. JSON's escapes are a subset of CEL's, and escaping <, >, & and
+ * U+2028/U+2029 the way Go's encoding/json does makes this equal to Helm's `toJson`, so
+ * the chart renders the same expression.
+ */
+export function celString(value: string): string {
+  return JSON.stringify(value).replace(/[<>&\u2028\u2029]/g, c => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+}
+
+const celList = (values: readonly string[]) => `[${values.map(celString).join(',')}]`
+
+/**
+ * True unless the request comes from a migrator identity. Empty lists are left out (an
+ * empty list would be a no-op term; leaving it out keeps the expression short).
+ */
+export function notMigratorMatchExpression(migratorUsers: readonly string[], migratorGroups: readonly string[]): string | undefined {
+  const terms: string[] = []
+  if (migratorUsers.length > 0) terms.push(`!(request.userInfo.username in ${celList(migratorUsers)})`)
+  if (migratorGroups.length > 0) terms.push(`!request.userInfo.groups.exists(g, g in ${celList(migratorGroups)})`)
+  return terms.length > 0 ? terms.join(' && ') : undefined
+}
+
 export function renderWebhookConfiguration(options: WebhookConfigurationOptions): ValidatingWebhookConfiguration {
   const annotationKey = options.annotationKey ?? DEFAULT_MIGRATING_ANNOTATION
+  const notMigrator = notMigratorMatchExpression(options.migratorUsers ?? DEFAULT_MIGRATOR_USERS, options.migratorGroups ?? [])
   const clientConfig: WebhookClientConfig = {}
   const annotations: Record<string, string> = {}
 
@@ -146,7 +180,10 @@ export function renderWebhookConfiguration(options: WebhookConfigurationOptions)
             scope: 'Cluster',
           },
         ],
-        matchConditions: [{ name: 'carries-migrating-annotation', expression: migratingAnnotationMatchExpression(annotationKey) }],
+        matchConditions: [
+          { name: 'carries-migrating-annotation', expression: migratingAnnotationMatchExpression(annotationKey) },
+          ...(notMigrator ? [{ name: 'not-the-migrator', expression: notMigrator }] : []),
+        ],
       },
     ],
   }
@@ -166,6 +203,8 @@ export interface LocalWebhookConfigurationOptions {
   /** Where to write the YAML, e.g. webhook-config/local/validating-webhook.yaml (git-ignored). */
   outFile: string
   annotationKey?: string
+  migratorUsers?: readonly string[]
+  migratorGroups?: readonly string[]
 }
 
 /** Write the url variant for a webhook running on this machine; returns the rendered object. */
@@ -178,6 +217,8 @@ export async function writeLocalWebhookConfiguration(options: LocalWebhookConfig
     url: `https://${urlHost}:${options.port ?? 9443}/validate-crd`,
     caBundlePem,
     ...(options.annotationKey ? { annotationKey: options.annotationKey } : {}),
+    ...(options.migratorUsers ? { migratorUsers: options.migratorUsers } : {}),
+    ...(options.migratorGroups ? { migratorGroups: options.migratorGroups } : {}),
   })
   await mkdir(dirname(options.outFile), { recursive: true })
   const header = '# Generated by crd-migrator for local development; do not commit.\n'

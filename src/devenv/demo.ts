@@ -91,7 +91,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
     })
     while (!handle) await new Promise(r => setTimeout(r, 20))
     const webhookUrl = `${handle.webhook!.url.replace('0.0.0.0', '127.0.0.1')}/validate-crd`
-    const whc = renderWebhookConfiguration({ mode: 'url', url: webhookUrl, caBundlePem: certs.caCertPem })
+    const whc = renderWebhookConfiguration({ mode: 'url', url: webhookUrl, caBundlePem: certs.caCertPem, migratorUsers: config.identities.migratorUsers, migratorGroups: config.identities.migratorGroups })
     await http.request({ method: 'POST', path: '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations', body: whc })
     say(`    webhook ${webhookUrl}; configuration ${whc.metadata.name} (failurePolicy Fail, only CRDs carrying ${DEFAULT_MIGRATING_ANNOTATION})`)
 

@@ -65,5 +65,8 @@ export function freezeAnnotations(
     [StateAnnotation.targetStorageVersion]: storageVersion,
     [StateAnnotation.frozenGeneration]: String(generation),
     [StateAnnotation.progress]: null,
+    // A fresh freeze starts from the beginning: a checkpoint left on the CRD (by hand, or
+    // by a run of another storage version) must never make this run skip objects.
+    [StateAnnotation.checkpoint]: null,
   }
 }

@@ -6,12 +6,12 @@ import type { EventRecorder } from '../kube/events.js'
 import { isConflict, isNotFound, type KubeHttp } from '../kube/http.js'
 import { listMetadata } from '../kube/list-metadata.js'
 import { resourceRef } from '../kube/paths.js'
-import type { CustomResourceDefinition } from '../kube/types.js'
+import type { CustomResourceDefinition, PartialObjectMetadata } from '../kube/types.js'
 import { decideFreeze, freezeAnnotations, readFreezeState } from './freeze.js'
 import { managedFieldsPolicy } from './managed-fields.js'
 import { scanManagedFields } from './scan.js'
 import type { MigratorMetrics } from './metrics.js'
-import { makeCleanupHandler, makeRewriteHandler, type WriteContext } from './object-writes.js'
+import { makeCleanupHandler, makeRewriteHandler, needsCleanup, type WriteContext } from './object-writes.js'
 import { Phase, planCrd, versionHasStatusSubresource, type CrdPlan } from './plan.js'
 import { ThrottleGate, withRetry } from './retry.js'
 import { walkObjects, type Outcome, type WalkProgress, type WalkResult } from './walker.js'
@@ -72,7 +72,11 @@ export class MigrationFailed extends Error {}
 export async function migrateCrd(name: string, settings: MigrationSettings, ctx: MigrationContext): Promise<MigrationResult> {
   const started = Date.now()
   const log = ctx.logger.child({ crd: name })
-  let crd = await getCrd(ctx.http, name)
+  // Reads and the freeze are retried on transient errors like the writes are (the freeze
+  // carries the resourceVersion it was decided on, so a repeat cannot freeze a CRD that
+  // changed meanwhile: it gets a 409 and the run stops before it starts).
+  const retry = { maxAttempts: settings.maxAttempts, ...(ctx.signal ? { signal: ctx.signal } : {}) }
+  let crd = await withRetry(() => getCrd(ctx.http, name), retry)
   const plan = planCrd(crd)
   const base = {
     crd: name,
@@ -110,9 +114,11 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
   if (freeze.action === 'resume') {
     resumedFrom = freeze.checkpoint
     log.info({ previousOwner: freeze.previousOwner, checkpoint: freeze.checkpoint }, 'resuming a frozen migration')
-    crd = await patchCrdAnnotations(ctx.http, name, { [StateAnnotation.owner]: ctx.owner, [StateAnnotation.heartbeat]: new Date().toISOString() }, crd.metadata.resourceVersion)
+    const rv = crd.metadata.resourceVersion
+    crd = await withRetry(() => patchCrdAnnotations(ctx.http, name, { [StateAnnotation.owner]: ctx.owner, [StateAnnotation.heartbeat]: new Date().toISOString() }, rv), retry)
   } else {
-    crd = await patchCrdAnnotations(ctx.http, name, freezeAnnotations(settings.migratingAnnotation, ctx.owner, storageVersion, plan.generation), crd.metadata.resourceVersion)
+    const rv = crd.metadata.resourceVersion
+    crd = await withRetry(() => patchCrdAnnotations(ctx.http, name, freezeAnnotations(settings.migratingAnnotation, ctx.owner, storageVersion, plan.generation), rv), retry)
   }
   const frozenGeneration = readFreezeState(crd, settings.migratingAnnotation).frozenGeneration ?? plan.generation
   log.info({ storageVersion, generation: frozenGeneration, storedVersions: plan.storedVersions, resumedFrom }, 'CRD frozen; migration started')
@@ -132,7 +138,7 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
       const failed = result.storage.counts.failed
       if (failed > 0) throw new MigrationFailed(`${failed} object(s) could not be rewritten, e.g. ${result.storage.failures[0]?.key}: ${result.storage.failures[0]?.error}`)
       await state.phase('UpdatingStoredVersions')
-      crd = await updateStoredVersions(ctx, name, storageVersion, frozenGeneration)
+      crd = await updateStoredVersions(ctx, name, storageVersion, frozenGeneration, settings.maxAttempts)
       result.storedVersionsAfter = crd.status?.storedVersions ?? []
       log.info({ storedVersions: result.storedVersionsAfter }, 'status.storedVersions updated')
     }
@@ -171,7 +177,8 @@ async function runPhase(
   resumeAfter: string | undefined,
 ): Promise<WalkResult & { entriesRemoved: number }> {
   const started = Date.now()
-  const gate = new ThrottleGate()
+  // Caps the writes in flight below the configured concurrency while the API server throttles.
+  const gate = new ThrottleGate({ maxConcurrency: settings.concurrency })
   const write: WriteContext = {
     http: ctx.http,
     ref: resourceRef(crd, storageVersion),
@@ -184,9 +191,10 @@ async function runPhase(
     },
   }
   let entriesRemoved = 0
-  const handler = phase === Phase.StorageVersionMigration
-    ? makeRewriteHandler(write, settings.useStatusSubresource)
-    : makeCleanupHandler(write, managedFieldsPolicy(crd, storageVersion, settings), removed => { entriesRemoved += removed })
+  const policy = phase === Phase.CleanupManagedFields ? managedFieldsPolicy(crd, storageVersion, settings) : undefined
+  const handler = policy
+    ? makeCleanupHandler(write, policy, removed => { entriesRemoved += removed })
+    : makeRewriteHandler(write, settings.useStatusSubresource)
   const labels = { crd: crd.metadata.name, phase }
   const pages = listMetadata(ctx.http, write.ref, {
     pageSize: settings.pageSize,
@@ -200,6 +208,8 @@ async function runPhase(
       qps: settings.qps,
       ...(resumeAfter !== undefined ? { resumeAfter } : {}),
       ...(ctx.signal ? { signal: ctx.signal } : {}),
+      // Objects with nothing to clean are settled from the list, not paced at --qps.
+      ...(policy ? { skip: (item: PartialObjectMetadata) => !needsCleanup(item, policy), onSkipped: () => ctx.metrics?.objects.inc({ ...labels, outcome: 'skipped' }) } : {}),
       onWriteStart: () => ctx.metrics?.writesInFlight.inc(),
       onWriteEnd: (outcome: Outcome | 'failed', seconds: number) => {
         ctx.metrics?.writesInFlight.dec()
@@ -242,9 +252,14 @@ async function recordUpToDate(ctx: MigrationContext, crd: CustomResourceDefiniti
  * still, but storedVersions is only narrowed when the CRD provably has the storage
  * version and generation it had when the objects were rewritten.
  */
-async function updateStoredVersions(ctx: MigrationContext, name: string, storageVersion: string, frozenGeneration: number): Promise<CustomResourceDefinition> {
+async function updateStoredVersions(ctx: MigrationContext, name: string, storageVersion: string, frozenGeneration: number, maxAttempts: number): Promise<CustomResourceDefinition> {
+  // Every object is done by now: an API server restart or an etcd hiccup at this point
+  // must not fail the run. Both calls are safe to repeat: the read is a read, and the
+  // patch carries the resourceVersion as precondition, so a retry after a lost answer
+  // gets a 409 and goes round the loop (read, check, patch) again.
+  const retry = { maxAttempts, ...(ctx.signal ? { signal: ctx.signal } : {}) }
   for (let attempt = 1; ; attempt++) {
-    const crd = await getCrd(ctx.http, name)
+    const crd = await withRetry(() => getCrd(ctx.http, name), retry)
     const plan = planCrd(crd)
     if (plan.storageVersion !== storageVersion) {
       throw new MigrationFailed(`storage version changed during the migration (${storageVersion} -> ${plan.storageVersion ?? 'none'}); status.storedVersions left as ${JSON.stringify(plan.storedVersions)}, will migrate again`)
@@ -253,7 +268,7 @@ async function updateStoredVersions(ctx: MigrationContext, name: string, storage
       throw new MigrationFailed(`CRD generation changed during the migration (${frozenGeneration} -> ${plan.generation}); status.storedVersions left as ${JSON.stringify(plan.storedVersions)}, will migrate again`)
     }
     try {
-      return await patchStoredVersions(ctx.http, name, [storageVersion], crd.metadata.resourceVersion!)
+      return await withRetry(() => patchStoredVersions(ctx.http, name, [storageVersion], crd.metadata.resourceVersion!), retry)
     } catch (err) {
       // Our own progress annotations also move the resourceVersion; re-check and retry.
       if (!isConflict(err) || attempt >= 5) throw err

@@ -45,6 +45,11 @@ export function makeRewriteHandler(ctx: WriteContext, useStatusSubresource: bool
   }
 }
 
+/** Whether the listed metadata shows managedFields entries the cleanup would remove. */
+export function needsCleanup(item: PartialObjectMetadata, policy: ManagedFieldsPolicy): boolean {
+  return cleanManagedFields(item.metadata.managedFields, policy).changed
+}
+
 /**
  * Removes managedFields entries of unserved versions with a JSON Patch that first tests
  * the resourceVersion; when someone wrote in between, re-read and try again.

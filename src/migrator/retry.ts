@@ -1,18 +1,70 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { isRetryable, isTooManyRequests, KubeApiError } from '../kube/http.js'
 
+export interface ThrottleGateOptions {
+  /**
+   * Most requests in flight through the gate (the migration's concurrency). A 429 halves
+   * the gate's own limit, which then grows back by one per `increaseIntervalMs` without a
+   * 429. Default: unlimited (the gate only pauses).
+   */
+  maxConcurrency?: number
+  /** Default 1000 ms. */
+  increaseIntervalMs?: number
+}
+
+/** A slot of the gate, held by one request attempt. */
+export interface GateSlot {
+  readonly startedAt: number
+}
+
 /**
  * Shared by every request of a migration: when the API server answers 429 with
  * Retry-After, nobody sends until that time has passed. Backing off one request while
  * the others keep hammering would not relieve the server.
+ *
+ * Pausing alone is not enough: when the pause ends, every writer would start at once,
+ * the server (still at its limit) would refuse all but a few, and the next pause would
+ * follow at once; with a busy API server the migration would make a few writes per
+ * second and run out of attempts. So the gate also caps the requests in flight, AIMD
+ * style: a 429 halves the cap (once per pause, however many requests of the same burst
+ * were refused), and a period without 429 raises it by one, up to the configured
+ * concurrency. Time-based growth, not per success, because a server that accepts N
+ * requests at a time answers N+1 with a 429 within milliseconds.
  */
 export class ThrottleGate {
   private resumeAt = 0
   throttled = 0
+  private limit: number
+  private readonly maxLimit: number
+  private readonly increaseIntervalMs: number
+  private lastChange = 0
+  private inFlight = 0
+  private readonly waiters = new Set<() => void>()
 
-  pauseFor(seconds: number): void {
+  constructor(options: ThrottleGateOptions = {}) {
+    this.maxLimit = Math.max(1, options.maxConcurrency ?? Number.POSITIVE_INFINITY)
+    this.limit = this.maxLimit
+    this.increaseIntervalMs = options.increaseIntervalMs ?? 1000
+  }
+
+  /** The current cap on requests in flight (Infinity when unlimited). */
+  get concurrencyLimit(): number {
+    return this.limit
+  }
+
+  /**
+   * Pause everyone for `seconds`. With `slot` (the attempt that got the 429), the cap is
+   * halved unless it was already lowered after that attempt started.
+   */
+  pauseFor(seconds: number, slot?: GateSlot): void {
     this.throttled++
-    this.resumeAt = Math.max(this.resumeAt, Date.now() + seconds * 1000)
+    const now = Date.now()
+    this.resumeAt = Math.max(this.resumeAt, now + seconds * 1000)
+    if (Number.isFinite(this.limit) && (slot === undefined || slot.startedAt >= this.lastChange)) {
+      this.limit = Math.max(1, Math.floor(this.limit / 2))
+      // Growth is counted from the end of the pause, not from the 429.
+      this.lastChange = this.resumeAt
+    }
   }
 
   async wait(signal?: AbortSignal): Promise<void> {
@@ -20,6 +72,51 @@ export class ThrottleGate {
       await sleep(delay, undefined, signal ? { signal } : undefined)
     }
   }
+
+  /** Waits for the pause to end and for a free slot under the cap. */
+  async acquire(signal?: AbortSignal): Promise<GateSlot> {
+    for (;;) {
+      await this.wait(signal)
+      if (this.inFlight < this.limit) {
+        this.inFlight++
+        return { startedAt: Date.now() }
+      }
+      await this.park(signal)
+    }
+  }
+
+  /** Gives the slot back; `throttled` when its attempt got a 429 (call pauseFor too). */
+  release(_slot: GateSlot, throttled = false): void {
+    this.inFlight = Math.max(0, this.inFlight - 1)
+    const now = Date.now()
+    if (!throttled && this.limit < this.maxLimit && now - this.lastChange >= this.increaseIntervalMs) {
+      this.limit = Math.min(this.maxLimit, this.limit + 1)
+      this.lastChange = now
+    }
+    const waiters = [...this.waiters]
+    this.waiters.clear()
+    for (const wake of waiters) wake()
+  }
+
+  private park(signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const onAbort = () => {
+        this.waiters.delete(wake)
+        reject(abortError(signal))
+      }
+      const wake = () => {
+        signal?.removeEventListener('abort', onAbort)
+        resolve()
+      }
+      if (signal?.aborted) return reject(abortError(signal))
+      this.waiters.add(wake)
+      signal?.addEventListener('abort', onAbort, { once: true })
+    })
+  }
+}
+
+function abortError(signal: AbortSignal | undefined): Error {
+  return Object.assign(new Error('The operation was aborted'), { name: 'AbortError', code: 'ABORT_ERR', cause: signal?.reason })
 }
 
 export interface RetryOptions {
@@ -33,25 +130,36 @@ export interface RetryOptions {
   onRetry?: (err: unknown, attempt: number) => void
 }
 
-/** Exponential backoff with full jitter for transient errors; 429 waits for Retry-After. */
+/**
+ * Exponential backoff for transient errors; 429 waits for Retry-After. The delay before
+ * retry n is between half and all of min(maxDelay, base * 2^(n-1)) ("equal jitter"):
+ * random enough to spread writers apart, and with a guaranteed minimum, so the retries of
+ * one request span a known time. With the defaults (base 200 ms, max 10 s) and 8
+ * attempts that is 11.3 to 22.6 s: an API server restart (a few seconds) is ridden out.
+ */
 export async function withRetry<T>(fn: () => Promise<T>, options: RetryOptions): Promise<T> {
   const base = options.baseDelayMs ?? 200
   const max = options.maxDelayMs ?? 10_000
+  const gate = options.gate
   for (let attempt = 1; ; attempt++) {
-    await options.gate?.wait(options.signal)
+    const slot = gate ? await gate.acquire(options.signal) : undefined
     try {
-      return await fn()
+      const result = await fn()
+      if (slot) gate!.release(slot)
+      return result
     } catch (err) {
-      if (isTooManyRequests(err)) {
+      const throttled = isTooManyRequests(err)
+      if (slot) gate!.release(slot, throttled)
+      if (throttled) {
         options.onThrottled?.()
         const seconds = (err as KubeApiError).retryAfterSeconds ?? 1
-        options.gate?.pauseFor(seconds)
+        gate?.pauseFor(seconds, slot)
       }
       if (!isRetryable(err) || attempt >= options.maxAttempts) throw err
       options.onRetry?.(err, attempt)
       const ceiling = Math.min(max, base * 2 ** (attempt - 1))
-      const delay = isTooManyRequests(err) && !options.gate ? ((err as KubeApiError).retryAfterSeconds ?? 1) * 1000 : Math.random() * ceiling
-      await sleep(delay, undefined, options.signal ? { signal: options.signal } : undefined)
+      const delay = throttled ? (gate ? 0 : ((err as KubeApiError).retryAfterSeconds ?? 1) * 1000) : ceiling / 2 + Math.random() * (ceiling / 2)
+      if (delay > 0) await sleep(delay, undefined, options.signal ? { signal: options.signal } : undefined)
     }
   }
 }

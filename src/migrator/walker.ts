@@ -47,6 +47,13 @@ export interface WalkOptions {
   /** How many failures to keep with their message (all are counted). */
   maxRecordedFailures?: number
   onProgress?: (progress: WalkProgress) => void
+  /**
+   * Objects for which this returns true are counted as `skipped` at once, without a
+   * handler call and without using a QPS token: a phase that writes few of many objects
+   * (managedFields cleanup) must not be paced at --qps over the ones it does not write.
+   */
+  skip?: (item: PartialObjectMetadata) => boolean
+  onSkipped?: () => void
   onWriteStart?: () => void
   onWriteEnd?: (outcome: Outcome | 'failed', seconds: number) => void
 }
@@ -110,6 +117,12 @@ export async function walkObjects(
       if (options.resumeAfter !== undefined && key <= options.resumeAfter) {
         counts.resumed++
         finish(seq)
+        continue
+      }
+      if (options.skip?.(item)) {
+        counts.skipped++
+        finish(seq)
+        options.onSkipped?.()
         continue
       }
       void queue.add(async () => {

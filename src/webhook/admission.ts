@@ -24,6 +24,16 @@
  * - A review that cannot be judged (UPDATE without oldObject, an object that is not an
  *   object, a malformed spec.versions on a frozen CRD) is denied: the webhook exists to
  *   fail closed, and the API server never sends such a review for a valid CRD.
+ * - While a CRD is frozen, the annotations a resumed run trusts (owner, heartbeat,
+ *   checkpoint, target-storage-version, frozen-generation) are guarded like the freeze
+ *   itself: a checkpoint moved forward by hand would make the next run skip objects still
+ *   stored in an old version and narrow storedVersions over them; an owner removed would
+ *   turn the freeze into a "foreign" one that is never lifted.
+ * - So is an object whose freeze marker cannot be read: metadata missing or not an object,
+ *   metadata.annotations not an object, or the migrating annotation not a string. Such an
+ *   object may or may not be frozen; guessing "not frozen" would let a storage change
+ *   through (found by test/integration/fuzz-webhook.test.ts). Annotation values are
+ *   strings in every object the API server stores, so no real review is refused by this.
  */
 import {
   DEFAULT_BREAK_GLASS_GROUPS,
@@ -31,6 +41,7 @@ import {
   DEFAULT_MIGRATOR_USERS,
   MIGRATING_VALUE,
   STATE_PREFIX,
+  StateAnnotation,
 } from '../config/annotations.js'
 
 export interface AdmissionPolicy {
@@ -168,7 +179,9 @@ function updateViolations(
 ): Violation[] {
   const shape =
     requireObject(input.object, 'object', 'UPDATE', crdName) ??
-    requireObject(input.oldObject, 'oldObject', 'UPDATE', crdName)
+    requireObject(input.oldObject, 'oldObject', 'UPDATE', crdName) ??
+    unreadableMarker(input.oldObject as JsonObject, 'oldObject', crdName, policy) ??
+    unreadableMarker(input.object as JsonObject, 'object', crdName, policy)
   if (shape) return [shape]
   const object = input.object as JsonObject
   const oldObject = input.oldObject as JsonObject
@@ -180,8 +193,12 @@ function updateViolations(
   }
   const oldValue = annotationValue(oldObject, policy.migratingAnnotation)
   const newValue = annotationValue(object, policy.migratingAnnotation)
-  if (oldValue !== newValue && !identity.migrator) {
+  if (!sameValue(oldValue, newValue) && !identity.migrator) {
     violations.push(guardViolation(oldValue, newValue, crdName, input.userInfo, policy))
+  }
+  if (isFrozen(oldObject, policy) && !identity.migrator) {
+    const changed = RESUME_STATE_ANNOTATIONS.filter((key) => !sameValue(annotationValue(oldObject, key), annotationValue(object, key)))
+    if (changed.length > 0) violations.push(stateViolation(changed, crdName, input.userInfo, policy))
   }
   return violations
 }
@@ -192,7 +209,8 @@ function createViolations(
   identity: Identity,
   policy: AdmissionPolicy,
 ): Violation[] {
-  const shape = requireObject(input.object, 'object', 'CREATE', crdName)
+  const shape = requireObject(input.object, 'object', 'CREATE', crdName) ??
+    unreadableMarker(input.object as JsonObject, 'object', crdName, policy)
   if (shape) return [shape]
   const value = annotationValue(input.object as JsonObject, policy.migratingAnnotation)
   if (value === undefined || identity.migrator) return []
@@ -200,7 +218,8 @@ function createViolations(
 }
 
 function deleteViolations(input: AdmissionInput, crdName: string, policy: AdmissionPolicy): Violation[] {
-  const shape = requireObject(input.oldObject, 'oldObject', 'DELETE', crdName)
+  const shape = requireObject(input.oldObject, 'oldObject', 'DELETE', crdName) ??
+    unreadableMarker(input.oldObject as JsonObject, 'oldObject', crdName, policy)
   if (shape) return [shape]
   if (!isFrozen(input.oldObject as JsonObject, policy)) return []
   return [
@@ -243,6 +262,26 @@ function storageViolation(
       `(annotation ${policy.migratingAnnotation}="${policy.migratingValue}"): changing the ` +
       `storage version from ${formatVersions(before)} to ${formatVersions(after)} is not allowed ` +
       `while the migration runs. ${whatToDo(crdName)}`,
+  }
+}
+
+/** What a resumed run reads from the CRD; see the header. */
+const RESUME_STATE_ANNOTATIONS: readonly string[] = [
+  StateAnnotation.owner,
+  StateAnnotation.heartbeat,
+  StateAnnotation.checkpoint,
+  StateAnnotation.targetStorageVersion,
+  StateAnnotation.frozenGeneration,
+]
+
+function stateViolation(changed: string[], crdName: string, user: AdmissionInput['userInfo'], policy: AdmissionPolicy): Violation {
+  return {
+    reason: 'annotation-guarded',
+    summary: `${changed.join(', ')} changed on frozen CRD ${crdName}`,
+    message:
+      `CustomResourceDefinition "${crdName}" is frozen for a storage version migration, and ${changed.join(', ')} ` +
+      `record where that migration stands (a resumed run trusts them); ${describeUser(user)} may not change them ` +
+      `while it is frozen. Only the migrator and ${describeGroups('break-glass groups', policy.breakGlassGroups)} may.`,
   }
 }
 
@@ -294,9 +333,42 @@ function requireObject(
   }
 }
 
+/** A malformed-object violation when the object's migrating annotation cannot be read. */
+function unreadableMarker(
+  crd: JsonObject,
+  field: 'object' | 'oldObject',
+  crdName: string,
+  policy: AdmissionPolicy,
+): Violation | undefined {
+  const metadata = crd['metadata']
+  let problem: string | undefined
+  if (!isObject(metadata)) {
+    problem = metadata === undefined || metadata === null ? 'has no metadata' : 'has metadata that is not an object'
+  } else {
+    const annotations = metadata['annotations']
+    if (annotations !== undefined && annotations !== null) {
+      if (!isObject(annotations)) problem = 'has metadata.annotations that is not an object'
+      else if (Object.hasOwn(annotations, policy.migratingAnnotation) && typeof annotations[policy.migratingAnnotation] !== 'string') {
+        problem = `has an annotation ${policy.migratingAnnotation} that is not a string`
+      }
+    }
+  }
+  if (problem === undefined) return undefined
+  return {
+    reason: 'malformed-object',
+    summary: `unreadable freeze marker on CRD ${crdName}`,
+    message:
+      `request.${field} of CustomResourceDefinition "${crdName}" ${problem}, so whether it is frozen ` +
+      `for a storage version migration cannot be read; refusing (fail closed).`,
+  }
+}
+
 function isFrozen(crd: JsonObject, policy: AdmissionPolicy): boolean {
   return annotationValue(crd, policy.migratingAnnotation) === policy.migratingValue
 }
+
+/** Stands for an annotation value that is not a string; never the same as anything (see sameValue). */
+const NOT_A_STRING = '\u0000(not a string)'
 
 function annotationValue(crd: JsonObject, key: string): string | undefined {
   const metadata = crd['metadata']
@@ -304,9 +376,14 @@ function annotationValue(crd: JsonObject, key: string): string | undefined {
   const annotations = metadata['annotations']
   if (!isObject(annotations) || !Object.hasOwn(annotations, key)) return undefined
   const value = annotations[key]
-  // Annotation values are strings in any object the API server accepted; anything else
-  // is compared by its JSON text so a change is still seen as a change.
-  return typeof value === 'string' ? value : JSON.stringify(value)
+  // Annotation values are strings in any object the API server accepted. Anything else is
+  // not looked into (no JSON.stringify: a deeply nested value would overflow the stack,
+  // found by the fuzz test) and counts as changed whatever it is compared with.
+  return typeof value === 'string' ? value : NOT_A_STRING
+}
+
+function sameValue(a: string | undefined, b: string | undefined): boolean {
+  return a === b && a !== NOT_A_STRING
 }
 
 /** Names of the versions with `storage: true`, or a description of why they cannot be read. */

@@ -12,6 +12,10 @@
  *   (Go's 90 s), so the API server, not us, closes idle connections. If we closed first, a
  *   review sent on a connection we were closing would fail, and with failurePolicy: Fail
  *   a failed call is a denied CRD update.
+ * - tlsHandshakeTimeout 5 s: the TLS handshake must finish within it. Node's default is
+ *   120 s, and none of the HTTP timeouts runs before the handshake is done, so a client
+ *   that opens connections and never says hello would hold each for two minutes.
+ * All of these can be lowered through `timeouts` (tests do, to check them quickly).
  */
 import { performance } from 'node:perf_hooks'
 import type { ServerOptions as HttpsServerOptions, Server as HttpsServer } from 'node:https'
@@ -46,7 +50,10 @@ export const SERVER_TIMEOUTS = Object.freeze({
   connectionTimeoutMs: 15_000,
   keepAliveTimeoutMs: 120_000,
   connectionsCheckingIntervalMs: 2_000,
+  tlsHandshakeTimeoutMs: 5_000,
 })
+
+export type ServerTimeouts = { -readonly [K in keyof typeof SERVER_TIMEOUTS]: number }
 
 export interface WebhookAppOptions {
   /** Overrides of the default policy (annotation key/value, identities). */
@@ -64,6 +71,8 @@ export interface WebhookAppOptions {
    * a plain-HTTP app (tests, TLS terminated elsewhere) has no certificate to wait for.
    */
   isCertificateLoaded?: () => boolean
+  /** Overrides of SERVER_TIMEOUTS. */
+  timeouts?: Partial<ServerTimeouts>
 }
 
 interface BuiltApp {
@@ -84,6 +93,7 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions): Buil
   const bodyLimit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES
   const isCertificateLoaded = options.isCertificateLoaded ?? (() => true)
   const logger = options.logger ?? pino({ level: options.logLevel ?? 'info' })
+  const timeouts: ServerTimeouts = { ...SERVER_TIMEOUTS, ...options.timeouts }
   let shuttingDown = false
 
   const app = Fastify({
@@ -91,9 +101,9 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions): Buil
     // One line per review is logged by the handler; per-request access lines would double it.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit,
-    requestTimeout: SERVER_TIMEOUTS.requestTimeoutMs,
-    connectionTimeout: SERVER_TIMEOUTS.connectionTimeoutMs,
-    keepAliveTimeout: SERVER_TIMEOUTS.keepAliveTimeoutMs,
+    requestTimeout: timeouts.requestTimeoutMs,
+    connectionTimeout: timeouts.connectionTimeoutMs,
+    keepAliveTimeout: timeouts.keepAliveTimeoutMs,
     // Idle keep-alive sockets must not hold close() open for keepAliveTimeout.
     forceCloseConnections: 'idle',
     // A review arriving while we close is still answered (with Connection: close): a 503
@@ -103,7 +113,7 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions): Buil
     // The https variant has its own generic parameters; callers only need the common API.
   }) as unknown as FastifyInstance
   if (app.server && 'headersTimeout' in app.server) {
-    app.server.headersTimeout = SERVER_TIMEOUTS.headersTimeoutMs
+    app.server.headersTimeout = timeouts.headersTimeoutMs
   }
 
   // Only application/json is an AdmissionReview: with no other parser Fastify answers
@@ -277,11 +287,13 @@ export async function startWebhookServer(options: StartWebhookServerOptions): Pr
   }
 
   let watcher: CertificateWatcher | undefined
+  const timeouts: ServerTimeouts = { ...SERVER_TIMEOUTS, ...options.timeouts }
   const https: HttpsServerOptions = {
     minVersion: MIN_TLS_VERSION,
     ...(initial ? { cert: initial.cert, key: initial.key } : {}),
     // How often Node enforces requestTimeout/headersTimeout (default 30 s is too coarse).
-    connectionsCheckingInterval: SERVER_TIMEOUTS.connectionsCheckingIntervalMs,
+    connectionsCheckingInterval: timeouts.connectionsCheckingIntervalMs,
+    handshakeTimeout: timeouts.tlsHandshakeTimeoutMs,
   } as HttpsServerOptions
   const built = createApp(
     { ...options, logger, isCertificateLoaded: () => watcher?.loaded ?? false },

@@ -217,15 +217,18 @@ export interface TestWebhook {
 export async function startTestWebhook(cp: ControlPlane, scope: string, policy: { migratorUsers?: string[]; migratorGroups?: string[] } = {}): Promise<TestWebhook> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'crd-migrator-webhook-'))
   const certs = await generateDevCertificates(dir)
+  const migratorUsers = policy.migratorUsers ?? ['migrator']
+  const migratorGroups = policy.migratorGroups ?? []
   const server = await startWebhookServer({
     certFile: certs.certFile,
     keyFile: certs.keyFile,
     host: '127.0.0.1',
     port: 0,
     logLevel: 'silent',
-    policy: { migratorUsers: policy.migratorUsers ?? ['migrator'], migratorGroups: policy.migratorGroups ?? [], breakGlassGroups: ['system:masters'] },
+    policy: { migratorUsers, migratorGroups, breakGlassGroups: ['system:masters'] },
   })
-  const config = renderWebhookConfiguration({ mode: 'url', url: `${server.url}/validate-crd`, caBundlePem: certs.caCertPem, name: `test-${scope}` })
+  // The same identities skip the webhook (matchConditions), as in the shipped configuration.
+  const config = renderWebhookConfiguration({ mode: 'url', url: `${server.url}/validate-crd`, caBundlePem: certs.caCertPem, name: `test-${scope}`, migratorUsers, migratorGroups })
   for (const w of config.webhooks) {
     w.matchConditions.unshift({
       name: 'test-scope',

@@ -282,6 +282,7 @@ const scenarios: Scenario[] = [
       name: 'crd-migrator.crd-migrator.io',
       service: service({ namespace: ns, name: 'crd-migrator', port: 443, path: '/validate-crd' }),
       certManagerCertificate: `${ns}/crd-migrator-serving`,
+      migratorUsers: [`system:serviceaccount:${ns}:crd-migrator`],
     }),
     kinds: [
       'ServiceAccount/crd-migrator',
@@ -334,6 +335,8 @@ const scenarios: Scenario[] = [
       certManagerCertificate: `${ns}/mig-crd-migrator-serving`,
       annotationKey: 'example.com/migrating',
       timeoutSeconds: 10,
+      migratorUsers: [`system:serviceaccount:${ns}:mig-crd-migrator`, 'ops-bot'],
+      migratorGroups: ['platform-ops'],
     }),
     kinds: [
       'ServiceAccount/mig-crd-migrator',
@@ -368,6 +371,7 @@ const scenarios: Scenario[] = [
       name: 'plain-crd-migrator.crd-migrator.io',
       service: service({ namespace: ns, name: 'plain-crd-migrator', port: 443, path: '/validate-crd' }),
       caBundlePem: caPem,
+      migratorUsers: [`system:serviceaccount:${ns}:migrator`],
     }),
     kinds: [
       'ServiceAccount/migrator',
@@ -429,6 +433,8 @@ for (const scenario of scenarios) {
       t.equal(config.leaderElection.leaseName, one(manifests, 'Deployment').metadata.name)
       const webhook = renderWebhookConfiguration(scenario.webhook(ns))
       t.ok(webhook.webhooks[0]!.matchConditions[0]!.expression.includes(`'${config.annotations.migrating}'`), 'webhook and server use one annotation key')
+      t.same(renderWebhookConfiguration({ ...scenario.webhook(ns), migratorUsers: config.identities.migratorUsers, migratorGroups: config.identities.migratorGroups }), webhook,
+        'the webhook configuration skips exactly the identities the server treats as the migrator')
       const v = scenario.values
       if (v['migrator']) {
         t.equal(config.migrator.selector.labelSelector, v['migrator'].selector)

@@ -75,7 +75,9 @@ t.test('build stage: npm run build (tsc over tsconfig.json and src/)', async (t)
   const tsc = join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc')
   const r = await run(process.execPath, [tsc, '-p', 'tsconfig.json'], build, cleanEnv)
   t.equal(r.code, 0, 'tsc succeeds', { output: r.stdout + r.stderr })
-  // The run-time stage gets dist/ from here, and package.json (+ lock for npm ci).
+  // The run-time stage gets dist/ from here, less the benchmark (as the Dockerfile removes
+  // it), and package.json (+ lock for npm ci).
+  await rm(join(build, 'dist', 'bench'), { recursive: true, force: true })
   await copy(join(build, 'dist'), join(app, 'dist'), { recursive: true })
   for (const f of ['package.json', 'package-lock.json']) await copy(join(repoRoot, f), join(app, f))
   t.ok((await stat(join(app, 'dist', 'cli', 'main.js'))).isFile())

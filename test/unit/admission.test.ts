@@ -382,6 +382,85 @@ const rows: Row[] = [
   { name: 'CREATE with a null object', operation: 'CREATE', new: null, allowed: false, reason: 'malformed-object' },
   { name: 'DELETE without oldObject', operation: 'DELETE', allowed: false, reason: 'malformed-object', includes: ['request.oldObject'] },
   { name: 'break-glass does not override a malformed review', user: admin, new: frozenV1, allowed: false, reason: 'malformed-object' },
+  // --- the state a resumed run trusts is guarded while frozen
+  {
+    name: 'a checkpoint moved forward by hand on a frozen CRD',
+    old: crd({ annotations: { ...FROZEN, 'crd-migrator.io/owner': 'pod-a', 'crd-migrator.io/checkpoint': 'ns/a' } }),
+    new: crd({ annotations: { ...FROZEN, 'crd-migrator.io/owner': 'pod-a', 'crd-migrator.io/checkpoint': 'zz/zz' } }),
+    allowed: false,
+    reason: 'annotation-guarded',
+    includes: ['crd-migrator.io/checkpoint', 'user "alice"', 'system:masters'],
+    code: 403,
+  },
+  {
+    name: 'the owner removed from a frozen CRD',
+    old: crd({ annotations: { ...FROZEN, 'crd-migrator.io/owner': 'pod-a' } }),
+    new: crd({ annotations: FROZEN }),
+    allowed: false,
+    reason: 'annotation-guarded',
+    includes: ['crd-migrator.io/owner'],
+  },
+  {
+    name: 'the migrator writes its checkpoint and heartbeat',
+    user: migratorSa,
+    old: crd({ annotations: { ...FROZEN, 'crd-migrator.io/heartbeat': '1' } }),
+    new: crd({ annotations: { ...FROZEN, 'crd-migrator.io/heartbeat': '2', 'crd-migrator.io/checkpoint': 'ns/a' } }),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'break-glass may fix the state by hand',
+    user: admin,
+    old: crd({ annotations: { ...FROZEN, 'crd-migrator.io/checkpoint': 'ns/a' } }),
+    new: crd({ annotations: FROZEN }),
+    allowed: true,
+    reason: 'break-glass-override',
+  },
+  {
+    name: 'progress and phase are informational: anyone may touch them',
+    old: crd({ annotations: { ...FROZEN, 'crd-migrator.io/progress': '1/2' } }),
+    new: crd({ annotations: { ...FROZEN, 'crd-migrator.io/progress': '2/2', 'crd-migrator.io/phase': 'x' } }),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'state annotations of an unfrozen CRD are nobody\'s business',
+    old: crd({ annotations: { 'crd-migrator.io/checkpoint': 'ns/a' } }),
+    new: crd({ annotations: { 'crd-migrator.io/checkpoint': 'zz/zz' } }),
+    allowed: true,
+    reason: 'allowed',
+  },
+  // --- a freeze marker that cannot be read fails closed (fuzz-webhook.test.ts found these)
+  {
+    name: 'UPDATE whose oldObject carries the migrating annotation as a boolean',
+    old: { ...frozenV1, metadata: { name: NAME, annotations: { [KEY]: true } } },
+    new: crd({ versions: [['v1alpha1', true], ['v1', false]] }),
+    allowed: false,
+    reason: 'malformed-object',
+    includes: ['request.oldObject', 'not a string', 'fail closed'],
+    code: 400,
+  },
+  {
+    name: 'UPDATE whose oldObject has annotations that are not an object',
+    old: { ...frozenV1, metadata: { name: NAME, annotations: [KEY] } },
+    new: frozenV1alpha1,
+    allowed: false,
+    reason: 'malformed-object',
+    includes: ['metadata.annotations that is not an object'],
+  },
+  { name: 'UPDATE whose object has no metadata', old: frozenV1, new: { spec: frozenV1.spec }, allowed: false, reason: 'malformed-object', includes: ['request.object', 'has no metadata'] },
+  { name: 'UPDATE whose oldObject metadata is a string', old: { ...frozenV1, metadata: 'x' }, new: frozenV1, allowed: false, reason: 'malformed-object' },
+  {
+    name: 'break-glass does not override an unreadable freeze marker either',
+    user: admin,
+    old: { ...frozenV1, metadata: { name: NAME, annotations: { [KEY]: 1 } } },
+    new: frozenV1alpha1,
+    allowed: false,
+    reason: 'malformed-object',
+  },
+  { name: 'DELETE of a CRD whose annotation is not a string', operation: 'DELETE', old: { ...frozenV1, metadata: { name: NAME, annotations: { [KEY]: null } } }, allowed: false, reason: 'malformed-object' },
+  { name: 'CREATE with annotations that are a string', operation: 'CREATE', new: { ...frozenV1, metadata: { name: NAME, annotations: 'x' } }, allowed: false, reason: 'malformed-object' },
+  { name: 'null annotations are no annotations', old: { ...frozenV1, metadata: { name: NAME, annotations: null } }, new: crd({ versions: [['v1alpha1', true], ['v1', false]] }), allowed: true, reason: 'allowed' },
   // --- odds and ends ----------------------------------------------------------------
   { name: 'CONNECT is not judged', operation: 'CONNECT', allowed: true, reason: 'allowed' },
   {
@@ -421,6 +500,20 @@ for (const row of rows) {
     if (row.allowed && row.reason === 'allowed') t.equal(decision.message, undefined, 'no message when simply allowed')
   })
 }
+
+t.test('a deeply nested annotation value is not looked into (no stack overflow) and counts as a change', async (t) => {
+  let deep: unknown = 'x'
+  for (let i = 0; i < 200_000; i++) deep = [deep]
+  const old = crd({ annotations: { ...FROZEN, 'crd-migrator.io/owner': 'pod-a' } })
+  const changed = { ...old, metadata: { ...old.metadata, annotations: { ...FROZEN, 'crd-migrator.io/owner': deep } } }
+  const decision = decideAdmission({ operation: 'UPDATE', name: NAME, userInfo: alice, oldObject: old, object: changed }, policy)
+  t.equal(decision.allowed, false)
+  t.equal(decision.reason, 'annotation-guarded')
+  const both = decideAdmission({ operation: 'UPDATE', name: NAME, userInfo: alice, oldObject: changed, object: changed }, policy)
+  t.equal(both.reason, 'annotation-guarded', 'two values that are not strings are never "the same"')
+  const migrator = decideAdmission({ operation: 'UPDATE', name: NAME, userInfo: migratorSa, oldObject: old, object: changed }, policy)
+  t.equal(migrator.allowed, true, 'the migrator may write its state')
+})
 
 t.test('the decision never throws, whatever it is given', async (t) => {
   const junk: unknown[] = [undefined, null, 0, 'x', [], {}, { metadata: 'x' }, { metadata: { annotations: 'x' } },

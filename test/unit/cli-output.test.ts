@@ -179,6 +179,15 @@ t.test('formatResult: failures, resumed objects, left frozen', async (t) => {
   t.ok(text.trimEnd().endsWith('(unfreezing by hand)'), 'the warning is last')
 })
 
+t.test('formatResult: a resumed run names its checkpoint', async (t) => {
+  const text = formatResult({
+    ...base,
+    resumedFrom: 'ns/w4',
+    storage: { counts: counts({ seen: 10, rewritten: 5, resumed: 5 }), failures: [], checkpoint: 'ns/w9' },
+  })
+  t.ok(text.includes('10 listed, 5 rewritten, 0 already current, 0 written by others, 0 deleted, 0 failed, 5 done by an earlier run (resumed after ns/w4)'))
+})
+
 t.test('formatResult: cleanup failures listed', async (t) => {
   const text = formatResult({
     ...base,

@@ -42,7 +42,7 @@ t.test('defaults', async (t) => {
   t.equal(c.migrator.concurrency, 16, 'migrator.concurrency')
   t.equal(c.migrator.qps, 500, 'migrator.qps')
   t.equal(c.migrator.pageSize, 500, 'migrator.pageSize')
-  t.equal(c.migrator.maxAttempts, 6, 'migrator.maxAttempts')
+  t.equal(c.migrator.maxAttempts, 8, 'migrator.maxAttempts')
   t.equal(c.migrator.takeoverAfterSeconds, 30)
   t.equal(c.migrator.rewriteServedManagedFields, false)
   t.strictSame(c.migrator.skipPhases, [])
@@ -96,7 +96,7 @@ t.test('precedence: file < env < flags', async (t) => {
   t.equal(all.webhook.port, 3000, 'flag over env')
   t.equal(all.migrator.qps, 20, 'an undefined flag does not override')
   t.equal(all.migrator.pageSize, 50, 'file value still there')
-  t.equal(all.migrator.maxAttempts, 6, 'untouched default')
+  t.equal(all.migrator.maxAttempts, 8, 'untouched default')
 
   const flagsOverFile = loadConfig({ file, flags: { 'migrator.pageSize': 7 } })
   t.equal(flagsOverFile.migrator.pageSize, 7, 'flag over file')

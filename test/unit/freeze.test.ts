@@ -197,6 +197,7 @@ t.test('freezeAnnotations', async (t) => {
     'crd-migrator.io/target-storage-version': 'v2',
     'crd-migrator.io/frozen-generation': '5',
     'crd-migrator.io/progress': null,
+    'crd-migrator.io/checkpoint': null,
   })
   const custom = freezeAnnotations('example.com/frozen', 'cli:me@host', 'v1', 1, at)
   t.equal(custom['example.com/frozen'], 'true', 'custom migrating key')

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { isConflict, isFailedPatchTest, isGone, isNotFound, isRetryable, isTooManyRequests, KubeApiError } from '../../src/kube/http.js'
 import { ThrottleGate, withRetry } from '../../src/migrator/retry.js'
@@ -162,6 +163,79 @@ t.test('ThrottleGate.wait is cut short by an abort', async (t) => {
   const before = Date.now()
   await t.rejects(gate.wait(ac.signal), { name: 'AbortError' })
   t.ok(Date.now() - before < 1000, 'did not wait out the pause')
+})
+
+t.test('ThrottleGate with a concurrency cap: a 429 halves it once per burst, quiet time grows it back', async (t) => {
+  const gate = new ThrottleGate({ maxConcurrency: 8, increaseIntervalMs: 50 })
+  t.equal(gate.concurrencyLimit, 8)
+  const slots = await Promise.all(Array.from({ length: 8 }, () => gate.acquire()))
+  // Eight requests of one burst all get a 429: the cap halves once, not eight times.
+  for (const slot of slots) {
+    gate.release(slot, true)
+    gate.pauseFor(0.02, slot)
+  }
+  t.equal(gate.concurrencyLimit, 4, 'halved once for the burst')
+  t.equal(gate.throttled, 8, 'every 429 is counted')
+  await gate.wait()
+  // A request started after the decrease that gets a 429 halves it again.
+  const later = await gate.acquire()
+  gate.release(later, true)
+  gate.pauseFor(0.01, later)
+  t.equal(gate.concurrencyLimit, 2, 'a new burst halves again')
+  await gate.wait()
+  const quick = await gate.acquire()
+  gate.release(quick)
+  t.equal(gate.concurrencyLimit, 2, 'no growth before the interval has passed since the pause ended')
+  await sleep(60)
+  const ok = await gate.acquire()
+  gate.release(ok)
+  t.equal(gate.concurrencyLimit, 3, 'one more after a quiet interval')
+  for (let i = 0; i < 10; i++) {
+    await sleep(55)
+    gate.release(await gate.acquire())
+  }
+  t.equal(gate.concurrencyLimit, 8, 'never above the configured concurrency')
+})
+
+t.test('ThrottleGate.acquire waits for a free slot under the cap, and gives up on abort', async (t) => {
+  const gate = new ThrottleGate({ maxConcurrency: 2 })
+  const a = await gate.acquire()
+  const b = await gate.acquire()
+  let third = false
+  const pending = gate.acquire().then((slot) => {
+    third = true
+    return slot
+  })
+  await sleep(20)
+  t.equal(third, false, 'a third request waits while two are in flight')
+  gate.release(a)
+  const c = await pending
+  t.equal(third, true, 'and goes once one finished')
+  const ac = new AbortController()
+  const aborted = gate.acquire(ac.signal)
+  setTimeout(() => ac.abort(), 10)
+  await t.rejects(aborted, { name: 'AbortError' }, 'an abort ends the wait')
+  gate.release(b)
+  gate.release(c)
+  const d = await gate.acquire()
+  t.ok(d.startedAt > 0, 'slots are free again')
+  t.equal(new ThrottleGate().concurrencyLimit, Number.POSITIVE_INFINITY, 'no cap unless one is given')
+})
+
+t.test('withRetry through a capped gate: a 429 waits for the pause, not for a backoff on top', async (t) => {
+  const gate = new ThrottleGate({ maxConcurrency: 4 })
+  const { fn, calls } = flaky([new KubeApiError(429, 'PATCH', '/x', { kind: 'Status' }, '0.05')])
+  t.equal(await withRetry(fn, { maxAttempts: 3, gate, baseDelayMs: 5000, maxDelayMs: 5000 }), 'ok')
+  const waited = calls[1]! - calls[0]!
+  t.ok(waited >= 45 && waited < 1000, `waited the Retry-After only (${waited} ms)`)
+  t.equal(gate.concurrencyLimit, 2, 'and the cap was halved')
+})
+
+t.test('backoff has a floor: half the ceiling at least (equal jitter)', async (t) => {
+  const { fn, calls } = flaky([apiError(503), apiError(503)])
+  t.equal(await withRetry(fn, { maxAttempts: 3, baseDelayMs: 40, maxDelayMs: 1000 }), 'ok')
+  t.ok(calls[1]! - calls[0]! >= 18, `first retry after >= 20 ms (${calls[1]! - calls[0]!})`)
+  t.ok(calls[2]! - calls[1]! >= 38, `second retry after >= 40 ms (${calls[2]! - calls[1]!})`)
 })
 
 t.test('withRetry stops backing off on abort', async (t) => {

@@ -304,3 +304,25 @@ t.test('the next page is not pulled while the queue is full', async (t) => {
   t.ok(finishedAtPull[2]! >= 200 - 65, `page 3 pulled after ${finishedAtPull[2]} finished (>= 135)`)
   t.ok(finishedAtPull[2]! < 200, 'but before the queue ran dry')
 })
+
+t.test('skip: objects the predicate rules out are counted skipped without a handler call or a QPS token', async (t) => {
+  const all = names(60).map(n => item(n, 'ns'))
+  const { pages } = pagesOf([all.slice(0, 30), all.slice(30)])
+  const handled: string[] = []
+  let skippedHook = 0
+  const started = Date.now()
+  const result = await walkObjects(pages, async i => {
+    handled.push(i.metadata.name)
+    return 'rewritten'
+  }, {
+    concurrency: 2,
+    qps: 2,
+    skip: i => i.metadata.name !== 'k010' && i.metadata.name !== 'k050',
+    onSkipped: () => skippedHook++,
+  })
+  t.same(handled.sort(), ['k010', 'k050'], 'only the two objects with work reach the handler')
+  t.match(result.counts, { seen: 60, skipped: 58, rewritten: 2, failed: 0 })
+  t.equal(skippedHook, 58, 'onSkipped per skipped object')
+  t.equal(result.checkpoint, 'ns/k059', 'skipped objects count as finished for the checkpoint')
+  t.ok(Date.now() - started < 1500, `not paced at 2 per second over the skipped ones (${Date.now() - started} ms)`)
+})

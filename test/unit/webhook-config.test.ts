@@ -5,7 +5,9 @@ import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { parse } from 'yaml'
 import {
+  celString,
   migratingAnnotationMatchExpression,
+  notMigratorMatchExpression,
   renderWebhookConfiguration,
   renderWebhookConfigurationYaml,
   writeLocalWebhookConfiguration,
@@ -57,7 +59,7 @@ t.test('matchConditions test old and new object for the annotation, null-safe', 
       "(oldObject != null && has(oldObject.metadata.annotations) && 'example.com/frozen' in oldObject.metadata.annotations)",
   )
   const config = renderWebhookConfiguration({ mode: 'service', annotationKey: 'example.com/frozen' })
-  t.same(config.webhooks[0]!.matchConditions, [{ name: 'carries-migrating-annotation', expression }])
+  t.same(config.webhooks[0]!.matchConditions[0], { name: 'carries-migrating-annotation', expression })
   t.throws(() => migratingAnnotationMatchExpression("x' || true || 'y"), /not a valid annotation key/)
 })
 
@@ -73,4 +75,28 @@ t.test('writeLocalWebhookConfiguration writes the url variant with the dev CA', 
   t.equal(parsed.webhooks[0].clientConfig.url, 'https://127.0.0.1:19443/validate-crd')
   t.equal(Buffer.from(parsed.webhooks[0].clientConfig.caBundle, 'base64').toString('utf8'), pem)
   t.same(parse(renderWebhookConfigurationYaml({ mode: 'service' })), renderWebhookConfiguration({ mode: 'service' }))
+})
+
+t.test('a second matchCondition lets the migrator identities past the webhook', async (t) => {
+  const config = renderWebhookConfiguration({ mode: 'service' })
+  t.same(config.webhooks[0]!.matchConditions[1], {
+    name: 'not-the-migrator',
+    expression: '!(request.userInfo.username in ["system:serviceaccount:crd-migrator:crd-migrator"])',
+  }, 'the default migrator identity, the Helm chart\'s ServiceAccount')
+  t.equal(
+    notMigratorMatchExpression(['a', 'b'], ['ops', 'bots']),
+    '!(request.userInfo.username in ["a","b"]) && !request.userInfo.groups.exists(g, g in ["ops","bots"])',
+  )
+  t.equal(notMigratorMatchExpression([], ['ops']), '!request.userInfo.groups.exists(g, g in ["ops"])')
+  t.equal(notMigratorMatchExpression([], []), undefined)
+  const none = renderWebhookConfiguration({ mode: 'service', migratorUsers: [], migratorGroups: [] })
+  t.same(none.webhooks[0]!.matchConditions.map(c => c.name), ['carries-migrating-annotation'], 'no identities: no condition')
+})
+
+t.test('CEL string literals: quotes escaped, and <, >, & as Go\'s encoding/json (Helm toJson) writes them', async (t) => {
+  t.equal(celString('system:serviceaccount:ns:sa'), '"system:serviceaccount:ns:sa"')
+  t.equal(celString('a"b\\c'), '"a\\"b\\\\c"')
+  t.equal(celString('x\' || true || \'y'), '"x\' || true || \'y"', 'a single quote cannot end a double-quoted literal')
+  t.equal(celString('<a&b>'), '"\\u003ca\\u0026b\\u003e"')
+  t.equal(celString('\u2028'), '"\\u2028"')
 })

@@ -107,16 +107,24 @@ dicts {name, plural, group, status}, sorted by name.
 {{- end }}
 
 {{/*
+The migrator's usernames, as a JSON list: the chart's ServiceAccount first, then
+identities.migratorUsers. The config file and the webhook's matchConditions use the same list.
+*/}}
+{{- define "crd-migrator.migratorUsers" -}}
+{{- $sa := printf "system:serviceaccount:%s:%s" .Release.Namespace (include "crd-migrator.serviceAccountName" .) }}
+{{- prepend .Values.identities.migratorUsers $sa | uniq | toJson }}
+{{- end }}
+
+{{/*
 The crd-migrator config file (see src/config/schema.ts), built from values. POD_NAMESPACE
 (the Lease namespace) and POD_NAME (the identity) come from the environment.
 */}}
 {{- define "crd-migrator.config" -}}
-{{- $sa := printf "system:serviceaccount:%s:%s" .Release.Namespace (include "crd-migrator.serviceAccountName" .) }}
 {{- $config := dict
   "logLevel" .Values.logLevel
   "annotations" (dict "migrating" (include "crd-migrator.migratingAnnotation" .))
   "identities" (dict
-    "migratorUsers" (prepend .Values.identities.migratorUsers $sa | uniq)
+    "migratorUsers" (include "crd-migrator.migratorUsers" . | fromJsonArray)
     "migratorGroups" .Values.identities.migratorGroups
     "breakGlassGroups" .Values.identities.breakGlassGroups)
   "webhook" (dict "enabled" true "port" (int .Values.webhook.port) "certFile" "/tls/tls.crt" "keyFile" "/tls/tls.key")

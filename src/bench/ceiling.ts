@@ -1,0 +1,154 @@
+/**
+ * The ceiling: the simplest client that does the same work as the migrator's storage
+ * phase (metadata-only paged list, one no-op merge patch per object carrying uid and
+ * resourceVersion, PartialObjectMetadata back) at high concurrency, with nothing else:
+ * no freeze, no progress, no checkpoints, no metrics, no queue library, no logging.
+ * Raw node:https with one keep-alive agent. Whatever rate this reaches is the API
+ * server's (and etcd's) own limit on this machine.
+ */
+import https from 'node:https'
+import { readFileSync } from 'node:fs'
+import { parse as parseYaml } from 'yaml'
+import { LatencyHistogram } from './stats.js'
+
+export interface CeilingOptions {
+  kubeconfigPath: string
+  group: string
+  version: string
+  plural: string
+  kind: string
+  concurrency: number
+  pageSize: number
+}
+
+export interface CeilingResult {
+  listed: number
+  written: number
+  failed: number
+  retries: number
+  wallMs: number
+  latency: LatencyHistogram
+}
+
+interface Meta { name: string; namespace?: string; uid: string; resourceVersion: string }
+
+export async function runCeiling(o: CeilingOptions): Promise<CeilingResult> {
+  const { server, tls, auth } = loadKubeconfig(o.kubeconfigPath)
+  const agent = new https.Agent({ keepAlive: true, maxSockets: o.concurrency + 1, ...tls })
+
+  const call = (method: string, path: string, accept: string, body?: string): Promise<{ status: number; text: string }> =>
+    new Promise((resolve, reject) => {
+      const headers: Record<string, string | number> = { ...auth, Accept: accept }
+      if (body !== undefined) {
+        headers['Content-Type'] = 'application/merge-patch+json'
+        headers['Content-Length'] = Buffer.byteLength(body)
+      }
+      const req = https.request({ host: server.hostname, port: server.port, path, method, headers, agent }, res => {
+        const chunks: Buffer[] = []
+        res.on('data', (c: Buffer) => chunks.push(c))
+        res.on('error', reject)
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }))
+      })
+      req.on('error', reject)
+      req.end(body)
+    })
+
+  const base = `/apis/${o.group}/${o.version}`
+  const apiVersion = `${o.group}/${o.version}`
+  const latency = new LatencyHistogram()
+  let listed = 0
+  let written = 0
+  let failed = 0
+  let retries = 0
+  const started = performance.now()
+
+  // Producer: pages into a buffer of at most about two pages; workers drain it.
+  const buffer: Meta[] = []
+  let listing = true
+  let listError: unknown
+  const waiting: Array<() => void> = []
+  const wakeAll = () => { for (const w of waiting.splice(0)) w() }
+  let roomForMore: (() => void) | undefined
+  const producer = (async () => {
+    let token = ''
+    try {
+      do {
+        while (buffer.length > o.pageSize) await new Promise<void>(r => (roomForMore = r))
+        const q = `?limit=${o.pageSize}${token ? `&continue=${encodeURIComponent(token)}` : ''}`
+        const res = await call('GET', `${base}/${o.plural}${q}`, 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1')
+        if (res.status === 429 || res.status >= 500) { retries++; await new Promise(r => setTimeout(r, 50)); continue }
+        if (res.status !== 200) throw new Error(`list: HTTP ${res.status} ${res.text.slice(0, 200)}`)
+        const page = JSON.parse(res.text) as { items: Array<{ metadata: Meta }>; metadata: { continue?: string } }
+        for (const item of page.items) buffer.push(item.metadata)
+        listed += page.items.length
+        token = page.metadata.continue ?? ''
+        wakeAll()
+      } while (token)
+    } catch (err) {
+      listError = err
+    } finally {
+      listing = false
+      wakeAll()
+    }
+  })()
+
+  const worker = async () => {
+    for (;;) {
+      const m = buffer.shift()
+      if (!m) {
+        if (!listing) return
+        await new Promise<void>(r => waiting.push(r))
+        continue
+      }
+      if (roomForMore && buffer.length <= o.pageSize) { const r = roomForMore; roomForMore = undefined; r() }
+      const path = `${base}/namespaces/${m.namespace}/${o.plural}/${m.name}`
+      const body = `{"apiVersion":"${apiVersion}","kind":"${o.kind}","metadata":{"uid":"${m.uid}","resourceVersion":"${m.resourceVersion}"}}`
+      const t0 = performance.now()
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const res = await call('PATCH', path, 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1', body)
+          if ((res.status === 429 || res.status >= 500) && attempt < 10) { retries++; await new Promise(r => setTimeout(r, 20 * attempt)); continue }
+          // 404 (deleted) and 409 (written since listed) need nothing more, as for the migrator.
+          if (res.status === 200 || res.status === 404 || res.status === 409) written++
+          else failed++
+        } catch {
+          if (attempt < 10) { retries++; continue }
+          failed++
+        }
+        break
+      }
+      latency.record((performance.now() - t0) / 1000)
+    }
+  }
+  try {
+    await Promise.all([producer, ...Array.from({ length: o.concurrency }, worker)])
+  } finally {
+    agent.destroy()
+  }
+  if (listError) throw listError
+  return { listed, written, failed, retries, wallMs: performance.now() - started, latency }
+}
+
+interface Kubeconfig {
+  'current-context': string
+  contexts: Array<{ name: string; context: { cluster: string; user: string } }>
+  clusters: Array<{ name: string; cluster: { server: string; 'certificate-authority-data'?: string; 'certificate-authority'?: string } }>
+  users: Array<{ name: string; user: { 'client-certificate-data'?: string; 'client-key-data'?: string; 'client-certificate'?: string; 'client-key'?: string; token?: string } }>
+}
+
+/** Just enough of a kubeconfig for the local control plane: embedded or file certificates, or a token. */
+function loadKubeconfig(file: string): { server: URL; tls: https.AgentOptions; auth: Record<string, string> } {
+  const kc = parseYaml(readFileSync(file, 'utf8')) as Kubeconfig
+  const ctx = kc.contexts.find(c => c.name === kc['current-context'])!.context
+  const cluster = kc.clusters.find(c => c.name === ctx.cluster)!.cluster
+  const user = kc.users.find(u => u.name === ctx.user)!.user
+  const pem = (data: string | undefined, path: string | undefined) => (data ? Buffer.from(data, 'base64') : path ? readFileSync(path) : undefined)
+  const tls: https.AgentOptions = {}
+  const ca = pem(cluster['certificate-authority-data'], cluster['certificate-authority'])
+  const cert = pem(user['client-certificate-data'], user['client-certificate'])
+  const key = pem(user['client-key-data'], user['client-key'])
+  if (ca) tls.ca = ca
+  if (cert) tls.cert = cert
+  if (key) tls.key = key
+  return { server: new URL(cluster.server), tls, auth: user.token ? { Authorization: `Bearer ${user.token}` } : {} }
+}

@@ -1,0 +1,173 @@
+/**
+ * Child processes of the bench, one per measured run, so each run's peak RSS (VmHWM) is
+ * its own:
+ *   node dist/bench/child.js ours    '<json OursChildInput>'     -> one JSON line on stdout
+ *   node dist/bench/child.js ceiling '<json CeilingOptions>'     -> one JSON line on stdout
+ *   node dist/bench/child.js webhook                              -> sends {url} over IPC, serves until SIGTERM
+ */
+import { mkdtemp, rm } from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import type { CeilingOptions } from './ceiling.js'
+import { LatencyHistogram, memoryOf } from './stats.js'
+
+// Each mode imports only what it runs, so a run's peak RSS is not inflated by modules of
+// another (the ceiling must not carry the migrator, client-node or Fastify).
+
+export interface OursChildInput {
+  kubeconfigPath: string
+  crd: string
+  /** Overrides of the default settings (concurrency, qps); none = the defaults. */
+  concurrency?: number
+  qps?: number
+}
+
+export interface OursChildOutput {
+  outcome: string
+  reason: string
+  settings: { concurrency: number; qps: number; pageSize: number; phases: readonly string[] }
+  counts: Record<string, number>
+  /** migrateCrd from start to finish: freeze, storage phase, storedVersions, managedFields phase, unfreeze. */
+  wallMs: number
+  /** The StorageVersionMigration phase alone (list + writes), from crd_migrator_phase_duration_seconds. */
+  storagePhaseMs: number | null
+  cleanupPhaseMs: number | null
+  /** Per-write latency of the storage phase, from the observations of crd_migrator_write_duration_seconds. */
+  latency: ReturnType<LatencyHistogram['summary']>
+  throttled: number
+  baselineRssMb: number | null
+  peakRssMb: number | null
+  /** CPU time (user + system) the process spent in the migration. */
+  cpuMs: number
+  storedVersionsAfter: string[]
+}
+
+export interface CeilingChildOutput {
+  listed: number
+  written: number
+  failed: number
+  retries: number
+  wallMs: number
+  latency: ReturnType<LatencyHistogram['summary']>
+  baselineRssMb: number | null
+  peakRssMb: number | null
+  cpuMs: number
+}
+
+async function ours(input: OursChildInput): Promise<OursChildOutput> {
+  const { pino } = await import('pino')
+  const { Registry } = await import('prom-client')
+  const { ConfigSchema } = await import('../config/schema.js')
+  const { kubeHttp } = await import('../kube/client.js')
+  const { KubeEventRecorder } = await import('../kube/events.js')
+  const { migrateCrd } = await import('../migrator/migrate.js')
+  const { MigratorMetrics } = await import('../migrator/metrics.js')
+  const { Phase } = await import('../migrator/plan.js')
+  const { settingsFor } = await import('../migrator/settings.js')
+  const config = ConfigSchema.parse({})
+  const base = settingsFor(config, input.crd)
+  const settings = {
+    ...base,
+    ...(input.concurrency !== undefined ? { concurrency: input.concurrency } : {}),
+    ...(input.qps !== undefined ? { qps: input.qps } : {}),
+  }
+  // As `crd-migrator migrate` does (src/cli/migrate.ts).
+  const http = kubeHttp(input.kubeconfigPath, { maxSockets: Math.max(settings.concurrency, 4) * 2 })
+  const logger = pino({ level: 'warn' }, pino.destination(2))
+  const metrics = new MigratorMetrics(new Registry())
+  // Tap the observations the migrator makes anyway, for exact quantiles (prom-client's
+  // buckets are too coarse for a 2 ms p50) and the phase durations.
+  const latency = new LatencyHistogram()
+  const phaseMs: Record<string, number> = {}
+  const writeObserve = metrics.writeDuration.observe.bind(metrics.writeDuration) as (...a: unknown[]) => void
+  ;(metrics.writeDuration as { observe: (...a: unknown[]) => void }).observe = (...a: unknown[]) => {
+    const [labels, value] = a as [{ phase?: string }, number]
+    if (labels?.phase === Phase.StorageVersionMigration) latency.record(value)
+    writeObserve(...a)
+  }
+  const phaseObserve = metrics.phaseDuration.observe.bind(metrics.phaseDuration) as (...a: unknown[]) => void
+  ;(metrics.phaseDuration as { observe: (...a: unknown[]) => void }).observe = (...a: unknown[]) => {
+    const [labels, value] = a as [{ phase?: string }, number]
+    if (labels?.phase) phaseMs[labels.phase] = value * 1000
+    phaseObserve(...a)
+  }
+  let throttled = 0
+  const inc = metrics.throttled.inc.bind(metrics.throttled)
+  metrics.throttled.inc = ((...a: Parameters<typeof inc>) => { throttled++; inc(...a) }) as typeof metrics.throttled.inc
+
+  const baseline = memoryOf('self')
+  const owner = `bench:${os.hostname()}:${process.pid}`
+  const started = performance.now()
+  const cpu0 = process.cpuUsage()
+  const result = await migrateCrd(input.crd, settings, { http, logger, owner, metrics, events: new KubeEventRecorder(http, 'crd-migrator', owner) })
+  const wallMs = performance.now() - started
+  const cpu = process.cpuUsage(cpu0)
+  const peak = memoryOf('self')
+  http.close()
+  // With --expose-gc (profiling only): what stays reachable after the run, to tell a leak
+  // from V8 merely growing its heap under a long allocation-heavy run.
+  const gc = (globalThis as { gc?: () => void }).gc
+  if (gc) {
+    gc()
+    process.stderr.write(`bench child ours: heapUsed after gc ${(process.memoryUsage().heapUsed / 1048576).toFixed(1)} MB, rss ${(process.memoryUsage().rss / 1048576).toFixed(1)} MB\n`)
+  }
+  return {
+    outcome: result.outcome,
+    reason: result.reason,
+    settings: { concurrency: settings.concurrency, qps: settings.qps, pageSize: settings.pageSize, phases: settings.phases },
+    counts: { ...(result.storage?.counts ?? {}) },
+    wallMs,
+    storagePhaseMs: phaseMs[Phase.StorageVersionMigration] ?? null,
+    cleanupPhaseMs: phaseMs[Phase.CleanupManagedFields] ?? null,
+    latency: latency.summary(),
+    throttled,
+    baselineRssMb: baseline?.rssMb ?? null,
+    peakRssMb: peak?.peakRssMb ?? null,
+    cpuMs: (cpu.user + cpu.system) / 1000,
+    storedVersionsAfter: result.storedVersionsAfter,
+  }
+}
+
+async function ceiling(input: CeilingOptions): Promise<CeilingChildOutput> {
+  const { runCeiling } = await import('./ceiling.js')
+  const baseline = memoryOf('self')
+  const cpu0 = process.cpuUsage()
+  const r = await runCeiling(input)
+  const cpu = process.cpuUsage(cpu0)
+  const peak = memoryOf('self')
+  return {
+    listed: r.listed, written: r.written, failed: r.failed, retries: r.retries, wallMs: r.wallMs,
+    latency: r.latency.summary(),
+    baselineRssMb: baseline?.rssMb ?? null,
+    peakRssMb: peak?.peakRssMb ?? null,
+    cpuMs: (cpu.user + cpu.system) / 1000,
+  }
+}
+
+/** The real webhook server, at the production log level, on a free loopback port. */
+async function webhook(): Promise<void> {
+  const { generateDevCertificates } = await import('../devcerts/devcerts.js')
+  const { startWebhookServer } = await import('../webhook/server.js')
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'crd-migrator-bench-webhook-'))
+  const certs = await generateDevCertificates(dir, { extraHosts: ['127.0.0.1'] })
+  const server = await startWebhookServer({ certFile: certs.certFile, keyFile: certs.keyFile, host: '127.0.0.1', port: 0, logLevel: 'info' })
+  const stop = async () => {
+    await server.close()
+    await rm(dir, { recursive: true, force: true })
+    process.exit(0)
+  }
+  process.on('SIGTERM', () => void stop())
+  process.on('disconnect', () => void stop())
+  process.send?.({ url: server.url, caCertFile: certs.caCertFile })
+}
+
+const [mode, arg] = process.argv.slice(2)
+try {
+  if (mode === 'ours') process.stdout.write(`${JSON.stringify(await ours(JSON.parse(arg!) as OursChildInput))}\n`)
+  else if (mode === 'ceiling') process.stdout.write(`${JSON.stringify(await ceiling(JSON.parse(arg!) as CeilingOptions))}\n`)
+  else if (mode === 'webhook') await webhook()
+  else throw new Error(`unknown mode ${String(mode)}: ours, ceiling or webhook`)
+} catch (err) {
+  process.stderr.write(`bench child ${String(mode)}: ${err instanceof Error ? err.stack : String(err)}\n`)
+  process.exit(1)
+}

@@ -1,0 +1,246 @@
+/**
+ * The bench's starting state: a fresh CRD (v1 and v2 served, v1 stored) with N small,
+ * realistic custom resources created through the API server at high concurrency, then the
+ * storage flipped to v2; and the proof afterwards, read from etcd itself, that every
+ * object is stored at v2.
+ */
+import { request } from 'node:http'
+import { getCrd } from '../kube/crds.js'
+import { ContentType, isRetryable, KubeApiError, type KubeHttp } from '../kube/http.js'
+import { CRD_API, crdPath, objectPath, type ResourceRef } from '../kube/paths.js'
+import type { CustomResourceDefinition } from '../kube/types.js'
+import { sleep } from './stats.js'
+
+export const BENCH_NAMESPACES = ['bench-a', 'bench-b', 'bench-c', 'bench-d']
+export const PLURAL = 'widgets'
+export const KIND = 'Widget'
+
+const specSchema = {
+  openAPIV3Schema: {
+    type: 'object',
+    properties: {
+      spec: {
+        type: 'object',
+        properties: {
+          replicas: { type: 'integer', minimum: 0 },
+          image: { type: 'string' },
+          tier: { type: 'string', enum: ['frontend', 'backend', 'batch'] },
+          resources: { type: 'object', properties: { cpu: { type: 'string' }, memory: { type: 'string' } } },
+          env: { type: 'array', items: { type: 'object', properties: { name: { type: 'string' }, value: { type: 'string' } } } },
+          ports: { type: 'array', items: { type: 'integer' } },
+        },
+      },
+      status: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+    },
+  },
+}
+
+export function benchCrd(group: string): CustomResourceDefinition {
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${PLURAL}.${group}`, labels: { 'crd-migrator.io/bench': 'true' } },
+    spec: {
+      group,
+      scope: 'Namespaced',
+      names: { plural: PLURAL, kind: KIND, singular: 'widget', listKind: `${KIND}List` },
+      versions: ['v1', 'v2'].map(name => ({ name, served: true, storage: name === 'v1', schema: specSchema })),
+    },
+  }
+}
+
+/** About 450 bytes stored: what a small operator-managed resource looks like. */
+export function widgetSpec(i: number): Record<string, unknown> {
+  return {
+    metadata: { labels: { app: `app-${i % 50}`, 'app.kubernetes.io/managed-by': 'bench' } },
+    spec: {
+      replicas: 1 + (i % 5),
+      image: `registry.example.com/team-${i % 7}/service:1.${i % 30}.${i % 11}`,
+      tier: ['frontend', 'backend', 'batch'][i % 3],
+      resources: { cpu: `${100 + (i % 4) * 100}m`, memory: `${128 * (1 + (i % 4))}Mi` },
+      env: [{ name: 'LOG_LEVEL', value: 'info' }, { name: 'SHARD', value: String(i % 16) }],
+      ports: [8080, 9090],
+    },
+  }
+}
+
+export function refOf(group: string, version: string): ResourceRef {
+  return { group, version, plural: PLURAL, kind: KIND, namespaced: true }
+}
+
+/** Retries what the API server answers while a CRD's storage is being (re)initialized. */
+export async function retrying<T>(what: string, f: () => Promise<T>, attempts = 200): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await f()
+    } catch (err) {
+      const retryable = isRetryable(err) || (err instanceof KubeApiError && err.status === 404 && i < 40)
+      if (!retryable || i >= attempts) throw new Error(`${what}: ${(err as Error).message}`)
+      const hinted = err instanceof KubeApiError && err.retryAfterSeconds !== undefined ? err.retryAfterSeconds * 1000 : 0
+      await sleep(Math.min(1000, Math.max(hinted > 0 ? 100 : 0, 20 * i)))
+    }
+  }
+}
+
+export async function ensureNamespaces(http: KubeHttp): Promise<void> {
+  for (const name of BENCH_NAMESPACES) {
+    await http.request({ method: 'POST', path: '/api/v1/namespaces', body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name } } })
+      .catch(err => { if (!(err instanceof KubeApiError && err.status === 409)) throw err })
+  }
+}
+
+export async function createBenchCrd(http: KubeHttp, group: string): Promise<CustomResourceDefinition> {
+  const manifest = benchCrd(group)
+  await http.request({ method: 'POST', path: CRD_API, body: manifest })
+  const deadline = Date.now() + 60_000
+  for (;;) {
+    const crd = await getCrd(http, manifest.metadata.name)
+    if (crd.status?.conditions?.some(c => c.type === 'Established' && c.status === 'True')) return crd
+    if (Date.now() > deadline) throw new Error(`CRD ${manifest.metadata.name} not Established after 60s`)
+    await sleep(50)
+  }
+}
+
+/** Runs `count` tasks with `concurrency` in flight (plain workers: no queue library overhead). */
+export async function pool(count: number, concurrency: number, task: (i: number) => Promise<void>): Promise<void> {
+  let next = 0
+  const worker = async () => {
+    while (next < count) await task(next++)
+  }
+  await Promise.all(Array.from({ length: Math.min(count, concurrency) }, worker))
+}
+
+/** Creates `count` widgets through v1, spread over the bench namespaces. */
+export async function createWidgets(http: KubeHttp, group: string, count: number, concurrency = 64): Promise<void> {
+  const ref = refOf(group, 'v1')
+  // The first create after a CRD is established waits for its storage (about 2 s): do it
+  // alone, then the rest in parallel.
+  const one = async (i: number) => {
+    const namespace = BENCH_NAMESPACES[i % BENCH_NAMESPACES.length]!
+    const name = `w-${String(i).padStart(6, '0')}`
+    await retrying(`create ${namespace}/${name}`, () => http.request({
+      method: 'POST',
+      path: objectPath(ref, namespace, name).replace(/\/[^/]+$/, ''),
+      body: { apiVersion: `${group}/v1`, kind: KIND, ...merge(widgetSpec(i), { metadata: { name, namespace } }) },
+      accept: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json',
+    })).catch(err => {
+      if (/already exists/.test((err as Error).message)) return
+      throw err
+    })
+  }
+  if (count === 0) return
+  await one(0)
+  await pool(count - 1, concurrency, i => one(i + 1))
+}
+
+function merge(a: Record<string, unknown>, b: { metadata: Record<string, unknown> }): Record<string, unknown> {
+  return { ...a, metadata: { ...(a.metadata as Record<string, unknown>), ...b.metadata } }
+}
+
+/**
+ * Makes v2 the storage version, then waits until the API server really writes v2: a probe
+ * object created after the flip must land in etcd as v2 (it is deleted again, so the
+ * migrators see exactly the N objects).
+ */
+export async function flipStorageToV2(http: KubeHttp, etcdEndpoint: string, group: string): Promise<void> {
+  const name = `${PLURAL}.${group}`
+  const crd = await getCrd(http, name)
+  const versions = crd.spec.versions.map(v => ({ ...v, storage: v.name === 'v2' }))
+  await http.request({ method: 'PATCH', path: crdPath(name), body: { spec: { versions } }, contentType: ContentType.mergePatch })
+  const ref = refOf(group, 'v1')
+  const namespace = BENCH_NAMESPACES[0]!
+  const deadline = Date.now() + 60_000
+  for (let i = 0; ; i++) {
+    const probe = `zz-storage-probe-${i}`
+    await retrying('create the storage probe', () => http.request({
+      method: 'POST',
+      path: objectPath(ref, namespace, probe).replace(/\/[^/]+$/, ''),
+      body: { apiVersion: `${group}/v1`, kind: KIND, metadata: { name: probe, namespace }, spec: { replicas: 0 } },
+    }))
+    const raw = await etcdGet(etcdEndpoint, `/registry/${group}/${PLURAL}/${namespace}/${probe}`)
+    await retrying('delete the storage probe', () => http.request({ method: 'DELETE', path: objectPath(ref, namespace, probe) }))
+    if (raw && (JSON.parse(raw.toString('utf8')) as { apiVersion?: string }).apiVersion === `${group}/v2`) return
+    if (Date.now() > deadline) throw new Error(`the API server still writes ${group} at v1 60 s after the storage flip`)
+    await sleep(200)
+  }
+}
+
+export interface EtcdProof {
+  /** Keys under /registry/<group>/<plural>/. */
+  total: number
+  /** apiVersion -> number of objects stored in it. */
+  byApiVersion: Record<string, number>
+  /** Every key parsed and every object is stored at <group>/v2, and there are `expected` of them. */
+  allV2: boolean
+}
+
+/** Reads every stored object of the resource from etcd, in pages, and counts apiVersions. */
+export async function proveStoredAtV2(etcdEndpoint: string, group: string, expected: number): Promise<EtcdProof> {
+  const prefix = `/registry/${group}/${PLURAL}/`
+  const byApiVersion: Record<string, number> = {}
+  let total = 0
+  for await (const kvs of etcdRange(etcdEndpoint, prefix, 1000)) {
+    for (const value of kvs) {
+      total++
+      let apiVersion = 'unparseable'
+      try {
+        apiVersion = (JSON.parse(value.toString('utf8')) as { apiVersion?: string }).apiVersion ?? 'none'
+      } catch { /* counted as unparseable */ }
+      byApiVersion[apiVersion] = (byApiVersion[apiVersion] ?? 0) + 1
+    }
+  }
+  return { total, byApiVersion, allV2: total === expected && byApiVersion[`${group}/v2`] === expected }
+}
+
+// --- etcd's JSON gateway (values included, paged) -----------------------------------------
+
+function etcdPost<T>(endpoint: string, path: string, body: unknown): Promise<T> {
+  const payload = JSON.stringify(body)
+  return new Promise<T>((resolve, reject) => {
+    const req = request(new URL(path, endpoint), {
+      method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }, timeout: 60_000,
+    }, res => {
+      const chunks: Buffer[] = []
+      res.on('data', (c: Buffer) => chunks.push(c))
+      res.on('error', reject)
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8')
+        if (res.statusCode !== 200) return reject(new Error(`etcd ${path}: HTTP ${res.statusCode}: ${text.slice(0, 300)}`))
+        try { resolve(JSON.parse(text) as T) } catch (err) { reject(err) }
+      })
+    })
+    req.on('timeout', () => req.destroy(new Error(`etcd ${path}: timed out`)))
+    req.on('error', reject)
+    req.end(payload)
+  })
+}
+
+function rangeEnd(prefix: string): Buffer {
+  const end = Buffer.from(prefix)
+  end[end.length - 1]!++
+  return end
+}
+
+async function etcdGet(endpoint: string, key: string): Promise<Buffer | null> {
+  const res = await etcdPost<{ kvs?: Array<{ value?: string }> }>(endpoint, '/v3/kv/range', { key: Buffer.from(key).toString('base64') })
+  const kv = res.kvs?.[0]
+  return kv ? Buffer.from(kv.value ?? '', 'base64') : null
+}
+
+async function* etcdRange(endpoint: string, prefix: string, limit: number): AsyncGenerator<Buffer[]> {
+  const end = rangeEnd(prefix).toString('base64')
+  let from = Buffer.from(prefix)
+  for (;;) {
+    const res = await etcdPost<{ kvs?: Array<{ key: string; value?: string }>; more?: boolean }>(endpoint, '/v3/kv/range', {
+      key: from.toString('base64'), range_end: end, limit, sort_order: 'ASCEND', sort_target: 'KEY',
+    })
+    const kvs = res.kvs ?? []
+    yield kvs.map(kv => Buffer.from(kv.value ?? '', 'base64'))
+    if (!res.more || kvs.length === 0) return
+    from = Buffer.concat([Buffer.from(kvs[kvs.length - 1]!.key, 'base64'), Buffer.from([0])])
+  }
+}
+
+export async function kubeVersion(http: KubeHttp): Promise<string> {
+  return (await http.request<{ gitVersion: string }>({ method: 'GET', path: '/version' })).body.gitVersion
+}

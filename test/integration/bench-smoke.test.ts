@@ -1,0 +1,107 @@
+/**
+ * `npm run bench` at smoke size, so the bench cannot rot: 200 objects per run, 1 s of
+ * webhook load per case, on the test run's shared control plane when there is one.
+ *
+ * KSVM: its first build takes over a minute (module downloads + compile), too long for
+ * this test's budget, so the smoke run uses it only when scripts/build-ksvm.sh has already
+ * built it (`--ksvm-if-cached`); the script itself is still exercised here (`--check`).
+ */
+import { spawn, spawnSync } from 'node:child_process'
+import { existsSync, readdirSync, statSync } from 'node:fs'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import t from 'tap'
+import type { BenchResult } from '../../src/bench/report.js'
+import { ensureBinaries } from '../../src/devenv/controlplane.js'
+import { CONTROLPLANE_ENV } from '../helpers/controlplane.js'
+
+const root = process.cwd()
+
+/** dist/ must hold what src/ says: the bench runs compiled, with child processes. */
+function distIsStale(): boolean {
+  for (const dir of ['bench', 'migrator', 'kube', 'webhook', 'config', 'devenv', 'devcerts']) {
+    const src = path.join(root, 'src', dir)
+    for (const f of readdirSync(src)) {
+      if (!f.endsWith('.ts')) continue
+      const js = path.join(root, 'dist', dir, f.replace(/\.ts$/, '.js'))
+      if (!existsSync(js) || statSync(js).mtimeMs < statSync(path.join(src, f)).mtimeMs) return true
+    }
+  }
+  return false
+}
+
+function run(cmd: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d))
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
+    child.on('error', reject)
+    child.on('close', code => resolve({ code, stdout, stderr }))
+  })
+}
+
+t.test('scripts/build-ksvm.sh --check answers without building', async t => {
+  const r = spawnSync('bash', [path.join(root, 'scripts', 'build-ksvm.sh'), '--check'], { encoding: 'utf8' })
+  t.ok(r.status === 0 || r.status === 4, `exit 0 (cached) or 4 (not built), got ${r.status}: ${r.stderr}`)
+  if (r.status === 0) t.match(r.stdout, /^migrator=.*\/migrator\ncrd=.*storage_migration_crd\.yaml\n$/, 'prints the binary and the CRD')
+})
+
+t.test('npm run bench --smoke: every migrator moves every object to v2, proved in etcd', async t => {
+  t.setTimeout(10 * 60 * 1000) // first run: compile and maybe build the control plane
+  if (distIsStale()) {
+    const tsc = spawnSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: root, encoding: 'utf8' })
+    t.equal(tsc.status, 0, 'tsc compiles', { stdout: tsc.stdout })
+  }
+  await ensureBinaries()
+  const out = await mkdtemp(path.join(os.tmpdir(), 'crd-migrator-bench-smoke-'))
+  t.teardown(() => rm(out, { recursive: true, force: true }))
+  const ksvmCached = spawnSync('bash', [path.join(root, 'scripts', 'build-ksvm.sh'), '--check'], { stdio: 'ignore' }).status === 0
+  const stateFile = process.env[CONTROLPLANE_ENV]
+  const started = Date.now()
+  const r = await run(process.execPath, [
+    'dist/bench/main.js', '--smoke', '--out', out, '--ksvm-if-cached',
+    ...(stateFile ? ['--controlplane-state', stateFile] : []),
+  ])
+  t.equal(r.code, 0, 'the bench exits 0', { stderr: r.stderr.split('\n').slice(-40).join('\n') })
+  t.comment(`smoke bench took ${Math.round((Date.now() - started) / 1000)} s; KSVM ${ksvmCached ? 'included (cached build)' : 'skipped (not built yet)'}`)
+
+  const result = JSON.parse(await readFile(path.join(out, 'latest.json'), 'utf8')) as BenchResult
+  t.equal(result.version, 1)
+  t.equal(result.smoke, true)
+  t.same(result.sizes, [200])
+  t.match(result.machine, { cpuModel: String, cores: Number, memoryGb: Number, node: process.version, kubeVersion: /^v1\.\d+\.\d+/ })
+  t.equal(result.loadAverage.before.length, 3)
+
+  const tools = new Set(result.migrations.map(m => m.tool))
+  for (const tool of ['ceiling', 'ours-best', 'ours-default'] as const) t.ok(tools.has(tool), `ran ${tool}`)
+  t.equal(tools.has('ksvm'), ksvmCached, ksvmCached ? 'ran KSVM (its build is cached)' : 'skipped KSVM (not built)')
+  for (const m of result.migrations) {
+    t.equal(m.outcome, 'Succeeded', `${m.tool}: succeeded`)
+    t.ok(m.etcd.allV2, `${m.tool}: etcd holds all ${m.size} objects at v2: ${JSON.stringify(m.etcd.byApiVersion)}`)
+    t.equal(m.etcd.total, m.size, `${m.tool}: no object more or less in etcd`)
+    t.ok(m.objectsPerSecond > 0 && m.rewriteMs > 0, `${m.tool}: timed`)
+    t.ok((m.peakRssMb ?? 0) > 0, `${m.tool}: peak RSS measured`)
+    if (!m.tool.startsWith('ksvm')) {
+      t.equal(m.failedWrites, 0, `${m.tool}: no failed write`)
+      t.ok((m.p50Ms ?? 0) > 0 && (m.p99Ms ?? 0) >= (m.p50Ms ?? 0), `${m.tool}: p50 <= p99`)
+    }
+  }
+  t.ok(result.allProvedInEtcd)
+  t.equal(result.ratios.length, 1)
+  t.type(result.ratios[0]!.oursBestVsCeiling, 'number')
+  t.equal(result.bestConcurrency, 16, 'smoke: no sweep, concurrency 16')
+
+  t.equal(result.webhook?.cases.length, 8, '2 CRD sizes x allowed/denied x fixed/saturation')
+  for (const c of result.webhook?.cases ?? []) {
+    t.ok(c.requestsPerSecond > 0, `webhook ${c.crd} ${c.decision} ${c.mode}: answered`)
+    t.equal(c.non2xx + c.errors, 0, `webhook ${c.crd} ${c.decision} ${c.mode}: no errors`)
+  }
+  t.equal(result.targets.length, 5)
+
+  const md = await readFile(path.join(out, 'latest.md'), 'utf8')
+  t.match(md, /\| objects \| migrator \| settings \| rewrite s \| objects\/s \|/)
+  t.match(md, /\| 200 \| ceiling \|/)
+})
