@@ -11,26 +11,17 @@ KUBE_VERSION="${KUBE_VERSION:-v1.35.4}"
 # The etcd release k8s.io/kubernetes $KUBE_VERSION requires in its go.mod (and envtest ships).
 ETCD_VERSION="${ETCD_VERSION:-v3.6.5}"
 
-cache_root="${CRD_MIGRATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/crd-migrator}"
-bin_dir="$cache_root/bin/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
 log() { echo "[controlplane-build] $*" >&2; }
+# shellcheck source=lib/build-common.sh
+source "$(dirname "$0")/lib/build-common.sh"
+bin_dir="$cache_root/bin/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
 
 have_all() { [ -x "$bin_dir/kube-apiserver" ] && [ -x "$bin_dir/etcd" ] && [ -x "$bin_dir/etcdctl" ]; }
 
 if have_all; then echo "$bin_dir"; exit 0; fi
 
-command -v go >/dev/null || {
-  log "Go is required to build the control-plane binaries (kube-apiserver, etcd)."
-  log "Install Go 1.25 or newer (https://go.dev/doc/install, or 'apt-get install golang-go' where recent enough) and retry."
-  exit 3
-}
-
-mkdir -p "$cache_root/bin"
-exec 9>"$cache_root/bin/.build.lock"
-if ! flock -n 9; then
-  log "another process is building the control-plane binaries; waiting for it"
-  flock 9
-fi
+require_go "to build the control-plane binaries (kube-apiserver, etcd)"
+take_build_lock "$cache_root/bin/.build.lock" "the control-plane binaries"
 if have_all; then echo "$bin_dir"; exit 0; fi
 
 work="$cache_root/build/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"

@@ -20,9 +20,10 @@ set -euo pipefail
 KSVM_VERSION="${KSVM_VERSION:-v0.0.5}"
 module="sigs.k8s.io/kube-storage-version-migrator"
 
-cache_root="${CRD_MIGRATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/crd-migrator}"
-out_dir="$cache_root/tools/ksvm-$KSVM_VERSION"
 log() { echo "[ksvm-build] $*" >&2; }
+# shellcheck source=lib/build-common.sh
+source "$(dirname "$0")/lib/build-common.sh"
+out_dir="$cache_root/tools/ksvm-$KSVM_VERSION"
 
 have_all() { [ -x "$out_dir/migrator" ] && [ -s "$out_dir/storage_migration_crd.yaml" ]; }
 report() { echo "migrator=$out_dir/migrator"; echo "crd=$out_dir/storage_migration_crd.yaml"; }
@@ -30,18 +31,8 @@ report() { echo "migrator=$out_dir/migrator"; echo "crd=$out_dir/storage_migrati
 if have_all; then report; exit 0; fi
 if [ "${1:-}" = "--check" ]; then log "not built yet: $out_dir"; exit 4; fi
 
-command -v go >/dev/null || {
-  log "Go is required to build kube-storage-version-migrator from its Go module."
-  log "Install Go 1.25 or newer (https://go.dev/doc/install) and retry, or run the bench with --skip-ksvm."
-  exit 3
-}
-
-mkdir -p "$cache_root/tools"
-exec 9>"$cache_root/tools/.ksvm-build.lock"
-if ! flock -n 9; then
-  log "another process is building kube-storage-version-migrator; waiting for it"
-  flock 9
-fi
+require_go "to build kube-storage-version-migrator from its Go module (or run the bench with --skip-ksvm)"
+take_build_lock "$cache_root/tools/.ksvm-build.lock" "kube-storage-version-migrator"
 if have_all; then report; exit 0; fi
 
 work="$cache_root/build/ksvm-$KSVM_VERSION"

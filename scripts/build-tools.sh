@@ -22,12 +22,13 @@ HELM_VERSION="${HELM_VERSION:-v4.3.1}"
 CERT_MANAGER_VERSION="${CERT_MANAGER_VERSION:-v1.21.2}"
 PROMETHEUS_OPERATOR_VERSION="${PROMETHEUS_OPERATOR_VERSION:-v0.85.0}"
 
-cache_root="${CRD_MIGRATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/crd-migrator}"
+log() { echo "[tools-build] $*" >&2; }
+# shellcheck source=lib/build-common.sh
+source "$(dirname "$0")/lib/build-common.sh"
 helm_dir="$cache_root/tools/helm-$HELM_VERSION"
 crds_dir="$cache_root/tools/cert-manager-$CERT_MANAGER_VERSION/crds"
 sm_dir="$cache_root/tools/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION"
 sm_crd="$sm_dir/monitoring.coreos.com_servicemonitors.yaml"
-log() { echo "[tools-build] $*" >&2; }
 
 have_helm() { [ -x "$helm_dir/helm" ]; }
 have_crds() { [ -f "$crds_dir/.complete" ]; }
@@ -37,18 +38,8 @@ report() { echo "helm=$helm_dir/helm"; echo "cert-manager-crds=$crds_dir"; echo 
 
 if have_all; then report; exit 0; fi
 
-command -v go >/dev/null || {
-  log "Go is required to build helm and to fetch cert-manager's CRDs from its Go module."
-  log "Install Go 1.26 or newer (https://go.dev/doc/install) and retry."
-  exit 3
-}
-
-mkdir -p "$cache_root/tools"
-exec 9>"$cache_root/tools/.build.lock"
-if ! flock -n 9; then
-  log "another process is building the tools; waiting for it"
-  flock 9
-fi
+require_go "to build helm and to fetch cert-manager's CRDs from its Go module"
+take_build_lock "$cache_root/tools/.build.lock" "the tools"
 if have_all; then report; exit 0; fi
 
 work="$cache_root/build/tools-helm-$HELM_VERSION"
