@@ -50,6 +50,7 @@ t.test('2,000 namespaced objects move from v1 to v2 under the freeze, and stored
   t.match(seen.refusal, crd.metadata.name, 'the refusal names the CRD')
 
   t.equal(result.outcome, 'Succeeded', result.reason)
+  t.comment(`migrated 2,000 objects (concurrency 8, qps 500) in ${(result.durationMs / 1000).toFixed(1)} s, freeze to unfreeze`)
   t.equal(result.storage?.counts.seen, 2000)
   t.equal(result.storage?.counts.failed, 0)
   t.equal(result.storage!.counts.rewritten + result.storage!.counts.conflict, 2000, 'every object was written anew')
