@@ -13,6 +13,7 @@ import { generateDevCertificates } from '../../src/devcerts/devcerts.js'
 import { renderWebhookConfiguration } from '../../src/devcerts/webhook-config.js'
 import type { ControlPlane } from '../../src/devenv/controlplane.js'
 import { getCrd } from '../../src/kube/crds.js'
+import { waitForStorageVersion } from '../../src/kube/discovery.js'
 import { ContentType, KubeHttp } from '../../src/kube/http.js'
 import { CRD_API, crdPath, objectPath, type ResourceRef } from '../../src/kube/paths.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
@@ -152,13 +153,19 @@ export async function createObjects(
   return ids
 }
 
-/** Makes `version` the storage version (the way an operator upgrading a CRD does). */
+/**
+ * Makes `version` the storage version (the way an operator upgrading a CRD does), and
+ * waits until the API server really writes in it: it switches asynchronously, and a test
+ * that creates objects right after the flip would otherwise store some in the old version.
+ */
 export async function setStorageVersion(http: KubeHttp, name: string, version: string, unserved: string[] = []): Promise<CustomResourceDefinition> {
   const crd = await getCrd(http, name)
   const versions = crd.spec.versions.map(v => ({ ...v, storage: v.name === version, served: v.name === version ? true : !unserved.includes(v.name) && v.served }))
-  return (await http.request<CustomResourceDefinition>({
+  const updated = (await http.request<CustomResourceDefinition>({
     method: 'PATCH', path: crdPath(name), body: { spec: { versions } }, contentType: ContentType.mergePatch,
   })).body
+  await waitForStorageVersion(http, { group: crd.spec.group, plural: crd.spec.names.plural, kind: crd.spec.names.kind }, version, { timeoutMs: 30_000, settleMs: 500 })
+  return updated
 }
 
 /** Counts the apiVersions the objects of a resource are stored in, read from etcd itself. */
