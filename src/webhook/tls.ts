@@ -87,10 +87,16 @@ export async function loadCertificatePair(certFile: string, keyFile: string): Pr
 }
 
 async function readPair(certFile: string, keyFile: string): Promise<[string, string]> {
+  // One after the other: with both missing, the error must always name the same file, or
+  // the "warn once" below would see a new problem on every poll.
+  let file = certFile
   try {
-    return await Promise.all([readFile(certFile, 'utf8'), readFile(keyFile, 'utf8')])
+    const cert = await readFile(certFile, 'utf8')
+    file = keyFile
+    return [cert, await readFile(keyFile, 'utf8')]
   } catch (err) {
-    throw new CertificateError(`cannot read certificate/key: ${(err as Error).message}`)
+    const code = (err as NodeJS.ErrnoException).code
+    throw new CertificateError(`cannot read certificate/key ${file}: ${code ?? (err as Error).message}`)
   }
 }
 
