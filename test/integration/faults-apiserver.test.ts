@@ -69,8 +69,12 @@ t.test('kube-apiserver restarted and etcd down for 2 s mid-run: retried, finishe
   const storedSeen: string[] = []
   const t0 = performance.now()
   const poller = (async () => {
-    while (!stopPolling) {
+    // One more look after the stop request: the narrowing may land between two polls
+    // just before the migration returns.
+    for (let last = false, finalTries = 0; !last; ) {
+      last = stopPolling
       const res = await cp.apiRequest(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`, { timeoutMs: 1000 }).catch(() => undefined)
+      if (last && res?.status !== 200 && ++finalTries < 50) last = false
       const stored = (res?.status === 200 ? (res.json as CustomResourceDefinition).status?.storedVersions : undefined)?.join(',')
       if (stored && storedSeen[storedSeen.length - 1] !== stored) storedSeen.push(stored)
       if (stored === 'v2' && !firstNarrowed) {
