@@ -4,9 +4,7 @@
  * captured in memory.
  */
 import { request } from 'node:http'
-import { Writable } from 'node:stream'
 import PQueue from 'p-queue'
-import { pino, type Logger } from 'pino'
 import type { ControlPlane } from '../../src/devenv/controlplane.js'
 import { KubeHttp } from '../../src/kube/http.js'
 import { listOrderKey } from '../../src/kube/paths.js'
@@ -107,23 +105,4 @@ export async function migratorIdentity<H extends KubeHttp = KubeHttp>(
   return { http: make(kubeConfigFromFile(user.kubeconfigPath)), certPem: user.certPem, keyPem: user.keyPem }
 }
 
-/** A pino logger whose JSON lines are kept in memory. */
-export function capturingLogger(level = 'debug'): { logger: Logger; lines: () => Array<Record<string, unknown>> } {
-  const lines: Array<Record<string, unknown>> = []
-  let partial = ''
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      partial += chunk.toString('utf8')
-      let nl: number
-      while ((nl = partial.indexOf('\n')) >= 0) {
-        const line = partial.slice(0, nl)
-        partial = partial.slice(nl + 1)
-        try {
-          lines.push(JSON.parse(line) as Record<string, unknown>)
-        } catch { /* not JSON */ }
-      }
-      done()
-    },
-  })
-  return { logger: pino({ level }, sink), lines: () => lines }
-}
+export { capturingLogger } from './log-capture.js'

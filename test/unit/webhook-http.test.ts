@@ -1,9 +1,9 @@
-import { Writable } from 'node:stream'
 import t, { type Test } from 'tap'
 import { pino } from 'pino'
 import { Registry } from 'prom-client'
 import { DEFAULT_MIGRATING_ANNOTATION, DEFAULT_MIGRATOR_USERS } from '../../src/config/annotations.js'
 import { buildWebhookApp, DEFAULT_BODY_LIMIT_BYTES, type WebhookAppOptions } from '../../src/webhook/server.js'
+import { capturingLogger } from '../helpers/log-capture.js'
 
 const UID = 'a9b1c2d3-0000-4000-8000-000000000001'
 const FROZEN = { [DEFAULT_MIGRATING_ANNOTATION]: 'true' }
@@ -43,20 +43,10 @@ function review(request: Record<string, unknown> = {}) {
   }
 }
 
-function logCapture() {
-  const lines: Array<Record<string, unknown>> = []
-  const stream = new Writable({
-    write(chunk, _encoding, done) {
-      for (const line of String(chunk).split('\n')) if (line) lines.push(JSON.parse(line))
-      done()
-    },
-  })
-  return { lines, logger: pino({ level: 'debug' }, stream) }
-}
 
 function makeApp(t: Test, options: WebhookAppOptions = {}) {
   const registry = new Registry()
-  const logs = logCapture()
+  const logs = capturingLogger()
   const app = buildWebhookApp({ registry, logger: logs.logger, ...options })
   t.teardown(() => app.close())
   return { app, registry, logs }
@@ -224,7 +214,7 @@ t.test('each review logs one line with uid, crd, user, operation, decision, reas
   const { app, logs } = makeApp(t)
   await post(app, review())
   await post(app, review({ userInfo: { username: DEFAULT_MIGRATOR_USERS[0], groups: [] }, oldObject: crd('v1'), object: crd('v1', FROZEN) }))
-  const lines = logs.lines.filter((l) => l['uid'] === UID)
+  const lines = logs.lines().filter((l) => l['uid'] === UID)
   t.equal(lines.length, 2)
   t.match(lines[0], {
     level: 30,

@@ -9,13 +9,12 @@ import https from 'node:https'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import tls from 'node:tls'
-import { Writable } from 'node:stream'
 import t from 'tap'
-import { pino } from 'pino'
 import { Registry } from 'prom-client'
 import { generateDevCertificates, type DevCertificates } from '../../src/devcerts/devcerts.js'
 import { startWebhookServer, type RunningWebhookServer, type StartWebhookServerOptions } from '../../src/webhook/server.js'
 import { CertificateError, CertificateWatcher, validateCertificatePair, type CertificatePair } from '../../src/webhook/tls.js'
+import { capturingLogger } from '../helpers/log-capture.js'
 
 const root = await mkdtemp(join(tmpdir(), 'crd-migrator-tls-'))
 t.teardown(() => rm(root, { recursive: true, force: true }))
@@ -44,19 +43,9 @@ async function publish(dir: string, pair: { cert: string; key: string }): Promis
   }
 }
 
-function logCapture() {
-  const lines: Array<Record<string, unknown>> = []
-  const stream = new Writable({
-    write(chunk, _encoding, done) {
-      for (const line of String(chunk).split('\n')) if (line) lines.push(JSON.parse(line))
-      done()
-    },
-  })
-  return { lines, logger: pino({ level: 'debug' }, stream) }
-}
 
 async function start(dir: string, options: Partial<StartWebhookServerOptions> = {}) {
-  const logs = logCapture()
+  const logs = capturingLogger()
   const registry = new Registry()
   const server = await startWebhookServer({
     certFile: join(dir, 'tls.crt'),
@@ -196,7 +185,7 @@ t.test('rotation: new connections get the new certificate, keep-alive connection
   const metrics = await registry.metrics()
   t.match(metrics, `crd_migrator_webhook_certificate_expiry_timestamp_seconds{serial="${second.serialNumber}"}`)
   t.notMatch(metrics, `serial="${first.serialNumber}"`, 'the old serial is gone from the gauge')
-  t.ok(logs.lines.some((l) => l['msg'] === 'serving certificate reloaded' && l['serial'] === second.serialNumber), 'reload logged')
+  t.ok(logs.lines().some((l) => l['msg'] === 'serving certificate reloaded' && l['serial'] === second.serialNumber), 'reload logged')
 })
 
 t.test('a half-written pair is ignored until a consistent pair is there', async (t) => {
@@ -211,7 +200,7 @@ t.test('a half-written pair is ignored until a consistent pair is there', async 
   await new Promise((r) => setTimeout(r, 200))
   t.equal((await servedCertificate(server, first.caCertPem)).fingerprint256, fingerprint(first.certPem), 'still the first certificate')
   t.equal((await server.app.inject('/readyz')).statusCode, 200, 'still ready')
-  const warnings = logs.lines.filter((l) => l['level'] === 40 && String(l['error']).includes('does not match'))
+  const warnings = logs.lines().filter((l) => l['level'] === 40 && String(l['error']).includes('does not match'))
   t.equal(warnings.length, 1, 'warned once, not once per event')
 
   await publish(dir, { cert: second.certPem, key: second.keyPem })
@@ -247,7 +236,7 @@ t.test('starts without a certificate: not ready, then ready when one appears', a
   t.equal(notReady.statusCode, 503)
   t.same(notReady.json(), { status: 'no serving certificate loaded' })
   await t.rejects(servedCertificate(server, first.caCertPem), 'no handshake without a certificate')
-  t.ok(logs.lines.some((l) => l['level'] === 40 && l['msg'] === 'no usable serving certificate at startup; waiting for one (not ready)'))
+  t.ok(logs.lines().some((l) => l['level'] === 40 && l['msg'] === 'no usable serving certificate at startup; waiting for one (not ready)'))
 
   await publish(dir, firstPem)
   await eventually('a loaded certificate', async () => (server.certificates.loaded ? true : undefined))
@@ -277,7 +266,7 @@ t.test('close: not ready during the drain delay, reviews still answered, idle ke
 t.test('CertificateWatcher: polling finds files in a directory that did not exist at start', async (t) => {
   const dir = join(root, 'late-dir', 'certs')
   const changes: CertificatePair[] = []
-  const { logger, lines } = logCapture()
+  const { logger, lines } = capturingLogger()
   const watcher = new CertificateWatcher({
     certFile: join(dir, 'tls.crt'),
     keyFile: join(dir, 'tls.key'),
@@ -289,7 +278,7 @@ t.test('CertificateWatcher: polling finds files in a directory that did not exis
   watcher.start()
   t.equal(await watcher.reload(), 'invalid', 'nothing there yet')
   t.equal(await watcher.reload(), 'invalid')
-  t.equal(lines.filter((l) => l['level'] === 40).length, 1, 'the missing files are warned about once')
+  t.equal(lines().filter((l) => l['level'] === 40).length, 1, 'the missing files are warned about once')
   await publish(dir, firstPem)
   await eventually('the poll to load the pair', async () => (watcher.loaded ? true : undefined))
   t.equal(changes.length, 1)
