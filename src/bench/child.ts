@@ -4,6 +4,7 @@
  *   node dist/bench/child.js ours    '<json OursChildInput>'     -> one JSON line on stdout
  *   node dist/bench/child.js ceiling '<json CeilingOptions>'     -> one JSON line on stdout
  *   node dist/bench/child.js webhook                              -> sends {url} over IPC, serves until SIGTERM
+ *   node dist/bench/child.js webhook-floor                        -> the same, for a bare node:https floor
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import os from 'node:os'
@@ -161,12 +162,53 @@ async function webhook(): Promise<void> {
   process.send?.({ url: server.url, caCertFile: certs.caCertFile })
 }
 
+/**
+ * The floor of the webhook bench: node:https with the same kind of certificate and a
+ * handler that does only what any webhook must (read the body, JSON.parse it, answer an
+ * AdmissionReview), without Fastify, validation, a decision, metrics or a log line.
+ */
+async function webhookFloor(): Promise<void> {
+  const { createServer } = await import('node:https')
+  const { readFile } = await import('node:fs/promises')
+  const { generateDevCertificates } = await import('../devcerts/devcerts.js')
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'crd-migrator-bench-floor-'))
+  const certs = await generateDevCertificates(dir, { extraHosts: ['127.0.0.1'] })
+  const server = createServer({ cert: await readFile(certs.certFile), key: await readFile(certs.keyFile), minVersion: 'TLSv1.2' }, (req, res) => {
+    const chunks: Buffer[] = []
+    req.on('data', (c: Buffer) => chunks.push(c))
+    req.on('end', () => {
+      let uid = ''
+      try {
+        uid = String((JSON.parse(Buffer.concat(chunks).toString('utf8')) as { request?: { uid?: unknown } }).request?.uid ?? '')
+      } catch {
+        res.writeHead(400).end()
+        return
+      }
+      const body = JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid, allowed: true } })
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body)
+    })
+  })
+  server.keepAliveTimeout = 120_000
+  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
+  const stop = async () => {
+    server.close()
+    server.closeAllConnections()
+    await rm(dir, { recursive: true, force: true })
+    process.exit(0)
+  }
+  process.on('SIGTERM', () => void stop())
+  process.on('disconnect', () => void stop())
+  const { port } = server.address() as { port: number }
+  process.send?.({ url: `https://127.0.0.1:${port}`, caCertFile: certs.caCertFile })
+}
+
 const [mode, arg] = process.argv.slice(2)
 try {
   if (mode === 'ours') process.stdout.write(`${JSON.stringify(await ours(JSON.parse(arg!) as OursChildInput))}\n`)
   else if (mode === 'ceiling') process.stdout.write(`${JSON.stringify(await ceiling(JSON.parse(arg!) as CeilingOptions))}\n`)
   else if (mode === 'webhook') await webhook()
-  else throw new Error(`unknown mode ${String(mode)}: ours, ceiling or webhook`)
+  else if (mode === 'webhook-floor') await webhookFloor()
+  else throw new Error(`unknown mode ${String(mode)}: ours, ceiling, webhook or webhook-floor`)
 } catch (err) {
   process.stderr.write(`bench child ${String(mode)}: ${err instanceof Error ? err.stack : String(err)}\n`)
   process.exit(1)

@@ -2,23 +2,30 @@
  * Load on the real HTTPS webhook (`/validate-crd`), running in its own process pinned to
  * one core, with AdmissionReviews as the API server sends them: an UPDATE of a frozen CRD
  * (object and oldObject), once allowed (a label change) and once denied (a storage flip),
- * for a CRD of about 10 KB and one of about 1 MB, from the other core:
- * - at a fixed rate with an open-loop pacer of our own (requests issued every millisecond
- *   as they fall due, latency from the scheduled send time, 2% precision): autocannon's
- *   `overallRate` sends each connection's quota back to back at the start of every second
- *   and then idles, which is a burst of saturation each second, and its latency histogram
- *   has 1 ms resolution, too coarse for a 2 ms target;
- * - at saturation with autocannon (closed loop, N connections, as fast as answers come).
+ * for a CRD of about 10 KB and one of about 1 MB. The load comes from vegeta (built from
+ * its Go module by scripts/build-vegeta.sh) on the other core:
+ * - at a fixed rate (open loop: requests leave on schedule whatever the answers do);
+ * - at saturation (a fixed number of connections, each sending as soon as it is answered).
+ * The same load also goes to a floor: a bare node:https server that reads the body,
+ * JSON.parses it and answers a constant AdmissionReview. It is what any Node webhook pays
+ * on this machine (TLS, HTTP, parsing the review), so ours minus the floor is our own cost.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { Agent, request } from 'node:https'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { request } from 'node:https'
+import os from 'node:os'
+import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import autocannon from 'autocannon'
 import { DEFAULT_MIGRATING_ANNOTATION } from '../config/annotations.js'
 import { VALIDATE_PATH } from '../webhook/server.js'
-import { LatencyHistogram, round, sleep } from './stats.js'
+import { round } from './stats.js'
+import { ensureVegeta } from './vegeta.js'
+
+export type WebhookServerKind = 'ours' | 'floor'
 
 export interface WebhookCaseResult {
+  /** ours = the real webhook; floor = bare node:https + JSON.parse, no decision. */
+  server: WebhookServerKind
   crd: '10KB' | '1MB'
   crdBytes: number
   bodyBytes: number
@@ -35,7 +42,6 @@ export interface WebhookCaseResult {
   maxMs: number
   requests: number
   errors: number
-  timeouts: number
   non2xx: number
 }
 
@@ -46,7 +52,6 @@ export interface WebhookBenchOptions {
   pinned: boolean
   log: (s: string) => void
 }
-
 /** A CRD whose schema has `properties` leaf fields: roughly 115 bytes of JSON each. */
 export function sizedCrd(targetBytes: number, frozen: boolean): Record<string, unknown> {
   const props: Record<string, unknown> = {}
@@ -134,121 +139,100 @@ function hasTaskset(): boolean {
   return spawnSync('taskset', ['-V'], { stdio: 'ignore' }).status === 0
 }
 
-async function startWebhookChild(pinned: boolean): Promise<{ child: ChildProcess; url: string }> {
+async function startServerChild(kind: WebhookServerKind, pinned: boolean): Promise<{ child: ChildProcess; url: string }> {
   const childJs = fileURLToPath(new URL('./child.js', import.meta.url))
-  const [cmd, args] = pinned ? ['taskset', ['-c', '1', process.execPath, childJs, 'webhook']] : [process.execPath, [childJs, 'webhook']]
+  const mode = kind === 'ours' ? 'webhook' : 'webhook-floor'
+  const [cmd, args] = pinned ? ['taskset', ['-c', '1', process.execPath, childJs, mode]] : [process.execPath, [childJs, mode]]
   const child = spawn(cmd, args as string[], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
   const url = await new Promise<string>((resolve, reject) => {
     child.once('message', m => resolve((m as { url: string }).url))
-    child.once('exit', code => reject(new Error(`the webhook child exited (${code}) before listening`)))
+    child.once('exit', code => reject(new Error(`the ${mode} child exited (${code}) before listening`)))
   })
   return { child, url }
 }
 
-function cannon(opts: autocannon.Options): Promise<autocannon.Result> {
-  return new Promise((resolve, reject) => {
-    autocannon(opts, (err, result) => (err ? reject(err) : resolve(result)))
-  })
+interface VegetaReport {
+  latencies: { '50th': number; '90th': number; '99th': number; max: number }
+  requests: number
+  throughput: number
+  status_codes: Record<string, number>
+  errors: string[] | null
+}
+
+type LoadStats = Pick<WebhookCaseResult, 'requestsPerSecond' | 'p50Ms' | 'p90Ms' | 'p99Ms' | 'maxMs' | 'requests' | 'errors' | 'non2xx'>
+
+/**
+ * One vegeta attack: `rate` requests/s (0 = as fast as `connections` connections allow)
+ * for `seconds`, on keep-alive connections capped at `connections`. Workers are capped too:
+ * an uncapped vegeta opens a new connection (a TLS handshake) whenever all are busy, which
+ * measures handshakes rather than reviews.
+ */
+async function attack(vegeta: string, pinned: boolean, targetsFile: string, rate: number, seconds: number, connections: number): Promise<LoadStats> {
+  const resultsFile = `${targetsFile}.${rate}.bin`
+  const attackArgs = [
+    'attack', '-insecure', `-rate=${rate}`, `-duration=${seconds}s`, '-timeout=10s',
+    `-workers=${connections}`, `-max-workers=${connections}`, `-max-connections=${connections}`,
+    `-targets=${targetsFile}`, `-output=${resultsFile}`,
+  ]
+  const run = (args: string[]) => {
+    const [cmd, argv] = pinned ? ['taskset', ['-c', '0', vegeta, ...args]] : [vegeta, args]
+    const r = spawnSync(cmd, argv as string[], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 })
+    if (r.status !== 0) throw new Error(`vegeta ${args[0]} failed (exit ${r.status}): ${r.stderr || r.error?.message}`)
+    return r.stdout
+  }
+  run(attackArgs)
+  const report = JSON.parse(run(['report', '-type=json', resultsFile])) as VegetaReport
+  await rm(resultsFile, { force: true })
+  const ms = (ns: number) => round(ns / 1e6, 3)!
+  const ok = report.status_codes['200'] ?? 0
+  const answered = Object.entries(report.status_codes).filter(([code]) => code !== '0').reduce((n, [, c]) => n + c, 0)
+  return {
+    requestsPerSecond: round(report.throughput, 1)!,
+    p50Ms: ms(report.latencies['50th']), p90Ms: ms(report.latencies['90th']), p99Ms: ms(report.latencies['99th']), maxMs: ms(report.latencies.max),
+    requests: report.requests,
+    errors: report.requests - answered,
+    non2xx: answered - ok,
+  }
 }
 
 export async function runWebhookBench(o: WebhookBenchOptions): Promise<{ pinned: boolean; cases: WebhookCaseResult[] }> {
   const pinned = o.pinned && hasTaskset()
-  // The load generator goes to core 0 for the duration, the server to core 1.
-  if (pinned) spawnSync('taskset', ['-a', '-p', '-c', '0', String(process.pid)], { stdio: 'ignore' })
-  const { child, url } = await startWebhookChild(pinned)
+  const vegeta = await ensureVegeta({ log: o.log })
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'crd-migrator-bench-vegeta-'))
   const cases: WebhookCaseResult[] = []
   try {
-    for (const [crd, crdBytes, fixedRate] of [['10KB', 10 * 1024, o.fixedRate10k], ['1MB', 1024 * 1024, o.fixedRate1m]] as const) {
-      for (const decision of ['allowed', 'denied'] as const) {
-        const body = admissionReview(crdBytes, decision)
-        const check = await post(url, body)
-        if (check.status !== 200 || check.allowed !== (decision === 'allowed')) {
-          throw new Error(`webhook answered ${check.status} allowed=${String(check.allowed)} to the ${crd} ${decision} review`)
+    for (const server of ['ours', 'floor'] as const) {
+      const { child, url } = await startServerChild(server, pinned)
+      try {
+        for (const [crd, crdBytes, fixedRate] of [['10KB', 10 * 1024, o.fixedRate10k], ['1MB', 1024 * 1024, o.fixedRate1m]] as const) {
+          // The floor decides nothing: one review is enough to price transport and parsing.
+          for (const decision of server === 'ours' ? ['allowed', 'denied'] as const : ['allowed'] as const) {
+            const body = admissionReview(crdBytes, decision)
+            const check = await post(url, body)
+            if (check.status !== 200 || (server === 'ours' && check.allowed !== (decision === 'allowed'))) {
+              throw new Error(`${server} webhook answered ${check.status} allowed=${String(check.allowed)} to the ${crd} ${decision} review`)
+            }
+            const bodyFile = path.join(dir, `${crd}-${decision}.json`)
+            const targetsFile = path.join(dir, `${server}-${crd}-${decision}.targets`)
+            await writeFile(bodyFile, body)
+            await writeFile(targetsFile, `POST ${url}${VALIDATE_PATH}\nContent-Type: application/json\n@${bodyFile}\n`)
+            const big = crd === '1MB'
+            const connections = big ? 4 : 16
+            const common = { server, crd, crdBytes: JSON.stringify(sizedCrd(crdBytes, true)).length, bodyBytes: Buffer.byteLength(body), decision, connections, durationSeconds: o.durationSeconds }
+            // Warm-up, not recorded: JIT, connections, TLS sessions, Fastify's caches.
+            await attack(vegeta, pinned, targetsFile, fixedRate, Math.min(2, o.durationSeconds), connections)
+            o.log(`webhook ${server} ${crd} ${decision}: fixed rate ${fixedRate} req/s for ${o.durationSeconds}s`)
+            cases.push({ ...common, mode: 'fixed', targetRate: fixedRate, ...await attack(vegeta, pinned, targetsFile, fixedRate, o.durationSeconds, connections) })
+            o.log(`webhook ${server} ${crd} ${decision}: saturation, ${connections} connections, for ${o.durationSeconds}s`)
+            cases.push({ ...common, mode: 'saturation', targetRate: null, ...await attack(vegeta, pinned, targetsFile, 0, o.durationSeconds, connections) })
+          }
         }
-        const base: autocannon.Options = {
-          url: `${url}${VALIDATE_PATH}`,
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body,
-          timeout: 10,
-        }
-        // Warm-up: JIT, TLS sessions, Fastify's caches.
-        await cannon({ ...base, connections: 4, duration: Math.min(2, o.durationSeconds) })
-        const big = crd === '1MB'
-        const common = { crd, crdBytes: JSON.stringify(sizedCrd(crdBytes, true)).length, bodyBytes: Buffer.byteLength(body), decision, durationSeconds: o.durationSeconds }
-        o.log(`webhook ${crd} ${decision}: fixed rate ${fixedRate} req/s for ${o.durationSeconds}s`)
-        const p = await paced(`${url}${VALIDATE_PATH}`, body, fixedRate, o.durationSeconds, big ? 8 : 32)
-        cases.push({ ...common, mode: 'fixed', targetRate: fixedRate, connections: p.connections, ...p.stats })
-        const connections = big ? 4 : 16
-        o.log(`webhook ${crd} ${decision}: saturation, ${connections} connections, for ${o.durationSeconds}s`)
-        const r = await cannon({ ...base, connections, duration: o.durationSeconds })
-        cases.push({
-          ...common, mode: 'saturation', targetRate: null, connections,
-          requestsPerSecond: round(r.requests.average, 1)!,
-          p50Ms: round(r.latency.p50, 3)!, p90Ms: round(r.latency.p90, 3)!, p99Ms: round(r.latency.p99, 3)!, maxMs: round(r.latency.max, 3)!,
-          requests: r.requests.total, errors: r.errors, timeouts: r.timeouts, non2xx: r.non2xx,
-        })
+      } finally {
+        child.kill('SIGTERM')
       }
     }
   } finally {
-    child.kill('SIGTERM')
-    if (pinned) spawnSync('taskset', ['-a', '-p', '-c', `0-${Math.max(1, (await import('node:os')).cpus().length - 1)}`, String(process.pid)], { stdio: 'ignore' })
+    await rm(dir, { recursive: true, force: true })
   }
   return { pinned, cases }
-}
-
-type PacedStats = Pick<WebhookCaseResult, 'requestsPerSecond' | 'p50Ms' | 'p90Ms' | 'p99Ms' | 'maxMs' | 'requests' | 'errors' | 'timeouts' | 'non2xx'>
-
-/**
- * Open-loop constant rate: every millisecond, issue the requests that have fallen due
- * (request k is due at start + k/rate), over up to `connections` keep-alive connections.
- * Latency runs from the due time, so a stalled server is not hidden by requests the
- * generator failed to send (no coordinated omission).
- */
-async function paced(url: string, body: string, rate: number, seconds: number, connections: number): Promise<{ connections: number; stats: PacedStats }> {
-  const agent = new Agent({ keepAlive: true, maxSockets: connections, rejectUnauthorized: false })
-  const payload = Buffer.from(body)
-  const headers = { 'content-type': 'application/json', 'content-length': payload.length }
-  interface Tally { latency: LatencyHistogram; errors: number; non2xx: number; done: number }
-  const one = (due: number, t: Tally) => new Promise<void>(resolve => {
-    const req = request(url, { method: 'POST', agent, headers, timeout: 10_000 }, res => {
-      res.on('data', () => {})
-      res.on('end', () => {
-        if ((res.statusCode ?? 0) >= 300) t.non2xx++
-        t.latency.record((performance.now() - due) / 1000)
-        t.done++
-        resolve()
-      })
-    })
-    req.on('timeout', () => req.destroy(new Error('timeout')))
-    req.on('error', () => { t.errors++; resolve() })
-    req.end(payload)
-  })
-  const run = async (durationS: number): Promise<Tally & { elapsedMs: number }> => {
-    const t: Tally = { latency: new LatencyHistogram(), errors: 0, non2xx: 0, done: 0 }
-    const pending: Promise<void>[] = []
-    const start = performance.now()
-    const total = Math.round(rate * durationS)
-    let issued = 0
-    while (issued < total) {
-      const due = Math.min(total, Math.floor(((performance.now() - start) / 1000) * rate) + 1)
-      for (; issued < due; issued++) pending.push(one(start + (issued / rate) * 1000, t))
-      await sleep(1)
-    }
-    await Promise.all(pending)
-    return { ...t, elapsedMs: performance.now() - start }
-  }
-  // One second of warm-up at the same rate, not recorded: sockets, TLS sessions, JIT.
-  await run(Math.min(1, seconds))
-  const { latency, errors, non2xx, done, elapsedMs } = await run(seconds)
-  agent.destroy()
-  const s = latency.summary()
-  return {
-    connections,
-    stats: {
-      requestsPerSecond: round(done / (elapsedMs / 1000), 1)!,
-      p50Ms: round(s.p50Ms, 3)!, p90Ms: round(latency.quantileMs(0.9), 3)!, p99Ms: round(s.p99Ms, 3)!, maxMs: round(s.maxMs, 3)!,
-      requests: done, errors, timeouts: 0, non2xx,
-    },
-  }
 }

@@ -94,14 +94,24 @@ t.test('npm run bench --smoke: every migrator moves every object to v2, proved i
   t.type(result.ratios[0]!.oursBestVsCeiling, 'number')
   t.equal(result.bestConcurrency, 16, 'smoke: no sweep, concurrency 16')
 
-  t.equal(result.webhook?.cases.length, 8, '2 CRD sizes x allowed/denied x fixed/saturation')
-  for (const c of result.webhook?.cases ?? []) {
-    t.ok(c.requestsPerSecond > 0, `webhook ${c.crd} ${c.decision} ${c.mode}: answered`)
-    t.equal(c.non2xx + c.errors, 0, `webhook ${c.crd} ${c.decision} ${c.mode}: no errors`)
+  const cases = result.webhook?.cases ?? []
+  t.equal(cases.filter(c => c.server === 'ours').length, 8, 'ours: 2 CRD sizes x allowed/denied x fixed/saturation')
+  t.equal(cases.filter(c => c.server === 'floor').length, 4, 'floor: 2 CRD sizes x fixed/saturation')
+  for (const c of cases) {
+    t.ok(c.requests > 0 && c.requestsPerSecond > 0, `webhook ${c.server} ${c.crd} ${c.decision} ${c.mode}: answered`)
+    t.equal(c.non2xx + c.errors, 0, `webhook ${c.server} ${c.crd} ${c.decision} ${c.mode}: no errors`)
+    t.ok(c.p50Ms > 0 && c.p50Ms <= c.p99Ms && c.p99Ms <= c.maxMs, `webhook ${c.server} ${c.crd} ${c.decision} ${c.mode}: p50 <= p99 <= max`)
   }
+  t.match(result.targets.at(-1), { name: /^webhook p99/, value: /allowed: .* ms .*denied: .* ms .*\(floor: .* ms\)/ }, 'the webhook target names ours and the floor')
   t.equal(result.targets.length, 5)
 
   const md = await readFile(path.join(out, 'latest.md'), 'utf8')
   t.match(md, /\| objects \| migrator \| settings \| rewrite s \| objects\/s \|/)
   t.match(md, /\| 200 \| ceiling \|/)
+})
+
+t.test('npm run bench -- --help lists the flags', async t => {
+  const r = spawnSync(process.execPath, [path.join(root, 'dist', 'bench', 'main.js'), '--help'], { encoding: 'utf8' })
+  t.equal(r.status, 0)
+  for (const flag of ['--sizes', '--skip-ksvm', '--skip-webhook', '--skip-migrations', '--smoke', '--controlplane-state']) t.match(r.stdout, flag)
 })
