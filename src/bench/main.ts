@@ -276,6 +276,8 @@ function summarize(x: {
       oursDefaultVsCeiling: ratio(find(size, 'ours-default'), find(size, 'ceiling')),
       oursBestVsKsvm: ratio(find(size, 'ours-best'), k),
       oursDefaultVsKsvm: ratio(find(size, 'ours-default'), k),
+      // The most any client could show over KSVM here: the API server's own limit.
+      ceilingVsKsvm: ratio(find(size, 'ceiling'), k),
       ksvmTool: k?.tool ?? null,
     }
   })
@@ -285,7 +287,11 @@ function summarize(x: {
     const ceil = worst(ratios.map(r => r.oursBestVsCeiling))
     targets.push({ name: 'ours (best concurrency) vs ceiling', target: '>= 0.9x', value: ratios.map(r => `${r.size}: ${r.oursBestVsCeiling ?? 'n/a'}x`).join(', '), met: ceil === null ? null : ceil >= 0.9 })
     const vsK = worst(ratios.map(r => r.oursBestVsKsvm))
-    targets.push({ name: 'ours (best) vs KSVM (its fastest config)', target: '>= 3x', value: ratios.map(r => `${r.size}: ${r.oursBestVsKsvm ?? 'n/a'}x`).join(', '), met: vsK === null ? null : vsK >= 3 })
+    targets.push({
+      name: 'ours (best) vs KSVM (its fastest config)', target: '>= 3x',
+      value: ratios.map(r => `${r.size}: ${r.oursBestVsKsvm ?? 'n/a'}x (ceiling: ${r.ceilingVsKsvm ?? 'n/a'}x)`).join(', '),
+      met: vsK === null ? null : vsK >= 3,
+    })
     const lo = sizes.includes(10_000) ? 10_000 : sizes[0]!
     const hi = sizes[sizes.length - 1]!
     for (const tool of ['ours-best', 'ours-default'] as const) {

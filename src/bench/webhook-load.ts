@@ -204,6 +204,7 @@ export async function runWebhookBench(o: WebhookBenchOptions): Promise<{ pinned:
     for (const server of ['ours', 'floor'] as const) {
       const { child, url } = await startServerChild(server, pinned)
       try {
+        let warmedUp = false
         for (const [crd, crdBytes, fixedRate] of [['10KB', 10 * 1024, o.fixedRate10k], ['1MB', 1024 * 1024, o.fixedRate1m]] as const) {
           // The floor decides nothing: one review is enough to price transport and parsing.
           for (const decision of server === 'ours' ? ['allowed', 'denied'] as const : ['allowed'] as const) {
@@ -219,7 +220,11 @@ export async function runWebhookBench(o: WebhookBenchOptions): Promise<{ pinned:
             const big = crd === '1MB'
             const connections = big ? 4 : 16
             const common = { server, crd, crdBytes: JSON.stringify(sizedCrd(crdBytes, true)).length, bodyBytes: Buffer.byteLength(body), decision, connections, durationSeconds: o.durationSeconds }
-            // Warm-up, not recorded: JIT, connections, TLS sessions, Fastify's caches.
+            // Warm-up, not recorded: JIT, connections, TLS sessions, Fastify's caches. The
+            // first case of a fresh process gets a longer one at saturation, or its tail
+            // would carry the optimizing compiler's work and the others' would not.
+            if (!warmedUp) await attack(vegeta, pinned, targetsFile, 0, Math.min(3, o.durationSeconds), connections)
+            warmedUp = true
             await attack(vegeta, pinned, targetsFile, fixedRate, Math.min(2, o.durationSeconds), connections)
             o.log(`webhook ${server} ${crd} ${decision}: fixed rate ${fixedRate} req/s for ${o.durationSeconds}s`)
             cases.push({ ...common, mode: 'fixed', targetRate: fixedRate, ...await attack(vegeta, pinned, targetsFile, fixedRate, o.durationSeconds, connections) })
