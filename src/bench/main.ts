@@ -31,24 +31,32 @@ const KSVM_UNTHROTTLED = { qps: 100_000, burst: 100_000 }
 /** The flags of KSVM's own manifests/migrator.yaml Deployment. */
 const KSVM_MANIFEST = { qps: 40, burst: 1000 }
 
-const { values: flags } = parseArgs({
-  options: {
-    sizes: { type: 'string' },
-    out: { type: 'string', default: 'bench/results' },
-    'skip-ksvm': { type: 'boolean', default: false },
-    'skip-webhook': { type: 'boolean', default: false },
-    smoke: { type: 'boolean', default: false },
-    sweep: { type: 'string' },
-    'controlplane-state': { type: 'string' },
-    'ksvm-if-cached': { type: 'boolean', default: false },
-    'ksvm-manifest-max': { type: 'string' },
-    'ksvm-default-max': { type: 'string' },
-    'webhook-seconds': { type: 'string' },
-    'skip-migrations': { type: 'boolean', default: false },
-    help: { type: 'boolean', short: 'h', default: false },
-  },
-  strict: true,
-})
+const BENCH_OPTIONS = {
+  sizes: { type: 'string' },
+  out: { type: 'string', default: 'bench/results' },
+  'skip-ksvm': { type: 'boolean', default: false },
+  'skip-webhook': { type: 'boolean', default: false },
+  smoke: { type: 'boolean', default: false },
+  sweep: { type: 'string' },
+  'controlplane-state': { type: 'string' },
+  'ksvm-if-cached': { type: 'boolean', default: false },
+  'ksvm-manifest-max': { type: 'string' },
+  'ksvm-default-max': { type: 'string' },
+  'webhook-seconds': { type: 'string' },
+  'skip-migrations': { type: 'boolean', default: false },
+  'child-node-options': { type: 'string' },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const
+
+function parseFlags() {
+  try {
+    return parseArgs({ options: BENCH_OPTIONS, strict: true }).values
+  } catch (err) {
+    process.stderr.write(`bench: ${(err as Error).message}\nSee: node dist/bench/main.js --help\n`)
+    process.exit(2)
+  }
+}
+const flags = parseFlags()
 
 const USAGE = `Usage: npm run bench -- [flags]   (or: node dist/bench/main.js [flags])
 
@@ -67,6 +75,8 @@ vegeta, and writes <out>/latest.json and <out>/latest.md.
   --webhook-seconds S        seconds per webhook case (default 10; --smoke: 1)
   --skip-migrations          only the webhook load test (no control plane)
   --controlplane-state FILE  use a running control plane (npm run cluster) instead of starting one
+  --child-node-options=FLAGS node flags for the ours and ceiling processes, e.g.
+                             --child-node-options=--max-old-space-size=128 (note the =)
   --smoke                    the small sizes npm test runs
   -h, --help                 this text
 `
@@ -82,10 +92,11 @@ const ksvmManifestMax = Number(flags['ksvm-manifest-max'] ?? (smoke ? 0 : 10_000
 const ksvmDefaultMax = Number(flags['ksvm-default-max'] ?? (smoke ? 0 : 1000))
 const webhookSeconds = Number(flags['webhook-seconds'] ?? (smoke ? 1 : 10))
 const outDir = path.resolve(flags.out!)
+const childNodeOptions = (flags['child-node-options'] ?? '').split(/\s+/).filter(Boolean)
 
 function runChild<T>(mode: 'ours' | 'ceiling', input: unknown, timeoutMs: number): Promise<T> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CHILD_JS, mode, JSON.stringify(input)], { stdio: ['ignore', 'pipe', 'inherit'] })
+    const child = spawn(process.execPath, [...childNodeOptions, CHILD_JS, mode, JSON.stringify(input)], { stdio: ['ignore', 'pipe', 'inherit'] })
     let out = ''
     child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d))
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
@@ -287,7 +298,7 @@ function summarize(x: {
     const ceil = worst(ratios.map(r => r.oursBestVsCeiling))
     targets.push({ name: 'ours (best concurrency) vs ceiling', target: '>= 0.9x', value: ratios.map(r => `${r.size}: ${r.oursBestVsCeiling ?? 'n/a'}x`).join(', '), met: ceil === null ? null : ceil >= 0.9 })
     const vsK = worst(ratios.map(r => r.oursBestVsKsvm))
-    targets.push({
+    if (x.migrations.some(m => m.tool.startsWith('ksvm'))) targets.push({
       name: 'ours (best) vs KSVM (its fastest config)', target: '>= 3x',
       value: ratios.map(r => `${r.size}: ${r.oursBestVsKsvm ?? 'n/a'}x (ceiling: ${r.ceilingVsKsvm ?? 'n/a'}x)`).join(', '),
       met: vsK === null ? null : vsK >= 3,
@@ -305,7 +316,7 @@ function summarize(x: {
   const floor = x.webhook?.cases.find(c => c.crd === '10KB' && c.mode === 'fixed' && c.server === 'floor')
   const p99 = hook.length ? Math.max(...hook.map(c => c.p99Ms)) : null
   const hookValue = hook.map(c => `${c.decision}: ${c.p99Ms} ms at ${Math.round(c.requestsPerSecond)} req/s`).join(', ')
-  targets.push({
+  if (x.webhook) targets.push({
     name: `webhook p99 at ${hook[0]?.targetRate ?? 2000} req/s, 10 KB CRD`, target: '< 2 ms',
     value: hookValue ? `${hookValue}${floor ? ` (floor: ${floor.p99Ms} ms)` : ''}` : 'n/a',
     met: p99 === null ? null : p99 < 2,
@@ -317,6 +328,7 @@ function summarize(x: {
     finishedAt: new Date().toISOString(),
     command: `node dist/bench/main.js ${process.argv.slice(2).join(' ')}`.trim(),
     smoke,
+    childNodeOptions,
     machine: x.machine,
     loadAverage: { before: x.before, after: loadAverage() },
     sizes,

@@ -42,6 +42,8 @@ export interface BenchResult {
   finishedAt: string
   command: string
   smoke: boolean
+  /** Node flags the ours and ceiling processes ran with (--child-node-options). */
+  childNodeOptions: string[]
   machine: MachineInfo
   loadAverage: { before: number[]; after: number[] }
   sizes: number[]
@@ -62,7 +64,8 @@ export function renderMarkdown(r: BenchResult): string {
   const m = r.machine
   const lines: string[] = []
   lines.push(`Machine: ${m.cpuModel}, ${m.cores} cores, ${m.memoryGb} GB RAM, ${m.os}; Node ${m.node}; kube-apiserver ${m.kubeVersion ?? '?'} + etcd ${m.etcdVersion ?? '?'} (local, loopback, same machine). ` +
-    `Load average before/after: ${r.loadAverage.before.join(' ')} / ${r.loadAverage.after.join(' ')}. Run ${r.startedAt}${r.smoke ? ' (smoke sizes)' : ''}.`)
+    `Load average before/after: ${r.loadAverage.before.join(' ')} / ${r.loadAverage.after.join(' ')}. Run ${r.startedAt}${r.smoke ? ' (smoke sizes)' : ''}.` +
+    (r.childNodeOptions.length ? ` Ours and the ceiling ran with node ${r.childNodeOptions.join(' ')}.` : ''))
   if (r.migrations.length) {
     lines.push('')
     lines.push('| objects | migrator | settings | rewrite s | objects/s | p50 ms | p99 ms | peak RSS MB | client CPU ms / 1k obj | failed | whole run s | etcd: all at v2 |')
