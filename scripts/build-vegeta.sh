@@ -6,8 +6,7 @@
 # Safe to run concurrently: a lock file makes every caller after the first wait for the
 # first build and then reuse it.
 #
-# Usage: scripts/build-vegeta.sh [--check]
-#   --check: build nothing; exit 0 (printing the path) when the build is cached, else 4.
+# Usage: scripts/build-vegeta.sh
 #   prints one line on stdout:  vegeta=<path of the vegeta binary>
 # Env:   VEGETA_VERSION overrides the pin; CRD_MIGRATOR_CACHE the cache root.
 set -euo pipefail
@@ -24,7 +23,6 @@ have_all() { [ -x "$out_dir/vegeta" ]; }
 report() { echo "vegeta=$out_dir/vegeta"; }
 
 if have_all; then report; exit 0; fi
-if [ "${1:-}" = "--check" ]; then log "not built yet: $out_dir"; exit 4; fi
 
 require_go "to build vegeta from its Go module (or run the bench with --skip-webhook)"
 take_build_lock "$cache_root/tools/.vegeta-build.lock" "vegeta"

@@ -145,21 +145,31 @@ async function ceiling(input: CeilingOptions): Promise<CeilingChildOutput> {
   }
 }
 
-/** The real webhook server, at the production log level, on a free loopback port. */
-async function webhook(): Promise<void> {
+/** A development certificate pair for 127.0.0.1 in a fresh temporary directory. */
+async function loopbackCertificates(prefix: string) {
   const { generateDevCertificates } = await import('../devcerts/devcerts.js')
-  const { startWebhookServer } = await import('../webhook/server.js')
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'crd-migrator-bench-webhook-'))
-  const certs = await generateDevCertificates(dir, { extraHosts: ['127.0.0.1'] })
-  const server = await startWebhookServer({ certFile: certs.certFile, keyFile: certs.keyFile, host: '127.0.0.1', port: 0, logLevel: 'info' })
+  const dir = await mkdtemp(path.join(os.tmpdir(), prefix))
+  return { dir, ...await generateDevCertificates(dir, { extraHosts: ['127.0.0.1'] }) }
+}
+
+/** Tells the parent where we listen, and on SIGTERM or a lost parent closes, cleans up and exits. */
+function serveUntilTold(url: string, caCertFile: string, dir: string, close: () => Promise<void> | void): void {
   const stop = async () => {
-    await server.close()
+    await close()
     await rm(dir, { recursive: true, force: true })
     process.exit(0)
   }
   process.on('SIGTERM', () => void stop())
   process.on('disconnect', () => void stop())
-  process.send?.({ url: server.url, caCertFile: certs.caCertFile })
+  process.send?.({ url, caCertFile })
+}
+
+/** The real webhook server, at the production log level, on a free loopback port. */
+async function webhook(): Promise<void> {
+  const { startWebhookServer } = await import('../webhook/server.js')
+  const certs = await loopbackCertificates('crd-migrator-bench-webhook-')
+  const server = await startWebhookServer({ certFile: certs.certFile, keyFile: certs.keyFile, host: '127.0.0.1', port: 0, logLevel: 'info' })
+  serveUntilTold(server.url, certs.caCertFile, certs.dir, () => server.close())
 }
 
 /**
@@ -170,9 +180,7 @@ async function webhook(): Promise<void> {
 async function webhookFloor(): Promise<void> {
   const { createServer } = await import('node:https')
   const { readFile } = await import('node:fs/promises')
-  const { generateDevCertificates } = await import('../devcerts/devcerts.js')
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'crd-migrator-bench-floor-'))
-  const certs = await generateDevCertificates(dir, { extraHosts: ['127.0.0.1'] })
+  const certs = await loopbackCertificates('crd-migrator-bench-floor-')
   const server = createServer({ cert: await readFile(certs.certFile), key: await readFile(certs.keyFile), minVersion: 'TLSv1.2' }, (req, res) => {
     const chunks: Buffer[] = []
     req.on('data', (c: Buffer) => chunks.push(c))
@@ -190,16 +198,11 @@ async function webhookFloor(): Promise<void> {
   })
   server.keepAliveTimeout = 120_000
   await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
-  const stop = async () => {
+  const { port } = server.address() as { port: number }
+  serveUntilTold(`https://127.0.0.1:${port}`, certs.caCertFile, certs.dir, () => {
     server.close()
     server.closeAllConnections()
-    await rm(dir, { recursive: true, force: true })
-    process.exit(0)
-  }
-  process.on('SIGTERM', () => void stop())
-  process.on('disconnect', () => void stop())
-  const { port } = server.address() as { port: number }
-  process.send?.({ url: `https://127.0.0.1:${port}`, caCertFile: certs.caCertFile })
+  })
 }
 
 const [mode, arg] = process.argv.slice(2)
