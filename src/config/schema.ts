@@ -62,6 +62,11 @@ export const ConfigSchema = z.strictObject({
     skipPhases: z.array(PhaseName).default([]),
     /** Also move managedFields of served non-storage versions to the storage version. */
     rewriteServedManagedFields: z.boolean().default(false),
+    /**
+     * File holding the key that seals checkpoints (at least 16 bytes); a resumed run trusts
+     * only checkpoints sealed with it. Unset: a file in $XDG_STATE_HOME/crd-migrator.
+     */
+    stateKeyFile: z.string().min(1).optional(),
     /** How often every selected CRD is looked at again, besides watch events. */
     resyncSeconds: z.number().min(1).default(600),
     /** Per-CRD options, by CRD name. */

@@ -5,18 +5,23 @@
  * through the development CA.
  *
  * Why it looks like this:
- * - rules: UPDATE of apiextensions.k8s.io/v1 customresourcedefinitions, the one
- *   operation KEP-2855 freezes; matchPolicy: Equivalent so a request through another
- *   served version still reaches us, converted to v1.
- * - matchConditions (CEL, GA in Kubernetes 1.30, beta and on by default since 1.28):
- *   the API server calls us only when the old or the new object carries the migrating
- *   annotation. A webhook that is down therefore blocks updates of CRDs under migration
- *   only, which also breaks KEP-2855's cert-manager cycle: cert-manager's own CRDs can be
- *   upgraded whenever they are not being migrated, even if our certificate expired.
- *   `object` is null for DELETE and `oldObject` is null for CREATE, so both sides are
- *   guarded with `!= null`: CEL's && and || absorb an error on one side when the other
- *   decides, but the guard keeps the expression error-free if an operator adds
- *   CREATE/DELETE to the rules (an error under failurePolicy: Fail rejects the request).
+ * - rules: CREATE, UPDATE and DELETE of apiextensions.k8s.io/v1
+ *   customresourcedefinitions, and UPDATE of their /status: the CRD status strategy keeps
+ *   metadata from the new object, so annotations (the freeze itself) can be changed
+ *   through /status, and status.storedVersions only there. DELETE of a frozen CRD would
+ *   delete its custom resources mid-migration; CREATE could carry forged state.
+ *   matchPolicy: Equivalent so a request through another served version still reaches
+ *   us, converted to v1.
+ * - matchConditions (CEL, GA in Kubernetes 1.30): the API server calls us only when the
+ *   old or the new object carries the migrating annotation, or the request sets or
+ *   changes one of the migrator's state annotations (`crd-migrator.io/*`). A webhook that
+ *   is down therefore blocks only CRDs under migration and forged state, which also
+ *   breaks KEP-2855's cert-manager cycle: cert-manager's own CRDs can be upgraded
+ *   whenever they are not being migrated, even if our certificate expired. Removing
+ *   state annotations of a CRD that is not frozen is not sent (the webhook allows it, so
+ *   installers that replace whole CRDs do not depend on the webhook). `object` is null
+ *   for DELETE and `oldObject` is null for CREATE, so both sides are guarded with
+ *   `!= null`: an error under failurePolicy: Fail rejects the request.
  * - a second matchCondition skips the webhook for the migrator's own identities
  *   (migratorUsers, migratorGroups: those of the webhook's policy). The webhook would
  *   allow everything they do except moving storage, which the migrator never does, and
@@ -24,6 +29,9 @@
  *   going through the webhook made the migrator's progress writes and its final unfreeze
  *   fail whenever the webhook was down (failurePolicy: Fail), leaving the CRD frozen
  *   exactly when nobody could lift the freeze. Skipped, the migrator can always finish.
+ *   A ServiceAccount username is skipped only with a ServiceAccount token's credential
+ *   id (config/identities.ts): a client certificate named like it goes to the webhook,
+ *   which refuses it the same way.
  * - failurePolicy: Fail: a freeze that lets changes through when the webhook is down is
  *   no freeze. timeoutSeconds: 5: a decision takes microseconds; a slow answer means a
  *   sick webhook, and the user should get the error quickly.
@@ -31,7 +39,8 @@
 import { readFile, writeFile, mkdir } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { stringify } from 'yaml'
-import { DEFAULT_MIGRATING_ANNOTATION, DEFAULT_MIGRATOR_USERS } from '../config/annotations.js'
+import { DEFAULT_MIGRATING_ANNOTATION, DEFAULT_MIGRATOR_USERS, STATE_PREFIX } from '../config/annotations.js'
+import { CREDENTIAL_ID_EXTRA, isServiceAccountUsername, SERVICE_ACCOUNT_CREDENTIAL_PREFIX } from '../config/identities.js'
 
 export const DEFAULT_WEBHOOK_CONFIGURATION_NAME = 'crd-migrator.crd-migrator.io'
 export const WEBHOOK_NAME = 'storage-freeze.crd-migrator.io'
@@ -104,11 +113,20 @@ export interface ValidatingWebhookConfiguration {
 /** Annotation keys are DNS-prefix/name; anything else could break out of the CEL string literal. */
 const ANNOTATION_KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/
 
-export function migratingAnnotationMatchExpression(annotationKey: string): string {
+/**
+ * True when the old or the new object carries the migrating annotation, or the new object
+ * sets or changes a state annotation (a key under STATE_PREFIX whose value differs from
+ * the old object's, or that the old object lacks).
+ */
+export function migrationStateMatchExpression(annotationKey: string): string {
   if (!ANNOTATION_KEY.test(annotationKey)) throw new Error(`not a valid annotation key: ${JSON.stringify(annotationKey)}`)
   const carries = (variable: string) =>
     `(${variable} != null && has(${variable}.metadata.annotations) && '${annotationKey}' in ${variable}.metadata.annotations)`
-  return `${carries('object')} || ${carries('oldObject')}`
+  const setsState =
+    `(object != null && has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.startsWith('${STATE_PREFIX}') && ` +
+    `(oldObject == null || !has(oldObject.metadata.annotations) || !(k in oldObject.metadata.annotations) || ` +
+    `oldObject.metadata.annotations[k] != object.metadata.annotations[k])))`
+  return `${carries('object')} || ${carries('oldObject')} || ${setsState}`
 }
 
 /**
@@ -123,14 +141,24 @@ export function celString(value: string): string {
 const celList = (values: readonly string[]) => `[${values.map(celString).join(',')}]`
 
 /**
- * True unless the request comes from a migrator identity. Empty lists are left out (an
- * empty list would be a no-op term; leaving it out keeps the expression short).
+ * True unless the request comes from a migrator identity: a listed username (a
+ * ServiceAccount name only with a ServiceAccount token's credential id) or a member of a
+ * listed group. Empty lists are left out (an empty list would be a no-op term).
  */
 export function notMigratorMatchExpression(migratorUsers: readonly string[], migratorGroups: readonly string[]): string | undefined {
+  const serviceAccounts = migratorUsers.filter(isServiceAccountUsername)
+  const others = migratorUsers.filter(u => !isServiceAccountUsername(u))
   const terms: string[] = []
-  if (migratorUsers.length > 0) terms.push(`!(request.userInfo.username in ${celList(migratorUsers)})`)
-  if (migratorGroups.length > 0) terms.push(`!request.userInfo.groups.exists(g, g in ${celList(migratorGroups)})`)
-  return terms.length > 0 ? terms.join(' && ') : undefined
+  if (others.length > 0) terms.push(`request.userInfo.username in ${celList(others)}`)
+  if (serviceAccounts.length > 0) {
+    const extra = `request.userInfo.extra[${celString(CREDENTIAL_ID_EXTRA)}]`
+    terms.push(
+      `(request.userInfo.username in ${celList(serviceAccounts)} && has(request.userInfo.extra) && ` +
+      `${celString(CREDENTIAL_ID_EXTRA)} in request.userInfo.extra && ${extra}.exists(c, c.startsWith(${celString(SERVICE_ACCOUNT_CREDENTIAL_PREFIX)})))`,
+    )
+  }
+  if (migratorGroups.length > 0) terms.push(`request.userInfo.groups.exists(g, g in ${celList(migratorGroups)})`)
+  return terms.length > 0 ? `!(${terms.join(' || ')})` : undefined
 }
 
 export function renderWebhookConfiguration(options: WebhookConfigurationOptions): ValidatingWebhookConfiguration {
@@ -175,13 +203,20 @@ export function renderWebhookConfiguration(options: WebhookConfigurationOptions)
           {
             apiGroups: ['apiextensions.k8s.io'],
             apiVersions: ['v1'],
-            operations: ['UPDATE'],
+            operations: ['CREATE', 'UPDATE', 'DELETE'],
             resources: ['customresourcedefinitions'],
+            scope: 'Cluster',
+          },
+          {
+            apiGroups: ['apiextensions.k8s.io'],
+            apiVersions: ['v1'],
+            operations: ['UPDATE'],
+            resources: ['customresourcedefinitions/status'],
             scope: 'Cluster',
           },
         ],
         matchConditions: [
-          { name: 'carries-migrating-annotation', expression: migratingAnnotationMatchExpression(annotationKey) },
+          { name: 'migration-state-involved', expression: migrationStateMatchExpression(annotationKey) },
           ...(notMigrator ? [{ name: 'not-the-migrator', expression: notMigrator }] : []),
         ],
       },

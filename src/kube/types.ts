@@ -17,6 +17,7 @@ export interface ObjectMeta {
   resourceVersion?: string
   generation?: number
   creationTimestamp?: string
+  deletionTimestamp?: string
   labels?: Record<string, string>
   annotations?: Record<string, string>
   managedFields?: ManagedFieldsEntry[]
@@ -71,6 +72,6 @@ export interface CustomResourceDefinition {
   status?: {
     storedVersions?: string[]
     conditions?: CrdCondition[]
-    acceptedNames?: unknown
+    acceptedNames?: { plural?: string; kind?: string; shortNames?: string[]; categories?: string[] }
   }
 }

@@ -2,38 +2,46 @@
  * The storage-freeze decision of KEP-2855, as a pure function: no I/O, no clock, no
  * logging, so every rule can be pinned down by a table of cases.
  *
- * Decisions taken here (the issue leaves them open):
+ * Rules, and why:
  * - The freeze is keyed on the OLD object: a CRD is frozen when the object as stored
- *   carries the migrating annotation with exactly the migrating value. A request that
- *   sets the annotation and flips storage in one go is judged by the annotation guard
- *   only (the migrator never does that; anyone else is denied by the guard anyway).
+ *   carries the migrating annotation with exactly the migrating value. So "remove the
+ *   annotation and move storage" in one request is judged as a storage change on a
+ *   frozen CRD.
+ * - The freeze holds for everyone (KEP-2855: no storage change "if the CRD includes the
+ *   annotation"). Moving storage or deleting a frozen CRD is refused to every identity,
+ *   break-glass groups included: an upgrade applied by an administrator mid-migration is
+ *   the accident the freeze exists for. Break-glass users keep the power to remove the
+ *   annotation, a deliberate and audited first step, and the refusal tells them so.
  * - Storage changes are compared as the SET of version names with `storage: true`, so a
  *   reordering of spec.versions is not a change, while a flag flipped, a storage
  *   version added (alone or with a new version) or removed is.
- * - Migrator identities may set, change and remove the annotation but are subject to
- *   the storage freeze like everyone else: the migrator itself never flips storage, so
- *   a migrator identity doing so is a bug or a stolen token.
- * - Break-glass groups may do anything; the decision is still "allowed" but carries the
- *   reason `break-glass-override` and a warning so the override shows up in logs, in
- *   kubectl output and (via auditAnnotations) in the audit log.
- * - CREATE carrying the annotation (any value) is treated as setting it: guarded.
- * - DELETE of a frozen CRD is denied except for break-glass groups, because deleting a
- *   CRD deletes every custom resource of it, mid-migration. Not even the migrator may:
- *   it never deletes CRDs. The shipped webhook configuration registers UPDATE only;
- *   these CREATE/DELETE rules apply once an operator adds those operations.
+ * - Requests through /status are judged like the others: the API server's CRD status
+ *   strategy keeps metadata from the NEW object, so annotations sent there are saved.
+ *   The spec is reset from the old object there, so storage cannot move through /status.
+ * - While frozen, status.storedVersions may be changed by the migrator (it narrows them
+ *   before it lifts the freeze) and break-glass groups (who may lift the freeze anyway;
+ *   warned and audited), nobody else: a status-only patcher narrowing them mid-run would
+ *   declare old-version objects gone. The API server's own condition writes keep
+ *   storedVersions as they are and pass.
+ * - The `crd-migrator.io/*` annotations are the migrator's state. Anyone but the migrator
+ *   and break-glass is refused setting or changing one, at all times: forged results or
+ *   checkpoints must not reach `status` or a resumed run. Removing them is refused while
+ *   the CRD is frozen (a resumed run reads them) and allowed otherwise, so installers
+ *   that replace a whole CRD object (PUT) keep working between migrations.
+ * - Migrator identities may set, change and remove the annotations but are subject to
+ *   the storage freeze like everyone else: the migrator never flips storage, so a
+ *   migrator identity doing so is a bug or a stolen token. A ServiceAccount name counts
+ *   as the migrator only with a ServiceAccount token's proof (config/identities.ts).
+ * - CREATE carrying the migrating annotation or a state annotation is treated as
+ *   setting it: guarded.
  * - A review that cannot be judged (UPDATE without oldObject, an object that is not an
- *   object, a malformed spec.versions on a frozen CRD) is denied: the webhook exists to
- *   fail closed, and the API server never sends such a review for a valid CRD.
- * - While a CRD is frozen, the annotations a resumed run trusts (owner, heartbeat,
- *   checkpoint, target-storage-version, frozen-generation) are guarded like the freeze
- *   itself: a checkpoint moved forward by hand would make the next run skip objects still
- *   stored in an old version and narrow storedVersions over them; an owner removed would
- *   turn the freeze into a "foreign" one that is never lifted.
- * - So is an object whose freeze marker cannot be read: metadata missing or not an object,
- *   metadata.annotations not an object, or the migrating annotation not a string. Such an
- *   object may or may not be frozen; guessing "not frozen" would let a storage change
- *   through (found by test/integration/fuzz-webhook.test.ts). Annotation values are
- *   strings in every object the API server stores, so no real review is refused by this.
+ *   object, a malformed spec.versions or status.storedVersions on a frozen CRD, a freeze
+ *   marker that cannot be read) is denied, break-glass included: the webhook exists to
+ *   fail closed, and the API server never sends such a review for a valid CRD. Annotation
+ *   values are strings in every object the API server stores, so no real review is
+ *   refused for that (found by test/integration/fuzz-webhook.test.ts).
+ * - Names from the request are shortened in messages: a CRD name is at most 253
+ *   characters, and a longer one must not make the answer or the log grow with it.
  */
 import {
   DEFAULT_BREAK_GLASS_GROUPS,
@@ -41,8 +49,8 @@ import {
   DEFAULT_MIGRATOR_USERS,
   MIGRATING_VALUE,
   STATE_PREFIX,
-  StateAnnotation,
 } from '../config/annotations.js'
+import { isListedUser, type UserIdentity } from '../config/identities.js'
 
 export interface AdmissionPolicy {
   migratingAnnotation: string
@@ -66,6 +74,7 @@ export type AdmissionOperation = (typeof ADMISSION_OPERATIONS)[number]
 /** Closed set, used as the `reason` label of crd_migrator_admission_denials_total. */
 export const DENIAL_REASONS = [
   'storage-version-frozen',
+  'stored-versions-frozen',
   'annotation-guarded',
   'delete-frozen',
   'malformed-object',
@@ -77,6 +86,9 @@ export function isDenialReason(reason: string): reason is DenialReason {
   return (DENIAL_REASONS as readonly string[]).includes(reason)
 }
 
+/** What break-glass groups may still do, with a warning: lift or repair the freeze. Never: move storage, delete. */
+const BREAK_GLASS_MAY_OVERRIDE: ReadonlySet<DenialReason> = new Set(['annotation-guarded', 'stored-versions-frozen'])
+
 export const ALLOW_REASONS = ['allowed', 'break-glass-override', 'unexpected-resource'] as const
 export type AllowReason = (typeof ALLOW_REASONS)[number]
 
@@ -86,7 +98,9 @@ export interface AdmissionInput {
   operation: AdmissionOperation
   /** request.name; for CRDs always set by the API server. */
   name?: string
-  userInfo: { username: string; groups: readonly string[] }
+  /** request.subResource: 'status' for writes through /status, else absent. */
+  subResource?: string
+  userInfo: UserIdentity
   /** The new object; null/absent on DELETE. */
   object?: unknown
   /** The stored object; null/absent on CREATE. */
@@ -115,20 +129,24 @@ function isObject(value: unknown): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
+/** Longest name put into a message: a CRD name is a DNS subdomain (253), a username has no limit. */
+const MAX_NAME_IN_MESSAGE = 253
+
 export function decideAdmission(input: AdmissionInput, policy: AdmissionPolicy): AdmissionDecision {
-  const crdName = crdNameOf(input) ?? '(unnamed)'
+  const crdName = shorten(crdNameOf(input) ?? '(unnamed)')
   const identity = classifyIdentity(input.userInfo, policy)
+  const ctx: DecisionContext = { crdName, identity, policy, user: input.userInfo }
 
   let violations: Violation[]
   switch (input.operation) {
     case 'UPDATE':
-      violations = updateViolations(input, crdName, identity, policy)
+      violations = updateViolations(input, ctx)
       break
     case 'CREATE':
-      violations = createViolations(input, crdName, identity, policy)
+      violations = createViolations(input, ctx)
       break
     case 'DELETE':
-      violations = deleteViolations(input, crdName, policy)
+      violations = deleteViolations(input, ctx)
       break
     default:
       // CONNECT does not exist for CRDs; nothing to freeze.
@@ -137,11 +155,10 @@ export function decideAdmission(input: AdmissionInput, policy: AdmissionPolicy):
 
   const first = violations[0]
   if (first === undefined) return { allowed: true, reason: 'allowed' }
-
-  const message = violations.map((v) => v.message).join(' Also: ')
-  // Break-glass overrides policy, never a malformed review: with no object to look at
-  // there is nothing to override.
-  if (identity.breakGlass && first.reason !== 'malformed-object') {
+  // Break-glass overrides the guards of the freeze's bookkeeping, never the freeze
+  // itself and never a malformed review (with no object to look at there is nothing to
+  // override).
+  if (identity.breakGlass && violations.every((v) => BREAK_GLASS_MAY_OVERRIDE.has(v.reason))) {
     return {
       allowed: true,
       reason: 'break-glass-override',
@@ -150,11 +167,13 @@ export function decideAdmission(input: AdmissionInput, policy: AdmissionPolicy):
       ],
     }
   }
+  const shown = identity.breakGlass ? violations.filter((v) => !BREAK_GLASS_MAY_OVERRIDE.has(v.reason)) : violations
+  const main = shown[0] ?? first
   return {
     allowed: false,
-    reason: first.reason,
-    message,
-    code: first.reason === 'malformed-object' ? 400 : 403,
+    reason: main.reason,
+    message: shown.map((v) => v.message).join(' Also: '),
+    code: main.reason === 'malformed-object' ? 400 : 403,
   }
 }
 
@@ -163,20 +182,23 @@ interface Identity {
   breakGlass: boolean
 }
 
-function classifyIdentity(user: AdmissionInput['userInfo'], policy: AdmissionPolicy): Identity {
+interface DecisionContext {
+  crdName: string
+  identity: Identity
+  policy: AdmissionPolicy
+  user: UserIdentity
+}
+
+function classifyIdentity(user: UserIdentity, policy: AdmissionPolicy): Identity {
   const inAny = (groups: readonly string[]) => user.groups.some((g) => groups.includes(g))
   return {
-    migrator: policy.migratorUsers.includes(user.username) || inAny(policy.migratorGroups),
+    migrator: isListedUser(user, policy.migratorUsers) || inAny(policy.migratorGroups),
     breakGlass: inAny(policy.breakGlassGroups),
   }
 }
 
-function updateViolations(
-  input: AdmissionInput,
-  crdName: string,
-  identity: Identity,
-  policy: AdmissionPolicy,
-): Violation[] {
+function updateViolations(input: AdmissionInput, ctx: DecisionContext): Violation[] {
+  const { crdName, policy } = ctx
   const shape =
     requireObject(input.object, 'object', 'UPDATE', crdName) ??
     requireObject(input.oldObject, 'oldObject', 'UPDATE', crdName) ??
@@ -185,39 +207,43 @@ function updateViolations(
   if (shape) return [shape]
   const object = input.object as JsonObject
   const oldObject = input.oldObject as JsonObject
+  const frozen = isFrozen(oldObject, policy)
 
   const violations: Violation[] = []
-  if (isFrozen(oldObject, policy)) {
-    const storage = storageViolation(oldObject, object, crdName, policy)
+  if (frozen) {
+    const storage = storageViolation(oldObject, object, ctx)
     if (storage) violations.push(storage)
+    if (!ctx.identity.migrator) {
+      const stored = storedVersionsViolation(oldObject, object, input.subResource, ctx)
+      if (stored) violations.push(stored)
+    }
   }
+  if (ctx.identity.migrator) return violations
   const oldValue = annotationValue(oldObject, policy.migratingAnnotation)
   const newValue = annotationValue(object, policy.migratingAnnotation)
-  if (!sameValue(oldValue, newValue) && !identity.migrator) {
-    violations.push(guardViolation(oldValue, newValue, crdName, input.userInfo, policy))
-  }
-  if (isFrozen(oldObject, policy) && !identity.migrator) {
-    const changed = RESUME_STATE_ANNOTATIONS.filter((key) => !sameValue(annotationValue(oldObject, key), annotationValue(object, key)))
-    if (changed.length > 0) violations.push(stateViolation(changed, crdName, input.userInfo, policy))
-  }
+  if (!sameValue(oldValue, newValue)) violations.push(guardViolation(oldValue, newValue, ctx))
+  const state = stateViolation(oldObject, object, frozen, ctx)
+  if (state) violations.push(state)
   return violations
 }
 
-function createViolations(
-  input: AdmissionInput,
-  crdName: string,
-  identity: Identity,
-  policy: AdmissionPolicy,
-): Violation[] {
+function createViolations(input: AdmissionInput, ctx: DecisionContext): Violation[] {
+  const { crdName, policy } = ctx
   const shape = requireObject(input.object, 'object', 'CREATE', crdName) ??
     unreadableMarker(input.object as JsonObject, 'object', crdName, policy)
   if (shape) return [shape]
-  const value = annotationValue(input.object as JsonObject, policy.migratingAnnotation)
-  if (value === undefined || identity.migrator) return []
-  return [guardViolation(undefined, value, crdName, input.userInfo, policy)]
+  if (ctx.identity.migrator) return []
+  const object = input.object as JsonObject
+  const violations: Violation[] = []
+  const value = annotationValue(object, policy.migratingAnnotation)
+  if (value !== undefined) violations.push(guardViolation(undefined, value, ctx))
+  const state = stateViolation({}, object, false, ctx)
+  if (state) violations.push(state)
+  return violations
 }
 
-function deleteViolations(input: AdmissionInput, crdName: string, policy: AdmissionPolicy): Violation[] {
+function deleteViolations(input: AdmissionInput, ctx: DecisionContext): Violation[] {
+  const { crdName, policy } = ctx
   const shape = requireObject(input.oldObject, 'oldObject', 'DELETE', crdName) ??
     unreadableMarker(input.oldObject as JsonObject, 'oldObject', crdName, policy)
   if (shape) return [shape]
@@ -229,29 +255,18 @@ function deleteViolations(input: AdmissionInput, crdName: string, policy: Admiss
       message:
         `CustomResourceDefinition "${crdName}" is frozen for a storage version migration ` +
         `(annotation ${policy.migratingAnnotation}="${policy.migratingValue}"); deleting it now ` +
-        `would delete all of its custom resources mid-migration. ${whatToDo(crdName)} ` +
-        `Only ${describeGroups('break-glass groups', policy.breakGlassGroups)} may delete a frozen CRD.`,
+        `would delete all of its custom resources mid-migration, and nobody may. ${whatToDo(ctx)}`,
     },
   ]
 }
 
-function storageViolation(
-  oldObject: JsonObject,
-  object: JsonObject,
-  crdName: string,
-  policy: AdmissionPolicy,
-): Violation | undefined {
+function storageViolation(oldObject: JsonObject, object: JsonObject, ctx: DecisionContext): Violation | undefined {
+  const { crdName, policy } = ctx
   const before = storageVersions(oldObject)
   const after = storageVersions(object)
   if (typeof before === 'string' || typeof after === 'string') {
     const problem = typeof before === 'string' ? `oldObject ${before}` : `object ${after}`
-    return {
-      reason: 'malformed-object',
-      summary: `unreadable storage versions of frozen CRD ${crdName}`,
-      message:
-        `CustomResourceDefinition "${crdName}" is frozen for a storage version migration but its ` +
-        `${problem}, so the storage version cannot be checked; refusing the update.`,
-    }
+    return malformedFrozen(crdName, problem, 'storage versions')
   }
   if (sameSet(before, after)) return undefined
   return {
@@ -261,44 +276,68 @@ function storageViolation(
       `CustomResourceDefinition "${crdName}" is frozen for a storage version migration ` +
       `(annotation ${policy.migratingAnnotation}="${policy.migratingValue}"): changing the ` +
       `storage version from ${formatVersions(before)} to ${formatVersions(after)} is not allowed ` +
-      `while the migration runs. ${whatToDo(crdName)}`,
+      `while the migration runs, for any user. ${whatToDo(ctx)}`,
   }
 }
 
-/** What a resumed run reads from the CRD; see the header. */
-const RESUME_STATE_ANNOTATIONS: readonly string[] = [
-  StateAnnotation.owner,
-  StateAnnotation.heartbeat,
-  StateAnnotation.checkpoint,
-  StateAnnotation.targetStorageVersion,
-  StateAnnotation.frozenGeneration,
-]
+function storedVersionsViolation(oldObject: JsonObject, object: JsonObject, subResource: string | undefined, ctx: DecisionContext): Violation | undefined {
+  const { crdName, policy } = ctx
+  const before = storedVersions(oldObject)
+  const after = storedVersions(object)
+  if (typeof before === 'string' || typeof after === 'string') {
+    const problem = typeof before === 'string' ? `oldObject ${before}` : `object ${after}`
+    return malformedFrozen(crdName, problem, 'status.storedVersions')
+  }
+  if (sameSet(before, after)) return undefined
+  const via = subResource ? ` (through /${shorten(subResource)})` : ''
+  return {
+    reason: 'stored-versions-frozen',
+    summary: `status.storedVersions ${formatVersions(before)} -> ${formatVersions(after)} on frozen CRD ${crdName}`,
+    message:
+      `CustomResourceDefinition "${crdName}" is frozen for a storage version migration ` +
+      `(annotation ${policy.migratingAnnotation}="${policy.migratingValue}"): ${describeUser(ctx.user)} may not change ` +
+      `status.storedVersions from ${formatVersions(before)} to ${formatVersions(after)}${via}; the migrator sets them ` +
+      `once every object is stored in the storage version. Only the migrator and ` +
+      `${describeGroups('break-glass groups', policy.breakGlassGroups)} may.`,
+  }
+}
 
-function stateViolation(changed: string[], crdName: string, user: AdmissionInput['userInfo'], policy: AdmissionPolicy): Violation {
+/**
+ * A non-migrator's change to the migrator's state annotations: setting or changing any
+ * of them at all times, removing any of them while frozen (see the header).
+ */
+function stateViolation(oldObject: JsonObject, object: JsonObject, frozen: boolean, ctx: DecisionContext): Violation | undefined {
+  const before = stateAnnotations(oldObject)
+  const after = stateAnnotations(object)
+  const changed: string[] = []
+  for (const [key, value] of after) {
+    if (!before.has(key) || !sameValue(before.get(key), value)) changed.push(key)
+  }
+  if (frozen) for (const key of before.keys()) if (!after.has(key)) changed.push(key)
+  if (changed.length === 0) return undefined
+  const keys = listShort(changed.sort())
+  const { crdName, policy } = ctx
   return {
     reason: 'annotation-guarded',
-    summary: `${changed.join(', ')} changed on frozen CRD ${crdName}`,
+    summary: `${keys} changed on CRD ${crdName}`,
     message:
-      `CustomResourceDefinition "${crdName}" is frozen for a storage version migration, and ${changed.join(', ')} ` +
-      `record where that migration stands (a resumed run trusts them); ${describeUser(user)} may not change them ` +
-      `while it is frozen. Only the migrator and ${describeGroups('break-glass groups', policy.breakGlassGroups)} may.`,
+      `The ${STATE_PREFIX}* annotations of CustomResourceDefinition "${crdName}" record the migrator's state ` +
+      `(what \`crd-migrator status\` shows, where a resumed run stands); ${describeUser(ctx.user)} may not ` +
+      `${frozen ? 'set, change or remove' : 'set or change'} ${keys}${frozen ? ' while the CRD is frozen' : ''}. ` +
+      `Only the migrator and ${describeGroups('break-glass groups', policy.breakGlassGroups)} may.`,
   }
 }
 
-function guardViolation(
-  oldValue: string | undefined,
-  newValue: string | undefined,
-  crdName: string,
-  user: AdmissionInput['userInfo'],
-  policy: AdmissionPolicy,
-): Violation {
+function guardViolation(oldValue: string | undefined, newValue: string | undefined, ctx: DecisionContext): Violation {
+  const { crdName, policy } = ctx
   const key = policy.migratingAnnotation
+  const show = (v: string | undefined) => JSON.stringify(shorten(v ?? ''))
   const attempted =
     oldValue === undefined
-      ? `set it to "${newValue}"`
+      ? `set it to ${show(newValue)}`
       : newValue === undefined
-        ? `remove it (was "${oldValue}")`
-        : `change it from "${oldValue}" to "${newValue}"`
+        ? `remove it (was ${show(oldValue)})`
+        : `change it from ${show(oldValue)} to ${show(newValue)}`
   const attemptedShort =
     oldValue === undefined ? 'set' : newValue === undefined ? 'removed' : 'changed'
   const migrator = [
@@ -310,9 +349,19 @@ function guardViolation(
     summary: `${key} ${attemptedShort} on CRD ${crdName}`,
     message:
       `The annotation ${key} on CustomResourceDefinition "${crdName}" freezes its storage version ` +
-      `during a migration and is managed by the crd-migrator; ${describeUser(user)} may not ` +
+      `during a migration and is managed by the crd-migrator; ${describeUser(ctx.user)} may not ` +
       `${attempted}. Only the migrator (${migrator.length > 0 ? migrator.join(', ') : 'no identity configured'}) ` +
       `and ${describeGroups('break-glass groups', policy.breakGlassGroups)} may set, change or remove it.`,
+  }
+}
+
+function malformedFrozen(crdName: string, problem: string, what: string): Violation {
+  return {
+    reason: 'malformed-object',
+    summary: `unreadable ${what} of frozen CRD ${crdName}`,
+    message:
+      `CustomResourceDefinition "${crdName}" is frozen for a storage version migration but its ` +
+      `${problem}, so its ${what} cannot be checked; refusing the update.`,
   }
 }
 
@@ -370,16 +419,33 @@ function isFrozen(crd: JsonObject, policy: AdmissionPolicy): boolean {
 /** Stands for an annotation value that is not a string; never the same as anything (see sameValue). */
 const NOT_A_STRING = '\u0000(not a string)'
 
-function annotationValue(crd: JsonObject, key: string): string | undefined {
+function annotationsOf(crd: JsonObject): JsonObject | undefined {
   const metadata = crd['metadata']
   if (!isObject(metadata)) return undefined
   const annotations = metadata['annotations']
-  if (!isObject(annotations) || !Object.hasOwn(annotations, key)) return undefined
-  const value = annotations[key]
-  // Annotation values are strings in any object the API server accepted. Anything else is
-  // not looked into (no JSON.stringify: a deeply nested value would overflow the stack,
-  // found by the fuzz test) and counts as changed whatever it is compared with.
-  return typeof value === 'string' ? value : NOT_A_STRING
+  return isObject(annotations) ? annotations : undefined
+}
+
+function annotationValue(crd: JsonObject, key: string): string | undefined {
+  const annotations = annotationsOf(crd)
+  if (annotations === undefined || !Object.hasOwn(annotations, key)) return undefined
+  return asAnnotationValue(annotations[key])
+}
+
+// Annotation values are strings in any object the API server accepted. Anything else is
+// not looked into (no JSON.stringify: a deeply nested value would overflow the stack,
+// found by the fuzz test) and counts as changed whatever it is compared with.
+const asAnnotationValue = (value: unknown): string => (typeof value === 'string' ? value : NOT_A_STRING)
+
+/** The object's annotations under the state prefix. */
+function stateAnnotations(crd: JsonObject): Map<string, string> {
+  const out = new Map<string, string>()
+  const annotations = annotationsOf(crd)
+  if (annotations === undefined) return out
+  for (const key of Object.keys(annotations)) {
+    if (key.startsWith(STATE_PREFIX)) out.set(key, asAnnotationValue(annotations[key]))
+  }
+  return out
 }
 
 function sameValue(a: string | undefined, b: string | undefined): boolean {
@@ -406,13 +472,29 @@ function storageVersions(crd: JsonObject): Set<string> | string {
   return names
 }
 
+/** status.storedVersions as a set, or a description of why it cannot be read. */
+function storedVersions(crd: JsonObject): Set<string> | string {
+  const status = crd['status']
+  if (status === undefined || status === null) return new Set()
+  if (!isObject(status)) return 'has a status that is not an object'
+  const stored = status['storedVersions']
+  if (stored === undefined || stored === null) return new Set()
+  if (!Array.isArray(stored)) return 'has status.storedVersions that is not an array'
+  const names = new Set<string>()
+  for (const [index, name] of stored.entries()) {
+    if (typeof name !== 'string') return `has status.storedVersions[${index}] that is not a string`
+    names.add(name)
+  }
+  return names
+}
+
 function sameSet(a: Set<string>, b: Set<string>): boolean {
   return a.size === b.size && [...a].every((x) => b.has(x))
 }
 
 function formatVersions(versions: Set<string>): string {
   if (versions.size === 0) return '(none)'
-  return [...versions].sort().join(', ')
+  return listShort([...versions].sort())
 }
 
 /** request.name, else metadata.name of the new or old object. */
@@ -427,17 +509,32 @@ export function crdNameOf(input: Pick<AdmissionInput, 'name' | 'object' | 'oldOb
   return undefined
 }
 
-function whatToDo(crdName: string): string {
+/** A name from the request, cut to a bounded length for messages. */
+export function shorten(value: string, max = MAX_NAME_IN_MESSAGE): string {
+  return value.length > max ? `${value.slice(0, max)}…(${value.length} characters)` : value
+}
+
+/** A list from the request, bounded in count and in the length of each item. */
+function listShort(items: readonly string[], max = 10): string {
+  const shown = items.slice(0, max).map((i) => shorten(i))
+  return items.length > max ? `${shown.join(', ')} and ${items.length - max} more` : shown.join(', ')
+}
+
+function whatToDo(ctx: DecisionContext): string {
+  const { crdName, policy } = ctx
   return (
     `Wait for the migration to finish (the migrator removes the annotation), or see its state in ` +
-    `the CRD's ${STATE_PREFIX}* annotations: kubectl get crd ${crdName} -o jsonpath='{.metadata.annotations}'.`
+    `the CRD's ${STATE_PREFIX}* annotations: kubectl get crd ${crdName} -o jsonpath='{.metadata.annotations}'. ` +
+    `To stop the migration on purpose, ${describeGroups('a member of the break-glass groups', policy.breakGlassGroups)} ` +
+    `first removes the annotation in a request of its own (kubectl annotate crd ${crdName} ${policy.migratingAnnotation}-), ` +
+    `then makes the change.`
   )
 }
 
-function describeUser(user: AdmissionInput['userInfo']): string {
-  return user.username ? `user "${user.username}"` : 'an anonymous user'
+function describeUser(user: UserIdentity): string {
+  return user.username ? `user "${shorten(user.username)}"` : 'an anonymous user'
 }
 
 function describeGroups(label: string, groups: readonly string[]): string {
-  return groups.length > 0 ? `${label} (${groups.join(', ')})` : `${label} (none configured)`
+  return groups.length > 0 ? `${label} (${listShort(groups)})` : `${label} (none configured)`
 }

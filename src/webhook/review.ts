@@ -174,6 +174,8 @@ function parseOrThrow(body: unknown): AdmissionRequest {
   const userInfo: AdmissionUserInfo = { username, groups: groupsValue as string[] }
   const userUid = optionalString(userInfoObj, 'uid', `${path}.userInfo`)
   if (userUid !== undefined) userInfo.uid = userUid
+  const extra = parseExtra(userInfoObj['extra'], `${path}.userInfo.extra`)
+  if (extra !== undefined) userInfo.extra = extra
 
   const parsed: AdmissionRequest = { uid, kind, resource, operation: operation as AdmissionOperation, userInfo }
   const subResource = optionalString(request, 'subResource', path)
@@ -192,6 +194,22 @@ function parseOrThrow(body: unknown): AdmissionRequest {
   if (request['object'] !== undefined) parsed.object = request['object']
   if (request['oldObject'] !== undefined) parsed.oldObject = request['oldObject']
   return parsed
+}
+
+/** userInfo.extra: a map of string lists (omitempty, so absent means none). */
+function parseExtra(value: unknown, path: string): Record<string, string[]> | undefined {
+  if (value === undefined || value === null) return undefined
+  if (!isObject(value)) fail(path, 'an object of string lists', value)
+  const extra: Record<string, string[]> = Object.create(null) as Record<string, string[]>
+  for (const [key, values] of Object.entries(value)) {
+    if (values === null) continue
+    if (!Array.isArray(values)) fail(`${path}[${JSON.stringify(key.slice(0, 60))}]`, 'an array of strings', values)
+    values.forEach((v, i) => {
+      if (typeof v !== 'string') fail(`${path}[${JSON.stringify(key.slice(0, 60))}][${i}]`, 'a string', v)
+    })
+    extra[key] = values as string[]
+  }
+  return extra
 }
 
 export function isCrdRequest(request: AdmissionRequest): boolean {
@@ -216,13 +234,15 @@ export function reviewAdmission(request: AdmissionRequest, policy: AdmissionPoli
       warnings: [`crd-migrator storage-freeze webhook called for ${got}: allowed unchecked, check its rules`],
     }
   }
+  const { username, groups, extra } = request.userInfo
   const input: Parameters<typeof decideAdmission>[0] = {
     operation: request.operation,
-    userInfo: { username: request.userInfo.username, groups: request.userInfo.groups },
+    userInfo: { username, groups, ...(extra ? { extra } : {}) },
     object: request.object,
     oldObject: request.oldObject,
   }
   if (request.name !== undefined) input.name = request.name
+  if (request.subResource !== undefined) input.subResource = request.subResource
   return decideAdmission(input, policy)
 }
 

@@ -7,6 +7,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { KubeConfig } from '@kubernetes/client-node'
 import PQueue from 'p-queue'
+import type { Logger } from 'pino'
 import t from 'tap'
 import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
 import { generateDevCertificates } from '../../src/devcerts/devcerts.js'
@@ -221,7 +222,7 @@ export interface TestWebhook {
  * variant of webhook-config/ into the API server. Test files share one API server, so the
  * installed configuration only matches CRDs labelled with this file's scope.
  */
-export async function startTestWebhook(cp: ControlPlane, scope: string, policy: { migratorUsers?: string[]; migratorGroups?: string[] } = {}): Promise<TestWebhook> {
+export async function startTestWebhook(cp: ControlPlane, scope: string, policy: { migratorUsers?: string[]; migratorGroups?: string[]; logger?: Logger } = {}): Promise<TestWebhook> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'crd-migrator-webhook-'))
   const certs = await generateDevCertificates(dir)
   const migratorUsers = policy.migratorUsers ?? ['migrator']
@@ -231,7 +232,7 @@ export async function startTestWebhook(cp: ControlPlane, scope: string, policy: 
     keyFile: certs.keyFile,
     host: '127.0.0.1',
     port: 0,
-    logLevel: 'silent',
+    ...(policy.logger ? { logger: policy.logger } : { logLevel: 'silent' }),
     policy: { migratorUsers, migratorGroups, breakGlassGroups: ['system:masters'] },
   })
   // The same identities skip the webhook (matchConditions), as in the shipped configuration.
@@ -239,7 +240,8 @@ export async function startTestWebhook(cp: ControlPlane, scope: string, policy: 
   for (const w of config.webhooks) {
     w.matchConditions.unshift({
       name: 'test-scope',
-      expression: `has(object.metadata.labels) && '${TEST_SCOPE_LABEL}' in object.metadata.labels && object.metadata.labels['${TEST_SCOPE_LABEL}'] == '${scope}'`,
+      // object is null on DELETE: look at the stored object then.
+      expression: `has((object != null ? object : oldObject).metadata.labels) && '${TEST_SCOPE_LABEL}' in (object != null ? object : oldObject).metadata.labels && (object != null ? object : oldObject).metadata.labels['${TEST_SCOPE_LABEL}'] == '${scope}'`,
     })
   }
   const res = await cp.apiRequest('/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations', { method: 'POST', body: config })

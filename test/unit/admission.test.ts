@@ -16,7 +16,11 @@ const FROZEN = { [KEY]: 'true' }
 const policy: AdmissionPolicy = { ...DEFAULT_ADMISSION_POLICY, migratorGroups: ['crd-migrators'] }
 
 const alice = { username: 'alice', groups: ['system:authenticated'] }
-const migratorSa = { username: DEFAULT_MIGRATOR_USERS[0]!, groups: ['system:serviceaccounts'] }
+// A real ServiceAccount token carries a JTI credential id; a client certificate with the same name does not.
+const migratorSa = { username: DEFAULT_MIGRATOR_USERS[0]!, groups: ['system:serviceaccounts'], extra: { 'authentication.kubernetes.io/credential-id': ['JTI=6f0c1b1e-1c53-4ad4-9a51-0b9b2f1f9e3a'] } }
+const certNamedLikeSa = { username: DEFAULT_MIGRATOR_USERS[0]!, groups: ['system:serviceaccounts'], extra: { 'authentication.kubernetes.io/credential-id': ['X509SHA256=9a4a60dc'] } }
+const saNameNoProof = { username: DEFAULT_MIGRATOR_USERS[0]!, groups: ['system:serviceaccounts'] }
+const apiserver = { username: 'system:apiserver', groups: ['system:authenticated'] }
 const migratorGroupMember = { username: 'bob', groups: ['system:authenticated', 'crd-migrators'] }
 const admin = { username: 'kubernetes-admin', groups: ['system:masters', 'system:authenticated'] }
 const anonymous = { username: '', groups: [] }
@@ -39,9 +43,14 @@ function crd(options: { annotations?: Record<string, string>; versions?: Version
   return { apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata, spec }
 }
 
+function withStored(object: ReturnType<typeof crd>, storedVersions: string[]) {
+  return { ...object, status: { storedVersions } }
+}
+
 interface Row {
   name: string
   operation?: AdmissionOperation
+  subResource?: string
   user?: AdmissionInput['userInfo']
   old?: unknown
   new?: unknown
@@ -152,11 +161,12 @@ const rows: Row[] = [
     reason: 'allowed',
   },
   {
-    name: 'frozen: a crd-migrator.io state annotation changed by someone else (not guarded)',
+    name: 'frozen: a crd-migrator.io state annotation set by someone else',
     old: frozenV1,
     new: crd({ annotations: { ...FROZEN, 'crd-migrator.io/phase': 'Migrating' } }),
-    allowed: true,
-    reason: 'allowed',
+    allowed: false,
+    reason: 'annotation-guarded',
+    includes: ['crd-migrator.io/phase', 'user "alice"', 'while the CRD is frozen'],
   },
   {
     name: 'frozen: both sides without spec.versions (nothing changed)',
@@ -184,13 +194,23 @@ const rows: Row[] = [
     includes: [NAME, 'v1alpha1', 'v1'],
   },
   {
-    name: 'frozen: break-glass may flip storage (override, with a warning)',
+    name: 'frozen: break-glass may not flip storage either (KEP-2855: the freeze holds for everyone)',
     user: admin,
     old: frozenV1alpha1,
     new: frozenV1,
-    allowed: true,
-    reason: 'break-glass-override',
-    includes: ['break-glass override', 'kubernetes-admin', 'v1alpha1 -> v1', NAME],
+    allowed: false,
+    reason: 'storage-version-frozen',
+    includes: ['for any user', 'break-glass groups (system:masters)', `kubectl annotate crd ${NAME} ${KEY}-`, 'in a request of its own'],
+    code: 403,
+  },
+  {
+    name: 'frozen: break-glass removes the annotation and flips storage in one request',
+    user: admin,
+    old: frozenV1alpha1,
+    new: crd({ versions: [['v1alpha1', false], ['v1', true]] }),
+    allowed: false,
+    reason: 'storage-version-frozen',
+    includes: ['from v1alpha1 to v1', 'first removes the annotation'],
   },
   // --- not frozen -------------------------------------------------------------------
   {
@@ -366,7 +386,7 @@ const rows: Row[] = [
     code: 403,
   },
   { name: 'DELETE of a frozen CRD by the migrator', operation: 'DELETE', user: migratorSa, old: frozenV1, allowed: false, reason: 'delete-frozen' },
-  { name: 'DELETE of a frozen CRD by break-glass', operation: 'DELETE', user: admin, old: frozenV1, allowed: true, reason: 'break-glass-override' },
+  { name: 'DELETE of a frozen CRD by break-glass', operation: 'DELETE', user: admin, old: frozenV1, allowed: false, reason: 'delete-frozen', includes: ['nobody may', `kubectl annotate crd ${NAME} ${KEY}-`] },
   // --- malformed reviews fail closed -----------------------------------------------------
   {
     name: 'UPDATE without oldObject',
@@ -417,18 +437,119 @@ const rows: Row[] = [
     reason: 'break-glass-override',
   },
   {
-    name: 'progress and phase are informational: anyone may touch them',
+    name: 'progress and phase are the migrator\'s too',
     old: crd({ annotations: { ...FROZEN, 'crd-migrator.io/progress': '1/2' } }),
     new: crd({ annotations: { ...FROZEN, 'crd-migrator.io/progress': '2/2', 'crd-migrator.io/phase': 'x' } }),
+    allowed: false,
+    reason: 'annotation-guarded',
+    includes: ['crd-migrator.io/phase, crd-migrator.io/progress'],
+  },
+  {
+    name: 'frozen: removing progress is refused (a resumed run reads the state)',
+    old: crd({ annotations: { ...FROZEN, 'crd-migrator.io/progress': '1/2' } }),
+    new: frozenV1,
+    allowed: false,
+    reason: 'annotation-guarded',
+  },
+  // --- state annotations are guarded at all times: forged "already done" (issue: observed-generation + last-result)
+  {
+    name: 'unfrozen: forging last-result and observed-generation',
+    old: crd(),
+    new: crd({ annotations: { 'crd-migrator.io/last-result': 'Succeeded', 'crd-migrator.io/observed-generation': '7' } }),
+    allowed: false,
+    reason: 'annotation-guarded',
+    includes: ['crd-migrator.io/last-result, crd-migrator.io/observed-generation', 'may not set or change'],
+  },
+  {
+    name: 'unfrozen: a checkpoint changed by hand',
+    old: crd({ annotations: { 'crd-migrator.io/checkpoint': 'ns/a' } }),
+    new: crd({ annotations: { 'crd-migrator.io/checkpoint': 'zz/zz' } }),
+    allowed: false,
+    reason: 'annotation-guarded',
+  },
+  {
+    name: 'unfrozen: an installer replacing the whole CRD drops the state annotations (allowed)',
+    old: crd({ annotations: { 'crd-migrator.io/last-result': 'Succeeded', 'crd-migrator.io/finished-at': 'x' } }),
+    new: crd({ shortNames: ['wd', 'wdg'] }),
     allowed: true,
     reason: 'allowed',
   },
   {
-    name: 'state annotations of an unfrozen CRD are nobody\'s business',
-    old: crd({ annotations: { 'crd-migrator.io/checkpoint': 'ns/a' } }),
-    new: crd({ annotations: { 'crd-migrator.io/checkpoint': 'zz/zz' } }),
+    name: 'unfrozen: unchanged state annotations pass',
+    old: crd({ annotations: { 'crd-migrator.io/last-result': 'Succeeded' } }),
+    new: crd({ annotations: { 'crd-migrator.io/last-result': 'Succeeded', 'example.com/other': 'x' } }),
     allowed: true,
     reason: 'allowed',
+  },
+  {
+    name: 'unfrozen: break-glass may write state (override)',
+    user: admin,
+    old: crd(),
+    new: crd({ annotations: { 'crd-migrator.io/last-result': 'Succeeded' } }),
+    allowed: true,
+    reason: 'break-glass-override',
+  },
+  {
+    name: 'CREATE carrying a state annotation by a random user',
+    operation: 'CREATE',
+    new: crd({ annotations: { 'crd-migrator.io/observed-generation': '1', 'crd-migrator.io/last-result': 'Succeeded' } }),
+    allowed: false,
+    reason: 'annotation-guarded',
+  },
+  { name: 'CREATE carrying a state annotation by the migrator', operation: 'CREATE', user: migratorSa, new: crd({ annotations: { 'crd-migrator.io/last-result': 'Succeeded' } }), allowed: true, reason: 'allowed' },
+  // --- /status: the CRD status strategy keeps metadata from the new object
+  {
+    name: '/status: the annotation removed by a status-only patcher',
+    subResource: 'status',
+    old: frozenV1,
+    new: crd(),
+    allowed: false,
+    reason: 'annotation-guarded',
+    includes: [`remove it (was "true")`],
+  },
+  {
+    name: '/status: a checkpoint forged on a frozen CRD',
+    subResource: 'status',
+    old: crd({ annotations: { ...FROZEN, 'crd-migrator.io/checkpoint': 'ns/a' } }),
+    new: crd({ annotations: { ...FROZEN, 'crd-migrator.io/checkpoint': 'zz/zz' } }),
+    allowed: false,
+    reason: 'annotation-guarded',
+  },
+  {
+    name: '/status: storedVersions narrowed on a frozen CRD',
+    subResource: 'status',
+    old: withStored(frozenV1, ['v1alpha1', 'v1']),
+    new: withStored(frozenV1, ['v1']),
+    allowed: false,
+    reason: 'stored-versions-frozen',
+    includes: ['status.storedVersions from v1, v1alpha1 to v1', 'through /status', 'user "alice"'],
+  },
+  { name: '/status: storedVersions narrowed by the migrator', subResource: 'status', user: migratorSa, old: withStored(frozenV1, ['v1alpha1', 'v1']), new: withStored(frozenV1, ['v1']), allowed: true, reason: 'allowed' },
+  { name: '/status: storedVersions narrowed by break-glass (override)', subResource: 'status', user: admin, old: withStored(frozenV1, ['v1alpha1', 'v1']), new: withStored(frozenV1, ['v1']), allowed: true, reason: 'break-glass-override' },
+  { name: '/status: storedVersions reordered is no change', subResource: 'status', old: withStored(frozenV1, ['v1alpha1', 'v1']), new: withStored(frozenV1, ['v1', 'v1alpha1']), allowed: true, reason: 'allowed' },
+  { name: '/status: storedVersions of an unfrozen CRD are not ours to guard', subResource: 'status', old: withStored(crd(), ['v1alpha1', 'v1']), new: withStored(crd(), ['v1']), allowed: true, reason: 'allowed' },
+  {
+    name: '/status: the API server\'s own condition write on a frozen CRD passes',
+    subResource: 'status',
+    user: apiserver,
+    old: withStored(frozenV1, ['v1alpha1', 'v1']),
+    new: { ...withStored(frozenV1, ['v1alpha1', 'v1']), status: { storedVersions: ['v1alpha1', 'v1'], conditions: [{ type: 'NamesAccepted', status: 'True' }] } },
+    allowed: true,
+    reason: 'allowed',
+  },
+  { name: '/status: storedVersions not a list on a frozen CRD fails closed', subResource: 'status', old: withStored(frozenV1, ['v1']), new: { ...frozenV1, status: { storedVersions: 'v1' } }, allowed: false, reason: 'malformed-object' },
+  // --- a ServiceAccount name needs a ServiceAccount token
+  { name: 'a client certificate named like the migrator ServiceAccount is not the migrator', user: certNamedLikeSa, old: frozenV1, new: crd(), allowed: false, reason: 'annotation-guarded' },
+  { name: 'the migrator ServiceAccount name without any credential id is not the migrator', user: saNameNoProof, old: crd(), new: frozenV1, allowed: false, reason: 'annotation-guarded' },
+  // --- names from the request are bounded in the answer
+  {
+    name: 'a 1 MB request.name does not make a 1 MB message',
+    requestName: 'x'.repeat(1_000_000),
+    old: frozenV1alpha1,
+    new: frozenV1,
+    allowed: false,
+    reason: 'storage-version-frozen',
+    includes: ['(1000000 characters)'],
   },
   // --- a freeze marker that cannot be read fails closed (fuzz-webhook.test.ts found these)
   {
@@ -482,6 +603,7 @@ for (const row of rows) {
     if (row.requestName !== null) input.name = row.requestName ?? NAME
     if (row.new !== undefined) input.object = row.new
     if (row.old !== undefined) input.oldObject = row.old
+    if (row.subResource !== undefined) input.subResource = row.subResource
     const decision = decideAdmission(input, row.policy ?? policy)
 
     t.equal(decision.allowed, row.allowed, 'allowed')
@@ -490,6 +612,7 @@ for (const row of rows) {
       t.type(decision.message, 'string', 'denials carry a message')
       t.equal(decision.code, row.code ?? decision.code, 'status code')
       t.ok(decision.code === 403 || decision.code === 400, 'denial code is 403 or 400')
+      t.ok((decision.message ?? '').length < 4000, 'the message stays short')
     }
     if (row.reason === 'break-glass-override') {
       t.equal(decision.warnings?.length, 1, 'one warning')

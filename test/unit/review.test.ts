@@ -64,6 +64,9 @@ const malformed: Array<[string, unknown, string]> = [
   ['no userInfo', without('userInfo'), 'request.userInfo must be an object, got nothing'],
   ['groups not a list', review({}, { userInfo: { username: 'a', groups: 'system:masters' } }), 'request.userInfo.groups must be an array of strings, got "system:masters"'],
   ['groups with a number', review({}, { userInfo: { username: 'a', groups: ['a', 1] } }), 'request.userInfo.groups[1] must be a string, got number 1'],
+  ['extra not an object', review({}, { userInfo: { username: 'a', extra: ['JTI=x'] } }), 'request.userInfo.extra must be an object of string lists, got an array'],
+  ['extra value not a list', review({}, { userInfo: { username: 'a', extra: { 'authentication.kubernetes.io/credential-id': 'JTI=x' } } }), 'request.userInfo.extra["authentication.kubernetes.io/credential-id"] must be an array of strings, got "JTI=x"'],
+  ['extra list with a number', review({}, { userInfo: { username: 'a', extra: { k: ['a', 2] } } }), 'request.userInfo.extra["k"][1] must be a string, got number 2'],
   ['username a number', review({}, { userInfo: { username: 1 } }), 'request.userInfo.username must be a string, got number 1'],
   ['dryRun a string', review({}, { dryRun: 'yes' }), 'request.dryRun must be a boolean, got "yes"'],
   ['name a number', review({}, { name: 3 }), 'request.name must be a string, got number 3'],
@@ -83,7 +86,7 @@ t.test('a well-formed review is parsed, unknown fields ignored', async (t) => {
   t.equal(r.uid, '705ab4f5-6393-11e8-b7cc-42010a800002')
   t.equal(r.operation, 'UPDATE')
   t.equal(r.name, 'widgets.example.com')
-  t.same(r.userInfo, { username: 'alice', uid: 'u-1', groups: ['system:authenticated'] })
+  t.same(r.userInfo, { username: 'alice', uid: 'u-1', groups: ['system:authenticated'], extra: { scopes: ['x'] } })
   t.equal(r.dryRun, false)
   t.same(r.object, crd('v1', { [DEFAULT_MIGRATING_ANNOTATION]: 'true' }))
   t.same(r.oldObject, crd('v1alpha1', { [DEFAULT_MIGRATING_ANNOTATION]: 'true' }))

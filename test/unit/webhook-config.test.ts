@@ -6,7 +6,7 @@ import t from 'tap'
 import { parse } from 'yaml'
 import {
   celString,
-  migratingAnnotationMatchExpression,
+  migrationStateMatchExpression,
   notMigratorMatchExpression,
   renderWebhookConfiguration,
   renderWebhookConfigurationYaml,
@@ -25,8 +25,9 @@ t.test('service variant: rules, policy and cert-manager injection', async (t) =>
   const webhook = config.webhooks[0]!
   t.equal(config.metadata.annotations?.['cert-manager.io/inject-ca-from'], 'crd-migrator/crd-migrator-serving')
   t.same(webhook.rules, [
-    { apiGroups: ['apiextensions.k8s.io'], apiVersions: ['v1'], operations: ['UPDATE'], resources: ['customresourcedefinitions'], scope: 'Cluster' },
-  ])
+    { apiGroups: ['apiextensions.k8s.io'], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE', 'DELETE'], resources: ['customresourcedefinitions'], scope: 'Cluster' },
+    { apiGroups: ['apiextensions.k8s.io'], apiVersions: ['v1'], operations: ['UPDATE'], resources: ['customresourcedefinitions/status'], scope: 'Cluster' },
+  ], 'CRDs and their /status, where annotations and storedVersions can change too')
   t.match(webhook, {
     name: 'storage-freeze.crd-migrator.io',
     failurePolicy: 'Fail',
@@ -51,16 +52,19 @@ t.test('url variant for local development carries the CA', async (t) => {
   t.throws(() => renderWebhookConfiguration({ mode: 'url', url: 'http://127.0.0.1:9443/validate-crd' }), /must be https/)
 })
 
-t.test('matchConditions test old and new object for the annotation, null-safe', async (t) => {
-  const expression = migratingAnnotationMatchExpression('example.com/frozen')
+t.test('matchConditions test old and new object for the annotation and new state annotations, null-safe', async (t) => {
+  const expression = migrationStateMatchExpression('example.com/frozen')
   t.equal(
     expression,
     "(object != null && has(object.metadata.annotations) && 'example.com/frozen' in object.metadata.annotations) || " +
-      "(oldObject != null && has(oldObject.metadata.annotations) && 'example.com/frozen' in oldObject.metadata.annotations)",
+      "(oldObject != null && has(oldObject.metadata.annotations) && 'example.com/frozen' in oldObject.metadata.annotations) || " +
+      "(object != null && has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.startsWith('crd-migrator.io/') && " +
+      '(oldObject == null || !has(oldObject.metadata.annotations) || !(k in oldObject.metadata.annotations) || ' +
+      'oldObject.metadata.annotations[k] != object.metadata.annotations[k])))',
   )
   const config = renderWebhookConfiguration({ mode: 'service', annotationKey: 'example.com/frozen' })
-  t.same(config.webhooks[0]!.matchConditions[0], { name: 'carries-migrating-annotation', expression })
-  t.throws(() => migratingAnnotationMatchExpression("x' || true || 'y"), /not a valid annotation key/)
+  t.same(config.webhooks[0]!.matchConditions[0], { name: 'migration-state-involved', expression })
+  t.throws(() => migrationStateMatchExpression("x' || true || 'y"), /not a valid annotation key/)
 })
 
 t.test('writeLocalWebhookConfiguration writes the url variant with the dev CA', async (t) => {
@@ -79,18 +83,25 @@ t.test('writeLocalWebhookConfiguration writes the url variant with the dev CA', 
 
 t.test('a second matchCondition lets the migrator identities past the webhook', async (t) => {
   const config = renderWebhookConfiguration({ mode: 'service' })
+  const saProof = '"authentication.kubernetes.io/credential-id" in request.userInfo.extra && ' +
+    'request.userInfo.extra["authentication.kubernetes.io/credential-id"].exists(c, c.startsWith("JTI="))'
   t.same(config.webhooks[0]!.matchConditions[1], {
     name: 'not-the-migrator',
-    expression: '!(request.userInfo.username in ["system:serviceaccount:crd-migrator:crd-migrator"])',
-  }, 'the default migrator identity, the Helm chart\'s ServiceAccount')
+    expression: `!((request.userInfo.username in ["system:serviceaccount:crd-migrator:crd-migrator"] && has(request.userInfo.extra) && ${saProof}))`,
+  }, 'the default migrator identity, the Helm chart\'s ServiceAccount, with a ServiceAccount token only')
   t.equal(
     notMigratorMatchExpression(['a', 'b'], ['ops', 'bots']),
-    '!(request.userInfo.username in ["a","b"]) && !request.userInfo.groups.exists(g, g in ["ops","bots"])',
+    '!(request.userInfo.username in ["a","b"] || request.userInfo.groups.exists(g, g in ["ops","bots"]))',
+    'names that are not ServiceAccounts are taken as they are',
   )
-  t.equal(notMigratorMatchExpression([], ['ops']), '!request.userInfo.groups.exists(g, g in ["ops"])')
+  t.equal(
+    notMigratorMatchExpression(['a', 'system:serviceaccount:x:y'], []),
+    `!(request.userInfo.username in ["a"] || (request.userInfo.username in ["system:serviceaccount:x:y"] && has(request.userInfo.extra) && ${saProof}))`,
+  )
+  t.equal(notMigratorMatchExpression([], ['ops']), '!(request.userInfo.groups.exists(g, g in ["ops"]))')
   t.equal(notMigratorMatchExpression([], []), undefined)
   const none = renderWebhookConfiguration({ mode: 'service', migratorUsers: [], migratorGroups: [] })
-  t.same(none.webhooks[0]!.matchConditions.map(c => c.name), ['carries-migrating-annotation'], 'no identities: no condition')
+  t.same(none.webhooks[0]!.matchConditions.map(c => c.name), ['migration-state-involved'], 'no identities: no condition')
 })
 
 t.test('CEL string literals: quotes escaped, and <, >, & as Go\'s encoding/json (Helm toJson) writes them', async (t) => {
