@@ -4,6 +4,7 @@ import type { Logger } from 'pino'
 import type { Config } from '../config/schema.js'
 import { kubeHttp } from '../kube/client.js'
 import { KubeEventRecorder } from '../kube/events.js'
+import { loadCheckpointSeal } from '../migrator/checkpoint-seal.js'
 import { dryRun, type DryRunReport } from '../migrator/dry-run.js'
 import { done, migrateCrd, type MigrationResult } from '../migrator/migrate.js'
 import type { Phase } from '../migrator/plan.js'
@@ -37,6 +38,7 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
       return failed ? 1 : 0
     }
     let failed = 0
+    const checkpointSeal = await loadCheckpointSeal(config.migrator.stateKeyFile, logger)
     for (const name of names) {
       const bar = options.progressBar ? new ProgressBar(name) : undefined
       try {
@@ -44,6 +46,7 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
           http,
           logger,
           owner,
+          checkpointSeal,
           events: new KubeEventRecorder(http, 'crd-migrator', owner),
           ...(options.signal ? { signal: options.signal } : {}),
           ...(bar ? { onProgress: (phase: Phase, p: WalkProgress) => bar.update(phase, p) } : {}),

@@ -7,6 +7,7 @@ import { LeaderElector } from '../controller/leader.js'
 import { MigrationController, type ControllerDeps } from '../controller/controller.js'
 import { kubeHttp } from '../kube/client.js'
 import { KubeEventRecorder } from '../kube/events.js'
+import { loadCheckpointSeal } from '../migrator/checkpoint-seal.js'
 import { MigratorMetrics } from '../migrator/metrics.js'
 import type { MigrationResult } from '../migrator/migrate.js'
 import { startWebhookServer, type RunningWebhookServer } from '../webhook/server.js'
@@ -68,6 +69,7 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
       config,
       logger: log,
       owner: identity,
+      checkpointSeal: await loadCheckpointSeal(config.migrator.stateKeyFile, log),
       metrics: new MigratorMetrics(registry),
       events: new KubeEventRecorder(http, 'crd-migrator', identity, err => log.warn({ err: String(err) }, 'could not record an Event')),
       ...(options.onResult ? { onResult: options.onResult } : {}),

@@ -19,6 +19,8 @@ export const StateAnnotation = {
   owner: `${STATE_PREFIX}owner`,
   heartbeat: `${STATE_PREFIX}heartbeat`,
   checkpoint: `${STATE_PREFIX}checkpoint`,
+  /** HMAC of the checkpoint, so a resumed run trusts only checkpoints a migrator wrote. */
+  checkpointSeal: `${STATE_PREFIX}checkpoint-seal`,
   lastResult: `${STATE_PREFIX}last-result`,
   lastCounts: `${STATE_PREFIX}last-counts`,
   lastDuration: `${STATE_PREFIX}last-duration`,

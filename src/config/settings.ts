@@ -38,6 +38,7 @@ export const SETTINGS: readonly Setting[] = [
   { path: 'migrator.rewriteServedManagedFields', flag: 'rewrite-served-managed-fields', env: 'CRD_MIGRATOR_REWRITE_SERVED_MANAGED_FIELDS', kind: 'boolean', description: 'also move managedFields of served non-storage versions to the storage version' },
   { path: 'migrator.progressIntervalSeconds', flag: 'progress-interval-seconds', env: 'CRD_MIGRATOR_PROGRESS_INTERVAL_SECONDS', kind: 'number', description: 'how often progress annotations are written' },
   { path: 'migrator.takeoverAfterSeconds', flag: 'takeover-after-seconds', env: 'CRD_MIGRATOR_TAKEOVER_AFTER_SECONDS', kind: 'number', description: 'heartbeat age after which a frozen migration of ours is resumed' },
+  { path: 'migrator.stateKeyFile', flag: 'state-key-file', env: 'CRD_MIGRATOR_STATE_KEY_FILE', kind: 'string', description: 'key that seals checkpoints, so a resumed run trusts only its own (default: $XDG_STATE_HOME/crd-migrator/state.key, created on first use)' },
   { path: 'migrator.resyncSeconds', flag: 'resync-seconds', env: 'CRD_MIGRATOR_RESYNC_SECONDS', kind: 'number', description: 'how often every managed CRD is looked at again' },
   { path: 'leaderElection.enabled', flag: 'leader-elect', env: 'CRD_MIGRATOR_LEADER_ELECT', kind: 'boolean', description: 'take a Lease before migrating (serve only)' },
   { path: 'leaderElection.namespace', flag: 'lease-namespace', env: 'POD_NAMESPACE', kind: 'string', description: 'namespace of the Lease' },

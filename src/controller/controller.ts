@@ -1,16 +1,16 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
-import { StateAnnotation } from '../config/annotations.js'
 import type { Config } from '../config/schema.js'
 import { getCrd, listCrds } from '../kube/crds.js'
 import type { EventRecorder } from '../kube/events.js'
 import { isGone, isNotFound, type KubeHttp } from '../kube/http.js'
 import { CRD_API } from '../kube/paths.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
+import type { CheckpointSeal } from '../migrator/checkpoint-seal.js'
 import { readFreezeState } from '../migrator/freeze.js'
 import { migrateCrd, type MigrationResult } from '../migrator/migrate.js'
 import type { MigratorMetrics } from '../migrator/metrics.js'
-import type { Phase } from '../migrator/plan.js'
+import { planCrd, type Phase } from '../migrator/plan.js'
 import { settingsFor } from '../migrator/settings.js'
 import type { WalkProgress } from '../migrator/walker.js'
 import { WorkQueue } from './queue.js'
@@ -23,6 +23,7 @@ export interface ControllerDeps {
   owner: string
   metrics?: MigratorMetrics
   events?: EventRecorder
+  checkpointSeal?: CheckpointSeal
   /** Told about every finished migration (tests and the demo listen here). */
   onResult?: (result: MigrationResult) => void
   /** Told about progress of the running migration (the demo draws a bar). */
@@ -41,6 +42,13 @@ export class MigrationController {
   private readonly reportedForeign = new Set<string>()
   /** Generation last queued per CRD: our own annotation writes must not re-trigger us. */
   private readonly seenGeneration = new Map<string, number | undefined>()
+  /**
+   * The CRD uid and generation this process found needing nothing (it migrated them, or
+   * looked at every object). Kept in memory on purpose: the last-result and
+   * observed-generation annotations on the CRD are for people, and a forged "Succeeded"
+   * there must never make us skip a CRD. After a restart each CRD is looked at once.
+   */
+  private readonly upToDate = new Map<string, string>()
 
   constructor(private readonly deps: ControllerDeps) {
     const { labelSelector, names } = deps.config.migrator.selector
@@ -96,30 +104,37 @@ export class MigrationController {
     const freeze = readFreezeState(crd, config.annotations.migrating)
     this.reportFrozen(crd, freeze.frozen, freeze.owner)
     if (freeze.frozen && !freeze.owner) return undefined
-    const annotations = crd.metadata.annotations ?? {}
-    if (!freeze.frozen
-      && annotations[StateAnnotation.observedGeneration] === String(crd.metadata.generation)
-      && annotations[StateAnnotation.lastResult] === 'Succeeded') {
+    // Skip only on what the plan shows (storedVersions) and what we checked ourselves
+    // (managedFields of this generation), never on annotations others could have written.
+    if (!freeze.frozen && !planCrd(crd).storageMigrationNeeded && this.upToDate.get(name) === upToDateKey(crd.metadata.uid, crd.metadata.generation)) {
       this.queue.forget(name)
       return undefined
     }
-    const { http, owner, metrics, events, onProgress } = this.deps
+    const { http, owner, metrics, events, onProgress, checkpointSeal } = this.deps
     const result = await migrateCrd(name, settingsFor(config, name), {
       http, owner, logger, signal,
       ...(metrics ? { metrics } : {}),
       ...(events ? { events } : {}),
+      ...(checkpointSeal ? { checkpointSeal } : {}),
       ...(onProgress ? { onProgress: (phase: Phase, p: WalkProgress) => onProgress(name, phase, p) } : {}),
     })
     this.deps.onResult?.(result)
+    if (result.outcome === 'Succeeded' || result.skipReason === 'up-to-date') this.upToDate.set(name, upToDateKey(result.crdUid, result.generation))
+    else this.upToDate.delete(name)
     if (result.outcome === 'Failed') {
       const delay = this.queue.addRateLimited(name)
       logger.warn({ crd: name, reason: result.reason, retryInMs: delay }, 'migration failed; will retry')
-    } else if (result.outcome === 'Skipped' && result.reason.startsWith('migration in progress')) {
+    } else if (result.skipReason === 'in-progress') {
       this.queue.addAfter(name, config.migrator.takeoverAfterSeconds * 1000)
     } else {
       this.queue.forget(name)
     }
     return result
+  }
+
+  /** Forgets what it knew of CRDs (tests: as after a restart). */
+  forgetUpToDate(): void {
+    this.upToDate.clear()
   }
 
   /** A freeze we did not set is never lifted by us; say so once, loudly. */
@@ -192,3 +207,5 @@ export class MigrationController {
     }
   }
 }
+
+const upToDateKey = (uid: string | undefined, generation: number | undefined) => `${uid ?? ''}/${generation ?? 0}`

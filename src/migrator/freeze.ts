@@ -9,7 +9,9 @@ export interface FreezeState {
   heartbeat: Date | undefined
   targetStorageVersion: string | undefined
   frozenGeneration: number | undefined
+  startedAt: string | undefined
   checkpoint: string | undefined
+  checkpointSeal: string | undefined
 }
 
 export function readFreezeState(crd: CustomResourceDefinition, migratingAnnotation: string): FreezeState {
@@ -22,7 +24,9 @@ export function readFreezeState(crd: CustomResourceDefinition, migratingAnnotati
     heartbeat: heartbeat && !Number.isNaN(heartbeat.getTime()) ? heartbeat : undefined,
     targetStorageVersion: a[StateAnnotation.targetStorageVersion] || undefined,
     frozenGeneration: Number.isFinite(generation) ? generation : undefined,
+    startedAt: a[StateAnnotation.startedAt] || undefined,
     checkpoint: a[StateAnnotation.checkpoint] || undefined,
+    checkpointSeal: a[StateAnnotation.checkpointSeal] || undefined,
   }
 }
 
@@ -68,5 +72,6 @@ export function freezeAnnotations(
     // A fresh freeze starts from the beginning: a checkpoint left on the CRD (by hand, or
     // by a run of another storage version) must never make this run skip objects.
     [StateAnnotation.checkpoint]: null,
+    [StateAnnotation.checkpointSeal]: null,
   }
 }

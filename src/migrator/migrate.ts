@@ -7,6 +7,7 @@ import { isConflict, isNotFound, type KubeHttp } from '../kube/http.js'
 import { listMetadata } from '../kube/list-metadata.js'
 import { resourceRef } from '../kube/paths.js'
 import type { CustomResourceDefinition, PartialObjectMetadata } from '../kube/types.js'
+import { processCheckpointSeal, type CheckpointBinding, type CheckpointSeal } from './checkpoint-seal.js'
 import { decideFreeze, freezeAnnotations, readFreezeState } from './freeze.js'
 import { managedFieldsPolicy } from './managed-fields.js'
 import { scanManagedFields } from './scan.js'
@@ -43,15 +44,23 @@ export interface MigrationContext {
   events?: EventRecorder
   signal?: AbortSignal
   onProgress?: (phase: Phase, progress: WalkProgress) => void
+  /** Seals the checkpoints this run writes and verifies the one it resumes from; default: this process's own. */
+  checkpointSeal?: CheckpointSeal
 }
 
 export type MigrationOutcome = 'Succeeded' | 'Failed' | 'Skipped'
+/** Why a run was Skipped, as a value callers can branch on (the reason text is for people). */
+export type SkipReason = 'blocked' | 'frozen-by-another' | 'in-progress' | 'up-to-date'
 
 export interface MigrationResult {
   crd: string
   outcome: MigrationOutcome
   reason: string
+  skipReason?: SkipReason
   storageVersion: string | undefined
+  /** The CRD's uid and generation this run looked at. */
+  crdUid: string | undefined
+  generation: number
   storedVersionsBefore: string[]
   storedVersionsAfter: string[]
   storage?: WalkResult
@@ -81,39 +90,55 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
   const base = {
     crd: name,
     storageVersion: plan.storageVersion,
+    crdUid: crd.metadata.uid,
+    generation: plan.generation,
     storedVersionsBefore: plan.storedVersions,
     storedVersionsAfter: plan.storedVersions,
     leftFrozen: false,
   }
-  const skip = (reason: string): MigrationResult => {
+  const skip = (skipReason: SkipReason, reason: string): MigrationResult => {
     log.info({ reason }, 'migration skipped')
     ctx.metrics?.migrations.inc({ result: 'Skipped' })
-    return { ...base, outcome: 'Skipped', reason, durationMs: Date.now() - started }
+    return { ...base, outcome: 'Skipped', reason, skipReason, durationMs: Date.now() - started }
   }
-  if (plan.blockedReason || !plan.storageVersion) return skip(plan.blockedReason ?? 'no storage version')
+  if (plan.blockedReason || !plan.storageVersion) return skip('blocked', plan.blockedReason ?? 'no storage version')
   const storageVersion = plan.storageVersion
 
   const freeze = decideFreeze(readFreezeState(crd, settings.migratingAnnotation), ctx.owner, storageVersion, settings.takeoverAfterMs)
-  if (freeze.action === 'foreign' || freeze.action === 'wait') return skip(freeze.reason)
+  if (freeze.action === 'foreign') return skip('frozen-by-another', freeze.reason)
+  if (freeze.action === 'wait') return skip('in-progress', freeze.reason)
 
-  const runStorage = settings.phases.includes(Phase.StorageVersionMigration) && plan.storageMigrationNeeded
+  // A resumed freeze runs the storage phase whatever storedVersions says now: the run that
+  // froze the CRD did so for a reason, and storedVersions could have been narrowed since.
+  const runStorage = settings.phases.includes(Phase.StorageVersionMigration) && (plan.storageMigrationNeeded || freeze.action === 'resume')
   const runCleanup = settings.phases.includes(Phase.CleanupManagedFields)
   if (settings.useStatusSubresource && runStorage && !versionHasStatusSubresource(crd, storageVersion)) {
-    return skip(`useStatusSubresource is set but version ${storageVersion} has no status subresource`)
+    return skip('blocked', `useStatusSubresource is set but version ${storageVersion} has no status subresource`)
   }
   if (freeze.action === 'freeze' && !runStorage) {
-    if (!runCleanup) return skip(`nothing to do: status.storedVersions is [${storageVersion}]`)
+    if (!runCleanup) return skip('up-to-date', `nothing to do: status.storedVersions is [${storageVersion}]`)
     const pending = await countManagedFieldsWork(crd, plan, settings, ctx)
     if (pending === 0) {
       await recordUpToDate(ctx, crd)
-      return skip(`nothing to do: status.storedVersions is [${storageVersion}] and no managedFields entry of an unserved version`)
+      return skip('up-to-date', `nothing to do: status.storedVersions is [${storageVersion}] and no managedFields entry of an unserved version`)
     }
   }
 
+  const seal = ctx.checkpointSeal ?? processCheckpointSeal()
   let resumedFrom: string | undefined
+  let unverifiedCheckpoint: string | undefined
   if (freeze.action === 'resume') {
-    resumedFrom = freeze.checkpoint
-    log.info({ previousOwner: freeze.previousOwner, checkpoint: freeze.checkpoint }, 'resuming a frozen migration')
+    const state = readFreezeState(crd, settings.migratingAnnotation)
+    const binding = checkpointBinding(crd, storageVersion, state.frozenGeneration, state.startedAt)
+    if (freeze.checkpoint !== undefined) {
+      if (binding && seal.verify(binding, freeze.checkpoint, state.checkpointSeal)) resumedFrom = freeze.checkpoint
+      else unverifiedCheckpoint = freeze.checkpoint
+    }
+    log.info({ previousOwner: freeze.previousOwner, checkpoint: freeze.checkpoint, trusted: resumedFrom !== undefined }, 'resuming a frozen migration')
+    if (unverifiedCheckpoint !== undefined) {
+      log.warn({ checkpoint: unverifiedCheckpoint, keySource: seal.source },
+        'the checkpoint on the CRD has no seal this migrator can verify; every object is looked at again (objects already in the storage version cost a no-op request)')
+    }
     const rv = crd.metadata.resourceVersion
     crd = await withRetry(() => patchCrdAnnotations(ctx.http, name, { [StateAnnotation.owner]: ctx.owner, [StateAnnotation.heartbeat]: new Date().toISOString() }, rv), retry)
   } else {
@@ -122,9 +147,12 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
   }
   const frozenGeneration = readFreezeState(crd, settings.migratingAnnotation).frozenGeneration ?? plan.generation
   log.info({ storageVersion, generation: frozenGeneration, storedVersions: plan.storedVersions, resumedFrom }, 'CRD frozen; migration started')
-  await ctx.events?.record(crd, 'Normal', 'MigrationStarted', `Migrating to storage version ${storageVersion} (storedVersions ${JSON.stringify(plan.storedVersions)})${resumedFrom ? `, resuming after ${resumedFrom}` : ''}`)
+  await ctx.events?.record(crd, 'Normal', 'MigrationStarted', `Migrating to storage version ${storageVersion} (storedVersions ${JSON.stringify(plan.storedVersions)})${resumedFrom ? `, resuming after ${resumedFrom}` : ''}${unverifiedCheckpoint !== undefined ? `; the checkpoint ${unverifiedCheckpoint} has no valid seal, so every object is checked again` : ''}`)
 
-  const state = new StateWriter(ctx, name, settings.progressIntervalMs)
+  const frozen = readFreezeState(crd, settings.migratingAnnotation)
+  const binding = checkpointBinding(crd, storageVersion, frozenGeneration, frozen.startedAt)
+  const sealCheckpoint = (checkpoint: string) => (binding ? seal.seal(binding, checkpoint) : null)
+  const state = new StateWriter(ctx, name, settings.progressIntervalMs, sealCheckpoint)
   const result: MigrationResult = { ...base, outcome: 'Failed', reason: '', durationMs: 0, ...(resumedFrom ? { resumedFrom } : {}) }
   try {
     if (runStorage) {
@@ -165,6 +193,12 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
   await ctx.events?.record(latest, result.outcome === 'Succeeded' ? 'Normal' : 'Warning', `Migration${result.outcome}`, result.reason)
   log.info({ outcome: result.outcome, reason: result.reason, durationMs: result.durationMs }, 'migration finished')
   return result
+}
+
+function checkpointBinding(crd: CustomResourceDefinition, storageVersion: string, frozenGeneration: number | undefined, startedAt: string | undefined): CheckpointBinding | undefined {
+  const uid = crd.metadata.uid
+  if (!uid || frozenGeneration === undefined || !startedAt) return undefined
+  return { crdUid: uid, targetStorageVersion: storageVersion, frozenGeneration, startedAt }
 }
 
 async function runPhase(
@@ -283,6 +317,7 @@ async function unfreeze(ctx: MigrationContext, name: string, migratingAnnotation
     [StateAnnotation.owner]: null,
     [StateAnnotation.heartbeat]: null,
     [StateAnnotation.checkpoint]: null,
+    [StateAnnotation.checkpointSeal]: null,
     [StateAnnotation.phase]: result.outcome,
     [StateAnnotation.lastResult]: result.outcome === 'Succeeded' ? 'Succeeded' : `Failed: ${truncate(result.reason, 200)}`,
     [StateAnnotation.lastCounts]: countsAnnotation(result),
@@ -337,7 +372,12 @@ class StateWriter {
   private pending: Promise<unknown> = Promise.resolve()
   private readonly timer: NodeJS.Timeout
 
-  constructor(private readonly ctx: MigrationContext, private readonly name: string, intervalMs: number) {
+  constructor(
+    private readonly ctx: MigrationContext,
+    private readonly name: string,
+    intervalMs: number,
+    private readonly sealCheckpoint: (checkpoint: string) => string | null,
+  ) {
     this.timer = setInterval(() => void this.flush(), intervalMs)
     this.timer.unref()
   }
@@ -362,7 +402,10 @@ class StateWriter {
     const latest = this.latest
     if (latest) {
       annotations[StateAnnotation.progress] = latest.progress
-      if (latest.phase === Phase.StorageVersionMigration) annotations[StateAnnotation.checkpoint] = latest.checkpoint ?? null
+      if (latest.phase === Phase.StorageVersionMigration) {
+        annotations[StateAnnotation.checkpoint] = latest.checkpoint ?? null
+        annotations[StateAnnotation.checkpointSeal] = latest.checkpoint === undefined ? null : this.sealCheckpoint(latest.checkpoint)
+      }
     }
     const key = JSON.stringify(annotations)
     // Heartbeat even without news, so a slow phase is not mistaken for a dead run.

@@ -1,4 +1,8 @@
 import { execFile } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { pino } from 'pino'
@@ -9,6 +13,7 @@ import { getCrd, patchCrdAnnotations } from '../../src/kube/crds.js'
 import { servedStorageVersionHash, storageVersionHash, waitForStorageVersion } from '../../src/kube/discovery.js'
 import { ContentType } from '../../src/kube/http.js'
 import { objectPath } from '../../src/kube/paths.js'
+import { CheckpointSeal } from '../../src/migrator/checkpoint-seal.js'
 import type { MigrationResult } from '../../src/migrator/migrate.js'
 import { createCrd, createNamespace, createObjects, crdManifest, httpFor, refFor, setStorageVersion, storedVersionsInEtcd } from '../helpers/cluster.js'
 import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
@@ -35,13 +40,23 @@ t.test('serve: the leader resumes a freeze left by a crashed run, after its chec
     const name = `obj-${String(i).padStart(5, '0')}`
     await http.request({ method: 'PATCH', path: objectPath(v2, ns, name), contentType: ContentType.mergePatch, body: { apiVersion: `${group}/v2`, kind: 'Widget' } })
   }
+  // The replicas share a state key (the chart mounts it from a Secret), so the leader
+  // trusts the checkpoint the crashed replica sealed with it.
+  const keyDir = await mkdtemp(path.join(os.tmpdir(), 'crd-migrator-key-'))
+  t.teardown(() => rm(keyDir, { recursive: true, force: true }))
+  const keyFile = path.join(keyDir, 'key')
+  await writeFile(keyFile, randomBytes(32))
+  const startedAt = new Date(Date.now() - 3_700_000).toISOString()
+  const seal = CheckpointSeal.fromKey(await readFile(keyFile), keyFile)
   await patchCrdAnnotations(http, crd.metadata.name, {
     [DEFAULT_MIGRATING_ANNOTATION]: 'true',
     [StateAnnotation.owner]: 'crashed-replica',
     [StateAnnotation.heartbeat]: new Date(Date.now() - 3_600_000).toISOString(),
+    [StateAnnotation.startedAt]: startedAt,
     [StateAnnotation.targetStorageVersion]: 'v2',
     [StateAnnotation.frozenGeneration]: String(flipped.metadata.generation),
     [StateAnnotation.checkpoint]: `${ns}/obj-00099`,
+    [StateAnnotation.checkpointSeal]: seal.seal({ crdUid: flipped.metadata.uid!, targetStorageVersion: 'v2', frozenGeneration: flipped.metadata.generation!, startedAt }, `${ns}/obj-00099`),
     [StateAnnotation.phase]: 'StorageVersionMigration',
   })
   const etcdBefore = await storedVersionsInEtcd(cp, group, 'widgets')
@@ -52,7 +67,7 @@ t.test('serve: the leader resumes a freeze left by a crashed run, after its chec
     kubeconfig: cp.kubeconfigPath,
     webhook: { enabled: false },
     metrics: { port: 0 },
-    migrator: { selector: { labelSelector: '', names: [crd.metadata.name] }, takeoverAfterSeconds: 1, progressIntervalSeconds: 0.5 },
+    migrator: { selector: { labelSelector: '', names: [crd.metadata.name] }, takeoverAfterSeconds: 1, progressIntervalSeconds: 0.5, stateKeyFile: keyFile },
     leaderElection: { namespace: 'default', leaseName: lease, leaseDurationSeconds: 5, renewDeadlineSeconds: 3, retryPeriodSeconds: 0.5 },
   })
   let resolveResult: (r: MigrationResult) => void

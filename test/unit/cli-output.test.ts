@@ -138,6 +138,8 @@ const base: MigrationResult = {
   outcome: 'Succeeded',
   reason: '10 object(s) rewritten in v1, storedVersions ["v1"]',
   storageVersion: 'v1',
+  crdUid: 'c0ffee',
+  generation: 2,
   storedVersionsBefore: ['v1alpha1', 'v1'],
   storedVersionsAfter: ['v1'],
   durationMs: 1540,

@@ -25,7 +25,7 @@ interface ReadRow {
 }
 
 const unfrozen: FreezeState = {
-  frozen: false, owner: undefined, heartbeat: undefined, targetStorageVersion: undefined, frozenGeneration: undefined, checkpoint: undefined,
+  frozen: false, owner: undefined, heartbeat: undefined, targetStorageVersion: undefined, frozenGeneration: undefined, startedAt: undefined, checkpoint: undefined, checkpointSeal: undefined,
 }
 
 const readRows: ReadRow[] = [
@@ -198,6 +198,7 @@ t.test('freezeAnnotations', async (t) => {
     'crd-migrator.io/frozen-generation': '5',
     'crd-migrator.io/progress': null,
     'crd-migrator.io/checkpoint': null,
+    'crd-migrator.io/checkpoint-seal': null,
   })
   const custom = freezeAnnotations('example.com/frozen', 'cli:me@host', 'v1', 1, at)
   t.equal(custom['example.com/frozen'], 'true', 'custom migrating key')
@@ -206,6 +207,6 @@ t.test('freezeAnnotations', async (t) => {
   // What freezeAnnotations writes, readFreezeState reads back.
   const annotations = Object.fromEntries(Object.entries(freezeAnnotations(KEY, 'pod-a', 'v2', 5, at)).filter((e): e is [string, string] => e[1] !== null))
   t.strictSame(readFreezeState(crd(annotations), KEY), {
-    frozen: true, owner: 'pod-a', heartbeat: at, targetStorageVersion: 'v2', frozenGeneration: 5, checkpoint: undefined,
+    frozen: true, owner: 'pod-a', heartbeat: at, targetStorageVersion: 'v2', frozenGeneration: 5, startedAt: at.toISOString(), checkpoint: undefined, checkpointSeal: undefined,
   }, 'round trip')
 })

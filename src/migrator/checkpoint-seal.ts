@@ -1,0 +1,113 @@
+/**
+ * Checkpoints a resumed run may trust. The checkpoint on a frozen CRD says "every object
+ * up to this key is stored in the storage version"; a resumed run skips those objects
+ * and later narrows status.storedVersions. Anyone who could write that annotation could
+ * make a run skip old-version objects, so a run writes an HMAC of the checkpoint next to
+ * it (the seal), bound to the CRD's uid and to this freeze (target storage version,
+ * frozen generation, start time), with a key only migrators hold. A checkpoint without a
+ * valid seal is not trusted: the run walks every object again, and objects already in
+ * the storage version cost a no-op request each, no etcd write.
+ *
+ * The key comes from `migrator.stateKeyFile` (the Helm chart mounts a Secret shared by
+ * its replicas); without it, from a file in the user's state directory, created on first
+ * use, so the same user's CLI resumes its own runs; where that cannot be written (a
+ * read-only container), from memory, so only this process's own checkpoints are trusted.
+ */
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
+import { mkdir, readFile, writeFile } from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import type { Logger } from 'pino'
+
+/** What a seal is bound to: a checkpoint of another CRD or another freeze does not verify. */
+export interface CheckpointBinding {
+  crdUid: string
+  targetStorageVersion: string
+  frozenGeneration: number
+  startedAt: string
+}
+
+const MIN_KEY_BYTES = 16
+const DOMAIN = 'crd-migrator checkpoint v1'
+
+export class CheckpointSeal {
+  private constructor(private readonly key: Buffer, readonly source: string) {}
+
+  static fromKey(key: Buffer, source: string): CheckpointSeal {
+    if (key.length < MIN_KEY_BYTES) throw new Error(`the state key from ${source} has ${key.length} byte(s); it needs at least ${MIN_KEY_BYTES}`)
+    return new CheckpointSeal(key, source)
+  }
+
+  static ephemeral(): CheckpointSeal {
+    return new CheckpointSeal(randomBytes(32), 'memory (this process only)')
+  }
+
+  seal(binding: CheckpointBinding, checkpoint: string): string {
+    return createHmac('sha256', this.key)
+      .update([DOMAIN, binding.crdUid, binding.targetStorageVersion, String(binding.frozenGeneration), binding.startedAt, checkpoint].join('\n'))
+      .digest('base64url')
+  }
+
+  verify(binding: CheckpointBinding, checkpoint: string, seal: string | undefined): boolean {
+    if (!seal) return false
+    const expected = Buffer.from(this.seal(binding, checkpoint))
+    const given = Buffer.from(seal)
+    return expected.length === given.length && timingSafeEqual(expected, given)
+  }
+}
+
+let processSeal: CheckpointSeal | undefined
+/** The seal of callers that load no key (tests, the demo): trusted by this process only. */
+export function processCheckpointSeal(): CheckpointSeal {
+  processSeal ??= CheckpointSeal.ephemeral()
+  return processSeal
+}
+
+export function defaultStateKeyFile(env: NodeJS.ProcessEnv = process.env): string {
+  const stateHome = env['XDG_STATE_HOME'] || path.join(os.homedir(), '.local', 'state')
+  return path.join(stateHome, 'crd-migrator', 'state.key')
+}
+
+/**
+ * The seal for `stateKeyFile` when given (it must be readable: the operator asked for
+ * it), else for the default file, created when missing, else one in memory.
+ */
+export async function loadCheckpointSeal(stateKeyFile: string | undefined, logger: Logger): Promise<CheckpointSeal> {
+  if (stateKeyFile) {
+    const key = await readFile(stateKeyFile).catch((err: NodeJS.ErrnoException) => {
+      throw new Error(`cannot read the state key file ${stateKeyFile} (migrator.stateKeyFile): ${err.code ?? err.message}`)
+    })
+    return CheckpointSeal.fromKey(trimKey(key), stateKeyFile)
+  }
+  const file = defaultStateKeyFile()
+  try {
+    return CheckpointSeal.fromKey(trimKey(await readFile(file)), file)
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') return fallback(logger, file, err)
+  }
+  try {
+    await mkdir(path.dirname(file), { recursive: true, mode: 0o700 })
+    // 'wx': when two processes start at once, one creates the file and the other reads it.
+    await writeFile(file, randomBytes(32).toString('base64url'), { mode: 0o600, flag: 'wx' })
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') return fallback(logger, file, err)
+  }
+  try {
+    return CheckpointSeal.fromKey(trimKey(await readFile(file)), file)
+  } catch (err) {
+    return fallback(logger, file, err)
+  }
+}
+
+function fallback(logger: Logger, file: string, err: unknown): CheckpointSeal {
+  logger.info({ file, err: err instanceof Error ? err.message : String(err) },
+    'no state key file (set migrator.stateKeyFile); checkpoints written by other processes will be re-verified object by object')
+  return CheckpointSeal.ephemeral()
+}
+
+/** A key file written by hand or from a Secret may end in a newline; it is not key material. */
+function trimKey(key: Buffer): Buffer {
+  let end = key.length
+  while (end > 0 && (key[end - 1] === 0x0a || key[end - 1] === 0x0d)) end--
+  return key.subarray(0, end)
+}
