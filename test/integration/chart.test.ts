@@ -5,7 +5,9 @@
  * the config schema, the committed plain manifests (webhook-config/plain/) against a fresh
  * render, and a server-side dry-run of every rendered object on the real kube-apiserver
  * (cert-manager's and the ServiceMonitor CRDs installed first). The RBAC of one render is
- * also created for real and probed with SubjectAccessReviews.
+ * also created for real and probed with SubjectAccessReviews. Values that would grant more
+ * (built-in API groups, extraConfig overriding annotations/identities) must fail the
+ * render, and the state-key Secret must survive an upgrade (lookup, --dry-run=server).
  *
  * helm and the CRDs come from scripts/build-tools.sh (built from Go modules on first use).
  * Regenerate the plain manifests with: CRD_MIGRATOR_UPDATE_PLAIN_MANIFESTS=1 npx tap test/integration/chart.test.ts
@@ -30,6 +32,8 @@ const PLAIN_FILE = join(plainDir, 'crd-migrator.yaml')
 const PLAIN_HEADER = [
   '# crd-migrator for clusters without Helm: the chart (charts/crd-migrator) rendered with its',
   '# default values, release name crd-migrator, namespace crd-migrator. Needs cert-manager.',
+  '# Except the state key, which no one should share: create the Secret crd-migrator-state-key',
+  '# (32 random bytes under `key`; README, Install) in namespace crd-migrator.',
   '# Apply with: kubectl apply -k webhook-config/plain/   (namespace.yaml first, then this file)',
   '# Generated; do not edit. test/integration/chart.test.ts checks it against the chart;',
   '# regenerate with CRD_MIGRATOR_UPDATE_PLAIN_MANIFESTS=1 npx tap test/integration/chart.test.ts',
@@ -287,6 +291,7 @@ const scenarios: Scenario[] = [
     kinds: [
       'ServiceAccount/crd-migrator',
       'ConfigMap/crd-migrator',
+      'Secret/crd-migrator-state-key',
       'ClusterRole/crd-migrator',
       'ClusterRoleBinding/crd-migrator',
       'Role/crd-migrator-leader-election',
@@ -311,7 +316,8 @@ const scenarios: Scenario[] = [
       logLevel: 'debug',
       image: { repository: 'registry.example.com/platform/crd-migrator', digest: 'sha256:' + 'a'.repeat(64) },
       certManager: { issuerRef: { name: 'corp-ca', kind: 'ClusterIssuer', group: 'cert-manager.io' }, duration: '720h', renewBefore: '240h' },
-      rbac: { managedGroups: ['example.com', 'stable.example.org'] },
+      // A CRD group under k8s.io is not one of kube-apiserver's own groups: allowed.
+      rbac: { managedGroups: ['example.com', 'stable.example.org', 'gateway.networking.k8s.io'] },
       annotations: { migrating: 'example.com/migrating' },
       identities: { migratorUsers: ['ops-bot'], migratorGroups: ['platform-ops'], breakGlassGroups: ['system:masters', 'oncall'] },
       migrator: {
@@ -341,6 +347,7 @@ const scenarios: Scenario[] = [
     kinds: [
       'ServiceAccount/mig-crd-migrator',
       'ConfigMap/mig-crd-migrator',
+      'Secret/mig-crd-migrator-state-key',
       'ClusterRole/mig-crd-migrator',
       'ClusterRoleBinding/mig-crd-migrator',
       'Role/mig-crd-migrator-leader-election',
@@ -365,6 +372,7 @@ const scenarios: Scenario[] = [
       webhook: { caBundle: Buffer.from(caPem).toString('base64') },
       rbac: { allGroups: true },
       serviceAccount: { name: 'migrator' },
+      migrator: { stateKey: { existingSecret: 'my-state-key' } },
     },
     webhook: (ns) => ({
       mode: 'service',
@@ -387,7 +395,49 @@ const scenarios: Scenario[] = [
       'ValidatingWebhookConfiguration/plain-crd-migrator.crd-migrator.io',
     ],
   },
+  {
+    // Webhook only: no RBAC, no token, no state key. The groups and the token setting are
+    // still asked for, and still not granted.
+    name: 'webhook only (migrator.enabled=false): no RBAC, no token, no state key',
+    release: 'wh',
+    values: {
+      migrator: { enabled: false, names: ['gadgets.example.net'] },
+      rbac: { managedGroups: ['example.com'] },
+      serviceAccount: { automountServiceAccountToken: true },
+    },
+    webhook: (ns) => ({
+      mode: 'service',
+      name: 'wh-crd-migrator.crd-migrator.io',
+      service: service({ namespace: ns, name: 'wh-crd-migrator', port: 443, path: '/validate-crd' }),
+      certManagerCertificate: `${ns}/wh-crd-migrator-serving`,
+      migratorUsers: [`system:serviceaccount:${ns}:wh-crd-migrator`],
+    }),
+    kinds: [
+      'ServiceAccount/wh-crd-migrator',
+      'ConfigMap/wh-crd-migrator',
+      'Service/wh-crd-migrator',
+      'Deployment/wh-crd-migrator',
+      'Certificate/wh-crd-migrator-ca',
+      'Certificate/wh-crd-migrator-serving',
+      'Issuer/wh-crd-migrator-selfsigned',
+      'Issuer/wh-crd-migrator-ca',
+      'PodDisruptionBudget/wh-crd-migrator',
+      'ValidatingWebhookConfiguration/wh-crd-migrator.crd-migrator.io',
+    ],
+  },
 ]
+
+/** The chart's migrator.enabled for a scenario's values (default true). */
+const migratorEnabled = (values: Record<string, any>) => values['migrator']?.enabled !== false
+
+/** Where the chart mounts the state-key Secret (config migrator.stateKeyFile is <dir>/key). */
+const STATE_KEY_DIR = '/var/run/crd-migrator/state-key'
+const RBAC_KINDS = ['ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding']
+
+/** The state-key Secret a scenario's pods mount: the user's, or <fullname>-state-key. */
+function stateKeySecretName(scenario: Scenario, manifests: Manifest[]): string {
+  return scenario.values['migrator']?.stateKey?.existingSecret ?? `${one(manifests, 'Deployment').metadata.name}-state-key`
+}
 
 /** kind/name -> dry-run status, per scenario, printed at the end (the report reads it). */
 const dryRunReport: Record<string, Record<string, number>> = {}
@@ -436,7 +486,15 @@ for (const scenario of scenarios) {
       t.same(renderWebhookConfiguration({ ...scenario.webhook(ns), migratorUsers: config.identities.migratorUsers, migratorGroups: config.identities.migratorGroups }), webhook,
         'the webhook configuration skips exactly the identities the server treats as the migrator')
       const v = scenario.values
-      if (v['migrator']) {
+      const raw = parse(text) as { migrator: Record<string, unknown> }
+      if (migratorEnabled(v)) {
+        t.equal(config.migrator.enabled, true)
+        t.equal(raw.migrator['stateKeyFile'], `${STATE_KEY_DIR}/key`, 'migrator.stateKeyFile is the mounted state key')
+      } else {
+        t.equal(config.migrator.enabled, false, 'webhook only')
+        t.notOk('stateKeyFile' in raw.migrator, 'no state key without the migrator')
+      }
+      if (v['migrator']?.selector !== undefined) {
         t.equal(config.migrator.selector.labelSelector, v['migrator'].selector)
         t.same(config.migrator.selector.names, v['migrator'].names)
         t.equal(config.migrator.concurrency, v['migrator'].concurrency)
@@ -493,9 +551,46 @@ for (const scenario of scenarios) {
       t.equal(ports['webhook'], scenario.values['webhook']?.port ?? 9443)
       t.equal(ports['metrics'], scenario.values['metrics']?.port ?? 8080)
       t.equal((one(manifests, 'Deployment')['spec'] as { replicas: number }).replicas, scenario.values['replicaCount'] ?? 2)
+
+      const enabled = migratorEnabled(scenario.values)
+      t.equal(spec['automountServiceAccountToken'], enabled, `pod: ServiceAccount token mounted only with the migrator (${enabled})`)
+      t.equal(one(manifests, 'ServiceAccount')['automountServiceAccountToken'], enabled, 'ServiceAccount: the same')
+      const keyVolume = spec['volumes'].find((v: { name: string }) => v.name === 'state-key')
+      const keyMount = c.volumeMounts.find((m: { name: string }) => m.name === 'state-key')
+      if (enabled) {
+        t.same(keyMount, { name: 'state-key', mountPath: STATE_KEY_DIR, readOnly: true }, 'the state key is mounted read-only')
+        t.same(keyVolume, { name: 'state-key', secret: { secretName: stateKeySecretName(scenario, manifests), items: [{ key: 'key', path: 'key' }], defaultMode: 0o440 } })
+      } else {
+        t.notOk(keyVolume, 'no state-key volume without the migrator')
+        t.notOk(keyMount, 'no state-key mount without the migrator')
+      }
+    })
+
+    t.test('the state-key Secret', async (t) => {
+      const secrets = manifests.filter((m) => m.kind === 'Secret')
+      if (!migratorEnabled(scenario.values) || scenario.values['migrator']?.stateKey?.existingSecret) {
+        t.same(ids(secrets), [], 'none: webhook only, or the user\'s own Secret')
+        return
+      }
+      const name = stateKeySecretName(scenario, manifests)
+      t.equal(name, `${one(manifests, 'Deployment').metadata.name}-state-key`)
+      const secret = one(manifests, 'Secret', name)
+      t.equal(secret['type'], 'Opaque')
+      const data = secret['data'] as Record<string, string>
+      t.same(Object.keys(data), ['key'])
+      const text = Buffer.from(data['key']!, 'base64').toString('utf8')
+      t.match(text, /^[A-Za-z0-9+/]{43}=$/, 'the key file holds base64 text')
+      t.equal(Buffer.from(text, 'base64').length, 32, 'of 32 random bytes')
+      // helm template cannot look the Secret up: every render makes a new key.
+      const again = one(await template(scenario.release, ns, scenario.values), 'Secret', name)
+      t.not((again['data'] as Record<string, string>)['key'], data['key'], 'a new key per render without lookup')
     })
 
     t.test('RBAC is least privilege', async (t) => {
+      if (!migratorEnabled(scenario.values)) {
+        t.same(ids(manifests.filter((m) => RBAC_KINDS.includes(m.kind))), [], 'webhook only: no ClusterRole, Role or binding at all')
+        return
+      }
       checkLeastPrivilege(t, manifests, Boolean(scenario.values['rbac']?.allGroups))
       const cr = rulesOf(one(manifests, 'ClusterRole'))
       t.same(cr.slice(0, 2), [
@@ -508,6 +603,7 @@ for (const scenario of scenarios) {
         t.same(cr.slice(2), [
           { apiGroups: ['example.com'], resources: ['*'], verbs: ['get', 'list', 'patch'] },
           { apiGroups: ['stable.example.org'], resources: ['*'], verbs: ['get', 'list', 'patch'] },
+          { apiGroups: ['gateway.networking.k8s.io'], resources: ['*'], verbs: ['get', 'list', 'patch'] },
           { apiGroups: ['example.net'], resources: ['gadgets'], verbs: ['get', 'list', 'patch'] },
           { apiGroups: ['example.com'], resources: ['widgets'], verbs: ['get', 'list', 'patch'] },
           { apiGroups: ['example.com'], resources: ['widgets/status'], verbs: ['patch'] },
@@ -556,7 +652,7 @@ t.test('RBAC, created for real, allows what the migrator does and nothing else',
   await createNamespace(ns)
   const release = uniqueName('rb')
   const manifests = await template(release, ns, scenarios[1]!.values)
-  const rbac = manifests.filter((m) => ['ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding'].includes(m.kind))
+  const rbac = manifests.filter((m) => RBAC_KINDS.includes(m.kind))
   for (const m of rbac) {
     const path = await collectionPath(m, ns)
     const res = await cp.apiRequest(path, { method: 'POST', body: m })
@@ -590,6 +686,7 @@ t.test('RBAC, created for real, allows what the migrator does and nothing else',
     ['patch widget status', { group: 'example.com', resource: 'widgets', subresource: 'status', verb: 'patch', namespace: 'team-a', name: 'w' }],
     ['patch a resource of a managed group', { group: 'stable.example.org', resource: 'things', verb: 'patch', namespace: 'x', name: 'y' }],
     ['patch a gadget (by name)', { group: 'example.net', resource: 'gadgets', verb: 'patch', name: 'g' }],
+    ['patch an HTTPRoute (a CRD group under k8s.io)', { group: 'gateway.networking.k8s.io', resource: 'httproutes', verb: 'patch', namespace: 'x', name: 'r' }],
     ['create its Lease', { group: 'coordination.k8s.io', resource: 'leases', verb: 'create', namespace: ns }],
     ['renew its Lease', { group: 'coordination.k8s.io', resource: 'leases', verb: 'update', namespace: ns, name: lease }],
     ['create Events in default', { group: '', resource: 'events', verb: 'create', namespace: 'default' }],
@@ -603,6 +700,10 @@ t.test('RBAC, created for real, allows what the migrator does and nothing else',
     ['patch gadget status (not asked for)', { group: 'example.net', resource: 'gadgets', subresource: 'status', verb: 'patch', name: 'g' }],
     ['patch another group', { group: 'other.example.io', resource: 'things', verb: 'patch', namespace: 'x', name: 'y' }],
     ['read Secrets', { group: '', resource: 'secrets', verb: 'get', namespace: ns, name: 's' }],
+    ['read its own state key (the kubelet mounts it)', { group: '', resource: 'secrets', verb: 'get', namespace: ns, name: `${lease}-state-key` }],
+    ['patch a Deployment', { group: 'apps', resource: 'deployments', verb: 'patch', namespace: ns, name: 'd' }],
+    ['patch a webhook configuration', { group: 'admissionregistration.k8s.io', resource: 'validatingwebhookconfigurations', verb: 'patch', name: 'v' }],
+    ['patch an Ingress (networking.k8s.io is built in; gateway.networking.k8s.io is not)', { group: 'networking.k8s.io', resource: 'ingresses', verb: 'patch', namespace: 'x', name: 'i' }],
     ['renew another Lease', { group: 'coordination.k8s.io', resource: 'leases', verb: 'update', namespace: ns, name: 'someone-else' }],
     ['create a Lease elsewhere', { group: 'coordination.k8s.io', resource: 'leases', verb: 'create', namespace: 'kube-system' }],
     ['create Events elsewhere', { group: '', resource: 'events', verb: 'create', namespace: 'kube-system' }],
@@ -622,12 +723,110 @@ t.test('bad values are refused with a message', async (t) => {
     ['a misspelt value (values.schema.json)', { replicas: 3 }, /additional properties 'replicas' not allowed/],
     ['an unknown phase (values.schema.json)', { migrator: { crds: { 'a.example.com': { skipPhases: ['Nope'] } } } }, /skipPhases/],
     ['CRD names are plural.group', { migrator: { names: ['widgets'] } }, /must be <plural>\.<group>/],
+    // extraConfig cannot make the config file disagree with the webhook configuration, the RBAC or the mounts.
+    ['extraConfig moves the freeze annotation', { extraConfig: { annotations: { migrating: 'example.com/other' } } },
+      /extraConfig\.annotations\.migrating may not be set: set the chart value annotations\.migrating instead/],
+    ['extraConfig with an empty annotations map', { extraConfig: { annotations: {} } }, /extraConfig\.annotations\.migrating may not be set/],
+    ['extraConfig adds a migrator user', { extraConfig: { identities: { migratorUsers: ['mallory'] } } },
+      /extraConfig\.identities\.migratorUsers may not be set: set the chart value identities\.migratorUsers instead/],
+    ['extraConfig adds a migrator group', { extraConfig: { identities: { migratorGroups: ['devs'] } } },
+      /extraConfig\.identities\.migratorGroups may not be set: set the chart value identities\.migratorGroups instead/],
+    ['extraConfig changes the break-glass groups', { extraConfig: { identities: { breakGlassGroups: ['devs'] } } },
+      /extraConfig\.identities\.breakGlassGroups may not be set: set the chart value identities\.breakGlassGroups instead/],
+    ['extraConfig turns the migrator on behind the chart\'s back', { migrator: { enabled: false }, extraConfig: { migrator: { enabled: true } } },
+      /extraConfig\.migrator\.enabled may not be set: set the chart value migrator\.enabled instead/],
+    ['extraConfig points the state key elsewhere', { extraConfig: { migrator: { stateKeyFile: '/tmp/key' } } },
+      /extraConfig\.migrator\.stateKeyFile may not be set: set the chart value migrator\.stateKey\.existingSecret instead/],
+    // RBAC outside custom resources.
+    ['"*" in rbac.managedGroups (values.schema.json)', { rbac: { managedGroups: ['example.com', '*'] } }, /at '\/rbac\/managedGroups\/1': '\*' does not match pattern/],
+    ['the core group in rbac.managedGroups (values.schema.json)', { rbac: { managedGroups: [''] } }, /at '\/rbac\/managedGroups\/0': minLength/],
+    ['apps in rbac.managedGroups', { rbac: { managedGroups: ['apps'] } }, /rbac\.managedGroups: "apps" is an API group kube-apiserver serves itself, where no CRD lives; list the groups of your CRDs/],
+    ['admissionregistration.k8s.io in rbac.managedGroups', { rbac: { managedGroups: ['example.com', 'admissionregistration.k8s.io'] } },
+      /rbac\.managedGroups: "admissionregistration\.k8s\.io" is an API group kube-apiserver serves itself/],
+    ['a webhook configuration in migrator.names', { migrator: { names: ['validatingwebhookconfigurations.admissionregistration.k8s.io'] } },
+      /migrator\.names \/ migrator\.crds \(validatingwebhookconfigurations\.admissionregistration\.k8s\.io\): "admissionregistration\.k8s\.io" is an API group kube-apiserver serves itself/],
+    ['Deployments in migrator.crds', { migrator: { crds: { 'deployments.apps': { concurrency: 1 } } } }, /\(deployments\.apps\): "apps" is an API group kube-apiserver serves itself/],
+    ['every group through migrator.crds', { migrator: { crds: { 'widgets.*': {} } } }, /\(widgets\.\*\): "\*" would grant get\/list\/patch on every API group/],
   ]
   for (const [what, values, message] of cases) {
     const r = await helm(['template', 'x', chartDir, ...(await valuesArgs(values))])
     t.not(r.code, 0, `${what}: helm template fails`)
     t.match(r.stderr, message, what)
   }
+})
+
+t.test('the template refuses the groups on its own, "*" and "" included (helm template --skip-schema-validation)', async (t) => {
+  const cases: Array<[string, RegExp]> = [
+    ['*', /rbac\.managedGroups: "\*" would grant get\/list\/patch on every API group, Secrets and RBAC included; .*rbac\.allGroups=true/],
+    ['', /rbac\.managedGroups: "" is the core API group/],
+    ['apps', /rbac\.managedGroups: "apps" is an API group kube-apiserver serves itself, where no CRD lives/],
+    ['rbac.authorization.k8s.io', /rbac\.managedGroups: "rbac\.authorization\.k8s\.io" is an API group kube-apiserver serves itself/],
+  ]
+  for (const [group, message] of cases) {
+    const r = await helm(['template', 'x', chartDir, '--skip-schema-validation', ...(await valuesArgs({ rbac: { managedGroups: ['example.com', group] } }))])
+    t.not(r.code, 0, `${JSON.stringify(group)}: helm template fails`)
+    t.match(r.stderr, message, JSON.stringify(group))
+  }
+  // Webhook only renders no RBAC, but the values are still checked.
+  const r = await helm(['template', 'x', chartDir, '--skip-schema-validation', ...(await valuesArgs({ migrator: { enabled: false }, rbac: { managedGroups: ['policy'] } }))])
+  t.match(r.stderr, /"policy" is an API group kube-apiserver serves itself/, 'checked with migrator.enabled=false too')
+})
+
+t.test('every API group kube-apiserver serves is refused; CRD groups under k8s.io are not', async (t) => {
+  // The chart's list (the crd-migrator.builtinApiGroups helper).
+  const helpers = await readFile(join(chartDir, 'templates', '_helpers.tpl'), 'utf8')
+  const block = /define "crd-migrator\.builtinApiGroups"[\s\S]*?\{\{- list([\s\S]*?)\| toJson/.exec(helpers)
+  t.ok(block, 'the crd-migrator.builtinApiGroups helper')
+  const inTemplate = [...(block?.[1] ?? '').matchAll(/"([^"]+)"/g)].map((m) => m[1]!).sort()
+  t.ok(inTemplate.length >= 20, `${inTemplate.length} groups`)
+
+  // What this kube-apiserver serves itself: the APIServices the aggregator registers at
+  // start (label automanaged=onstart); CRD groups are synced later (automanaged=true).
+  const res = await cp.apiRequest('/apis/apiregistration.k8s.io/v1/apiservices?labelSelector=kube-aggregator.kubernetes.io/automanaged%3Donstart')
+  t.equal(res.status, 200)
+  const served = [...new Set((res.json as { items: Array<{ spec: { group?: string } }> }).items.map((a) => a.spec.group ?? ''))]
+  // The aggregator's own group has no such APIService; /apis lists it.
+  const apis = await cp.apiRequest('/apis')
+  const groups = (apis.json as { groups: Array<{ name: string }> }).groups.map((g) => g.name)
+  t.ok(groups.includes('apiregistration.k8s.io'), '/apis lists apiregistration.k8s.io')
+  served.push('apiregistration.k8s.io')
+  served.sort()
+  t.ok(served.includes('apps') && served.includes('apiextensions.k8s.io') && served.includes('rbac.authorization.k8s.io'), `built-in groups found: ${served.join(', ')}`)
+  t.same(served.filter((g) => g !== '' && !inTemplate.includes(g)), [], 'the chart knows every group kube-apiserver v1.35 serves')
+  for (const group of new Set([...served, ...inTemplate])) {
+    const r = await helm(['template', 'x', chartDir, ...(await valuesArgs({ rbac: { managedGroups: [group] } }))])
+    t.not(r.code, 0, `rbac.managedGroups=[${JSON.stringify(group)}] is refused`)
+    if (group !== '') t.match(r.stderr, `"${group}" is an API group kube-apiserver serves itself`)
+  }
+
+  const crdGroups = ['gateway.networking.k8s.io', 'snapshot.storage.k8s.io', 'cluster.x-k8s.io', 'policy.networking.k8s.io', 'example.com']
+  const r = await helm(['template', 'x', chartDir, ...(await valuesArgs({
+    rbac: { managedGroups: crdGroups },
+    migrator: { names: ['httproutes.gateway.networking.k8s.io'], crds: { 'volumesnapshots.snapshot.storage.k8s.io': { useStatusSubresource: true } } },
+  }))])
+  t.equal(r.code, 0, 'CRD groups under k8s.io and x-k8s.io are allowed', { stderr: r.stderr })
+})
+
+t.test('the state key survives an upgrade: lookup keeps the existing Secret', async (t) => {
+  const ns = uniqueName('chart-key')
+  await createNamespace(ns)
+  const release = 'keep'
+  const name = 'keep-crd-migrator-state-key'
+  const installed = one(await template(release, ns, {}), 'Secret', name)
+  const path = await collectionPath(installed, ns)
+  // As `helm install` leaves it: owned by the release.
+  const owned = structuredClone(installed)
+  owned.metadata.annotations = { 'meta.helm.sh/release-name': release, 'meta.helm.sh/release-namespace': ns }
+  const created = await cp.apiRequest(path, { method: 'POST', body: owned })
+  t.equal(created.status, 201, 'the install\'s Secret exists', { body: created.status >= 300 ? created.body : undefined })
+  t.teardown(async () => {
+    await cp.apiRequest(`${path}/${name}`, { method: 'DELETE' })
+  })
+  // An upgrade renders against the cluster: --dry-run=server lets lookup see it.
+  const r = await helm(['template', release, chartDir, '--namespace', ns, '--dry-run=server', '--kubeconfig', cp.kubeconfigPath])
+  t.equal(r.code, 0, 'helm template --dry-run=server', { stderr: r.stderr })
+  const upgraded = one(parseAllDocuments(r.stdout).map((d) => d.toJS() as Manifest | null).filter((m): m is Manifest => m !== null), 'Secret', name)
+  t.equal((upgraded['data'] as Record<string, string>)['key'], (installed['data'] as Record<string, string>)['key'], 'the same key after the upgrade')
 })
 
 t.test('values.yaml: every value is commented (on itself or on the block it belongs to)', async (t) => {
@@ -660,8 +859,11 @@ t.test('values.yaml: every value is commented (on itself or on the block it belo
   t.same(undocumented, [], 'values without a `# --` description')
 })
 
+/** The plain manifests' values: the defaults, but no state-key Secret (a committed key would be everybody's key). */
+const PLAIN_VALUES = { migrator: { stateKey: { existingSecret: 'crd-migrator-state-key' } } }
+
 t.test('webhook-config/plain/ is the default render', async (t) => {
-  const rendered = PLAIN_HEADER + (await templateRaw('crd-migrator', 'crd-migrator', {}))
+  const rendered = PLAIN_HEADER + (await templateRaw('crd-migrator', 'crd-migrator', PLAIN_VALUES))
   if (process.env['CRD_MIGRATOR_UPDATE_PLAIN_MANIFESTS'] === '1') {
     await writeFile(PLAIN_FILE, rendered)
     t.comment(`wrote ${PLAIN_FILE}`)
@@ -670,6 +872,9 @@ t.test('webhook-config/plain/ is the default render', async (t) => {
   t.equal(committed, rendered, 'webhook-config/plain/crd-migrator.yaml is up to date (regenerate: CRD_MIGRATOR_UPDATE_PLAIN_MANIFESTS=1 npx tap test/integration/chart.test.ts)')
 
   const manifests = parseAllDocuments(committed).map((d) => d.toJS() as Manifest | null).filter((m): m is Manifest => m !== null)
+  t.same(ids(manifests.filter((m) => m.kind === 'Secret')), [], 'no Secret, no state key in the repository')
+  t.equal(podSpec(manifests)['volumes'].find((v: { name: string }) => v.name === 'state-key')?.secret.secretName, 'crd-migrator-state-key',
+    'the pods mount the Secret the chart would have made')
   // The in-cluster variant everyone else uses (webhook-config/validating-webhook.yaml) is the
   // chart's default render, bar the chart's labels.
   const vwc = withoutChartLabels(one(manifests, 'ValidatingWebhookConfiguration'))

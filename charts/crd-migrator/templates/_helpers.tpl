@@ -89,6 +89,72 @@ is pasted into a CEL string literal, so anything but a valid annotation key is r
 {{- end }}
 
 {{/*
+API groups kube-apiserver serves itself (Kubernetes v1.35, every alpha and beta group
+included, plus the legacy and review-only groups of k8s.io/api). No CRD lives in them, so
+rbac.managedGroups and the CRDs of migrator.names / migrator.crds may not name them:
+get/list/patch there would reach Pods, Secrets, RBAC or webhook configurations. Only these
+exact names: CRDs in other *.k8s.io groups (gateway.networking.k8s.io,
+snapshot.storage.k8s.io, *.x-k8s.io) are allowed.
+*/}}
+{{- define "crd-migrator.builtinApiGroups" -}}
+{{- list
+  "admission.k8s.io"
+  "admissionregistration.k8s.io"
+  "apidiscovery.k8s.io"
+  "apiextensions.k8s.io"
+  "apiregistration.k8s.io"
+  "apps"
+  "authentication.k8s.io"
+  "authorization.k8s.io"
+  "autoscaling"
+  "batch"
+  "certificates.k8s.io"
+  "coordination.k8s.io"
+  "discovery.k8s.io"
+  "events.k8s.io"
+  "extensions"
+  "flowcontrol.apiserver.k8s.io"
+  "imagepolicy.k8s.io"
+  "internal.apiserver.k8s.io"
+  "networking.k8s.io"
+  "node.k8s.io"
+  "policy"
+  "rbac.authorization.k8s.io"
+  "resource.k8s.io"
+  "scheduling.k8s.io"
+  "storage.k8s.io"
+  "storagemigration.k8s.io"
+  | toJson }}
+{{- end }}
+
+{{/*
+Fails unless .group may get an RBAC rule of the migrator: not "*", not "" (the core
+group), not a group of kube-apiserver's own. .what names the value for the message.
+*/}}
+{{- define "crd-migrator.checkApiGroup" -}}
+{{- if eq .group "*" }}
+{{- fail (printf "%s: \"*\" would grant get/list/patch on every API group, Secrets and RBAC included; list the groups of your CRDs, or set rbac.allGroups=true if you really mean every group" .what) }}
+{{- else if eq .group "" }}
+{{- fail (printf "%s: \"\" is the core API group (Pods, Secrets, ...), where no CRD lives; list the groups of your CRDs" .what) }}
+{{- else if has .group (include "crd-migrator.builtinApiGroups" . | fromJsonArray) }}
+{{- fail (printf "%s: %q is an API group kube-apiserver serves itself, where no CRD lives; list the groups of your CRDs" .what .group) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Refuses RBAC grants outside custom resources: rbac.managedGroups and the groups of the
+CRDs in migrator.names / migrator.crds. Rendered for every install, RBAC or not.
+*/}}
+{{- define "crd-migrator.checkApiGroups" -}}
+{{- range $group := .Values.rbac.managedGroups }}
+{{- include "crd-migrator.checkApiGroup" (dict "group" $group "what" "rbac.managedGroups") }}
+{{- end }}
+{{- range $crd := include "crd-migrator.namedCrds" . | fromJsonArray }}
+{{- include "crd-migrator.checkApiGroup" (dict "group" $crd.group "what" (printf "migrator.names / migrator.crds (%s)" $crd.name)) }}
+{{- end }}
+{{- end }}
+
+{{/*
 The CRDs named in values (migrator.names and the keys of migrator.crds), as a list of
 dicts {name, plural, group, status}, sorted by name.
 */}}
@@ -115,11 +181,53 @@ identities.migratorUsers. The config file and the webhook's matchConditions use 
 {{- prepend .Values.identities.migratorUsers $sa | uniq | toJson }}
 {{- end }}
 
+{{/* The Secret with the migrator's state key (HMAC of its checkpoints), 32 bytes under `key`. */}}
+{{- define "crd-migrator.stateKeySecretName" -}}
+{{- if .Values.migrator.stateKey.existingSecret }}
+{{- .Values.migrator.stateKey.existingSecret }}
+{{- else }}
+{{- printf "%s-state-key" (include "crd-migrator.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{/* Where the container reads the state key (the Secret is mounted read-only at its directory). */}}
+{{- define "crd-migrator.stateKeyDir" -}}
+/var/run/crd-migrator/state-key
+{{- end }}
+
+{{/*
+extraConfig may not set what other objects are rendered from: the webhook's matchConditions
+from annotations.migrating and identities.*, the RBAC, the token and the state-key Secret
+from migrator.enabled, the state-key mount from migrator.stateKeyFile. A config file that
+disagreed with them would, e.g., freeze with an annotation the webhook never sees.
+*/}}
+{{- define "crd-migrator.checkExtraConfig" -}}
+{{- $extra := .Values.extraConfig }}
+{{- range $section := list "annotations" "identities" }}
+{{- if hasKey $extra $section }}
+{{- $keys := list }}
+{{- if kindIs "map" (get $extra $section) }}{{ $keys = keys (get $extra $section) | sortAlpha }}{{ end }}
+{{- $sample := printf "%s.%s" $section (ternary "migrating" "migratorUsers" (eq $section "annotations")) }}
+{{- if $keys }}{{ $sample = printf "%s.%s" $section (first $keys) }}{{ end }}
+{{- fail (printf "extraConfig.%s may not be set: set the chart value %s instead (the webhook configuration's matchConditions are rendered from the chart's %s values; a config file that differs would make webhook and server disagree)" $sample $sample $section) }}
+{{- end }}
+{{- end }}
+{{- if kindIs "map" $extra.migrator }}
+{{- if hasKey $extra.migrator "enabled" }}
+{{- fail "extraConfig.migrator.enabled may not be set: set the chart value migrator.enabled instead (it also decides the RBAC, the ServiceAccount token and the state-key Secret)" }}
+{{- end }}
+{{- if hasKey $extra.migrator "stateKeyFile" }}
+{{- fail "extraConfig.migrator.stateKeyFile may not be set: set the chart value migrator.stateKey.existingSecret instead (the chart mounts the key and points migrator.stateKeyFile at it)" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{/*
 The crd-migrator config file (see src/config/schema.ts), built from values. POD_NAMESPACE
 (the Lease namespace) and POD_NAME (the identity) come from the environment.
 */}}
 {{- define "crd-migrator.config" -}}
+{{- include "crd-migrator.checkExtraConfig" . }}
 {{- $config := dict
   "logLevel" .Values.logLevel
   "annotations" (dict "migrating" (include "crd-migrator.migratingAnnotation" .))
@@ -138,5 +246,8 @@ The crd-migrator config file (see src/config/schema.ts), built from values. POD_
     "crds" (deepCopy .Values.migrator.crds))
   "leaderElection" (dict "enabled" .Values.leaderElection.enabled "leaseName" (include "crd-migrator.leaseName" .))
 }}
+{{- if .Values.migrator.enabled }}
+{{- $_ := set $config.migrator "stateKeyFile" (printf "%s/key" (include "crd-migrator.stateKeyDir" .)) }}
+{{- end }}
 {{- mustMergeOverwrite $config (deepCopy .Values.extraConfig) | toYaml }}
 {{- end }}

@@ -1,0 +1,155 @@
+/**
+ * `serve --no-migrator` (the chart's migrator.enabled=false, which mounts no ServiceAccount
+ * token and binds no RBAC) must not need the API server at all: no kubeconfig is loaded and
+ * no client is created, and the CLI serves the webhook in an environment without any
+ * kubeconfig, in-cluster credentials or ~/.kube/config.
+ */
+import { spawn } from 'node:child_process'
+import { mkdtemp, rm } from 'node:fs/promises'
+import https from 'node:https'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import t from 'tap'
+import { configFromOptions } from '../../src/cli/options.js'
+import { generateDevCertificates } from '../../src/devcerts/devcerts.js'
+import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
+import { capturingLogger } from '../helpers/log-capture.js'
+
+const root = fileURLToPath(new URL('../../', import.meta.url))
+const scratch = await mkdtemp(join(tmpdir(), 'crd-migrator-serve-webhook-only-'))
+t.teardown(() => rm(scratch, { recursive: true, force: true }))
+const certs = await generateDevCertificates(join(scratch, 'certs'))
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer()
+    s.on('error', reject)
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number }
+      s.close(() => resolve(port))
+    })
+  })
+}
+
+/** A storage flip on a frozen CRD, as the API server would send it. */
+function review() {
+  const crd = (storage: string) => ({
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: 'widgets.example.com', annotations: { [DEFAULT_MIGRATING_ANNOTATION]: 'true' } },
+    spec: { group: 'example.com', versions: ['v1', 'v2'].map((name) => ({ name, served: true, storage: name === storage })) },
+  })
+  return {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid: '0a0b0c0d-0000-4000-8000-000000000001',
+      kind: { group: 'apiextensions.k8s.io', version: 'v1', kind: 'CustomResourceDefinition' },
+      resource: { group: 'apiextensions.k8s.io', version: 'v1', resource: 'customresourcedefinitions' },
+      name: 'widgets.example.com',
+      operation: 'UPDATE',
+      userInfo: { username: 'alice', groups: ['system:authenticated'] },
+      oldObject: crd('v1'),
+      object: crd('v2'),
+    },
+  }
+}
+
+function postReview(port: number): Promise<{ status: number; body: { response?: { allowed?: boolean } } }> {
+  return new Promise((resolve, reject) => {
+    const req = https.request(
+      { host: '127.0.0.1', port, path: '/validate-crd', method: 'POST', ca: certs.caCertPem, servername: 'localhost', headers: { 'content-type': 'application/json' } },
+      (res) => {
+        let text = ''
+        res.setEncoding('utf8').on('data', (d: string) => (text += d))
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }))
+      },
+    )
+    req.on('error', reject)
+    req.end(JSON.stringify(review()))
+  })
+}
+
+t.test('serve() with the migrator off never loads a kubeconfig nor creates a client', async (t) => {
+  const calls: string[] = []
+  const refuse = (what: string) => (..._args: unknown[]) => {
+    calls.push(what)
+    throw new Error(`${what} called`)
+  }
+  const { serve } = await t.mockImport<typeof import('../../src/cli/serve.js')>('../../src/cli/serve.js', {
+    '../../src/kube/client.js': { kubeHttp: refuse('kubeHttp'), loadKubeConfig: refuse('loadKubeConfig') },
+  })
+  const metricsPort = await freePort()
+  // What `serve --no-migrator` builds; leader election stays on, as the chart renders it.
+  const config = configFromOptions(
+    { migrator: false, tlsCert: certs.certFile, tlsKey: certs.keyFile, webhookHost: '127.0.0.1', webhookPort: '0', metricsPort: String(metricsPort) },
+    {},
+  )
+  t.equal(config.migrator.enabled, false)
+  t.equal(config.leaderElection.enabled, true)
+  const handle = await serve(config, capturingLogger().logger, { defaultMetrics: false })
+  t.teardown(() => handle.close())
+  const answer = await postReview(handle.webhook!.port)
+  t.equal(answer.status, 200)
+  t.equal(answer.body.response?.allowed, false, 'the webhook decides (a frozen storage flip is refused)')
+  t.equal((await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).status, 200, 'ready')
+  await handle.close()
+  await handle.stopped
+  t.same(calls, [], 'no kubeconfig loaded, no client created')
+
+  // The same mock does refuse when the migrator is on: the check above has teeth.
+  const withMigrator = configFromOptions({ webhook: false, metricsPort: '0' }, {})
+  await t.rejects(serve(withMigrator, capturingLogger().logger, { defaultMetrics: false }), /kubeHttp called/)
+  t.same(calls, ['kubeHttp'])
+})
+
+t.test('the CLI: serve --no-migrator runs without any kubeconfig', async (t) => {
+  const home = await mkdtemp(join(scratch, 'home-'))
+  const env: NodeJS.ProcessEnv = { ...process.env, HOME: home }
+  // Nothing to find: no $KUBECONFIG, no ~/.kube/config, no in-cluster service host or token.
+  for (const key of Object.keys(env)) {
+    if (key === 'KUBECONFIG' || key.startsWith('KUBERNETES_') || key.startsWith('CRD_MIGRATOR_') || key === 'POD_NAMESPACE') delete env[key]
+  }
+  const [webhookPort, metricsPort] = [await freePort(), await freePort()]
+  // The TypeScript source through tap's own loader (process.execArgv), not a possibly stale dist/.
+  const child = spawn(
+    process.execPath,
+    [
+      ...process.execArgv,
+      join(root, 'src', 'cli', 'main.ts'),
+      'serve', '--no-migrator',
+      '--tls-cert', certs.certFile, '--tls-key', certs.keyFile,
+      '--webhook-host', '127.0.0.1', '--webhook-port', String(webhookPort), '--metrics-port', String(metricsPort),
+    ],
+    { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] },
+  )
+  let output = ''
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (output += d))
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (output += d))
+  const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.on('exit', (c, s) => resolve([c, s])))
+  t.teardown(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+  })
+
+  let ready = false
+  for (let i = 0; i < 600 && !ready && child.exitCode === null; i++) {
+    try {
+      ready = (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).status === 200
+    } catch {
+      // not listening yet (the TypeScript loader takes a few seconds)
+    }
+    if (!ready) await new Promise((r) => setTimeout(r, 100))
+  }
+  t.ok(ready, 'GET /readyz answers 200', { output })
+  const answer = await postReview(webhookPort)
+  t.equal(answer.body.response?.allowed, false, 'the webhook answers reviews')
+  const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()
+  t.match(metrics, /crd_migrator_webhook_/, 'webhook metrics')
+  t.notMatch(metrics, /crd_migrator_objects_total/, 'no migrator metrics: the controller never started')
+  child.kill('SIGTERM')
+  const [code, signal] = await exited
+  t.equal(code, 0, 'exits 0 on SIGTERM', { signal, output })
+  t.notMatch(output, /kubeconfig|no Kubernetes cluster|ECONNREFUSED|"level":[56]0/, 'no kubeconfig lookup, no connection attempt, no error logged', { output })
+})
