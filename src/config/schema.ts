@@ -35,8 +35,8 @@ export const ConfigSchema = z.strictObject({
     port: z.number().int().min(0).max(65535).default(9443),
     certFile: z.string().default('/tls/tls.crt'),
     keyFile: z.string().default('/tls/tls.key'),
-    /** Room for object and oldObject of two 1.5 MB CRDs plus JSON overhead. */
-    bodyLimitBytes: z.number().int().min(1024).default(8 * 1024 * 1024),
+    /** object and oldObject of a 1.5 MB CRD plus the envelope (webhook/server.ts DEFAULT_BODY_LIMIT_BYTES). */
+    bodyLimitBytes: z.number().int().min(1024).default(3 * 1024 * 1024),
   }).prefault({}),
   metrics: z.strictObject({
     /** Plain-HTTP listener for /metrics, /healthz and /readyz; port 0 turns it off. */

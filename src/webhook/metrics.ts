@@ -5,6 +5,7 @@
  */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
 import { ADMISSION_OPERATIONS, DENIAL_REASONS, type AdmissionOperation, type DenialReason } from './admission.js'
+import { CERTIFICATE_REJECTIONS, type CertificateRejection } from './tls.js'
 
 export const METRIC_NAMES = Object.freeze({
   reviews: 'crd_migrator_admission_reviews_total',
@@ -12,6 +13,7 @@ export const METRIC_NAMES = Object.freeze({
   duration: 'crd_migrator_admission_review_duration_seconds',
   badRequests: 'crd_migrator_admission_bad_requests_total',
   certificateExpiry: 'crd_migrator_webhook_certificate_expiry_timestamp_seconds',
+  certificateRejected: 'crd_migrator_webhook_certificate_reload_rejected_total',
 })
 
 /** A decision takes microseconds; the top buckets catch GC pauses and event-loop stalls. */
@@ -25,6 +27,8 @@ export interface WebhookMetrics {
   countBadRequest(status: number): void
   /** The serving certificate now in use; undefined while none is loaded. */
   setCertificate(certificate: { notAfter: Date; serialNumber: string } | undefined): void
+  /** A certificate/key pair refused (at start-up or on reload), once per pair. */
+  countCertificateRejected(reason: CertificateRejection): void
 }
 
 export function createWebhookMetrics(registry: Registry): WebhookMetrics {
@@ -68,12 +72,21 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
       registers: [registry],
     }),
   )
+  const certificateRejected = reuseOr(registry, METRIC_NAMES.certificateRejected, () =>
+    new Counter({
+      name: METRIC_NAMES.certificateRejected,
+      help: 'Serving certificate/key pairs refused at start-up or on reload (the previous pair keeps serving), once per pair, by reason.',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
+  )
 
   // Zero-initialised series, so rate() and alerts work before the first denial.
   for (const operation of ADMISSION_OPERATIONS) {
     for (const decision of ['allowed', 'denied'] as const) reviews.inc({ operation, decision }, 0)
   }
   for (const reason of DENIAL_REASONS) denials.inc({ reason }, 0)
+  for (const reason of CERTIFICATE_REJECTIONS) certificateRejected.inc({ reason }, 0)
 
   return {
     observeReview(operation, decision, seconds, denial) {
@@ -90,6 +103,9 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
       if (certificate) {
         certificateExpiry.set({ serial: certificate.serialNumber }, Math.floor(certificate.notAfter.getTime() / 1000))
       }
+    },
+    countCertificateRejected(reason) {
+      certificateRejected.inc({ reason })
     },
   }
 }

@@ -30,19 +30,27 @@ import {
   type AdmissionDecision,
   type AdmissionPolicy,
 } from './admission.js'
+import {
+  checkJsonShape,
+  jsonShapeLimits,
+  LOG_MESSAGE_MAX,
+  truncateForLog,
+  truncateListForLog,
+  type JsonShapeViolation,
+} from './limits.js'
 import { createWebhookMetrics, type WebhookMetrics } from './metrics.js'
 import { parseAdmissionReview, reviewAdmission, toAdmissionReviewResponse } from './review.js'
-import { CertificateWatcher, loadCertificatePair, MIN_TLS_VERSION, type CertificatePair } from './tls.js'
+import { CertificateWatcher, TLS_CONTEXT_OPTIONS } from './tls.js'
 
 export const VALIDATE_PATH = '/validate-crd'
 
 /**
- * Default body limit: the API server sends object AND oldObject, and a CRD can be up to
- * ~1.5 MB (etcd's request limit); 2 x 1.5 MB of JSON plus the envelope is ~3 MB, and JSON
- * re-encoding by the API server can grow it. 8 MiB leaves room without letting one
- * request hold much memory.
+ * Default body limit: the API server sends object AND oldObject, and a stored CRD is at
+ * most ~1.5 MB (etcd's request limit), so two of them plus the envelope fit in 3 MiB,
+ * which is also the API server's own limit for a request body. Every byte accepted is
+ * CPU spent parsing on the one event loop all reviews share, so no more than that.
  */
-export const DEFAULT_BODY_LIMIT_BYTES = 8 * 1024 * 1024
+export const DEFAULT_BODY_LIMIT_BYTES = 3 * 1024 * 1024
 
 export const SERVER_TIMEOUTS = Object.freeze({
   requestTimeoutMs: 10_000,
@@ -86,11 +94,12 @@ export function buildWebhookApp(options: WebhookAppOptions = {}): FastifyInstanc
   return createApp(options).app
 }
 
-function createApp(options: WebhookAppOptions, https?: HttpsServerOptions): BuiltApp {
+function createApp(options: WebhookAppOptions, https?: HttpsServerOptions, webhookMetrics?: WebhookMetrics): BuiltApp {
   const policy: AdmissionPolicy = { ...DEFAULT_ADMISSION_POLICY, ...options.policy }
   const registry = options.registry ?? new Registry()
-  const metrics = createWebhookMetrics(registry)
+  const metrics = webhookMetrics ?? createWebhookMetrics(registry)
   const bodyLimit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES
+  const shapeLimits = jsonShapeLimits(bodyLimit)
   const isCertificateLoaded = options.isCertificateLoaded ?? (() => true)
   const logger = options.logger ?? pino({ level: options.logLevel ?? 'info' })
   const timeouts: ServerTimeouts = { ...SERVER_TIMEOUTS, ...options.timeouts }
@@ -119,15 +128,19 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions): Buil
   // Only application/json is an AdmissionReview: with no other parser Fastify answers
   // every other media type with 415 before the handler runs. Our own JSON parser keeps
   // the parser's reason (Fastify's says only "not valid JSON"); plain JSON.parse is safe
-  // here because parsed bodies are only read, never merged into other objects.
+  // here because parsed bodies are only read, never merged into other objects. JSON.parse
+  // cannot be interrupted, so the body's nesting and number of objects/arrays are checked
+  // first, by a linear scan (limits.ts): a hostile body must not hold the event loop.
   app.removeAllContentTypeParsers()
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
-    const text = body as string
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
+    const violation = checkJsonShape(body as Buffer, shapeLimits)
+    if (violation) return done(badRequest(describeShapeViolation(violation)), undefined)
+    const text = (body as Buffer).toString('utf8')
     if (text.trim() === '') return done(badRequest('body is empty; expected an AdmissionReview as JSON'), undefined)
     try {
       done(null, JSON.parse(text))
     } catch (err) {
-      done(badRequest(`body is not valid JSON: ${(err as Error).message}`), undefined)
+      done(badRequest(`body is not valid JSON: ${truncateForLog((err as Error).message, LOG_MESSAGE_MAX)}`), undefined)
     }
   })
 
@@ -147,7 +160,7 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions): Buil
     }
     const message = describeHttpError(error, request.headers['content-type'], bodyLimit)
     if (request.url.startsWith(VALIDATE_PATH)) metrics.countBadRequest(status)
-    request.log.warn({ status, error: message, url: request.url }, 'bad request')
+    request.log.warn({ status, error: truncateForLog(message, LOG_MESSAGE_MAX), url: truncateForLog(request.url) }, 'bad request')
     return reply.code(status).send({ error: message })
   })
 
@@ -160,7 +173,7 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions): Buil
     const parsed = parseAdmissionReview(request.body)
     if (!parsed.ok) {
       metrics.countBadRequest(400)
-      request.log.warn({ error: parsed.error }, 'rejected request that is not a well-formed AdmissionReview')
+      request.log.warn({ error: truncateForLog(parsed.error, LOG_MESSAGE_MAX) }, 'rejected request that is not a well-formed AdmissionReview')
       return reply.code(400).send({ error: parsed.error })
     }
     const review = parsed.request
@@ -169,7 +182,7 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions): Buil
       decision = reviewAdmission(review, policy)
     } catch (err) {
       // The decision is total; this is a bug. Fail closed with an answer, not a 500.
-      request.log.error({ err, uid: review.uid }, 'admission decision threw')
+      request.log.error({ err, uid: truncateForLog(review.uid) }, 'admission decision threw')
       decision = {
         allowed: false,
         reason: 'internal-error',
@@ -184,18 +197,22 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions): Buil
       seconds,
       isDenialReason(decision.reason) ? decision.reason : undefined,
     )
+    // Everything from the request is cut for the log: a 7 MB name logged in full, in three
+    // fields, made one review a 21 MB log line.
+    const crd = crdNameOf(review)
     request.log.info(
       {
-        uid: review.uid,
-        crd: crdNameOf(review),
-        user: review.userInfo.username,
-        groups: review.userInfo.groups,
+        uid: truncateForLog(review.uid),
+        crd: crd === undefined ? undefined : truncateForLog(crd),
+        user: truncateForLog(review.userInfo.username),
+        groups: truncateListForLog(review.userInfo.groups),
         operation: review.operation,
+        ...(review.subResource ? { subResource: truncateForLog(review.subResource) } : {}),
         dryRun: review.dryRun ?? false,
         decision: decision.allowed ? 'allowed' : 'denied',
         reason: decision.reason,
-        ...(decision.message ? { detail: decision.message } : {}),
-        ...(decision.warnings ? { warnings: decision.warnings } : {}),
+        ...(decision.message ? { detail: truncateForLog(decision.message, LOG_MESSAGE_MAX) } : {}),
+        ...(decision.warnings ? { warnings: truncateListForLog(decision.warnings, undefined, LOG_MESSAGE_MAX) } : {}),
         durationMs: Math.round(seconds * 1e6) / 1e3,
       },
       decision.allowed ? 'admission allowed' : 'admission denied',
@@ -228,6 +245,12 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions): Buil
 
 function badRequest(message: string): FastifyError {
   return Object.assign(new Error(message), { statusCode: 400, code: 'CRD_MIGRATOR_BAD_REQUEST', name: 'BadRequest' })
+}
+
+function describeShapeViolation(violation: JsonShapeViolation): string {
+  return violation.limit === 'depth'
+    ? `body nests JSON objects and arrays deeper than ${violation.max} levels, the limit; refused before parsing`
+    : `body holds more than ${violation.max} JSON objects and arrays, the limit; refused before parsing`
 }
 
 function describeHttpError(error: FastifyError, contentType: string | undefined, bodyLimit: number): string {
@@ -275,47 +298,49 @@ export async function startWebhookServer(options: StartWebhookServerOptions): Pr
   const host = options.host ?? '0.0.0.0'
   const logger = options.logger ?? pino({ level: options.logLevel ?? 'info' })
 
-  // A missing or half-written pair at startup does not crash: we start not ready and the
-  // watcher picks the pair up when it appears (optional Secret volumes, local dev). A
-  // wrong path therefore shows as a never-ready pod with a warning, not a crash loop.
-  let initial: CertificatePair | undefined
-  try {
-    initial = await loadCertificatePair(options.certFile, options.keyFile)
-  } catch (err) {
-    logger.warn({ certFile: options.certFile, keyFile: options.keyFile, error: (err as Error).message },
-      'no usable serving certificate at startup; waiting for one (not ready)')
-  }
+  const registry = options.registry ?? new Registry()
+  const metrics = createWebhookMetrics(registry)
+  let server: HttpsServer | undefined
 
-  let watcher: CertificateWatcher | undefined
+  const watcher = new CertificateWatcher({
+    certFile: options.certFile,
+    keyFile: options.keyFile,
+    logger,
+    ...(options.certPollIntervalMs !== undefined ? { pollIntervalMs: options.certPollIntervalMs } : {}),
+    ...(options.certDebounceMs !== undefined ? { debounceMs: options.certDebounceMs } : {}),
+    onChange: (pair) => {
+      // Applies to handshakes from now on; established connections keep their session.
+      // The whole context is replaced, so it must carry the same ciphers and versions.
+      server?.setSecureContext({ cert: pair.cert, key: pair.key, ...TLS_CONTEXT_OPTIONS })
+      metrics.setCertificate(pair.info)
+    },
+    onReject: (reason) => metrics.countCertificateRejected(reason),
+  })
+  // The start-up load is a reload like any other: same checks, log line and metric. A
+  // missing, half-written, expired or not yet valid pair does not crash: we start not
+  // ready and the watcher picks a usable pair up when it appears (optional Secret volumes,
+  // local dev, cert-manager renewing). An expired pair in particular is not served: the
+  // API server refuses it anyway ("x509: certificate has expired"), so serving it would
+  // answer nothing, while not ready shows the problem on the pod (0/1, a stalled rollout
+  // that keeps the old pods) and in the log, instead of as failed webhook calls.
+  await watcher.reload()
+  const initial = watcher.current
+
   const timeouts: ServerTimeouts = { ...SERVER_TIMEOUTS, ...options.timeouts }
   const https: HttpsServerOptions = {
-    minVersion: MIN_TLS_VERSION,
+    ...TLS_CONTEXT_OPTIONS,
     ...(initial ? { cert: initial.cert, key: initial.key } : {}),
     // How often Node enforces requestTimeout/headersTimeout (default 30 s is too coarse).
     connectionsCheckingInterval: timeouts.connectionsCheckingIntervalMs,
     handshakeTimeout: timeouts.tlsHandshakeTimeoutMs,
   } as HttpsServerOptions
   const built = createApp(
-    { ...options, logger, isCertificateLoaded: () => watcher?.loaded ?? false },
+    { ...options, logger, registry, isCertificateLoaded: () => watcher.loaded },
     https,
+    metrics,
   )
-  const { app, metrics, registry } = built
-  const server = app.server as HttpsServer
-
-  watcher = new CertificateWatcher({
-    certFile: options.certFile,
-    keyFile: options.keyFile,
-    logger,
-    ...(options.certPollIntervalMs !== undefined ? { pollIntervalMs: options.certPollIntervalMs } : {}),
-    ...(options.certDebounceMs !== undefined ? { debounceMs: options.certDebounceMs } : {}),
-    ...(initial ? { initial } : {}),
-    onChange: (pair) => {
-      // Applies to handshakes from now on; established connections keep their session.
-      server.setSecureContext({ cert: pair.cert, key: pair.key, minVersion: MIN_TLS_VERSION })
-      metrics.setCertificate(pair.info)
-    },
-  })
-  metrics.setCertificate(initial?.info)
+  const { app } = built
+  server = app.server as HttpsServer
   watcher.start()
 
   try {

@@ -11,7 +11,11 @@
  * A reload reads both files and only applies them when they form a consistent pair: a
  * writer that replaces tls.crt and tls.key one after the other leaves a window in which
  * the key does not belong to the certificate. Such a pair is logged and skipped; the
- * previous certificate keeps serving until a consistent pair appears.
+ * previous certificate keeps serving until a consistent pair appears. So is a pair that
+ * is expired or not valid yet: clients refuse it, so swapping it in would turn a working
+ * webhook into one that fails every call. A pair not valid yet is tried again when it
+ * becomes valid (clock skew between the issuer and this node). A pair in use that expires
+ * keeps serving: there is nothing better to serve, and the expiry metric warns before.
  */
 import { X509Certificate, createPrivateKey } from 'node:crypto'
 import { watch, type FSWatcher } from 'node:fs'
@@ -21,6 +25,36 @@ import { createSecureContext } from 'node:tls'
 import type { Logger } from 'pino'
 
 export const MIN_TLS_VERSION = 'TLSv1.2' as const
+
+/**
+ * TLS 1.2 suites: ECDHE only (forward secrecy) with AEAD ciphers only (AES-GCM,
+ * ChaCha20-Poly1305), ECDSA first (cert-manager's default key in the chart), the
+ * "intermediate" list of Mozilla's guidelines without DHE. Node's default list ends in
+ * `HIGH`, which lets in CBC suites with SHA-1 MACs (ECDHE-RSA-AES128-SHA...) and RSA key
+ * exchange; the API server (Go) offers every suite here, and TLS 1.3 besides.
+ */
+export const TLS12_CIPHERS = [
+  'ECDHE-ECDSA-AES128-GCM-SHA256',
+  'ECDHE-RSA-AES128-GCM-SHA256',
+  'ECDHE-ECDSA-AES256-GCM-SHA384',
+  'ECDHE-RSA-AES256-GCM-SHA384',
+  'ECDHE-ECDSA-CHACHA20-POLY1305',
+  'ECDHE-RSA-CHACHA20-POLY1305',
+] as const
+
+/**
+ * TLS 1.3 suites: Node's (OpenSSL's) defaults, all AEAD. Named here because `ciphers`
+ * sets both lists, and one without TLS_* names would turn TLS 1.3 off.
+ */
+export const TLS13_CIPHERSUITES = ['TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256', 'TLS_AES_128_GCM_SHA256'] as const
+
+/** Options of every secure context we serve with: at start-up and on each reload. */
+export const TLS_CONTEXT_OPTIONS = Object.freeze({
+  minVersion: MIN_TLS_VERSION,
+  ciphers: [...TLS13_CIPHERSUITES, ...TLS12_CIPHERS].join(':'),
+  // Our order, not the client's: a client preferring a weaker suite of the list gets ours.
+  honorCipherOrder: true,
+})
 
 export interface CertificateInfo {
   serialNumber: string
@@ -38,12 +72,27 @@ export interface CertificatePair {
   info: CertificateInfo
 }
 
+/** Why a pair was refused; the `reason` label of crd_migrator_webhook_certificate_reload_rejected_total. */
+export const CERTIFICATE_REJECTIONS = ['unreadable', 'invalid', 'key-mismatch', 'expired', 'not-yet-valid'] as const
+export type CertificateRejection = (typeof CERTIFICATE_REJECTIONS)[number]
+
 export class CertificateError extends Error {
   override name = 'CertificateError'
+  constructor(
+    message: string,
+    readonly reason: CertificateRejection = 'invalid',
+    /** For not-yet-valid: when it becomes valid. */
+    readonly validFrom?: Date,
+  ) {
+    super(message)
+  }
 }
 
-/** Check that cert and key are PEM, belong together and make a usable TLS context. */
-export function validateCertificatePair(cert: string, key: string): CertificatePair {
+/**
+ * Check that cert and key are PEM, belong together, make a usable TLS context and are
+ * valid at `now`.
+ */
+export function validateCertificatePair(cert: string, key: string, now: Date = new Date()): CertificatePair {
   let x509: X509Certificate
   try {
     x509 = new X509Certificate(cert)
@@ -60,20 +109,36 @@ export function validateCertificatePair(cert: string, key: string): CertificateP
     throw new CertificateError(
       `the private key does not match the certificate (serial ${x509.serialNumber}); ` +
         'probably a rotation caught half-way',
+      'key-mismatch',
     )
   }
   try {
-    createSecureContext({ cert, key, minVersion: MIN_TLS_VERSION })
+    createSecureContext({ cert, key, ...TLS_CONTEXT_OPTIONS })
   } catch (err) {
     throw new CertificateError(`certificate and key are not usable for TLS: ${(err as Error).message}`)
+  }
+  const notBefore = new Date(x509.validFrom)
+  const notAfter = new Date(x509.validTo)
+  if (now.getTime() > notAfter.getTime()) {
+    throw new CertificateError(
+      `the certificate expired at ${notAfter.toISOString()} (serial ${x509.serialNumber}); not serving it`,
+      'expired',
+    )
+  }
+  if (now.getTime() < notBefore.getTime()) {
+    throw new CertificateError(
+      `the certificate is not valid before ${notBefore.toISOString()} (serial ${x509.serialNumber}); not serving it yet`,
+      'not-yet-valid',
+      notBefore,
+    )
   }
   return {
     cert,
     key,
     info: {
       serialNumber: x509.serialNumber,
-      notBefore: new Date(x509.validFrom),
-      notAfter: new Date(x509.validTo),
+      notBefore,
+      notAfter,
       fingerprint256: x509.fingerprint256,
       subject: x509.subject,
       subjectAltName: x509.subjectAltName,
@@ -96,7 +161,7 @@ async function readPair(certFile: string, keyFile: string): Promise<[string, str
     return [cert, await readFile(keyFile, 'utf8')]
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code
-    throw new CertificateError(`cannot read certificate/key ${file}: ${code ?? (err as Error).message}`)
+    throw new CertificateError(`cannot read certificate/key ${file}: ${code ?? (err as Error).message}`, 'unreadable')
   }
 }
 
@@ -107,6 +172,8 @@ export interface CertificateWatcherOptions {
   keyFile: string
   /** Called with each new consistent pair; throwing keeps the previous pair as current. */
   onChange: (pair: CertificatePair) => void
+  /** Called once per refused pair (or read error), when it is first seen. */
+  onReject?: (reason: CertificateRejection, error: CertificateError) => void
   logger?: WatcherLogger
   /** Quiet time after the last directory event before reloading. Default 200 ms. */
   debounceMs?: number
@@ -119,11 +186,16 @@ export interface CertificateWatcherOptions {
 export type ReloadResult = 'changed' | 'unchanged' | 'invalid'
 
 export class CertificateWatcher {
-  readonly #options: Required<Omit<CertificateWatcherOptions, 'initial' | 'logger'>> & { logger?: WatcherLogger }
+  readonly #options: Required<Omit<CertificateWatcherOptions, 'initial' | 'logger' | 'onReject'>> &
+    Pick<CertificateWatcherOptions, 'logger' | 'onReject'>
   #current: CertificatePair | undefined
   #watchers = new Map<string, FSWatcher>()
   #debounce: NodeJS.Timeout | undefined
   #poll: NodeJS.Timeout | undefined
+  /** Re-read when a pair that is not valid yet becomes valid. */
+  #validFrom: NodeJS.Timeout | undefined
+  /** Reads so far, so the first failure can say "at startup". */
+  #reads = 0
   #inFlight: Promise<ReloadResult> | undefined
   #again = false
   /** The last rejected pair (or read error), so a bad pair is warned about once, not every poll. */
@@ -165,8 +237,10 @@ export class CertificateWatcher {
     this.#watchers.clear()
     clearTimeout(this.#debounce)
     clearInterval(this.#poll)
+    clearTimeout(this.#validFrom)
     this.#debounce = undefined
     this.#poll = undefined
+    this.#validFrom = undefined
   }
 
   /** Re-read both files now. Concurrent calls coalesce into one more read after the running one. */
@@ -194,6 +268,7 @@ export class CertificateWatcher {
 
   async #reloadOnce(): Promise<ReloadResult> {
     const { certFile, keyFile, logger } = this.#options
+    const first = this.#reads++ === 0
     let pair: CertificatePair
     let content = ''
     try {
@@ -202,16 +277,24 @@ export class CertificateWatcher {
       if (this.#current && cert === this.#current.cert && key === this.#current.key) return 'unchanged'
       pair = validateCertificatePair(cert, key)
     } catch (err) {
+      const error = err instanceof CertificateError ? err : new CertificateError((err as Error).message)
       // Unreadable files have no content to remember; the error text stands in for it.
-      const rejected = content || (err as Error).message
+      const rejected = content || error.message
       const fresh = rejected !== this.#lastRejected
       this.#lastRejected = rejected
-      const log = { certFile, keyFile, error: (err as Error).message }
+      const log = { certFile, keyFile, reason: error.reason, error: error.message }
       const msg = this.#current
         ? 'ignoring unusable certificate/key; still serving the previous certificate'
-        : 'no usable certificate/key yet; not ready'
-      if (fresh) logger?.warn(log, msg)
-      else logger?.debug(log, msg)
+        : first
+          ? 'no usable serving certificate at startup; waiting for one (not ready)'
+          : 'no usable certificate/key yet; not ready'
+      if (fresh) {
+        logger?.warn(log, msg)
+        this.#options.onReject?.(error.reason, error)
+      } else {
+        logger?.debug(log, msg)
+      }
+      if (error.validFrom) this.#retryAt(error.validFrom)
       return 'invalid'
     }
     try {
@@ -228,6 +311,19 @@ export class CertificateWatcher {
       previous ? 'serving certificate reloaded' : 'serving certificate loaded',
     )
     return 'changed'
+  }
+
+  /** Polling may be off or slow; a pair that becomes valid is taken when it does. */
+  #retryAt(when: Date): void {
+    if (this.#stopped) return
+    clearTimeout(this.#validFrom)
+    // Not past setTimeout's 24.8-day maximum; polling covers anything later.
+    const delay = Math.min(Math.max(when.getTime() - Date.now(), 0) + 100, 2 ** 31 - 1)
+    this.#validFrom = setTimeout(() => {
+      this.#validFrom = undefined
+      void this.reload()
+    }, delay)
+    this.#validFrom.unref()
   }
 
   #ensureWatchers(): void {

@@ -6,9 +6,9 @@
  *
  * Checked for every request:
  * - the process answers (never crashes, never a 5xx, never a dropped connection);
- * - the answer is a JSON error with the status the input calls for (400 not JSON or not
- *   an AdmissionReview, 413 over the body limit, 415 not application/json), or an
- *   AdmissionReview carrying the request's uid;
+ * - the answer is a JSON error with the status the input calls for (400 not JSON, nested
+ *   too deep, too many objects/arrays, or not an AdmissionReview, 413 over the body limit,
+ *   415 not application/json), or an AdmissionReview carrying the request's uid;
  * - its `allowed` is the decision function's on the same input (what the handler would
  *   decide when called directly), and
  * - fail closed, by an oracle written here independently of the webhook: an UPDATE or
@@ -32,6 +32,7 @@ import t from 'tap'
 import { DEFAULT_MIGRATING_ANNOTATION, DEFAULT_MIGRATOR_USERS } from '../../src/config/annotations.js'
 import { generateDevCertificates } from '../../src/devcerts/devcerts.js'
 import { DEFAULT_ADMISSION_POLICY, type AdmissionPolicy } from '../../src/webhook/admission.js'
+import { MAX_JSON_DEPTH, MIN_BYTES_PER_JSON_CONTAINER } from '../../src/webhook/limits.js'
 import { parseAdmissionReview, reviewAdmission } from '../../src/webhook/review.js'
 import { startWebhookServer } from '../../src/webhook/server.js'
 
@@ -406,6 +407,25 @@ interface Expected {
   mustDeny?: string
 }
 
+/**
+ * Nesting depth and number of objects/arrays of valid JSON text, strings taken out by a
+ * regular expression. From the text, not the parsed value: a duplicate key's first value
+ * is parsed too, then dropped.
+ */
+function shapeOfText(text: string): { depth: number; containers: number } {
+  const bare = text.replace(/"[^"\\]*(?:\\.[^"\\]*)*"/g, '""')
+  let depth = 0
+  let deepest = 0
+  let containers = 0
+  for (const ch of bare) {
+    if (ch === '[' || ch === '{') {
+      containers++
+      deepest = Math.max(deepest, ++depth)
+    } else if (ch === ']' || ch === '}') depth--
+  }
+  return { depth: deepest, containers }
+}
+
 function expected(c: Case): Expected {
   const ct = c.contentType?.split(';')[0]?.trim().toLowerCase()
   // No content type and no body: Fastify runs the handler with no body (not an AdmissionReview).
@@ -420,6 +440,9 @@ function expected(c: Case): Expected {
   } catch {
     return { status: 400 }
   }
+  // Refused before parsing: deeper than the limit, or more objects/arrays than it allows.
+  const shape = shapeOfText(text)
+  if (shape.depth > MAX_JSON_DEPTH || shape.containers > Math.max(1024, Math.floor(BODY_LIMIT / MIN_BYTES_PER_JSON_CONTAINER))) return { status: 400 }
   const parsed = parseAdmissionReview(value)
   if (!parsed.ok) return { status: 400 }
   const deny = mustDeny(value as Record<string, unknown>)

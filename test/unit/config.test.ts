@@ -34,7 +34,7 @@ function expectError(t: Test, fn: () => unknown, includes: string[], message: st
 t.test('defaults', async (t) => {
   const c = loadConfig()
   t.equal(c.webhook.port, 9443, 'webhook.port')
-  t.equal(c.webhook.bodyLimitBytes, 8 * 1024 * 1024, 'webhook.bodyLimitBytes is 8 MiB')
+  t.equal(c.webhook.bodyLimitBytes, 3 * 1024 * 1024, 'webhook.bodyLimitBytes is 3 MiB')
   t.equal(c.webhook.enabled, true, 'webhook.enabled')
   t.equal(c.webhook.certFile, '/tls/tls.crt')
   t.equal(c.webhook.keyFile, '/tls/tls.key')

@@ -2,6 +2,7 @@ import t, { type Test } from 'tap'
 import { pino } from 'pino'
 import { Registry } from 'prom-client'
 import { DEFAULT_MIGRATING_ANNOTATION, DEFAULT_MIGRATOR_USERS } from '../../src/config/annotations.js'
+import { LOG_MESSAGE_MAX, LOG_STRING_MAX, MAX_JSON_DEPTH } from '../../src/webhook/limits.js'
 import { buildWebhookApp, DEFAULT_BODY_LIMIT_BYTES, type WebhookAppOptions } from '../../src/webhook/server.js'
 import { capturingLogger } from '../helpers/log-capture.js'
 
@@ -162,14 +163,102 @@ t.test('a body over the configured limit is a 413', async (t) => {
   t.same(res.json(), { error: 'request body exceeds the limit of 65536 bytes' })
 })
 
-t.test('the default limit takes two 1.5 MB CRDs and refuses more than 8 MiB', async (t) => {
+t.test('the default limit (3 MiB) takes object and oldObject of a 1.5 MB CRD and refuses more', async (t) => {
   const { app } = makeApp(t)
-  const big = 1.5 * 1024 * 1024
-  const ok = await post(app, review({ oldObject: crd('v1alpha1', FROZEN, big / 2), object: crd('v1alpha1', FROZEN, big / 2) }))
+  t.equal(DEFAULT_BODY_LIMIT_BYTES, 3 * 1024 * 1024)
+  // crd() pads each of its two versions: two 1.5 MB objects.
+  const pad = 750_000
+  const payload = JSON.stringify(review({ oldObject: crd('v1alpha1', FROZEN, pad), object: crd('v1alpha1', FROZEN, pad) }))
+  t.ok(payload.length > 3_000_000 && payload.length < DEFAULT_BODY_LIMIT_BYTES, `a ${payload.length}-byte review`)
+  const ok = await post(app, payload)
   t.equal(ok.statusCode, 200)
   t.equal(ok.json().response.allowed, true)
   const huge = await post(app, review({ object: crd('v1', FROZEN, DEFAULT_BODY_LIMIT_BYTES) }))
   t.equal(huge.statusCode, 413)
+  t.same(huge.json(), { error: `request body exceeds the limit of ${DEFAULT_BODY_LIMIT_BYTES} bytes` })
+})
+
+/** A review whose object is `value` nested in `depth` arrays (raw text: no recursion to build it). */
+function nestedReview(depth: number, open = '[', close = ']', value = '0'): string {
+  const text = JSON.stringify(review({ object: '@@' }))
+  return text.replace('"@@"', `${open.repeat(depth)}${value}${close.repeat(depth)}`)
+}
+
+t.test('nesting deeper than the limit is a 400 before JSON.parse, naming the limit', async (t) => {
+  const { app, registry, logs } = makeApp(t)
+  const parse = JSON.parse
+  let body = ''
+  let parsed = 0
+  JSON.parse = (...args: Parameters<typeof JSON.parse>) => {
+    if (args[0] === body) parsed++
+    return parse(...args)
+  }
+  t.teardown(() => {
+    JSON.parse = parse
+  })
+  // The envelope adds 2 levels (review, request); the object starts at level 3.
+  for (const [what, text] of [
+    ['arrays', nestedReview(MAX_JSON_DEPTH)],
+    ['objects', nestedReview(MAX_JSON_DEPTH, '{"a":', '}')],
+    ['a million levels', nestedReview(1_000_000)],
+  ] as const) {
+    body = text
+    parsed = 0
+    const res = await post(app, text)
+    t.equal(parsed, 0, `${what}: JSON.parse never called`)
+    t.equal(res.statusCode, 400, what)
+    t.same(res.json(), { error: `body nests JSON objects and arrays deeper than ${MAX_JSON_DEPTH} levels, the limit; refused before parsing` }, what)
+  }
+  t.match(await registry.metrics(), /crd_migrator_admission_bad_requests_total\{code="400"\} 3/)
+  t.ok(logs.lines().some((l) => l['msg'] === 'bad request' && /deeper than 512/.test(String(l['error']))), 'logged as a bad request')
+
+  // Exactly at the limit: parsed and judged (an object that is not an object: denied).
+  const atLimit = await post(app, nestedReview(MAX_JSON_DEPTH - 2))
+  t.equal(atLimit.statusCode, 200, 'nesting up to the limit is parsed')
+  t.equal(atLimit.json().response.allowed, false)
+})
+
+t.test('brackets and quotes inside strings do not count as nesting', async (t) => {
+  const { app } = makeApp(t)
+  const tricky = '['.repeat(2000) + '\\"{{{' + '\\\"'.repeat(100) + '\\'
+  const res = await post(app, review({ object: crd('v1alpha1', { ...FROZEN, 'example.com/note': tricky }) }))
+  t.equal(res.statusCode, 200)
+  t.equal(res.json().response.allowed, true)
+})
+
+t.test('more objects and arrays than the limit allows is a 400 before JSON.parse', async (t) => {
+  const { app } = makeApp(t, { bodyLimitBytes: 120_000 })
+  // One per 12 bytes of the limit: 10,000 here. Flat, so only the count is over.
+  const many = JSON.stringify(review({ object: '@@' })).replace('"@@"', `[${'[],'.repeat(10_000)}[]]`)
+  const res = await post(app, many)
+  t.equal(res.statusCode, 400)
+  t.same(res.json(), { error: 'body holds more than 10000 JSON objects and arrays, the limit; refused before parsing' })
+  const fewer = JSON.stringify(review({ object: '@@' })).replace('"@@"', `[${'[],'.repeat(9_000)}[]]`)
+  t.equal((await post(app, fewer)).statusCode, 200, 'fewer are parsed')
+})
+
+t.test('what comes from the request is cut short in the log line', async (t) => {
+  const { app, logs } = makeApp(t)
+  const name = `${'n'.repeat(1_000_000)}.example.com`
+  const user = 'u'.repeat(100_000)
+  const groups = Array.from({ length: 1000 }, (_, i) => `group-${i}-${'g'.repeat(1000)}`)
+  const res = await post(app, review({ name, userInfo: { username: user, groups } }))
+  t.equal(res.statusCode, 200)
+  const line = logs.lines().find((l) => l['msg'] === 'admission denied')
+  t.ok(line, 'the review is logged')
+  t.equal(line?.['crd'], `${'n'.repeat(LOG_STRING_MAX)}… (${name.length} characters)`)
+  t.equal(line?.['user'], `${'u'.repeat(LOG_STRING_MAX)}… (100000 characters)`)
+  const logged = line?.['groups'] as string[]
+  t.equal(logged.length, 33, '32 groups and a count of the rest')
+  t.equal(logged[32], '… (968 more)')
+  t.ok(logged.slice(0, 32).every((g) => g.length < LOG_STRING_MAX + 30), 'each group cut')
+  t.ok(String(line?.['detail']).length <= LOG_MESSAGE_MAX + 30, 'the decision message cut')
+  t.ok(JSON.stringify(line).length < 16 * 1024, `the whole line is ${JSON.stringify(line).length} bytes`)
+
+  const badUid = await post(app, review({ uid: 'x'.repeat(500_000), operation: 'NOPE' }))
+  t.equal(badUid.statusCode, 400)
+  const warn = logs.lines().find((l) => l['msg'] === 'rejected request that is not a well-formed AdmissionReview')
+  t.ok(JSON.stringify(warn).length < 4096, 'a rejected review is logged short too')
 })
 
 t.test('a review of another resource gets an AdmissionReview answer (allowed, warning)', async (t) => {
@@ -213,7 +302,9 @@ t.test('an object that is not an object gets a denied AdmissionReview', async (t
 t.test('each review logs one line with uid, crd, user, operation, decision, reason', async (t) => {
   const { app, logs } = makeApp(t)
   await post(app, review())
-  await post(app, review({ userInfo: { username: DEFAULT_MIGRATOR_USERS[0], groups: [] }, oldObject: crd('v1'), object: crd('v1', FROZEN) }))
+  // A ServiceAccount name is the migrator only with a ServiceAccount token's credential id.
+  const migrator = { username: DEFAULT_MIGRATOR_USERS[0], groups: [], extra: { 'authentication.kubernetes.io/credential-id': ['JTI=0b0c5d6e-0000-4000-8000-000000000001'] } }
+  await post(app, review({ userInfo: migrator, oldObject: crd('v1'), object: crd('v1', FROZEN) }))
   const lines = logs.lines().filter((l) => l['uid'] === UID)
   t.equal(lines.length, 2)
   t.match(lines[0], {

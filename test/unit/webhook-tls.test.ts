@@ -1,7 +1,8 @@
 /**
  * The real HTTPS server on an ephemeral port: certificate rotation the way the kubelet
  * does it (a ..data symlink swapped by rename), keep-alive connections surviving it,
- * TLS 1.1 refused, half-written pairs ignored, readiness and graceful close.
+ * TLS 1.1 and weak TLS 1.2 suites refused, half-written, expired and not yet valid pairs
+ * ignored, readiness and graceful close.
  */
 import { X509Certificate } from 'node:crypto'
 import { mkdir, mkdtemp, readFile, rename, rm, stat, symlink, writeFile } from 'node:fs/promises'
@@ -11,9 +12,16 @@ import { join } from 'node:path'
 import tls from 'node:tls'
 import t from 'tap'
 import { Registry } from 'prom-client'
+import { generate } from 'selfsigned'
 import { generateDevCertificates, type DevCertificates } from '../../src/devcerts/devcerts.js'
 import { startWebhookServer, type RunningWebhookServer, type StartWebhookServerOptions } from '../../src/webhook/server.js'
-import { CertificateError, CertificateWatcher, validateCertificatePair, type CertificatePair } from '../../src/webhook/tls.js'
+import {
+  CertificateError,
+  CertificateWatcher,
+  TLS12_CIPHERS,
+  validateCertificatePair,
+  type CertificatePair,
+} from '../../src/webhook/tls.js'
 import { capturingLogger } from '../helpers/log-capture.js'
 
 const root = await mkdtemp(join(tmpdir(), 'crd-migrator-tls-'))
@@ -26,6 +34,30 @@ const firstPem = { cert: first.certPem, key: first.keyPem }
 const second = await generateDevCertificates(join(root, 'gen'))
 const other = await generateDevCertificates(join(root, 'gen-other'))
 const fingerprint = (pem: string) => new X509Certificate(pem).fingerprint256
+const caKey = await readFile(first.caKeyFile, 'utf8')
+const DAY = 24 * 3600 * 1000
+
+/** A serving pair signed by the first CA, valid from notBefore to notAfter. */
+async function servingPair(notBefore: Date, notAfter: Date): Promise<{ cert: string; key: string }> {
+  const made = await generate([{ name: 'commonName', value: 'crd-migrator.crd-migrator.svc' }], {
+    algorithm: 'sha256',
+    keySize: 2048,
+    notBeforeDate: notBefore,
+    notAfterDate: notAfter,
+    ca: { cert: first.caCertPem, key: caKey },
+    extensions: [
+      { name: 'basicConstraints', cA: false, critical: true },
+      { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
+      { name: 'extKeyUsage', serverAuth: true },
+      { name: 'subjectAltName', altNames: [{ type: 2, value: 'localhost' }, { type: 7, ip: '127.0.0.1' }] },
+    ],
+  })
+  return { cert: made.cert, key: made.private }
+}
+const expired = await servingPair(new Date(Date.now() - 30 * DAY), new Date(Date.now() - DAY))
+
+const rejected = (metrics: string, reason: string) =>
+  Number(new RegExp(`crd_migrator_webhook_certificate_reload_rejected_total\\{reason="${reason}"\\} (\\d+)`).exec(metrics)?.[1])
 
 /** Publish a pair the way the kubelet updates a Secret volume: new dir, ..data swapped by rename. */
 let generation = 0
@@ -208,6 +240,148 @@ t.test('a half-written pair is ignored until a consistent pair is there', async 
     (await servedCertificate(server, first.caCertPem)).fingerprint256 === fingerprint(second.certPem) ? true : undefined,
   )
   t.pass('served once consistent')
+})
+
+t.test('validateCertificatePair refuses an expired or not yet valid certificate', async (t) => {
+  t.throws(() => validateCertificatePair(expired.cert, expired.key), { name: 'CertificateError', reason: 'expired', message: /expired at .*not serving it/ })
+  const info = validateCertificatePair(first.certPem, first.keyPem).info
+  t.throws(() => validateCertificatePair(first.certPem, first.keyPem, new Date(info.notAfter.getTime() + 1000)), { reason: 'expired' })
+  const early = new Date(info.notBefore.getTime() - 1000)
+  const err = (() => {
+    try {
+      validateCertificatePair(first.certPem, first.keyPem, early)
+    } catch (e) {
+      return e as CertificateError
+    }
+    return undefined
+  })()
+  t.equal(err?.reason, 'not-yet-valid')
+  t.same(err?.validFrom, info.notBefore, 'says when it becomes valid')
+  t.match(err?.message, /not valid before/)
+  t.throws(() => validateCertificatePair(first.certPem, second.keyPem), { reason: 'key-mismatch' })
+})
+
+t.test('TLS 1.2 suites: CBC, SHA-1 MACs, RSA or DHE key exchange refused; ECDHE with AEAD in our order; TLS 1.3', async (t) => {
+  const dir = join(root, 'live-ciphers')
+  await publish(dir, firstPem)
+  const { server } = await start(dir)
+  t.teardown(() => server.close())
+
+  const handshake = (options: tls.ConnectionOptions) =>
+    new Promise<{ protocol: string | null; cipher: string }>((resolve, reject) => {
+      const socket = tls.connect({ host: '127.0.0.1', port: server.port, ca: first.caCertPem, ...options }, () => {
+        const result = { protocol: socket.getProtocol(), cipher: socket.getCipher().name }
+        socket.end()
+        resolve(result)
+      })
+      socket.on('error', reject)
+    })
+  const tls12 = { minVersion: 'TLSv1.2', maxVersion: 'TLSv1.2' } as const
+  const weak = [
+    'ECDHE-RSA-AES128-SHA', // CBC, SHA-1: what Node's default list let in
+    'ECDHE-RSA-AES256-SHA',
+    'AES128-SHA', // RSA key exchange: no forward secrecy
+    'AES256-GCM-SHA384',
+    'ECDHE-RSA-AES128-SHA256', // CBC
+    'DHE-RSA-AES128-GCM-SHA256',
+  ]
+  const refusesWeak = async (when: string) => {
+    for (const cipher of weak) {
+      await t.rejects(handshake({ ...tls12, ciphers: cipher }), /handshake failure|no shared cipher/i, `${cipher} refused ${when}`)
+    }
+  }
+  await refusesWeak('')
+
+  t.same(await handshake({}), { protocol: 'TLSv1.3', cipher: 'TLS_AES_256_GCM_SHA384' }, 'a default client gets TLS 1.3')
+  t.same(await handshake(tls12), { protocol: 'TLSv1.2', cipher: 'ECDHE-RSA-AES128-GCM-SHA256' }, 'a default TLS 1.2 client gets ECDHE with AES-GCM')
+  for (const cipher of TLS12_CIPHERS.filter((c) => c.includes('-RSA-'))) {
+    t.equal((await handshake({ ...tls12, ciphers: cipher })).cipher, cipher, `${cipher} works`)
+  }
+  t.equal(
+    (await handshake({ ...tls12, ciphers: 'ECDHE-RSA-CHACHA20-POLY1305:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-AES128-GCM-SHA256' })).cipher,
+    'ECDHE-RSA-AES128-GCM-SHA256',
+    "the server's order wins",
+  )
+
+  // A reload replaces the whole secure context: the suites must come with it.
+  await publish(dir, { cert: second.certPem, key: second.keyPem })
+  await eventually('the rotated certificate', async () =>
+    (await servedCertificate(server, first.caCertPem)).fingerprint256 === fingerprint(second.certPem) ? true : undefined,
+  )
+  await refusesWeak('after a reload')
+  t.equal((await handshake(tls12)).cipher, 'ECDHE-RSA-AES128-GCM-SHA256', 'and the strong ones work')
+})
+
+t.test('an expired pair is not swapped in: the current one keeps serving, one warning, counted, then a valid pair is taken', async (t) => {
+  const dir = join(root, 'live-expired')
+  await publish(dir, firstPem)
+  const { server, logs, registry } = await start(dir)
+  t.teardown(() => server.close())
+  t.equal(rejected(await registry.metrics(), 'expired'), 0, 'the series exists before the first rejection')
+
+  await publish(dir, expired)
+  t.equal(await server.certificates.reload(), 'invalid', 'the reloader refuses it')
+  t.equal(await server.certificates.reload(), 'invalid', 'again on the next poll')
+  await new Promise((r) => setTimeout(r, 200))
+  t.equal((await servedCertificate(server, first.caCertPem)).fingerprint256, fingerprint(first.certPem), 'still the first certificate')
+  t.equal((await server.app.inject('/readyz')).statusCode, 200, 'still ready')
+  const warnings = logs.lines().filter((l) => l['level'] === 40 && l['reason'] === 'expired')
+  t.equal(warnings.length, 1, 'warned once for this pair, not once per event or poll')
+  t.match(warnings[0], { msg: 'ignoring unusable certificate/key; still serving the previous certificate', error: /expired at/ })
+  const metrics = await registry.metrics()
+  t.equal(rejected(metrics, 'expired'), 1, 'counted once')
+  t.match(metrics, `crd_migrator_webhook_certificate_expiry_timestamp_seconds{serial="${first.serialNumber}"}`, 'the expiry gauge shows the pair in use')
+
+  await publish(dir, { cert: second.certPem, key: second.keyPem })
+  await eventually('the valid pair', async () =>
+    (await servedCertificate(server, first.caCertPem)).fingerprint256 === fingerprint(second.certPem) ? true : undefined,
+  )
+  t.pass('a valid pair is taken afterwards')
+})
+
+t.test('a pair not valid yet is refused, then taken when it becomes valid, without another event', async (t) => {
+  const dir = join(root, 'live-early')
+  await publish(dir, firstPem)
+  const { server, logs, registry } = await start(dir)
+  t.teardown(() => server.close())
+
+  const early = await servingPair(new Date(Date.now() + 3000), new Date(Date.now() + 30 * DAY))
+  const validFrom = new X509Certificate(early.cert).validFrom
+  await publish(dir, early)
+  t.equal(await server.certificates.reload(), 'invalid')
+  t.ok(Date.now() < new Date(validFrom).getTime(), 'refused while not valid yet')
+  t.equal((await servedCertificate(server, first.caCertPem)).fingerprint256, fingerprint(first.certPem), 'still the first certificate')
+  t.equal(rejected(await registry.metrics(), 'not-yet-valid'), 1)
+  t.ok(logs.lines().some((l) => l['level'] === 40 && l['reason'] === 'not-yet-valid'), 'warned')
+  // Polling is off here: the watcher re-reads the pair when its notBefore passes.
+  await eventually('the pair once valid', async () =>
+    (await servedCertificate(server, first.caCertPem)).fingerprint256 === fingerprint(early.cert) ? true : undefined,
+  8000)
+  t.ok(Date.now() >= new Date(validFrom).getTime(), 'taken once valid')
+})
+
+t.test('starts with only an expired pair: serves nothing, not ready, says why; ready once a valid pair appears', async (t) => {
+  const dir = join(root, 'live-expired-start')
+  await publish(dir, expired)
+  const { server, logs, registry } = await start(dir, { certPollIntervalMs: 200 })
+  t.teardown(() => server.close())
+
+  t.equal(server.certificates.loaded, false)
+  t.equal((await server.app.inject('/readyz')).statusCode, 503, 'not ready')
+  await t.rejects(servedCertificate(server, first.caCertPem, { rejectUnauthorized: false }), 'no handshake: the expired certificate is not served')
+  const startup = logs.lines().filter((l) => l['level'] === 40 && l['msg'] === 'no usable serving certificate at startup; waiting for one (not ready)')
+  t.equal(startup.length, 1, 'one clear log line')
+  t.match(startup[0], { reason: 'expired', error: /the certificate expired at/ })
+  await new Promise((r) => setTimeout(r, 500))
+  t.equal(logs.lines().filter((l) => l['level'] === 40).length, 1, 'polls do not repeat it')
+  const metrics = await registry.metrics()
+  t.equal(rejected(metrics, 'expired'), 1, 'counted')
+  t.notMatch(metrics, /crd_migrator_webhook_certificate_expiry_timestamp_seconds\{/, 'no certificate in the expiry gauge')
+
+  await publish(dir, firstPem)
+  await eventually('a loaded certificate', async () => (server.certificates.loaded ? true : undefined))
+  t.equal((await server.app.inject('/readyz')).statusCode, 200)
+  t.equal((await servedCertificate(server, first.caCertPem)).fingerprint256, fingerprint(first.certPem))
 })
 
 t.test('TLS 1.1 is refused, TLS 1.2 accepted', async (t) => {
