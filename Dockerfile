@@ -9,14 +9,15 @@
 # test/integration/dockerfile-prod.test.ts runs the production install and the built CLI.
 
 # --- build: compile src/ into dist/ ------------------------------------------------------
+# Only the product: the development tooling (dev/, built by `npm run build` into
+# dist-dev/) is not in the build context at all.
 FROM node:22-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
-# The benchmark is a development tool and needs dev dependencies (autocannon): not shipped.
-RUN npm run build && rm -rf dist/bench
+RUN npm run build:product
 
 # --- prod-deps: production dependencies only ---------------------------------------------
 FROM node:22-bookworm-slim AS prod-deps

@@ -1,15 +1,18 @@
 #!/usr/bin/env node
-// `npm test`: start ONE local control plane (etcd + kube-apiserver, see src/devenv) for the
-// whole run, hand it to every test file through CRD_MIGRATOR_TEST_CONTROLPLANE (a state-file
-// path), run tap with our arguments, stop the control plane, exit with tap's status.
+// `npm test`: start ONE local control plane (etcd + kube-apiserver, see dev/controlplane)
+// for the whole run, hand it to every test file through CRD_MIGRATOR_TEST_CONTROLPLANE (a
+// state-file path), run tap with our arguments, stop the control plane, exit with tap's
+// status.
 //
-// The harness is imported from dist/ (plain Node, no TypeScript loader): when dist/devenv is
-// missing or older than src/devenv, this runs `tsc` first.
-import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
+// The harness is imported from the tooling build, dist-dev/ (plain Node, no TypeScript
+// loader): when it is missing or older than its sources (dev/**, and the product modules
+// it compiled from src/), this runs `tsc -p dev/tsconfig.json` first.
+import { spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
+import { buildDev, devBuildIsStale } from './dev-build.mjs'
 
 // tap's default file patterns match scripts/test.mjs itself: never recurse (tap sets TAP=1).
 if (process.env.TAP === '1' || process.env.TAP_CHILD_ID) {
@@ -18,24 +21,12 @@ if (process.env.TAP === '1' || process.env.TAP_CHILD_ID) {
 }
 
 const root = dirname(dirname(fileURLToPath(import.meta.url)))
-const harnessJs = join(root, 'dist', 'devenv', 'controlplane.js')
+const harnessJs = join(root, 'dist-dev', 'dev', 'controlplane', 'controlplane.js')
 const log = (msg) => process.stderr.write(`[test] ${msg}\n`)
 
-function harnessIsStale() {
-  if (!existsSync(harnessJs)) return true
-  const srcDir = join(root, 'src', 'devenv')
-  for (const f of readdirSync(srcDir)) {
-    if (!f.endsWith('.ts')) continue
-    const js = join(root, 'dist', 'devenv', f.replace(/\.ts$/, '.js'))
-    if (!existsSync(js) || statSync(js).mtimeMs < statSync(join(srcDir, f)).mtimeMs) return true
-  }
-  return false
-}
-
-if (harnessIsStale()) {
-  log('compiling (dist/devenv is missing or stale): tsc -p tsconfig.json')
-  const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc')
-  const r = spawnSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.json')], { stdio: 'inherit', cwd: root })
+if (!existsSync(harnessJs) || devBuildIsStale(root)) {
+  log('compiling (dist-dev/ is missing or stale): tsc -p dev/tsconfig.json')
+  const r = buildDev(root)
   if (!existsSync(harnessJs)) {
     log(`tsc did not produce ${harnessJs} (exit ${r.status})`)
     process.exit(r.status || 1)

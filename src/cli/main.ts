@@ -1,11 +1,9 @@
 #!/usr/bin/env node
-import { Command, Option } from 'commander'
+import { Command } from 'commander'
 import { pino, type Logger } from 'pino'
-import { ConfigError } from '../config/load.js'
 import type { Config } from '../config/schema.js'
-import { SettingValueError } from '../config/settings.js'
-import { generateDevCertificates } from '../devcerts/devcerts.js'
-import { writeLocalWebhookConfiguration } from '../devcerts/webhook-config.js'
+import { describeError, errorCode } from '../errors.js'
+import { writeLocalWebhookConfiguration } from '../webhook/configuration.js'
 import { runMigrateCommand } from './migrate.js'
 import { addConfigOptions, configFromOptions } from './options.js'
 import { serve } from './serve.js'
@@ -68,17 +66,6 @@ addConfigOptions(program.command('status'), s => ['kubeconfig', 'migrating-annot
     process.exitCode = await runStatusCommand(config, process.stdout, Boolean(opts.json))
   })
 
-program.command('certs')
-  .description('make a development CA and serving certificate for the webhook (localhost, 127.0.0.1 and the in-cluster Service names)')
-  .option('--dir <dir>', 'where to write ca.crt, ca.key, tls.crt, tls.key', 'certs')
-  .option('--service-name <name>', 'Service name of the webhook', 'crd-migrator')
-  .option('--namespace <ns>', 'namespace of the Service', 'crd-migrator')
-  .option('--host <host...>', 'more DNS names or IPs for the certificate')
-  .action(async opts => {
-    const certs = await generateDevCertificates(opts.dir, { serviceName: opts.serviceName, namespace: opts.namespace, extraHosts: opts.host ?? [] })
-    process.stdout.write(`wrote ${certs.certFile} and ${certs.keyFile} (CA ${certs.caCertFile}${certs.caReused ? ', reused' : ''}) for ${certs.hosts.join(', ')}\n`)
-  })
-
 program.command('webhook-config')
   .description('write the url variant of the ValidatingWebhookConfiguration for a webhook running on this machine')
   .option('--ca <file>', 'CA that signed the serving certificate', 'certs/ca.crt')
@@ -101,27 +88,8 @@ program.command('webhook-config')
     process.stdout.write(`wrote ${opts.out}; install it with: kubectl apply -f ${opts.out}\n`)
   })
 
-program.command('cluster')
-  .description('start a local kube-apiserver and etcd (built from Go modules on first use) and print its KUBECONFIG; Ctrl-C stops it')
-  .action(async () => {
-    const { runClusterCommand } = await import('../devenv/cluster-cli.js')
-    process.exitCode = await runClusterCommand()
-  })
-
-program.command('demo')
-  .description('the whole story on a local control plane: a CRD with thousands of objects moved from v1 to v2, with the freeze at work')
-  .addOption(new Option('--objects <n>', 'custom resources to create').default('3000'))
-  .option('--keep', 'keep the control plane running at the end until Ctrl-C', false)
-  .action(async opts => {
-    const { runDemo } = await import('../devenv/demo.js')
-    process.exitCode = await runDemo({ objects: Number(opts.objects), keep: Boolean(opts.keep) })
-  })
-
-program.parseAsync(process.argv).catch(err => {
-  if (err instanceof ConfigError || err instanceof SettingValueError) {
-    process.stderr.write(`crd-migrator: ${err.message}\n`)
-    process.exit(2)
-  }
-  process.stderr.write(`crd-migrator: ${err instanceof Error ? err.message : String(err)}\n`)
-  process.exit(1)
+// Exit codes: 0 done, 1 a migration or request failed, 2 bad usage or configuration.
+program.parseAsync(process.argv).catch((err: unknown) => {
+  process.stderr.write(`crd-migrator: ${describeError(err)}\n`)
+  process.exit(errorCode(err) === 'CRDM_CONFIG_INVALID' ? 2 : 1)
 })

@@ -2,14 +2,15 @@ import os from 'node:os'
 import cliProgress from 'cli-progress'
 import type { Logger } from 'pino'
 import type { Config } from '../config/schema.js'
+import { describeError } from '../errors.js'
 import { kubeHttp } from '../kube/client.js'
 import { KubeEventRecorder } from '../kube/events.js'
 import { loadCheckpointSeal } from '../migrator/checkpoint-seal.js'
 import { dryRun, type DryRunReport } from '../migrator/dry-run.js'
-import { done, migrateCrd, type MigrationResult } from '../migrator/migrate.js'
+import { migrateCrd, type MigrationResult } from '../migrator/migrate.js'
 import type { Phase } from '../migrator/plan.js'
 import { settingsFor } from '../migrator/settings.js'
-import type { WalkProgress } from '../migrator/walker.js'
+import { settled, type WalkProgress } from '../migrator/walker.js'
 
 export interface MigrateCommandOptions {
   dryRun: boolean
@@ -32,7 +33,7 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
           options.out.write(formatDryRun(await dryRun(http, name, settingsFor(config, name))))
         } catch (err) {
           failed++
-          options.out.write(`${name}: cannot plan: ${(err as Error).message}\n`)
+          options.out.write(`${name}: cannot plan: ${describeError(err)}\n`)
         }
       }
       return failed ? 1 : 0
@@ -57,7 +58,7 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
       } catch (err) {
         bar?.stop()
         failed++
-        options.out.write(`${name}: ${(err as Error).message}\n`)
+        options.out.write(`${name}: ${describeError(err)}\n`)
       }
     }
     return failed ? 1 : 0
@@ -80,7 +81,7 @@ class ProgressBar {
 
   update(phase: Phase, p: WalkProgress): void {
     const total = Math.max(p.total ?? 0, p.counts.seen)
-    const value = done(p)
+    const value = settled(p)
     const rate = Math.round(value / Math.max(0.001, (Date.now() - this.started) / 1000))
     if (this.phase !== phase) {
       if (this.phase) this.bar.stop()
@@ -98,7 +99,7 @@ class ProgressBar {
 }
 
 export function formatResult(r: MigrationResult): string {
-  const lines = [`${r.crd}: ${r.outcome} in ${(r.durationMs / 1000).toFixed(1)}s — ${r.reason}`]
+  const lines = [`${r.crd}: ${r.outcome}${r.errorCode ? ` (${r.errorCode})` : ''} in ${(r.durationMs / 1000).toFixed(1)}s — ${r.reason}`]
   if (r.storage) {
     const c = r.storage.counts
     lines.push(`  storage version ${r.storageVersion}: ${c.seen} listed, ${c.rewritten} rewritten, ${c.current} already current, ${c.conflict} written by others, ${c.gone} deleted, ${c.failed} failed${c.resumed ? `, ${c.resumed} done by an earlier run${r.resumedFrom ? ` (resumed after ${r.resumedFrom})` : ''}` : ''}`)

@@ -10,13 +10,19 @@ import { KubeEventRecorder } from '../kube/events.js'
 import { loadCheckpointSeal } from '../migrator/checkpoint-seal.js'
 import { MigratorMetrics } from '../migrator/metrics.js'
 import type { MigrationResult } from '../migrator/migrate.js'
-import { startWebhookServer, type RunningWebhookServer } from '../webhook/server.js'
+import { healthPlugin, readinessReport, type ReadinessCheck, type ReadinessReport } from '../health/plugin.js'
+import { serverTimeouts, startWebhookServer, type RunningWebhookServer } from '../webhook/server.js'
 
 export interface ServeHandle {
   webhook: RunningWebhookServer | undefined
-  /** Plain-HTTP /metrics, /healthz, /readyz. */
-  metricsServer: FastifyInstance | undefined
+  /**
+   * The ops listener: plain-HTTP /metrics, /healthz, /readyz (health/plugin.ts) on
+   * metrics.host:metrics.port; undefined with metrics.port 0.
+   */
+  opsServer: FastifyInstance | undefined
   registry: Registry
+  /** What /readyz reports, also without an ops listener. */
+  readiness(): ReadinessReport
   /** Resolves when the controller loop has ended. */
   stopped: Promise<void>
   close(): Promise<void>
@@ -47,6 +53,7 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
       host: config.webhook.host,
       port: config.webhook.port,
       bodyLimitBytes: config.webhook.bodyLimitBytes,
+      timeouts: serverTimeouts(config.webhook.timeouts),
       registry,
       logger: logger.child({ component: 'webhook' }),
       shutdownDelayMs: process.env.KUBERNETES_SERVICE_HOST ? 5000 : 0,
@@ -71,7 +78,7 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
       owner: identity,
       checkpointSeal: await loadCheckpointSeal(config.migrator.stateKeyFile, log),
       metrics: new MigratorMetrics(registry),
-      events: new KubeEventRecorder(http, 'crd-migrator', identity, err => log.warn({ err: String(err) }, 'could not record an Event')),
+      events: new KubeEventRecorder(http, 'crd-migrator', identity, err => log.warn({ err }, 'could not record an Event')),
       ...(options.onResult ? { onResult: options.onResult } : {}),
       ...(options.onProgress ? { onProgress: options.onProgress } : {}),
     })
@@ -94,35 +101,45 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
     stopped = stopped.catch(err => log.error({ err }, 'migration controller crashed')).finally(() => http.close())
   }
 
-  // Stays false until the controller has unfrozen its CRD: lifting the freeze is itself a
-  // CRD update the API server sends to this webhook, so we must keep receiving traffic.
-  let webhookClosing = false
-  let metricsServer: FastifyInstance | undefined
+  // One readiness notion, reported by the ops listener's /readyz: the webhook's checks (a
+  // serving certificate loaded, not draining) and ours. `not-shutting-down` starts failing
+  // only once the controller has lifted its freeze: lifting it is itself a CRD update the
+  // API server may send to this webhook, so until then we must keep receiving traffic.
+  let shuttingDown = false
+  const readiness: ReadinessCheck[] = [
+    ...(webhook?.readiness ?? []),
+    { name: 'not-shutting-down', failing: () => (shuttingDown ? 'shutting down; the migrator has lifted its freeze' : undefined) },
+  ]
+
+  // metrics.port 0 keeps meaning "off", for tests and local runs of several processes:
+  // there is no other listener to move /metrics, /healthz and /readyz to (the webhook
+  // port answers reviews only), and picking a free port would hide them at an address
+  // nobody knows. Said once at start-up; the chart refuses 0 since its probes need it.
+  let opsServer: FastifyInstance | undefined
   if (config.metrics.port > 0) {
-    metricsServer = Fastify({ logger: false })
-    metricsServer.get('/metrics', async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()))
-    metricsServer.get('/healthz', async () => ({ status: 'ok' }))
-    metricsServer.get('/readyz', async (_req, reply) => {
-      const ready = !webhookClosing && (webhook ? webhook.certificates.loaded : true)
-      return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready' })
-    })
-    await metricsServer.listen({ host: config.metrics.host, port: config.metrics.port })
+    opsServer = Fastify({ logger: false })
+    await opsServer.register(healthPlugin, { registry, readiness })
+    await opsServer.listen({ host: config.metrics.host, port: config.metrics.port })
+  } else {
+    logger.info('metrics.port is 0: no /metrics, /healthz or /readyz is served')
   }
 
   let closing: Promise<void> | undefined
   return {
     webhook,
-    metricsServer,
+    opsServer,
     registry,
+    readiness: () => readinessReport(readiness),
     stopped,
     close() {
       closing ??= (async () => {
         stop.abort(new Error('shutting down'))
         // The controller unfreezes the CRD it is migrating before it returns.
         await stopped
-        webhookClosing = true
+        shuttingDown = true
         await webhook?.close()
-        await metricsServer?.close()
+        // Last, so the probes read "not ready" while the webhook drains.
+        await opsServer?.close()
       })()
       return closing
     },

@@ -1,10 +1,10 @@
-import { StateAnnotation } from '../config/annotations.js'
 import type { Config } from '../config/schema.js'
-import { LabelSelector } from '../controller/selector.js'
+import { CrdSelection } from '../controller/selector.js'
 import { kubeHttp } from '../kube/client.js'
 import { listCrds } from '../kube/crds.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { planCrd } from '../migrator/plan.js'
+import { describeFreeze, readCrdState } from '../state/crd-state.js'
 
 export interface StatusRow {
   name: string
@@ -22,27 +22,21 @@ export interface StatusRow {
  * annotations (migrated once by name, or frozen).
  */
 export function statusRows(crds: CustomResourceDefinition[], config: Config): StatusRow[] {
-  const { labelSelector, names } = config.migrator.selector
-  const selector = labelSelector.trim() ? LabelSelector.parse(labelSelector) : undefined
-  const wanted = new Set(names)
+  const selection = new CrdSelection(config.migrator.selector)
   return crds
-    .filter(crd => {
-      const a = crd.metadata.annotations ?? {}
-      return wanted.has(crd.metadata.name) || selector?.matches(crd.metadata.labels) || a[config.annotations.migrating] !== undefined
-        || Object.keys(a).some(k => k.startsWith('crd-migrator.io/'))
-    })
-    .map(crd => {
-      const a = crd.metadata.annotations ?? {}
+    .map(crd => ({ crd, state: readCrdState(crd, config.annotations.migrating) }))
+    .filter(({ crd, state }) => selection.selects(crd) || state.carriesState)
+    .map(({ crd, state }) => {
       const plan = planCrd(crd)
       return {
         name: crd.metadata.name,
         storage: plan.storageVersion ?? '-',
         storedVersions: plan.storedVersions.join(',') || '-',
-        frozen: a[config.annotations.migrating] === 'true' ? `yes${a[StateAnnotation.owner] ? ` (${a[StateAnnotation.owner]})` : ' (foreign)'}` : 'no',
-        phase: a[StateAnnotation.phase] ?? '-',
-        progress: a[StateAnnotation.progress] ?? '-',
-        lastResult: a[StateAnnotation.lastResult] ?? '-',
-        duration: a[StateAnnotation.lastDuration] ?? '-',
+        frozen: describeFreeze(state),
+        phase: state.phase ?? '-',
+        progress: state.progress ?? '-',
+        lastResult: state.lastResult ?? '-',
+        duration: state.lastDuration ?? '-',
       }
     })
     .sort((x, y) => x.name.localeCompare(y.name))

@@ -1,16 +1,9 @@
 import { readFileSync } from 'node:fs'
 import { parse as parseYaml } from 'yaml'
 import type { z } from 'zod'
+import { ConfigError, errorMessage } from '../errors.js'
 import { ConfigSchema, type Config } from './schema.js'
 import { parseSettingValue, SETTINGS } from './settings.js'
-
-/** A configuration that cannot be used; the message names every bad field and its source. */
-export class ConfigError extends Error {
-  constructor(message: string) {
-    super(message)
-    this.name = 'ConfigError'
-  }
-}
 
 export interface ConfigSources {
   /** Path of a YAML or JSON config file. */
@@ -38,7 +31,7 @@ export function loadConfig(sources: ConfigSources = {}): Config {
     try {
       setPath(merged, setting.path, parseSettingValue(setting, raw, `environment variable ${setting.env}`))
     } catch (err) {
-      throw new ConfigError(`invalid configuration:\n  ${setting.path}: ${(err as Error).message}`)
+      throw new ConfigError(`invalid configuration:\n  ${setting.path}: ${errorMessage(err)}`, { cause: err })
     }
     origin.set(setting.path, `environment variable ${setting.env}`)
   }
@@ -57,13 +50,13 @@ function readConfigFile(file: string): Record<string, unknown> {
   try {
     text = readFileSync(file, 'utf8')
   } catch (err) {
-    throw new ConfigError(`cannot read config file ${file}: ${(err as Error).message}`)
+    throw new ConfigError(`cannot read config file ${file}: ${errorMessage(err)}`)
   }
   let doc: unknown
   try {
     doc = parseYaml(text, { prettyErrors: true })
   } catch (err) {
-    throw new ConfigError(`config file ${file} is not valid YAML: ${(err as Error).message}`)
+    throw new ConfigError(`config file ${file} is not valid YAML: ${errorMessage(err)}`)
   }
   if (doc === null || doc === undefined) return {}
   if (typeof doc !== 'object' || Array.isArray(doc)) throw new ConfigError(`config file ${file} must hold a mapping at the top level`)

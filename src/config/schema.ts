@@ -1,13 +1,27 @@
+/**
+ * The configuration, and every default of it: a value that has a default anywhere in
+ * crd-migrator (the webhook's body limit, timeouts, host and port, the admission policy's
+ * annotation key and identities, the controller's selector) declares it here and nowhere
+ * else. Code that needs a default without a parsed Config reads CONFIG_DEFAULTS (below)
+ * or a constant derived from it, never a literal of its own.
+ */
 import { z } from 'zod'
-import { DEFAULT_BREAK_GLASS_GROUPS, DEFAULT_MIGRATING_ANNOTATION, DEFAULT_MIGRATOR_USERS, StateAnnotation } from './annotations.js'
 
 export const PhaseName = z.enum(['StorageVersionMigration', 'CleanupManagedFields'])
 
-// A Kubernetes qualified annotation key: optional DNS prefix, then a name.
-const annotationKey = z.string().regex(
-  /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/,
-  'must be a Kubernetes annotation key such as example.com/migrating',
-)
+/**
+ * A Kubernetes qualified annotation key: an optional DNS-subdomain prefix and `/`, then a
+ * name of 1-63 characters. The one copy of this pattern: the config checks
+ * annotations.migrating with it, the webhook configuration renderer checks the key it
+ * pastes into a CEL string literal with it, and the chart
+ * (charts/crd-migrator/templates/_helpers.tpl) holds the same text as a Helm (Go RE2)
+ * regex, which test/unit/annotation-key.test.ts keeps equal to this one. Written as a
+ * string with no JavaScript-only syntax for that reason.
+ */
+export const ANNOTATION_KEY_PATTERN = '^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'
+export const ANNOTATION_KEY = new RegExp(ANNOTATION_KEY_PATTERN)
+
+const annotationKey = z.string().regex(ANNOTATION_KEY, 'must be a Kubernetes annotation key such as example.com/migrating')
 
 export const CrdOptionsSchema = z.strictObject({
   /** Write through the status subresource (for CRs whose own webhooks reject no-op writes). */
@@ -22,32 +36,76 @@ export const ConfigSchema = z.strictObject({
   kubeconfig: z.string().min(1).optional(),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   annotations: z.strictObject({
-    migrating: annotationKey.default(DEFAULT_MIGRATING_ANNOTATION),
+    /**
+     * The key that freezes a CRD's storage version (value "true"): KEP-2855's own. It is
+     * configurable so a cluster running another KEP-2855 migrator can keep the two apart.
+     */
+    migrating: annotationKey.default('ksvm.sigs.k8s.io/migrating'),
   }).prefault({}),
   identities: z.strictObject({
-    migratorUsers: z.array(z.string().min(1)).default(DEFAULT_MIGRATOR_USERS),
+    /** The migrator's identity: the ServiceAccount the Helm chart deploys. */
+    migratorUsers: z.array(z.string().min(1)).default(['system:serviceaccount:crd-migrator:crd-migrator']),
     migratorGroups: z.array(z.string().min(1)).default([]),
-    breakGlassGroups: z.array(z.string().min(1)).default(DEFAULT_BREAK_GLASS_GROUPS),
+    breakGlassGroups: z.array(z.string().min(1)).default(['system:masters']),
   }).prefault({}),
   webhook: z.strictObject({
     enabled: z.boolean().default(true),
     host: z.string().default('0.0.0.0'),
+    /** HTTPS port of the webhook; 0 picks a free one (tests). */
     port: z.number().int().min(0).max(65535).default(9443),
     certFile: z.string().default('/tls/tls.crt'),
     keyFile: z.string().default('/tls/tls.key'),
-    /** object and oldObject of a 1.5 MB CRD plus the envelope (webhook/server.ts DEFAULT_BODY_LIMIT_BYTES). */
+    /**
+     * The API server sends object AND oldObject, and a stored CRD is at most ~1.5 MB
+     * (etcd's request limit), so two of them plus the envelope fit in 3 MiB, which is also
+     * the API server's own limit for a request body. Every byte accepted is CPU spent
+     * parsing on the one event loop all reviews share, so no more than that.
+     */
     bodyLimitBytes: z.number().int().min(1024).default(3 * 1024 * 1024),
+    /**
+     * Timeouts of the HTTPS listener (file-only), and why (the API server calls us with
+     * timeoutSeconds: 5, at most 30):
+     * - tlsHandshakeSeconds: the TLS handshake must finish within it. Node's default is
+     *   120 s, and none of the HTTP timeouts runs before the handshake is done, so a
+     *   client that opens connections and never says hello would hold each for minutes.
+     * - requestSeconds: the whole request, headers and body, must arrive within it, so a
+     *   slow-loris client holds a socket this long at most (checked every
+     *   connectionsCheckingIntervalSeconds); headersSeconds is kept below it.
+     * - connectionSeconds: socket inactivity while a request is being served.
+     * - keepAliveSeconds: longer than the idle timeout of the API server's HTTP client
+     *   (Go's 90 s), so the API server, not us, closes idle connections. If we closed
+     *   first, a review sent on a connection we were closing would fail, and with
+     *   failurePolicy: Fail a failed call is a denied CRD update.
+     */
+    timeouts: z.strictObject({
+      tlsHandshakeSeconds: z.number().min(0.1).default(5),
+      headersSeconds: z.number().min(0.1).default(5),
+      requestSeconds: z.number().min(0.1).default(10),
+      connectionSeconds: z.number().min(0.1).default(15),
+      keepAliveSeconds: z.number().min(0.1).default(120),
+      connectionsCheckingIntervalSeconds: z.number().min(0.1).default(2),
+    }).prefault({}).refine(t => t.headersSeconds <= t.requestSeconds, {
+      message: 'headersSeconds must not be more than requestSeconds', path: ['headersSeconds'],
+    }),
   }).prefault({}),
   metrics: z.strictObject({
-    /** Plain-HTTP listener for /metrics, /healthz and /readyz; port 0 turns it off. */
+    /**
+     * The plain-HTTP ops listener: /metrics, /healthz and /readyz (health/plugin.ts), the
+     * only listener that serves them. Port 0 turns it off, and with it the probes'
+     * endpoints: meant for tests and local runs of several processes, never for a pod
+     * (the chart refuses it).
+     */
     host: z.string().default('0.0.0.0'),
     port: z.number().int().min(0).max(65535).default(8080),
   }).prefault({}),
   migrator: z.strictObject({
     enabled: z.boolean().default(true),
     selector: z.strictObject({
-      /** CRDs whose labels match are managed; empty selects none by label. */
-      labelSelector: z.string().default(`${StateAnnotation.managed}=true`),
+      /**
+       * CRDs whose labels match are managed; empty selects none by label. The default is
+       * the label users add to opt a CRD in.
+       */
+      labelSelector: z.string().default('crd-migrator.io/managed=true'),
       /** CRDs managed by name, whatever their labels. */
       names: z.array(z.string().min(1)).default([]),
     }).prefault({}),
@@ -88,3 +146,20 @@ export const ConfigSchema = z.strictObject({
 export type Config = z.infer<typeof ConfigSchema>
 export type CrdOptions = z.infer<typeof CrdOptionsSchema>
 export type ConfigInput = z.input<typeof ConfigSchema>
+
+type DeepReadonly<T> = T extends (infer E)[] ? readonly DeepReadonly<E>[] : T extends object ? { readonly [K in keyof T]: DeepReadonly<T[K]> } : T
+
+function deepFreeze<T>(value: T): DeepReadonly<T> {
+  if (value !== null && typeof value === 'object') {
+    for (const v of Object.values(value)) deepFreeze(v)
+    Object.freeze(value)
+  }
+  return value as DeepReadonly<T>
+}
+
+/**
+ * The defaults, as parsed from nothing: what a function uses when its caller gives no
+ * value. Frozen, all the way down (each parse gets its own copies, so this freezes no
+ * other Config).
+ */
+export const CONFIG_DEFAULTS: DeepReadonly<Config> = deepFreeze(ConfigSchema.parse({}))

@@ -3,6 +3,8 @@
  * path in the config file. One table drives the CLI options, the environment and the
  * README, so the three cannot drift.
  */
+import { ConfigError } from '../errors.js'
+
 export type SettingKind = 'string' | 'int' | 'number' | 'boolean' | 'list'
 
 export interface Setting {
@@ -26,7 +28,7 @@ export const SETTINGS: readonly Setting[] = [
   { path: 'webhook.certFile', flag: 'tls-cert', env: 'CRD_MIGRATOR_TLS_CERT', kind: 'string', description: 'serving certificate (PEM); reloaded when it changes' },
   { path: 'webhook.keyFile', flag: 'tls-key', env: 'CRD_MIGRATOR_TLS_KEY', kind: 'string', description: 'serving key (PEM); reloaded when it changes' },
   { path: 'webhook.bodyLimitBytes', flag: 'body-limit-bytes', env: 'CRD_MIGRATOR_BODY_LIMIT_BYTES', kind: 'int', description: 'largest AdmissionReview accepted' },
-  { path: 'metrics.port', flag: 'metrics-port', env: 'CRD_MIGRATOR_METRICS_PORT', kind: 'int', description: 'plain-HTTP port for /metrics, /healthz, /readyz (0: off)' },
+  { path: 'metrics.port', flag: 'metrics-port', env: 'CRD_MIGRATOR_METRICS_PORT', kind: 'int', description: 'plain-HTTP port for /metrics, /healthz, /readyz, the only listener serving them (0: off, and with it the probes\' endpoints)' },
   { path: 'migrator.enabled', flag: 'migrator', env: 'CRD_MIGRATOR_MIGRATOR_ENABLED', kind: 'boolean', description: 'run the migration controller (serve only)' },
   { path: 'migrator.selector.labelSelector', flag: 'selector', env: 'CRD_MIGRATOR_SELECTOR', kind: 'string', description: 'label selector of managed CRDs' },
   { path: 'migrator.selector.names', flag: 'crds', env: 'CRD_MIGRATOR_CRDS', kind: 'list', description: 'names of managed CRDs, besides the selector' },
@@ -45,11 +47,10 @@ export const SETTINGS: readonly Setting[] = [
   { path: 'leaderElection.leaseName', flag: 'lease-name', env: 'CRD_MIGRATOR_LEASE_NAME', kind: 'string', description: 'name of the Lease' },
 ]
 
-export class SettingValueError extends Error {}
 
 export function parseSettingValue(setting: Setting, raw: string | boolean, source: string): unknown {
   if (typeof raw === 'boolean') {
-    if (setting.kind !== 'boolean') throw new SettingValueError(`${source}: expects a value`)
+    if (setting.kind !== 'boolean') throw new ConfigError(`${source}: expects a value`)
     return raw
   }
   switch (setting.kind) {
@@ -60,12 +61,12 @@ export function parseSettingValue(setting: Setting, raw: string | boolean, sourc
     case 'boolean':
       if (/^(true|1|yes)$/i.test(raw)) return true
       if (/^(false|0|no)$/i.test(raw)) return false
-      throw new SettingValueError(`${source}: expected true or false, got ${JSON.stringify(raw)}`)
+      throw new ConfigError(`${source}: expected true or false, got ${JSON.stringify(raw)}`)
     case 'int':
     case 'number': {
       const n = Number(raw)
       if (raw.trim() === '' || !Number.isFinite(n) || (setting.kind === 'int' && !Number.isInteger(n))) {
-        throw new SettingValueError(`${source}: expected ${setting.kind === 'int' ? 'an integer' : 'a number'}, got ${JSON.stringify(raw)}`)
+        throw new ConfigError(`${source}: expected ${setting.kind === 'int' ? 'an integer' : 'a number'}, got ${JSON.stringify(raw)}`)
       }
       return n
     }

@@ -7,14 +7,14 @@ import { isGone, isNotFound, type KubeHttp } from '../kube/http.js'
 import { CRD_API } from '../kube/paths.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import type { CheckpointSeal } from '../migrator/checkpoint-seal.js'
-import { readFreezeState } from '../migrator/freeze.js'
 import { migrateCrd, type MigrationResult } from '../migrator/migrate.js'
 import type { MigratorMetrics } from '../migrator/metrics.js'
 import { planCrd, type Phase } from '../migrator/plan.js'
 import { settingsFor } from '../migrator/settings.js'
 import type { WalkProgress } from '../migrator/walker.js'
 import { WorkQueue } from './queue.js'
-import { LabelSelector } from './selector.js'
+import { CrdSelection } from './selector.js'
+import { readCrdState } from '../state/crd-state.js'
 
 export interface ControllerDeps {
   http: KubeHttp
@@ -37,8 +37,7 @@ export interface ControllerDeps {
  */
 export class MigrationController {
   private readonly queue = new WorkQueue()
-  private readonly selector: LabelSelector | undefined
-  private readonly names: Set<string>
+  private readonly selection: CrdSelection
   private readonly reportedForeign = new Set<string>()
   /** Generation last queued per CRD: our own annotation writes must not re-trigger us. */
   private readonly seenGeneration = new Map<string, number | undefined>()
@@ -51,13 +50,11 @@ export class MigrationController {
   private readonly upToDate = new Map<string, string>()
 
   constructor(private readonly deps: ControllerDeps) {
-    const { labelSelector, names } = deps.config.migrator.selector
-    this.selector = labelSelector.trim() === '' ? undefined : LabelSelector.parse(labelSelector)
-    this.names = new Set(names)
+    this.selection = new CrdSelection(deps.config.migrator.selector)
   }
 
   selects(crd: CustomResourceDefinition): boolean {
-    return this.names.has(crd.metadata.name) || (this.selector?.matches(crd.metadata.labels) ?? false)
+    return this.selection.selects(crd)
   }
 
   /** Runs until `signal` aborts (leadership lost or shutdown). */
@@ -75,7 +72,7 @@ export class MigrationController {
         } catch (err) {
           if (signal.aborted) break
           const delay = this.queue.addRateLimited(name)
-          log.error({ crd: name, err: String(err), retryInMs: delay }, 'reconcile failed')
+          log.error({ crd: name, err, retryInMs: delay }, 'reconcile failed')
         } finally {
           this.queue.done(name)
         }
@@ -101,7 +98,7 @@ export class MigrationController {
       throw err
     }
     if (!this.selects(crd)) return undefined
-    const freeze = readFreezeState(crd, config.annotations.migrating)
+    const freeze = readCrdState(crd, config.annotations.migrating)
     this.reportFrozen(crd, freeze.frozen, freeze.owner)
     if (freeze.frozen && !freeze.owner) return undefined
     // Skip only on what the plan shows (storedVersions) and what we checked ourselves
@@ -168,7 +165,7 @@ export class MigrationController {
       try {
         for (const crd of await listCrds(this.deps.http)) if (this.selects(crd)) this.queue.add(crd.metadata.name)
       } catch (err) {
-        this.deps.logger.warn({ err: String(err) }, 'resync list of CRDs failed')
+        this.deps.logger.warn({ err }, 'resync list of CRDs failed')
       }
     }
   }
@@ -201,7 +198,7 @@ export class MigrationController {
       } catch (err) {
         if (signal.aborted) return
         if (isGone(err)) resourceVersion = undefined
-        this.deps.logger.warn({ err: String(err) }, 'CRD watch failed; retrying')
+        this.deps.logger.warn({ err }, 'CRD watch failed; retrying')
         await sleep(1000, undefined, { signal }).catch(() => {})
       }
     }

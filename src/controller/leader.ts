@@ -46,7 +46,7 @@ export class LeaderElector {
    */
   async run(stop: AbortSignal, lead: (signal: AbortSignal) => Promise<void>): Promise<void> {
     while (!stop.aborted) {
-      if (await this.tryAcquireOrRenew().catch(err => { this.logger.warn({ err: String(err) }, 'leader election: lease request failed'); return false })) break
+      if (await this.tryAcquireOrRenew().catch(err => { this.logger.warn({ err }, 'leader election: lease request failed'); return false })) break
       await sleep(this.options.retryPeriodSeconds * 1000, undefined, { signal: stop }).catch(() => {})
     }
     if (stop.aborted) return
@@ -62,7 +62,7 @@ export class LeaderElector {
       const lost = leading.signal.aborted && !stop.aborted
       leading.abort(new Error('leadership ended'))
       await renewals
-      if (!lost) await this.release().catch(err => this.logger.warn({ err: String(err) }, 'could not release the lease'))
+      if (!lost) await this.release().catch(err => this.logger.warn({ err }, 'could not release the lease'))
     }
   }
 
@@ -71,7 +71,7 @@ export class LeaderElector {
     while (!leading.signal.aborted) {
       await sleep(this.options.retryPeriodSeconds * 1000, undefined, { signal: leading.signal }).catch(() => {})
       if (leading.signal.aborted) return
-      const ok = await this.tryAcquireOrRenew().catch(err => { this.logger.warn({ err: String(err) }, 'leader election: renew failed'); return false })
+      const ok = await this.tryAcquireOrRenew().catch(err => { this.logger.warn({ err }, 'leader election: renew failed'); return false })
       if (ok) lastRenew = Date.now()
       else if (Date.now() - lastRenew > this.options.renewDeadlineSeconds * 1000) {
         this.logger.error('lost leadership: could not renew the lease within the renew deadline')

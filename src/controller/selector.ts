@@ -2,6 +2,8 @@
  * Kubernetes label selector matching (equality- and set-based), for choosing managed
  * CRDs from one watch of all CRDs.
  */
+import { CrdMigratorError } from '../errors.js'
+
 type Requirement =
   | { op: 'exists' | 'notexists'; key: string }
   | { op: 'in' | 'notin'; key: string; values: Set<string> }
@@ -24,7 +26,7 @@ export class LabelSelector {
       } else if ((m = text.match(/^([^\s!=()]+)$/))) {
         requirements.push({ op: 'exists', key: m[1]! })
       } else {
-        throw new Error(`invalid label selector ${JSON.stringify(selector)}: cannot parse ${JSON.stringify(text)}`)
+        throw new CrdMigratorError('CRDM_LABEL_SELECTOR', `invalid label selector ${JSON.stringify(selector)}: cannot parse ${JSON.stringify(text)}`)
       }
     }
     return new LabelSelector(requirements)
@@ -59,4 +61,23 @@ function splitTopLevel(s: string): string[] {
   }
   parts.push(current)
   return parts
+}
+
+/**
+ * Which CRDs are managed: those named in `migrator.selector.names`, and those whose labels
+ * match `migrator.selector.labelSelector` (empty selects none by label). The controller
+ * and `status` both choose through this.
+ */
+export class CrdSelection {
+  private readonly selector: LabelSelector | undefined
+  private readonly names: ReadonlySet<string>
+
+  constructor(selection: { labelSelector: string; names: readonly string[] }) {
+    this.selector = selection.labelSelector.trim() === '' ? undefined : LabelSelector.parse(selection.labelSelector)
+    this.names = new Set(selection.names)
+  }
+
+  selects(crd: { metadata: { name: string; labels?: Record<string, string> } }): boolean {
+    return this.names.has(crd.metadata.name) || (this.selector?.matches(crd.metadata.labels) ?? false)
+  }
 }

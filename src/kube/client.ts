@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs'
 import { KubeConfig } from '@kubernetes/client-node'
 import { KubeHttp, type KubeHttpOptions } from './http.js'
+import { CrdMigratorError } from '../errors.js'
 
 /**
  * Loads credentials the way kubectl does: an explicit file, else $KUBECONFIG, else
@@ -9,13 +10,13 @@ import { KubeHttp, type KubeHttpOptions } from './http.js'
 export function loadKubeConfig(file?: string): KubeConfig {
   const kc = new KubeConfig()
   if (file) {
-    if (!existsSync(file)) throw new Error(`kubeconfig ${file} does not exist`)
+    if (!existsSync(file)) throw new CrdMigratorError('CRDM_KUBECONFIG', `kubeconfig ${file} does not exist`)
     kc.loadFromFile(file)
   } else {
     kc.loadFromDefault()
   }
   if (!kc.getCurrentCluster()) {
-    throw new Error('no Kubernetes cluster configured: pass --kubeconfig, set KUBECONFIG, or run inside a cluster')
+    throw new CrdMigratorError('CRDM_KUBECONFIG', 'no Kubernetes cluster configured: pass --kubeconfig, set KUBECONFIG, or run inside a cluster')
   }
   return kc
 }

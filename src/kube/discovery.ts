@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { KubeHttp } from './http.js'
+import { CrdMigratorError } from '../errors.js'
 
 /** The API server's storage version hash of a group/version/kind (k8s.io/apiserver discovery). */
 export function storageVersionHash(group: string, version: string, kind: string): string {
@@ -54,7 +55,7 @@ export async function waitForStorageVersion(
       matchedSince = undefined
     }
     if (Date.now() > deadline) {
-      throw new Error(`the API server did not switch to storage version ${version} within ${Math.round(options.timeoutMs / 1000)}s (discovery storageVersionHash ${seen ?? 'absent'}, expected ${want})`)
+      throw new CrdMigratorError('CRDM_STORAGE_NOT_SWITCHED', `the API server did not switch to storage version ${version} within ${Math.round(options.timeoutMs / 1000)}s (discovery storageVersionHash ${seen ?? 'absent'}, expected ${want})`)
     }
     await sleep(Math.min(250, Math.max(50, options.settleMs / 4)), undefined, sleepOpts)
   }

@@ -1,6 +1,7 @@
 import https from 'node:https'
 import http from 'node:http'
 import type { KubeConfig } from '@kubernetes/client-node'
+import { CrdMigratorError } from '../errors.js'
 
 /**
  * A small keep-alive HTTPS client for the migrator's hot path (metadata-only lists and
@@ -42,7 +43,8 @@ export interface KubeResponse<T = unknown> {
 }
 
 /** A non-2xx answer from the API server, carrying its Status object when there is one. */
-export class KubeApiError extends Error {
+export class KubeApiError extends CrdMigratorError {
+  override readonly name = 'KubeApiError'
   readonly status: number
   readonly reason: string | undefined
   readonly retryAfterSeconds: number | undefined
@@ -51,8 +53,7 @@ export class KubeApiError extends Error {
   constructor(status: number, method: string, path: string, body: unknown, retryAfter: string | undefined) {
     const statusObject = isStatus(body) ? body : undefined
     const message = statusObject?.message ?? (typeof body === 'string' && body !== '' ? body : `HTTP ${status}`)
-    super(`${method} ${path}: ${status} ${message}`)
-    this.name = 'KubeApiError'
+    super('CRDM_KUBE_API', `${method} ${path}: ${status} ${message}`)
     this.status = status
     this.reason = statusObject?.reason
     this.details = statusObject?.details
@@ -92,6 +93,54 @@ export function isRetryable(err: unknown): boolean {
     || (err instanceof Error && err.name === 'TimeoutError')
 }
 
+/** A response of any status, the body as text: see {@link KubeHttp.requestRaw}. */
+export interface RawKubeResponse {
+  status: number
+  headers: http.IncomingHttpHeaders
+  body: string
+}
+
+/** The TLS settings of a connection to the API server (for an https.Agent). */
+export interface KubeTlsOptions {
+  ca?: https.AgentOptions['ca']
+  cert?: https.AgentOptions['cert']
+  key?: https.AgentOptions['key']
+  rejectUnauthorized?: boolean
+  servername?: string
+}
+
+/** How to reach and authenticate to the API server, as client-node's KubeConfig says. */
+export interface KubeConnection {
+  server: URL
+  /** Authentication headers (bearer token, basic auth); empty with client certificates. */
+  headers: Record<string, string>
+  tls: KubeTlsOptions
+}
+
+/**
+ * Resolves the current context of `kubeConfig` into a server URL, TLS settings and
+ * authentication headers, through client-node (kubeconfig files, in-cluster
+ * service-account tokens, exec plugins). Tokens expire: call it again to refresh them.
+ */
+export async function kubeConnection(kubeConfig: KubeConfig): Promise<KubeConnection> {
+  const cluster = kubeConfig.getCurrentCluster()
+  if (!cluster) throw new CrdMigratorError('CRDM_KUBECONFIG', 'kubeconfig has no current cluster: set a current-context')
+  const opts: https.RequestOptions = { headers: {} }
+  await kubeConfig.applyToHTTPSOptions(opts)
+  const headers: Record<string, string> = {}
+  for (const [k, v] of Object.entries(opts.headers ?? {})) if (typeof v === 'string') headers[k] = v
+  if (opts.auth) headers.Authorization = `Basic ${Buffer.from(opts.auth).toString('base64')}`
+  return {
+    server: new URL(cluster.server),
+    headers,
+    tls: {
+      ca: opts.ca, cert: opts.cert, key: opts.key,
+      ...(opts.rejectUnauthorized !== undefined ? { rejectUnauthorized: opts.rejectUnauthorized } : {}),
+      ...(opts.servername ? { servername: opts.servername } : {}),
+    },
+  }
+}
+
 export interface KubeHttpOptions {
   /** Upper bound of pooled sockets; the migrator sets this to its write concurrency. */
   maxSockets?: number
@@ -110,7 +159,7 @@ export class KubeHttp {
 
   constructor(kubeConfig: KubeConfig, options: KubeHttpOptions = {}) {
     const cluster = kubeConfig.getCurrentCluster()
-    if (!cluster) throw new Error('kubeconfig has no current cluster: set a current-context')
+    if (!cluster) throw new CrdMigratorError('CRDM_KUBECONFIG', 'kubeconfig has no current cluster: set a current-context')
     this.kubeConfig = kubeConfig
     this.server = new URL(cluster.server)
     this.options = {
@@ -122,22 +171,11 @@ export class KubeHttp {
 
   private async ensureCredentials(): Promise<void> {
     if (this.agent && Date.now() - this.credentialsLoadedAt < this.options.credentialRefreshMs) return
-    const opts: https.RequestOptions = { headers: {} }
-    await this.kubeConfig.applyToHTTPSOptions(opts)
-    const headers: Record<string, string> = {}
-    for (const [k, v] of Object.entries(opts.headers ?? {})) if (typeof v === 'string') headers[k] = v
-    if (opts.auth) headers.Authorization = `Basic ${Buffer.from(opts.auth).toString('base64')}`
-    this.authHeaders = headers
+    const connection = await kubeConnection(this.kubeConfig)
+    this.authHeaders = connection.headers
     if (!this.agent) {
       const common = { keepAlive: true, maxSockets: this.options.maxSockets, maxFreeSockets: this.options.maxSockets }
-      this.agent = this.server.protocol === 'http:'
-        ? new http.Agent(common)
-        : new https.Agent({
-          ...common,
-          ca: opts.ca, cert: opts.cert, key: opts.key,
-          ...(opts.rejectUnauthorized !== undefined ? { rejectUnauthorized: opts.rejectUnauthorized } : {}),
-          ...(opts.servername ? { servername: opts.servername } : {}),
-        })
+      this.agent = this.server.protocol === 'http:' ? new http.Agent(common) : new https.Agent({ ...common, ...connection.tls })
     }
     this.credentialsLoadedAt = Date.now()
   }
@@ -150,6 +188,29 @@ export class KubeHttp {
   }
 
   async request<T = unknown>(req: KubeRequest): Promise<KubeResponse<T>> {
+    const { url, status, headers, text } = await this.exchange(req)
+    let body: unknown = text
+    if (text !== '' && (headers['content-type'] ?? '').includes('json')) {
+      try { body = JSON.parse(text) } catch { body = text }
+    }
+    if (status < 200 || status >= 300) {
+      const retryAfter = headers['retry-after']
+      throw new KubeApiError(status, req.method, url.pathname, body, Array.isArray(retryAfter) ? retryAfter[0] : retryAfter)
+    }
+    return { status, headers, body: body as T }
+  }
+
+  /**
+   * The same request, answered whatever its status (never a KubeApiError), the body as
+   * text: for callers that look at refusals themselves (the development tooling and the
+   * tests act as other users and expect 403s and webhook denials).
+   */
+  async requestRaw(req: KubeRequest): Promise<RawKubeResponse> {
+    const { status, headers, text } = await this.exchange(req)
+    return { status, headers, body: text }
+  }
+
+  private async exchange(req: KubeRequest): Promise<{ url: URL; status: number; headers: http.IncomingHttpHeaders; text: string }> {
     await this.ensureCredentials()
     const url = this.url(req.path, req.query)
     const payload = req.body === undefined ? undefined : Buffer.from(typeof req.body === 'string' ? req.body : JSON.stringify(req.body))
@@ -159,25 +220,12 @@ export class KubeHttp {
       headers['Content-Length'] = payload.length
     }
     const lib = url.protocol === 'http:' ? http : https
-    return await new Promise<KubeResponse<T>>((resolve, reject) => {
+    return await new Promise((resolve, reject) => {
       const r = lib.request(url, { method: req.method, headers, agent: this.agent, signal: req.signal, timeout: req.timeoutMs ?? this.options.defaultTimeoutMs }, res => {
         const chunks: Buffer[] = []
         res.on('data', (c: Buffer) => chunks.push(c))
         res.on('error', reject)
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8')
-          let body: unknown = text
-          if (text !== '' && (res.headers['content-type'] ?? '').includes('json')) {
-            try { body = JSON.parse(text) } catch { body = text }
-          }
-          const status = res.statusCode ?? 0
-          if (status < 200 || status >= 300) {
-            const retryAfter = res.headers['retry-after']
-            reject(new KubeApiError(status, req.method, url.pathname, body, Array.isArray(retryAfter) ? retryAfter[0] : retryAfter))
-            return
-          }
-          resolve({ status, headers: res.headers, body: body as T })
-        })
+        res.on('end', () => resolve({ url, status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }))
       })
       r.on('timeout', () => r.destroy(Object.assign(new Error(`${req.method} ${url.pathname}: timed out`), { name: 'TimeoutError', code: 'ETIMEDOUT' })))
       r.on('error', reject)

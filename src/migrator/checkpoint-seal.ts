@@ -18,6 +18,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import type { Logger } from 'pino'
+import { CrdMigratorError, errorMessage } from '../errors.js'
 
 /** What a seal is bound to: a checkpoint of another CRD or another freeze does not verify. */
 export interface CheckpointBinding {
@@ -34,7 +35,7 @@ export class CheckpointSeal {
   private constructor(private readonly key: Buffer, readonly source: string) {}
 
   static fromKey(key: Buffer, source: string): CheckpointSeal {
-    if (key.length < MIN_KEY_BYTES) throw new Error(`the state key from ${source} has ${key.length} byte(s); it needs at least ${MIN_KEY_BYTES}`)
+    if (key.length < MIN_KEY_BYTES) throw new CrdMigratorError('CRDM_STATE_KEY', `the state key from ${source} has ${key.length} byte(s); it needs at least ${MIN_KEY_BYTES}`)
     return new CheckpointSeal(key, source)
   }
 
@@ -75,7 +76,7 @@ export function defaultStateKeyFile(env: NodeJS.ProcessEnv = process.env): strin
 export async function loadCheckpointSeal(stateKeyFile: string | undefined, logger: Logger): Promise<CheckpointSeal> {
   if (stateKeyFile) {
     const key = await readFile(stateKeyFile).catch((err: NodeJS.ErrnoException) => {
-      throw new Error(`cannot read the state key file ${stateKeyFile} (migrator.stateKeyFile): ${err.code ?? err.message}`)
+      throw new CrdMigratorError('CRDM_STATE_KEY', `cannot read the state key file ${stateKeyFile} (migrator.stateKeyFile): ${err.code ?? err.message}`, { cause: err })
     })
     return CheckpointSeal.fromKey(trimKey(key), stateKeyFile)
   }
@@ -100,7 +101,7 @@ export async function loadCheckpointSeal(stateKeyFile: string | undefined, logge
 }
 
 function fallback(logger: Logger, file: string, err: unknown): CheckpointSeal {
-  logger.info({ file, err: err instanceof Error ? err.message : String(err) },
+  logger.info({ file, err: errorMessage(err) },
     'no state key file (set migrator.stateKeyFile); checkpoints written by other processes will be re-verified object by object')
   return CheckpointSeal.ephemeral()
 }

@@ -2,7 +2,7 @@ import { getCrd } from '../kube/crds.js'
 import type { KubeHttp } from '../kube/http.js'
 import { Phase, planCrd } from './plan.js'
 import { scanManagedFields } from './scan.js'
-import type { MigrationSettings } from './migrate.js'
+import type { MigrationSettings } from './context.js'
 
 export interface DryRunReport {
   crd: string

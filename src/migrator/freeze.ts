@@ -1,77 +1,77 @@
-import { MIGRATING_VALUE, StateAnnotation } from '../config/annotations.js'
+/**
+ * Setting, taking over and lifting the freeze on the API server. What to write is decided
+ * in state/crd-state.ts; this is the I/O, with the retries each step needs.
+ */
+import { getCrd, patchCrdAnnotations } from '../kube/crds.js'
+import { isNotFound } from '../kube/http.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
+import { freezePatch, readCrdState, takeOverPatch, unfreezePatch, type FreezeVerdict, type RunOutcome } from '../state/crd-state.js'
+import { type CheckpointBinding, type CheckpointSeal } from './checkpoint-seal.js'
+import type { MigrationContext, MigrationSettings } from './context.js'
+import { requestRetry, UNFREEZE_RETRY, withRetry } from './retry.js'
 
-/** What the annotations of a CRD say about a freeze. */
-export interface FreezeState {
-  frozen: boolean
-  /** Set when the freeze is ours (a crd-migrator run wrote its owner annotation). */
-  owner: string | undefined
-  heartbeat: Date | undefined
-  targetStorageVersion: string | undefined
-  frozenGeneration: number | undefined
-  startedAt: string | undefined
-  checkpoint: string | undefined
-  checkpointSeal: string | undefined
+export interface Frozen {
+  /** The CRD as the freeze left it. */
+  crd: CustomResourceDefinition
+  frozenGeneration: number
+  /** What the checkpoints of this freeze are bound to (undefined: none can be sealed). */
+  binding: CheckpointBinding | undefined
+  /** The checkpoint to resume after: only one whose seal verifies. */
+  resumeAfter: string | undefined
+  /** A checkpoint found on the CRD whose seal does not verify; every object is looked at again. */
+  unverifiedCheckpoint: string | undefined
 }
-
-export function readFreezeState(crd: CustomResourceDefinition, migratingAnnotation: string): FreezeState {
-  const a = crd.metadata.annotations ?? {}
-  const heartbeat = a[StateAnnotation.heartbeat] ? new Date(a[StateAnnotation.heartbeat]!) : undefined
-  const generation = a[StateAnnotation.frozenGeneration] ? Number(a[StateAnnotation.frozenGeneration]) : undefined
-  return {
-    frozen: a[migratingAnnotation] === MIGRATING_VALUE,
-    owner: a[StateAnnotation.owner] || undefined,
-    heartbeat: heartbeat && !Number.isNaN(heartbeat.getTime()) ? heartbeat : undefined,
-    targetStorageVersion: a[StateAnnotation.targetStorageVersion] || undefined,
-    frozenGeneration: Number.isFinite(generation) ? generation : undefined,
-    startedAt: a[StateAnnotation.startedAt] || undefined,
-    checkpoint: a[StateAnnotation.checkpoint] || undefined,
-    checkpointSeal: a[StateAnnotation.checkpointSeal] || undefined,
-  }
-}
-
-export type FreezeVerdict =
-  | { action: 'freeze' }
-  | { action: 'resume'; checkpoint: string | undefined; previousOwner: string }
-  | { action: 'wait'; reason: string }
-  | { action: 'foreign'; reason: string }
 
 /**
- * Decides what to do with a CRD that may already be frozen: a freeze without our owner
- * annotation belongs to another tool and is never touched; ours is resumed once its owner
- * stopped heart-beating (a crashed or evicted run), or straight away when it is our own
- * identity (the same replica restarted).
+ * Freezes the CRD (verdict 'freeze'), or takes over a freeze of ours (verdict 'resume').
+ * Both carry the resourceVersion the verdict was taken on: a CRD that changed meanwhile
+ * gets a 409, and the run stops before it starts.
  */
-export function decideFreeze(state: FreezeState, self: string, storageVersion: string, takeoverAfterMs: number, now = new Date()): FreezeVerdict {
-  if (!state.frozen) return { action: 'freeze' }
-  if (!state.owner) return { action: 'foreign', reason: 'the CRD carries the migrating annotation but no crd-migrator owner: another migrator froze it' }
-  const age = state.heartbeat ? now.getTime() - state.heartbeat.getTime() : Number.POSITIVE_INFINITY
-  if (state.owner !== self && age < takeoverAfterMs) {
-    return { action: 'wait', reason: `migration in progress by ${state.owner} (heartbeat ${Math.round(age / 1000)}s ago)` }
+export async function freezeCrd(
+  crd: CustomResourceDefinition,
+  verdict: Extract<FreezeVerdict, { action: 'freeze' | 'resume' }>,
+  storageVersion: string,
+  settings: MigrationSettings,
+  ctx: MigrationContext,
+  seal: CheckpointSeal,
+): Promise<Frozen> {
+  const name = crd.metadata.name
+  const rv = crd.metadata.resourceVersion
+  const patch = verdict.action === 'resume'
+    ? takeOverPatch(ctx.owner)
+    : freezePatch(settings.migratingAnnotation, ctx.owner, storageVersion, crd.metadata.generation ?? 0)
+  const frozen = await withRetry(() => patchCrdAnnotations(ctx.http, name, patch, rv), requestRetry(settings.maxAttempts, ctx.signal))
+  const state = readCrdState(frozen, settings.migratingAnnotation)
+  const frozenGeneration = state.frozenGeneration ?? crd.metadata.generation ?? 0
+  const binding = checkpointBinding(frozen, storageVersion, state.frozenGeneration, state.startedAt)
+  let resumeAfter: string | undefined
+  let unverifiedCheckpoint: string | undefined
+  if (verdict.action === 'resume' && verdict.checkpoint !== undefined) {
+    if (binding && seal.verify(binding, verdict.checkpoint, state.checkpointSeal)) resumeAfter = verdict.checkpoint
+    else unverifiedCheckpoint = verdict.checkpoint
   }
-  const checkpoint = state.targetStorageVersion === storageVersion ? state.checkpoint : undefined
-  return { action: 'resume', checkpoint, previousOwner: state.owner }
+  return { crd: frozen, frozenGeneration, binding, resumeAfter, unverifiedCheckpoint }
 }
 
-export function freezeAnnotations(
-  migratingAnnotation: string,
-  owner: string,
-  storageVersion: string,
-  generation: number,
-  now = new Date(),
-): Record<string, string | null> {
-  return {
-    [migratingAnnotation]: MIGRATING_VALUE,
-    [StateAnnotation.owner]: owner,
-    [StateAnnotation.heartbeat]: now.toISOString(),
-    [StateAnnotation.phase]: 'Started',
-    [StateAnnotation.startedAt]: now.toISOString(),
-    [StateAnnotation.targetStorageVersion]: storageVersion,
-    [StateAnnotation.frozenGeneration]: String(generation),
-    [StateAnnotation.progress]: null,
-    // A fresh freeze starts from the beginning: a checkpoint left on the CRD (by hand, or
-    // by a run of another storage version) must never make this run skip objects.
-    [StateAnnotation.checkpoint]: null,
-    [StateAnnotation.checkpointSeal]: null,
+/** Lifts the freeze and records the outcome. Returns whether the freeze is gone. */
+export async function unfreezeCrd(name: string, run: RunOutcome, settings: MigrationSettings, ctx: MigrationContext): Promise<boolean> {
+  try {
+    await withRetry(() => patchCrdAnnotations(ctx.http, name, unfreezePatch(settings.migratingAnnotation, run)), UNFREEZE_RETRY)
+    return true
+  } catch (err) {
+    if (isNotFound(err)) return true
+    ctx.logger.error({ crd: name, err }, 'could not remove the migrating annotation; the CRD stays frozen until a later run resumes it')
+    return false
   }
+}
+
+/** The CRD as it is now, for the final Event; the last known copy when it cannot be read. */
+export async function latestCrd(crd: CustomResourceDefinition, ctx: MigrationContext): Promise<CustomResourceDefinition> {
+  return getCrd(ctx.http, crd.metadata.name).catch(() => crd)
+}
+
+function checkpointBinding(crd: CustomResourceDefinition, storageVersion: string, frozenGeneration: number | undefined, startedAt: string | undefined): CheckpointBinding | undefined {
+  const uid = crd.metadata.uid
+  if (!uid || frozenGeneration === undefined || !startedAt) return undefined
+  return { crdUid: uid, targetStorageVersion: storageVersion, frozenGeneration, startedAt }
 }

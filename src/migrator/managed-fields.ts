@@ -1,5 +1,6 @@
 import jsonpatch, { type Operation } from 'fast-json-patch'
 import type { CustomResourceDefinition, ManagedFieldsEntry } from '../kube/types.js'
+import { CrdMigratorError } from '../errors.js'
 
 export interface ManagedFieldsPolicy {
   group: string
@@ -114,7 +115,7 @@ export function managedFieldsPatch(resourceVersion: string, managedFields: Manag
     { op: 'replace', path: '/metadata/managedFields', value: managedFields },
   ]
   const error = jsonpatch.validate(ops, { metadata: { resourceVersion, managedFields: [] } })
-  if (error) throw new Error(`internal error: invalid managedFields patch: ${error.message}`)
+  if (error) throw new CrdMigratorError('CRDM_INTERNAL', `invalid managedFields patch: ${error.message}`)
   return ops
 }
 

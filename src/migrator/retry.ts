@@ -131,6 +131,22 @@ export interface RetryOptions {
 }
 
 /**
+ * The one retry policy of a migration's requests (CRD reads, the freeze, list pages,
+ * writes, the storedVersions patch): `maxAttempts` tries with the default backoff,
+ * stopped by the run's signal. Writes add the run's throttle gate and hooks.
+ */
+export function requestRetry(maxAttempts: number, signal?: AbortSignal): RetryOptions {
+  return { maxAttempts, ...(signal ? { signal } : {}) }
+}
+
+/**
+ * Lifting the freeze: longer backoff (about a minute in all), and deliberately not tied to
+ * the run's signal: a cancelled run must still lift its freeze, a CRD left frozen blocks
+ * storage edits.
+ */
+export const UNFREEZE_RETRY: Readonly<RetryOptions> = Object.freeze({ maxAttempts: 8, baseDelayMs: 500, maxDelayMs: 15_000 })
+
+/**
  * Exponential backoff for transient errors; 429 waits for Retry-After. The delay before
  * retry n is between half and all of min(maxDelay, base * 2^(n-1)) ("equal jitter"):
  * random enough to spread writers apart, and with a guaranteed minimum, so the retries of

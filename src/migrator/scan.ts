@@ -3,7 +3,7 @@ import { listMetadata } from '../kube/list-metadata.js'
 import { resourceRef } from '../kube/paths.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { cleanManagedFields, managedFieldsPolicy } from './managed-fields.js'
-import { withRetry } from './retry.js'
+import { requestRetry, withRetry } from './retry.js'
 
 export interface ScanResult {
   /** Custom resources listed. */
@@ -29,7 +29,7 @@ export async function scanManagedFields(
   for await (const page of listMetadata(http, resourceRef(crd, storageVersion), {
     pageSize: settings.pageSize,
     // Right after a storage flip the API server answers 429 while it re-initialises storage.
-    fetchPage: fetch => withRetry(fetch, { maxAttempts: settings.maxAttempts, ...(signal ? { signal } : {}) }),
+    fetchPage: fetch => withRetry(fetch, requestRetry(settings.maxAttempts, signal)),
     ...(signal ? { signal } : {}),
   })) {
     for (const item of page.items) {

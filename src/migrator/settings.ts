@@ -1,5 +1,5 @@
 import type { Config } from '../config/schema.js'
-import type { MigrationSettings } from './migrate.js'
+import type { MigrationSettings } from './context.js'
 import { ALL_PHASES } from './plan.js'
 
 /** The settings of one CRD's migration: the global ones, overridden by its own entry. */

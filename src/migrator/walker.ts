@@ -2,6 +2,7 @@ import PQueue from 'p-queue'
 import type { MetadataPage } from '../kube/list-metadata.js'
 import { listOrderKey } from '../kube/paths.js'
 import type { PartialObjectMetadata } from '../kube/types.js'
+import { describeError } from '../errors.js'
 
 /** What happened to one object. */
 export type Outcome =
@@ -35,6 +36,12 @@ export interface WalkProgress {
   /** Every object up to and including this list key is finished (low watermark). */
   checkpoint: string | undefined
   inFlight: number
+}
+
+/** Objects settled so far, whatever the outcome. */
+export function settled(p: WalkProgress): number {
+  const c = p.counts
+  return c.rewritten + c.current + c.skipped + c.gone + c.conflict + c.failed + c.resumed
 }
 
 export interface WalkOptions {
@@ -139,7 +146,7 @@ export async function walkObjects(
         } catch (err) {
           outcome = 'failed'
           counts.failed++
-          if (failures.length < maxFailures) failures.push({ key, error: err instanceof Error ? err.message : String(err) })
+          if (failures.length < maxFailures) failures.push({ key, error: describeError(err) })
           if (isFatal(err)) firstError ??= err
         }
         options.onWriteEnd?.(outcome, (performance.now() - started) / 1000)

@@ -43,13 +43,8 @@
  * - Names from the request are shortened in messages: a CRD name is at most 253
  *   characters, and a longer one must not make the answer or the log grow with it.
  */
-import {
-  DEFAULT_BREAK_GLASS_GROUPS,
-  DEFAULT_MIGRATING_ANNOTATION,
-  DEFAULT_MIGRATOR_USERS,
-  MIGRATING_VALUE,
-  STATE_PREFIX,
-} from '../config/annotations.js'
+import { CONFIG_DEFAULTS } from '../config/schema.js'
+import { isStateAnnotation, MIGRATING_VALUE, STATE_PREFIX } from '../state/crd-state.js'
 import { isListedUser, type UserIdentity } from '../config/identities.js'
 
 export interface AdmissionPolicy {
@@ -60,12 +55,13 @@ export interface AdmissionPolicy {
   breakGlassGroups: readonly string[]
 }
 
+/** The policy of the default configuration: the config schema's defaults (config/schema.ts). */
 export const DEFAULT_ADMISSION_POLICY: AdmissionPolicy = Object.freeze({
-  migratingAnnotation: DEFAULT_MIGRATING_ANNOTATION,
+  migratingAnnotation: CONFIG_DEFAULTS.annotations.migrating,
   migratingValue: MIGRATING_VALUE,
-  migratorUsers: DEFAULT_MIGRATOR_USERS,
-  migratorGroups: [],
-  breakGlassGroups: DEFAULT_BREAK_GLASS_GROUPS,
+  migratorUsers: CONFIG_DEFAULTS.identities.migratorUsers,
+  migratorGroups: CONFIG_DEFAULTS.identities.migratorGroups,
+  breakGlassGroups: CONFIG_DEFAULTS.identities.breakGlassGroups,
 })
 
 export const ADMISSION_OPERATIONS = ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'] as const
@@ -443,7 +439,7 @@ function stateAnnotations(crd: JsonObject): Map<string, string> {
   const annotations = annotationsOf(crd)
   if (annotations === undefined) return out
   for (const key of Object.keys(annotations)) {
-    if (key.startsWith(STATE_PREFIX)) out.set(key, asAnnotationValue(annotations[key]))
+    if (isStateAnnotation(key)) out.set(key, asAnnotationValue(annotations[key]))
   }
   return out
 }

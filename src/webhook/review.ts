@@ -21,6 +21,7 @@ import {
   type AdmissionOperation,
   type AdmissionPolicy,
 } from './admission.js'
+import { CrdMigratorError } from '../errors.js'
 
 export const ADMISSION_REVIEW_API_VERSION = 'admission.k8s.io/v1'
 export const ADMISSION_REVIEW_KIND = 'AdmissionReview'
@@ -97,7 +98,12 @@ function describe(value: unknown): string {
   return `${typeof value} ${String(value)}`
 }
 
-class ReviewError extends Error {}
+/** A body that is not a well-formed AdmissionReview; answered with HTTP 400. */
+class ReviewError extends CrdMigratorError {
+  constructor(message: string) {
+    super('CRDM_REVIEW_MALFORMED', message)
+  }
+}
 
 function fail(path: string, expected: string, value: unknown): never {
   throw new ReviewError(`${path} must be ${expected}, got ${describe(value)}`)

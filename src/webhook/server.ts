@@ -1,21 +1,17 @@
 /**
- * The webhook's HTTP surface. buildWebhookApp gives a plain Fastify app (tests drive it
- * with app.inject, no TLS); startWebhookServer serves the same app over HTTPS with hot
- * certificate reload and a graceful close.
+ * The webhook's HTTP surface: POST /validate-crd and nothing else. buildWebhookApp gives
+ * a plain Fastify app (tests drive it with app.inject, no TLS); startWebhookServer serves
+ * the same app over HTTPS with hot certificate reload and a graceful close.
  *
- * Timeouts, and why (the API server calls us with timeoutSeconds: 5, at most 30):
- * - requestTimeout 10 s: the whole request, headers and body, must arrive within it, so a
- *   slow-loris client holds a socket for 10 s at most (checked every 2 s, see
- *   connectionsCheckingInterval; headersTimeout is kept below it).
- * - connectionTimeout 15 s: socket inactivity while a request is being served.
- * - keepAliveTimeout 120 s: longer than the idle timeout of the API server's HTTP client
- *   (Go's 90 s), so the API server, not us, closes idle connections. If we closed first, a
- *   review sent on a connection we were closing would fail, and with failurePolicy: Fail
- *   a failed call is a denied CRD update.
- * - tlsHandshakeTimeout 5 s: the TLS handshake must finish within it. Node's default is
- *   120 s, and none of the HTTP timeouts runs before the handshake is done, so a client
- *   that opens connections and never says hello would hold each for two minutes.
- * All of these can be lowered through `timeouts` (tests do, to check them quickly).
+ * Health and metrics are not served here: the webhook's metrics go to the Registry it is
+ * given, and its readiness (a certificate loaded, not draining) is a list of checks
+ * (RunningWebhookServer.readiness) that the ops listener's /readyz reports
+ * (health/plugin.ts, cli/serve.ts). Anyone who can reach the pod can reach this port,
+ * so it answers reviews and nothing else.
+ *
+ * Defaults (body limit, host, port, timeouts, the policy) are the config schema's
+ * (config/schema.ts, which says why each timeout is what it is). All timeouts can be
+ * lowered through `timeouts` (tests do, to check them quickly).
  */
 import { performance } from 'node:perf_hooks'
 import type { ServerOptions as HttpsServerOptions, Server as HttpsServer } from 'node:https'
@@ -23,6 +19,9 @@ import type { AddressInfo } from 'node:net'
 import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify'
 import { pino, type Logger } from 'pino'
 import { Registry } from 'prom-client'
+import { CONFIG_DEFAULTS, type Config } from '../config/schema.js'
+import { CrdMigratorError, errorMessage } from '../errors.js'
+import type { ReadinessCheck } from '../health/plugin.js'
 import {
   DEFAULT_ADMISSION_POLICY,
   crdNameOf,
@@ -44,41 +43,48 @@ import { CertificateWatcher, TLS_CONTEXT_OPTIONS } from './tls.js'
 
 export const VALIDATE_PATH = '/validate-crd'
 
-/**
- * Default body limit: the API server sends object AND oldObject, and a stored CRD is at
- * most ~1.5 MB (etcd's request limit), so two of them plus the envelope fit in 3 MiB,
- * which is also the API server's own limit for a request body. Every byte accepted is
- * CPU spent parsing on the one event loop all reviews share, so no more than that.
- */
-export const DEFAULT_BODY_LIMIT_BYTES = 3 * 1024 * 1024
+/** Largest body of POST /validate-crd by default: webhook.bodyLimitBytes of the config schema. */
+export const DEFAULT_BODY_LIMIT_BYTES = CONFIG_DEFAULTS.webhook.bodyLimitBytes
 
-export const SERVER_TIMEOUTS = Object.freeze({
-  requestTimeoutMs: 10_000,
-  headersTimeoutMs: 5_000,
-  connectionTimeoutMs: 15_000,
-  keepAliveTimeoutMs: 120_000,
-  connectionsCheckingIntervalMs: 2_000,
-  tlsHandshakeTimeoutMs: 5_000,
-})
+export interface ServerTimeouts {
+  requestTimeoutMs: number
+  headersTimeoutMs: number
+  connectionTimeoutMs: number
+  keepAliveTimeoutMs: number
+  connectionsCheckingIntervalMs: number
+  tlsHandshakeTimeoutMs: number
+}
 
-export type ServerTimeouts = { -readonly [K in keyof typeof SERVER_TIMEOUTS]: number }
+/** The config's webhook.timeouts (seconds) as the server's options (milliseconds). */
+export function serverTimeouts(timeouts: Config['webhook']['timeouts']): ServerTimeouts {
+  const ms = (seconds: number) => Math.round(seconds * 1000)
+  return {
+    requestTimeoutMs: ms(timeouts.requestSeconds),
+    headersTimeoutMs: ms(timeouts.headersSeconds),
+    connectionTimeoutMs: ms(timeouts.connectionSeconds),
+    keepAliveTimeoutMs: ms(timeouts.keepAliveSeconds),
+    connectionsCheckingIntervalMs: ms(timeouts.connectionsCheckingIntervalSeconds),
+    tlsHandshakeTimeoutMs: ms(timeouts.tlsHandshakeSeconds),
+  }
+}
+
+/** The default timeouts: webhook.timeouts of the config schema. */
+export const SERVER_TIMEOUTS: Readonly<ServerTimeouts> = Object.freeze(serverTimeouts(CONFIG_DEFAULTS.webhook.timeouts))
 
 export interface WebhookAppOptions {
   /** Overrides of the default policy (annotation key/value, identities). */
   policy?: Partial<AdmissionPolicy>
-  /** Registry for the webhook metrics, served on /metrics. Default: a fresh one. */
+  /**
+   * Registry for the webhook metrics (served by the ops listener's /metrics, not here).
+   * Default: a fresh one.
+   */
   registry?: Registry
   /** A pino logger to use; else one is created at logLevel. */
   logger?: Logger
-  /** Level of the created logger when `logger` is not given. Default 'info'. */
+  /** Level of the created logger when `logger` is not given. Default: the config's logLevel. */
   logLevel?: string
   /** Max body of POST /validate-crd in bytes. Default DEFAULT_BODY_LIMIT_BYTES. */
   bodyLimitBytes?: number
-  /**
-   * Readiness gate: /readyz is 503 while this returns false. Default: always true, since
-   * a plain-HTTP app (tests, TLS terminated elsewhere) has no certificate to wait for.
-   */
-  isCertificateLoaded?: () => boolean
   /** Overrides of SERVER_TIMEOUTS. */
   timeouts?: Partial<ServerTimeouts>
 }
@@ -88,6 +94,7 @@ interface BuiltApp {
   metrics: WebhookMetrics
   registry: Registry
   markShuttingDown: () => void
+  isShuttingDown: () => boolean
 }
 
 export function buildWebhookApp(options: WebhookAppOptions = {}): FastifyInstance {
@@ -100,8 +107,7 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions, webho
   const metrics = webhookMetrics ?? createWebhookMetrics(registry)
   const bodyLimit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES
   const shapeLimits = jsonShapeLimits(bodyLimit)
-  const isCertificateLoaded = options.isCertificateLoaded ?? (() => true)
-  const logger = options.logger ?? pino({ level: options.logLevel ?? 'info' })
+  const logger = options.logger ?? pino({ level: options.logLevel ?? CONFIG_DEFAULTS.logLevel })
   const timeouts: ServerTimeouts = { ...SERVER_TIMEOUTS, ...options.timeouts }
   let shuttingDown = false
 
@@ -140,7 +146,7 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions, webho
     try {
       done(null, JSON.parse(text))
     } catch (err) {
-      done(badRequest(`body is not valid JSON: ${truncateForLog((err as Error).message, LOG_MESSAGE_MAX)}`), undefined)
+      done(badRequest(`body is not valid JSON: ${truncateForLog(errorMessage(err), LOG_MESSAGE_MAX)}`), undefined)
     }
   })
 
@@ -220,19 +226,6 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions, webho
     return toAdmissionReviewResponse(review.uid, decision)
   })
 
-  app.get('/healthz', async () => ({ status: 'ok' }))
-
-  app.get('/readyz', async (_request, reply) => {
-    if (shuttingDown) return reply.code(503).send({ status: 'shutting down' })
-    if (!isCertificateLoaded()) return reply.code(503).send({ status: 'no serving certificate loaded' })
-    return { status: 'ready' }
-  })
-
-  app.get('/metrics', async (_request, reply) => {
-    const body = await registry.metrics()
-    return reply.type(registry.contentType).send(body)
-  })
-
   return {
     app,
     metrics,
@@ -240,11 +233,12 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions, webho
     markShuttingDown: () => {
       shuttingDown = true
     },
+    isShuttingDown: () => shuttingDown,
   }
 }
 
 function badRequest(message: string): FastifyError {
-  return Object.assign(new Error(message), { statusCode: 400, code: 'CRD_MIGRATOR_BAD_REQUEST', name: 'BadRequest' })
+  return Object.assign(new CrdMigratorError('CRDM_REVIEW_MALFORMED', message), { statusCode: 400 })
 }
 
 function describeShapeViolation(violation: JsonShapeViolation): string {
@@ -267,17 +261,18 @@ function describeHttpError(error: FastifyError, contentType: string | undefined,
 export interface StartWebhookServerOptions extends WebhookAppOptions {
   certFile: string
   keyFile: string
-  /** Default '0.0.0.0'. */
+  /** Default: the config's webhook.host. */
   host?: string
-  /** Default 9443; 0 picks a free port. */
+  /** Default: the config's webhook.port; 0 picks a free port. */
   port?: number
   /** Fallback re-read of the certificate files. Default 30 s. */
   certPollIntervalMs?: number
   /** Quiet time after a certificate directory event. Default 200 ms. */
   certDebounceMs?: number
   /**
-   * How long close() keeps serving after /readyz turned 503, so endpoints and the API
-   * server stop sending us new connections first. Default 0; in a cluster ~5 s.
+   * How long close() keeps serving after the `webhook-open` readiness check started
+   * failing, so endpoints and the API server stop sending us new connections first.
+   * Default 0; in a cluster ~5 s.
    */
   shutdownDelayMs?: number
 }
@@ -286,17 +281,23 @@ export interface RunningWebhookServer {
   app: FastifyInstance
   registry: Registry
   certificates: CertificateWatcher
+  /**
+   * The webhook's part of /readyz: `webhook-certificate` fails until a usable serving
+   * certificate is loaded (nothing is served without one), `webhook-open` once close()
+   * has begun. Whoever serves /readyz (cli/serve.ts) reports them.
+   */
+  readiness: readonly ReadinessCheck[]
   host: string
   port: number
   /** e.g. https://127.0.0.1:9443 */
   url: string
-  /** Mark not ready, wait shutdownDelayMs, stop accepting, finish in-flight reviews. */
+  /** Fail `webhook-open`, wait shutdownDelayMs, stop accepting, finish in-flight reviews. */
   close(): Promise<void>
 }
 
 export async function startWebhookServer(options: StartWebhookServerOptions): Promise<RunningWebhookServer> {
-  const host = options.host ?? '0.0.0.0'
-  const logger = options.logger ?? pino({ level: options.logLevel ?? 'info' })
+  const host = options.host ?? CONFIG_DEFAULTS.webhook.host
+  const logger = options.logger ?? pino({ level: options.logLevel ?? CONFIG_DEFAULTS.logLevel })
 
   const registry = options.registry ?? new Registry()
   const metrics = createWebhookMetrics(registry)
@@ -334,17 +335,13 @@ export async function startWebhookServer(options: StartWebhookServerOptions): Pr
     connectionsCheckingInterval: timeouts.connectionsCheckingIntervalMs,
     handshakeTimeout: timeouts.tlsHandshakeTimeoutMs,
   } as HttpsServerOptions
-  const built = createApp(
-    { ...options, logger, registry, isCertificateLoaded: () => watcher.loaded },
-    https,
-    metrics,
-  )
+  const built = createApp({ ...options, logger, registry }, https, metrics)
   const { app } = built
   server = app.server as HttpsServer
   watcher.start()
 
   try {
-    await app.listen({ host, port: options.port ?? 9443 })
+    await app.listen({ host, port: options.port ?? CONFIG_DEFAULTS.webhook.port })
   } catch (err) {
     watcher.stop()
     await app.close()
@@ -356,10 +353,21 @@ export async function startWebhookServer(options: StartWebhookServerOptions): Pr
 
   let closing: Promise<void> | undefined
   const activeWatcher = watcher
+  const readiness: readonly ReadinessCheck[] = Object.freeze([
+    {
+      name: 'webhook-certificate',
+      failing: () => (activeWatcher.loaded ? undefined : 'no usable serving certificate loaded yet; see the log'),
+    },
+    {
+      name: 'webhook-open',
+      failing: () => (built.isShuttingDown() ? 'draining: answering in-flight reviews, then closing' : undefined),
+    },
+  ])
   return {
     app,
     registry,
     certificates: activeWatcher,
+    readiness,
     host: address.address,
     port: address.port,
     url: `https://${urlHost}:${address.port}`,

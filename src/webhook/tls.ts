@@ -23,6 +23,7 @@ import { readFile } from 'node:fs/promises'
 import { dirname, resolve } from 'node:path'
 import { createSecureContext } from 'node:tls'
 import type { Logger } from 'pino'
+import { CrdMigratorError, errorMessage } from '../errors.js'
 
 export const MIN_TLS_VERSION = 'TLSv1.2' as const
 
@@ -76,15 +77,15 @@ export interface CertificatePair {
 export const CERTIFICATE_REJECTIONS = ['unreadable', 'invalid', 'key-mismatch', 'expired', 'not-yet-valid'] as const
 export type CertificateRejection = (typeof CERTIFICATE_REJECTIONS)[number]
 
-export class CertificateError extends Error {
-  override name = 'CertificateError'
+export class CertificateError extends CrdMigratorError {
+  override readonly name = 'CertificateError'
   constructor(
     message: string,
     readonly reason: CertificateRejection = 'invalid',
     /** For not-yet-valid: when it becomes valid. */
     readonly validFrom?: Date,
   ) {
-    super(message)
+    super('CRDM_CERTIFICATE', message)
   }
 }
 
@@ -97,13 +98,13 @@ export function validateCertificatePair(cert: string, key: string, now: Date = n
   try {
     x509 = new X509Certificate(cert)
   } catch (err) {
-    throw new CertificateError(`certificate is not a PEM X.509 certificate: ${(err as Error).message}`)
+    throw new CertificateError(`certificate is not a PEM X.509 certificate: ${errorMessage(err)}`)
   }
   let privateKey
   try {
     privateKey = createPrivateKey(key)
   } catch (err) {
-    throw new CertificateError(`key is not a PEM private key: ${(err as Error).message}`)
+    throw new CertificateError(`key is not a PEM private key: ${errorMessage(err)}`)
   }
   if (!x509.checkPrivateKey(privateKey)) {
     throw new CertificateError(
@@ -115,7 +116,7 @@ export function validateCertificatePair(cert: string, key: string, now: Date = n
   try {
     createSecureContext({ cert, key, ...TLS_CONTEXT_OPTIONS })
   } catch (err) {
-    throw new CertificateError(`certificate and key are not usable for TLS: ${(err as Error).message}`)
+    throw new CertificateError(`certificate and key are not usable for TLS: ${errorMessage(err)}`)
   }
   const notBefore = new Date(x509.validFrom)
   const notAfter = new Date(x509.validTo)
@@ -161,7 +162,7 @@ async function readPair(certFile: string, keyFile: string): Promise<[string, str
     return [cert, await readFile(keyFile, 'utf8')]
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code
-    throw new CertificateError(`cannot read certificate/key ${file}: ${code ?? (err as Error).message}`, 'unreadable')
+    throw new CertificateError(`cannot read certificate/key ${file}: ${code ?? errorMessage(err)}`, 'unreadable')
   }
 }
 
@@ -277,12 +278,12 @@ export class CertificateWatcher {
       if (this.#current && cert === this.#current.cert && key === this.#current.key) return 'unchanged'
       pair = validateCertificatePair(cert, key)
     } catch (err) {
-      const error = err instanceof CertificateError ? err : new CertificateError((err as Error).message)
+      const error = err instanceof CertificateError ? err : new CertificateError(errorMessage(err))
       // Unreadable files have no content to remember; the error text stands in for it.
       const rejected = content || error.message
       const fresh = rejected !== this.#lastRejected
       this.#lastRejected = rejected
-      const log = { certFile, keyFile, reason: error.reason, error: error.message }
+      const log = { certFile, keyFile, reason: error.reason, err: error }
       const msg = this.#current
         ? 'ignoring unusable certificate/key; still serving the previous certificate'
         : first
@@ -300,7 +301,7 @@ export class CertificateWatcher {
     try {
       this.#options.onChange(pair)
     } catch (err) {
-      logger?.warn({ certFile, keyFile, error: (err as Error).message }, 'failed to apply new certificate; keeping the previous one')
+      logger?.warn({ certFile, keyFile, err }, 'failed to apply new certificate; keeping the previous one')
       return 'invalid'
     }
     const previous = this.#current?.info.serialNumber
@@ -335,13 +336,13 @@ export class CertificateWatcher {
         // Every event counts: the kubelet's swap touches ..data, never tls.crt itself.
         const watcher = watch(dir, { persistent: false }, () => this.#schedule())
         watcher.on('error', (err) => {
-          this.#options.logger?.warn({ dir, error: err.message }, 'certificate directory watch failed; relying on polling')
+          this.#options.logger?.warn({ dir, err }, 'certificate directory watch failed; relying on polling')
           watcher.close()
           this.#watchers.delete(dir)
         })
         this.#watchers.set(dir, watcher)
       } catch (err) {
-        this.#options.logger?.debug({ dir, error: (err as Error).message }, 'cannot watch certificate directory yet')
+        this.#options.logger?.debug({ dir, err }, 'cannot watch certificate directory yet')
       }
     }
   }

@@ -23,7 +23,7 @@ import {
   startControlPlane,
   type ControlPlane,
   type ControlPlaneOptions,
-} from '../../src/devenv/controlplane.js'
+} from '../../dev/controlplane/controlplane.js'
 
 export const CONTROLPLANE_ENV = 'CRD_MIGRATOR_TEST_CONTROLPLANE'
 

@@ -3,9 +3,9 @@
  * object, etcd compaction, a migrator identity that is not system:masters, and logs
  * captured in memory.
  */
-import { request } from 'node:http'
 import PQueue from 'p-queue'
-import type { ControlPlane } from '../../src/devenv/controlplane.js'
+import type { ControlPlane } from '../../dev/controlplane/controlplane.js'
+import { etcdPost } from '../../dev/controlplane/etcd.js'
 import { KubeHttp } from '../../src/kube/http.js'
 import { listOrderKey } from '../../src/kube/paths.js'
 import { kubeConfigFromFile } from './controlplane.js'
@@ -35,29 +35,6 @@ export function countVersions(byKey: Map<string, string>): Record<string, number
   return counts
 }
 
-function etcdPost<T>(cp: ControlPlane, path: string, body: unknown): Promise<T> {
-  const payload = JSON.stringify(body)
-  return new Promise((resolve, reject) => {
-    const req = request(new URL(path, cp.etcdEndpoint), {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
-      timeout: 10_000,
-    }, res => {
-      const chunks: Buffer[] = []
-      res.on('data', (c: Buffer) => chunks.push(c))
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8')
-        if (res.statusCode !== 200) return reject(new Error(`etcd ${path}: HTTP ${res.statusCode} ${text.slice(0, 300)}`))
-        resolve(JSON.parse(text) as T)
-      })
-      res.on('error', reject)
-    })
-    req.on('timeout', () => req.destroy(new Error(`etcd ${path}: timed out`)))
-    req.on('error', reject)
-    req.end(payload)
-  })
-}
-
 /**
  * Compacts etcd's history up to its current revision (after one write of a key outside
  * /registry, so every revision the API server handed out so far is gone). Continue tokens
@@ -65,9 +42,9 @@ function etcdPost<T>(cp: ControlPlane, path: string, body: unknown): Promise<T> 
  */
 export async function compactEtcd(cp: ControlPlane): Promise<number> {
   const key = Buffer.from('/crd-migrator-test/compaction-bump').toString('base64')
-  const put = await etcdPost<{ header: { revision: string } }>(cp, '/v3/kv/put', { key, value: Buffer.from(String(Date.now())).toString('base64') })
+  const put = await etcdPost<{ header: { revision: string } }>(cp.etcdEndpoint, '/v3/kv/put', { key, value: Buffer.from(String(Date.now())).toString('base64') })
   const revision = Number(put.header.revision)
-  await etcdPost(cp, '/v3/kv/compaction', { revision: String(revision), physical: true })
+  await etcdPost(cp.etcdEndpoint, '/v3/kv/compaction', { revision: String(revision), physical: true })
   return revision
 }
 

@@ -7,29 +7,18 @@
  * built it (`--ksvm-if-cached`); the script itself is still exercised here (`--check`).
  */
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, readdirSync, statSync } from 'node:fs'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import t from 'tap'
-import type { BenchResult } from '../../src/bench/report.js'
-import { ensureBinaries } from '../../src/devenv/controlplane.js'
+import type { BenchResult } from '../../dev/bench/report.js'
+import { ensureBinaries } from '../../dev/controlplane/controlplane.js'
+import { buildDev, devBuildIsStale } from '../../scripts/dev-build.mjs'
 import { CONTROLPLANE_ENV } from '../helpers/controlplane.js'
 
 const root = process.cwd()
-
-/** dist/ must hold what src/ says: the bench runs compiled, with child processes. */
-function distIsStale(): boolean {
-  for (const dir of ['bench', 'migrator', 'kube', 'webhook', 'config', 'devenv', 'devcerts']) {
-    const src = path.join(root, 'src', dir)
-    for (const f of readdirSync(src)) {
-      if (!f.endsWith('.ts')) continue
-      const js = path.join(root, 'dist', dir, f.replace(/\.ts$/, '.js'))
-      if (!existsSync(js) || statSync(js).mtimeMs < statSync(path.join(src, f)).mtimeMs) return true
-    }
-  }
-  return false
-}
+/** The bench runs compiled (dist-dev/, the tooling build), with child processes. */
+const benchJs = path.join(root, 'dist-dev', 'dev', 'bench', 'main.js')
 
 function run(cmd: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
@@ -51,9 +40,9 @@ t.test('scripts/build-ksvm.sh --check answers without building', async t => {
 
 t.test('npm run bench --smoke: every migrator moves every object to v2, proved in etcd', async t => {
   t.setTimeout(10 * 60 * 1000) // first run: compile and maybe build the control plane
-  if (distIsStale()) {
-    const tsc = spawnSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: root, encoding: 'utf8' })
-    t.equal(tsc.status, 0, 'tsc compiles', { stdout: tsc.stdout })
+  if (devBuildIsStale(root)) {
+    const tsc = buildDev(root, 'pipe')
+    t.equal(tsc.status, 0, 'tsc -p dev/tsconfig.json compiles', { stdout: tsc.stdout })
   }
   await ensureBinaries()
   const out = await mkdtemp(path.join(os.tmpdir(), 'crd-migrator-bench-smoke-'))
@@ -62,7 +51,7 @@ t.test('npm run bench --smoke: every migrator moves every object to v2, proved i
   const stateFile = process.env[CONTROLPLANE_ENV]
   const started = Date.now()
   const r = await run(process.execPath, [
-    'dist/bench/main.js', '--smoke', '--out', out, '--ksvm-if-cached',
+    benchJs, '--smoke', '--out', out, '--ksvm-if-cached',
     ...(stateFile ? ['--controlplane-state', stateFile] : []),
   ])
   t.equal(r.code, 0, 'the bench exits 0', { stderr: r.stderr.split('\n').slice(-40).join('\n') })
@@ -112,13 +101,13 @@ t.test('npm run bench --smoke: every migrator moves every object to v2, proved i
 })
 
 t.test('npm run bench -- --help lists the flags', async t => {
-  const r = spawnSync(process.execPath, [path.join(root, 'dist', 'bench', 'main.js'), '--help'], { encoding: 'utf8' })
+  const r = spawnSync(process.execPath, [benchJs, '--help'], { encoding: 'utf8' })
   t.equal(r.status, 0)
   for (const flag of ['--sizes', '--skip-ksvm', '--skip-webhook', '--skip-migrations', '--smoke', '--controlplane-state', '--child-node-options']) t.match(r.stdout, flag)
 })
 
 t.test('an unknown bench flag is a clear error, not a stack trace', async t => {
-  const r = spawnSync(process.execPath, [path.join(root, 'dist', 'bench', 'main.js'), '--sizez', '10'], { encoding: 'utf8' })
+  const r = spawnSync(process.execPath, [benchJs, '--sizez', '10'], { encoding: 'utf8' })
   t.equal(r.status, 2)
   t.match(r.stderr, /bench: Unknown option '--sizez'/)
   t.match(r.stderr, /--help/)

@@ -20,9 +20,9 @@ import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { parse, parseAllDocuments } from 'yaml'
 import { loadConfig } from '../../src/config/load.js'
-import { generateDevCertificates } from '../../src/devcerts/devcerts.js'
-import { renderWebhookConfiguration, type WebhookConfigurationOptions } from '../../src/devcerts/webhook-config.js'
-import { ensureTools, type ChartTools } from '../../src/devenv/tools.js'
+import { generateDevCertificates } from '../../dev/certs/devcerts.js'
+import { renderWebhookConfiguration, type WebhookConfigurationOptions } from '../../src/webhook/configuration.js'
+import { ensureTools, type ChartTools } from '../../dev/controlplane/tools.js'
 import { clientsFor, getControlPlane, uniqueName, waitForCrdReady } from '../helpers/controlplane.js'
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
@@ -550,6 +550,9 @@ for (const scenario of scenarios) {
       t.same(svcPorts.map((p) => [p.name, p.targetPort]), [['webhook', 'webhook'], ['metrics', 'metrics']])
       t.equal(ports['webhook'], scenario.values['webhook']?.port ?? 9443)
       t.equal(ports['metrics'], scenario.values['metrics']?.port ?? 8080)
+      // /metrics, /healthz and /readyz are on the ops listener only: the webhook port serves reviews.
+      const monitor = manifests.find((m) => m.kind === 'ServiceMonitor')
+      if (monitor) t.match(monitor['spec'], { endpoints: [{ port: 'metrics', path: '/metrics' }] }, 'the ServiceMonitor scrapes the ops listener')
       t.equal((one(manifests, 'Deployment')['spec'] as { replicas: number }).replicas, scenario.values['replicaCount'] ?? 2)
 
       const enabled = migratorEnabled(scenario.values)

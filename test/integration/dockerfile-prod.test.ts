@@ -1,9 +1,10 @@
 /**
  * The Dockerfile's run-time stage, without Docker: in a scratch directory, build dist/ the
- * way the build stage does (tsc over tsconfig.json + src/), install production
- * dependencies only the way the prod-deps stage does (`npm ci --omit=dev`, here offline
- * from the local npm cache), then run the built CLI from there: `--help`, every run-time
- * module import, and `serve` (webhook only) answering /readyz and stopping on SIGTERM.
+ * way the build stage does (`npm run build:product`: tsc over tsconfig.json + src/, the
+ * development tooling in dev/ is not even there), install production dependencies only
+ * the way the prod-deps stage does (`npm ci --omit=dev`, here offline from the local npm
+ * cache), then run the built CLI from there: `--help`, every run-time module import, and
+ * `serve` (webhook only) answering /readyz and stopping on SIGTERM.
  */
 import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
@@ -13,7 +14,7 @@ import { tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import t from 'tap'
-import { generateDevCertificates } from '../../src/devcerts/devcerts.js'
+import { generateDevCertificates } from '../../dev/certs/devcerts.js'
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
 
@@ -65,19 +66,19 @@ const scratch = await mkdtemp(join(tmpdir(), 'crd-migrator-prod-'))
 t.teardown(() => rm(scratch, { recursive: true, force: true }))
 const app = join(scratch, 'app')
 
-t.test('build stage: npm run build (tsc over tsconfig.json and src/)', async (t) => {
+t.test('build stage: npm run build:product (tsc over tsconfig.json and src/)', async (t) => {
   // COPY package.json package-lock.json; npm ci (all dependencies: here the repository's
-  // node_modules); COPY tsconfig.json src; npm run build.
+  // node_modules); COPY tsconfig.json src; npm run build:product.
   const build = join(scratch, 'build')
   await copy(join(repoRoot, 'src'), join(build, 'src'), { recursive: true })
   for (const f of ['package.json', 'package-lock.json', 'tsconfig.json']) await copy(join(repoRoot, f), join(build, f))
   await symlink(join(repoRoot, 'node_modules'), join(build, 'node_modules'), 'dir')
-  const tsc = join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc')
-  const r = await run(process.execPath, [tsc, '-p', 'tsconfig.json'], build, cleanEnv)
-  t.equal(r.code, 0, 'tsc succeeds', { output: r.stdout + r.stderr })
-  // The run-time stage gets dist/ from here, less the benchmark (as the Dockerfile removes
-  // it), and package.json (+ lock for npm ci).
-  await rm(join(build, 'dist', 'bench'), { recursive: true, force: true })
+  const r = await run('npm', ['run', 'build:product', '--silent'], build, cleanEnv)
+  t.equal(r.code, 0, 'npm run build:product succeeds', { output: r.stdout + r.stderr })
+  // dist/ mirrors src/: the product, nothing of the tooling.
+  const dirs = async (d: string) => (await readdir(d, { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name).sort()
+  t.same(await dirs(join(build, 'dist')), await dirs(join(build, 'src')), 'dist/ holds the product\'s folders only')
+  // The run-time stage gets dist/ from here, and package.json (+ lock for npm ci).
   await copy(join(build, 'dist'), join(app, 'dist'), { recursive: true })
   for (const f of ['package.json', 'package-lock.json']) await copy(join(repoRoot, f), join(app, f))
   t.ok((await stat(join(app, 'dist', 'cli', 'main.js'))).isFile())
@@ -107,6 +108,8 @@ t.test('the built CLI runs with production dependencies only', async (t) => {
   const help = await run(process.execPath, ['dist/cli/main.js', '--help'], app, env)
   t.equal(help.code, 0, 'crd-migrator --help', { stderr: help.stderr })
   t.match(help.stdout, /serve/)
+  for (const command of ['serve', 'migrate', 'status', 'webhook-config']) t.match(help.stdout, new RegExp(`^\\s+${command}\\b`, 'm'), `the product has ${command}`)
+  for (const command of ['cluster', 'demo', 'certs']) t.notMatch(help.stdout, new RegExp(`^\\s+${command}\\b`, 'm'), `${command} is development tooling (dev/main.ts), not a product command`)
   const serveHelp = await run(process.execPath, ['dist/cli/main.js', 'serve', '--help'], app, env)
   t.equal(serveHelp.code, 0, 'crd-migrator serve --help', { stderr: serveHelp.stderr })
   t.match(serveHelp.stdout, /--config/)

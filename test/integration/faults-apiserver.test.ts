@@ -22,7 +22,8 @@ import { ConfigSchema } from '../../src/config/schema.js'
 import { getCrd } from '../../src/kube/crds.js'
 import { KubeHttp, type KubeRequest, type KubeResponse } from '../../src/kube/http.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
-import { done, migrateCrd } from '../../src/migrator/migrate.js'
+import { migrateCrd } from '../../src/migrator/migrate.js'
+import { settled as done } from '../../src/migrator/walker.js'
 import { MigratorMetrics } from '../../src/migrator/metrics.js'
 import {
   createCrd, createNamespace, createObjects, crdManifest, defaultSettings, httpFor, refFor, setStorageVersion, sleep,

@@ -19,7 +19,7 @@ import type { TLSSocket } from 'node:tls'
 import { X509Certificate } from 'node:crypto'
 import t from 'tap'
 import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
-import { generateDevCertificates } from '../../src/devcerts/devcerts.js'
+import { generateDevCertificates } from '../../dev/certs/devcerts.js'
 import { startWebhookServer } from '../../src/webhook/server.js'
 
 const LOAD_MS = 3000

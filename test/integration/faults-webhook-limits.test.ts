@@ -28,7 +28,7 @@ import tls from 'node:tls'
 import { pino } from 'pino'
 import t from 'tap'
 import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
-import { generateDevCertificates } from '../../src/devcerts/devcerts.js'
+import { generateDevCertificates } from '../../dev/certs/devcerts.js'
 import { MAX_JSON_DEPTH } from '../../src/webhook/limits.js'
 import { DEFAULT_BODY_LIMIT_BYTES, SERVER_TIMEOUTS, startWebhookServer, type RunningWebhookServer } from '../../src/webhook/server.js'
 

@@ -8,8 +8,9 @@
  */
 import { KubeConfig } from '@kubernetes/client-node'
 import t, { type Test } from 'tap'
-import { DEFAULT_MIGRATING_ANNOTATION as KEY, StateAnnotation } from '../../src/config/annotations.js'
-import type { ControlPlane } from '../../src/devenv/controlplane.js'
+import { DEFAULT_MIGRATING_ANNOTATION as KEY } from '../../src/config/annotations.js'
+import { StateAnnotation } from '../../src/state/crd-state.js'
+import type { ControlPlane } from '../../dev/controlplane/controlplane.js'
 import { getCrd } from '../../src/kube/crds.js'
 import { ContentType, KubeHttp } from '../../src/kube/http.js'
 import { CRD_API, crdPath } from '../../src/kube/paths.js'

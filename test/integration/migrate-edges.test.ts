@@ -1,12 +1,14 @@
 import t from 'tap'
 import { pino } from 'pino'
-import { DEFAULT_MIGRATING_ANNOTATION, StateAnnotation } from '../../src/config/annotations.js'
+import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
+import { StateAnnotation } from '../../src/state/crd-state.js'
 import { getCrd } from '../../src/kube/crds.js'
 import { ContentType, isNotFound } from '../../src/kube/http.js'
 import { collectionPath, objectPath } from '../../src/kube/paths.js'
 import type { PartialObjectMetadataList } from '../../src/kube/types.js'
 import { dryRun } from '../../src/migrator/dry-run.js'
-import { done, migrateCrd } from '../../src/migrator/migrate.js'
+import { migrateCrd } from '../../src/migrator/migrate.js'
+import { settled as done } from '../../src/migrator/walker.js'
 import { withRetry } from '../../src/migrator/retry.js'
 import {
   createCrd, createNamespace, createObjects, crdManifest, defaultSettings, httpFor, refFor, setStorageVersion, sleep, storedVersionsInEtcd,
@@ -141,6 +143,6 @@ t.test('an object whose write is refused fails the migration: storedVersions unt
   t.same(after.status?.storedVersions, ['v1', 'v2'], 'storedVersions was not narrowed')
   const a = after.metadata.annotations ?? {}
   t.notOk(DEFAULT_MIGRATING_ANNOTATION in a, 'the freeze was lifted')
-  t.match(a[StateAnnotation.lastResult], /^Failed: 1 object\(s\) could not be rewritten/)
+  t.match(a[StateAnnotation.lastResult], /^Failed: CRDM_OBJECTS_FAILED: 1 object\(s\) could not be rewritten/)
   t.notOk(StateAnnotation.observedGeneration in a, 'a failed run does not mark the generation as handled')
 })

@@ -1,11 +1,12 @@
 import t from 'tap'
 import { pino } from 'pino'
-import { DEFAULT_MIGRATING_ANNOTATION, StateAnnotation } from '../../src/config/annotations.js'
+import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
+import { StateAnnotation } from '../../src/state/crd-state.js'
 import { getCrd } from '../../src/kube/crds.js'
 import { ContentType } from '../../src/kube/http.js'
 import { crdPath } from '../../src/kube/paths.js'
 import { migrateCrd } from '../../src/migrator/migrate.js'
-import { done } from '../../src/migrator/migrate.js'
+import { settled as done } from '../../src/migrator/walker.js'
 import {
   createCrd, createNamespace, createObjects, crdEditor, crdManifest, defaultSettings, httpFor, refFor,
   setStorageVersion, setStorageVersionAs, startTestWebhook, storedVersionsInEtcd,

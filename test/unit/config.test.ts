@@ -1,9 +1,10 @@
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { ConfigError, loadConfig } from '../../src/config/load.js'
+import { loadConfig } from '../../src/config/load.js'
+import { ConfigError } from '../../src/errors.js'
 import { ConfigSchema } from '../../src/config/schema.js'
-import { parseSettingValue, SETTINGS, SettingValueError } from '../../src/config/settings.js'
+import { parseSettingValue, SETTINGS } from '../../src/config/settings.js'
 import { settingsFor } from '../../src/migrator/settings.js'
 
 /** Writes a config file into a fresh test directory and returns its path. */
@@ -143,7 +144,8 @@ t.test('parseSettingValue', async (t) => {
     parseSettingValue(setting('migrator.concurrency'), 'x', 'src')
     t.fail('should throw')
   } catch (err) {
-    t.type(err, SettingValueError, 'a SettingValueError')
+    t.type(err, ConfigError, 'a ConfigError, as from the environment')
+    t.equal((err as ConfigError).code, 'CRDM_CONFIG_INVALID')
   }
   t.throws(() => parseSettingValue(setting('migrator.concurrency'), '   ', 'src'), /expected an integer/, 'blank int')
   t.throws(() => parseSettingValue(setting('migrator.qps'), 'Infinity', 'src'), /expected a number, got "Infinity"/, 'Infinity is not a number')

@@ -120,8 +120,13 @@ const ignore = read('.dockerignore')
   .split('\n')
   .map((l) => l.trim())
   .filter((l) => l && !l.startsWith('#'))
-const pkg = JSON.parse(read('package.json')) as { bin: Record<string, string>; engines: { node: string } }
-const tsconfig = JSON.parse(read('tsconfig.json')) as { compilerOptions: { outDir: string; rootDir: string } }
+const pkg = JSON.parse(read('package.json')) as { bin: Record<string, string>; engines: { node: string }; scripts: Record<string, string>; files: string[] }
+const tsconfig = JSON.parse(read('tsconfig.json')) as { compilerOptions: { outDir: string; rootDir: string }; include: string[] }
+
+/** The npm scripts a RUN line calls (`npm run <name>`). */
+const npmScriptsOf = (run: string) => [...run.matchAll(/\bnpm run ([\w:-]+)/g)].map((m) => m[1]!)
+/** The product build: tsc over tsconfig.json alone (src/ -> dist/), not the tooling in dev/. */
+const PRODUCT_BUILD = /^tsc -p tsconfig\.json$/
 
 t.test('parser and .dockerignore matcher', async (t) => {
   const s = parseDockerfile('# c\nFROM a:1 AS one\nRUN x \\\n  y\nFROM b\nCOPY --from=one /x ./y\n')
@@ -188,7 +193,8 @@ t.test('every COPY source exists: in the build context (and not .dockerignored) 
           t.ok(runs.some((r) => /\bnpm ci\b/.test(r)), `line ${ins.line}: stage ${from} installs node_modules with npm ci`)
           if (stage === runtime) t.ok(runs.some((r) => /\bnpm ci\b.*--omit=dev/.test(r)), `line ${ins.line}: the run time gets production dependencies only`)
         } else if (src === posix.join(workdir, tsconfig.compilerOptions.outDir)) {
-          t.ok(runs.some((r) => /\bnpm run build\b/.test(r)), `line ${ins.line}: stage ${from} builds ${tsconfig.compilerOptions.outDir}/ (npm run build)`)
+          const scripts = runs.flatMap(npmScriptsOf)
+          t.ok(scripts.some((name) => PRODUCT_BUILD.test(pkg.scripts[name] ?? '')), `line ${ins.line}: stage ${from} builds ${tsconfig.compilerOptions.outDir}/ with an npm script that runs \`tsc -p tsconfig.json\` (${scripts.join(', ')})`)
           const copied = source.instructions.filter((i) => i.op === 'COPY').flatMap((i) => parseCopy(i.args).sources)
           t.ok(copied.includes('tsconfig.json') && copied.some((c) => c.replace(/\/$/, '') === tsconfig.compilerOptions.rootDir), `stage ${from} has tsconfig.json and ${tsconfig.compilerOptions.rootDir}/`)
         } else {
@@ -228,4 +234,23 @@ t.test('the entry point is the built crd-migrator CLI, running `serve`', async (
   t.match(read(source), /\.command\('serve'\)/, 'the CLI has a serve command')
   const exposed = runtime.instructions.filter((i) => i.op === 'EXPOSE').flatMap((i) => i.args.split(/\s+/)).map(Number)
   t.same(exposed.sort(), [8080, 9443], 'EXPOSE the default webhook (9443) and metrics (8080) ports')
+})
+
+t.test('the image gets the product build only, never the development tooling', async (t) => {
+  // tsconfig.json compiles src/ alone into dist/; dev/tsconfig.json the tooling into dist-dev/.
+  t.same(tsconfig.include, [`${tsconfig.compilerOptions.rootDir}/**/*.ts`], 'the product tsconfig compiles src/ only')
+  t.match(pkg.scripts['build:product'], PRODUCT_BUILD, 'npm run build:product is the product alone')
+  t.match(pkg.scripts['build'], /tsc -p tsconfig\.json && tsc -p dev\/tsconfig\.json/, 'npm run build makes both')
+  const devTsconfig = read('dev/tsconfig.json')
+  t.match(devTsconfig, /"outDir": "\.\.\/dist-dev"/, 'the tooling builds into dist-dev/')
+  for (const p of ['dev/main.ts', 'dev/controlplane/controlplane.ts', 'dist-dev/dev/main.js', 'scripts/test.mjs']) {
+    t.ok(dockerIgnored(ignore, p), `${p} stays out of the build context`)
+  }
+  const build = stages.find((s) => s.name === 'build')!
+  t.notOk(build.instructions.some((i) => i.op === 'RUN' && /\brm\b/.test(i.args)), 'nothing is built only to be deleted')
+  const fromBuild = runtime.instructions
+    .filter((i) => i.op === 'COPY' && parseCopy(i.args).from === 'build')
+    .flatMap((i) => parseCopy(i.args).sources)
+  t.same(fromBuild, [posix.join(workdirAt(build, Infinity), tsconfig.compilerOptions.outDir)], `the run time copies ${tsconfig.compilerOptions.outDir}/ and nothing else from the build`)
+  t.same(pkg.files, [tsconfig.compilerOptions.outDir], `the npm package ships ${tsconfig.compilerOptions.outDir}/ (plus package.json and README)`)
 })

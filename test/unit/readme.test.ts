@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { Registry } from 'prom-client'
 import t from 'tap'
-import { StateAnnotation } from '../../src/config/annotations.js'
+import { StateAnnotation } from '../../src/state/crd-state.js'
 import { SETTINGS } from '../../src/config/settings.js'
 import { MigratorMetrics } from '../../src/migrator/metrics.js'
 import { createWebhookMetrics } from '../../src/webhook/metrics.js'

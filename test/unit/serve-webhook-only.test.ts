@@ -13,7 +13,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { configFromOptions } from '../../src/cli/options.js'
-import { generateDevCertificates } from '../../src/devcerts/devcerts.js'
+import { generateDevCertificates } from '../../dev/certs/devcerts.js'
 import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
 import { capturingLogger } from '../helpers/log-capture.js'
 
@@ -72,6 +72,15 @@ function postReview(port: number): Promise<{ status: number; body: { response?: 
   })
 }
 
+function httpsGet(port: number, path: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    https.get({ host: '127.0.0.1', port, path, ca: certs.caCertPem, servername: 'localhost' }, (res) => {
+      res.resume()
+      resolve(res.statusCode ?? 0)
+    }).on('error', reject)
+  })
+}
+
 t.test('serve() with the migrator off never loads a kubeconfig nor creates a client', async (t) => {
   const calls: string[] = []
   const refuse = (what: string) => (..._args: unknown[]) => {
@@ -89,14 +98,29 @@ t.test('serve() with the migrator off never loads a kubeconfig nor creates a cli
   )
   t.equal(config.migrator.enabled, false)
   t.equal(config.leaderElection.enabled, true)
+  config.webhook.timeouts.requestSeconds = 7 // a file-only setting: it reaches the server
   const handle = await serve(config, capturingLogger().logger, { defaultMetrics: false })
   t.teardown(() => handle.close())
+  t.equal(handle.webhook!.app.server.requestTimeout, 7000, 'webhook.timeouts reach the HTTPS server')
+  t.equal(handle.webhook!.app.server.keepAliveTimeout, 120_000, 'the others keep their defaults')
   const answer = await postReview(handle.webhook!.port)
   t.equal(answer.status, 200)
   t.equal(answer.body.response?.allowed, false, 'the webhook decides (a frozen storage flip is refused)')
-  t.equal((await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).status, 200, 'ready')
+  const ready = await fetch(`http://127.0.0.1:${metricsPort}/readyz`)
+  t.equal(ready.status, 200, 'ready')
+  t.same(await ready.json(), {
+    status: 'ready',
+    failing: [],
+    checks: { 'webhook-certificate': 'ok', 'webhook-open': 'ok', 'not-shutting-down': 'ok', 'listener-open': 'ok' },
+  }, 'one readiness: the webhook\'s checks, serve\'s and the ops listener\'s')
+  t.equal((await fetch(`http://127.0.0.1:${metricsPort}/healthz`)).status, 200, 'alive')
+  t.match(await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text(), /crd_migrator_admission_reviews_total\{operation="UPDATE",decision="denied"\} 1/, 'the webhook\'s metrics on the ops listener')
+  for (const path of ['/metrics', '/healthz', '/readyz']) {
+    t.equal(await httpsGet(handle.webhook!.port, path), 404, `the webhook port does not serve ${path}`)
+  }
   await handle.close()
   await handle.stopped
+  t.same(handle.readiness().failing, ['webhook-open', 'not-shutting-down'], 'not ready once closed')
   t.same(calls, [], 'no kubeconfig loaded, no client created')
 
   // The same mock does refuse when the migrator is on: the check above has teeth.

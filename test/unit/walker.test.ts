@@ -46,7 +46,8 @@ t.test('counts per outcome, failures with key and message', async (t) => {
   }, { concurrency: 3, qps: 0, onWriteStart: () => starts++, onWriteEnd: (o, seconds) => { ends.push(o); if (!(seconds >= 0)) throw new Error('bad seconds') } })
 
   t.strictSame(result.counts, { seen: 8, rewritten: 3, current: 1, skipped: 1, gone: 1, conflict: 1, failed: 1, resumed: 0 })
-  t.strictSame(result.failures, [{ key: 'ns-b/f', error: 'admission webhook denied the request' }])
+  // A failure is reported with its error code; errors that are not ours are CRDM_INTERNAL (real writes throw CRDM_KUBE_API).
+  t.strictSame(result.failures, [{ key: 'ns-b/f', error: 'CRDM_INTERNAL: admission webhook denied the request' }])
   t.equal(result.checkpoint, 'ns-b/e', 'the checkpoint stops before the failed object ns-b/f')
   t.equal(starts, 8, 'onWriteStart per object')
   t.strictSame([...ends].sort(), ['conflict', 'current', 'failed', 'gone', 'rewritten', 'rewritten', 'rewritten', 'skipped'], 'onWriteEnd per object')
@@ -70,7 +71,7 @@ t.test('an empty list', async (t) => {
 t.test('non-Error throws are recorded as strings', async (t) => {
   const { pages } = pagesOf([[item('a')]])
   const result = await walkObjects(pages, async () => { throw 'plain string' }, { concurrency: 1, qps: 0 })
-  t.strictSame(result.failures, [{ key: 'a', error: 'plain string' }])
+  t.strictSame(result.failures, [{ key: 'a', error: 'CRDM_INTERNAL: plain string' }])
   t.equal(result.counts.failed, 1)
 })
 
@@ -79,9 +80,9 @@ t.test('recorded failures are capped, all are counted', async (t) => {
   const result = await walkObjects(pages, async (i) => { throw new Error(`no ${i.metadata.name}`) }, { concurrency: 1, qps: 0, maxRecordedFailures: 3 })
   t.equal(result.counts.failed, 10, 'all counted')
   t.strictSame(result.failures, [
-    { key: 'k000', error: 'no k000' },
-    { key: 'k001', error: 'no k001' },
-    { key: 'k002', error: 'no k002' },
+    { key: 'k000', error: 'CRDM_INTERNAL: no k000' },
+    { key: 'k001', error: 'CRDM_INTERNAL: no k001' },
+    { key: 'k002', error: 'CRDM_INTERNAL: no k002' },
   ], 'the first three kept')
 })
 

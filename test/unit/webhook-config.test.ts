@@ -11,7 +11,7 @@ import {
   renderWebhookConfiguration,
   renderWebhookConfigurationYaml,
   writeLocalWebhookConfiguration,
-} from '../../src/devcerts/webhook-config.js'
+} from '../../src/webhook/configuration.js'
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
 

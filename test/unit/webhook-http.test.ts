@@ -320,40 +320,28 @@ t.test('each review logs one line with uid, crd, user, operation, decision, reas
   t.match(lines[1], { user: DEFAULT_MIGRATOR_USERS[0], decision: 'allowed', reason: 'allowed' })
 })
 
-t.test('/healthz, /readyz, unknown routes', async (t) => {
+t.test('POST /validate-crd only: no health or metrics routes on the webhook, unknown routes 404', async (t) => {
   const { app } = makeApp(t)
-  t.equal((await app.inject('/healthz')).statusCode, 200)
-  const ready = await app.inject('/readyz')
-  t.equal(ready.statusCode, 200)
-  t.same(ready.json(), { status: 'ready' })
+  // /metrics, /healthz and /readyz live on the ops listener (health/plugin.ts).
+  for (const url of ['/healthz', '/readyz', '/metrics']) {
+    const res = await app.inject(url)
+    t.equal(res.statusCode, 404, `GET ${url}`)
+    t.same(res.json(), { error: `no route for GET ${url}` })
+  }
   const missing = await app.inject('/nope')
   t.equal(missing.statusCode, 404)
   t.same(missing.json(), { error: 'no route for GET /nope' })
   t.equal((await app.inject('/validate-crd')).statusCode, 404, 'GET on the review path')
 })
 
-t.test('/readyz is 503 while no certificate is loaded', async (t) => {
-  let loaded = false
-  const { app } = makeApp(t, { isCertificateLoaded: () => loaded })
-  const before = await app.inject('/readyz')
-  t.equal(before.statusCode, 503)
-  t.same(before.json(), { status: 'no serving certificate loaded' })
-  t.equal((await app.inject('/healthz')).statusCode, 200, 'alive all the same')
-  loaded = true
-  t.equal((await app.inject('/readyz')).statusCode, 200)
-})
-
-t.test('/metrics shows reviews, denials, latency and bad requests', async (t) => {
+t.test('the registry shows reviews, denials, latency and bad requests', async (t) => {
   const { app, registry } = makeApp(t)
   await post(app, review())
   await post(app, review())
   await post(app, review({ object: crd('v1alpha1', FROZEN) }))
   await post(app, review({ object: crd('v1alpha1'), userInfo: { username: 'bob' } }))
   await post(app, { nope: true })
-  const res = await app.inject('/metrics')
-  t.equal(res.statusCode, 200)
-  t.equal(res.headers['content-type'], registry.contentType)
-  const text = res.body
+  const text = await registry.metrics()
   t.match(text, /crd_migrator_admission_reviews_total\{operation="UPDATE",decision="denied"\} 3/)
   t.match(text, /crd_migrator_admission_reviews_total\{operation="UPDATE",decision="allowed"\} 1/)
   t.match(text, /crd_migrator_admission_reviews_total\{operation="DELETE",decision="allowed"\} 0/)

@@ -2,7 +2,8 @@
  * The real HTTPS server on an ephemeral port: certificate rotation the way the kubelet
  * does it (a ..data symlink swapped by rename), keep-alive connections surviving it,
  * TLS 1.1 and weak TLS 1.2 suites refused, half-written, expired and not yet valid pairs
- * ignored, readiness and graceful close.
+ * ignored, readiness (the server's checks, which the ops listener's /readyz reports) and
+ * graceful close.
  */
 import { X509Certificate } from 'node:crypto'
 import { mkdir, mkdtemp, readFile, rename, rm, stat, symlink, writeFile } from 'node:fs/promises'
@@ -13,7 +14,8 @@ import tls from 'node:tls'
 import t from 'tap'
 import { Registry } from 'prom-client'
 import { generate } from 'selfsigned'
-import { generateDevCertificates, type DevCertificates } from '../../src/devcerts/devcerts.js'
+import { generateDevCertificates, type DevCertificates } from '../../dev/certs/devcerts.js'
+import { readinessReport } from '../../src/health/plugin.js'
 import { startWebhookServer, type RunningWebhookServer, type StartWebhookServerOptions } from '../../src/webhook/server.js'
 import {
   CertificateError,
@@ -112,9 +114,26 @@ interface Got {
   fingerprint: string
 }
 
-function get(server: RunningWebhookServer, path: string, agent: https.Agent): Promise<Got> {
+/** A review of an unfrozen CRD: allowed. */
+const REVIEW = JSON.stringify({
+  apiVersion: 'admission.k8s.io/v1',
+  kind: 'AdmissionReview',
+  request: {
+    uid: 'c0ffee00-0000-4000-8000-000000000001',
+    kind: { group: 'apiextensions.k8s.io', version: 'v1', kind: 'CustomResourceDefinition' },
+    resource: { group: 'apiextensions.k8s.io', version: 'v1', resource: 'customresourcedefinitions' },
+    name: 'widgets.example.com',
+    operation: 'UPDATE',
+    userInfo: { username: 'alice', groups: ['system:authenticated'] },
+    oldObject: { metadata: { name: 'widgets.example.com' }, spec: { versions: [{ name: 'v1', storage: true }] } },
+    object: { metadata: { name: 'widgets.example.com' }, spec: { versions: [{ name: 'v1', storage: true }] } },
+  },
+})
+
+/** POSTs REVIEW to /validate-crd (the only route the webhook serves) through the agent. */
+function postReview(server: RunningWebhookServer, agent: https.Agent): Promise<Got> {
   return new Promise((resolve, reject) => {
-    const req = https.request({ host: '127.0.0.1', port: server.port, path, agent }, (res) => {
+    const req = https.request({ host: '127.0.0.1', port: server.port, path: '/validate-crd', method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
       // Read now: by 'end' a keep-alive socket is back in the agent's pool, detached.
       const peer = (res.socket as tls.TLSSocket).getPeerCertificate().fingerprint256
       let body = ''
@@ -130,9 +149,13 @@ function get(server: RunningWebhookServer, path: string, agent: https.Agent): Pr
       )
     })
     req.on('error', reject)
-    req.end()
+    req.end(REVIEW)
   })
 }
+
+const allowed = (got: Got) => got.status === 200 && (JSON.parse(got.body) as { response?: { allowed?: boolean } }).response?.allowed === true
+/** The failing readiness checks of the server (what the ops listener's /readyz would name). */
+const failing = (server: RunningWebhookServer) => readinessReport(server.readiness).failing
 
 async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 5000): Promise<T> {
   const deadline = Date.now() + timeoutMs
@@ -197,8 +220,9 @@ t.test('rotation: new connections get the new certificate, keep-alive connection
   })
 
   t.equal((await servedCertificate(server, first.caCertPem)).fingerprint256, fingerprint(first.certPem), 'serves the first certificate')
-  const before = await get(server, '/readyz', agent)
-  t.equal(before.status, 200, 'ready')
+  t.same(failing(server), [], 'ready')
+  const before = await postReview(server, agent)
+  t.ok(allowed(before), 'a review is answered')
   t.equal(before.fingerprint, fingerprint(first.certPem))
   t.match(await registry.metrics(), `crd_migrator_webhook_certificate_expiry_timestamp_seconds{serial="${first.serialNumber}"}`)
 
@@ -209,8 +233,8 @@ t.test('rotation: new connections get the new certificate, keep-alive connection
   })
   t.equal(rotated.serialNumber.replace(/^0+/, ''), second.serialNumber.replace(/^0+/, ''), 'new serial')
 
-  const after = await get(server, '/healthz', agent)
-  t.equal(after.status, 200, 'the old keep-alive connection still completes requests')
+  const after = await postReview(server, agent)
+  t.ok(allowed(after), 'the old keep-alive connection still completes reviews')
   t.ok(after.reusedSocket, 'on the same socket')
   t.equal(after.fingerprint, fingerprint(first.certPem), 'which still has the old session')
 
@@ -231,8 +255,8 @@ t.test('a half-written pair is ignored until a consistent pair is there', async 
   t.equal(await server.certificates.reload(), 'invalid', 'the reloader rejects the pair')
   await new Promise((r) => setTimeout(r, 200))
   t.equal((await servedCertificate(server, first.caCertPem)).fingerprint256, fingerprint(first.certPem), 'still the first certificate')
-  t.equal((await server.app.inject('/readyz')).statusCode, 200, 'still ready')
-  const warnings = logs.lines().filter((l) => l['level'] === 40 && String(l['error']).includes('does not match'))
+  t.same(failing(server), [], 'still ready')
+  const warnings = logs.lines().filter((l) => l['level'] === 40 && String((l['err'] as { message?: string } | undefined)?.message).includes('does not match'))
   t.equal(warnings.length, 1, 'warned once, not once per event')
 
   await publish(dir, { cert: second.certPem, key: second.keyPem })
@@ -245,7 +269,7 @@ t.test('a half-written pair is ignored until a consistent pair is there', async 
 t.test('validateCertificatePair refuses an expired or not yet valid certificate', async (t) => {
   t.throws(() => validateCertificatePair(expired.cert, expired.key), { name: 'CertificateError', reason: 'expired', message: /expired at .*not serving it/ })
   const info = validateCertificatePair(first.certPem, first.keyPem).info
-  t.throws(() => validateCertificatePair(first.certPem, first.keyPem, new Date(info.notAfter.getTime() + 1000)), { reason: 'expired' })
+  t.throws(() => validateCertificatePair(first.certPem, first.keyPem, new Date(info.notAfter.getTime() + 1000)), { name: 'CertificateError', reason: 'expired' })
   const early = new Date(info.notBefore.getTime() - 1000)
   const err = (() => {
     try {
@@ -258,7 +282,7 @@ t.test('validateCertificatePair refuses an expired or not yet valid certificate'
   t.equal(err?.reason, 'not-yet-valid')
   t.same(err?.validFrom, info.notBefore, 'says when it becomes valid')
   t.match(err?.message, /not valid before/)
-  t.throws(() => validateCertificatePair(first.certPem, second.keyPem), { reason: 'key-mismatch' })
+  t.throws(() => validateCertificatePair(first.certPem, second.keyPem), { name: 'CertificateError', reason: 'key-mismatch' })
 })
 
 t.test('TLS 1.2 suites: CBC, SHA-1 MACs, RSA or DHE key exchange refused; ECDHE with AEAD in our order; TLS 1.3', async (t) => {
@@ -324,10 +348,10 @@ t.test('an expired pair is not swapped in: the current one keeps serving, one wa
   t.equal(await server.certificates.reload(), 'invalid', 'again on the next poll')
   await new Promise((r) => setTimeout(r, 200))
   t.equal((await servedCertificate(server, first.caCertPem)).fingerprint256, fingerprint(first.certPem), 'still the first certificate')
-  t.equal((await server.app.inject('/readyz')).statusCode, 200, 'still ready')
+  t.same(failing(server), [], 'still ready')
   const warnings = logs.lines().filter((l) => l['level'] === 40 && l['reason'] === 'expired')
   t.equal(warnings.length, 1, 'warned once for this pair, not once per event or poll')
-  t.match(warnings[0], { msg: 'ignoring unusable certificate/key; still serving the previous certificate', error: /expired at/ })
+  t.match(warnings[0], { msg: 'ignoring unusable certificate/key; still serving the previous certificate', err: { message: /expired at/, code: 'CRDM_CERTIFICATE' } })
   const metrics = await registry.metrics()
   t.equal(rejected(metrics, 'expired'), 1, 'counted once')
   t.match(metrics, `crd_migrator_webhook_certificate_expiry_timestamp_seconds{serial="${first.serialNumber}"}`, 'the expiry gauge shows the pair in use')
@@ -367,11 +391,11 @@ t.test('starts with only an expired pair: serves nothing, not ready, says why; r
   t.teardown(() => server.close())
 
   t.equal(server.certificates.loaded, false)
-  t.equal((await server.app.inject('/readyz')).statusCode, 503, 'not ready')
+  t.same(failing(server), ['webhook-certificate'], 'not ready')
   await t.rejects(servedCertificate(server, first.caCertPem, { rejectUnauthorized: false }), 'no handshake: the expired certificate is not served')
   const startup = logs.lines().filter((l) => l['level'] === 40 && l['msg'] === 'no usable serving certificate at startup; waiting for one (not ready)')
   t.equal(startup.length, 1, 'one clear log line')
-  t.match(startup[0], { reason: 'expired', error: /the certificate expired at/ })
+  t.match(startup[0], { reason: 'expired', err: { message: /the certificate expired at/ } })
   await new Promise((r) => setTimeout(r, 500))
   t.equal(logs.lines().filter((l) => l['level'] === 40).length, 1, 'polls do not repeat it')
   const metrics = await registry.metrics()
@@ -380,7 +404,7 @@ t.test('starts with only an expired pair: serves nothing, not ready, says why; r
 
   await publish(dir, firstPem)
   await eventually('a loaded certificate', async () => (server.certificates.loaded ? true : undefined))
-  t.equal((await server.app.inject('/readyz')).statusCode, 200)
+  t.same(failing(server), [], 'ready')
   t.equal((await servedCertificate(server, first.caCertPem)).fingerprint256, fingerprint(first.certPem))
 })
 
@@ -406,15 +430,17 @@ t.test('starts without a certificate: not ready, then ready when one appears', a
   t.teardown(() => server.close())
 
   t.equal(server.certificates.loaded, false)
-  const notReady = await server.app.inject('/readyz')
-  t.equal(notReady.statusCode, 503)
-  t.same(notReady.json(), { status: 'no serving certificate loaded' })
+  t.same(readinessReport(server.readiness), {
+    ready: false,
+    failing: ['webhook-certificate'],
+    checks: { 'webhook-certificate': 'no usable serving certificate loaded yet; see the log', 'webhook-open': 'ok' },
+  })
   await t.rejects(servedCertificate(server, first.caCertPem), 'no handshake without a certificate')
   t.ok(logs.lines().some((l) => l['level'] === 40 && l['msg'] === 'no usable serving certificate at startup; waiting for one (not ready)'))
 
   await publish(dir, firstPem)
   await eventually('a loaded certificate', async () => (server.certificates.loaded ? true : undefined))
-  t.equal((await server.app.inject('/readyz')).statusCode, 200)
+  t.same(failing(server), [], 'ready')
   t.equal((await servedCertificate(server, first.caCertPem)).fingerprint256, fingerprint(first.certPem))
 })
 
@@ -425,12 +451,15 @@ t.test('close: not ready during the drain delay, reviews still answered, idle ke
   const agent = new https.Agent({ keepAlive: true, maxSockets: 1, ca: first.caCertPem })
   t.teardown(() => agent.destroy())
 
-  t.equal((await get(server, '/healthz', agent)).status, 200, 'an idle keep-alive connection exists')
+  t.ok(allowed(await postReview(server, agent)), 'an idle keep-alive connection exists')
+  t.same(failing(server), [], 'ready')
   const started = Date.now()
   const closed = server.close()
-  const during = await get(server, '/readyz', agent)
-  t.equal(during.status, 503, 'not ready while draining')
-  t.equal(JSON.parse(during.body).status, 'shutting down')
+  t.same(failing(server), ['webhook-open'], 'not ready while draining')
+  t.equal(readinessReport(server.readiness).checks['webhook-open'], 'draining: answering in-flight reviews, then closing')
+  const during = await postReview(server, agent)
+  t.ok(allowed(during), 'a review sent while draining is still answered')
+  t.equal(during.reusedSocket, true, 'on the keep-alive connection')
   await closed
   t.ok(Date.now() - started < 5000, 'close did not wait for keepAliveTimeout')
   t.equal(server.close(), server.close(), 'close is idempotent')

@@ -28,7 +28,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/* Labels of every resource. The ValidatingWebhookConfiguration has its own name and
-component labels (from src/devcerts/webhook-config.ts) plus the chart-only ones below. */}}
+component labels (from src/webhook/configuration.ts) plus the chart-only ones below. */}}
 {{- define "crd-migrator.chartLabels" -}}
 helm.sh/chart: {{ include "crd-migrator.chart" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
@@ -77,8 +77,10 @@ app.kubernetes.io/name: {{ include "crd-migrator.name" . }}
 {{- end }}
 
 {{/*
-The migrating annotation key, checked like src/devcerts/webhook-config.ts checks it: it
-is pasted into a CEL string literal, so anything but a valid annotation key is refused.
+The migrating annotation key: it is pasted into a CEL string literal, so anything but a
+valid annotation key is refused. The pattern is ANNOTATION_KEY_PATTERN of
+src/config/schema.ts, the one the config and the webhook configuration renderer check it
+with; test/unit/annotation-key.test.ts keeps the two equal.
 */}}
 {{- define "crd-migrator.migratingAnnotation" -}}
 {{- $key := .Values.annotations.migrating }}

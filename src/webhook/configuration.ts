@@ -39,7 +39,10 @@
 import { readFile, writeFile, mkdir } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { stringify } from 'yaml'
-import { DEFAULT_MIGRATING_ANNOTATION, DEFAULT_MIGRATOR_USERS, STATE_PREFIX } from '../config/annotations.js'
+import { DEFAULT_MIGRATING_ANNOTATION, DEFAULT_MIGRATOR_USERS } from '../config/annotations.js'
+import { ANNOTATION_KEY } from '../config/schema.js'
+import { CrdMigratorError } from '../errors.js'
+import { STATE_PREFIX } from '../state/crd-state.js'
 import { CREDENTIAL_ID_EXTRA, isServiceAccountUsername, SERVICE_ACCOUNT_CREDENTIAL_PREFIX } from '../config/identities.js'
 
 export const DEFAULT_WEBHOOK_CONFIGURATION_NAME = 'crd-migrator.crd-migrator.io'
@@ -110,16 +113,13 @@ export interface ValidatingWebhookConfiguration {
   webhooks: ValidatingWebhook[]
 }
 
-/** Annotation keys are DNS-prefix/name; anything else could break out of the CEL string literal. */
-const ANNOTATION_KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/
-
 /**
  * True when the old or the new object carries the migrating annotation, or the new object
  * sets or changes a state annotation (a key under STATE_PREFIX whose value differs from
  * the old object's, or that the old object lacks).
  */
 export function migrationStateMatchExpression(annotationKey: string): string {
-  if (!ANNOTATION_KEY.test(annotationKey)) throw new Error(`not a valid annotation key: ${JSON.stringify(annotationKey)}`)
+  if (!ANNOTATION_KEY.test(annotationKey)) throw new CrdMigratorError('CRDM_WEBHOOK_CONFIG', `not a valid annotation key: ${JSON.stringify(annotationKey)}`)
   const carries = (variable: string) =>
     `(${variable} != null && has(${variable}.metadata.annotations) && '${annotationKey}' in ${variable}.metadata.annotations)`
   const setsState =
@@ -168,8 +168,8 @@ export function renderWebhookConfiguration(options: WebhookConfigurationOptions)
   const annotations: Record<string, string> = {}
 
   if (options.mode === 'url') {
-    if (!options.url) throw new Error('url mode needs a url, e.g. https://127.0.0.1:9443/validate-crd')
-    if (!options.url.startsWith('https://')) throw new Error(`webhook url must be https, got ${options.url}`)
+    if (!options.url) throw new CrdMigratorError('CRDM_WEBHOOK_CONFIG', 'url mode needs a url, e.g. https://127.0.0.1:9443/validate-crd')
+    if (!options.url.startsWith('https://')) throw new CrdMigratorError('CRDM_WEBHOOK_CONFIG', `webhook url must be https, got ${options.url}`)
     clientConfig.url = options.url
   } else {
     clientConfig.service = { ...DEFAULT_WEBHOOK_SERVICE, ...options.service }

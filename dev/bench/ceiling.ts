@@ -3,16 +3,50 @@
  * phase (metadata-only paged list, one no-op merge patch per object carrying uid and
  * resourceVersion, PartialObjectMetadata back) at high concurrency, with nothing else:
  * no freeze, no progress, no checkpoints, no metrics, no queue library, no logging.
- * Raw node:https with one keep-alive agent. Whatever rate this reaches is the API
- * server's (and etcd's) own limit on this machine.
+ * Whatever rate this reaches is the API server's (and etcd's) own limit on this machine.
+ *
+ * Deliberately NOT the product's KubeHttp: raw node:https with one keep-alive agent, so
+ * nothing of ours (or client-node, ~75 MB) weighs on its speed or its peak RSS. Only its
+ * connection settings are shared: the bench resolves the kubeconfig with the product's
+ * own setup code (loadKubeConfig in src/kube/client.ts, then kubeConnection in
+ * src/kube/http.ts, as every KubeHttp does: client-node's KubeConfig decides server, CA,
+ * client certificate or token), and hands the result to this process as plain JSON
+ * ({@link ceilingConnection}).
  */
 import https from 'node:https'
-import { readFileSync } from 'node:fs'
-import { parse as parseYaml } from 'yaml'
+import type { KubeConnection } from '../../src/kube/http.js'
 import { LatencyHistogram } from './stats.js'
 
+/** A {@link KubeConnection} as JSON for the child process: the server as a string, PEMs as text. */
+export interface CeilingConnection {
+  server: string
+  headers: Record<string, string>
+  tls: { ca?: string; cert?: string; key?: string; rejectUnauthorized?: boolean; servername?: string }
+}
+
+function pemText(value: unknown, what: string): string | undefined {
+  if (value === undefined || value === null) return undefined
+  if (typeof value === 'string') return value
+  if (Buffer.isBuffer(value)) return value.toString('utf8')
+  if (Array.isArray(value)) return value.map(v => pemText(v, what)).join('\n')
+  throw new Error(`the ceiling takes PEM text for ${what}, not ${typeof value}`)
+}
+
+export function ceilingConnection(c: KubeConnection): CeilingConnection {
+  const tls: CeilingConnection['tls'] = {}
+  const ca = pemText(c.tls.ca, 'the CA')
+  const cert = pemText(c.tls.cert, 'the client certificate')
+  const key = pemText(c.tls.key, 'the client key')
+  if (ca) tls.ca = ca
+  if (cert) tls.cert = cert
+  if (key) tls.key = key
+  if (c.tls.rejectUnauthorized !== undefined) tls.rejectUnauthorized = c.tls.rejectUnauthorized
+  if (c.tls.servername) tls.servername = c.tls.servername
+  return { server: c.server.href, headers: { ...c.headers }, tls }
+}
+
 export interface CeilingOptions {
-  kubeconfigPath: string
+  connection: CeilingConnection
   group: string
   version: string
   plural: string
@@ -33,8 +67,9 @@ export interface CeilingResult {
 interface Meta { name: string; namespace?: string; uid: string; resourceVersion: string }
 
 export async function runCeiling(o: CeilingOptions): Promise<CeilingResult> {
-  const { server, tls, auth } = loadKubeconfig(o.kubeconfigPath)
-  const agent = new https.Agent({ keepAlive: true, maxSockets: o.concurrency + 1, ...tls })
+  const server = new URL(o.connection.server)
+  const auth = o.connection.headers
+  const agent = new https.Agent({ keepAlive: true, maxSockets: o.concurrency + 1, ...o.connection.tls })
 
   const call = (method: string, path: string, accept: string, body?: string): Promise<{ status: number; text: string }> =>
     new Promise((resolve, reject) => {
@@ -127,28 +162,4 @@ export async function runCeiling(o: CeilingOptions): Promise<CeilingResult> {
   }
   if (listError) throw listError
   return { listed, written, failed, retries, wallMs: performance.now() - started, latency }
-}
-
-interface Kubeconfig {
-  'current-context': string
-  contexts: Array<{ name: string; context: { cluster: string; user: string } }>
-  clusters: Array<{ name: string; cluster: { server: string; 'certificate-authority-data'?: string; 'certificate-authority'?: string } }>
-  users: Array<{ name: string; user: { 'client-certificate-data'?: string; 'client-key-data'?: string; 'client-certificate'?: string; 'client-key'?: string; token?: string } }>
-}
-
-/** Just enough of a kubeconfig for the local control plane: embedded or file certificates, or a token. */
-function loadKubeconfig(file: string): { server: URL; tls: https.AgentOptions; auth: Record<string, string> } {
-  const kc = parseYaml(readFileSync(file, 'utf8')) as Kubeconfig
-  const ctx = kc.contexts.find(c => c.name === kc['current-context'])!.context
-  const cluster = kc.clusters.find(c => c.name === ctx.cluster)!.cluster
-  const user = kc.users.find(u => u.name === ctx.user)!.user
-  const pem = (data: string | undefined, path: string | undefined) => (data ? Buffer.from(data, 'base64') : path ? readFileSync(path) : undefined)
-  const tls: https.AgentOptions = {}
-  const ca = pem(cluster['certificate-authority-data'], cluster['certificate-authority'])
-  const cert = pem(user['client-certificate-data'], user['client-certificate'])
-  const key = pem(user['client-key-data'], user['client-key'])
-  if (ca) tls.ca = ca
-  if (cert) tls.cert = cert
-  if (key) tls.key = key
-  return { server: new URL(cluster.server), tls, auth: user.token ? { Authorization: `Bearer ${user.token}` } : {} }
 }

@@ -1,10 +1,11 @@
 /**
  * Child processes of the bench, one per measured run, so each run's peak RSS (VmHWM) is
- * its own:
- *   node dist/bench/child.js ours    '<json OursChildInput>'     -> one JSON line on stdout
- *   node dist/bench/child.js ceiling '<json CeilingOptions>'     -> one JSON line on stdout
- *   node dist/bench/child.js webhook                              -> sends {url} over IPC, serves until SIGTERM
- *   node dist/bench/child.js webhook-floor                        -> the same, for a bare node:https floor
+ * its own (built into dist-dev/dev/bench/child.js):
+ *   child.js ours    < json OursChildInput on stdin    -> one JSON line on stdout
+ *   child.js ceiling < json CeilingOptions on stdin    -> one JSON line on stdout
+ *   child.js webhook                                   -> sends {url} over IPC, serves until SIGTERM
+ *   child.js webhook-floor                             -> the same, for a bare node:https floor
+ * The input comes on stdin, not in argv: the ceiling's carries a client key.
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import os from 'node:os'
@@ -58,13 +59,13 @@ export interface CeilingChildOutput {
 async function ours(input: OursChildInput): Promise<OursChildOutput> {
   const { pino } = await import('pino')
   const { Registry } = await import('prom-client')
-  const { ConfigSchema } = await import('../config/schema.js')
-  const { kubeHttp } = await import('../kube/client.js')
-  const { KubeEventRecorder } = await import('../kube/events.js')
-  const { migrateCrd } = await import('../migrator/migrate.js')
-  const { MigratorMetrics } = await import('../migrator/metrics.js')
-  const { Phase } = await import('../migrator/plan.js')
-  const { settingsFor } = await import('../migrator/settings.js')
+  const { ConfigSchema } = await import('../../src/config/schema.js')
+  const { kubeHttp } = await import('../../src/kube/client.js')
+  const { KubeEventRecorder } = await import('../../src/kube/events.js')
+  const { migrateCrd } = await import('../../src/migrator/migrate.js')
+  const { MigratorMetrics } = await import('../../src/migrator/metrics.js')
+  const { Phase } = await import('../../src/migrator/plan.js')
+  const { settingsFor } = await import('../../src/migrator/settings.js')
   const config = ConfigSchema.parse({})
   const base = settingsFor(config, input.crd)
   const settings = {
@@ -147,7 +148,7 @@ async function ceiling(input: CeilingOptions): Promise<CeilingChildOutput> {
 
 /** A development certificate pair for 127.0.0.1 in a fresh temporary directory. */
 async function loopbackCertificates(prefix: string) {
-  const { generateDevCertificates } = await import('../devcerts/devcerts.js')
+  const { generateDevCertificates } = await import('../certs/devcerts.js')
   const dir = await mkdtemp(path.join(os.tmpdir(), prefix))
   return { dir, ...await generateDevCertificates(dir, { extraHosts: ['127.0.0.1'] }) }
 }
@@ -166,7 +167,7 @@ function serveUntilTold(url: string, caCertFile: string, dir: string, close: () 
 
 /** The real webhook server, at the production log level, on a free loopback port. */
 async function webhook(): Promise<void> {
-  const { startWebhookServer } = await import('../webhook/server.js')
+  const { startWebhookServer } = await import('../../src/webhook/server.js')
   const certs = await loopbackCertificates('crd-migrator-bench-webhook-')
   const server = await startWebhookServer({ certFile: certs.certFile, keyFile: certs.keyFile, host: '127.0.0.1', port: 0, logLevel: 'info' })
   serveUntilTold(server.url, certs.caCertFile, certs.dir, () => server.close())
@@ -205,10 +206,16 @@ async function webhookFloor(): Promise<void> {
   })
 }
 
-const [mode, arg] = process.argv.slice(2)
+async function stdinJson<T>(): Promise<T> {
+  const chunks: Buffer[] = []
+  for await (const c of process.stdin) chunks.push(c as Buffer)
+  return JSON.parse(Buffer.concat(chunks).toString('utf8')) as T
+}
+
+const [mode] = process.argv.slice(2)
 try {
-  if (mode === 'ours') process.stdout.write(`${JSON.stringify(await ours(JSON.parse(arg!) as OursChildInput))}\n`)
-  else if (mode === 'ceiling') process.stdout.write(`${JSON.stringify(await ceiling(JSON.parse(arg!) as CeilingOptions))}\n`)
+  if (mode === 'ours') process.stdout.write(`${JSON.stringify(await ours(await stdinJson<OursChildInput>()))}\n`)
+  else if (mode === 'ceiling') process.stdout.write(`${JSON.stringify(await ceiling(await stdinJson<CeilingOptions>()))}\n`)
   else if (mode === 'webhook') await webhook()
   else if (mode === 'webhook-floor') await webhookFloor()
   else throw new Error(`unknown mode ${String(mode)}: ours, ceiling, webhook or webhook-floor`)

@@ -1,5 +1,5 @@
 /**
- * `crd-migrator cluster`: start a local control plane for manual use, print how to reach it,
+ * `npm run cluster` (dev/main.ts `cluster`): start a local control plane for manual use, print how to reach it,
  * and stop it cleanly on Ctrl-C / SIGTERM.
  */
 import { startControlPlane, type ControlPlaneOptions } from './controlplane.js'
@@ -62,7 +62,7 @@ export async function runClusterCommand(opts: ClusterCommandOptions = {}): Promi
     err('stopped.')
     return 0
   } catch (e) {
-    err(`crd-migrator cluster: ${e instanceof Error ? e.message : String(e)}`)
+    err(`npm run cluster: ${e instanceof Error ? e.message : String(e)}`)
     return 1
   } finally {
     for (const s of SIGNALS) process.removeListener(s, onSignal)

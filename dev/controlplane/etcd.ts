@@ -1,7 +1,7 @@
 /**
- * Minimal client for etcd's v3 JSON gateway (`POST /v3/kv/range` on the client URL), which
- * returns keys and values base64-encoded, i.e. the exact stored bytes. No etcdctl process is
- * spawned per read.
+ * The one etcd client of the tooling and the tests: etcd's v3 JSON gateway (`POST
+ * /v3/kv/range` and friends on the client URL), which returns keys and values
+ * base64-encoded, i.e. the exact stored bytes. No etcdctl process is spawned per read.
  */
 import { request } from 'node:http'
 
@@ -26,7 +26,8 @@ export function prefixRangeEnd(prefix: string | Buffer): Buffer {
   return Buffer.from([0]) // "all keys"
 }
 
-function postJson<T>(endpoint: string, path: string, body: unknown, timeoutMs = 10_000): Promise<T> {
+/** POST of a JSON body to the gateway (e.g. `/v3/kv/put`, `/v3/kv/compaction`); the answer parsed. */
+export function etcdPost<T>(endpoint: string, path: string, body: unknown, timeoutMs = 10_000): Promise<T> {
   const url = new URL(path, endpoint)
   const payload = JSON.stringify(body)
   return new Promise<T>((resolve, reject) => {
@@ -63,7 +64,7 @@ function postJson<T>(endpoint: string, path: string, body: unknown, timeoutMs = 
 
 /** Raw stored bytes of `key`, or null when the key does not exist. */
 export async function etcdGet(endpoint: string, key: string): Promise<Buffer | null> {
-  const res = await postJson<RangeResponse>(endpoint, '/v3/kv/range', { key: b64(key) })
+  const res = await etcdPost<RangeResponse>(endpoint, '/v3/kv/range', { key: b64(key) })
   const kv = res.kvs?.[0]
   if (!kv) return null
   return Buffer.from(kv.value ?? '', 'base64')
@@ -71,7 +72,7 @@ export async function etcdGet(endpoint: string, key: string): Promise<Buffer | n
 
 /** All keys starting with `prefix`, sorted ascending. */
 export async function etcdListKeys(endpoint: string, prefix: string): Promise<string[]> {
-  const res = await postJson<RangeResponse>(endpoint, '/v3/kv/range', {
+  const res = await etcdPost<RangeResponse>(endpoint, '/v3/kv/range', {
     key: b64(prefix),
     range_end: prefixRangeEnd(prefix).toString('base64'),
     keys_only: true,
@@ -79,6 +80,25 @@ export async function etcdListKeys(endpoint: string, prefix: string): Promise<st
     sort_target: 'KEY',
   })
   return (res.kvs ?? []).map((kv) => Buffer.from(kv.key, 'base64').toString('utf8'))
+}
+
+/**
+ * The stored values of every key starting with `prefix`, in key order, `limit` per page
+ * (one page per yield), so a large resource is never held in memory whole.
+ */
+export async function* etcdRangeValues(endpoint: string, prefix: string, limit = 1000): AsyncGenerator<Buffer[]> {
+  const end = prefixRangeEnd(prefix).toString('base64')
+  let from = Buffer.from(prefix)
+  for (;;) {
+    const res = await etcdPost<RangeResponse & { more?: boolean }>(endpoint, '/v3/kv/range', {
+      key: from.toString('base64'), range_end: end, limit, sort_order: 'ASCEND', sort_target: 'KEY',
+    }, 60_000)
+    const kvs = res.kvs ?? []
+    yield kvs.map((kv) => Buffer.from(kv.value ?? '', 'base64'))
+    if (!res.more || kvs.length === 0) return
+    // The next page starts right after the last key of this one.
+    from = Buffer.concat([Buffer.from(kvs[kvs.length - 1]!.key, 'base64'), Buffer.from([0])])
+  }
 }
 
 /** Resolves true when etcd's `/health` reports healthy. Never throws. */

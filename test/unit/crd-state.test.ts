@@ -1,7 +1,7 @@
 import t from 'tap'
-import { DEFAULT_MIGRATING_ANNOTATION, StateAnnotation } from '../../src/config/annotations.js'
+import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
-import { decideFreeze, freezeAnnotations, readFreezeState, type FreezeState, type FreezeVerdict } from '../../src/migrator/freeze.js'
+import { decideFreeze, describeFreeze, freezePatch, isStateAnnotation, progressPatch, readCrdState, StateAnnotation, unfreezePatch, upToDatePatch, type CrdState, type FreezeVerdict } from '../../src/state/crd-state.js'
 
 const KEY = DEFAULT_MIGRATING_ANNOTATION
 const NOW = new Date('2024-05-06T12:00:00.000Z')
@@ -21,11 +21,12 @@ interface ReadRow {
   name: string
   annotations?: Record<string, string>
   key?: string
-  expect: Partial<FreezeState>
+  expect: Partial<CrdState>
 }
 
-const unfrozen: FreezeState = {
+const unfrozen: CrdState = {
   frozen: false, owner: undefined, heartbeat: undefined, targetStorageVersion: undefined, frozenGeneration: undefined, startedAt: undefined, checkpoint: undefined, checkpointSeal: undefined,
+  phase: undefined, progress: undefined, lastResult: undefined, lastDuration: undefined, carriesState: false,
 }
 
 const readRows: ReadRow[] = [
@@ -72,23 +73,23 @@ const readRows: ReadRow[] = [
 ]
 
 for (const row of readRows) {
-  t.test(`readFreezeState: ${row.name}`, async (t) => {
-    const state = readFreezeState(crd(row.annotations), row.key ?? KEY)
-    for (const [k, v] of Object.entries(row.expect)) t.strictSame(state[k as keyof FreezeState], v, k)
+  t.test(`readCrdState: ${row.name}`, async (t) => {
+    const state = readCrdState(crd(row.annotations), row.key ?? KEY)
+    for (const [k, v] of Object.entries(row.expect)) t.strictSame(state[k as keyof CrdState], v, k)
   })
 }
 
-t.test('readFreezeState: an empty frozen-generation annotation reads as absent, like the other state annotations', async (t) => {
+t.test('readCrdState: an empty frozen-generation annotation reads as absent, like the other state annotations', async (t) => {
   // An empty value parses as Number('') === 0, and migrate.ts then compares generation 0 with the
   // CRD's real generation (>= 1) before narrowing storedVersions, failing every resumed run.
-  const state = readFreezeState(crd({ [KEY]: 'true', [StateAnnotation.frozenGeneration]: '' }), KEY)
+  const state = readCrdState(crd({ [KEY]: 'true', [StateAnnotation.frozenGeneration]: '' }), KEY)
   t.equal(state.frozenGeneration, undefined, 'empty frozen-generation is no generation', {
   })
 })
 
 interface DecideRow {
   name: string
-  state: Partial<FreezeState>
+  state: Partial<CrdState>
   storageVersion?: string
   expect: FreezeVerdict | { action: 'wait' | 'foreign'; includes: string[] }
 }
@@ -161,7 +162,7 @@ const decideRows: DecideRow[] = [
 
 for (const row of decideRows) {
   t.test(`decideFreeze: ${row.name}`, async (t) => {
-    const state: FreezeState = { ...unfrozen, ...row.state }
+    const state: CrdState = { ...unfrozen, ...row.state }
     const verdict = decideFreeze(state, SELF, row.storageVersion ?? 'v1', TAKEOVER_MS, NOW)
     if ('includes' in row.expect) {
       t.equal(verdict.action, row.expect.action, 'action')
@@ -174,7 +175,7 @@ for (const row of decideRows) {
 }
 
 t.test('decideFreeze from annotations end to end', async (t) => {
-  const state = readFreezeState(crd({
+  const state = readCrdState(crd({
     [KEY]: 'true',
     [StateAnnotation.owner]: 'pod-b',
     [StateAnnotation.heartbeat]: ago(45_000).toISOString(),
@@ -186,9 +187,9 @@ t.test('decideFreeze from annotations end to end', async (t) => {
   t.strictSame(decideFreeze(state, SELF, 'v3', TAKEOVER_MS, NOW), { action: 'resume', checkpoint: undefined, previousOwner: 'pod-b' })
 })
 
-t.test('freezeAnnotations', async (t) => {
+t.test('freezePatch', async (t) => {
   const at = new Date('2024-05-06T07:08:09.123Z')
-  t.strictSame(freezeAnnotations(KEY, 'pod-a', 'v2', 5, at), {
+  t.strictSame(freezePatch(KEY, 'pod-a', 'v2', 5, at), {
     [KEY]: 'true',
     'crd-migrator.io/owner': 'pod-a',
     'crd-migrator.io/heartbeat': '2024-05-06T07:08:09.123Z',
@@ -200,13 +201,61 @@ t.test('freezeAnnotations', async (t) => {
     'crd-migrator.io/checkpoint': null,
     'crd-migrator.io/checkpoint-seal': null,
   })
-  const custom = freezeAnnotations('example.com/frozen', 'cli:me@host', 'v1', 1, at)
+  const custom = freezePatch('example.com/frozen', 'cli:me@host', 'v1', 1, at)
   t.equal(custom['example.com/frozen'], 'true', 'custom migrating key')
   t.equal(custom[KEY], undefined, 'default key not written')
 
-  // What freezeAnnotations writes, readFreezeState reads back.
-  const annotations = Object.fromEntries(Object.entries(freezeAnnotations(KEY, 'pod-a', 'v2', 5, at)).filter((e): e is [string, string] => e[1] !== null))
-  t.strictSame(readFreezeState(crd(annotations), KEY), {
+  // What freezePatch writes, readCrdState reads back.
+  const annotations = Object.fromEntries(Object.entries(freezePatch(KEY, 'pod-a', 'v2', 5, at)).filter((e): e is [string, string] => e[1] !== null))
+  t.strictSame(readCrdState(crd(annotations), KEY), {
     frozen: true, owner: 'pod-a', heartbeat: at, targetStorageVersion: 'v2', frozenGeneration: 5, startedAt: at.toISOString(), checkpoint: undefined, checkpointSeal: undefined,
+    phase: 'Started', progress: undefined, lastResult: undefined, lastDuration: undefined, carriesState: true,
   }, 'round trip')
+})
+
+t.test('unfreezePatch lifts the freeze and records the outcome', async (t) => {
+  const at = new Date('2024-05-06T07:08:09.123Z')
+  const ok = unfreezePatch(KEY, { outcome: 'Succeeded', reason: 'fine', counts: 'rewritten=3', durationMs: 1234, frozenGeneration: 7 }, at)
+  t.strictSame(ok, {
+    [KEY]: null,
+    'crd-migrator.io/owner': null,
+    'crd-migrator.io/heartbeat': null,
+    'crd-migrator.io/checkpoint': null,
+    'crd-migrator.io/checkpoint-seal': null,
+    'crd-migrator.io/phase': 'Succeeded',
+    'crd-migrator.io/last-result': 'Succeeded',
+    'crd-migrator.io/last-counts': 'rewritten=3',
+    'crd-migrator.io/last-duration': '1.2s',
+    'crd-migrator.io/finished-at': '2024-05-06T07:08:09.123Z',
+    'crd-migrator.io/observed-generation': '7',
+  })
+  const failed = unfreezePatch(KEY, { outcome: 'Failed', reason: 'x'.repeat(500), counts: '', durationMs: 0, frozenGeneration: 7 }, at)
+  t.equal(failed['crd-migrator.io/last-result']?.length, 'Failed: '.length + 200, 'the reason is cut to 200 characters')
+  t.notOk('crd-migrator.io/observed-generation' in failed, 'a failed run does not mark the generation as handled')
+})
+
+t.test('progressPatch writes the checkpoint with its seal only when given one', async (t) => {
+  t.strictSame(progressPatch('3/10'), { 'crd-migrator.io/progress': '3/10' })
+  t.strictSame(progressPatch('3/10', { key: 'ns/a', seal: 'mac' }), { 'crd-migrator.io/progress': '3/10', 'crd-migrator.io/checkpoint': 'ns/a', 'crd-migrator.io/checkpoint-seal': 'mac' })
+  t.strictSame(progressPatch('0/10', { key: undefined, seal: 'mac' }), { 'crd-migrator.io/progress': '0/10', 'crd-migrator.io/checkpoint': null, 'crd-migrator.io/checkpoint-seal': null })
+})
+
+t.test('upToDatePatch writes only what is not there yet', async (t) => {
+  const fresh = crd()
+  fresh.metadata.generation = 4
+  t.strictSame(upToDatePatch(fresh), { 'crd-migrator.io/observed-generation': '4', 'crd-migrator.io/last-result': 'Succeeded' })
+  const recorded = crd({ 'crd-migrator.io/observed-generation': '4', 'crd-migrator.io/last-result': 'Succeeded' })
+  recorded.metadata.generation = 4
+  t.equal(upToDatePatch(recorded), undefined)
+})
+
+t.test('describeFreeze and carriesState, for status', async (t) => {
+  t.equal(describeFreeze(readCrdState(crd(), KEY)), 'no')
+  t.equal(describeFreeze(readCrdState(crd({ [KEY]: 'true', 'crd-migrator.io/owner': 'pod-a' }), KEY)), 'yes (pod-a)')
+  t.equal(describeFreeze(readCrdState(crd({ [KEY]: 'true' }), KEY)), 'yes (foreign)')
+  t.equal(readCrdState(crd({ [KEY]: 'false' }), KEY).carriesState, true, 'the migrating annotation with any value')
+  t.equal(readCrdState(crd({ 'crd-migrator.io/last-result': 'Succeeded' }), KEY).carriesState, true)
+  t.equal(readCrdState(crd({ 'example.com/x': 'y' }), KEY).carriesState, false)
+  t.equal(isStateAnnotation('crd-migrator.io/phase'), true)
+  t.equal(isStateAnnotation('crd-migrator.iox/phase'), false)
 })

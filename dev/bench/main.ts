@@ -13,10 +13,10 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { KubeConfig } from '@kubernetes/client-node'
-import { attachControlPlane, startControlPlane, type ControlPlane } from '../devenv/controlplane.js'
-import { KubeHttp } from '../kube/http.js'
-import type { CeilingOptions } from './ceiling.js'
+import { loadKubeConfig } from '../../src/kube/client.js'
+import { KubeHttp, kubeConnection } from '../../src/kube/http.js'
+import { attachControlPlane, startControlPlane, type ControlPlane } from '../controlplane/controlplane.js'
+import { ceilingConnection, type CeilingOptions } from './ceiling.js'
 import type { CeilingChildOutput, OursChildInput, OursChildOutput } from './child.js'
 import { createBenchCrd, createWidgets, ensureNamespaces, flipStorageToV2, kubeVersion, KIND, PLURAL, proveStoredAtV2 } from './fixtures.js'
 import { ensureKsvm, installKsvmCrd, KSVM_MODULE, runKsvm, type KsvmBuild } from './ksvm.js'
@@ -52,13 +52,13 @@ function parseFlags() {
   try {
     return parseArgs({ options: BENCH_OPTIONS, strict: true }).values
   } catch (err) {
-    process.stderr.write(`bench: ${(err as Error).message}\nSee: node dist/bench/main.js --help\n`)
+    process.stderr.write(`bench: ${(err as Error).message}\nSee: npm run bench -- --help\n`)
     process.exit(2)
   }
 }
 const flags = parseFlags()
 
-const USAGE = `Usage: npm run bench -- [flags]   (or: node dist/bench/main.js [flags])
+const USAGE = `Usage: npm run bench -- [flags]   (or: node dist-dev/dev/bench/main.js [flags])
 
 Migrates N objects with the ceiling, ours (best concurrency and defaults) and
 kube-storage-version-migrator on a local control plane, load-tests the webhook with
@@ -96,7 +96,9 @@ const childNodeOptions = (flags['child-node-options'] ?? '').split(/\s+/).filter
 
 function runChild<T>(mode: 'ours' | 'ceiling', input: unknown, timeoutMs: number): Promise<T> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...childNodeOptions, CHILD_JS, mode, JSON.stringify(input)], { stdio: ['ignore', 'pipe', 'inherit'] })
+    const child = spawn(process.execPath, [...childNodeOptions, CHILD_JS, mode], { stdio: ['pipe', 'pipe', 'inherit'] })
+    child.stdin.on('error', () => {}) // a child that dies early: its exit code says so below
+    child.stdin.end(JSON.stringify(input))
     let out = ''
     child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d))
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
@@ -150,8 +152,7 @@ async function runMigrations(machine: BenchResult['machine'], ksvm: KsvmBuild | 
     log('starting the local control plane')
     cp = await startControlPlane({ log })
   }
-  const kc = new KubeConfig()
-  kc.loadFromFile(cp.kubeconfigPath)
+  const kc = loadKubeConfig(cp.kubeconfigPath)
   const http = new KubeHttp(kc, { maxSockets: 64 })
   const migrations: MigrationRun[] = []
   try {
@@ -202,7 +203,9 @@ async function runMigrations(machine: BenchResult['machine'], ksvm: KsvmBuild | 
 
     const runCeilingOnce = async (size: number, concurrency: number, tool: Tool = 'ceiling'): Promise<MigrationRun> => {
       const { group, createMs } = await prepare(size, tool)
-      const input: CeilingOptions = { kubeconfigPath: cp.kubeconfigPath, group, version: 'v2', plural: PLURAL, kind: KIND, concurrency, pageSize: 500 }
+      // Resolved per run (a token may expire), the way every KubeHttp resolves it.
+      const connection = ceilingConnection(await kubeConnection(kc))
+      const input: CeilingOptions = { connection, group, version: 'v2', plural: PLURAL, kind: KIND, concurrency, pageSize: 500 }
       const r = await runChild<CeilingChildOutput>('ceiling', input, timeoutFor(size))
       const run: MigrationRun = {
         size, tool, group, createMs, rewriteMs: r.wallMs, wallMs: r.wallMs, settings: `concurrency ${concurrency}, no limit`,
@@ -326,7 +329,7 @@ function summarize(x: {
     version: 1,
     startedAt: x.startedAt,
     finishedAt: new Date().toISOString(),
-    command: `node dist/bench/main.js ${process.argv.slice(2).join(' ')}`.trim(),
+    command: `node dist-dev/dev/bench/main.js ${process.argv.slice(2).join(' ')}`.trim(),
     smoke,
     childNodeOptions,
     machine: x.machine,

@@ -4,11 +4,11 @@
  * storage flipped to v2; and the proof afterwards, read from etcd itself, that every
  * object is stored at v2.
  */
-import { request } from 'node:http'
-import { getCrd } from '../kube/crds.js'
-import { ContentType, isRetryable, KubeApiError, type KubeHttp } from '../kube/http.js'
-import { CRD_API, crdPath, objectPath, type ResourceRef } from '../kube/paths.js'
-import type { CustomResourceDefinition } from '../kube/types.js'
+import { getCrd } from '../../src/kube/crds.js'
+import { ContentType, isRetryable, KubeApiError, type KubeHttp } from '../../src/kube/http.js'
+import { CRD_API, crdPath, objectPath, type ResourceRef } from '../../src/kube/paths.js'
+import type { CustomResourceDefinition } from '../../src/kube/types.js'
+import { etcdGet, etcdRangeValues } from '../controlplane/etcd.js'
 import { sleep } from './stats.js'
 
 export const BENCH_NAMESPACES = ['bench-a', 'bench-b', 'bench-c', 'bench-d']
@@ -179,7 +179,7 @@ export async function proveStoredAtV2(etcdEndpoint: string, group: string, expec
   const prefix = `/registry/${group}/${PLURAL}/`
   const byApiVersion: Record<string, number> = {}
   let total = 0
-  for await (const kvs of etcdRange(etcdEndpoint, prefix, 1000)) {
+  for await (const kvs of etcdRangeValues(etcdEndpoint, prefix, 1000)) {
     for (const value of kvs) {
       total++
       let apiVersion = 'unparseable'
@@ -190,55 +190,6 @@ export async function proveStoredAtV2(etcdEndpoint: string, group: string, expec
     }
   }
   return { total, byApiVersion, allV2: total === expected && byApiVersion[`${group}/v2`] === expected }
-}
-
-// --- etcd's JSON gateway (values included, paged) -----------------------------------------
-
-function etcdPost<T>(endpoint: string, path: string, body: unknown): Promise<T> {
-  const payload = JSON.stringify(body)
-  return new Promise<T>((resolve, reject) => {
-    const req = request(new URL(path, endpoint), {
-      method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }, timeout: 60_000,
-    }, res => {
-      const chunks: Buffer[] = []
-      res.on('data', (c: Buffer) => chunks.push(c))
-      res.on('error', reject)
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8')
-        if (res.statusCode !== 200) return reject(new Error(`etcd ${path}: HTTP ${res.statusCode}: ${text.slice(0, 300)}`))
-        try { resolve(JSON.parse(text) as T) } catch (err) { reject(err) }
-      })
-    })
-    req.on('timeout', () => req.destroy(new Error(`etcd ${path}: timed out`)))
-    req.on('error', reject)
-    req.end(payload)
-  })
-}
-
-function rangeEnd(prefix: string): Buffer {
-  const end = Buffer.from(prefix)
-  end[end.length - 1]!++
-  return end
-}
-
-async function etcdGet(endpoint: string, key: string): Promise<Buffer | null> {
-  const res = await etcdPost<{ kvs?: Array<{ value?: string }> }>(endpoint, '/v3/kv/range', { key: Buffer.from(key).toString('base64') })
-  const kv = res.kvs?.[0]
-  return kv ? Buffer.from(kv.value ?? '', 'base64') : null
-}
-
-async function* etcdRange(endpoint: string, prefix: string, limit: number): AsyncGenerator<Buffer[]> {
-  const end = rangeEnd(prefix).toString('base64')
-  let from = Buffer.from(prefix)
-  for (;;) {
-    const res = await etcdPost<{ kvs?: Array<{ key: string; value?: string }>; more?: boolean }>(endpoint, '/v3/kv/range', {
-      key: from.toString('base64'), range_end: end, limit, sort_order: 'ASCEND', sort_target: 'KEY',
-    })
-    const kvs = res.kvs ?? []
-    yield kvs.map(kv => Buffer.from(kv.value ?? '', 'base64'))
-    if (!res.more || kvs.length === 0) return
-    from = Buffer.concat([Buffer.from(kvs[kvs.length - 1]!.key, 'base64'), Buffer.from([0])])
-  }
 }
 
 export async function kubeVersion(http: KubeHttp): Promise<string> {

@@ -1,8 +1,9 @@
 /**
- * `crd-migrator demo`: the whole story on a local control plane, for a newcomer. Starts a
- * real kube-apiserver + etcd, runs `serve` (webhook + controller) in this process, installs
- * the url variant of the webhook configuration, creates a CRD with thousands of objects at
- * v1, moves storage to v2 with v1 unserved, and shows the migration happen.
+ * `npm start` (= `npm run demo`, dev/main.ts `demo`): the whole story on a local control
+ * plane, for a newcomer. Starts a real kube-apiserver + etcd, runs the product's `serve`
+ * (webhook + controller) in this process, installs the url variant of the webhook
+ * configuration, creates a CRD with thousands of objects at v1, moves storage to v2 with
+ * v1 unserved, and shows the migration happen.
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import os from 'node:os'
@@ -11,18 +12,20 @@ import { KubeConfig } from '@kubernetes/client-node'
 import cliProgress from 'cli-progress'
 import PQueue from 'p-queue'
 import { pino } from 'pino'
-import { DEFAULT_MIGRATING_ANNOTATION, StateAnnotation } from '../config/annotations.js'
-import { ConfigSchema } from '../config/schema.js'
-import { serve } from '../cli/serve.js'
-import { generateDevCertificates } from '../devcerts/devcerts.js'
-import { renderWebhookConfiguration } from '../devcerts/webhook-config.js'
-import { getCrd } from '../kube/crds.js'
-import { ContentType, KubeHttp } from '../kube/http.js'
-import { CRD_API, crdPath } from '../kube/paths.js'
-import type { CustomResourceDefinition, ManagedFieldsEntry } from '../kube/types.js'
-import { done, type MigrationResult } from '../migrator/migrate.js'
-import { withRetry } from '../migrator/retry.js'
-import { ensureBinaries, startControlPlane, type ControlPlane } from './controlplane.js'
+import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
+import { StateAnnotation } from '../../src/state/crd-state.js'
+import { ConfigSchema } from '../../src/config/schema.js'
+import { serve } from '../../src/cli/serve.js'
+import { generateDevCertificates } from '../certs/devcerts.js'
+import { renderWebhookConfiguration } from '../../src/webhook/configuration.js'
+import { getCrd } from '../../src/kube/crds.js'
+import { ContentType, KubeHttp } from '../../src/kube/http.js'
+import { CRD_API, crdPath } from '../../src/kube/paths.js'
+import type { CustomResourceDefinition, ManagedFieldsEntry } from '../../src/kube/types.js'
+import type { MigrationResult } from '../../src/migrator/migrate.js'
+import { settled } from '../../src/migrator/walker.js'
+import { withRetry } from '../../src/migrator/retry.js'
+import { ensureBinaries, startControlPlane, type ControlPlane } from '../controlplane/controlplane.js'
 
 export interface DemoOptions {
   objects: number
@@ -84,8 +87,8 @@ export async function runDemo(options: DemoOptions): Promise<number> {
             bar.start(p.total ?? options.objects, 0, { phase })
           }
           bar.setTotal(Math.max(p.total ?? 0, p.counts.seen))
-          bar.update(done(p), { phase })
-          if (!midRun && done(p) > Math.min(500, options.objects / 4)) midRun = tryStorageFlip(cp, operator)
+          bar.update(settled(p), { phase })
+          if (!midRun && settled(p) > Math.min(500, options.objects / 4)) midRun = tryStorageFlip(cp, operator)
         },
       }).then(h => { handle = h })
     })

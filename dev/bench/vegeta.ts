@@ -3,8 +3,8 @@
  * scripts/build-vegeta.sh (from its Go module, cached per version outside the repository).
  */
 import { join } from 'node:path'
-import { packageRoot } from '../devenv/binaries.js'
-import { runBuildScript } from '../devenv/build-script.js'
+import { packageRoot } from '../controlplane/binaries.js'
+import { runBuildScript } from '../controlplane/build-script.js'
 
 let pending: Promise<string> | undefined
 

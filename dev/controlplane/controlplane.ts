@@ -13,12 +13,13 @@
  */
 import { randomBytes } from 'node:crypto'
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
-import { request as httpsRequest } from 'node:https'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { KubeConfig } from '@kubernetes/client-node'
+import { KubeHttp, type KubeRequest } from '../../src/kube/http.js'
 import { ensureBinaries, type ControlPlaneBinaries } from './binaries.js'
 import { customResourceKey, etcdGet, etcdHealthy, etcdListKeys } from './etcd.js'
-import { writeKubeconfig } from './kubeconfig.js'
+import { renderKubeconfig, writeKubeconfig } from './kubeconfig.js'
 import { createCa, createServiceAccountKeyPair, issueClientCert, issueServingCert, type CertKeyPair } from './pki.js'
 import { freePorts } from './ports.js'
 import { ManagedProcess, releaseDirAtExit, removeDirAtExit, startGuard, type Guard } from './process.js'
@@ -57,7 +58,7 @@ export interface ApiResponse {
 }
 
 export interface ApiRequestOptions {
-  method?: string
+  method?: KubeRequest['method']
   body?: unknown
   contentType?: string
   /** Credentials to use instead of the admin's. */
@@ -117,7 +118,7 @@ export interface ControlPlane {
   /** apiVersion a custom resource is stored in (from etcd), or null when not stored. */
   storedApiVersion(group: string, plural: string, namespace: string | undefined, name: string): Promise<string | null>
   listEtcdKeys(prefix: string): Promise<string[]>
-  /** An HTTPS request to the API server, as admin unless `as` is given. Never throws on HTTP status. */
+  /** A request to the API server through KubeHttp, as admin unless `as` is given. Never throws on HTTP status. */
   apiRequest(path: string, opts?: ApiRequestOptions): Promise<ApiResponse>
   writeStateFile(path: string): Promise<void>
 
@@ -161,56 +162,6 @@ function merge(base: Record<string, string>, ...overrides: Array<FlagOverrides |
   return out
 }
 
-function apiRequestRaw(
-  server: string,
-  caPem: string,
-  cred: { certPem: string; keyPem: string },
-  path: string,
-  opts: ApiRequestOptions = {},
-): Promise<ApiResponse> {
-  const url = new URL(path, server)
-  const payload =
-    opts.body === undefined ? undefined : typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body)
-  const headers: Record<string, string | number> = { accept: 'application/json' }
-  if (payload !== undefined) {
-    headers['content-type'] = opts.contentType ?? 'application/json'
-    headers['content-length'] = Buffer.byteLength(payload)
-  }
-  const timeoutMs = opts.timeoutMs ?? 30_000
-  return new Promise<ApiResponse>((resolve, reject) => {
-    const req = httpsRequest(
-      url,
-      {
-        method: opts.method ?? 'GET',
-        ca: caPem,
-        cert: cred.certPem,
-        key: cred.keyPem,
-        headers,
-        timeout: timeoutMs,
-        agent: false,
-      },
-      (res) => {
-        const chunks: Buffer[] = []
-        res.on('data', (c: Buffer) => chunks.push(c))
-        res.on('error', reject)
-        res.on('end', () => {
-          const body = Buffer.concat(chunks).toString('utf8')
-          let json: unknown
-          try {
-            json = JSON.parse(body)
-          } catch {
-            json = undefined
-          }
-          resolve({ status: res.statusCode ?? 0, body, json })
-        })
-      },
-    )
-    req.on('timeout', () => req.destroy(new Error(`${req.method} ${url.pathname}: timed out after ${timeoutMs}ms`)))
-    req.on('error', reject)
-    req.end(payload)
-  })
-}
-
 function parseStoredApiVersion(key: string, raw: Buffer | null): string | null {
   if (raw === null) return null
   const text = raw.toString('utf8')
@@ -232,6 +183,8 @@ abstract class ControlPlaneBase implements ControlPlane {
   timings: StartupTimings | undefined
   logFiles: { etcd: string; apiserver: string } | undefined
   private userSeq = 0
+  /** One client per set of credentials (by certificate), made on first use. */
+  private readonly clients = new Map<string, KubeHttp>()
 
   protected constructor(
     readonly dir: string,
@@ -268,8 +221,43 @@ abstract class ControlPlaneBase implements ControlPlane {
     return etcdListKeys(this.etcdEndpoint, prefix)
   }
 
-  apiRequest(path: string, opts: ApiRequestOptions = {}): Promise<ApiResponse> {
-    return apiRequestRaw(this.server, this.ca.certPem, opts.as ?? this.admin, path, opts)
+  /**
+   * Through the product's own client (KubeHttp, authenticated by client-node's KubeConfig
+   * as the product is), answering every status instead of throwing on non-2xx.
+   */
+  async apiRequest(path: string, opts: ApiRequestOptions = {}): Promise<ApiResponse> {
+    const res = await this.clientFor(opts.as ?? this.admin).requestRaw({
+      method: opts.method ?? 'GET',
+      path,
+      body: opts.body,
+      ...(opts.contentType ? { contentType: opts.contentType } : {}),
+      timeoutMs: opts.timeoutMs ?? 30_000,
+    })
+    let json: unknown
+    try {
+      json = JSON.parse(res.body)
+    } catch {
+      json = undefined
+    }
+    return { status: res.status, body: res.body, json }
+  }
+
+  /** A KubeHttp for a client certificate of this control plane's CA, from an in-memory kubeconfig. */
+  private clientFor(cred: { certPem: string; keyPem: string }): KubeHttp {
+    let http = this.clients.get(cred.certPem)
+    if (!http) {
+      const kc = new KubeConfig()
+      kc.loadFromString(renderKubeconfig({ server: this.server, caPem: this.ca.certPem, user: 'user', ...cred }))
+      http = new KubeHttp(kc, { maxSockets: 16 })
+      this.clients.set(cred.certPem, http)
+    }
+    return http
+  }
+
+  /** Drops every pooled connection (after an API server stop, and on stop). */
+  protected closeClients(): void {
+    for (const http of this.clients.values()) http.close()
+    this.clients.clear()
   }
 
   abstract writeStateFile(path: string): Promise<void>
@@ -374,6 +362,8 @@ class OwnedControlPlane extends ControlPlaneBase {
 
   async stopApiserver(opts: StopOptions = {}): Promise<void> {
     await this.apiserver?.stop(opts.graceMs)
+    // Pooled keep-alive connections went with it; the next request opens a fresh one.
+    this.closeClients()
   }
 
   async restartApiserver(opts: { extraApiserverFlags?: FlagOverrides } = {}): Promise<void> {
@@ -413,6 +403,7 @@ class OwnedControlPlane extends ControlPlaneBase {
     if (this.stopped) return
     this.stopped = true
     this.guard.disarm()
+    this.closeClients()
     // API server first so it does not spin on a vanished etcd.
     await this.stopProcesses()
     await rm(this.dir, { recursive: true, force: true })
@@ -476,6 +467,7 @@ class AttachedControlPlane extends ControlPlaneBase {
   }
 
   async stop(): Promise<void> {
+    this.closeClients()
     await rm(this.usersDir, { recursive: true, force: true })
     releaseDirAtExit(this.usersDir)
   }

@@ -1,0 +1,48 @@
+#!/usr/bin/env node
+/**
+ * The development tooling's entry point (not part of the product, never shipped):
+ *   npm run cluster   a local kube-apiserver + etcd, prints its KUBECONFIG
+ *   npm start         (= npm run demo) the whole story on a local control plane
+ *   npm run certs     development CA and serving certificate under certs/
+ * Built by `npm run build` into dist-dev/ (dev/tsconfig.json). The benchmark has its own
+ * entry point, dev/bench/main.ts (`npm run bench`).
+ */
+import { Command, Option } from 'commander'
+
+const program = new Command()
+  .name('crd-migrator-dev')
+  .description('Development tooling of crd-migrator: a local control plane, the demo, development certificates.')
+  .showHelpAfterError()
+
+program.command('cluster')
+  .description('start a local kube-apiserver and etcd (built from Go modules on first use) and print its KUBECONFIG; Ctrl-C stops it')
+  .action(async () => {
+    const { runClusterCommand } = await import('./controlplane/cluster-command.js')
+    process.exitCode = await runClusterCommand()
+  })
+
+program.command('demo')
+  .description('the whole story on a local control plane: a CRD with thousands of objects moved from v1 to v2, with the freeze at work')
+  .addOption(new Option('--objects <n>', 'custom resources to create').default('3000'))
+  .option('--keep', 'keep the control plane running at the end until Ctrl-C', false)
+  .action(async opts => {
+    const { runDemo } = await import('./demo/demo.js')
+    process.exitCode = await runDemo({ objects: Number(opts.objects), keep: Boolean(opts.keep) })
+  })
+
+program.command('certs')
+  .description('make a development CA and serving certificate for the webhook (localhost, 127.0.0.1 and the in-cluster Service names)')
+  .option('--dir <dir>', 'where to write ca.crt, ca.key, tls.crt, tls.key', 'certs')
+  .option('--service-name <name>', 'Service name of the webhook', 'crd-migrator')
+  .option('--namespace <ns>', 'namespace of the Service', 'crd-migrator')
+  .option('--host <host...>', 'more DNS names or IPs for the certificate')
+  .action(async opts => {
+    const { generateDevCertificates } = await import('./certs/devcerts.js')
+    const certs = await generateDevCertificates(opts.dir, { serviceName: opts.serviceName, namespace: opts.namespace, extraHosts: opts.host ?? [] })
+    process.stdout.write(`wrote ${certs.certFile} and ${certs.keyFile} (CA ${certs.caCertFile}${certs.caReused ? ', reused' : ''}) for ${certs.hosts.join(', ')}\n`)
+  })
+
+program.parseAsync(process.argv).catch(err => {
+  process.stderr.write(`crd-migrator-dev: ${err instanceof Error ? err.message : String(err)}\n`)
+  process.exit(1)
+})

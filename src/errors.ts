@@ -1,0 +1,82 @@
+/**
+ * Every error crd-migrator raises on purpose, with a stable code, in one table (the way
+ * fastify's lib/errors.js does it). The code is what users search for: it leads the CLI's
+ * error line, the `Failed:` result in `crd-migrator.io/last-result` and the Events, and
+ * it is a field of every log line that carries the error (`err.code`).
+ *
+ * Errors from elsewhere (Node, libraries) are reported as CRDM_INTERNAL unless they are
+ * wrapped here with a cause.
+ */
+
+export const ERROR_CODES = {
+  /** A config file, environment variable or flag holds a value that is not valid. */
+  CRDM_CONFIG_INVALID: 'invalid configuration',
+  /** No cluster to talk to: no kubeconfig, or one without a current context. */
+  CRDM_KUBECONFIG: 'no usable kubeconfig',
+  /** The checkpoint-sealing key cannot be read or is too short. */
+  CRDM_STATE_KEY: 'unusable state key',
+  /** A label selector cannot be parsed. */
+  CRDM_LABEL_SELECTOR: 'invalid label selector',
+  /** The webhook was sent something that is not an AdmissionReview it can answer. */
+  CRDM_REVIEW_MALFORMED: 'malformed AdmissionReview',
+  /** A serving certificate/key pair cannot be used. */
+  CRDM_CERTIFICATE: 'unusable serving certificate',
+  /** The API server answered a request with an error status. */
+  CRDM_KUBE_API: 'Kubernetes API error',
+  /** The API server did not start writing the new storage version in time. */
+  CRDM_STORAGE_NOT_SWITCHED: 'storage version not switched',
+  /** Some objects could not be rewritten or cleaned; the others were. */
+  CRDM_OBJECTS_FAILED: 'objects failed',
+  /** The CRD's storage version or generation changed under the freeze. */
+  CRDM_CRD_CHANGED: 'CRD changed during the migration',
+  /** The run was stopped (shutdown, leadership lost, Ctrl-C). */
+  CRDM_ABORTED: 'stopped',
+  /** A webhook configuration cannot be rendered from the options given. */
+  CRDM_WEBHOOK_CONFIG: 'invalid webhook configuration options',
+  /** A bug: something that should not happen did. */
+  CRDM_INTERNAL: 'internal error',
+} as const
+
+export type ErrorCode = keyof typeof ERROR_CODES
+
+export class CrdMigratorError extends Error {
+  override readonly name: string = 'CrdMigratorError'
+
+  constructor(readonly code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options)
+  }
+}
+
+/**
+ * A configuration that cannot be used, from a file, an environment variable or a flag
+ * alike; the message names the field and where its value came from.
+ */
+export class ConfigError extends CrdMigratorError {
+  override readonly name: string = 'ConfigError'
+
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('CRDM_CONFIG_INVALID', message, options)
+  }
+}
+
+/** The code of any error: ours, an abort, or CRDM_INTERNAL. */
+export function errorCode(err: unknown): ErrorCode {
+  if (err instanceof CrdMigratorError) return err.code
+  if (isAbort(err)) return 'CRDM_ABORTED'
+  return 'CRDM_INTERNAL'
+}
+
+/** The message of any thrown value, without casting. */
+export function errorMessage(err: unknown): string {
+  if (err instanceof Error) return err.message
+  return typeof err === 'string' ? err : String(err)
+}
+
+/** "CODE: message", for the CLI, Events and the last-result annotation. */
+export function describeError(err: unknown): string {
+  return `${errorCode(err)}: ${errorMessage(err)}`
+}
+
+function isAbort(err: unknown): boolean {
+  return err instanceof Error && (err.name === 'AbortError' || (err as { code?: unknown }).code === 'ABORT_ERR')
+}

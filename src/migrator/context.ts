@@ -1,0 +1,68 @@
+/** What one migration is given (settings, collaborators) and what it returns. */
+import type { Logger } from 'pino'
+import type { ErrorCode } from '../errors.js'
+import type { EventRecorder } from '../kube/events.js'
+import type { KubeHttp } from '../kube/http.js'
+import type { CheckpointSeal } from './checkpoint-seal.js'
+import type { MigratorMetrics } from './metrics.js'
+import type { Phase } from './plan.js'
+import type { WalkProgress, WalkResult } from './walker.js'
+
+export interface MigrationSettings {
+  migratingAnnotation: string
+  phases: readonly Phase[]
+  useStatusSubresource: boolean
+  concurrency: number
+  qps: number
+  pageSize: number
+  maxAttempts: number
+  progressIntervalMs: number
+  rewriteServedManagedFields: boolean
+  /** How long an owner may go without a heartbeat before its freeze is taken over. */
+  takeoverAfterMs: number
+  /** How long the new storage version must be visible in discovery before objects are rewritten (default 2 s). */
+  storageSettleMs?: number
+  /** Give up waiting for the API server to switch storage after this long (default 60 s). */
+  storageSettleTimeoutMs?: number
+}
+
+export interface MigrationContext {
+  http: KubeHttp
+  logger: Logger
+  /** Identity of this run, written as the freeze owner. */
+  owner: string
+  metrics?: MigratorMetrics
+  events?: EventRecorder
+  signal?: AbortSignal
+  onProgress?: (phase: Phase, progress: WalkProgress) => void
+  /** Seals the checkpoints this run writes and verifies the one it resumes from; default: this process's own. */
+  checkpointSeal?: CheckpointSeal
+}
+
+export type MigrationOutcome = 'Succeeded' | 'Failed' | 'Skipped'
+/** Why a run was Skipped, as a value callers can branch on (the reason text is for people). */
+export type SkipReason = 'blocked' | 'frozen-by-another' | 'in-progress' | 'up-to-date'
+
+export type CleanupResult = WalkResult & { entriesRemoved: number }
+
+export interface MigrationResult {
+  crd: string
+  outcome: MigrationOutcome
+  reason: string
+  /** Set when the run Failed: what to search for (errors.ts). */
+  errorCode?: ErrorCode
+  skipReason?: SkipReason
+  storageVersion: string | undefined
+  /** The CRD's uid and generation this run looked at. */
+  crdUid: string | undefined
+  generation: number
+  storedVersionsBefore: string[]
+  storedVersionsAfter: string[]
+  storage?: WalkResult
+  cleanup?: CleanupResult
+  resumedFrom?: string
+  durationMs: number
+  /** Whether the run ended with the CRD left frozen (the unfreeze itself failed). */
+  leftFrozen: boolean
+}
+

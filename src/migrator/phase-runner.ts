@@ -1,0 +1,83 @@
+/**
+ * Runs one phase over every object of the CRD: lists metadata page by page, hands each
+ * object to the phase's write (a no-op rewrite, or a managedFields cleanup), and wires the
+ * walk into metrics, progress and the state annotations.
+ */
+import { listMetadata } from '../kube/list-metadata.js'
+import { resourceRef } from '../kube/paths.js'
+import type { CustomResourceDefinition, PartialObjectMetadata } from '../kube/types.js'
+import type { CleanupResult, MigrationContext, MigrationSettings } from './context.js'
+import { managedFieldsPolicy } from './managed-fields.js'
+import { makeCleanupHandler, makeRewriteHandler, needsCleanup, type WriteContext } from './object-writes.js'
+import { Phase } from './plan.js'
+import { requestRetry, ThrottleGate, withRetry } from './retry.js'
+import type { StateWriter } from './state-writer.js'
+import { settled, walkObjects, type Outcome } from './walker.js'
+
+export async function runPhase(
+  phase: Phase,
+  crd: CustomResourceDefinition,
+  storageVersion: string,
+  settings: MigrationSettings,
+  ctx: MigrationContext,
+  state: StateWriter,
+  resumeAfter: string | undefined,
+): Promise<CleanupResult> {
+  const started = Date.now()
+  const name = crd.metadata.name
+  // Caps the writes in flight below the configured concurrency while the API server throttles.
+  const gate = new ThrottleGate({ maxConcurrency: settings.concurrency })
+  const write: WriteContext = {
+    http: ctx.http,
+    ref: resourceRef(crd, storageVersion),
+    retry: {
+      ...requestRetry(settings.maxAttempts, ctx.signal),
+      gate,
+      onThrottled: () => ctx.metrics?.throttled.inc(),
+      onRetry: (err, attempt) => ctx.logger.debug({ crd: name, err, attempt }, 'retrying write'),
+    },
+  }
+  let entriesRemoved = 0
+  const policy = phase === Phase.CleanupManagedFields ? managedFieldsPolicy(crd, storageVersion, settings) : undefined
+  const handler = policy
+    ? makeCleanupHandler(write, policy, removed => { entriesRemoved += removed })
+    : makeRewriteHandler(write, settings.useStatusSubresource)
+  const labels = { crd: name, phase }
+  const pages = listMetadata(ctx.http, write.ref, {
+    pageSize: settings.pageSize,
+    ...(ctx.signal ? { signal: ctx.signal } : {}),
+    // List pages ride out throttling and transient errors like the writes, through the same gate.
+    fetchPage: fetch => withRetry(fetch, write.retry),
+    onRestart: after => ctx.logger.warn({ crd: name, after }, 'list continue token expired; listing again after the last key seen'),
+  })
+  try {
+    const result = await walkObjects(pages, handler, {
+      concurrency: settings.concurrency,
+      qps: settings.qps,
+      ...(resumeAfter !== undefined ? { resumeAfter } : {}),
+      ...(ctx.signal ? { signal: ctx.signal } : {}),
+      // Objects with nothing to clean are settled from the list, not paced at --qps.
+      ...(policy ? { skip: (item: PartialObjectMetadata) => !needsCleanup(item, policy), onSkipped: () => ctx.metrics?.objects.inc({ ...labels, outcome: 'skipped' }) } : {}),
+      onWriteStart: () => ctx.metrics?.writesInFlight.inc(),
+      onWriteEnd: (outcome: Outcome | 'failed', seconds: number) => {
+        ctx.metrics?.writesInFlight.dec()
+        ctx.metrics?.writeDuration.observe({ phase }, seconds)
+        ctx.metrics?.objects.inc({ ...labels, outcome })
+      },
+      onProgress: progress => {
+        ctx.metrics?.remaining.set(labels, Math.max(0, (progress.total ?? progress.counts.seen) - settled(progress)))
+        ctx.onProgress?.(phase, progress)
+        void state.progress(phase, progress)
+      },
+    })
+    await state.progress(phase, { counts: result.counts, total: result.counts.seen, checkpoint: result.checkpoint, inFlight: 0 }, true)
+    ctx.metrics?.phaseDuration.observe({ ...labels, result: result.counts.failed > 0 ? 'Failed' : 'Succeeded' }, (Date.now() - started) / 1000)
+    return { ...result, entriesRemoved }
+  } catch (err) {
+    ctx.metrics?.phaseDuration.observe({ ...labels, result: 'Failed' }, (Date.now() - started) / 1000)
+    throw err
+  } finally {
+    ctx.metrics?.remaining.remove(labels)
+  }
+}
+

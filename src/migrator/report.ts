@@ -1,0 +1,20 @@
+/** How a migration's result is put into words: the summary and the counts annotation. */
+import type { MigrationResult } from './context.js'
+
+export function countsText(result: MigrationResult): string {
+  const parts: string[] = []
+  if (result.storage) {
+    const c = result.storage.counts
+    parts.push(`rewritten=${c.rewritten + c.conflict}`, `alreadyCurrent=${c.current}`, `gone=${c.gone}`, `failed=${c.failed}`)
+    if (c.resumed) parts.push(`resumed=${c.resumed}`)
+  }
+  if (result.cleanup) parts.push(`managedFieldsCleaned=${result.cleanup.counts.rewritten}`, `managedFieldsEntriesRemoved=${result.cleanup.entriesRemoved}`, `cleanupFailed=${result.cleanup.counts.failed}`)
+  return parts.join(' ')
+}
+
+export function summarize(result: MigrationResult): string {
+  const parts: string[] = []
+  if (result.storage) parts.push(`${result.storage.counts.seen} object(s) rewritten in ${result.storageVersion}, storedVersions ${JSON.stringify(result.storedVersionsAfter)}`)
+  if (result.cleanup) parts.push(`${result.cleanup.entriesRemoved} managedFields entr${result.cleanup.entriesRemoved === 1 ? 'y' : 'ies'} of unserved versions removed from ${result.cleanup.counts.rewritten} object(s)`)
+  return parts.join('; ') || 'nothing to do'
+}

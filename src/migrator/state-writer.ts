@@ -1,0 +1,72 @@
+/**
+ * Writes phase, progress, checkpoint and heartbeat annotations on a timer, never per
+ * object: the CRD is watched by every controller in the cluster, so per-object updates
+ * would be a storm. The heartbeat also tells other replicas this run is alive.
+ */
+import { patchCrdAnnotations } from '../kube/crds.js'
+import { heartbeatPatch, phasePatch, progressPatch, StateAnnotation, type AnnotationPatch } from '../state/crd-state.js'
+import type { MigrationContext } from './context.js'
+import { Phase } from './plan.js'
+import { settled, type WalkProgress } from './walker.js'
+
+export class StateWriter {
+  private latest: { phase: Phase; progress: string; checkpoint: string | undefined } | undefined
+  private written = ''
+  private pending: Promise<unknown> = Promise.resolve()
+  private readonly timer: NodeJS.Timeout
+
+  /** `sealCheckpoint` makes the seal a resumed run checks (null: none can be made). */
+  constructor(
+    private readonly ctx: MigrationContext,
+    private readonly name: string,
+    intervalMs: number,
+    private readonly sealCheckpoint: (checkpoint: string) => string | null,
+  ) {
+    this.timer = setInterval(() => void this.flush(), intervalMs)
+    this.timer.unref()
+  }
+
+  async phase(phase: string): Promise<void> {
+    this.latest = undefined
+    await this.write(phasePatch(phase))
+  }
+
+  /** Remembers the latest progress; the timer writes it. `final` writes it now. */
+  async progress(phase: Phase, p: WalkProgress, final = false): Promise<void> {
+    this.latest = { phase, progress: `${settled(p)}/${p.total ?? '?'}`, checkpoint: p.checkpoint }
+    if (final) await this.flush()
+  }
+
+  stop(): void {
+    clearInterval(this.timer)
+  }
+
+  private flush(): Promise<void> {
+    const latest = this.latest
+    let patch: AnnotationPatch = {}
+    if (latest) {
+      const checkpoint = latest.phase === Phase.StorageVersionMigration
+        ? { key: latest.checkpoint, seal: latest.checkpoint === undefined ? null : this.sealCheckpoint(latest.checkpoint) }
+        : undefined
+      patch = progressPatch(latest.progress, checkpoint)
+    }
+    const key = JSON.stringify(patch)
+    // Heartbeat even without news, so a slow phase is not mistaken for a dead run.
+    if (key === this.written && latest) patch[StateAnnotation.phase] = latest.phase
+    this.written = key
+    return this.write(patch)
+  }
+
+  private write(patch: AnnotationPatch): Promise<void> {
+    const next = this.pending.then(async () => {
+      try {
+        await patchCrdAnnotations(this.ctx.http, this.name, { ...patch, ...heartbeatPatch() })
+      } catch (err) {
+        // Progress is informational; the migration goes on and the next write may succeed.
+        this.ctx.logger.warn({ crd: this.name, err }, 'could not write progress annotations')
+      }
+    })
+    this.pending = next
+    return next
+  }
+}

@@ -1,0 +1,198 @@
+/**
+ * The CRD's migration state, in one place: every annotation crd-migrator reads or writes
+ * on a CustomResourceDefinition (the KEP-2855 migrating annotation and our own
+ * `crd-migrator.io/*` keys), read into typed values, judged by pure verdicts, and written
+ * as annotation patches. The migrator, the controller, `status` and the webhook go
+ * through here; nothing else names a key.
+ *
+ * Nothing read here is trusted for a decision that could skip work: others can write
+ * annotations (the webhook guards them, but only while it is installed and answers). The
+ * checkpoint is trusted only with its seal (migrator/checkpoint-seal.ts); results and
+ * observed generations are for people.
+ */
+import type { CustomResourceDefinition } from '../kube/types.js'
+
+/** The value of the migrating annotation that freezes a CRD (KEP-2855). */
+export const MIGRATING_VALUE = 'true'
+
+export const STATE_PREFIX = 'crd-migrator.io/'
+
+export const StateAnnotation = {
+  phase: `${STATE_PREFIX}phase`,
+  progress: `${STATE_PREFIX}progress`,
+  startedAt: `${STATE_PREFIX}started-at`,
+  targetStorageVersion: `${STATE_PREFIX}target-storage-version`,
+  frozenGeneration: `${STATE_PREFIX}frozen-generation`,
+  owner: `${STATE_PREFIX}owner`,
+  heartbeat: `${STATE_PREFIX}heartbeat`,
+  checkpoint: `${STATE_PREFIX}checkpoint`,
+  /** HMAC of the checkpoint, so a resumed run trusts only checkpoints a migrator wrote. */
+  checkpointSeal: `${STATE_PREFIX}checkpoint-seal`,
+  lastResult: `${STATE_PREFIX}last-result`,
+  lastCounts: `${STATE_PREFIX}last-counts`,
+  lastDuration: `${STATE_PREFIX}last-duration`,
+  observedGeneration: `${STATE_PREFIX}observed-generation`,
+  finishedAt: `${STATE_PREFIX}finished-at`,
+} as const
+
+/** Whether an annotation key is one of the migrator's state keys. */
+export function isStateAnnotation(key: string): boolean {
+  return key.startsWith(STATE_PREFIX)
+}
+
+/** An annotation patch: a value sets a key, null removes it (JSON merge patch). */
+export type AnnotationPatch = Record<string, string | null>
+
+/** What the annotations of a CRD say. */
+export interface CrdState {
+  /** The migrating annotation has the migrating value. */
+  frozen: boolean
+  /** Set when the freeze is a crd-migrator run's (it wrote its owner annotation). */
+  owner: string | undefined
+  heartbeat: Date | undefined
+  startedAt: string | undefined
+  targetStorageVersion: string | undefined
+  frozenGeneration: number | undefined
+  checkpoint: string | undefined
+  checkpointSeal: string | undefined
+  phase: string | undefined
+  progress: string | undefined
+  lastResult: string | undefined
+  lastDuration: string | undefined
+  /** Whether the CRD carries the migrating annotation (any value) or any state key. */
+  carriesState: boolean
+}
+
+export function readCrdState(crd: CustomResourceDefinition, migratingAnnotation: string): CrdState {
+  const a = crd.metadata.annotations ?? {}
+  const text = (key: string) => a[key] || undefined
+  const heartbeat = text(StateAnnotation.heartbeat) ? new Date(a[StateAnnotation.heartbeat]!) : undefined
+  const generation = text(StateAnnotation.frozenGeneration) ? Number(a[StateAnnotation.frozenGeneration]) : undefined
+  return {
+    frozen: a[migratingAnnotation] === MIGRATING_VALUE,
+    owner: text(StateAnnotation.owner),
+    heartbeat: heartbeat && !Number.isNaN(heartbeat.getTime()) ? heartbeat : undefined,
+    startedAt: text(StateAnnotation.startedAt),
+    targetStorageVersion: text(StateAnnotation.targetStorageVersion),
+    frozenGeneration: Number.isFinite(generation) ? generation : undefined,
+    checkpoint: text(StateAnnotation.checkpoint),
+    checkpointSeal: text(StateAnnotation.checkpointSeal),
+    phase: text(StateAnnotation.phase),
+    progress: text(StateAnnotation.progress),
+    lastResult: text(StateAnnotation.lastResult),
+    lastDuration: text(StateAnnotation.lastDuration),
+    carriesState: a[migratingAnnotation] !== undefined || Object.keys(a).some(isStateAnnotation),
+  }
+}
+
+/** Who holds a freeze, for people: 'no', 'yes (<owner>)' or 'yes (foreign)'. */
+export function describeFreeze(state: CrdState): string {
+  if (!state.frozen) return 'no'
+  return `yes (${state.owner ?? 'foreign'})`
+}
+
+export type FreezeVerdict =
+  | { action: 'freeze' }
+  | { action: 'resume'; checkpoint: string | undefined; previousOwner: string }
+  | { action: 'wait'; reason: string }
+  | { action: 'foreign'; reason: string }
+
+/**
+ * Decides what to do with a CRD that may already be frozen: a freeze without our owner
+ * annotation belongs to another tool and is never touched; ours is resumed once its owner
+ * stopped heart-beating (a crashed or evicted run), or straight away when it is our own
+ * identity (the same replica restarted).
+ */
+export function decideFreeze(state: CrdState, self: string, storageVersion: string, takeoverAfterMs: number, now = new Date()): FreezeVerdict {
+  if (!state.frozen) return { action: 'freeze' }
+  if (!state.owner) return { action: 'foreign', reason: 'the CRD carries the migrating annotation but no crd-migrator owner: another migrator froze it' }
+  const age = state.heartbeat ? now.getTime() - state.heartbeat.getTime() : Number.POSITIVE_INFINITY
+  if (state.owner !== self && age < takeoverAfterMs) {
+    return { action: 'wait', reason: `migration in progress by ${state.owner} (heartbeat ${Math.round(age / 1000)}s ago)` }
+  }
+  const checkpoint = state.targetStorageVersion === storageVersion ? state.checkpoint : undefined
+  return { action: 'resume', checkpoint, previousOwner: state.owner }
+}
+
+/** Sets a fresh freeze. */
+export function freezePatch(migratingAnnotation: string, owner: string, storageVersion: string, generation: number, now = new Date()): AnnotationPatch {
+  return {
+    [migratingAnnotation]: MIGRATING_VALUE,
+    [StateAnnotation.owner]: owner,
+    [StateAnnotation.heartbeat]: now.toISOString(),
+    [StateAnnotation.phase]: 'Started',
+    [StateAnnotation.startedAt]: now.toISOString(),
+    [StateAnnotation.targetStorageVersion]: storageVersion,
+    [StateAnnotation.frozenGeneration]: String(generation),
+    [StateAnnotation.progress]: null,
+    // A fresh freeze starts from the beginning: a checkpoint left on the CRD (by hand, or
+    // by a run of another storage version) must never make this run skip objects.
+    [StateAnnotation.checkpoint]: null,
+    [StateAnnotation.checkpointSeal]: null,
+  }
+}
+
+/** Takes over a freeze of ours whose owner went quiet. */
+export function takeOverPatch(owner: string, now = new Date()): AnnotationPatch {
+  return { [StateAnnotation.owner]: owner, [StateAnnotation.heartbeat]: now.toISOString() }
+}
+
+/** Enters a phase; progress starts again. */
+export function phasePatch(phase: string): AnnotationPatch {
+  return { [StateAnnotation.phase]: phase, [StateAnnotation.progress]: null }
+}
+
+/** Progress of the running phase; the checkpoint (with its seal) only in the storage phase. */
+export function progressPatch(progress: string, checkpoint?: { key: string | undefined; seal: string | null }): AnnotationPatch {
+  const patch: AnnotationPatch = { [StateAnnotation.progress]: progress }
+  if (checkpoint) {
+    patch[StateAnnotation.checkpoint] = checkpoint.key ?? null
+    patch[StateAnnotation.checkpointSeal] = checkpoint.key === undefined ? null : checkpoint.seal
+  }
+  return patch
+}
+
+export function heartbeatPatch(now = new Date()): AnnotationPatch {
+  return { [StateAnnotation.heartbeat]: now.toISOString() }
+}
+
+export interface RunOutcome {
+  outcome: 'Succeeded' | 'Failed'
+  /** Shown after "Failed: " in last-result. */
+  reason: string
+  counts: string
+  durationMs: number
+  /** Recorded as observed-generation on success. */
+  frozenGeneration: number
+}
+
+/** Lifts the freeze and records the result. */
+export function unfreezePatch(migratingAnnotation: string, run: RunOutcome, now = new Date()): AnnotationPatch {
+  const patch: AnnotationPatch = {
+    [migratingAnnotation]: null,
+    [StateAnnotation.owner]: null,
+    [StateAnnotation.heartbeat]: null,
+    [StateAnnotation.checkpoint]: null,
+    [StateAnnotation.checkpointSeal]: null,
+    [StateAnnotation.phase]: run.outcome,
+    [StateAnnotation.lastResult]: run.outcome === 'Succeeded' ? 'Succeeded' : `Failed: ${truncate(run.reason, 200)}`,
+    [StateAnnotation.lastCounts]: run.counts,
+    [StateAnnotation.lastDuration]: `${(run.durationMs / 1000).toFixed(1)}s`,
+    [StateAnnotation.finishedAt]: now.toISOString(),
+  }
+  if (run.outcome === 'Succeeded') patch[StateAnnotation.observedGeneration] = String(run.frozenGeneration)
+  return patch
+}
+
+/**
+ * Records that a generation needs nothing (for `status`), or nothing when it says so
+ * already. Never read back for a decision.
+ */
+export function upToDatePatch(crd: CustomResourceDefinition): AnnotationPatch | undefined {
+  const a = crd.metadata.annotations ?? {}
+  const generation = String(crd.metadata.generation ?? 0)
+  if (a[StateAnnotation.observedGeneration] === generation && a[StateAnnotation.lastResult] === 'Succeeded') return undefined
+  return { [StateAnnotation.observedGeneration]: generation, [StateAnnotation.lastResult]: 'Succeeded' }
+}
+
+const truncate = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s)

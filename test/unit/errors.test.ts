@@ -1,0 +1,36 @@
+import t from 'tap'
+import { ConfigError, CrdMigratorError, describeError, ERROR_CODES, errorCode, errorMessage } from '../../src/errors.js'
+import { KubeApiError } from '../../src/kube/http.js'
+import { CertificateError } from '../../src/webhook/tls.js'
+
+t.test('every error of ours carries its code; anything else is CRDM_INTERNAL', async (t) => {
+  t.equal(errorCode(new CrdMigratorError('CRDM_OBJECTS_FAILED', '3 object(s) could not be rewritten')), 'CRDM_OBJECTS_FAILED')
+  t.equal(errorCode(new ConfigError('migrator.concurrency: Too small')), 'CRDM_CONFIG_INVALID')
+  t.equal(errorCode(new KubeApiError(404, 'GET', '/x', { kind: 'Status', message: 'not found' }, undefined)), 'CRDM_KUBE_API')
+  t.equal(errorCode(new CertificateError('expired', 'expired')), 'CRDM_CERTIFICATE')
+  t.equal(errorCode(Object.assign(new Error('The operation was aborted'), { name: 'AbortError' })), 'CRDM_ABORTED')
+  t.equal(errorCode(new TypeError('x is undefined')), 'CRDM_INTERNAL')
+  t.equal(errorCode('a string'), 'CRDM_INTERNAL')
+})
+
+t.test('describeError leads with the code; errorMessage needs no cast', async (t) => {
+  t.equal(describeError(new ConfigError('bad')), 'CRDM_CONFIG_INVALID: bad')
+  t.equal(describeError(new KubeApiError(409, 'PATCH', '/y', { kind: 'Status', message: 'conflict' }, undefined)), 'CRDM_KUBE_API: PATCH /y: 409 conflict')
+  t.equal(errorMessage(42), '42')
+  t.equal(errorMessage(new Error('m')), 'm')
+})
+
+t.test('the code is an own enumerable property, so pino logs it with the error', async (t) => {
+  const err = new CrdMigratorError('CRDM_STATE_KEY', 'too short', { cause: new Error('ENOENT') })
+  t.same(Object.keys(err).includes('code'), true)
+  t.equal((err.cause as Error).message, 'ENOENT')
+  t.equal(err.name, 'CrdMigratorError')
+  t.equal(new ConfigError('x').name, 'ConfigError')
+})
+
+t.test('every code has a description', async (t) => {
+  for (const [code, text] of Object.entries(ERROR_CODES)) {
+    t.match(code, /^CRDM_[A-Z_]+$/)
+    t.ok(text.length > 0)
+  }
+})
