@@ -14,35 +14,44 @@ const program = new Command()
   .description('Development tooling of crd-migrator: a local control plane, the demo, development certificates.')
   .showHelpAfterError()
 
-program.command('cluster')
+program
+  .command('cluster')
   .description('start a local kube-apiserver and etcd (built from Go modules on first use) and print its KUBECONFIG; Ctrl-C stops it')
   .action(async () => {
     const { runClusterCommand } = await import('./controlplane/cluster-command.js')
     process.exitCode = await runClusterCommand()
   })
 
-program.command('demo')
+program
+  .command('demo')
   .description('the whole story on a local control plane: a CRD with thousands of objects moved from v1 to v2, with the freeze at work')
   .addOption(new Option('--objects <n>', 'custom resources to create').default('3000'))
   .option('--keep', 'keep the control plane running at the end until Ctrl-C', false)
-  .action(async opts => {
+  .action(async (opts: { objects: string; keep: boolean }) => {
     const { runDemo } = await import('./demo/demo.js')
     process.exitCode = await runDemo({ objects: Number(opts.objects), keep: Boolean(opts.keep) })
   })
 
-program.command('certs')
+program
+  .command('certs')
   .description('make a development CA and serving certificate for the webhook (localhost, 127.0.0.1 and the in-cluster Service names)')
   .option('--dir <dir>', 'where to write ca.crt, ca.key, tls.crt, tls.key', 'certs')
   .option('--service-name <name>', 'Service name of the webhook', 'crd-migrator')
   .option('--namespace <ns>', 'namespace of the Service', 'crd-migrator')
   .option('--host <host...>', 'more DNS names or IPs for the certificate')
-  .action(async opts => {
+  .action(async (opts: { dir: string; serviceName: string; namespace: string; host?: string[] }) => {
     const { generateDevCertificates } = await import('./certs/devcerts.js')
-    const certs = await generateDevCertificates(opts.dir, { serviceName: opts.serviceName, namespace: opts.namespace, extraHosts: opts.host ?? [] })
-    process.stdout.write(`wrote ${certs.certFile} and ${certs.keyFile} (CA ${certs.caCertFile}${certs.caReused ? ', reused' : ''}) for ${certs.hosts.join(', ')}\n`)
+    const certs = await generateDevCertificates(opts.dir, {
+      serviceName: opts.serviceName,
+      namespace: opts.namespace,
+      extraHosts: opts.host ?? [],
+    })
+    process.stdout.write(
+      `wrote ${certs.certFile} and ${certs.keyFile} (CA ${certs.caCertFile}${certs.caReused ? ', reused' : ''}) for ${certs.hosts.join(', ')}\n`,
+    )
   })
 
-program.parseAsync(process.argv).catch(err => {
+program.parseAsync(process.argv).catch((err) => {
   process.stderr.write(`crd-migrator-dev: ${err instanceof Error ? err.message : String(err)}\n`)
   process.exit(1)
 })

@@ -99,7 +99,7 @@ const [code, signal] = await new Promise((resolve) => {
 log(`tap finished in ${Date.now() - tStart}ms (${signal ? `signal ${signal}` : `exit ${code}`})`)
 await stopControlPlane()
 rmSync(stateDir, { recursive: true, force: true })
-process.exit(code === 0 ? checkCoverage() : code ?? (signal === 'SIGINT' ? 130 : 1))
+process.exit(code === 0 ? checkCoverage() : (code ?? (signal === 'SIGINT' ? 130 : 1)))
 
 // tap 21 only knows "100% or fail", so .taprc allows incomplete coverage and the project's
 // floor is enforced here, on full runs (a run of chosen files covers less by design).

@@ -42,7 +42,11 @@ export type ErrorCode = keyof typeof ERROR_CODES
 export class CrdMigratorError extends Error {
   override readonly name: string = 'CrdMigratorError'
 
-  constructor(readonly code: ErrorCode, message: string, options?: { cause?: unknown }) {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
     super(message, options)
   }
 }

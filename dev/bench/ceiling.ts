@@ -28,7 +28,7 @@ function pemText(value: unknown, what: string): string | undefined {
   if (value === undefined || value === null) return undefined
   if (typeof value === 'string') return value
   if (Buffer.isBuffer(value)) return value.toString('utf8')
-  if (Array.isArray(value)) return value.map(v => pemText(v, what)).join('\n')
+  if (Array.isArray(value)) return value.map((v) => pemText(v, what)).join('\n')
   throw new Error(`the ceiling takes PEM text for ${what}, not ${typeof value}`)
 }
 
@@ -64,7 +64,12 @@ export interface CeilingResult {
   latency: LatencyHistogram
 }
 
-interface Meta { name: string; namespace?: string; uid: string; resourceVersion: string }
+interface Meta {
+  name: string
+  namespace?: string
+  uid: string
+  resourceVersion: string
+}
 
 export async function runCeiling(o: CeilingOptions): Promise<CeilingResult> {
   const server = new URL(o.connection.server)
@@ -78,7 +83,7 @@ export async function runCeiling(o: CeilingOptions): Promise<CeilingResult> {
         headers['Content-Type'] = 'application/merge-patch+json'
         headers['Content-Length'] = Buffer.byteLength(body)
       }
-      const req = https.request({ host: server.hostname, port: server.port, path, method, headers, agent }, res => {
+      const req = https.request({ host: server.hostname, port: server.port, path, method, headers, agent }, (res) => {
         const chunks: Buffer[] = []
         res.on('data', (c: Buffer) => chunks.push(c))
         res.on('error', reject)
@@ -102,16 +107,22 @@ export async function runCeiling(o: CeilingOptions): Promise<CeilingResult> {
   let listing = true
   let listError: unknown
   const waiting: Array<() => void> = []
-  const wakeAll = () => { for (const w of waiting.splice(0)) w() }
+  const wakeAll = () => {
+    for (const w of waiting.splice(0)) w()
+  }
   let roomForMore: (() => void) | undefined
   const producer = (async () => {
     let token = ''
     try {
       do {
-        while (buffer.length > o.pageSize) await new Promise<void>(r => (roomForMore = r))
+        while (buffer.length > o.pageSize) await new Promise<void>((r) => (roomForMore = r))
         const q = `?limit=${o.pageSize}${token ? `&continue=${encodeURIComponent(token)}` : ''}`
         const res = await call('GET', `${base}/${o.plural}${q}`, 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1')
-        if (res.status === 429 || res.status >= 500) { retries++; await new Promise(r => setTimeout(r, 50)); continue }
+        if (res.status === 429 || res.status >= 500) {
+          retries++
+          await new Promise((r) => setTimeout(r, 50))
+          continue
+        }
         if (res.status !== 200) throw new Error(`list: HTTP ${res.status} ${res.text.slice(0, 200)}`)
         const page = JSON.parse(res.text) as { items: Array<{ metadata: Meta }>; metadata: { continue?: string } }
         for (const item of page.items) buffer.push(item.metadata)
@@ -132,22 +143,33 @@ export async function runCeiling(o: CeilingOptions): Promise<CeilingResult> {
       const m = buffer.shift()
       if (!m) {
         if (!listing) return
-        await new Promise<void>(r => waiting.push(r))
+        await new Promise<void>((r) => waiting.push(r))
         continue
       }
-      if (roomForMore && buffer.length <= o.pageSize) { const r = roomForMore; roomForMore = undefined; r() }
+      if (roomForMore && buffer.length <= o.pageSize) {
+        const r = roomForMore
+        roomForMore = undefined
+        r()
+      }
       const path = `${base}/namespaces/${m.namespace}/${o.plural}/${m.name}`
       const body = `{"apiVersion":"${apiVersion}","kind":"${o.kind}","metadata":{"uid":"${m.uid}","resourceVersion":"${m.resourceVersion}"}}`
       const t0 = performance.now()
       for (let attempt = 1; ; attempt++) {
         try {
           const res = await call('PATCH', path, 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1', body)
-          if ((res.status === 429 || res.status >= 500) && attempt < 10) { retries++; await new Promise(r => setTimeout(r, 20 * attempt)); continue }
+          if ((res.status === 429 || res.status >= 500) && attempt < 10) {
+            retries++
+            await new Promise((r) => setTimeout(r, 20 * attempt))
+            continue
+          }
           // 404 (deleted) and 409 (written since listed) need nothing more, as for the migrator.
           if (res.status === 200 || res.status === 404 || res.status === 409) written++
           else failed++
         } catch {
-          if (attempt < 10) { retries++; continue }
+          if (attempt < 10) {
+            retries++
+            continue
+          }
           failed++
         }
         break
@@ -160,6 +182,7 @@ export async function runCeiling(o: CeilingOptions): Promise<CeilingResult> {
   } finally {
     agent.destroy()
   }
+  // eslint-disable-next-line @typescript-eslint/only-throw-error -- the list's own error, passed on as it was
   if (listError) throw listError
   return { listed, written, failed, retries, wallMs: performance.now() - started, latency }
 }

@@ -95,13 +95,22 @@ async function ours(input: OursChildInput): Promise<OursChildOutput> {
   }
   let throttled = 0
   const inc = metrics.throttled.inc.bind(metrics.throttled)
-  metrics.throttled.inc = ((...a: Parameters<typeof inc>) => { throttled++; inc(...a) }) as typeof metrics.throttled.inc
+  metrics.throttled.inc = ((...a: Parameters<typeof inc>) => {
+    throttled++
+    inc(...a)
+  }) as typeof metrics.throttled.inc
 
   const baseline = memoryOf('self')
   const owner = `bench:${os.hostname()}:${process.pid}`
   const started = performance.now()
   const cpu0 = process.cpuUsage()
-  const result = await migrateCrd(input.crd, settings, { http, logger, owner, metrics, events: new KubeEventRecorder(http, 'crd-migrator', owner) })
+  const result = await migrateCrd(input.crd, settings, {
+    http,
+    logger,
+    owner,
+    metrics,
+    events: new KubeEventRecorder(http, 'crd-migrator', owner),
+  })
   const wallMs = performance.now() - started
   const cpu = process.cpuUsage(cpu0)
   const peak = memoryOf('self')
@@ -111,7 +120,9 @@ async function ours(input: OursChildInput): Promise<OursChildOutput> {
   const gc = (globalThis as { gc?: () => void }).gc
   if (gc) {
     gc()
-    process.stderr.write(`bench child ours: heapUsed after gc ${(process.memoryUsage().heapUsed / 1048576).toFixed(1)} MB, rss ${(process.memoryUsage().rss / 1048576).toFixed(1)} MB\n`)
+    process.stderr.write(
+      `bench child ours: heapUsed after gc ${(process.memoryUsage().heapUsed / 1048576).toFixed(1)} MB, rss ${(process.memoryUsage().rss / 1048576).toFixed(1)} MB\n`,
+    )
   }
   return {
     outcome: result.outcome,
@@ -138,7 +149,11 @@ async function ceiling(input: CeilingOptions): Promise<CeilingChildOutput> {
   const cpu = process.cpuUsage(cpu0)
   const peak = memoryOf('self')
   return {
-    listed: r.listed, written: r.written, failed: r.failed, retries: r.retries, wallMs: r.wallMs,
+    listed: r.listed,
+    written: r.written,
+    failed: r.failed,
+    retries: r.retries,
+    wallMs: r.wallMs,
     latency: r.latency.summary(),
     baselineRssMb: baseline?.rssMb ?? null,
     peakRssMb: peak?.peakRssMb ?? null,
@@ -150,7 +165,7 @@ async function ceiling(input: CeilingOptions): Promise<CeilingChildOutput> {
 async function loopbackCertificates(prefix: string) {
   const { generateDevCertificates } = await import('../certs/devcerts.js')
   const dir = await mkdtemp(path.join(os.tmpdir(), prefix))
-  return { dir, ...await generateDevCertificates(dir, { extraHosts: ['127.0.0.1'] }) }
+  return { dir, ...(await generateDevCertificates(dir, { extraHosts: ['127.0.0.1'] })) }
 }
 
 /** Tells the parent where we listen, and on SIGTERM or a lost parent closes, cleans up and exits. */
@@ -169,7 +184,13 @@ function serveUntilTold(url: string, caCertFile: string, dir: string, close: () 
 async function webhook(): Promise<void> {
   const { startWebhookServer } = await import('../../src/webhook/server.js')
   const certs = await loopbackCertificates('crd-migrator-bench-webhook-')
-  const server = await startWebhookServer({ certFile: certs.certFile, keyFile: certs.keyFile, host: '127.0.0.1', port: 0, logLevel: 'info' })
+  const server = await startWebhookServer({
+    certFile: certs.certFile,
+    keyFile: certs.keyFile,
+    host: '127.0.0.1',
+    port: 0,
+    logLevel: 'info',
+  })
   serveUntilTold(server.url, certs.caCertFile, certs.dir, () => server.close())
 }
 
@@ -182,23 +203,27 @@ async function webhookFloor(): Promise<void> {
   const { createServer } = await import('node:https')
   const { readFile } = await import('node:fs/promises')
   const certs = await loopbackCertificates('crd-migrator-bench-floor-')
-  const server = createServer({ cert: await readFile(certs.certFile), key: await readFile(certs.keyFile), minVersion: 'TLSv1.2' }, (req, res) => {
-    const chunks: Buffer[] = []
-    req.on('data', (c: Buffer) => chunks.push(c))
-    req.on('end', () => {
-      let uid = ''
-      try {
-        uid = String((JSON.parse(Buffer.concat(chunks).toString('utf8')) as { request?: { uid?: unknown } }).request?.uid ?? '')
-      } catch {
-        res.writeHead(400).end()
-        return
-      }
-      const body = JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid, allowed: true } })
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body)
-    })
-  })
+  const server = createServer(
+    { cert: await readFile(certs.certFile), key: await readFile(certs.keyFile), minVersion: 'TLSv1.2' },
+    (req, res) => {
+      const chunks: Buffer[] = []
+      req.on('data', (c: Buffer) => chunks.push(c))
+      req.on('end', () => {
+        let uid: string
+        try {
+          const given = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { request?: { uid?: unknown } }).request?.uid
+          uid = typeof given === 'string' ? given : ''
+        } catch {
+          res.writeHead(400).end()
+          return
+        }
+        const body = JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid, allowed: true } })
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body)
+      })
+    },
+  )
   server.keepAliveTimeout = 120_000
-  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const { port } = server.address() as { port: number }
   serveUntilTold(`https://127.0.0.1:${port}`, certs.caCertFile, certs.dir, () => {
     server.close()

@@ -44,7 +44,7 @@ export function benchCrd(group: string): CustomResourceDefinition {
       group,
       scope: 'Namespaced',
       names: { plural: PLURAL, kind: KIND, singular: 'widget', listKind: `${KIND}List` },
-      versions: ['v1', 'v2'].map(name => ({ name, served: true, storage: name === 'v1', schema: specSchema })),
+      versions: ['v1', 'v2'].map((name) => ({ name, served: true, storage: name === 'v1', schema: specSchema })),
     },
   }
 }
@@ -58,7 +58,10 @@ export function widgetSpec(i: number): Record<string, unknown> {
       image: `registry.example.com/team-${i % 7}/service:1.${i % 30}.${i % 11}`,
       tier: ['frontend', 'backend', 'batch'][i % 3],
       resources: { cpu: `${100 + (i % 4) * 100}m`, memory: `${128 * (1 + (i % 4))}Mi` },
-      env: [{ name: 'LOG_LEVEL', value: 'info' }, { name: 'SHARD', value: String(i % 16) }],
+      env: [
+        { name: 'LOG_LEVEL', value: 'info' },
+        { name: 'SHARD', value: String(i % 16) },
+      ],
       ports: [8080, 9090],
     },
   }
@@ -75,7 +78,7 @@ export async function retrying<T>(what: string, f: () => Promise<T>, attempts = 
       return await f()
     } catch (err) {
       const retryable = isRetryable(err) || (err instanceof KubeApiError && err.status === 404 && i < 40)
-      if (!retryable || i >= attempts) throw new Error(`${what}: ${(err as Error).message}`)
+      if (!retryable || i >= attempts) throw new Error(`${what}: ${(err as Error).message}`, { cause: err })
       const hinted = err instanceof KubeApiError && err.retryAfterSeconds !== undefined ? err.retryAfterSeconds * 1000 : 0
       await sleep(Math.min(1000, Math.max(hinted > 0 ? 100 : 0, 20 * i)))
     }
@@ -84,8 +87,11 @@ export async function retrying<T>(what: string, f: () => Promise<T>, attempts = 
 
 export async function ensureNamespaces(http: KubeHttp): Promise<void> {
   for (const name of BENCH_NAMESPACES) {
-    await http.request({ method: 'POST', path: '/api/v1/namespaces', body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name } } })
-      .catch(err => { if (!(err instanceof KubeApiError && err.status === 409)) throw err })
+    await http
+      .request({ method: 'POST', path: '/api/v1/namespaces', body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name } } })
+      .catch((err) => {
+        if (!(err instanceof KubeApiError && err.status === 409)) throw err
+      })
   }
 }
 
@@ -95,7 +101,7 @@ export async function createBenchCrd(http: KubeHttp, group: string): Promise<Cus
   const deadline = Date.now() + 60_000
   for (;;) {
     const crd = await getCrd(http, manifest.metadata.name)
-    if (crd.status?.conditions?.some(c => c.type === 'Established' && c.status === 'True')) return crd
+    if (crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) return crd
     if (Date.now() > deadline) throw new Error(`CRD ${manifest.metadata.name} not Established after 60s`)
     await sleep(50)
   }
@@ -118,19 +124,21 @@ export async function createWidgets(http: KubeHttp, group: string, count: number
   const one = async (i: number) => {
     const namespace = BENCH_NAMESPACES[i % BENCH_NAMESPACES.length]!
     const name = `w-${String(i).padStart(6, '0')}`
-    await retrying(`create ${namespace}/${name}`, () => http.request({
-      method: 'POST',
-      path: objectPath(ref, namespace, name).replace(/\/[^/]+$/, ''),
-      body: { apiVersion: `${group}/v1`, kind: KIND, ...merge(widgetSpec(i), { metadata: { name, namespace } }) },
-      accept: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json',
-    })).catch(err => {
+    await retrying(`create ${namespace}/${name}`, () =>
+      http.request({
+        method: 'POST',
+        path: objectPath(ref, namespace, name).replace(/\/[^/]+$/, ''),
+        body: { apiVersion: `${group}/v1`, kind: KIND, ...merge(widgetSpec(i), { metadata: { name, namespace } }) },
+        accept: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json',
+      }),
+    ).catch((err) => {
       if (/already exists/.test((err as Error).message)) return
       throw err
     })
   }
   if (count === 0) return
   await one(0)
-  await pool(count - 1, concurrency, i => one(i + 1))
+  await pool(count - 1, concurrency, (i) => one(i + 1))
 }
 
 function merge(a: Record<string, unknown>, b: { metadata: Record<string, unknown> }): Record<string, unknown> {
@@ -145,18 +153,20 @@ function merge(a: Record<string, unknown>, b: { metadata: Record<string, unknown
 export async function flipStorageToV2(http: KubeHttp, etcdEndpoint: string, group: string): Promise<void> {
   const name = `${PLURAL}.${group}`
   const crd = await getCrd(http, name)
-  const versions = crd.spec.versions.map(v => ({ ...v, storage: v.name === 'v2' }))
+  const versions = crd.spec.versions.map((v) => ({ ...v, storage: v.name === 'v2' }))
   await http.request({ method: 'PATCH', path: crdPath(name), body: { spec: { versions } }, contentType: ContentType.mergePatch })
   const ref = refOf(group, 'v1')
   const namespace = BENCH_NAMESPACES[0]!
   const deadline = Date.now() + 60_000
   for (let i = 0; ; i++) {
     const probe = `zz-storage-probe-${i}`
-    await retrying('create the storage probe', () => http.request({
-      method: 'POST',
-      path: objectPath(ref, namespace, probe).replace(/\/[^/]+$/, ''),
-      body: { apiVersion: `${group}/v1`, kind: KIND, metadata: { name: probe, namespace }, spec: { replicas: 0 } },
-    }))
+    await retrying('create the storage probe', () =>
+      http.request({
+        method: 'POST',
+        path: objectPath(ref, namespace, probe).replace(/\/[^/]+$/, ''),
+        body: { apiVersion: `${group}/v1`, kind: KIND, metadata: { name: probe, namespace }, spec: { replicas: 0 } },
+      }),
+    )
     const raw = await etcdGet(etcdEndpoint, `/registry/${group}/${PLURAL}/${namespace}/${probe}`)
     await retrying('delete the storage probe', () => http.request({ method: 'DELETE', path: objectPath(ref, namespace, probe) }))
     if (raw && (JSON.parse(raw.toString('utf8')) as { apiVersion?: string }).apiVersion === `${group}/v2`) return
@@ -185,7 +195,9 @@ export async function proveStoredAtV2(etcdEndpoint: string, group: string, expec
       let apiVersion = 'unparseable'
       try {
         apiVersion = (JSON.parse(value.toString('utf8')) as { apiVersion?: string }).apiVersion ?? 'none'
-      } catch { /* counted as unparseable */ }
+      } catch {
+        /* counted as unparseable */
+      }
       byApiVersion[apiVersion] = (byApiVersion[apiVersion] ?? 0) + 1
     }
   }

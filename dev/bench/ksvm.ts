@@ -44,11 +44,16 @@ export async function ensureKsvm(options: { check?: boolean; log?: (s: string) =
       for (const line of d.split('\n')) if (line.startsWith('[ksvm-build]')) options.log?.(line)
     })
     child.on('error', reject)
-    child.on('close', c => resolve({ code: c, stdout: out, stderr: err }))
+    child.on('close', (c) => resolve({ code: c, stdout: out, stderr: err }))
   })
   if (options.check && code === 4) return undefined
   if (code !== 0) throw new Error(`${script} failed (exit ${code}):\n${stderr.split('\n').slice(-20).join('\n')}`)
-  const fields = Object.fromEntries(stdout.trim().split('\n').map(l => l.split('=', 2) as [string, string]))
+  const fields = Object.fromEntries(
+    stdout
+      .trim()
+      .split('\n')
+      .map((l) => l.split('=', 2) as [string, string]),
+  )
   if (!fields['migrator'] || !fields['crd']) throw new Error(`${script} printed no paths: ${stdout}`)
   const version = /ksvm-(v[^/]+)\//.exec(fields['migrator'])?.[1] ?? 'unknown'
   return {
@@ -72,7 +77,7 @@ export async function installKsvmCrd(http: KubeHttp, crdYamlPath: string): Promi
   const deadline = Date.now() + 60_000
   for (;;) {
     const crd = await getCrd(http, manifest.metadata.name)
-    if (crd.status?.conditions?.some(c => c.type === 'Established' && c.status === 'True')) break
+    if (crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break
     if (Date.now() > deadline) throw new Error(`${manifest.metadata.name} not Established`)
     await sleep(50)
   }
@@ -131,7 +136,9 @@ export async function runKsvm(http: KubeHttp, o: KsvmRunOptions): Promise<KsvmRu
   child.on('exit', () => (exited = true))
   const pid = child.pid!
   // The bench may be interrupted mid-run: never leave the migrator behind.
-  const killOnExit = () => { if (!exited) child.kill('SIGKILL') }
+  const killOnExit = () => {
+    if (!exited) child.kill('SIGKILL')
+  }
   process.once('exit', killOnExit)
   const name = `bench-${o.group.split('.')[0]}`
   try {
@@ -158,7 +165,7 @@ export async function runKsvm(http: KubeHttp, o: KsvmRunOptions): Promise<KsvmRu
       if (mem) peak = mem.peakRssMb
       const svm = (await http.request<Svm>({ method: 'GET', path: `${SVM_API}/${name}` })).body
       const now = performance.now()
-      const has = (type: string) => svm.status?.conditions?.find(c => c.type === type && c.status === 'True')
+      const has = (type: string) => svm.status?.conditions?.find((c) => c.type === type && c.status === 'True')
       if (runningAt === undefined && (has('Running') || has('Succeeded') || has('Failed'))) runningAt = now
       const done = has('Succeeded') ?? has('Failed')
       if (done) {
@@ -175,14 +182,23 @@ export async function runKsvm(http: KubeHttp, o: KsvmRunOptions): Promise<KsvmRu
       }
       if (exited) throw new Error(`the KSVM migrator exited during the migration; see ${o.logFile}`)
       if (now - created > o.timeoutMs) {
-        return { wallMs: now - created, rewriteMs: now - (runningAt ?? created), outcome: 'Timeout', message: `not done after ${o.timeoutMs} ms`, peakRssMb: peak, baselineRssMb: baseline?.rssMb ?? null, cpuMs: null, flags: flags.slice(1) }
+        return {
+          wallMs: now - created,
+          rewriteMs: now - (runningAt ?? created),
+          outcome: 'Timeout',
+          message: `not done after ${o.timeoutMs} ms`,
+          peakRssMb: peak,
+          baselineRssMb: baseline?.rssMb ?? null,
+          cpuMs: null,
+          flags: flags.slice(1),
+        }
       }
       await sleep(50)
     }
   } finally {
     if (!exited) {
       child.kill('SIGTERM')
-      await Promise.race([new Promise(r => child.once('exit', r)), sleep(5000)])
+      await Promise.race([new Promise((r) => child.once('exit', r)), sleep(5000)])
       if (!exited) child.kill('SIGKILL')
     }
     process.off('exit', killOnExit)

@@ -85,13 +85,19 @@ if (flags.help) {
   process.exit(0)
 }
 
-const smoke = flags.smoke!
-const sizes = flags['skip-migrations'] ? [] : (flags.sizes ?? (smoke ? '200' : '1000,10000,50000')).split(',').map(s => Number(s.trim())).filter(n => n > 0).sort((a, b) => a - b)
+const smoke = flags.smoke
+const sizes = flags['skip-migrations']
+  ? []
+  : (flags.sizes ?? (smoke ? '200' : '1000,10000,50000'))
+      .split(',')
+      .map((s) => Number(s.trim()))
+      .filter((n) => n > 0)
+      .sort((a, b) => a - b)
 const sweep = (flags.sweep ?? (smoke ? '16' : '16,32,64')).split(',').map(Number)
 const ksvmManifestMax = Number(flags['ksvm-manifest-max'] ?? (smoke ? 0 : 10_000))
 const ksvmDefaultMax = Number(flags['ksvm-default-max'] ?? (smoke ? 0 : 1000))
 const webhookSeconds = Number(flags['webhook-seconds'] ?? (smoke ? 1 : 10))
-const outDir = path.resolve(flags.out!)
+const outDir = path.resolve(flags.out)
 const childNodeOptions = (flags['child-node-options'] ?? '').split(/\s+/).filter(Boolean)
 
 function runChild<T>(mode: 'ours' | 'ceiling', input: unknown, timeoutMs: number): Promise<T> {
@@ -103,10 +109,14 @@ function runChild<T>(mode: 'ours' | 'ceiling', input: unknown, timeoutMs: number
     child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d))
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
     child.on('error', reject)
-    child.on('close', code => {
+    child.on('close', (code) => {
       clearTimeout(timer)
       if (code !== 0) return reject(new Error(`bench child ${mode} exited with ${code}`))
-      try { resolve(JSON.parse(out.trim().split('\n').at(-1)!) as T) } catch (err) { reject(err) }
+      try {
+        resolve(JSON.parse(out.trim().split('\n').at(-1)!) as T)
+      } catch (err) {
+        reject(err)
+      }
     })
   })
 }
@@ -144,7 +154,10 @@ async function main(): Promise<void> {
 }
 
 /** Every migration run (sweeps, then each size with each migrator) on one control plane. */
-async function runMigrations(machine: BenchResult['machine'], ksvm: KsvmBuild | undefined): Promise<{ migrations: MigrationRun[]; bestConcurrency: number; ceilingConcurrency: number }> {
+async function runMigrations(
+  machine: BenchResult['machine'],
+  ksvm: KsvmBuild | undefined,
+): Promise<{ migrations: MigrationRun[]; bestConcurrency: number; ceilingConcurrency: number }> {
   let cp: ControlPlane
   if (flags['controlplane-state']) {
     cp = await attachControlPlane(flags['controlplane-state'])
@@ -173,7 +186,9 @@ async function runMigrations(machine: BenchResult['machine'], ksvm: KsvmBuild | 
       await createWidgets(http, group, size, 64)
       const createMs = performance.now() - t0
       await flipStorageToV2(http, cp.etcdEndpoint, group)
-      log(`${tool} N=${size}: ${size} objects created at v1 in ${round(createMs / 1000, 1)} s (${Math.round(size / (createMs / 1000))}/s); storage flipped to v2`)
+      log(
+        `${tool} N=${size}: ${size} objects created at v1 in ${round(createMs / 1000, 1)} s (${Math.round(size / (createMs / 1000))}/s); storage flipped to v2`,
+      )
       return { group, createMs }
     }
     const prove = async (group: string, size: number) => {
@@ -185,19 +200,36 @@ async function runMigrations(machine: BenchResult['machine'], ksvm: KsvmBuild | 
 
     const runOurs = async (size: number, tool: Tool, concurrency?: number, qps?: number): Promise<MigrationRun> => {
       const { group, createMs } = await prepare(size, tool)
-      const input: OursChildInput = { kubeconfigPath: cp.kubeconfigPath, crd: `${PLURAL}.${group}`, ...(concurrency !== undefined ? { concurrency } : {}), ...(qps !== undefined ? { qps } : {}) }
+      const input: OursChildInput = {
+        kubeconfigPath: cp.kubeconfigPath,
+        crd: `${PLURAL}.${group}`,
+        ...(concurrency !== undefined ? { concurrency } : {}),
+        ...(qps !== undefined ? { qps } : {}),
+      }
       const r = await runChild<OursChildOutput>('ours', input, timeoutFor(size))
       const rewriteMs = r.storagePhaseMs ?? r.wallMs
       const run: MigrationRun = {
-        size, tool, group, createMs, rewriteMs, wallMs: r.wallMs,
+        size,
+        tool,
+        group,
+        createMs,
+        rewriteMs,
+        wallMs: r.wallMs,
         settings: `concurrency ${r.settings.concurrency}, qps ${r.settings.qps}`,
         objectsPerSecond: size / (rewriteMs / 1000),
-        p50Ms: r.latency.p50Ms, p99Ms: r.latency.p99Ms, peakRssMb: r.peakRssMb, baselineRssMb: r.baselineRssMb,
-        cpuMsPer1000: round(r.cpuMs / size * 1000, 0),
-        failedWrites: r.counts['failed'] ?? null, outcome: r.outcome, etcd: await prove(group, size),
+        p50Ms: r.latency.p50Ms,
+        p99Ms: r.latency.p99Ms,
+        peakRssMb: r.peakRssMb,
+        baselineRssMb: r.baselineRssMb,
+        cpuMsPer1000: round((r.cpuMs / size) * 1000, 0),
+        failedWrites: r.counts['failed'] ?? null,
+        outcome: r.outcome,
+        etcd: await prove(group, size),
         notes: `storedVersions after: ${JSON.stringify(r.storedVersionsAfter)}; counts ${JSON.stringify(r.counts)}; throttled ${r.throttled}; managedFields phase ${round((r.cleanupPhaseMs ?? 0) / 1000, 2)} s`,
       }
-      log(`${tool} N=${size}: ${r.outcome}, storage phase ${round(rewriteMs / 1000, 2)} s = ${Math.round(run.objectsPerSecond)}/s, whole run ${round(r.wallMs / 1000, 2)} s, p50 ${r.latency.p50Ms} ms p99 ${r.latency.p99Ms} ms, peak RSS ${r.peakRssMb} MB, etcd v2 ${run.etcd.allV2}`)
+      log(
+        `${tool} N=${size}: ${r.outcome}, storage phase ${round(rewriteMs / 1000, 2)} s = ${Math.round(run.objectsPerSecond)}/s, whole run ${round(r.wallMs / 1000, 2)} s, p50 ${r.latency.p50Ms} ms p99 ${r.latency.p99Ms} ms, peak RSS ${r.peakRssMb} MB, etcd v2 ${run.etcd.allV2}`,
+      )
       return run
     }
 
@@ -208,30 +240,69 @@ async function runMigrations(machine: BenchResult['machine'], ksvm: KsvmBuild | 
       const input: CeilingOptions = { connection, group, version: 'v2', plural: PLURAL, kind: KIND, concurrency, pageSize: 500 }
       const r = await runChild<CeilingChildOutput>('ceiling', input, timeoutFor(size))
       const run: MigrationRun = {
-        size, tool, group, createMs, rewriteMs: r.wallMs, wallMs: r.wallMs, settings: `concurrency ${concurrency}, no limit`,
-        objectsPerSecond: size / (r.wallMs / 1000), p50Ms: r.latency.p50Ms, p99Ms: r.latency.p99Ms,
-        peakRssMb: r.peakRssMb, baselineRssMb: r.baselineRssMb, cpuMsPer1000: round(r.cpuMs / size * 1000, 0), failedWrites: r.failed, outcome: r.failed ? 'Failed' : 'Succeeded',
-        etcd: await prove(group, size), notes: `listed ${r.listed}, retries ${r.retries}`,
+        size,
+        tool,
+        group,
+        createMs,
+        rewriteMs: r.wallMs,
+        wallMs: r.wallMs,
+        settings: `concurrency ${concurrency}, no limit`,
+        objectsPerSecond: size / (r.wallMs / 1000),
+        p50Ms: r.latency.p50Ms,
+        p99Ms: r.latency.p99Ms,
+        peakRssMb: r.peakRssMb,
+        baselineRssMb: r.baselineRssMb,
+        cpuMsPer1000: round((r.cpuMs / size) * 1000, 0),
+        failedWrites: r.failed,
+        outcome: r.failed ? 'Failed' : 'Succeeded',
+        etcd: await prove(group, size),
+        notes: `listed ${r.listed}, retries ${r.retries}`,
       }
-      log(`${tool} N=${size} concurrency ${concurrency}: ${round(r.wallMs / 1000, 2)} s = ${Math.round(run.objectsPerSecond)}/s, p50 ${r.latency.p50Ms} ms p99 ${r.latency.p99Ms} ms, peak RSS ${r.peakRssMb} MB, etcd v2 ${run.etcd.allV2}`)
+      log(
+        `${tool} N=${size} concurrency ${concurrency}: ${round(r.wallMs / 1000, 2)} s = ${Math.round(run.objectsPerSecond)}/s, p50 ${r.latency.p50Ms} ms p99 ${r.latency.p99Ms} ms, peak RSS ${r.peakRssMb} MB, etcd v2 ${run.etcd.allV2}`,
+      )
       return run
     }
 
     const runKsvmOnce = async (size: number, tool: Tool, limits: { qps?: number; burst?: number }): Promise<MigrationRun> => {
       const { group, createMs } = await prepare(size, tool)
       const r = await runKsvm(http, {
-        migrator: ksvm!.migrator, kubeconfigPath: cp.kubeconfigPath, group, version: 'v2', resource: PLURAL,
-        ...limits, logFile: path.join(logsDir, `${group}.ksvm.log`), timeoutMs: timeoutFor(size) * 10,
+        migrator: ksvm!.migrator,
+        kubeconfigPath: cp.kubeconfigPath,
+        group,
+        version: 'v2',
+        resource: PLURAL,
+        ...limits,
+        logFile: path.join(logsDir, `${group}.ksvm.log`),
+        timeoutMs: timeoutFor(size) * 10,
       })
       const run: MigrationRun = {
-        size, tool, group, createMs, rewriteMs: r.rewriteMs, wallMs: r.wallMs,
-        settings: limits.qps === undefined ? 'binary defaults (qps 5, burst 10)' : limits.qps >= KSVM_UNTHROTTLED.qps ? `qps ${limits.qps}, burst ${limits.burst} (unthrottled)` : `qps ${limits.qps}, burst ${limits.burst} (its manifests)`,
-        objectsPerSecond: size / (r.rewriteMs / 1000), p50Ms: null, p99Ms: null, peakRssMb: r.peakRssMb, baselineRssMb: r.baselineRssMb,
-        cpuMsPer1000: r.cpuMs === null ? null : round(r.cpuMs / size * 1000, 0),
-        failedWrites: r.outcome === 'Succeeded' ? 0 : null, outcome: r.outcome, etcd: await prove(group, size),
+        size,
+        tool,
+        group,
+        createMs,
+        rewriteMs: r.rewriteMs,
+        wallMs: r.wallMs,
+        settings:
+          limits.qps === undefined
+            ? 'binary defaults (qps 5, burst 10)'
+            : limits.qps >= KSVM_UNTHROTTLED.qps
+              ? `qps ${limits.qps}, burst ${limits.burst} (unthrottled)`
+              : `qps ${limits.qps}, burst ${limits.burst} (its manifests)`,
+        objectsPerSecond: size / (r.rewriteMs / 1000),
+        p50Ms: null,
+        p99Ms: null,
+        peakRssMb: r.peakRssMb,
+        baselineRssMb: r.baselineRssMb,
+        cpuMsPer1000: r.cpuMs === null ? null : round((r.cpuMs / size) * 1000, 0),
+        failedWrites: r.outcome === 'Succeeded' ? 0 : null,
+        outcome: r.outcome,
+        etcd: await prove(group, size),
         notes: `${r.message}; flags ${r.flags.join(' ')}`,
       }
-      log(`${tool} N=${size}: ${r.outcome}, rewrite ${round(r.rewriteMs / 1000, 2)} s = ${Math.round(run.objectsPerSecond)}/s (created->Succeeded ${round(r.wallMs / 1000, 2)} s), peak RSS ${r.peakRssMb} MB, etcd v2 ${run.etcd.allV2}`)
+      log(
+        `${tool} N=${size}: ${r.outcome}, rewrite ${round(r.rewriteMs / 1000, 2)} s = ${Math.round(run.objectsPerSecond)}/s (created->Succeeded ${round(r.wallMs / 1000, 2)} s), peak RSS ${r.peakRssMb} MB, etcd v2 ${run.etcd.allV2}`,
+      )
       return run
     }
 
@@ -241,7 +312,10 @@ async function runMigrations(machine: BenchResult['machine'], ksvm: KsvmBuild | 
     for (const c of sweep.length > 1 ? sweep : []) {
       const run = await runOurs(sizes[0]!, 'ours-sweep', c, 0)
       migrations.push(run)
-      if (run.objectsPerSecond > bestRate) { bestRate = run.objectsPerSecond; bestConcurrency = c }
+      if (run.objectsPerSecond > bestRate) {
+        bestRate = run.objectsPerSecond
+        bestConcurrency = c
+      }
     }
     log(`best concurrency of ours: ${bestConcurrency}`)
     // The same sweep for the ceiling: on 2 cores 64 writes in flight can overload the API
@@ -251,7 +325,10 @@ async function runMigrations(machine: BenchResult['machine'], ksvm: KsvmBuild | 
     for (const c of sweep.length > 1 ? sweep : []) {
       const run = await runCeilingOnce(sizes[0]!, c, 'ceiling-sweep')
       migrations.push(run)
-      if (run.objectsPerSecond > ceilingRate) { ceilingRate = run.objectsPerSecond; ceilingConcurrency = c }
+      if (run.objectsPerSecond > ceilingRate) {
+        ceilingRate = run.objectsPerSecond
+        ceilingConcurrency = c
+      }
     }
     log(`best concurrency of the ceiling: ${ceilingConcurrency}`)
 
@@ -275,14 +352,24 @@ async function runMigrations(machine: BenchResult['machine'], ksvm: KsvmBuild | 
 }
 
 function summarize(x: {
-  startedAt: string; before: number[]; machine: BenchResult['machine']; webhook: BenchResult['webhook']
-  migrations: MigrationRun[]; bestConcurrency: number | null; ceilingConcurrency: number | null; ksvm: KsvmBuild | undefined; ksvmNote: string
+  startedAt: string
+  before: number[]
+  machine: BenchResult['machine']
+  webhook: BenchResult['webhook']
+  migrations: MigrationRun[]
+  bestConcurrency: number | null
+  ceilingConcurrency: number | null
+  ksvm: KsvmBuild | undefined
+  ksvmNote: string
 }): BenchResult {
-  const find = (size: number, tool: Tool) => x.migrations.find(m => m.size === size && m.tool === tool)
-  const ratio = (a: MigrationRun | undefined, b: MigrationRun | undefined) => (a && b ? round(a.objectsPerSecond / b.objectsPerSecond, 2) : null)
-  const ratios = sizes.map(size => {
+  const find = (size: number, tool: Tool) => x.migrations.find((m) => m.size === size && m.tool === tool)
+  const ratio = (a: MigrationRun | undefined, b: MigrationRun | undefined) =>
+    a && b ? round(a.objectsPerSecond / b.objectsPerSecond, 2) : null
+  const ratios = sizes.map((size) => {
     // Against KSVM's fastest configuration at this size (the hardest comparison for us).
-    const ksvmRuns = x.migrations.filter(m => m.size === size && m.tool.startsWith('ksvm')).sort((a, b) => b.objectsPerSecond - a.objectsPerSecond)
+    const ksvmRuns = x.migrations
+      .filter((m) => m.size === size && m.tool.startsWith('ksvm'))
+      .sort((a, b) => b.objectsPerSecond - a.objectsPerSecond)
     const k = ksvmRuns[0]
     return {
       size,
@@ -296,34 +383,51 @@ function summarize(x: {
     }
   })
   const targets: Target[] = []
-  const worst = (vals: Array<number | null>) => { const v = vals.filter((n): n is number => n !== null); return v.length ? Math.min(...v) : null }
+  const worst = (vals: Array<number | null>) => {
+    const v = vals.filter((n): n is number => n !== null)
+    return v.length ? Math.min(...v) : null
+  }
   if (x.migrations.length) {
-    const ceil = worst(ratios.map(r => r.oursBestVsCeiling))
-    targets.push({ name: 'ours (best concurrency) vs ceiling', target: '>= 0.9x', value: ratios.map(r => `${r.size}: ${r.oursBestVsCeiling ?? 'n/a'}x`).join(', '), met: ceil === null ? null : ceil >= 0.9 })
-    const vsK = worst(ratios.map(r => r.oursBestVsKsvm))
-    if (x.migrations.some(m => m.tool.startsWith('ksvm'))) targets.push({
-      name: 'ours (best) vs KSVM (its fastest config)', target: '>= 3x',
-      value: ratios.map(r => `${r.size}: ${r.oursBestVsKsvm ?? 'n/a'}x (ceiling: ${r.ceilingVsKsvm ?? 'n/a'}x)`).join(', '),
-      met: vsK === null ? null : vsK >= 3,
+    const ceil = worst(ratios.map((r) => r.oursBestVsCeiling))
+    targets.push({
+      name: 'ours (best concurrency) vs ceiling',
+      target: '>= 0.9x',
+      value: ratios.map((r) => `${r.size}: ${r.oursBestVsCeiling ?? 'n/a'}x`).join(', '),
+      met: ceil === null ? null : ceil >= 0.9,
     })
+    const vsK = worst(ratios.map((r) => r.oursBestVsKsvm))
+    if (x.migrations.some((m) => m.tool.startsWith('ksvm')))
+      targets.push({
+        name: 'ours (best) vs KSVM (its fastest config)',
+        target: '>= 3x',
+        value: ratios.map((r) => `${r.size}: ${r.oursBestVsKsvm ?? 'n/a'}x (ceiling: ${r.ceilingVsKsvm ?? 'n/a'}x)`).join(', '),
+        met: vsK === null ? null : vsK >= 3,
+      })
     const lo = sizes.includes(10_000) ? 10_000 : sizes[0]!
     const hi = sizes[sizes.length - 1]!
     for (const tool of ['ours-best', 'ours-default'] as const) {
       const a = find(lo, tool)?.peakRssMb
       const b = find(hi, tool)?.peakRssMb
       const growth = a && b && hi !== lo ? round((b / a - 1) * 100, 1) : null
-      targets.push({ name: hi > lo ? `peak RSS growth of ${tool}, ${lo} -> ${hi} objects` : `peak RSS growth of ${tool} (needs a size above ${lo})`, target: '< 20%', value: growth === null ? 'n/a' : `${a} -> ${b} MB (${growth >= 0 ? '+' : ''}${growth}%)`, met: growth === null ? null : growth < 20 })
+      targets.push({
+        name: hi > lo ? `peak RSS growth of ${tool}, ${lo} -> ${hi} objects` : `peak RSS growth of ${tool} (needs a size above ${lo})`,
+        target: '< 20%',
+        value: growth === null ? 'n/a' : `${a} -> ${b} MB (${growth >= 0 ? '+' : ''}${growth}%)`,
+        met: growth === null ? null : growth < 20,
+      })
     }
   }
-  const hook = x.webhook?.cases.filter(c => c.crd === '10KB' && c.mode === 'fixed' && c.server === 'ours') ?? []
-  const floor = x.webhook?.cases.find(c => c.crd === '10KB' && c.mode === 'fixed' && c.server === 'floor')
-  const p99 = hook.length ? Math.max(...hook.map(c => c.p99Ms)) : null
-  const hookValue = hook.map(c => `${c.decision}: ${c.p99Ms} ms at ${Math.round(c.requestsPerSecond)} req/s`).join(', ')
-  if (x.webhook) targets.push({
-    name: `webhook p99 at ${hook[0]?.targetRate ?? 2000} req/s, 10 KB CRD`, target: '< 2 ms',
-    value: hookValue ? `${hookValue}${floor ? ` (floor: ${floor.p99Ms} ms)` : ''}` : 'n/a',
-    met: p99 === null ? null : p99 < 2,
-  })
+  const hook = x.webhook?.cases.filter((c) => c.crd === '10KB' && c.mode === 'fixed' && c.server === 'ours') ?? []
+  const floor = x.webhook?.cases.find((c) => c.crd === '10KB' && c.mode === 'fixed' && c.server === 'floor')
+  const p99 = hook.length ? Math.max(...hook.map((c) => c.p99Ms)) : null
+  const hookValue = hook.map((c) => `${c.decision}: ${c.p99Ms} ms at ${Math.round(c.requestsPerSecond)} req/s`).join(', ')
+  if (x.webhook)
+    targets.push({
+      name: `webhook p99 at ${hook[0]?.targetRate ?? 2000} req/s, 10 KB CRD`,
+      target: '< 2 ms',
+      value: hookValue ? `${hookValue}${floor ? ` (floor: ${floor.p99Ms} ms)` : ''}` : 'n/a',
+      met: p99 === null ? null : p99 < 2,
+    })
 
   return {
     version: 1,
@@ -339,16 +443,22 @@ function summarize(x: {
     ceilingConcurrency: x.ceilingConcurrency,
     ksvm: x.ksvm
       ? {
-        module: KSVM_MODULE, version: x.ksvm.version, buildSeconds: x.ksvm.builtNow ? round(x.ksvm.scriptSeconds, 0) : null, builtNow: x.ksvm.builtNow,
-        defaults: 'Its binary defaults are --kube-api-qps=5 --kube-api-burst=10 (client-go\'s); its own Deployment manifest sets 40/1000. It writes one object at a time (PUT of the full object, after full-object list pages of 500) whatever the QPS.',
-        notes: `"ksvm" = rate limiter out of the way (${KSVM_UNTHROTTLED.qps}/${KSVM_UNTHROTTLED.burst}); "ksvm-manifest" = 40/1000 (run up to ${ksvmManifestMax} objects); "ksvm-default" = 5/10 (run up to ${ksvmDefaultMax} objects). Ratios use its fastest run. Rewrite time = Running seen -> Succeeded seen (it polls for work once a second).`,
-      }
-      : (x.ksvmNote ? { module: KSVM_MODULE, version: 'n/a', buildSeconds: null, builtNow: false, defaults: '', notes: x.ksvmNote } : null),
+          module: KSVM_MODULE,
+          version: x.ksvm.version,
+          buildSeconds: x.ksvm.builtNow ? round(x.ksvm.scriptSeconds, 0) : null,
+          builtNow: x.ksvm.builtNow,
+          defaults:
+            "Its binary defaults are --kube-api-qps=5 --kube-api-burst=10 (client-go's); its own Deployment manifest sets 40/1000. It writes one object at a time (PUT of the full object, after full-object list pages of 500) whatever the QPS.",
+          notes: `"ksvm" = rate limiter out of the way (${KSVM_UNTHROTTLED.qps}/${KSVM_UNTHROTTLED.burst}); "ksvm-manifest" = 40/1000 (run up to ${ksvmManifestMax} objects); "ksvm-default" = 5/10 (run up to ${ksvmDefaultMax} objects). Ratios use its fastest run. Rewrite time = Running seen -> Succeeded seen (it polls for work once a second).`,
+        }
+      : x.ksvmNote
+        ? { module: KSVM_MODULE, version: 'n/a', buildSeconds: null, builtNow: false, defaults: '', notes: x.ksvmNote }
+        : null,
     migrations: x.migrations,
     ratios,
     webhook: x.webhook,
     targets,
-    allProvedInEtcd: x.migrations.every(m => m.etcd.allV2),
+    allProvedInEtcd: x.migrations.every((m) => m.etcd.allV2),
   }
 }
 
@@ -356,7 +466,7 @@ function summarize(x: {
 // plane) run.
 for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => process.exit(130))
 
-main().catch(err => {
+main().catch((err) => {
   log(`failed: ${err instanceof Error ? err.stack : String(err)}`)
   process.exit(1)
 })

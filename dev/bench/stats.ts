@@ -17,9 +17,10 @@ export class LatencyHistogram {
   maxSeconds = 0
 
   record(seconds: number): void {
-    const i = seconds <= LatencyHistogram.MIN_SECONDS
-      ? 0
-      : Math.min(this.buckets.length - 1, Math.ceil(Math.log(seconds / LatencyHistogram.MIN_SECONDS) / LatencyHistogram.LOG_RATIO))
+    const i =
+      seconds <= LatencyHistogram.MIN_SECONDS
+        ? 0
+        : Math.min(this.buckets.length - 1, Math.ceil(Math.log(seconds / LatencyHistogram.MIN_SECONDS) / LatencyHistogram.LOG_RATIO))
     this.buckets[i]!++
     this.count++
     this.sumSeconds += seconds
@@ -91,10 +92,10 @@ export function machineInfo(): MachineInfo {
 }
 
 export function loadAverage(): number[] {
-  return os.loadavg().map(l => round(l, 2)!)
+  return os.loadavg().map((l) => round(l, 2)!)
 }
 
-export const sleep = (ms: number): Promise<void> => new Promise(r => setTimeout(r, ms))
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
 
 let clockTicks: number | undefined
 

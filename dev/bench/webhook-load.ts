@@ -71,8 +71,10 @@ export function sizedCrd(targetBytes: number, frozen: boolean): Record<string, u
       group: 'example.com',
       scope: 'Namespaced',
       names: { plural: 'widgets', singular: 'widget', kind: 'Widget', listKind: 'WidgetList' },
-      versions: ['v1', 'v2'].map(name => ({
-        name, served: true, storage: name === 'v2',
+      versions: ['v1', 'v2'].map((name) => ({
+        name,
+        served: true,
+        storage: name === 'v2',
         schema: { openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', properties: p } } } },
         subresources: { status: {} },
       })),
@@ -91,7 +93,10 @@ export function sizedCrd(targetBytes: number, frozen: boolean): Record<string, u
 
 /** An UPDATE review of `oldObject` (a frozen CRD, see sizedCrd) that the webhook allows or denies. */
 export function admissionReview(oldObject: Record<string, unknown>, decision: 'allowed' | 'denied'): string {
-  const object = structuredClone(oldObject) as { metadata: { labels: Record<string, string> }; spec: { versions: Array<{ name: string; storage: boolean }> } }
+  const object = structuredClone(oldObject) as {
+    metadata: { labels: Record<string, string> }
+    spec: { versions: Array<{ name: string; storage: boolean }> }
+  }
   if (decision === 'allowed') {
     object.metadata.labels['team'] = 'payments' // any change but the storage version
   } else {
@@ -119,17 +124,28 @@ export function admissionReview(oldObject: Record<string, unknown>, decision: 'a
 
 function post(url: string, body: string): Promise<{ status: number; allowed: boolean | undefined }> {
   return new Promise((resolve, reject) => {
-    const req = request(`${url}${VALIDATE_PATH}`, {
-      method: 'POST', rejectUnauthorized: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-    }, res => {
-      const chunks: Buffer[] = []
-      res.on('data', (c: Buffer) => chunks.push(c))
-      res.on('end', () => {
-        try {
-          resolve({ status: res.statusCode ?? 0, allowed: (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { response?: { allowed?: boolean } }).response?.allowed })
-        } catch (err) { reject(err) }
-      })
-    })
+    const req = request(
+      `${url}${VALIDATE_PATH}`,
+      {
+        method: 'POST',
+        rejectUnauthorized: false,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        const chunks: Buffer[] = []
+        res.on('data', (c: Buffer) => chunks.push(c))
+        res.on('end', () => {
+          try {
+            resolve({
+              status: res.statusCode ?? 0,
+              allowed: (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { response?: { allowed?: boolean } }).response?.allowed,
+            })
+          } catch (err) {
+            reject(err)
+          }
+        })
+      },
+    )
     req.on('error', reject)
     req.end(body)
   })
@@ -143,10 +159,10 @@ async function startServerChild(kind: WebhookServerKind, pinned: boolean): Promi
   const childJs = fileURLToPath(new URL('./child.js', import.meta.url))
   const mode = kind === 'ours' ? 'webhook' : 'webhook-floor'
   const [cmd, args] = pinned ? ['taskset', ['-c', '1', process.execPath, childJs, mode]] : [process.execPath, [childJs, mode]]
-  const child = spawn(cmd, args as string[], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
+  const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
   const url = await new Promise<string>((resolve, reject) => {
-    child.once('message', m => resolve((m as { url: string }).url))
-    child.once('exit', code => reject(new Error(`the ${mode} child exited (${code}) before listening`)))
+    child.once('message', (m) => resolve((m as { url: string }).url))
+    child.once('exit', (code) => reject(new Error(`the ${mode} child exited (${code}) before listening`)))
   })
   return { child, url }
 }
@@ -167,16 +183,30 @@ type LoadStats = Pick<WebhookCaseResult, 'requestsPerSecond' | 'p50Ms' | 'p90Ms'
  * an uncapped vegeta opens a new connection (a TLS handshake) whenever all are busy, which
  * measures handshakes rather than reviews.
  */
-async function attack(vegeta: string, pinned: boolean, targetsFile: string, rate: number, seconds: number, connections: number): Promise<LoadStats> {
+async function attack(
+  vegeta: string,
+  pinned: boolean,
+  targetsFile: string,
+  rate: number,
+  seconds: number,
+  connections: number,
+): Promise<LoadStats> {
   const resultsFile = `${targetsFile}.${rate}.bin`
   const attackArgs = [
-    'attack', '-insecure', `-rate=${rate}`, `-duration=${seconds}s`, '-timeout=10s',
-    `-workers=${connections}`, `-max-workers=${connections}`, `-max-connections=${connections}`,
-    `-targets=${targetsFile}`, `-output=${resultsFile}`,
+    'attack',
+    '-insecure',
+    `-rate=${rate}`,
+    `-duration=${seconds}s`,
+    '-timeout=10s',
+    `-workers=${connections}`,
+    `-max-workers=${connections}`,
+    `-max-connections=${connections}`,
+    `-targets=${targetsFile}`,
+    `-output=${resultsFile}`,
   ]
   const run = (args: string[]) => {
     const [cmd, argv] = pinned ? ['taskset', ['-c', '0', vegeta, ...args]] : [vegeta, args]
-    const r = spawnSync(cmd, argv as string[], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 })
+    const r = spawnSync(cmd, argv, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 })
     if (r.status !== 0) throw new Error(`vegeta ${args[0]} failed (exit ${r.status}): ${r.stderr || r.error?.message}`)
     return r.stdout
   }
@@ -185,10 +215,15 @@ async function attack(vegeta: string, pinned: boolean, targetsFile: string, rate
   await rm(resultsFile, { force: true })
   const ms = (ns: number) => round(ns / 1e6, 3)!
   const ok = report.status_codes['200'] ?? 0
-  const answered = Object.entries(report.status_codes).filter(([code]) => code !== '0').reduce((n, [, c]) => n + c, 0)
+  const answered = Object.entries(report.status_codes)
+    .filter(([code]) => code !== '0')
+    .reduce((n, [, c]) => n + c, 0)
   return {
     requestsPerSecond: round(report.throughput, 1)!,
-    p50Ms: ms(report.latencies['50th']), p90Ms: ms(report.latencies['90th']), p99Ms: ms(report.latencies['99th']), maxMs: ms(report.latencies.max),
+    p50Ms: ms(report.latencies['50th']),
+    p90Ms: ms(report.latencies['90th']),
+    p99Ms: ms(report.latencies['99th']),
+    maxMs: ms(report.latencies.max),
     requests: report.requests,
     errors: report.requests - answered,
     non2xx: answered - ok,
@@ -203,8 +238,18 @@ export async function runWebhookBench(o: WebhookBenchOptions): Promise<{ pinned:
   try {
     // Each CRD and its two reviews are built once (the 1 MB one takes ~0.6 s) and sent to
     // both servers.
-    const reviews: Array<{ crd: '10KB' | '1MB'; crdBytes: number; fixedRate: number; decision: 'allowed' | 'denied'; body: string; bodyFile: string }> = []
-    for (const [crd, targetBytes, fixedRate] of [['10KB', 10 * 1024, o.fixedRate10k], ['1MB', 1024 * 1024, o.fixedRate1m]] as const) {
+    const reviews: Array<{
+      crd: '10KB' | '1MB'
+      crdBytes: number
+      fixedRate: number
+      decision: 'allowed' | 'denied'
+      body: string
+      bodyFile: string
+    }> = []
+    for (const [crd, targetBytes, fixedRate] of [
+      ['10KB', 10 * 1024, o.fixedRate10k],
+      ['1MB', 1024 * 1024, o.fixedRate1m],
+    ] as const) {
       const oldObject = sizedCrd(targetBytes, true)
       const crdBytes = JSON.stringify(oldObject).length
       for (const decision of ['allowed', 'denied'] as const) {
@@ -219,7 +264,9 @@ export async function runWebhookBench(o: WebhookBenchOptions): Promise<{ pinned:
       try {
         let warmedUp = false
         // The floor decides nothing: one review per size is enough to price transport and parsing.
-        for (const { crd, crdBytes, fixedRate, decision, body, bodyFile } of reviews.filter(r => server === 'ours' || r.decision === 'allowed')) {
+        for (const { crd, crdBytes, fixedRate, decision, body, bodyFile } of reviews.filter(
+          (r) => server === 'ours' || r.decision === 'allowed',
+        )) {
           const check = await post(url, body)
           if (check.status !== 200 || (server === 'ours' && check.allowed !== (decision === 'allowed'))) {
             throw new Error(`${server} webhook answered ${check.status} allowed=${String(check.allowed)} to the ${crd} ${decision} review`)
@@ -227,7 +274,15 @@ export async function runWebhookBench(o: WebhookBenchOptions): Promise<{ pinned:
           const targetsFile = path.join(dir, `${server}-${crd}-${decision}.targets`)
           await writeFile(targetsFile, `POST ${url}${VALIDATE_PATH}\nContent-Type: application/json\n@${bodyFile}\n`)
           const connections = crd === '1MB' ? 4 : 16
-          const common = { server, crd, crdBytes, bodyBytes: Buffer.byteLength(body), decision, connections, durationSeconds: o.durationSeconds }
+          const common = {
+            server,
+            crd,
+            crdBytes,
+            bodyBytes: Buffer.byteLength(body),
+            decision,
+            connections,
+            durationSeconds: o.durationSeconds,
+          }
           // Warm-up, not recorded: JIT, connections, TLS sessions, Fastify's caches. The
           // first case of a fresh process gets a longer one at saturation, or its tail
           // would carry the optimizing compiler's work and the others' would not.
@@ -235,9 +290,19 @@ export async function runWebhookBench(o: WebhookBenchOptions): Promise<{ pinned:
           warmedUp = true
           await attack(vegeta, pinned, targetsFile, fixedRate, Math.min(2, o.durationSeconds), connections)
           o.log(`webhook ${server} ${crd} ${decision}: fixed rate ${fixedRate} req/s for ${o.durationSeconds}s`)
-          cases.push({ ...common, mode: 'fixed', targetRate: fixedRate, ...await attack(vegeta, pinned, targetsFile, fixedRate, o.durationSeconds, connections) })
+          cases.push({
+            ...common,
+            mode: 'fixed',
+            targetRate: fixedRate,
+            ...(await attack(vegeta, pinned, targetsFile, fixedRate, o.durationSeconds, connections)),
+          })
           o.log(`webhook ${server} ${crd} ${decision}: saturation, ${connections} connections, for ${o.durationSeconds}s`)
-          cases.push({ ...common, mode: 'saturation', targetRate: null, ...await attack(vegeta, pinned, targetsFile, 0, o.durationSeconds, connections) })
+          cases.push({
+            ...common,
+            mode: 'saturation',
+            targetRate: null,
+            ...(await attack(vegeta, pinned, targetsFile, 0, o.durationSeconds, connections)),
+          })
         }
       } finally {
         child.kill('SIGTERM')

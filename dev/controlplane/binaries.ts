@@ -14,7 +14,6 @@ export interface ControlPlaneBinaries {
   etcdctl: string
 }
 
-
 /** Root of this package (the directory holding its package.json), from this module's URL. */
 export function packageRoot(): string {
   let dir = dirname(fileURLToPath(import.meta.url))
@@ -74,8 +73,10 @@ async function resolveBinaries(): Promise<ControlPlaneBinaries> {
   const override = process.env['CRD_MIGRATOR_BIN_DIR']
   if (override) return binariesIn(override)
   const script = buildScriptPath()
-  const stdout = await runBuildScript(script,
-    'to build the local control plane (kube-apiserver, etcd); or set CRD_MIGRATOR_BIN_DIR to a directory holding kube-apiserver, etcd and etcdctl')
+  const stdout = await runBuildScript(
+    script,
+    'to build the local control plane (kube-apiserver, etcd); or set CRD_MIGRATOR_BIN_DIR to a directory holding kube-apiserver, etcd and etcdctl',
+  )
   const binDir = stdout.trim().split('\n').at(-1)?.trim()
   if (!binDir) throw new Error(`${script} did not print the binary directory`)
   return binariesIn(binDir)

@@ -15,7 +15,7 @@ export async function runBuildScript(script: string, whatNeedsGo: string): Promi
     child.stdout.setEncoding('utf8')
     child.stdout.on('data', (d: string) => (out += d))
     child.on('error', reject)
-    child.on('close', c => resolve({ code: c, stdout: out }))
+    child.on('close', (c) => resolve({ code: c, stdout: out }))
   })
   if (code === EXIT_NO_GO) {
     throw new Error(`Go is required ${whatNeedsGo} and was not found on PATH. Install Go 1.25+ (https://go.dev/doc/install).`)

@@ -166,7 +166,9 @@ function parseStoredApiVersion(key: string, raw: Buffer | null): string | null {
   if (raw === null) return null
   const text = raw.toString('utf8')
   if (!text.trimStart().startsWith('{')) {
-    throw new Error(`etcd value at ${key} is not JSON (starts with ${JSON.stringify(text.slice(0, 8))}); only custom resources are stored as JSON`)
+    throw new Error(
+      `etcd value at ${key} is not JSON (starts with ${JSON.stringify(text.slice(0, 8))}); only custom resources are stored as JSON`,
+    )
   }
   const obj = JSON.parse(text) as { apiVersion?: unknown }
   return typeof obj.apiVersion === 'string' ? obj.apiVersion : null
@@ -343,7 +345,7 @@ class OwnedControlPlane extends ControlPlaneBase {
       pidFile: join(this.layout.runDir, 'kube-apiserver.pid'),
     })
     const deadline = Date.now() + this.readyTimeoutMs
-    let last = ''
+    let last: string
     for (;;) {
       if (!this.apiserver.running) throw this.startupError('kube-apiserver exited during startup', this.apiserver)
       try {
@@ -446,7 +448,9 @@ class AttachedControlPlane extends ControlPlaneBase {
 
   private notOwned(): Promise<never> {
     return Promise.reject(
-      new Error('this control plane is shared (attached from a state file); start a private one with startControlPlane() to stop or restart its processes'),
+      new Error(
+        'this control plane is shared (attached from a state file); start a private one with startControlPlane() to stop or restart its processes',
+      ),
     )
   }
 

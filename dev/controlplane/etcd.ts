@@ -90,9 +90,18 @@ export async function* etcdRangeValues(endpoint: string, prefix: string, limit =
   const end = prefixRangeEnd(prefix).toString('base64')
   let from = Buffer.from(prefix)
   for (;;) {
-    const res = await etcdPost<RangeResponse & { more?: boolean }>(endpoint, '/v3/kv/range', {
-      key: from.toString('base64'), range_end: end, limit, sort_order: 'ASCEND', sort_target: 'KEY',
-    }, 60_000)
+    const res = await etcdPost<RangeResponse & { more?: boolean }>(
+      endpoint,
+      '/v3/kv/range',
+      {
+        key: from.toString('base64'),
+        range_end: end,
+        limit,
+        sort_order: 'ASCEND',
+        sort_target: 'KEY',
+      },
+      60_000,
+    )
     const kvs = res.kvs ?? []
     yield kvs.map((kv) => Buffer.from(kv.value ?? '', 'base64'))
     if (!res.more || kvs.length === 0) return

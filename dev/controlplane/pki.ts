@@ -76,10 +76,7 @@ export async function issueServingCert(ca: CertKeyPair, opts: ServingCertOptions
       { name: 'extKeyUsage', serverAuth: true },
       {
         name: 'subjectAltName',
-        altNames: [
-          ...dnsNames.map((value) => ({ type: 2 as const, value })),
-          ...ips.map((ip) => ({ type: 7 as const, ip })),
-        ],
+        altNames: [...dnsNames.map((value) => ({ type: 2 as const, value })), ...ips.map((ip) => ({ type: 7 as const, ip }))],
       },
     ],
   })

@@ -18,7 +18,6 @@ export interface ChartTools {
   serviceMonitorCrd: string
 }
 
-
 export function toolsScriptPath(): string {
   return join(packageRoot(), 'scripts', 'build-tools.sh')
 }

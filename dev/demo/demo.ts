@@ -48,7 +48,9 @@ export async function runDemo(options: DemoOptions): Promise<number> {
     await ensureBinaries()
   } catch (err) {
     say(`cannot build the control plane: ${(err as Error).message}`)
-    say('The demo needs Go 1.25+ to build kube-apiserver and etcd from their Go modules: install Go (https://go.dev/doc/install) and run the demo again.')
+    say(
+      'The demo needs Go 1.25+ to build kube-apiserver and etcd from their Go modules: install Go (https://go.dev/doc/install) and run the demo again.',
+    )
     return 3
   }
   const cp = await startControlPlane()
@@ -76,44 +78,73 @@ export async function runDemo(options: DemoOptions): Promise<number> {
     let bar: cliProgress.SingleBar | undefined
     let midRun: Promise<string> | undefined
     const operator = await cp.mintUser('operator', ['system:authenticated'])
-    const finished = new Promise<MigrationResult>(resolve => {
+    const finished = new Promise<MigrationResult>((resolve) => {
       void serve(config, pino({ level: 'warn' }), {
         identity: 'demo',
         defaultMetrics: false,
         onResult: resolve,
         onProgress: (_crd, phase, p) => {
           if (!bar) {
-            bar = new cliProgress.SingleBar({ format: '    {phase} [{bar}] {value}/{total}', stream: out as NodeJS.WriteStream, noTTYOutput: true, notTTYSchedule: 1000 }, cliProgress.Presets.shades_classic)
+            bar = new cliProgress.SingleBar(
+              { format: '    {phase} [{bar}] {value}/{total}', stream: out, noTTYOutput: true, notTTYSchedule: 1000 },
+              cliProgress.Presets.shades_classic,
+            )
             bar.start(p.total ?? options.objects, 0, { phase })
           }
           bar.setTotal(Math.max(p.total ?? 0, p.counts.seen))
           bar.update(settled(p), { phase })
           if (!midRun && settled(p) > Math.min(500, options.objects / 4)) midRun = tryStorageFlip(cp, operator)
         },
-      }).then(h => { handle = h })
+      }).then((h) => {
+        handle = h
+      })
     })
-    while (!handle) await new Promise(r => setTimeout(r, 20))
+    while (!handle) await new Promise((r) => setTimeout(r, 20))
     const webhookUrl = `${handle.webhook!.url.replace('0.0.0.0', '127.0.0.1')}/validate-crd`
-    const whc = renderWebhookConfiguration({ mode: 'url', url: webhookUrl, caBundlePem: certs.caCertPem, migratorUsers: config.identities.migratorUsers, migratorGroups: config.identities.migratorGroups })
+    const whc = renderWebhookConfiguration({
+      mode: 'url',
+      url: webhookUrl,
+      caBundlePem: certs.caCertPem,
+      migratorUsers: config.identities.migratorUsers,
+      migratorGroups: config.identities.migratorGroups,
+    })
     await http.request({ method: 'POST', path: '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations', body: whc })
-    say(`    webhook ${webhookUrl}; configuration ${whc.metadata.name} (failurePolicy Fail, only CRDs carrying ${DEFAULT_MIGRATING_ANNOTATION})`)
+    say(
+      `    webhook ${webhookUrl}; configuration ${whc.metadata.name} (failurePolicy Fail, only CRDs carrying ${DEFAULT_MIGRATING_ANNOTATION})`,
+    )
 
     step(`Creating ${CRD_NAME} (v1 storage, v2 served) with ${options.objects} objects in ${NAMESPACES.length} namespaces, applied at v1`)
     await http.request({ method: 'POST', path: CRD_API, body: demoCrd() })
     await waitEstablished(http)
-    for (const ns of NAMESPACES) await http.request({ method: 'POST', path: '/api/v1/namespaces', body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } } })
+    for (const ns of NAMESPACES)
+      await http.request({
+        method: 'POST',
+        path: '/api/v1/namespaces',
+        body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
+      })
     const started = Date.now()
     const queue = new PQueue({ concurrency: 32 })
     for (let i = 0; i < options.objects; i++) {
       const ns = NAMESPACES[i % NAMESPACES.length]!
       const name = `widget-${String(i).padStart(5, '0')}`
-      void queue.add(() => withRetry(() => http.request({
-        method: 'PATCH',
-        path: `/apis/${GROUP}/v1/namespaces/${ns}/widgets/${name}`,
-        query: { fieldManager: 'team-tooling', force: true },
-        contentType: ContentType.applyPatch,
-        body: { apiVersion: `${GROUP}/v1`, kind: 'Widget', metadata: { name, namespace: ns }, spec: { size: i % 7, color: ['red', 'green', 'blue'][i % 3] } },
-      }), { maxAttempts: 8 }))
+      void queue.add(() =>
+        withRetry(
+          () =>
+            http.request({
+              method: 'PATCH',
+              path: `/apis/${GROUP}/v1/namespaces/${ns}/widgets/${name}`,
+              query: { fieldManager: 'team-tooling', force: true },
+              contentType: ContentType.applyPatch,
+              body: {
+                apiVersion: `${GROUP}/v1`,
+                kind: 'Widget',
+                metadata: { name, namespace: ns },
+                spec: { size: i % 7, color: ['red', 'green', 'blue'][i % 3] },
+              },
+            }),
+          { maxAttempts: 8 },
+        ),
+      )
     }
     await queue.onIdle()
     say(`    created in ${((Date.now() - started) / 1000).toFixed(1)} s`)
@@ -122,8 +153,13 @@ export async function runDemo(options: DemoOptions): Promise<number> {
     step('Operator upgrade: storage moves to v2 and v1 stops being served; the controller notices (label crd-migrator.io/managed=true)')
     const crd = await getCrd(http, CRD_NAME)
     await http.request({
-      method: 'PATCH', path: crdPath(CRD_NAME), contentType: ContentType.mergePatch,
-      body: { metadata: { labels: { 'crd-migrator.io/managed': 'true' } }, spec: { versions: crd.spec.versions.map(v => ({ ...v, storage: v.name === 'v2', served: v.name === 'v2' })) } },
+      method: 'PATCH',
+      path: crdPath(CRD_NAME),
+      contentType: ContentType.mergePatch,
+      body: {
+        metadata: { labels: { 'crd-migrator.io/managed': 'true' } },
+        spec: { versions: crd.spec.versions.map((v) => ({ ...v, storage: v.name === 'v2', served: v.name === 'v2' })) },
+      },
     })
     const result = await finished
     bar?.stop()
@@ -133,7 +169,10 @@ export async function runDemo(options: DemoOptions): Promise<number> {
 
     if (options.keep) {
       say(`\nThe control plane keeps running: export KUBECONFIG=${cp.kubeconfigPath}   (Ctrl-C stops it)`)
-      await new Promise<void>(resolve => { process.once('SIGINT', () => resolve()); process.once('SIGTERM', () => resolve()) })
+      await new Promise<void>((resolve) => {
+        process.once('SIGINT', () => resolve())
+        process.once('SIGTERM', () => resolve())
+      })
     }
     http.close()
     return result.outcome === 'Succeeded' ? 0 : 1
@@ -164,8 +203,8 @@ function demoCrd(): CustomResourceDefinition {
 async function waitEstablished(http: KubeHttp): Promise<void> {
   for (let i = 0; i < 300; i++) {
     const crd = await getCrd(http, CRD_NAME)
-    if (crd.status?.conditions?.some(c => c.type === 'Established' && c.status === 'True')) return
-    await new Promise(r => setTimeout(r, 50))
+    if (crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) return
+    await new Promise((r) => setTimeout(r, 50))
   }
   throw new Error(`${CRD_NAME} did not become Established`)
 }
@@ -178,10 +217,28 @@ async function grantMigrator(cp: ControlPlane): Promise<void> {
     { apiGroups: [GROUP], resources: ['*'], verbs: ['get', 'list', 'patch'] },
     { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
   ]
-  await cp.apiRequest('/apis/rbac.authorization.k8s.io/v1/clusterroles', { method: 'POST', body: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: 'crd-migrator-demo' }, rules } })
-  await cp.apiRequest('/apis/rbac.authorization.k8s.io/v1/clusterroles', { method: 'POST', body: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: 'crd-editor-demo' }, rules: [rules[0]] } })
-  for (const [role, group] of [['crd-migrator-demo', 'crd-migrators'], ['crd-editor-demo', 'system:authenticated']] as const) {
-    await cp.apiRequest('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', { method: 'POST', body: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: role }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role }, subjects: [{ kind: 'Group', apiGroup: 'rbac.authorization.k8s.io', name: group }] } })
+  await cp.apiRequest('/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+    method: 'POST',
+    body: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: 'crd-migrator-demo' }, rules },
+  })
+  await cp.apiRequest('/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+    method: 'POST',
+    body: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: 'crd-editor-demo' }, rules: [rules[0]] },
+  })
+  for (const [role, group] of [
+    ['crd-migrator-demo', 'crd-migrators'],
+    ['crd-editor-demo', 'system:authenticated'],
+  ] as const) {
+    await cp.apiRequest('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+      method: 'POST',
+      body: {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRoleBinding',
+        metadata: { name: role },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
+        subjects: [{ kind: 'Group', apiGroup: 'rbac.authorization.k8s.io', name: group }],
+      },
+    })
   }
 }
 
@@ -189,8 +246,10 @@ async function tryStorageFlip(cp: ControlPlane, as: { certPem: string; keyPem: s
   const crd = (await cp.apiRequest(crdPath(CRD_NAME))).json as CustomResourceDefinition
   const frozen = crd.metadata.annotations?.[DEFAULT_MIGRATING_ANNOTATION] === 'true'
   const res = await cp.apiRequest(crdPath(CRD_NAME), {
-    method: 'PATCH', as, contentType: ContentType.mergePatch,
-    body: { spec: { versions: crd.spec.versions.map(v => ({ ...v, storage: v.name === 'v1', served: true })) } },
+    method: 'PATCH',
+    as,
+    contentType: ContentType.mergePatch,
+    body: { spec: { versions: crd.spec.versions.map((v) => ({ ...v, storage: v.name === 'v1', served: true })) } },
   })
   const message = (res.json as { message?: string } | undefined)?.message ?? res.body
   return `${frozen ? '(CRD frozen) ' : ''}HTTP ${res.status}: ${message}`
@@ -204,10 +263,22 @@ async function show(cp: ControlPlane, http: KubeHttp, say: (s?: string) => void,
     const v = await cp.storedApiVersion(GROUP, 'widgets', key.split('/')[4], key.split('/')[5]!)
     byVersion.set(v ?? 'missing', (byVersion.get(v ?? 'missing') ?? 0) + 1)
   }
-  const sample = (await http.request<{ metadata: { managedFields?: ManagedFieldsEntry[] } }>({ method: 'GET', path: `/apis/${GROUP}/${crd.spec.versions.find(v => v.storage)!.name}/namespaces/team-a/widgets/widget-00000` })).body
+  const sample = (
+    await http.request<{ metadata: { managedFields?: ManagedFieldsEntry[] } }>({
+      method: 'GET',
+      path: `/apis/${GROUP}/${crd.spec.versions.find((v) => v.storage)!.name}/namespaces/team-a/widgets/widget-00000`,
+    })
+  ).body
   const a = crd.metadata.annotations ?? {}
-  say(`    [${when}] status.storedVersions: ${JSON.stringify(crd.status?.storedVersions)}; storage: ${crd.spec.versions.find(v => v.storage)?.name}`)
+  say(
+    `    [${when}] status.storedVersions: ${JSON.stringify(crd.status?.storedVersions)}; storage: ${crd.spec.versions.find((v) => v.storage)?.name}`,
+  )
   say(`    [${when}] etcd holds: ${[...byVersion].map(([v, n]) => `${n} x ${v}`).join(', ')}`)
-  say(`    [${when}] managedFields of team-a/widget-00000: ${(sample.metadata.managedFields ?? []).map(e => `${e.manager}/${e.operation}@${e.apiVersion}`).join(', ')}`)
-  if (a[StateAnnotation.lastResult]) say(`    [${when}] annotations: last-result=${a[StateAnnotation.lastResult]}, counts=${a[StateAnnotation.lastCounts]}, duration=${a[StateAnnotation.lastDuration]}`)
+  say(
+    `    [${when}] managedFields of team-a/widget-00000: ${(sample.metadata.managedFields ?? []).map((e) => `${e.manager}/${e.operation}@${e.apiVersion}`).join(', ')}`,
+  )
+  if (a[StateAnnotation.lastResult])
+    say(
+      `    [${when}] annotations: last-result=${a[StateAnnotation.lastResult]}, counts=${a[StateAnnotation.lastCounts]}, duration=${a[StateAnnotation.lastDuration]}`,
+    )
 }

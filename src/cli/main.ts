@@ -11,7 +11,9 @@ import { runStatusCommand } from './status.js'
 
 const program = new Command()
   .name('crd-migrator')
-  .description('Moves every custom resource of a CRD to its storage version, narrows status.storedVersions, and removes managedFields of unserved versions, behind a KEP-2855 freeze webhook.')
+  .description(
+    'Moves every custom resource of a CRD to its storage version, narrows status.storedVersions, and removes managedFields of unserved versions, behind a KEP-2855 freeze webhook.',
+  )
   .showHelpAfterError()
 
 function logger(config: Config, toStderr: boolean): Logger {
@@ -33,21 +35,41 @@ function shutdownSignal(log: Logger | undefined): AbortSignal {
 
 addConfigOptions(program.command('serve'))
   .description('serve the validating webhook and, on the replica holding the Lease, run the migration controller')
-  .action(async opts => {
+  .action(async (opts: Record<string, unknown>) => {
     const config = configFromOptions(opts)
     const log = logger(config, false)
     const handle = await serve(config, log)
     const signal = shutdownSignal(log)
-    await new Promise<void>(resolve => signal.addEventListener('abort', () => resolve(), { once: true }))
+    await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }))
     await handle.close()
     log.flush()
   })
 
-addConfigOptions(program.command('migrate'), s => !['webhook', 'webhook-host', 'webhook-port', 'tls-cert', 'tls-key', 'body-limit-bytes', 'metrics-port', 'migrator', 'leader-elect', 'lease-namespace', 'lease-name', 'resync-seconds', 'migrator-users', 'migrator-groups', 'break-glass-groups'].includes(s.flag))
+addConfigOptions(
+  program.command('migrate'),
+  (s) =>
+    ![
+      'webhook',
+      'webhook-host',
+      'webhook-port',
+      'tls-cert',
+      'tls-key',
+      'body-limit-bytes',
+      'metrics-port',
+      'migrator',
+      'leader-elect',
+      'lease-namespace',
+      'lease-name',
+      'resync-seconds',
+      'migrator-users',
+      'migrator-groups',
+      'break-glass-groups',
+    ].includes(s.flag),
+)
   .description('migrate the named CRDs now, one after the other')
   .argument('<crd...>', 'CRD names, e.g. widgets.example.com')
   .option('--dry-run', 'report what each phase would do; write nothing', false)
-  .action(async (names: string[], opts) => {
+  .action(async (names: string[], opts: Record<string, unknown>) => {
     const config = configFromOptions({ logLevel: 'warn', ...opts })
     const log = logger(config, true)
     process.exitCode = await runMigrateCommand(names, config, log, {
@@ -58,32 +80,55 @@ addConfigOptions(program.command('migrate'), s => !['webhook', 'webhook-host', '
     })
   })
 
-addConfigOptions(program.command('status'), s => ['kubeconfig', 'migrating-annotation', 'selector', 'crds', 'log-level'].includes(s.flag))
+addConfigOptions(program.command('status'), (s) => ['kubeconfig', 'migrating-annotation', 'selector', 'crds', 'log-level'].includes(s.flag))
   .description('show managed CRDs: storage version, storedVersions, freeze, phase, progress and last result')
   .option('--json', 'print JSON', false)
-  .action(async opts => {
+  .action(async (opts: Record<string, unknown>) => {
     const config = configFromOptions(opts)
     process.exitCode = await runStatusCommand(config, process.stdout, Boolean(opts.json))
   })
 
-program.command('webhook-config')
+interface WebhookConfigOptions {
+  ca: string
+  host: string
+  port: string
+  out: string
+  migratingAnnotation?: string
+  migratorUsers?: string
+  migratorGroups?: string
+}
+
+program
+  .command('webhook-config')
   .description('write the url variant of the ValidatingWebhookConfiguration for a webhook running on this machine')
   .option('--ca <file>', 'CA that signed the serving certificate', 'certs/ca.crt')
   .option('--host <host>', 'where the webhook listens', '127.0.0.1')
   .option('--port <port>', 'webhook port', '9443')
   .option('--out <file>', 'output file', 'webhook-config/local/validating-webhook.yaml')
   .option('--migrating-annotation <key>', 'annotation key that freezes a CRD')
-  .option('--migrator-users <a,b>', 'usernames the API server does not send to the webhook (those of `serve --migrator-users`); default system:serviceaccount:crd-migrator:crd-migrator')
+  .option(
+    '--migrator-users <a,b>',
+    'usernames the API server does not send to the webhook (those of `serve --migrator-users`); default system:serviceaccount:crd-migrator:crd-migrator',
+  )
   .option('--migrator-groups <a,b>', 'groups the API server does not send to the webhook (those of `serve --migrator-groups`)')
-  .action(async opts => {
-    const list = (v: string | undefined) => (v === undefined ? undefined : v.split(',').map(s => s.trim()).filter(Boolean))
+  .action(async (opts: WebhookConfigOptions) => {
+    const list = (v: string | undefined) =>
+      v === undefined
+        ? undefined
+        : v
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean)
     const migratorUsers = list(opts.migratorUsers)
     const migratorGroups = list(opts.migratorGroups)
     await writeLocalWebhookConfiguration({
-      caCertFile: opts.ca, host: opts.host, port: Number(opts.port), outFile: opts.out,
-      ...(opts.migratingAnnotation ? { annotationKey: opts.migratingAnnotation } : {}),
-      ...(migratorUsers ? { migratorUsers } : {}),
-      ...(migratorGroups ? { migratorGroups } : {}),
+      caCertFile: opts.ca,
+      host: opts.host,
+      port: Number(opts.port),
+      outFile: opts.out,
+      annotationKey: opts.migratingAnnotation,
+      migratorUsers,
+      migratorGroups,
     })
     process.stdout.write(`wrote ${opts.out}; install it with: kubectl apply -f ${opts.out}\n`)
   })

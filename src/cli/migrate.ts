@@ -49,7 +49,7 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
           owner,
           checkpointSeal,
           events: new KubeEventRecorder(http, 'crd-migrator', owner),
-          ...(options.signal ? { signal: options.signal } : {}),
+          signal: options.signal,
           ...(bar ? { onProgress: (phase: Phase, p: WalkProgress) => bar.update(phase, p) } : {}),
         })
         bar?.stop()
@@ -68,12 +68,15 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
 }
 
 class ProgressBar {
-  private readonly bar = new cliProgress.SingleBar({
-    format: '{crd} {phase} [{bar}] {value}/{total} {rate}/s',
-    hideCursor: true,
-    clearOnComplete: true,
-    stream: process.stderr,
-  }, cliProgress.Presets.shades_classic)
+  private readonly bar = new cliProgress.SingleBar(
+    {
+      format: '{crd} {phase} [{bar}] {value}/{total} {rate}/s',
+      hideCursor: true,
+      clearOnComplete: true,
+      stream: process.stderr,
+    },
+    cliProgress.Presets.shades_classic,
+  )
   private phase: string | undefined
   private readonly started = Date.now()
 
@@ -102,17 +105,22 @@ export function formatResult(r: MigrationResult): string {
   const lines = [`${r.crd}: ${r.outcome}${r.errorCode ? ` (${r.errorCode})` : ''} in ${(r.durationMs / 1000).toFixed(1)}s — ${r.reason}`]
   if (r.storage) {
     const c = r.storage.counts
-    lines.push(`  storage version ${r.storageVersion}: ${c.seen} listed, ${c.rewritten} rewritten, ${c.current} already current, ${c.conflict} written by others, ${c.gone} deleted, ${c.failed} failed${c.resumed ? `, ${c.resumed} done by an earlier run${r.resumedFrom ? ` (resumed after ${r.resumedFrom})` : ''}` : ''}`)
+    lines.push(
+      `  storage version ${r.storageVersion}: ${c.seen} listed, ${c.rewritten} rewritten, ${c.current} already current, ${c.conflict} written by others, ${c.gone} deleted, ${c.failed} failed${c.resumed ? `, ${c.resumed} done by an earlier run${r.resumedFrom ? ` (resumed after ${r.resumedFrom})` : ''}` : ''}`,
+    )
     for (const f of r.storage.failures.slice(0, 5)) lines.push(`    failed ${f.key}: ${f.error}`)
   }
   if (r.storage || r.storedVersionsBefore.join() !== r.storedVersionsAfter.join()) {
     lines.push(`  status.storedVersions: ${JSON.stringify(r.storedVersionsBefore)} -> ${JSON.stringify(r.storedVersionsAfter)}`)
   }
   if (r.cleanup) {
-    lines.push(`  managedFields: ${r.cleanup.entriesRemoved} entries of unserved versions removed from ${r.cleanup.counts.rewritten} of ${r.cleanup.counts.seen} objects, ${r.cleanup.counts.failed} failed`)
+    lines.push(
+      `  managedFields: ${r.cleanup.entriesRemoved} entries of unserved versions removed from ${r.cleanup.counts.rewritten} of ${r.cleanup.counts.seen} objects, ${r.cleanup.counts.failed} failed`,
+    )
     for (const f of r.cleanup.failures.slice(0, 5)) lines.push(`    failed ${f.key}: ${f.error}`)
   }
-  if (r.leftFrozen) lines.push('  WARNING: the migrating annotation could not be removed; run migrate again or see the README (unfreezing by hand)')
+  if (r.leftFrozen)
+    lines.push('  WARNING: the migrating annotation could not be removed; run migrate again or see the README (unfreezing by hand)')
   return `${lines.join('\n')}\n`
 }
 

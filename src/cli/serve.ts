@@ -78,27 +78,31 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
       owner: identity,
       checkpointSeal: await loadCheckpointSeal(config.migrator.stateKeyFile, log),
       metrics: new MigratorMetrics(registry),
-      events: new KubeEventRecorder(http, 'crd-migrator', identity, err => log.warn({ err }, 'could not record an Event')),
-      ...(options.onResult ? { onResult: options.onResult } : {}),
-      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+      events: new KubeEventRecorder(http, 'crd-migrator', identity, (err) => log.warn({ err }, 'could not record an Event')),
+      onResult: options.onResult,
+      onProgress: options.onProgress,
     })
     if (config.leaderElection.enabled) {
-      const elector = new LeaderElector(http, {
-        namespace: config.leaderElection.namespace ?? process.env.POD_NAMESPACE ?? 'default',
-        name: config.leaderElection.leaseName,
-        identity,
-        leaseDurationSeconds: config.leaderElection.leaseDurationSeconds,
-        renewDeadlineSeconds: config.leaderElection.renewDeadlineSeconds,
-        retryPeriodSeconds: config.leaderElection.retryPeriodSeconds,
-      }, log)
+      const elector = new LeaderElector(
+        http,
+        {
+          namespace: config.leaderElection.namespace ?? process.env.POD_NAMESPACE ?? 'default',
+          name: config.leaderElection.leaseName,
+          identity,
+          leaseDurationSeconds: config.leaderElection.leaseDurationSeconds,
+          renewDeadlineSeconds: config.leaderElection.renewDeadlineSeconds,
+          retryPeriodSeconds: config.leaderElection.retryPeriodSeconds,
+        },
+        log,
+      )
       // Losing the lease ends this term; campaign again until shutdown.
       stopped = (async () => {
-        while (!stop.signal.aborted) await elector.run(stop.signal, signal => controller.run(signal))
+        while (!stop.signal.aborted) await elector.run(stop.signal, (signal) => controller.run(signal))
       })()
     } else {
       stopped = controller.run(stop.signal)
     }
-    stopped = stopped.catch(err => log.error({ err }, 'migration controller crashed')).finally(() => http.close())
+    stopped = stopped.catch((err) => log.error({ err }, 'migration controller crashed')).finally(() => http.close())
   }
 
   // One readiness notion, reported by the ops listener's /readyz: the webhook's checks (a

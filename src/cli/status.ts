@@ -24,7 +24,7 @@ export interface StatusRow {
 export function statusRows(crds: CustomResourceDefinition[], config: Config): StatusRow[] {
   const selection = new CrdSelection(config.migrator.selector)
   return crds
-    .map(crd => ({ crd, state: readCrdState(crd, config.annotations.migrating) }))
+    .map((crd) => ({ crd, state: readCrdState(crd, config.annotations.migrating) }))
     .filter(({ crd, state }) => selection.selects(crd) || state.carriesState)
     .map(({ crd, state }) => {
       const plan = planCrd(crd)
@@ -43,11 +43,29 @@ export function statusRows(crds: CustomResourceDefinition[], config: Config): St
 }
 
 export function formatTable(rows: StatusRow[]): string {
-  const header: StatusRow = { name: 'NAME', storage: 'STORAGE', storedVersions: 'STORED', frozen: 'FROZEN', phase: 'PHASE', progress: 'PROGRESS', lastResult: 'LAST RESULT', duration: 'DURATION' }
+  const header: StatusRow = {
+    name: 'NAME',
+    storage: 'STORAGE',
+    storedVersions: 'STORED',
+    frozen: 'FROZEN',
+    phase: 'PHASE',
+    progress: 'PROGRESS',
+    lastResult: 'LAST RESULT',
+    duration: 'DURATION',
+  }
   const all = [header, ...rows]
   const keys = Object.keys(header) as (keyof StatusRow)[]
-  const widths = keys.map(k => Math.max(...all.map(r => r[k].length)))
-  return all.map(r => keys.map((k, i) => (i === keys.length - 1 ? r[k] : r[k].padEnd(widths[i]!))).join('  ').trimEnd()).join('\n') + '\n'
+  const widths = keys.map((k) => Math.max(...all.map((r) => r[k].length)))
+  return (
+    all
+      .map((r) =>
+        keys
+          .map((k, i) => (i === keys.length - 1 ? r[k] : r[k].padEnd(widths[i]!)))
+          .join('  ')
+          .trimEnd(),
+      )
+      .join('\n') + '\n'
+  )
 }
 
 export async function runStatusCommand(config: Config, out: NodeJS.WritableStream, json: boolean): Promise<number> {

@@ -25,7 +25,7 @@ export function isServiceAccountUsername(username: string): boolean {
 /** Whether the request was made with a ServiceAccount token (see the header). */
 export function hasServiceAccountCredential(user: UserIdentity): boolean {
   const ids = user.extra?.[CREDENTIAL_ID_EXTRA]
-  return Array.isArray(ids) && ids.some(id => typeof id === 'string' && id.startsWith(SERVICE_ACCOUNT_CREDENTIAL_PREFIX))
+  return Array.isArray(ids) && ids.some((id) => typeof id === 'string' && id.startsWith(SERVICE_ACCOUNT_CREDENTIAL_PREFIX))
 }
 
 /** A user listed in `users` by name; ServiceAccount names also need the token's proof. */

@@ -38,7 +38,7 @@ export function loadConfig(sources: ConfigSources = {}): Config {
   for (const [path, value] of Object.entries(sources.flags ?? {})) {
     if (value === undefined) continue
     setPath(merged, path, value)
-    origin.set(path, `flag --${SETTINGS.find(s => s.path === path)?.flag ?? path}`)
+    origin.set(path, `flag --${SETTINGS.find((s) => s.path === path)?.flag ?? path}`)
   }
   const parsed = ConfigSchema.safeParse(merged)
   if (!parsed.success) throw new ConfigError(formatIssues(parsed.error.issues, origin))
@@ -64,7 +64,7 @@ function readConfigFile(file: string): Record<string, unknown> {
 }
 
 function formatIssues(issues: z.core.$ZodIssue[], origin: Map<string, string>): string {
-  const lines = issues.map(issue => {
+  const lines = issues.map((issue) => {
     const path = issue.path.map(String).join('.')
     const keys = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : ''
     const from = findOrigin(path, origin, issue.code === 'unrecognized_keys' ? issue.keys : [])
@@ -100,6 +100,8 @@ function setPath(target: Record<string, unknown>, path: string, value: unknown):
 function leafPaths(obj: Record<string, unknown>, prefix = ''): string[] {
   return Object.entries(obj).flatMap(([k, v]) => {
     const path = prefix ? `${prefix}.${k}` : k
-    return typeof v === 'object' && v !== null && !Array.isArray(v) && k !== 'crds' ? [path, ...leafPaths(v as Record<string, unknown>, path)] : [path]
+    return typeof v === 'object' && v !== null && !Array.isArray(v) && k !== 'crds'
+      ? [path, ...leafPaths(v as Record<string, unknown>, path)]
+      : [path]
   })
 }

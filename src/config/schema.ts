@@ -7,7 +7,9 @@
  */
 import { z } from 'zod'
 
-export const PhaseName = z.enum(['StorageVersionMigration', 'CleanupManagedFields'])
+/** The migration phases, in the order they run; migrator/plan.ts names them for the code. */
+export const PHASE_NAMES = ['StorageVersionMigration', 'CleanupManagedFields'] as const
+const PhaseName = z.enum(PHASE_NAMES)
 
 /**
  * A Kubernetes qualified annotation key: an optional DNS-subdomain prefix and `/`, then a
@@ -18,7 +20,8 @@ export const PhaseName = z.enum(['StorageVersionMigration', 'CleanupManagedField
  * regex, which test/unit/annotation-key.test.ts keeps equal to this one. Written as a
  * string with no JavaScript-only syntax for that reason.
  */
-export const ANNOTATION_KEY_PATTERN = '^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'
+export const ANNOTATION_KEY_PATTERN =
+  '^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'
 export const ANNOTATION_KEY = new RegExp(ANNOTATION_KEY_PATTERN)
 
 const annotationKey = z.string().regex(ANNOTATION_KEY, 'must be a Kubernetes annotation key such as example.com/migrating')
@@ -35,119 +38,147 @@ export const ConfigSchema = z.strictObject({
   /** Path to a kubeconfig; in-cluster config or $KUBECONFIG when unset. */
   kubeconfig: z.string().min(1).optional(),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  annotations: z.strictObject({
-    /**
-     * The key that freezes a CRD's storage version (value "true"): KEP-2855's own. It is
-     * configurable so a cluster running another KEP-2855 migrator can keep the two apart.
-     */
-    migrating: annotationKey.default('ksvm.sigs.k8s.io/migrating'),
-  }).prefault({}),
-  identities: z.strictObject({
-    /** The migrator's identity: the ServiceAccount the Helm chart deploys. */
-    migratorUsers: z.array(z.string().min(1)).default(['system:serviceaccount:crd-migrator:crd-migrator']),
-    migratorGroups: z.array(z.string().min(1)).default([]),
-    breakGlassGroups: z.array(z.string().min(1)).default(['system:masters']),
-  }).prefault({}),
-  webhook: z.strictObject({
-    enabled: z.boolean().default(true),
-    host: z.string().default('0.0.0.0'),
-    /** HTTPS port of the webhook; 0 picks a free one (tests). */
-    port: z.number().int().min(0).max(65535).default(9443),
-    certFile: z.string().default('/tls/tls.crt'),
-    keyFile: z.string().default('/tls/tls.key'),
-    /**
-     * The API server sends object AND oldObject, and a stored CRD is at most ~1.5 MB
-     * (etcd's request limit), so two of them plus the envelope fit in 3 MiB, which is also
-     * the API server's own limit for a request body. Every byte accepted is CPU spent
-     * parsing on the one event loop all reviews share, so no more than that.
-     */
-    bodyLimitBytes: z.number().int().min(1024).default(3 * 1024 * 1024),
-    /**
-     * Timeouts of the HTTPS listener (file-only), and why (the API server calls us with
-     * timeoutSeconds: 5, at most 30):
-     * - tlsHandshakeSeconds: the TLS handshake must finish within it. Node's default is
-     *   120 s, and none of the HTTP timeouts runs before the handshake is done, so a
-     *   client that opens connections and never says hello would hold each for minutes.
-     * - requestSeconds: the whole request, headers and body, must arrive within it, so a
-     *   slow-loris client holds a socket this long at most (checked every
-     *   connectionsCheckingIntervalSeconds); headersSeconds is kept below it.
-     * - connectionSeconds: socket inactivity while a request is being served.
-     * - keepAliveSeconds: longer than the idle timeout of the API server's HTTP client
-     *   (Go's 90 s), so the API server, not us, closes idle connections. If we closed
-     *   first, a review sent on a connection we were closing would fail, and with
-     *   failurePolicy: Fail a failed call is a denied CRD update.
-     */
-    timeouts: z.strictObject({
-      tlsHandshakeSeconds: z.number().min(0.1).default(5),
-      headersSeconds: z.number().min(0.1).default(5),
-      requestSeconds: z.number().min(0.1).default(10),
-      connectionSeconds: z.number().min(0.1).default(15),
-      keepAliveSeconds: z.number().min(0.1).default(120),
-      connectionsCheckingIntervalSeconds: z.number().min(0.1).default(2),
-    }).prefault({}).refine(t => t.headersSeconds <= t.requestSeconds, {
-      message: 'headersSeconds must not be more than requestSeconds', path: ['headersSeconds'],
-    }),
-  }).prefault({}),
-  metrics: z.strictObject({
-    /**
-     * The plain-HTTP ops listener: /metrics, /healthz and /readyz (health/plugin.ts), the
-     * only listener that serves them. Port 0 turns it off, and with it the probes'
-     * endpoints: meant for tests and local runs of several processes, never for a pod
-     * (the chart refuses it).
-     */
-    host: z.string().default('0.0.0.0'),
-    port: z.number().int().min(0).max(65535).default(8080),
-  }).prefault({}),
-  migrator: z.strictObject({
-    enabled: z.boolean().default(true),
-    selector: z.strictObject({
+  annotations: z
+    .strictObject({
       /**
-       * CRDs whose labels match are managed; empty selects none by label. The default is
-       * the label users add to opt a CRD in.
+       * The key that freezes a CRD's storage version (value "true"): KEP-2855's own. It is
+       * configurable so a cluster running another KEP-2855 migrator can keep the two apart.
        */
-      labelSelector: z.string().default('crd-migrator.io/managed=true'),
-      /** CRDs managed by name, whatever their labels. */
-      names: z.array(z.string().min(1)).default([]),
-    }).prefault({}),
-    concurrency: z.number().int().min(1).max(1024).default(16),
-    /** Writes started per second across a migration; 0 for no client-side limit. */
-    qps: z.number().min(0).default(500),
-    pageSize: z.number().int().min(1).max(10000).default(500),
-    maxAttempts: z.number().int().min(1).max(100).default(8),
-    progressIntervalSeconds: z.number().min(0.1).default(5),
-    /** A freeze whose owner has not written a heartbeat for this long is taken over. */
-    takeoverAfterSeconds: z.number().min(1).default(30),
-    skipPhases: z.array(PhaseName).default([]),
-    /** Also move managedFields of served non-storage versions to the storage version. */
-    rewriteServedManagedFields: z.boolean().default(false),
-    /**
-     * File holding the key that seals checkpoints (at least 16 bytes); a resumed run trusts
-     * only checkpoints sealed with it. Unset: a file in $XDG_STATE_HOME/crd-migrator.
-     */
-    stateKeyFile: z.string().min(1).optional(),
-    /** How often every selected CRD is looked at again, besides watch events. */
-    resyncSeconds: z.number().min(1).default(600),
-    /** Per-CRD options, by CRD name. */
-    crds: z.record(z.string().min(1), CrdOptionsSchema).default({}),
-  }).prefault({}),
-  leaderElection: z.strictObject({
-    enabled: z.boolean().default(true),
-    /** Namespace of the Lease; $POD_NAMESPACE, then `default`, when unset. */
-    namespace: z.string().min(1).optional(),
-    leaseName: z.string().min(1).default('crd-migrator'),
-    leaseDurationSeconds: z.number().int().min(2).default(15),
-    renewDeadlineSeconds: z.number().int().min(1).default(10),
-    retryPeriodSeconds: z.number().min(0.1).default(2),
-  }).prefault({}).refine(l => l.renewDeadlineSeconds < l.leaseDurationSeconds, {
-    message: 'renewDeadlineSeconds must be less than leaseDurationSeconds', path: ['renewDeadlineSeconds'],
-  }),
+      migrating: annotationKey.default('ksvm.sigs.k8s.io/migrating'),
+    })
+    .prefault({}),
+  identities: z
+    .strictObject({
+      /** The migrator's identity: the ServiceAccount the Helm chart deploys. */
+      migratorUsers: z.array(z.string().min(1)).default(['system:serviceaccount:crd-migrator:crd-migrator']),
+      migratorGroups: z.array(z.string().min(1)).default([]),
+      breakGlassGroups: z.array(z.string().min(1)).default(['system:masters']),
+    })
+    .prefault({}),
+  webhook: z
+    .strictObject({
+      enabled: z.boolean().default(true),
+      host: z.string().default('0.0.0.0'),
+      /** HTTPS port of the webhook; 0 picks a free one (tests). */
+      port: z.number().int().min(0).max(65535).default(9443),
+      certFile: z.string().default('/tls/tls.crt'),
+      keyFile: z.string().default('/tls/tls.key'),
+      /**
+       * The API server sends object AND oldObject, and a stored CRD is at most ~1.5 MB
+       * (etcd's request limit), so two of them plus the envelope fit in 3 MiB, which is also
+       * the API server's own limit for a request body. Every byte accepted is CPU spent
+       * parsing on the one event loop all reviews share, so no more than that.
+       */
+      bodyLimitBytes: z
+        .number()
+        .int()
+        .min(1024)
+        .default(3 * 1024 * 1024),
+      /**
+       * Timeouts of the HTTPS listener (file-only), and why (the API server calls us with
+       * timeoutSeconds: 5, at most 30):
+       * - tlsHandshakeSeconds: the TLS handshake must finish within it. Node's default is
+       *   120 s, and none of the HTTP timeouts runs before the handshake is done, so a
+       *   client that opens connections and never says hello would hold each for minutes.
+       * - requestSeconds: the whole request, headers and body, must arrive within it, so a
+       *   slow-loris client holds a socket this long at most (checked every
+       *   connectionsCheckingIntervalSeconds); headersSeconds is kept below it.
+       * - connectionSeconds: socket inactivity while a request is being served.
+       * - keepAliveSeconds: longer than the idle timeout of the API server's HTTP client
+       *   (Go's 90 s), so the API server, not us, closes idle connections. If we closed
+       *   first, a review sent on a connection we were closing would fail, and with
+       *   failurePolicy: Fail a failed call is a denied CRD update.
+       */
+      timeouts: z
+        .strictObject({
+          tlsHandshakeSeconds: z.number().min(0.1).default(5),
+          headersSeconds: z.number().min(0.1).default(5),
+          requestSeconds: z.number().min(0.1).default(10),
+          connectionSeconds: z.number().min(0.1).default(15),
+          keepAliveSeconds: z.number().min(0.1).default(120),
+          connectionsCheckingIntervalSeconds: z.number().min(0.1).default(2),
+        })
+        .prefault({})
+        .refine((t) => t.headersSeconds <= t.requestSeconds, {
+          message: 'headersSeconds must not be more than requestSeconds',
+          path: ['headersSeconds'],
+        }),
+    })
+    .prefault({}),
+  metrics: z
+    .strictObject({
+      /**
+       * The plain-HTTP ops listener: /metrics, /healthz and /readyz (health/plugin.ts), the
+       * only listener that serves them. Port 0 turns it off, and with it the probes'
+       * endpoints: meant for tests and local runs of several processes, never for a pod
+       * (the chart refuses it).
+       */
+      host: z.string().default('0.0.0.0'),
+      port: z.number().int().min(0).max(65535).default(8080),
+    })
+    .prefault({}),
+  migrator: z
+    .strictObject({
+      enabled: z.boolean().default(true),
+      selector: z
+        .strictObject({
+          /**
+           * CRDs whose labels match are managed; empty selects none by label. The default is
+           * the label users add to opt a CRD in.
+           */
+          labelSelector: z.string().default('crd-migrator.io/managed=true'),
+          /** CRDs managed by name, whatever their labels. */
+          names: z.array(z.string().min(1)).default([]),
+        })
+        .prefault({}),
+      concurrency: z.number().int().min(1).max(1024).default(16),
+      /** Writes started per second across a migration; 0 for no client-side limit. */
+      qps: z.number().min(0).default(500),
+      pageSize: z.number().int().min(1).max(10000).default(500),
+      maxAttempts: z.number().int().min(1).max(100).default(8),
+      progressIntervalSeconds: z.number().min(0.1).default(5),
+      /** A freeze whose owner has not written a heartbeat for this long is taken over. */
+      takeoverAfterSeconds: z.number().min(1).default(30),
+      skipPhases: z.array(PhaseName).default([]),
+      /** Also move managedFields of served non-storage versions to the storage version. */
+      rewriteServedManagedFields: z.boolean().default(false),
+      /**
+       * File holding the key that seals checkpoints (at least 16 bytes); a resumed run trusts
+       * only checkpoints sealed with it. Unset: a file in $XDG_STATE_HOME/crd-migrator.
+       */
+      stateKeyFile: z.string().min(1).optional(),
+      /** How often every selected CRD is looked at again, besides watch events. */
+      resyncSeconds: z.number().min(1).default(600),
+      /** Per-CRD options, by CRD name. */
+      crds: z.record(z.string().min(1), CrdOptionsSchema).default({}),
+    })
+    .prefault({}),
+  leaderElection: z
+    .strictObject({
+      enabled: z.boolean().default(true),
+      /** Namespace of the Lease; $POD_NAMESPACE, then `default`, when unset. */
+      namespace: z.string().min(1).optional(),
+      leaseName: z.string().min(1).default('crd-migrator'),
+      leaseDurationSeconds: z.number().int().min(2).default(15),
+      renewDeadlineSeconds: z.number().int().min(1).default(10),
+      retryPeriodSeconds: z.number().min(0.1).default(2),
+    })
+    .prefault({})
+    .refine((l) => l.renewDeadlineSeconds < l.leaseDurationSeconds, {
+      message: 'renewDeadlineSeconds must be less than leaseDurationSeconds',
+      path: ['renewDeadlineSeconds'],
+    }),
 })
 
 export type Config = z.infer<typeof ConfigSchema>
 export type CrdOptions = z.infer<typeof CrdOptionsSchema>
 export type ConfigInput = z.input<typeof ConfigSchema>
 
-type DeepReadonly<T> = T extends (infer E)[] ? readonly DeepReadonly<E>[] : T extends object ? { readonly [K in keyof T]: DeepReadonly<T[K]> } : T
+type DeepReadonly<T> = T extends (infer E)[]
+  ? readonly DeepReadonly<E>[]
+  : T extends object
+    ? { readonly [K in keyof T]: DeepReadonly<T[K]> }
+    : T
 
 function deepFreeze<T>(value: T): DeepReadonly<T> {
   if (value !== null && typeof value === 'object') {

@@ -16,37 +16,200 @@ export interface Setting {
 }
 
 export const SETTINGS: readonly Setting[] = [
-  { path: 'kubeconfig', flag: 'kubeconfig', env: 'CRD_MIGRATOR_KUBECONFIG', kind: 'string', description: 'kubeconfig file; when unset, $KUBECONFIG, ~/.kube/config, then the in-cluster service account' },
-  { path: 'logLevel', flag: 'log-level', env: 'CRD_MIGRATOR_LOG_LEVEL', kind: 'string', description: 'fatal, error, warn, info, debug, trace or silent' },
-  { path: 'annotations.migrating', flag: 'migrating-annotation', env: 'CRD_MIGRATOR_MIGRATING_ANNOTATION', kind: 'string', description: 'annotation key that freezes a CRD\'s storage version (value "true")' },
-  { path: 'identities.migratorUsers', flag: 'migrator-users', env: 'CRD_MIGRATOR_MIGRATOR_USERS', kind: 'list', description: 'usernames allowed to set or remove the migrating annotation (comma-separated)' },
-  { path: 'identities.migratorGroups', flag: 'migrator-groups', env: 'CRD_MIGRATOR_MIGRATOR_GROUPS', kind: 'list', description: 'groups allowed to set or remove the migrating annotation' },
-  { path: 'identities.breakGlassGroups', flag: 'break-glass-groups', env: 'CRD_MIGRATOR_BREAK_GLASS_GROUPS', kind: 'list', description: 'groups allowed everything, the freeze included' },
-  { path: 'webhook.enabled', flag: 'webhook', env: 'CRD_MIGRATOR_WEBHOOK_ENABLED', kind: 'boolean', description: 'serve the validating webhook (serve only)' },
-  { path: 'webhook.host', flag: 'webhook-host', env: 'CRD_MIGRATOR_WEBHOOK_HOST', kind: 'string', description: 'address the webhook listens on' },
+  {
+    path: 'kubeconfig',
+    flag: 'kubeconfig',
+    env: 'CRD_MIGRATOR_KUBECONFIG',
+    kind: 'string',
+    description: 'kubeconfig file; when unset, $KUBECONFIG, ~/.kube/config, then the in-cluster service account',
+  },
+  {
+    path: 'logLevel',
+    flag: 'log-level',
+    env: 'CRD_MIGRATOR_LOG_LEVEL',
+    kind: 'string',
+    description: 'fatal, error, warn, info, debug, trace or silent',
+  },
+  {
+    path: 'annotations.migrating',
+    flag: 'migrating-annotation',
+    env: 'CRD_MIGRATOR_MIGRATING_ANNOTATION',
+    kind: 'string',
+    description: 'annotation key that freezes a CRD\'s storage version (value "true")',
+  },
+  {
+    path: 'identities.migratorUsers',
+    flag: 'migrator-users',
+    env: 'CRD_MIGRATOR_MIGRATOR_USERS',
+    kind: 'list',
+    description: 'usernames allowed to set or remove the migrating annotation (comma-separated)',
+  },
+  {
+    path: 'identities.migratorGroups',
+    flag: 'migrator-groups',
+    env: 'CRD_MIGRATOR_MIGRATOR_GROUPS',
+    kind: 'list',
+    description: 'groups allowed to set or remove the migrating annotation',
+  },
+  {
+    path: 'identities.breakGlassGroups',
+    flag: 'break-glass-groups',
+    env: 'CRD_MIGRATOR_BREAK_GLASS_GROUPS',
+    kind: 'list',
+    description: 'groups allowed everything, the freeze included',
+  },
+  {
+    path: 'webhook.enabled',
+    flag: 'webhook',
+    env: 'CRD_MIGRATOR_WEBHOOK_ENABLED',
+    kind: 'boolean',
+    description: 'serve the validating webhook (serve only)',
+  },
+  {
+    path: 'webhook.host',
+    flag: 'webhook-host',
+    env: 'CRD_MIGRATOR_WEBHOOK_HOST',
+    kind: 'string',
+    description: 'address the webhook listens on',
+  },
   { path: 'webhook.port', flag: 'webhook-port', env: 'CRD_MIGRATOR_WEBHOOK_PORT', kind: 'int', description: 'HTTPS port of the webhook' },
-  { path: 'webhook.certFile', flag: 'tls-cert', env: 'CRD_MIGRATOR_TLS_CERT', kind: 'string', description: 'serving certificate (PEM); reloaded when it changes' },
-  { path: 'webhook.keyFile', flag: 'tls-key', env: 'CRD_MIGRATOR_TLS_KEY', kind: 'string', description: 'serving key (PEM); reloaded when it changes' },
-  { path: 'webhook.bodyLimitBytes', flag: 'body-limit-bytes', env: 'CRD_MIGRATOR_BODY_LIMIT_BYTES', kind: 'int', description: 'largest AdmissionReview accepted' },
-  { path: 'metrics.port', flag: 'metrics-port', env: 'CRD_MIGRATOR_METRICS_PORT', kind: 'int', description: 'plain-HTTP port for /metrics, /healthz, /readyz, the only listener serving them (0: off, and with it the probes\' endpoints)' },
-  { path: 'migrator.enabled', flag: 'migrator', env: 'CRD_MIGRATOR_MIGRATOR_ENABLED', kind: 'boolean', description: 'run the migration controller (serve only)' },
-  { path: 'migrator.selector.labelSelector', flag: 'selector', env: 'CRD_MIGRATOR_SELECTOR', kind: 'string', description: 'label selector of managed CRDs' },
-  { path: 'migrator.selector.names', flag: 'crds', env: 'CRD_MIGRATOR_CRDS', kind: 'list', description: 'names of managed CRDs, besides the selector' },
-  { path: 'migrator.concurrency', flag: 'concurrency', env: 'CRD_MIGRATOR_CONCURRENCY', kind: 'int', description: 'writes in flight at most, per migration' },
-  { path: 'migrator.qps', flag: 'qps', env: 'CRD_MIGRATOR_QPS', kind: 'number', description: 'writes started per second at most (0: no limit)' },
+  {
+    path: 'webhook.certFile',
+    flag: 'tls-cert',
+    env: 'CRD_MIGRATOR_TLS_CERT',
+    kind: 'string',
+    description: 'serving certificate (PEM); reloaded when it changes',
+  },
+  {
+    path: 'webhook.keyFile',
+    flag: 'tls-key',
+    env: 'CRD_MIGRATOR_TLS_KEY',
+    kind: 'string',
+    description: 'serving key (PEM); reloaded when it changes',
+  },
+  {
+    path: 'webhook.bodyLimitBytes',
+    flag: 'body-limit-bytes',
+    env: 'CRD_MIGRATOR_BODY_LIMIT_BYTES',
+    kind: 'int',
+    description: 'largest AdmissionReview accepted',
+  },
+  {
+    path: 'metrics.port',
+    flag: 'metrics-port',
+    env: 'CRD_MIGRATOR_METRICS_PORT',
+    kind: 'int',
+    description:
+      "plain-HTTP port for /metrics, /healthz, /readyz, the only listener serving them (0: off, and with it the probes' endpoints)",
+  },
+  {
+    path: 'migrator.enabled',
+    flag: 'migrator',
+    env: 'CRD_MIGRATOR_MIGRATOR_ENABLED',
+    kind: 'boolean',
+    description: 'run the migration controller (serve only)',
+  },
+  {
+    path: 'migrator.selector.labelSelector',
+    flag: 'selector',
+    env: 'CRD_MIGRATOR_SELECTOR',
+    kind: 'string',
+    description: 'label selector of managed CRDs',
+  },
+  {
+    path: 'migrator.selector.names',
+    flag: 'crds',
+    env: 'CRD_MIGRATOR_CRDS',
+    kind: 'list',
+    description: 'names of managed CRDs, besides the selector',
+  },
+  {
+    path: 'migrator.concurrency',
+    flag: 'concurrency',
+    env: 'CRD_MIGRATOR_CONCURRENCY',
+    kind: 'int',
+    description: 'writes in flight at most, per migration',
+  },
+  {
+    path: 'migrator.qps',
+    flag: 'qps',
+    env: 'CRD_MIGRATOR_QPS',
+    kind: 'number',
+    description: 'writes started per second at most (0: no limit)',
+  },
   { path: 'migrator.pageSize', flag: 'page-size', env: 'CRD_MIGRATOR_PAGE_SIZE', kind: 'int', description: 'objects per list page' },
-  { path: 'migrator.maxAttempts', flag: 'max-attempts', env: 'CRD_MIGRATOR_MAX_ATTEMPTS', kind: 'int', description: 'tries per write before the object counts as failed' },
-  { path: 'migrator.skipPhases', flag: 'skip-phases', env: 'CRD_MIGRATOR_SKIP_PHASES', kind: 'list', description: 'StorageVersionMigration and/or CleanupManagedFields' },
-  { path: 'migrator.rewriteServedManagedFields', flag: 'rewrite-served-managed-fields', env: 'CRD_MIGRATOR_REWRITE_SERVED_MANAGED_FIELDS', kind: 'boolean', description: 'also move managedFields of served non-storage versions to the storage version' },
-  { path: 'migrator.progressIntervalSeconds', flag: 'progress-interval-seconds', env: 'CRD_MIGRATOR_PROGRESS_INTERVAL_SECONDS', kind: 'number', description: 'how often progress annotations are written' },
-  { path: 'migrator.takeoverAfterSeconds', flag: 'takeover-after-seconds', env: 'CRD_MIGRATOR_TAKEOVER_AFTER_SECONDS', kind: 'number', description: 'heartbeat age after which a frozen migration of ours is resumed' },
-  { path: 'migrator.stateKeyFile', flag: 'state-key-file', env: 'CRD_MIGRATOR_STATE_KEY_FILE', kind: 'string', description: 'key that seals checkpoints, so a resumed run trusts only its own (default: $XDG_STATE_HOME/crd-migrator/state.key, created on first use)' },
-  { path: 'migrator.resyncSeconds', flag: 'resync-seconds', env: 'CRD_MIGRATOR_RESYNC_SECONDS', kind: 'number', description: 'how often every managed CRD is looked at again' },
-  { path: 'leaderElection.enabled', flag: 'leader-elect', env: 'CRD_MIGRATOR_LEADER_ELECT', kind: 'boolean', description: 'take a Lease before migrating (serve only)' },
-  { path: 'leaderElection.namespace', flag: 'lease-namespace', env: 'POD_NAMESPACE', kind: 'string', description: 'namespace of the Lease' },
-  { path: 'leaderElection.leaseName', flag: 'lease-name', env: 'CRD_MIGRATOR_LEASE_NAME', kind: 'string', description: 'name of the Lease' },
+  {
+    path: 'migrator.maxAttempts',
+    flag: 'max-attempts',
+    env: 'CRD_MIGRATOR_MAX_ATTEMPTS',
+    kind: 'int',
+    description: 'tries per write before the object counts as failed',
+  },
+  {
+    path: 'migrator.skipPhases',
+    flag: 'skip-phases',
+    env: 'CRD_MIGRATOR_SKIP_PHASES',
+    kind: 'list',
+    description: 'StorageVersionMigration and/or CleanupManagedFields',
+  },
+  {
+    path: 'migrator.rewriteServedManagedFields',
+    flag: 'rewrite-served-managed-fields',
+    env: 'CRD_MIGRATOR_REWRITE_SERVED_MANAGED_FIELDS',
+    kind: 'boolean',
+    description: 'also move managedFields of served non-storage versions to the storage version',
+  },
+  {
+    path: 'migrator.progressIntervalSeconds',
+    flag: 'progress-interval-seconds',
+    env: 'CRD_MIGRATOR_PROGRESS_INTERVAL_SECONDS',
+    kind: 'number',
+    description: 'how often progress annotations are written',
+  },
+  {
+    path: 'migrator.takeoverAfterSeconds',
+    flag: 'takeover-after-seconds',
+    env: 'CRD_MIGRATOR_TAKEOVER_AFTER_SECONDS',
+    kind: 'number',
+    description: 'heartbeat age after which a frozen migration of ours is resumed',
+  },
+  {
+    path: 'migrator.stateKeyFile',
+    flag: 'state-key-file',
+    env: 'CRD_MIGRATOR_STATE_KEY_FILE',
+    kind: 'string',
+    description:
+      'key that seals checkpoints, so a resumed run trusts only its own (default: $XDG_STATE_HOME/crd-migrator/state.key, created on first use)',
+  },
+  {
+    path: 'migrator.resyncSeconds',
+    flag: 'resync-seconds',
+    env: 'CRD_MIGRATOR_RESYNC_SECONDS',
+    kind: 'number',
+    description: 'how often every managed CRD is looked at again',
+  },
+  {
+    path: 'leaderElection.enabled',
+    flag: 'leader-elect',
+    env: 'CRD_MIGRATOR_LEADER_ELECT',
+    kind: 'boolean',
+    description: 'take a Lease before migrating (serve only)',
+  },
+  {
+    path: 'leaderElection.namespace',
+    flag: 'lease-namespace',
+    env: 'POD_NAMESPACE',
+    kind: 'string',
+    description: 'namespace of the Lease',
+  },
+  {
+    path: 'leaderElection.leaseName',
+    flag: 'lease-name',
+    env: 'CRD_MIGRATOR_LEASE_NAME',
+    kind: 'string',
+    description: 'name of the Lease',
+  },
 ]
-
 
 export function parseSettingValue(setting: Setting, raw: string | boolean, source: string): unknown {
   if (typeof raw === 'boolean') {
@@ -57,7 +220,10 @@ export function parseSettingValue(setting: Setting, raw: string | boolean, sourc
     case 'string':
       return raw
     case 'list':
-      return raw.split(',').map(s => s.trim()).filter(Boolean)
+      return raw
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)
     case 'boolean':
       if (/^(true|1|yes)$/i.test(raw)) return true
       if (/^(false|0|no)$/i.test(raw)) return false

@@ -103,20 +103,28 @@ export class MigrationController {
     if (freeze.frozen && !freeze.owner) return undefined
     // Skip only on what the plan shows (storedVersions) and what we checked ourselves
     // (managedFields of this generation), never on annotations others could have written.
-    if (!freeze.frozen && !planCrd(crd).storageMigrationNeeded && this.upToDate.get(name) === upToDateKey(crd.metadata.uid, crd.metadata.generation)) {
+    if (
+      !freeze.frozen &&
+      !planCrd(crd).storageMigrationNeeded &&
+      this.upToDate.get(name) === upToDateKey(crd.metadata.uid, crd.metadata.generation)
+    ) {
       this.queue.forget(name)
       return undefined
     }
     const { http, owner, metrics, events, onProgress, checkpointSeal } = this.deps
     const result = await migrateCrd(name, settingsFor(config, name), {
-      http, owner, logger, signal,
-      ...(metrics ? { metrics } : {}),
-      ...(events ? { events } : {}),
-      ...(checkpointSeal ? { checkpointSeal } : {}),
+      http,
+      owner,
+      logger,
+      signal,
+      metrics,
+      events,
+      checkpointSeal,
       ...(onProgress ? { onProgress: (phase: Phase, p: WalkProgress) => onProgress(name, phase, p) } : {}),
     })
     this.deps.onResult?.(result)
-    if (result.outcome === 'Succeeded' || result.skipReason === 'up-to-date') this.upToDate.set(name, upToDateKey(result.crdUid, result.generation))
+    if (result.outcome === 'Succeeded' || result.skipReason === 'up-to-date')
+      this.upToDate.set(name, upToDateKey(result.crdUid, result.generation))
     else this.upToDate.delete(name)
     if (result.outcome === 'Failed') {
       const delay = this.queue.addRateLimited(name)
@@ -176,25 +184,33 @@ export class MigrationController {
     while (!signal.aborted) {
       try {
         if (resourceVersion === undefined) {
-          const list = (await this.deps.http.request<{ items: CustomResourceDefinition[]; metadata: { resourceVersion: string } }>({ method: 'GET', path: CRD_API })).body
+          const list = (
+            await this.deps.http.request<{ items: CustomResourceDefinition[]; metadata: { resourceVersion: string } }>({
+              method: 'GET',
+              path: CRD_API,
+            })
+          ).body
           for (const crd of list.items) if (this.selects(crd)) this.onChange(crd)
           resourceVersion = list.metadata.resourceVersion
         }
-        await this.deps.http.stream({
-          method: 'GET',
-          path: CRD_API,
-          query: { watch: 1, resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300 },
-          signal,
-        }, raw => {
-          const event = raw as { type: string; object: CustomResourceDefinition & { code?: number } }
-          if (event.type === 'ERROR') {
-            if (event.object.code === 410) resourceVersion = undefined
-            return
-          }
-          resourceVersion = event.object.metadata?.resourceVersion ?? resourceVersion
-          if (event.type === 'DELETED') this.seenGeneration.delete(event.object.metadata.name)
-          if ((event.type === 'ADDED' || event.type === 'MODIFIED') && this.selects(event.object)) this.onChange(event.object)
-        })
+        await this.deps.http.stream(
+          {
+            method: 'GET',
+            path: CRD_API,
+            query: { watch: 1, resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300 },
+            signal,
+          },
+          (raw) => {
+            const event = raw as { type: string; object: CustomResourceDefinition & { code?: number } }
+            if (event.type === 'ERROR') {
+              if (event.object.code === 410) resourceVersion = undefined
+              return
+            }
+            resourceVersion = event.object.metadata?.resourceVersion ?? resourceVersion
+            if (event.type === 'DELETED') this.seenGeneration.delete(event.object.metadata.name)
+            if ((event.type === 'ADDED' || event.type === 'MODIFIED') && this.selects(event.object)) this.onChange(event.object)
+          },
+        )
       } catch (err) {
         if (signal.aborted) return
         if (isGone(err)) resourceVersion = undefined

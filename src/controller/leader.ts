@@ -34,7 +34,11 @@ const microTime = (d = new Date()) => d.toISOString().replace('Z', '000Z')
 export class LeaderElector {
   private observed: { record: string; at: number } | undefined
 
-  constructor(private readonly http: KubeHttp, private readonly options: LeaderElectionOptions, private readonly logger: Logger) {}
+  constructor(
+    private readonly http: KubeHttp,
+    private readonly options: LeaderElectionOptions,
+    private readonly logger: Logger,
+  ) {}
 
   private get path(): string {
     return `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(this.options.namespace)}/leases/${encodeURIComponent(this.options.name)}`
@@ -46,7 +50,13 @@ export class LeaderElector {
    */
   async run(stop: AbortSignal, lead: (signal: AbortSignal) => Promise<void>): Promise<void> {
     while (!stop.aborted) {
-      if (await this.tryAcquireOrRenew().catch(err => { this.logger.warn({ err }, 'leader election: lease request failed'); return false })) break
+      if (
+        await this.tryAcquireOrRenew().catch((err) => {
+          this.logger.warn({ err }, 'leader election: lease request failed')
+          return false
+        })
+      )
+        break
       await sleep(this.options.retryPeriodSeconds * 1000, undefined, { signal: stop }).catch(() => {})
     }
     if (stop.aborted) return
@@ -62,7 +72,7 @@ export class LeaderElector {
       const lost = leading.signal.aborted && !stop.aborted
       leading.abort(new Error('leadership ended'))
       await renewals
-      if (!lost) await this.release().catch(err => this.logger.warn({ err }, 'could not release the lease'))
+      if (!lost) await this.release().catch((err) => this.logger.warn({ err }, 'could not release the lease'))
     }
   }
 
@@ -71,7 +81,10 @@ export class LeaderElector {
     while (!leading.signal.aborted) {
       await sleep(this.options.retryPeriodSeconds * 1000, undefined, { signal: leading.signal }).catch(() => {})
       if (leading.signal.aborted) return
-      const ok = await this.tryAcquireOrRenew().catch(err => { this.logger.warn({ err }, 'leader election: renew failed'); return false })
+      const ok = await this.tryAcquireOrRenew().catch((err) => {
+        this.logger.warn({ err }, 'leader election: renew failed')
+        return false
+      })
       if (ok) lastRenew = Date.now()
       else if (Date.now() - lastRenew > this.options.renewDeadlineSeconds * 1000) {
         this.logger.error('lost leadership: could not renew the lease within the renew deadline')
@@ -98,7 +111,12 @@ export class LeaderElector {
         await this.http.request({
           method: 'POST',
           path: this.path.slice(0, this.path.lastIndexOf('/')),
-          body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: this.options.name, namespace: this.options.namespace }, spec: { ...spec, acquireTime: microTime(now), leaseTransitions: 0 } },
+          body: {
+            apiVersion: 'coordination.k8s.io/v1',
+            kind: 'Lease',
+            metadata: { name: this.options.name, namespace: this.options.namespace },
+            spec: { ...spec, acquireTime: microTime(now), leaseTransitions: 0 },
+          },
         })
         return true
       } catch (err) {

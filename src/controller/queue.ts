@@ -14,7 +14,10 @@ export class WorkQueue {
   private readonly timers = new Map<string, NodeJS.Timeout>()
   private readonly waiters: (() => void)[] = []
 
-  constructor(private readonly baseDelayMs = 1000, private readonly maxDelayMs = 5 * 60_000) {}
+  constructor(
+    private readonly baseDelayMs = 1000,
+    private readonly maxDelayMs = 5 * 60_000,
+  ) {}
 
   add(name: string): void {
     if (this.active.has(name)) {
@@ -63,7 +66,7 @@ export class WorkQueue {
         this.active.add(name)
         return name
       }
-      await new Promise<void>(resolve => {
+      await new Promise<void>((resolve) => {
         const onAbort = () => {
           const i = this.waiters.indexOf(wake)
           if (i >= 0) this.waiters.splice(i, 1)

@@ -4,9 +4,7 @@
  */
 import { CrdMigratorError } from '../errors.js'
 
-type Requirement =
-  | { op: 'exists' | 'notexists'; key: string }
-  | { op: 'in' | 'notin'; key: string; values: Set<string> }
+type Requirement = { op: 'exists' | 'notexists'; key: string } | { op: 'in' | 'notin'; key: string; values: Set<string> }
 
 export class LabelSelector {
   private constructor(private readonly requirements: Requirement[]) {}
@@ -18,7 +16,16 @@ export class LabelSelector {
       if (text === '') continue
       let m: RegExpMatchArray | null
       if ((m = text.match(/^([^\s!=()]+)\s+(in|notin)\s*\(([^)]*)\)$/))) {
-        requirements.push({ op: m[2] as 'in' | 'notin', key: m[1]!, values: new Set(m[3]!.split(',').map(v => v.trim()).filter(v => v !== '')) })
+        requirements.push({
+          op: m[2] as 'in' | 'notin',
+          key: m[1]!,
+          values: new Set(
+            m[3]!
+              .split(',')
+              .map((v) => v.trim())
+              .filter((v) => v !== ''),
+          ),
+        })
       } else if ((m = text.match(/^([^\s!=()]+)\s*(==|=|!=)\s*([^\s!=()]*)$/))) {
         requirements.push({ op: m[2] === '!=' ? 'notin' : 'in', key: m[1]!, values: new Set([m[3]!]) })
       } else if ((m = text.match(/^!\s*([^\s!=()]+)$/))) {
@@ -26,7 +33,10 @@ export class LabelSelector {
       } else if ((m = text.match(/^([^\s!=()]+)$/))) {
         requirements.push({ op: 'exists', key: m[1]! })
       } else {
-        throw new CrdMigratorError('CRDM_LABEL_SELECTOR', `invalid label selector ${JSON.stringify(selector)}: cannot parse ${JSON.stringify(text)}`)
+        throw new CrdMigratorError(
+          'CRDM_LABEL_SELECTOR',
+          `invalid label selector ${JSON.stringify(selector)}: cannot parse ${JSON.stringify(text)}`,
+        )
       }
     }
     return new LabelSelector(requirements)
@@ -38,13 +48,17 @@ export class LabelSelector {
 
   matches(labels: Record<string, string> | undefined): boolean {
     const l = labels ?? {}
-    return this.requirements.every(r => {
+    return this.requirements.every((r) => {
       const has = Object.hasOwn(l, r.key)
       switch (r.op) {
-        case 'exists': return has
-        case 'notexists': return !has
-        case 'in': return has && r.values.has(l[r.key]!)
-        case 'notin': return !has || !r.values.has(l[r.key]!)
+        case 'exists':
+          return has
+        case 'notexists':
+          return !has
+        case 'in':
+          return has && r.values.has(l[r.key]!)
+        case 'notin':
+          return !has || !r.values.has(l[r.key]!)
       }
     })
   }
@@ -57,7 +71,10 @@ function splitTopLevel(s: string): string[] {
   for (const ch of s) {
     if (ch === '(') depth++
     if (ch === ')') depth--
-    if (ch === ',' && depth === 0) { parts.push(current); current = '' } else current += ch
+    if (ch === ',' && depth === 0) {
+      parts.push(current)
+      current = ''
+    } else current += ch
   }
   parts.push(current)
   return parts

@@ -68,7 +68,7 @@ export interface HealthPluginOptions {
 
 export const healthPlugin: FastifyPluginAsync<HealthPluginOptions> = async (app, options) => {
   const { registry } = options
-  const names = options.readiness.map(c => c.name)
+  const names = options.readiness.map((c) => c.name)
   const twice = names.find((n, i) => names.indexOf(n) !== i)
   if (twice !== undefined) throw new Error(`readiness check ${JSON.stringify(twice)} is registered twice`)
 
@@ -90,6 +90,8 @@ export const healthPlugin: FastifyPluginAsync<HealthPluginOptions> = async (app,
 
   app.get(HEALTH_PATHS.readiness, async (_request, reply) => {
     const report = readinessReport(checks)
-    return reply.code(report.ready ? 200 : 503).send({ status: report.ready ? 'ready' : 'not ready', failing: report.failing, checks: report.checks })
+    return reply
+      .code(report.ready ? 200 : 503)
+      .send({ status: report.ready ? 'ready' : 'not ready', failing: report.failing, checks: report.checks })
   })
 }

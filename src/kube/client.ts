@@ -16,7 +16,10 @@ export function loadKubeConfig(file?: string): KubeConfig {
     kc.loadFromDefault()
   }
   if (!kc.getCurrentCluster()) {
-    throw new CrdMigratorError('CRDM_KUBECONFIG', 'no Kubernetes cluster configured: pass --kubeconfig, set KUBECONFIG, or run inside a cluster')
+    throw new CrdMigratorError(
+      'CRDM_KUBECONFIG',
+      'no Kubernetes cluster configured: pass --kubeconfig, set KUBECONFIG, or run inside a cluster',
+    )
   }
   return kc
 }

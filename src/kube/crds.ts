@@ -10,9 +10,13 @@ export async function listCrds(http: KubeHttp, labelSelector?: string): Promise<
   const items: CustomResourceDefinition[] = []
   let token: string | undefined
   do {
-    const page = (await http.request<{ items: CustomResourceDefinition[]; metadata: { continue?: string } }>({
-      method: 'GET', path: CRD_API, query: { limit: 250, continue: token, labelSelector },
-    })).body
+    const page = (
+      await http.request<{ items: CustomResourceDefinition[]; metadata: { continue?: string } }>({
+        method: 'GET',
+        path: CRD_API,
+        query: { limit: 250, continue: token, labelSelector },
+      })
+    ).body
     items.push(...page.items)
     token = page.metadata.continue || undefined
   } while (token)
@@ -32,9 +36,14 @@ export async function patchCrdAnnotations(
 ): Promise<CustomResourceDefinition> {
   const metadata: Record<string, unknown> = { annotations }
   if (resourceVersion) metadata.resourceVersion = resourceVersion
-  return (await http.request<CustomResourceDefinition>({
-    method: 'PATCH', path: crdPath(name), body: { metadata }, contentType: ContentType.mergePatch,
-  })).body
+  return (
+    await http.request<CustomResourceDefinition>({
+      method: 'PATCH',
+      path: crdPath(name),
+      body: { metadata },
+      contentType: ContentType.mergePatch,
+    })
+  ).body
 }
 
 /** `status.storedVersions := versions`, only if the CRD is still at `resourceVersion`. */
@@ -44,10 +53,12 @@ export async function patchStoredVersions(
   versions: string[],
   resourceVersion: string,
 ): Promise<CustomResourceDefinition> {
-  return (await http.request<CustomResourceDefinition>({
-    method: 'PATCH',
-    path: crdPath(name, 'status'),
-    body: { metadata: { resourceVersion }, status: { storedVersions: versions } },
-    contentType: ContentType.mergePatch,
-  })).body
+  return (
+    await http.request<CustomResourceDefinition>({
+      method: 'PATCH',
+      path: crdPath(name, 'status'),
+      body: { metadata: { resourceVersion }, status: { storedVersions: versions } },
+      contentType: ContentType.mergePatch,
+    })
+  ).body
 }

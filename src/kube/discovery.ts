@@ -12,9 +12,16 @@ interface APIResourceList {
   resources?: { name: string; storageVersionHash?: string }[]
 }
 
-export async function servedStorageVersionHash(http: KubeHttp, group: string, version: string, plural: string): Promise<string | undefined> {
-  const list = (await http.request<APIResourceList>({ method: 'GET', path: `/apis/${encodeURIComponent(group)}/${encodeURIComponent(version)}` })).body
-  return list.resources?.find(r => r.name === plural)?.storageVersionHash
+export async function servedStorageVersionHash(
+  http: KubeHttp,
+  group: string,
+  version: string,
+  plural: string,
+): Promise<string | undefined> {
+  const list = (
+    await http.request<APIResourceList>({ method: 'GET', path: `/apis/${encodeURIComponent(group)}/${encodeURIComponent(version)}` })
+  ).body
+  return list.resources?.find((r) => r.name === plural)?.storageVersionHash
 }
 
 export interface StorageSettleOptions {
@@ -55,7 +62,10 @@ export async function waitForStorageVersion(
       matchedSince = undefined
     }
     if (Date.now() > deadline) {
-      throw new CrdMigratorError('CRDM_STORAGE_NOT_SWITCHED', `the API server did not switch to storage version ${version} within ${Math.round(options.timeoutMs / 1000)}s (discovery storageVersionHash ${seen ?? 'absent'}, expected ${want})`)
+      throw new CrdMigratorError(
+        'CRDM_STORAGE_NOT_SWITCHED',
+        `the API server did not switch to storage version ${version} within ${Math.round(options.timeoutMs / 1000)}s (discovery storageVersionHash ${seen ?? 'absent'}, expected ${want})`,
+      )
     }
     await sleep(Math.min(250, Math.max(50, options.settleMs / 4)), undefined, sleepOpts)
   }

@@ -86,11 +86,20 @@ export function isFailedPatchTest(err: unknown): boolean {
 /** Network failures and server-side errors worth another try. */
 export function isRetryable(err: unknown): boolean {
   if (err instanceof KubeApiError) {
-    return err.status === 429 || err.status >= 500 || (err.status === 403 && err.reason === 'Forbidden' && /is being terminated|initializ/i.test(err.message))
+    return (
+      err.status === 429 ||
+      err.status >= 500 ||
+      (err.status === 403 && err.reason === 'Forbidden' && /is being terminated|initializ/i.test(err.message))
+    )
   }
   const code = (err as { code?: unknown } | null)?.code
-  return typeof code === 'string' && /^(ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT|EAI_AGAIN|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|ERR_STREAM_PREMATURE_CLOSE|UND_ERR_SOCKET|ECONNABORTED)$/.test(code)
-    || (err instanceof Error && err.name === 'TimeoutError')
+  return (
+    (typeof code === 'string' &&
+      /^(ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT|EAI_AGAIN|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|ERR_STREAM_PREMATURE_CLOSE|UND_ERR_SOCKET|ECONNABORTED)$/.test(
+        code,
+      )) ||
+    (err instanceof Error && err.name === 'TimeoutError')
+  )
 }
 
 /** A response of any status, the body as text: see {@link KubeHttp.requestRaw}. */
@@ -134,7 +143,9 @@ export async function kubeConnection(kubeConfig: KubeConfig): Promise<KubeConnec
     server: new URL(cluster.server),
     headers,
     tls: {
-      ca: opts.ca, cert: opts.cert, key: opts.key,
+      ca: opts.ca,
+      cert: opts.cert,
+      key: opts.key,
       ...(opts.rejectUnauthorized !== undefined ? { rejectUnauthorized: opts.rejectUnauthorized } : {}),
       ...(opts.servername ? { servername: opts.servername } : {}),
     },
@@ -191,11 +202,15 @@ export class KubeHttp {
     const { url, status, headers, text } = await this.exchange(req)
     let body: unknown = text
     if (text !== '' && (headers['content-type'] ?? '').includes('json')) {
-      try { body = JSON.parse(text) } catch { body = text }
+      try {
+        body = JSON.parse(text)
+      } catch {
+        body = text
+      }
     }
     if (status < 200 || status >= 300) {
       const retryAfter = headers['retry-after']
-      throw new KubeApiError(status, req.method, url.pathname, body, Array.isArray(retryAfter) ? retryAfter[0] : retryAfter)
+      throw new KubeApiError(status, req.method, url.pathname, body, typeof retryAfter === 'string' ? retryAfter : undefined)
     }
     return { status, headers, body: body as T }
   }
@@ -221,13 +236,21 @@ export class KubeHttp {
     }
     const lib = url.protocol === 'http:' ? http : https
     return await new Promise((resolve, reject) => {
-      const r = lib.request(url, { method: req.method, headers, agent: this.agent, signal: req.signal, timeout: req.timeoutMs ?? this.options.defaultTimeoutMs }, res => {
-        const chunks: Buffer[] = []
-        res.on('data', (c: Buffer) => chunks.push(c))
-        res.on('error', reject)
-        res.on('end', () => resolve({ url, status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }))
-      })
-      r.on('timeout', () => r.destroy(Object.assign(new Error(`${req.method} ${url.pathname}: timed out`), { name: 'TimeoutError', code: 'ETIMEDOUT' })))
+      const r = lib.request(
+        url,
+        { method: req.method, headers, agent: this.agent, signal: req.signal, timeout: req.timeoutMs ?? this.options.defaultTimeoutMs },
+        (res) => {
+          const chunks: Buffer[] = []
+          res.on('data', (c: Buffer) => chunks.push(c))
+          res.on('error', reject)
+          res.on('end', () =>
+            resolve({ url, status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }),
+          )
+        },
+      )
+      r.on('timeout', () =>
+        r.destroy(Object.assign(new Error(`${req.method} ${url.pathname}: timed out`), { name: 'TimeoutError', code: 'ETIMEDOUT' })),
+      )
       r.on('error', reject)
       if (payload) r.write(payload)
       r.end()
@@ -243,41 +266,49 @@ export class KubeHttp {
     const url = this.url(req.path, req.query)
     const lib = url.protocol === 'http:' ? http : https
     await new Promise<void>((resolve, reject) => {
-      const r = lib.request(url, { method: req.method, headers: { ...this.authHeaders, Accept: req.accept ?? Accept.json }, agent: this.agent, signal: req.signal }, res => {
-        const status = res.statusCode ?? 0
-        if (status < 200 || status >= 300) {
-          const chunks: Buffer[] = []
-          res.on('data', (c: Buffer) => chunks.push(c))
-          res.on('end', () => {
-            const text = Buffer.concat(chunks).toString('utf8')
-            let body: unknown = text
-            try { body = JSON.parse(text) } catch { /* not JSON */ }
-            reject(new KubeApiError(status, req.method, url.pathname, body, undefined))
-          })
-          return
-        }
-        let buffered = ''
-        res.setEncoding('utf8')
-        res.on('data', (chunk: string) => {
-          buffered += chunk
-          let nl: number
-          while ((nl = buffered.indexOf('\n')) >= 0) {
-            const line = buffered.slice(0, nl).trim()
-            buffered = buffered.slice(nl + 1)
-            if (line === '') continue
-            try {
-              onEvent(JSON.parse(line))
-            } catch (err) {
-              r.destroy(err as Error)
-              return
-            }
+      const r = lib.request(
+        url,
+        { method: req.method, headers: { ...this.authHeaders, Accept: req.accept ?? Accept.json }, agent: this.agent, signal: req.signal },
+        (res) => {
+          const status = res.statusCode ?? 0
+          if (status < 200 || status >= 300) {
+            const chunks: Buffer[] = []
+            res.on('data', (c: Buffer) => chunks.push(c))
+            res.on('end', () => {
+              const text = Buffer.concat(chunks).toString('utf8')
+              let body: unknown = text
+              try {
+                body = JSON.parse(text)
+              } catch {
+                /* not JSON */
+              }
+              reject(new KubeApiError(status, req.method, url.pathname, body, undefined))
+            })
+            return
           }
-        })
-        res.on('error', reject)
-        res.on('end', resolve)
-        res.on('close', resolve)
-      })
-      r.on('error', err => (req.signal?.aborted ? resolve() : reject(err)))
+          let buffered = ''
+          res.setEncoding('utf8')
+          res.on('data', (chunk: string) => {
+            buffered += chunk
+            let nl: number
+            while ((nl = buffered.indexOf('\n')) >= 0) {
+              const line = buffered.slice(0, nl).trim()
+              buffered = buffered.slice(nl + 1)
+              if (line === '') continue
+              try {
+                onEvent(JSON.parse(line))
+              } catch (err) {
+                r.destroy(err as Error)
+                return
+              }
+            }
+          })
+          res.on('error', reject)
+          res.on('end', resolve)
+          res.on('close', resolve)
+        },
+      )
+      r.on('error', (err) => (req.signal?.aborted ? resolve() : reject(err)))
       r.end()
     })
   }

@@ -35,13 +35,18 @@ export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: L
     options.signal?.throwIfAborted()
     let list: PartialObjectMetadataList
     try {
-      list = await fetchPage(async () => (await http.request<PartialObjectMetadataList>({
-        method: 'GET',
-        path: collectionPath(ref),
-        query: { limit: options.pageSize, continue: continueToken },
-        accept: Accept.partialObjectMetadataList,
-        ...(options.signal ? { signal: options.signal } : {}),
-      })).body)
+      list = await fetchPage(
+        async () =>
+          (
+            await http.request<PartialObjectMetadataList>({
+              method: 'GET',
+              path: collectionPath(ref),
+              query: { limit: options.pageSize, continue: continueToken },
+              accept: Accept.partialObjectMetadataList,
+              signal: options.signal,
+            })
+          ).body,
+      )
     } catch (err) {
       if (!isGone(err) || continueToken === undefined) throw err
       options.onRestart?.(lastKey)
@@ -52,7 +57,7 @@ export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: L
     let items = list.items ?? []
     if (restarted && lastKey !== undefined) {
       const after = lastKey
-      items = items.filter(i => listOrderKey(i.metadata.namespace, i.metadata.name) > after)
+      items = items.filter((i) => listOrderKey(i.metadata.namespace, i.metadata.name) > after)
     }
     const tail = items[items.length - 1]
     if (tail) lastKey = listOrderKey(tail.metadata.namespace, tail.metadata.name)

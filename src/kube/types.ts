@@ -2,7 +2,8 @@
 
 export interface ManagedFieldsEntry {
   manager?: string
-  operation?: 'Apply' | 'Update' | string
+  /** 'Apply' or 'Update' today; kept open for what later API servers write. */
+  operation?: string
   apiVersion?: string
   time?: string
   fieldsType?: string

@@ -32,10 +32,17 @@ const MIN_KEY_BYTES = 16
 const DOMAIN = 'crd-migrator checkpoint v1'
 
 export class CheckpointSeal {
-  private constructor(private readonly key: Buffer, readonly source: string) {}
+  private constructor(
+    private readonly key: Buffer,
+    readonly source: string,
+  ) {}
 
   static fromKey(key: Buffer, source: string): CheckpointSeal {
-    if (key.length < MIN_KEY_BYTES) throw new CrdMigratorError('CRDM_STATE_KEY', `the state key from ${source} has ${key.length} byte(s); it needs at least ${MIN_KEY_BYTES}`)
+    if (key.length < MIN_KEY_BYTES)
+      throw new CrdMigratorError(
+        'CRDM_STATE_KEY',
+        `the state key from ${source} has ${key.length} byte(s); it needs at least ${MIN_KEY_BYTES}`,
+      )
     return new CheckpointSeal(key, source)
   }
 
@@ -45,7 +52,9 @@ export class CheckpointSeal {
 
   seal(binding: CheckpointBinding, checkpoint: string): string {
     return createHmac('sha256', this.key)
-      .update([DOMAIN, binding.crdUid, binding.targetStorageVersion, String(binding.frozenGeneration), binding.startedAt, checkpoint].join('\n'))
+      .update(
+        [DOMAIN, binding.crdUid, binding.targetStorageVersion, String(binding.frozenGeneration), binding.startedAt, checkpoint].join('\n'),
+      )
       .digest('base64url')
   }
 
@@ -76,7 +85,11 @@ export function defaultStateKeyFile(env: NodeJS.ProcessEnv = process.env): strin
 export async function loadCheckpointSeal(stateKeyFile: string | undefined, logger: Logger): Promise<CheckpointSeal> {
   if (stateKeyFile) {
     const key = await readFile(stateKeyFile).catch((err: NodeJS.ErrnoException) => {
-      throw new CrdMigratorError('CRDM_STATE_KEY', `cannot read the state key file ${stateKeyFile} (migrator.stateKeyFile): ${err.code ?? err.message}`, { cause: err })
+      throw new CrdMigratorError(
+        'CRDM_STATE_KEY',
+        `cannot read the state key file ${stateKeyFile} (migrator.stateKeyFile): ${err.code ?? err.message}`,
+        { cause: err },
+      )
     })
     return CheckpointSeal.fromKey(trimKey(key), stateKeyFile)
   }
@@ -101,8 +114,10 @@ export async function loadCheckpointSeal(stateKeyFile: string | undefined, logge
 }
 
 function fallback(logger: Logger, file: string, err: unknown): CheckpointSeal {
-  logger.info({ file, err: errorMessage(err) },
-    'no state key file (set migrator.stateKeyFile); checkpoints written by other processes will be re-verified object by object')
+  logger.info(
+    { file, err: errorMessage(err) },
+    'no state key file (set migrator.stateKeyFile); checkpoints written by other processes will be re-verified object by object',
+  )
   return CheckpointSeal.ephemeral()
 }
 

@@ -65,4 +65,3 @@ export interface MigrationResult {
   /** Whether the run ended with the CRD left frozen (the unfreeze itself failed). */
   leftFrozen: boolean
 }
-

@@ -37,9 +37,10 @@ export async function freezeCrd(
 ): Promise<Frozen> {
   const name = crd.metadata.name
   const rv = crd.metadata.resourceVersion
-  const patch = verdict.action === 'resume'
-    ? takeOverPatch(ctx.owner)
-    : freezePatch(settings.migratingAnnotation, ctx.owner, storageVersion, crd.metadata.generation ?? 0)
+  const patch =
+    verdict.action === 'resume'
+      ? takeOverPatch(ctx.owner)
+      : freezePatch(settings.migratingAnnotation, ctx.owner, storageVersion, crd.metadata.generation ?? 0)
   const frozen = await withRetry(() => patchCrdAnnotations(ctx.http, name, patch, rv), requestRetry(settings.maxAttempts, ctx.signal))
   const state = readCrdState(frozen, settings.migratingAnnotation)
   const frozenGeneration = state.frozenGeneration ?? crd.metadata.generation ?? 0
@@ -70,7 +71,12 @@ export async function latestCrd(crd: CustomResourceDefinition, ctx: MigrationCon
   return getCrd(ctx.http, crd.metadata.name).catch(() => crd)
 }
 
-function checkpointBinding(crd: CustomResourceDefinition, storageVersion: string, frozenGeneration: number | undefined, startedAt: string | undefined): CheckpointBinding | undefined {
+function checkpointBinding(
+  crd: CustomResourceDefinition,
+  storageVersion: string,
+  frozenGeneration: number | undefined,
+  startedAt: string | undefined,
+): CheckpointBinding | undefined {
   const uid = crd.metadata.uid
   if (!uid || frozenGeneration === undefined || !startedAt) return undefined
   return { crdUid: uid, targetStorageVersion: storageVersion, frozenGeneration, startedAt }

@@ -42,7 +42,8 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v)
 }
 
-const entryIdentity = (e: ManagedFieldsEntry): string => JSON.stringify([e.manager ?? '', e.operation ?? '', e.subresource ?? '', e.apiVersion ?? ''])
+const entryIdentity = (e: ManagedFieldsEntry): string =>
+  JSON.stringify([e.manager ?? '', e.operation ?? '', e.subresource ?? '', e.apiVersion ?? ''])
 
 /**
  * Decides which managedFields entries must go: those whose apiVersion belongs to this
@@ -71,7 +72,10 @@ export function cleanManagedFields(entries: readonly ManagedFieldsEntry[] | unde
   for (const entry of kept) {
     const key = entryIdentity(entry)
     const prior = merged.get(key)
-    merged.set(key, prior ? { ...prior, fieldsV1: mergeFieldSets(prior.fieldsV1, entry.fieldsV1), time: latest(prior.time, entry.time) } : entry)
+    merged.set(
+      key,
+      prior ? { ...prior, fieldsV1: mergeFieldSets(prior.fieldsV1, entry.fieldsV1), time: latest(prior.time, entry.time) } : entry,
+    )
   }
   const managedFields = [...merged.values()]
   let seeded = false
@@ -119,10 +123,14 @@ export function managedFieldsPatch(resourceVersion: string, managedFields: Manag
   return ops
 }
 
-export function managedFieldsPolicy(crd: CustomResourceDefinition, storageVersion: string, settings: { rewriteServedManagedFields: boolean }): ManagedFieldsPolicy {
+export function managedFieldsPolicy(
+  crd: CustomResourceDefinition,
+  storageVersion: string,
+  settings: { rewriteServedManagedFields: boolean },
+): ManagedFieldsPolicy {
   return {
     group: crd.spec.group,
-    servedVersions: new Set(crd.spec.versions.filter(v => v.served).map(v => v.name)),
+    servedVersions: new Set(crd.spec.versions.filter((v) => v.served).map((v) => v.name)),
     storageVersion,
     rewriteServedNonStorage: settings.rewriteServedManagedFields,
   }

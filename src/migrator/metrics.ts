@@ -15,32 +15,50 @@ export class MigratorMetrics {
     this.objects = new Counter({
       name: 'crd_migrator_objects_total',
       help: 'Custom resources handled, by CRD, phase and outcome (rewritten, current, skipped, gone, conflict, failed).',
-      labelNames: ['crd', 'phase', 'outcome'], registers,
+      labelNames: ['crd', 'phase', 'outcome'],
+      registers,
     })
     this.remaining = new Gauge({
       name: 'crd_migrator_objects_remaining',
       help: 'Custom resources still to handle in the running phase (best estimate from the list).',
-      labelNames: ['crd', 'phase'], registers,
+      labelNames: ['crd', 'phase'],
+      registers,
     })
-    this.writesInFlight = new Gauge({ name: 'crd_migrator_writes_in_flight', help: 'Writes to custom resources currently in flight.', registers })
+    this.writesInFlight = new Gauge({
+      name: 'crd_migrator_writes_in_flight',
+      help: 'Writes to custom resources currently in flight.',
+      registers,
+    })
     this.writeDuration = new Histogram({
       name: 'crd_migrator_write_duration_seconds',
       help: 'Latency of one custom-resource write, retries included.',
-      labelNames: ['phase'], registers,
+      labelNames: ['phase'],
+      registers,
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
     })
-    this.throttled = new Counter({ name: 'crd_migrator_throttled_total', help: 'Answers of 429 Too Many Requests from the API server.', registers })
+    this.throttled = new Counter({
+      name: 'crd_migrator_throttled_total',
+      help: 'Answers of 429 Too Many Requests from the API server.',
+      registers,
+    })
     this.phaseDuration = new Histogram({
       name: 'crd_migrator_phase_duration_seconds',
       help: 'Duration of migration phases.',
-      labelNames: ['crd', 'phase', 'result'], registers,
+      labelNames: ['crd', 'phase', 'result'],
+      registers,
       buckets: [0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600],
     })
-    this.migrations = new Counter({ name: 'crd_migrator_migrations_total', help: 'Finished migrations by result (Succeeded, Failed, Skipped).', labelNames: ['result'], registers })
+    this.migrations = new Counter({
+      name: 'crd_migrator_migrations_total',
+      help: 'Finished migrations by result (Succeeded, Failed, Skipped).',
+      labelNames: ['result'],
+      registers,
+    })
     this.frozen = new Gauge({
       name: 'crd_migrator_frozen_crds',
       help: 'CRDs frozen (migrating annotation set) by something other than crd-migrator (owner=foreign); never lifted by us: see the README.',
-      labelNames: ['crd', 'owner'], registers,
+      labelNames: ['crd', 'owner'],
+      registers,
     })
   }
 }

@@ -62,28 +62,46 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
   const seal = ctx.checkpointSeal ?? processCheckpointSeal()
   const frozen = await freezeCrd(crd, verdict, storageVersion, settings, ctx, seal)
   if (verdict.action === 'resume') {
-    log.info({ previousOwner: verdict.previousOwner, checkpoint: verdict.checkpoint, trusted: frozen.resumeAfter !== undefined }, 'resuming a frozen migration')
+    log.info(
+      { previousOwner: verdict.previousOwner, checkpoint: verdict.checkpoint, trusted: frozen.resumeAfter !== undefined },
+      'resuming a frozen migration',
+    )
   }
   if (frozen.unverifiedCheckpoint !== undefined) {
-    log.warn({ checkpoint: frozen.unverifiedCheckpoint, keySource: seal.source },
-      'the checkpoint on the CRD has no seal this migrator can verify; every object is looked at again (objects already in the storage version cost a no-op request)')
+    log.warn(
+      { checkpoint: frozen.unverifiedCheckpoint, keySource: seal.source },
+      'the checkpoint on the CRD has no seal this migrator can verify; every object is looked at again (objects already in the storage version cost a no-op request)',
+    )
   }
-  log.info({ storageVersion, generation: frozen.frozenGeneration, storedVersions: plan.storedVersions, resumedFrom: frozen.resumeAfter }, 'CRD frozen; migration started')
-  await ctx.events?.record(frozen.crd, 'Normal', 'MigrationStarted', startedMessage(storageVersion, plan, frozen.resumeAfter, frozen.unverifiedCheckpoint))
+  log.info(
+    { storageVersion, generation: frozen.frozenGeneration, storedVersions: plan.storedVersions, resumedFrom: frozen.resumeAfter },
+    'CRD frozen; migration started',
+  )
+  await ctx.events?.record(
+    frozen.crd,
+    'Normal',
+    'MigrationStarted',
+    startedMessage(storageVersion, plan, frozen.resumeAfter, frozen.unverifiedCheckpoint),
+  )
 
   const binding = frozen.binding
-  const state = new StateWriter(ctx, name, settings.progressIntervalMs, checkpoint => (binding ? seal.seal(binding, checkpoint) : null))
-  const result: MigrationResult = { ...base, outcome: 'Failed', ...(frozen.resumeAfter ? { resumedFrom: frozen.resumeAfter } : {}) }
+  const state = new StateWriter(ctx, name, settings.progressIntervalMs, (checkpoint) => (binding ? seal.seal(binding, checkpoint) : null))
+  const result: MigrationResult = { ...base, outcome: 'Failed', resumedFrom: frozen.resumeAfter }
   let current = frozen.crd
   try {
     // 3. Every object in the storage version, then storedVersions := [storage].
     if (runStorage) {
       await state.phase(Phase.StorageVersionMigration)
-      await waitForStorageVersion(ctx.http, { group: current.spec.group, plural: current.spec.names.plural, kind: current.spec.names.kind }, storageVersion, {
-        timeoutMs: settings.storageSettleTimeoutMs ?? 60_000,
-        settleMs: settings.storageSettleMs ?? 2_000,
-        ...(ctx.signal ? { signal: ctx.signal } : {}),
-      })
+      await waitForStorageVersion(
+        ctx.http,
+        { group: current.spec.group, plural: current.spec.names.plural, kind: current.spec.names.kind },
+        storageVersion,
+        {
+          timeoutMs: settings.storageSettleTimeoutMs ?? 60_000,
+          settleMs: settings.storageSettleMs ?? 2_000,
+          signal: ctx.signal,
+        },
+      )
       result.storage = await runPhase(Phase.StorageVersionMigration, current, storageVersion, settings, ctx, state, frozen.resumeAfter)
       failOnObjects(result.storage, 'could not be rewritten')
       await state.phase('UpdatingStoredVersions')
@@ -109,11 +127,27 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
     state.stop()
     result.durationMs = Date.now() - started
     const outcome = result.outcome === 'Succeeded' ? 'Succeeded' : 'Failed'
-    const lifted = await unfreezeCrd(name, { outcome, reason: failureText(result), counts: countsText(result), durationMs: result.durationMs, frozenGeneration: frozen.frozenGeneration }, settings, ctx)
+    const lifted = await unfreezeCrd(
+      name,
+      {
+        outcome,
+        reason: failureText(result),
+        counts: countsText(result),
+        durationMs: result.durationMs,
+        frozenGeneration: frozen.frozenGeneration,
+      },
+      settings,
+      ctx,
+    )
     result.leftFrozen = !lifted
   }
   ctx.metrics?.migrations.inc({ result: result.outcome })
-  await ctx.events?.record(await latestCrd(current, ctx), result.outcome === 'Succeeded' ? 'Normal' : 'Warning', `Migration${result.outcome}`, failureText(result))
+  await ctx.events?.record(
+    await latestCrd(current, ctx),
+    result.outcome === 'Succeeded' ? 'Normal' : 'Warning',
+    `Migration${result.outcome}`,
+    failureText(result),
+  )
   log.info({ outcome: result.outcome, reason: result.reason, durationMs: result.durationMs }, 'migration finished')
   return result
 }
@@ -124,7 +158,12 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
  * storedVersions could have been narrowed since. Managed-fields-only work is counted
  * before freezing, so a CRD with nothing to do is never frozen.
  */
-async function decideRun(crd: CustomResourceDefinition, plan: CrdPlan, settings: MigrationSettings, ctx: MigrationContext): Promise<RunPlan | { skip: SkipReason; reason: string }> {
+async function decideRun(
+  crd: CustomResourceDefinition,
+  plan: CrdPlan,
+  settings: MigrationSettings,
+  ctx: MigrationContext,
+): Promise<RunPlan | { skip: SkipReason; reason: string }> {
   if (plan.blockedReason || !plan.storageVersion) return { skip: 'blocked', reason: plan.blockedReason ?? 'no storage version' }
   const storageVersion = plan.storageVersion
   const verdict = decideFreeze(readCrdState(crd, settings.migratingAnnotation), ctx.owner, storageVersion, settings.takeoverAfterMs)
@@ -143,7 +182,10 @@ async function decideRun(crd: CustomResourceDefinition, plan: CrdPlan, settings:
       // For `status` only: never read back for a decision.
       const patch = upToDatePatch(crd)
       if (patch) await patchCrdAnnotations(ctx.http, crd.metadata.name, patch)
-      return { skip: 'up-to-date', reason: `nothing to do: status.storedVersions is [${storageVersion}] and no managedFields entry of an unserved version` }
+      return {
+        skip: 'up-to-date',
+        reason: `nothing to do: status.storedVersions is [${storageVersion}] and no managedFields entry of an unserved version`,
+      }
     }
   }
   return { storageVersion, verdict, runStorage, runCleanup }
@@ -151,7 +193,11 @@ async function decideRun(crd: CustomResourceDefinition, plan: CrdPlan, settings:
 
 function failOnObjects(phase: { counts: { failed: number }; failures: Array<{ key: string; error: string }> }, what: string): void {
   const failed = phase.counts.failed
-  if (failed > 0) throw new CrdMigratorError('CRDM_OBJECTS_FAILED', `${failed} object(s) ${what}, e.g. ${phase.failures[0]?.key}: ${phase.failures[0]?.error}`)
+  if (failed > 0)
+    throw new CrdMigratorError(
+      'CRDM_OBJECTS_FAILED',
+      `${failed} object(s) ${what}, e.g. ${phase.failures[0]?.key}: ${phase.failures[0]?.error}`,
+    )
 }
 
 /** The reason, led by its error code when the run failed. */

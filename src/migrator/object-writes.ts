@@ -22,18 +22,22 @@ export interface WriteContext {
  */
 export function makeRewriteHandler(ctx: WriteContext, useStatusSubresource: boolean): (item: PartialObjectMetadata) => Promise<Outcome> {
   const apiVersion = apiVersionOf(ctx.ref)
-  return async item => {
+  return async (item) => {
     const { name, namespace, uid, resourceVersion } = item.metadata
     const body = { apiVersion, kind: ctx.ref.kind, metadata: { uid, resourceVersion } }
     try {
-      const res = await withRetry(() => ctx.http.request<PartialObjectMetadata>({
-        method: 'PATCH',
-        path: objectPath(ctx.ref, namespace, name, useStatusSubresource ? 'status' : undefined),
-        body,
-        contentType: ContentType.mergePatch,
-        // Only metadata back: we need the new resourceVersion, not the object.
-        accept: Accept.partialObjectMetadata,
-      }), ctx.retry)
+      const res = await withRetry(
+        () =>
+          ctx.http.request<PartialObjectMetadata>({
+            method: 'PATCH',
+            path: objectPath(ctx.ref, namespace, name, useStatusSubresource ? 'status' : undefined),
+            body,
+            contentType: ContentType.mergePatch,
+            // Only metadata back: we need the new resourceVersion, not the object.
+            accept: Accept.partialObjectMetadata,
+          }),
+        ctx.retry,
+      )
       return res.body?.metadata?.resourceVersion === resourceVersion ? 'current' : 'rewritten'
     } catch (err) {
       // Deleted, or written by someone else since we listed it: either way no old
@@ -43,11 +47,6 @@ export function makeRewriteHandler(ctx: WriteContext, useStatusSubresource: bool
       throw err
     }
   }
-}
-
-/** Whether the listed metadata shows managedFields entries the cleanup would remove. */
-export function needsCleanup(item: PartialObjectMetadata, policy: ManagedFieldsPolicy): boolean {
-  return cleanManagedFields(item.metadata.managedFields, policy).changed
 }
 
 /**
@@ -60,19 +59,23 @@ export function makeCleanupHandler(
   onRemoved: (entries: number) => void,
   maxConflicts = 5,
 ): (item: PartialObjectMetadata) => Promise<Outcome> {
-  return async item => {
+  return async (item) => {
     let meta = item.metadata
     for (let attempt = 1; ; attempt++) {
       const cleanup = cleanManagedFields(meta.managedFields, policy)
       if (!cleanup.changed) return attempt === 1 ? 'skipped' : 'conflict'
       try {
-        await withRetry(() => ctx.http.request({
-          method: 'PATCH',
-          path: objectPath(ctx.ref, meta.namespace, meta.name),
-          body: managedFieldsPatch(meta.resourceVersion ?? '', cleanup.managedFields),
-          contentType: ContentType.jsonPatch,
-          accept: Accept.partialObjectMetadata,
-        }), ctx.retry)
+        await withRetry(
+          () =>
+            ctx.http.request({
+              method: 'PATCH',
+              path: objectPath(ctx.ref, meta.namespace, meta.name),
+              body: managedFieldsPatch(meta.resourceVersion ?? '', cleanup.managedFields),
+              contentType: ContentType.jsonPatch,
+              accept: Accept.partialObjectMetadata,
+            }),
+          ctx.retry,
+        )
         onRemoved(cleanup.removed.length)
         return 'rewritten'
       } catch (err) {
@@ -80,9 +83,17 @@ export function makeCleanupHandler(
         if (!(isConflict(err) || isFailedPatchTest(err)) || attempt >= maxConflicts) throw err
       }
       try {
-        meta = (await withRetry(() => ctx.http.request<PartialObjectMetadata>({
-          method: 'GET', path: objectPath(ctx.ref, meta.namespace, meta.name), accept: Accept.partialObjectMetadata,
-        }), ctx.retry)).body.metadata
+        meta = (
+          await withRetry(
+            () =>
+              ctx.http.request<PartialObjectMetadata>({
+                method: 'GET',
+                path: objectPath(ctx.ref, meta.namespace, meta.name),
+                accept: Accept.partialObjectMetadata,
+              }),
+            ctx.retry,
+          )
+        ).body.metadata
       } catch (err) {
         if (isNotFound(err)) return 'gone'
         throw err

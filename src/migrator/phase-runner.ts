@@ -7,8 +7,8 @@ import { listMetadata } from '../kube/list-metadata.js'
 import { resourceRef } from '../kube/paths.js'
 import type { CustomResourceDefinition, PartialObjectMetadata } from '../kube/types.js'
 import type { CleanupResult, MigrationContext, MigrationSettings } from './context.js'
-import { managedFieldsPolicy } from './managed-fields.js'
-import { makeCleanupHandler, makeRewriteHandler, needsCleanup, type WriteContext } from './object-writes.js'
+import { managedFieldsPolicy, needsManagedFieldsCleanup } from './managed-fields.js'
+import { makeCleanupHandler, makeRewriteHandler, type WriteContext } from './object-writes.js'
 import { Phase } from './plan.js'
 import { requestRetry, ThrottleGate, withRetry } from './retry.js'
 import type { StateWriter } from './state-writer.js'
@@ -40,38 +40,48 @@ export async function runPhase(
   let entriesRemoved = 0
   const policy = phase === Phase.CleanupManagedFields ? managedFieldsPolicy(crd, storageVersion, settings) : undefined
   const handler = policy
-    ? makeCleanupHandler(write, policy, removed => { entriesRemoved += removed })
+    ? makeCleanupHandler(write, policy, (removed) => {
+        entriesRemoved += removed
+      })
     : makeRewriteHandler(write, settings.useStatusSubresource)
   const labels = { crd: name, phase }
   const pages = listMetadata(ctx.http, write.ref, {
     pageSize: settings.pageSize,
-    ...(ctx.signal ? { signal: ctx.signal } : {}),
+    signal: ctx.signal,
     // List pages ride out throttling and transient errors like the writes, through the same gate.
-    fetchPage: fetch => withRetry(fetch, write.retry),
-    onRestart: after => ctx.logger.warn({ crd: name, after }, 'list continue token expired; listing again after the last key seen'),
+    fetchPage: (fetch) => withRetry(fetch, write.retry),
+    onRestart: (after) => ctx.logger.warn({ crd: name, after }, 'list continue token expired; listing again after the last key seen'),
   })
   try {
     const result = await walkObjects(pages, handler, {
       concurrency: settings.concurrency,
       qps: settings.qps,
       ...(resumeAfter !== undefined ? { resumeAfter } : {}),
-      ...(ctx.signal ? { signal: ctx.signal } : {}),
+      signal: ctx.signal,
       // Objects with nothing to clean are settled from the list, not paced at --qps.
-      ...(policy ? { skip: (item: PartialObjectMetadata) => !needsCleanup(item, policy), onSkipped: () => ctx.metrics?.objects.inc({ ...labels, outcome: 'skipped' }) } : {}),
+      ...(policy
+        ? {
+            skip: (item: PartialObjectMetadata) => !needsManagedFieldsCleanup(item.metadata.managedFields, policy),
+            onSkipped: () => ctx.metrics?.objects.inc({ ...labels, outcome: 'skipped' }),
+          }
+        : {}),
       onWriteStart: () => ctx.metrics?.writesInFlight.inc(),
       onWriteEnd: (outcome: Outcome | 'failed', seconds: number) => {
         ctx.metrics?.writesInFlight.dec()
         ctx.metrics?.writeDuration.observe({ phase }, seconds)
         ctx.metrics?.objects.inc({ ...labels, outcome })
       },
-      onProgress: progress => {
+      onProgress: (progress) => {
         ctx.metrics?.remaining.set(labels, Math.max(0, (progress.total ?? progress.counts.seen) - settled(progress)))
         ctx.onProgress?.(phase, progress)
         void state.progress(phase, progress)
       },
     })
     await state.progress(phase, { counts: result.counts, total: result.counts.seen, checkpoint: result.checkpoint, inFlight: 0 }, true)
-    ctx.metrics?.phaseDuration.observe({ ...labels, result: result.counts.failed > 0 ? 'Failed' : 'Succeeded' }, (Date.now() - started) / 1000)
+    ctx.metrics?.phaseDuration.observe(
+      { ...labels, result: result.counts.failed > 0 ? 'Failed' : 'Succeeded' },
+      (Date.now() - started) / 1000,
+    )
     return { ...result, entriesRemoved }
   } catch (err) {
     ctx.metrics?.phaseDuration.observe({ ...labels, result: 'Failed' }, (Date.now() - started) / 1000)
@@ -80,4 +90,3 @@ export async function runPhase(
     ctx.metrics?.remaining.remove(labels)
   }
 }
-

@@ -1,11 +1,12 @@
+import { PHASE_NAMES } from '../config/schema.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 
+export type Phase = (typeof PHASE_NAMES)[number]
 export const Phase = {
   StorageVersionMigration: 'StorageVersionMigration',
   CleanupManagedFields: 'CleanupManagedFields',
-} as const
-export type Phase = (typeof Phase)[keyof typeof Phase]
-export const ALL_PHASES: readonly Phase[] = [Phase.StorageVersionMigration, Phase.CleanupManagedFields]
+} as const satisfies { [P in Phase]: P }
+export const ALL_PHASES: readonly Phase[] = PHASE_NAMES
 
 /** What a CRD's spec and status say must happen, before any custom resource is read. */
 export interface CrdPlan {
@@ -24,10 +25,10 @@ export interface CrdPlan {
 
 export function planCrd(crd: CustomResourceDefinition): CrdPlan {
   const versions = crd.spec?.versions ?? []
-  const storage = versions.filter(v => v.storage)
+  const storage = versions.filter((v) => v.storage)
   const storageVersion = storage.length === 1 ? storage[0]!.name : undefined
   const storedVersions = crd.status?.storedVersions ?? []
-  const established = (crd.status?.conditions ?? []).some(c => c.type === 'Established' && c.status === 'True')
+  const established = (crd.status?.conditions ?? []).some((c) => c.type === 'Established' && c.status === 'True')
   let blockedReason: string | undefined
   if (!established) blockedReason = 'the CRD is not Established yet'
   else if (storage.length === 0) blockedReason = 'the CRD has no storage version'
@@ -37,7 +38,7 @@ export function planCrd(crd: CustomResourceDefinition): CrdPlan {
     group: crd.spec.group,
     generation: crd.metadata.generation ?? 0,
     storageVersion,
-    servedVersions: versions.filter(v => v.served).map(v => v.name),
+    servedVersions: versions.filter((v) => v.served).map((v) => v.name),
     storedVersions,
     established,
     storageMigrationNeeded: storageVersion !== undefined && !(storedVersions.length === 1 && storedVersions[0] === storageVersion),
@@ -46,5 +47,5 @@ export function planCrd(crd: CustomResourceDefinition): CrdPlan {
 }
 
 export function versionHasStatusSubresource(crd: CustomResourceDefinition, version: string): boolean {
-  return crd.spec.versions.some(v => v.name === version && v.subresources?.status !== undefined)
+  return crd.spec.versions.some((v) => v.name === version && v.subresources?.status !== undefined)
 }

@@ -8,13 +8,24 @@ export function countsText(result: MigrationResult): string {
     parts.push(`rewritten=${c.rewritten + c.conflict}`, `alreadyCurrent=${c.current}`, `gone=${c.gone}`, `failed=${c.failed}`)
     if (c.resumed) parts.push(`resumed=${c.resumed}`)
   }
-  if (result.cleanup) parts.push(`managedFieldsCleaned=${result.cleanup.counts.rewritten}`, `managedFieldsEntriesRemoved=${result.cleanup.entriesRemoved}`, `cleanupFailed=${result.cleanup.counts.failed}`)
+  if (result.cleanup)
+    parts.push(
+      `managedFieldsCleaned=${result.cleanup.counts.rewritten}`,
+      `managedFieldsEntriesRemoved=${result.cleanup.entriesRemoved}`,
+      `cleanupFailed=${result.cleanup.counts.failed}`,
+    )
   return parts.join(' ')
 }
 
 export function summarize(result: MigrationResult): string {
   const parts: string[] = []
-  if (result.storage) parts.push(`${result.storage.counts.seen} object(s) rewritten in ${result.storageVersion}, storedVersions ${JSON.stringify(result.storedVersionsAfter)}`)
-  if (result.cleanup) parts.push(`${result.cleanup.entriesRemoved} managedFields entr${result.cleanup.entriesRemoved === 1 ? 'y' : 'ies'} of unserved versions removed from ${result.cleanup.counts.rewritten} object(s)`)
+  if (result.storage)
+    parts.push(
+      `${result.storage.counts.seen} object(s) rewritten in ${result.storageVersion}, storedVersions ${JSON.stringify(result.storedVersionsAfter)}`,
+    )
+  if (result.cleanup)
+    parts.push(
+      `${result.cleanup.entriesRemoved} managedFields entr${result.cleanup.entriesRemoved === 1 ? 'y' : 'ies'} of unserved versions removed from ${result.cleanup.counts.rewritten} object(s)`,
+    )
   return parts.join('; ') || 'nothing to do'
 }

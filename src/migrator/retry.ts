@@ -116,7 +116,7 @@ export class ThrottleGate {
 }
 
 function abortError(signal: AbortSignal | undefined): Error {
-  return Object.assign(new Error('The operation was aborted'), { name: 'AbortError', code: 'ABORT_ERR', cause: signal?.reason })
+  return Object.assign(new Error('The operation was aborted'), { name: 'AbortError', code: 'ABORT_ERR', cause: signal?.reason as unknown })
 }
 
 export interface RetryOptions {
@@ -136,7 +136,7 @@ export interface RetryOptions {
  * stopped by the run's signal. Writes add the run's throttle gate and hooks.
  */
 export function requestRetry(maxAttempts: number, signal?: AbortSignal): RetryOptions {
-  return { maxAttempts, ...(signal ? { signal } : {}) }
+  return { maxAttempts, signal }
 }
 
 /**
@@ -174,7 +174,11 @@ export async function withRetry<T>(fn: () => Promise<T>, options: RetryOptions):
       if (!isRetryable(err) || attempt >= options.maxAttempts) throw err
       options.onRetry?.(err, attempt)
       const ceiling = Math.min(max, base * 2 ** (attempt - 1))
-      const delay = throttled ? (gate ? 0 : ((err as KubeApiError).retryAfterSeconds ?? 1) * 1000) : ceiling / 2 + Math.random() * (ceiling / 2)
+      const delay = throttled
+        ? gate
+          ? 0
+          : ((err as KubeApiError).retryAfterSeconds ?? 1) * 1000
+        : ceiling / 2 + Math.random() * (ceiling / 2)
       if (delay > 0) await sleep(delay, undefined, options.signal ? { signal: options.signal } : undefined)
     }
   }

@@ -29,8 +29,8 @@ export async function scanManagedFields(
   for await (const page of listMetadata(http, resourceRef(crd, storageVersion), {
     pageSize: settings.pageSize,
     // Right after a storage flip the API server answers 429 while it re-initialises storage.
-    fetchPage: fetch => withRetry(fetch, requestRetry(settings.maxAttempts, signal)),
-    ...(signal ? { signal } : {}),
+    fetchPage: (fetch) => withRetry(fetch, requestRetry(settings.maxAttempts, signal)),
+    signal,
   })) {
     for (const item of page.items) {
       result.total++

@@ -9,7 +9,7 @@ export function settingsFor(config: Config, crdName: string): MigrationSettings 
   const skip = new Set([...m.skipPhases, ...(own?.skipPhases ?? [])])
   return {
     migratingAnnotation: config.annotations.migrating,
-    phases: ALL_PHASES.filter(p => !skip.has(p)),
+    phases: ALL_PHASES.filter((p) => !skip.has(p)),
     useStatusSubresource: own?.useStatusSubresource ?? false,
     concurrency: own?.concurrency ?? m.concurrency,
     qps: own?.qps ?? m.qps,

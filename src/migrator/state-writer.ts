@@ -45,9 +45,10 @@ export class StateWriter {
     const latest = this.latest
     let patch: AnnotationPatch = {}
     if (latest) {
-      const checkpoint = latest.phase === Phase.StorageVersionMigration
-        ? { key: latest.checkpoint, seal: latest.checkpoint === undefined ? null : this.sealCheckpoint(latest.checkpoint) }
-        : undefined
+      const checkpoint =
+        latest.phase === Phase.StorageVersionMigration
+          ? { key: latest.checkpoint, seal: latest.checkpoint === undefined ? null : this.sealCheckpoint(latest.checkpoint) }
+          : undefined
       patch = progressPatch(latest.progress, checkpoint)
     }
     const key = JSON.stringify(patch)

@@ -15,7 +15,13 @@ import { requestRetry, withRetry } from './retry.js'
 /** Conflicts with our own progress writes are expected; this many rounds of read, check, patch. */
 const MAX_ROUNDS = 5
 
-export async function narrowStoredVersions(ctx: MigrationContext, name: string, storageVersion: string, frozenGeneration: number, maxAttempts: number): Promise<CustomResourceDefinition> {
+export async function narrowStoredVersions(
+  ctx: MigrationContext,
+  name: string,
+  storageVersion: string,
+  frozenGeneration: number,
+  maxAttempts: number,
+): Promise<CustomResourceDefinition> {
   // Every object is done by now: an API server restart or an etcd hiccup at this point
   // must not fail the run. Both calls are safe to repeat: the read is a read, and the
   // patch carries the resourceVersion as precondition, so a retry after a lost answer
@@ -25,10 +31,16 @@ export async function narrowStoredVersions(ctx: MigrationContext, name: string, 
     const crd = await withRetry(() => getCrd(ctx.http, name), retry)
     const plan = planCrd(crd)
     if (plan.storageVersion !== storageVersion) {
-      throw new CrdMigratorError('CRDM_CRD_CHANGED', `storage version changed during the migration (${storageVersion} -> ${plan.storageVersion ?? 'none'}); status.storedVersions left as ${JSON.stringify(plan.storedVersions)}, will migrate again`)
+      throw new CrdMigratorError(
+        'CRDM_CRD_CHANGED',
+        `storage version changed during the migration (${storageVersion} -> ${plan.storageVersion ?? 'none'}); status.storedVersions left as ${JSON.stringify(plan.storedVersions)}, will migrate again`,
+      )
     }
     if (plan.generation !== frozenGeneration) {
-      throw new CrdMigratorError('CRDM_CRD_CHANGED', `CRD generation changed during the migration (${frozenGeneration} -> ${plan.generation}); status.storedVersions left as ${JSON.stringify(plan.storedVersions)}, will migrate again`)
+      throw new CrdMigratorError(
+        'CRDM_CRD_CHANGED',
+        `CRD generation changed during the migration (${frozenGeneration} -> ${plan.generation}); status.storedVersions left as ${JSON.stringify(plan.storedVersions)}, will migrate again`,
+      )
     }
     try {
       return await withRetry(() => patchStoredVersions(ctx.http, name, [storageVersion], crd.metadata.resourceVersion!), retry)

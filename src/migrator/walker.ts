@@ -158,6 +158,7 @@ export async function walkObjects(
   }
   await queue.onIdle()
   options.signal?.throwIfAborted()
+  // eslint-disable-next-line @typescript-eslint/only-throw-error -- the handler's own error, passed on as it was
   if (firstError) throw firstError
   // Everything there was has been seen now, whatever the API server estimated.
   total = counts.seen

@@ -103,9 +103,16 @@ export type FreezeVerdict =
  * stopped heart-beating (a crashed or evicted run), or straight away when it is our own
  * identity (the same replica restarted).
  */
-export function decideFreeze(state: CrdState, self: string, storageVersion: string, takeoverAfterMs: number, now = new Date()): FreezeVerdict {
+export function decideFreeze(
+  state: CrdState,
+  self: string,
+  storageVersion: string,
+  takeoverAfterMs: number,
+  now = new Date(),
+): FreezeVerdict {
   if (!state.frozen) return { action: 'freeze' }
-  if (!state.owner) return { action: 'foreign', reason: 'the CRD carries the migrating annotation but no crd-migrator owner: another migrator froze it' }
+  if (!state.owner)
+    return { action: 'foreign', reason: 'the CRD carries the migrating annotation but no crd-migrator owner: another migrator froze it' }
   const age = state.heartbeat ? now.getTime() - state.heartbeat.getTime() : Number.POSITIVE_INFINITY
   if (state.owner !== self && age < takeoverAfterMs) {
     return { action: 'wait', reason: `migration in progress by ${state.owner} (heartbeat ${Math.round(age / 1000)}s ago)` }
@@ -115,7 +122,13 @@ export function decideFreeze(state: CrdState, self: string, storageVersion: stri
 }
 
 /** Sets a fresh freeze. */
-export function freezePatch(migratingAnnotation: string, owner: string, storageVersion: string, generation: number, now = new Date()): AnnotationPatch {
+export function freezePatch(
+  migratingAnnotation: string,
+  owner: string,
+  storageVersion: string,
+  generation: number,
+  now = new Date(),
+): AnnotationPatch {
   return {
     [migratingAnnotation]: MIGRATING_VALUE,
     [StateAnnotation.owner]: owner,

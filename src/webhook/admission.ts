@@ -46,6 +46,7 @@
 import { CONFIG_DEFAULTS } from '../config/schema.js'
 import { isStateAnnotation, MIGRATING_VALUE, STATE_PREFIX } from '../state/crd-state.js'
 import { isListedUser, type UserIdentity } from '../config/identities.js'
+import { isObject, type JsonObject } from './json.js'
 
 export interface AdmissionPolicy {
   migratingAnnotation: string
@@ -119,12 +120,6 @@ interface Violation {
   summary: string
 }
 
-type JsonObject = Record<string, unknown>
-
-function isObject(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}
-
 /** Longest name put into a message: a CRD name is a DNS subdomain (253), a username has no limit. */
 const MAX_NAME_IN_MESSAGE = 253
 
@@ -158,9 +153,7 @@ export function decideAdmission(input: AdmissionInput, policy: AdmissionPolicy):
     return {
       allowed: true,
       reason: 'break-glass-override',
-      warnings: [
-        `break-glass override by ${describeUser(input.userInfo)}: ${violations.map((v) => v.summary).join('; ')}`,
-      ],
+      warnings: [`break-glass override by ${describeUser(input.userInfo)}: ${violations.map((v) => v.summary).join('; ')}`],
     }
   }
   const shown = identity.breakGlass ? violations.filter((v) => !BREAK_GLASS_MAY_OVERRIDE.has(v.reason)) : violations
@@ -196,8 +189,8 @@ function classifyIdentity(user: UserIdentity, policy: AdmissionPolicy): Identity
 function updateViolations(input: AdmissionInput, ctx: DecisionContext): Violation[] {
   const { crdName, policy } = ctx
   const shape =
-    requireObject(input.object, 'object', 'UPDATE', crdName) ??
-    requireObject(input.oldObject, 'oldObject', 'UPDATE', crdName) ??
+    objectViolation(input.object, 'object', 'UPDATE', crdName) ??
+    objectViolation(input.oldObject, 'oldObject', 'UPDATE', crdName) ??
     unreadableMarker(input.oldObject as JsonObject, 'oldObject', crdName, policy) ??
     unreadableMarker(input.object as JsonObject, 'object', crdName, policy)
   if (shape) return [shape]
@@ -225,8 +218,8 @@ function updateViolations(input: AdmissionInput, ctx: DecisionContext): Violatio
 
 function createViolations(input: AdmissionInput, ctx: DecisionContext): Violation[] {
   const { crdName, policy } = ctx
-  const shape = requireObject(input.object, 'object', 'CREATE', crdName) ??
-    unreadableMarker(input.object as JsonObject, 'object', crdName, policy)
+  const shape =
+    objectViolation(input.object, 'object', 'CREATE', crdName) ?? unreadableMarker(input.object as JsonObject, 'object', crdName, policy)
   if (shape) return [shape]
   if (ctx.identity.migrator) return []
   const object = input.object as JsonObject
@@ -240,7 +233,8 @@ function createViolations(input: AdmissionInput, ctx: DecisionContext): Violatio
 
 function deleteViolations(input: AdmissionInput, ctx: DecisionContext): Violation[] {
   const { crdName, policy } = ctx
-  const shape = requireObject(input.oldObject, 'oldObject', 'DELETE', crdName) ??
+  const shape =
+    objectViolation(input.oldObject, 'oldObject', 'DELETE', crdName) ??
     unreadableMarker(input.oldObject as JsonObject, 'oldObject', crdName, policy)
   if (shape) return [shape]
   if (!isFrozen(input.oldObject as JsonObject, policy)) return []
@@ -261,7 +255,7 @@ function storageViolation(oldObject: JsonObject, object: JsonObject, ctx: Decisi
   const before = storageVersions(oldObject)
   const after = storageVersions(object)
   if (typeof before === 'string' || typeof after === 'string') {
-    const problem = typeof before === 'string' ? `oldObject ${before}` : `object ${after}`
+    const problem = typeof before === 'string' ? `oldObject ${before}` : `object ${after as string}`
     return malformedFrozen(crdName, problem, 'storage versions')
   }
   if (sameSet(before, after)) return undefined
@@ -276,12 +270,17 @@ function storageViolation(oldObject: JsonObject, object: JsonObject, ctx: Decisi
   }
 }
 
-function storedVersionsViolation(oldObject: JsonObject, object: JsonObject, subResource: string | undefined, ctx: DecisionContext): Violation | undefined {
+function storedVersionsViolation(
+  oldObject: JsonObject,
+  object: JsonObject,
+  subResource: string | undefined,
+  ctx: DecisionContext,
+): Violation | undefined {
   const { crdName, policy } = ctx
   const before = storedVersions(oldObject)
   const after = storedVersions(object)
   if (typeof before === 'string' || typeof after === 'string') {
-    const problem = typeof before === 'string' ? `oldObject ${before}` : `object ${after}`
+    const problem = typeof before === 'string' ? `oldObject ${before}` : `object ${after as string}`
     return malformedFrozen(crdName, problem, 'status.storedVersions')
   }
   if (sameSet(before, after)) return undefined
@@ -334,12 +333,8 @@ function guardViolation(oldValue: string | undefined, newValue: string | undefin
       : newValue === undefined
         ? `remove it (was ${show(oldValue)})`
         : `change it from ${show(oldValue)} to ${show(newValue)}`
-  const attemptedShort =
-    oldValue === undefined ? 'set' : newValue === undefined ? 'removed' : 'changed'
-  const migrator = [
-    ...policy.migratorUsers.map((u) => `user ${u}`),
-    ...policy.migratorGroups.map((g) => `group ${g}`),
-  ]
+  const attemptedShort = oldValue === undefined ? 'set' : newValue === undefined ? 'removed' : 'changed'
+  const migrator = [...policy.migratorUsers.map((u) => `user ${u}`), ...policy.migratorGroups.map((g) => `group ${g}`)]
   return {
     reason: 'annotation-guarded',
     summary: `${key} ${attemptedShort} on CRD ${crdName}`,
@@ -361,7 +356,7 @@ function malformedFrozen(crdName: string, problem: string, what: string): Violat
   }
 }
 
-function requireObject(
+function objectViolation(
   value: unknown,
   field: 'object' | 'oldObject',
   operation: AdmissionOperation,
@@ -379,12 +374,7 @@ function requireObject(
 }
 
 /** A malformed-object violation when the object's migrating annotation cannot be read. */
-function unreadableMarker(
-  crd: JsonObject,
-  field: 'object' | 'oldObject',
-  crdName: string,
-  policy: AdmissionPolicy,
-): Violation | undefined {
+function unreadableMarker(crd: JsonObject, field: 'object' | 'oldObject', crdName: string, policy: AdmissionPolicy): Violation | undefined {
   const metadata = crd['metadata']
   let problem: string | undefined
   if (!isObject(metadata)) {

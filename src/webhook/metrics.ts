@@ -32,53 +32,71 @@ export interface WebhookMetrics {
 }
 
 export function createWebhookMetrics(registry: Registry): WebhookMetrics {
-  const reviews = reuseOr(registry, METRIC_NAMES.reviews, () =>
-    new Counter({
-      name: METRIC_NAMES.reviews,
-      help: 'AdmissionReviews answered, by operation and decision.',
-      labelNames: ['operation', 'decision'] as const,
-      registers: [registry],
-    }),
+  const reviews = reuseOr(
+    registry,
+    METRIC_NAMES.reviews,
+    () =>
+      new Counter({
+        name: METRIC_NAMES.reviews,
+        help: 'AdmissionReviews answered, by operation and decision.',
+        labelNames: ['operation', 'decision'] as const,
+        registers: [registry],
+      }),
   )
-  const denials = reuseOr(registry, METRIC_NAMES.denials, () =>
-    new Counter({
-      name: METRIC_NAMES.denials,
-      help: 'AdmissionReviews denied, by reason.',
-      labelNames: ['reason'] as const,
-      registers: [registry],
-    }),
+  const denials = reuseOr(
+    registry,
+    METRIC_NAMES.denials,
+    () =>
+      new Counter({
+        name: METRIC_NAMES.denials,
+        help: 'AdmissionReviews denied, by reason.',
+        labelNames: ['reason'] as const,
+        registers: [registry],
+      }),
   )
-  const duration = reuseOr(registry, METRIC_NAMES.duration, () =>
-    new Histogram({
-      name: METRIC_NAMES.duration,
-      help: 'Time from a parsed AdmissionReview to its answer.',
-      buckets: REVIEW_DURATION_BUCKETS,
-      registers: [registry],
-    }),
+  const duration = reuseOr(
+    registry,
+    METRIC_NAMES.duration,
+    () =>
+      new Histogram({
+        name: METRIC_NAMES.duration,
+        help: 'Time from a parsed AdmissionReview to its answer.',
+        buckets: REVIEW_DURATION_BUCKETS,
+        registers: [registry],
+      }),
   )
-  const badRequests = reuseOr(registry, METRIC_NAMES.badRequests, () =>
-    new Counter({
-      name: METRIC_NAMES.badRequests,
-      help: 'Requests to /validate-crd that were not a well-formed AdmissionReview, by HTTP status answered.',
-      labelNames: ['code'] as const,
-      registers: [registry],
-    }),
+  const badRequests = reuseOr(
+    registry,
+    METRIC_NAMES.badRequests,
+    () =>
+      new Counter({
+        name: METRIC_NAMES.badRequests,
+        help: 'Requests to /validate-crd that were not a well-formed AdmissionReview, by HTTP status answered.',
+        labelNames: ['code'] as const,
+        registers: [registry],
+      }),
   )
-  const certificateExpiry = reuseOr(registry, METRIC_NAMES.certificateExpiry, () =>
-    new Gauge({
-      name: METRIC_NAMES.certificateExpiry,
-      help: 'notAfter of the serving certificate in use, as a Unix timestamp; absent while none is loaded.',
-      labelNames: ['serial'] as const,
-      registers: [registry],
-    }),
+  const certificateExpiry = reuseOr(
+    registry,
+    METRIC_NAMES.certificateExpiry,
+    () =>
+      new Gauge({
+        name: METRIC_NAMES.certificateExpiry,
+        help: 'notAfter of the serving certificate in use, as a Unix timestamp; absent while none is loaded.',
+        labelNames: ['serial'] as const,
+        registers: [registry],
+      }),
   )
-  const certificateRejected = reuseOr(registry, METRIC_NAMES.certificateRejected, () =>
-    new Counter({
-      name: METRIC_NAMES.certificateRejected,
-      help: 'Serving certificate/key pairs refused at start-up or on reload (the previous pair keeps serving), once per pair, by reason.',
-      labelNames: ['reason'] as const,
-      registers: [registry],
-    }),
+  const certificateRejected = reuseOr(
+    registry,
+    METRIC_NAMES.certificateRejected,
+    () =>
+      new Counter({
+        name: METRIC_NAMES.certificateRejected,
+        help: 'Serving certificate/key pairs refused at start-up or on reload (the previous pair keeps serving), once per pair, by reason.',
+        labelNames: ['reason'] as const,
+        registers: [registry],
+      }),
   )
 
   // Zero-initialised series, so rate() and alerts work before the first denial.

@@ -22,6 +22,7 @@ import {
   type AdmissionPolicy,
 } from './admission.js'
 import { CrdMigratorError } from '../errors.js'
+import { isObject, type JsonObject } from './json.js'
 
 export const ADMISSION_REVIEW_API_VERSION = 'admission.k8s.io/v1'
 export const ADMISSION_REVIEW_KIND = 'AdmissionReview'
@@ -83,18 +84,14 @@ export interface AdmissionReviewResponse {
 
 export type ParseReviewResult = { ok: true; request: AdmissionRequest } | { ok: false; error: string }
 
-type JsonObject = Record<string, unknown>
-
-function isObject(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}
-
 function describe(value: unknown): string {
   if (value === undefined) return 'nothing'
   if (value === null) return 'null'
   if (Array.isArray(value)) return 'an array'
   if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}...` : value)
   if (typeof value === 'object') return 'an object'
+  // Only numbers, booleans, bigints, symbols and functions are left here.
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string
   return `${typeof value} ${String(value)}`
 }
 

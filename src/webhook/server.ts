@@ -22,21 +22,8 @@ import { Registry } from 'prom-client'
 import { CONFIG_DEFAULTS, type Config } from '../config/schema.js'
 import { CrdMigratorError, errorMessage } from '../errors.js'
 import type { ReadinessCheck } from '../health/plugin.js'
-import {
-  DEFAULT_ADMISSION_POLICY,
-  crdNameOf,
-  isDenialReason,
-  type AdmissionDecision,
-  type AdmissionPolicy,
-} from './admission.js'
-import {
-  checkJsonShape,
-  jsonShapeLimits,
-  LOG_MESSAGE_MAX,
-  truncateForLog,
-  truncateListForLog,
-  type JsonShapeViolation,
-} from './limits.js'
+import { DEFAULT_ADMISSION_POLICY, crdNameOf, isDenialReason, type AdmissionDecision, type AdmissionPolicy } from './admission.js'
+import { checkJsonShape, jsonShapeLimits, LOG_MESSAGE_MAX, truncateForLog, truncateListForLog, type JsonShapeViolation } from './limits.js'
 import { createWebhookMetrics, type WebhookMetrics } from './metrics.js'
 import { parseAdmissionReview, reviewAdmission, toAdmissionReviewResponse } from './review.js'
 import { CertificateWatcher, TLS_CONTEXT_OPTIONS } from './tls.js'
@@ -170,16 +157,17 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions, webho
     return reply.code(status).send({ error: message })
   })
 
-  app.setNotFoundHandler((request, reply) =>
-    reply.code(404).send({ error: `no route for ${request.method} ${request.url}` }),
-  )
+  app.setNotFoundHandler((request, reply) => reply.code(404).send({ error: `no route for ${request.method} ${request.url}` }))
 
   app.post(VALIDATE_PATH, async (request, reply) => {
     const started = performance.now()
     const parsed = parseAdmissionReview(request.body)
     if (!parsed.ok) {
       metrics.countBadRequest(400)
-      request.log.warn({ error: truncateForLog(parsed.error, LOG_MESSAGE_MAX) }, 'rejected request that is not a well-formed AdmissionReview')
+      request.log.warn(
+        { error: truncateForLog(parsed.error, LOG_MESSAGE_MAX) },
+        'rejected request that is not a well-formed AdmissionReview',
+      )
       return reply.code(400).send({ error: parsed.error })
     }
     const review = parsed.request
@@ -301,6 +289,8 @@ export async function startWebhookServer(options: StartWebhookServerOptions): Pr
 
   const registry = options.registry ?? new Registry()
   const metrics = createWebhookMetrics(registry)
+  // Assigned once the app exists; the watcher's callback reads it before that.
+  // eslint-disable-next-line prefer-const
   let server: HttpsServer | undefined
 
   const watcher = new CertificateWatcher({
@@ -334,7 +324,7 @@ export async function startWebhookServer(options: StartWebhookServerOptions): Pr
     // How often Node enforces requestTimeout/headersTimeout (default 30 s is too coarse).
     connectionsCheckingInterval: timeouts.connectionsCheckingIntervalMs,
     handshakeTimeout: timeouts.tlsHandshakeTimeoutMs,
-  } as HttpsServerOptions
+  }
   const built = createApp({ ...options, logger, registry }, https, metrics)
   const { app } = built
   server = app.server as HttpsServer

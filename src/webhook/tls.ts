@@ -108,8 +108,7 @@ export function validateCertificatePair(cert: string, key: string, now: Date = n
   }
   if (!x509.checkPrivateKey(privateKey)) {
     throw new CertificateError(
-      `the private key does not match the certificate (serial ${x509.serialNumber}); ` +
-        'probably a rotation caught half-way',
+      `the private key does not match the certificate (serial ${x509.serialNumber}); ` + 'probably a rotation caught half-way',
       'key-mismatch',
     )
   }

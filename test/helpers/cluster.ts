@@ -74,13 +74,13 @@ export function crdManifest(o: CrdSpecOptions): CustomResourceDefinition {
       group: o.group,
       scope: o.scope ?? 'Namespaced',
       names: { plural, kind, singular: kind.toLowerCase(), listKind: `${kind}List` },
-      versions: o.versions.map(name => ({
+      versions: o.versions.map((name) => ({
         name,
         served: !(o.unserved ?? []).includes(name),
         storage: name === o.storage,
         schema,
         ...(o.status ? { subresources: { status: {} } } : {}),
-      })) as CustomResourceDefinition['spec']['versions'],
+      })),
     },
   }
 }
@@ -90,7 +90,7 @@ export async function createCrd(http: KubeHttp, crd: CustomResourceDefinition): 
   const deadline = Date.now() + 30_000
   for (;;) {
     const current = await getCrd(http, crd.metadata.name)
-    if (current.status?.conditions?.some(c => c.type === 'Established' && c.status === 'True')) {
+    if (current.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) {
       // Established means the API is registered; give discovery/storage a moment to serve it.
       await waitServed(http, current)
       return current
@@ -101,7 +101,7 @@ export async function createCrd(http: KubeHttp, crd: CustomResourceDefinition): 
 }
 
 async function waitServed(http: KubeHttp, crd: CustomResourceDefinition): Promise<void> {
-  const version = crd.spec.versions.find(v => v.served)!.name
+  const version = crd.spec.versions.find((v) => v.served)!.name
   for (let i = 0; i < 100; i++) {
     try {
       await http.request({ method: 'GET', path: `/apis/${crd.spec.group}/${version}/${crd.spec.names.plural}`, query: { limit: 1 } })
@@ -121,7 +121,13 @@ export async function createNamespace(http: KubeHttp, name: string): Promise<voi
 }
 
 export function refFor(crd: CustomResourceDefinition, version: string): ResourceRef {
-  return { group: crd.spec.group, version, plural: crd.spec.names.plural, kind: crd.spec.names.kind, namespaced: crd.spec.scope === 'Namespaced' }
+  return {
+    group: crd.spec.group,
+    version,
+    plural: crd.spec.names.plural,
+    kind: crd.spec.names.kind,
+    namespaced: crd.spec.scope === 'Namespaced',
+  }
 }
 
 export interface ObjectId {
@@ -135,7 +141,7 @@ export async function createObjects(
   ref: ResourceRef,
   namespaces: (string | undefined)[],
   count: number,
-  body: (i: number) => Record<string, unknown> = i => ({ spec: { index: i, size: 'medium', tags: ['a', 'b'] } }),
+  body: (i: number) => Record<string, unknown> = (i) => ({ spec: { index: i, size: 'medium', tags: ['a', 'b'] } }),
   prefix = 'obj',
 ): Promise<ObjectId[]> {
   const queue = new PQueue({ concurrency: 32 })
@@ -144,11 +150,18 @@ export async function createObjects(
     const namespace = namespaces[i % namespaces.length]
     const name = `${prefix}-${String(i).padStart(5, '0')}`
     ids.push({ namespace, name })
-    void queue.add(() => http.request({
-      method: 'POST',
-      path: objectPath(ref, namespace, name).replace(/\/[^/]+$/, ''),
-      body: { apiVersion: `${ref.group}/${ref.version}`, kind: ref.kind, metadata: { name, ...(namespace ? { namespace } : {}) }, ...body(i) },
-    }))
+    void queue.add(() =>
+      http.request({
+        method: 'POST',
+        path: objectPath(ref, namespace, name).replace(/\/[^/]+$/, ''),
+        body: {
+          apiVersion: `${ref.group}/${ref.version}`,
+          kind: ref.kind,
+          metadata: { name, ...(namespace ? { namespace } : {}) },
+          ...body(i),
+        },
+      }),
+    )
   }
   await queue.onIdle()
   return ids
@@ -159,13 +172,30 @@ export async function createObjects(
  * waits until the API server really writes in it: it switches asynchronously, and a test
  * that creates objects right after the flip would otherwise store some in the old version.
  */
-export async function setStorageVersion(http: KubeHttp, name: string, version: string, unserved: string[] = []): Promise<CustomResourceDefinition> {
+export async function setStorageVersion(
+  http: KubeHttp,
+  name: string,
+  version: string,
+  unserved: string[] = [],
+): Promise<CustomResourceDefinition> {
   const crd = await getCrd(http, name)
-  const versions = crd.spec.versions.map(v => ({ ...v, storage: v.name === version, served: v.name === version ? true : !unserved.includes(v.name) && v.served }))
-  const updated = (await http.request<CustomResourceDefinition>({
-    method: 'PATCH', path: crdPath(name), body: { spec: { versions } }, contentType: ContentType.mergePatch,
-  })).body
-  await waitForStorageVersion(http, { group: crd.spec.group, plural: crd.spec.names.plural, kind: crd.spec.names.kind }, version, { timeoutMs: 30_000, settleMs: 500 })
+  const versions = crd.spec.versions.map((v) => ({
+    ...v,
+    storage: v.name === version,
+    served: v.name === version ? true : !unserved.includes(v.name) && v.served,
+  }))
+  const updated = (
+    await http.request<CustomResourceDefinition>({
+      method: 'PATCH',
+      path: crdPath(name),
+      body: { spec: { versions } },
+      contentType: ContentType.mergePatch,
+    })
+  ).body
+  await waitForStorageVersion(http, { group: crd.spec.group, plural: crd.spec.names.plural, kind: crd.spec.names.kind }, version, {
+    timeoutMs: 30_000,
+    settleMs: 500,
+  })
   return updated
 }
 
@@ -196,15 +226,36 @@ export async function crdEditor(cp: ControlPlane, scope: string, name = 'operato
     const res = await cp.apiRequest(path, { method: 'POST', body })
     if (res.status !== 201 && res.status !== 409) throw new Error(`POST ${path}: ${res.status} ${res.body}`)
   }
-  await post('/apis/rbac.authorization.k8s.io/v1/clusterroles', { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: role }, rules: [{ apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions'], verbs: ['get', 'list', 'patch', 'update'] }] })
-  await post('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: role }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role }, subjects: [{ kind: 'Group', apiGroup: 'rbac.authorization.k8s.io', name: group }] })
+  await post('/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRole',
+    metadata: { name: role },
+    rules: [{ apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions'], verbs: ['get', 'list', 'patch', 'update'] }],
+  })
+  await post('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRoleBinding',
+    metadata: { name: role },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
+    subjects: [{ kind: 'Group', apiGroup: 'rbac.authorization.k8s.io', name: group }],
+  })
   return cp.mintUser(name, [group])
 }
 
 /** The storage flip of setStorageVersion, as another user; returns the HTTP status and body. */
-export async function setStorageVersionAs(cp: ControlPlane, as: { certPem: string; keyPem: string }, crd: CustomResourceDefinition, version: string): Promise<{ status: number; body: string }> {
-  const versions = crd.spec.versions.map(v => ({ ...v, storage: v.name === version }))
-  const res = await cp.apiRequest(crdPath(crd.metadata.name), { method: 'PATCH', as, contentType: ContentType.mergePatch, body: { spec: { versions } } })
+export async function setStorageVersionAs(
+  cp: ControlPlane,
+  as: { certPem: string; keyPem: string },
+  crd: CustomResourceDefinition,
+  version: string,
+): Promise<{ status: number; body: string }> {
+  const versions = crd.spec.versions.map((v) => ({ ...v, storage: v.name === version }))
+  const res = await cp.apiRequest(crdPath(crd.metadata.name), {
+    method: 'PATCH',
+    as,
+    contentType: ContentType.mergePatch,
+    body: { spec: { versions } },
+  })
   return { status: res.status, body: res.body }
 }
 
@@ -222,7 +273,11 @@ export interface TestWebhook {
  * variant of webhook-config/ into the API server. Test files share one API server, so the
  * installed configuration only matches CRDs labelled with this file's scope.
  */
-export async function startTestWebhook(cp: ControlPlane, scope: string, policy: { migratorUsers?: string[]; migratorGroups?: string[]; logger?: Logger } = {}): Promise<TestWebhook> {
+export async function startTestWebhook(
+  cp: ControlPlane,
+  scope: string,
+  policy: { migratorUsers?: string[]; migratorGroups?: string[]; logger?: Logger } = {},
+): Promise<TestWebhook> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'crd-migrator-webhook-'))
   const certs = await generateDevCertificates(dir)
   const migratorUsers = policy.migratorUsers ?? ['migrator']
@@ -236,7 +291,14 @@ export async function startTestWebhook(cp: ControlPlane, scope: string, policy: 
     policy: { migratorUsers, migratorGroups, breakGlassGroups: ['system:masters'] },
   })
   // The same identities skip the webhook (matchConditions), as in the shipped configuration.
-  const config = renderWebhookConfiguration({ mode: 'url', url: `${server.url}/validate-crd`, caBundlePem: certs.caCertPem, name: `test-${scope}`, migratorUsers, migratorGroups })
+  const config = renderWebhookConfiguration({
+    mode: 'url',
+    url: `${server.url}/validate-crd`,
+    caBundlePem: certs.caCertPem,
+    name: `test-${scope}`,
+    migratorUsers,
+    migratorGroups,
+  })
   for (const w of config.webhooks) {
     w.matchConditions.unshift({
       name: 'test-scope',
@@ -248,7 +310,10 @@ export async function startTestWebhook(cp: ControlPlane, scope: string, policy: 
   if (res.status !== 201) throw new Error(`installing the webhook configuration failed: ${res.status} ${res.body}`)
   let stopped = false
   const stopServer = async () => {
-    if (!stopped) { stopped = true; await server.close() }
+    if (!stopped) {
+      stopped = true
+      await server.close()
+    }
   }
   t.teardown(async () => {
     await cp.apiRequest(`/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/test-${scope}`, { method: 'DELETE' })
@@ -274,15 +339,27 @@ async function waitWebhookActive(cp: ControlPlane, hook: TestWebhook): Promise<v
   try {
     for (let i = 0; i < 200; i++) {
       const before = await hook.reviews()
-      await http.request({ method: 'PATCH', path: crdPath(probe.metadata.name), body: { metadata: { labels: { probe: String(i) } } }, contentType: ContentType.mergePatch })
+      await http.request({
+        method: 'PATCH',
+        path: crdPath(probe.metadata.name),
+        body: { metadata: { labels: { probe: String(i) } } },
+        contentType: ContentType.mergePatch,
+      })
       if ((await hook.reviews()) > before) return
       await sleep(50)
     }
     throw new Error('the webhook configuration never took effect')
   } finally {
-    await http.request({ method: 'PATCH', path: crdPath(probe.metadata.name), body: { metadata: { annotations: { [DEFAULT_MIGRATING_ANNOTATION]: null } } }, contentType: ContentType.mergePatch }).catch(() => {})
+    await http
+      .request({
+        method: 'PATCH',
+        path: crdPath(probe.metadata.name),
+        body: { metadata: { annotations: { [DEFAULT_MIGRATING_ANNOTATION]: null } } },
+        contentType: ContentType.mergePatch,
+      })
+      .catch(() => {})
     await deleteCrd(http, probe.metadata.name)
   }
 }
 
-export const sleep = (ms: number) => new Promise(r => setTimeout(r, ms))
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))

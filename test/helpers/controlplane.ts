@@ -9,13 +9,7 @@
  * that stops or restarts processes must use startPrivateControlPlane().
  */
 import { randomBytes } from 'node:crypto'
-import {
-  ApiException,
-  ApiextensionsV1Api,
-  CustomObjectsApi,
-  KubeConfig,
-  type V1CustomResourceDefinition,
-} from '@kubernetes/client-node'
+import { ApiException, ApiextensionsV1Api, CustomObjectsApi, KubeConfig, type V1CustomResourceDefinition } from '@kubernetes/client-node'
 import t from 'tap'
 import {
   attachControlPlane,

@@ -42,7 +42,10 @@ export function countVersions(byKey: Map<string, string>): Record<string, number
  */
 export async function compactEtcd(cp: ControlPlane): Promise<number> {
   const key = Buffer.from('/crd-migrator-test/compaction-bump').toString('base64')
-  const put = await etcdPost<{ header: { revision: string } }>(cp.etcdEndpoint, '/v3/kv/put', { key, value: Buffer.from(String(Date.now())).toString('base64') })
+  const put = await etcdPost<{ header: { revision: string } }>(cp.etcdEndpoint, '/v3/kv/put', {
+    key,
+    value: Buffer.from(String(Date.now())).toString('base64'),
+  })
   const revision = Number(put.header.revision)
   await etcdPost(cp.etcdEndpoint, '/v3/kv/compaction', { revision: String(revision), physical: true })
   return revision
@@ -57,7 +60,7 @@ export async function migratorIdentity<H extends KubeHttp = KubeHttp>(
   cp: ControlPlane,
   name: string,
   group: string,
-  make: (kc: ReturnType<typeof kubeConfigFromFile>) => H = kc => new KubeHttp(kc, { maxSockets: 64 }) as H,
+  make: (kc: ReturnType<typeof kubeConfigFromFile>) => H = (kc) => new KubeHttp(kc, { maxSockets: 64 }) as H,
 ): Promise<{ http: H; certPem: string; keyPem: string }> {
   const role = `crd-migrator-test-${name}`
   const post = async (path: string, body: unknown) => {
@@ -65,7 +68,9 @@ export async function migratorIdentity<H extends KubeHttp = KubeHttp>(
     if (res.status !== 201 && res.status !== 409) throw new Error(`POST ${path}: ${res.status} ${res.body}`)
   }
   await post('/apis/rbac.authorization.k8s.io/v1/clusterroles', {
-    apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: role },
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRole',
+    metadata: { name: role },
     rules: [
       { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions'], verbs: ['get', 'list', 'watch', 'patch'] },
       { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions/status'], verbs: ['patch'] },
@@ -74,7 +79,9 @@ export async function migratorIdentity<H extends KubeHttp = KubeHttp>(
     ],
   })
   await post('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
-    apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: role },
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRoleBinding',
+    metadata: { name: role },
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
     subjects: [{ kind: 'User', apiGroup: 'rbac.authorization.k8s.io', name }],
   })

@@ -14,7 +14,9 @@ export function capturingLogger(level = 'debug'): { logger: Logger; lines: () =>
         partial = partial.slice(nl + 1)
         try {
           lines.push(JSON.parse(line) as Record<string, unknown>)
-        } catch { /* not JSON */ }
+        } catch {
+          /* not JSON */
+        }
       }
       done()
     },

@@ -28,17 +28,17 @@ function run(cmd: string, args: string[]): Promise<{ code: number | null; stdout
     child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d))
     child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
     child.on('error', reject)
-    child.on('close', code => resolve({ code, stdout, stderr }))
+    child.on('close', (code) => resolve({ code, stdout, stderr }))
   })
 }
 
-t.test('scripts/build-ksvm.sh --check answers without building', async t => {
+t.test('scripts/build-ksvm.sh --check answers without building', async (t) => {
   const r = spawnSync('bash', [path.join(root, 'scripts', 'build-ksvm.sh'), '--check'], { encoding: 'utf8' })
   t.ok(r.status === 0 || r.status === 4, `exit 0 (cached) or 4 (not built), got ${r.status}: ${r.stderr}`)
   if (r.status === 0) t.match(r.stdout, /^migrator=.*\/migrator\ncrd=.*storage_migration_crd\.yaml\n$/, 'prints the binary and the CRD')
 })
 
-t.test('npm run bench --smoke: every migrator moves every object to v2, proved in etcd', async t => {
+t.test('npm run bench --smoke: every migrator moves every object to v2, proved in etcd', async (t) => {
   t.setTimeout(10 * 60 * 1000) // first run: compile and maybe build the control plane
   if (devBuildIsStale(root)) {
     const tsc = buildDev(root, 'pipe')
@@ -51,11 +51,17 @@ t.test('npm run bench --smoke: every migrator moves every object to v2, proved i
   const stateFile = process.env[CONTROLPLANE_ENV]
   const started = Date.now()
   const r = await run(process.execPath, [
-    benchJs, '--smoke', '--out', out, '--ksvm-if-cached',
+    benchJs,
+    '--smoke',
+    '--out',
+    out,
+    '--ksvm-if-cached',
     ...(stateFile ? ['--controlplane-state', stateFile] : []),
   ])
   t.equal(r.code, 0, 'the bench exits 0', { stderr: r.stderr.split('\n').slice(-40).join('\n') })
-  t.comment(`smoke bench took ${Math.round((Date.now() - started) / 1000)} s; KSVM ${ksvmCached ? 'included (cached build)' : 'skipped (not built yet)'}`)
+  t.comment(
+    `smoke bench took ${Math.round((Date.now() - started) / 1000)} s; KSVM ${ksvmCached ? 'included (cached build)' : 'skipped (not built yet)'}`,
+  )
 
   const result = JSON.parse(await readFile(path.join(out, 'latest.json'), 'utf8')) as BenchResult
   t.equal(result.version, 1)
@@ -65,7 +71,7 @@ t.test('npm run bench --smoke: every migrator moves every object to v2, proved i
   t.match(result.machine, { cpuModel: String, cores: Number, memoryGb: Number, node: process.version, kubeVersion: /^v1\.\d+\.\d+/ })
   t.equal(result.loadAverage.before.length, 3)
 
-  const tools = new Set(result.migrations.map(m => m.tool))
+  const tools = new Set(result.migrations.map((m) => m.tool))
   for (const tool of ['ceiling', 'ours-best', 'ours-default'] as const) t.ok(tools.has(tool), `ran ${tool}`)
   t.equal(tools.has('ksvm'), ksvmCached, ksvmCached ? 'ran KSVM (its build is cached)' : 'skipped KSVM (not built)')
   for (const m of result.migrations) {
@@ -85,28 +91,41 @@ t.test('npm run bench --smoke: every migrator moves every object to v2, proved i
   t.equal(result.bestConcurrency, 16, 'smoke: no sweep, concurrency 16')
 
   const cases = result.webhook?.cases ?? []
-  t.equal(cases.filter(c => c.server === 'ours').length, 8, 'ours: 2 CRD sizes x allowed/denied x fixed/saturation')
-  t.equal(cases.filter(c => c.server === 'floor').length, 4, 'floor: 2 CRD sizes x fixed/saturation')
+  t.equal(cases.filter((c) => c.server === 'ours').length, 8, 'ours: 2 CRD sizes x allowed/denied x fixed/saturation')
+  t.equal(cases.filter((c) => c.server === 'floor').length, 4, 'floor: 2 CRD sizes x fixed/saturation')
   for (const c of cases) {
     t.ok(c.requests > 0 && c.requestsPerSecond > 0, `webhook ${c.server} ${c.crd} ${c.decision} ${c.mode}: answered`)
     t.equal(c.non2xx + c.errors, 0, `webhook ${c.server} ${c.crd} ${c.decision} ${c.mode}: no errors`)
     t.ok(c.p50Ms > 0 && c.p50Ms <= c.p99Ms && c.p99Ms <= c.maxMs, `webhook ${c.server} ${c.crd} ${c.decision} ${c.mode}: p50 <= p99 <= max`)
   }
-  t.match(result.targets.at(-1), { name: /^webhook p99/, value: /allowed: .* ms .*denied: .* ms .*\(floor: .* ms\)/ }, 'the webhook target names ours and the floor')
-  t.equal(result.targets.length, ksvmCached ? 5 : 4, "ceiling, RSS x2, webhook, and KSVM when it ran")
+  t.match(
+    result.targets.at(-1),
+    { name: /^webhook p99/, value: /allowed: .* ms .*denied: .* ms .*\(floor: .* ms\)/ },
+    'the webhook target names ours and the floor',
+  )
+  t.equal(result.targets.length, ksvmCached ? 5 : 4, 'ceiling, RSS x2, webhook, and KSVM when it ran')
 
   const md = await readFile(path.join(out, 'latest.md'), 'utf8')
   t.match(md, /\| objects \| migrator \| settings \| rewrite s \| objects\/s \|/)
   t.match(md, /\| 200 \| ceiling \|/)
 })
 
-t.test('npm run bench -- --help lists the flags', async t => {
+t.test('npm run bench -- --help lists the flags', async (t) => {
   const r = spawnSync(process.execPath, [benchJs, '--help'], { encoding: 'utf8' })
   t.equal(r.status, 0)
-  for (const flag of ['--sizes', '--skip-ksvm', '--skip-webhook', '--skip-migrations', '--smoke', '--controlplane-state', '--child-node-options']) t.match(r.stdout, flag)
+  for (const flag of [
+    '--sizes',
+    '--skip-ksvm',
+    '--skip-webhook',
+    '--skip-migrations',
+    '--smoke',
+    '--controlplane-state',
+    '--child-node-options',
+  ])
+    t.match(r.stdout, flag)
 })
 
-t.test('an unknown bench flag is a clear error, not a stack trace', async t => {
+t.test('an unknown bench flag is a clear error, not a stack trace', async (t) => {
   const r = spawnSync(process.execPath, [benchJs, '--sizez', '10'], { encoding: 'utf8' })
   t.equal(r.status, 2)
   t.match(r.stderr, /bench: Unknown option '--sizez'/)

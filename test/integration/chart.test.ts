@@ -157,7 +157,8 @@ async function applyCrdFile(file: string): Promise<string[]> {
       `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata.name}?fieldManager=crd-migrator-chart-test&force=true`,
       { method: 'PATCH', body: crd, contentType: 'application/apply-patch+yaml' },
     )
-    if (res.status !== 200 && res.status !== 201) throw new Error(`apply CRD ${crd.metadata.name}: HTTP ${res.status} ${res.body.slice(0, 300)}`)
+    if (res.status !== 200 && res.status !== 201)
+      throw new Error(`apply CRD ${crd.metadata.name}: HTTP ${res.status} ${res.body.slice(0, 300)}`)
     names.push(crd.metadata.name)
   }
   return names
@@ -216,7 +217,9 @@ async function dryRunAll(t: T, manifests: Manifest[], namespace: string): Promis
   } as Manifest
   const res = await dryRunCreate(pod, namespace)
   results[`Pod/${pod.metadata.name} (from the Deployment, restricted namespace)`] = res.status
-  t.equal(res.status, 201, 'the pod template passes PodSecurity "restricted" admission', { body: res.status >= 300 ? res.body.slice(0, 2000) : undefined })
+  t.equal(res.status, 201, 'the pod template passes PodSecurity "restricted" admission', {
+    body: res.status >= 300 ? res.body.slice(0, 2000) : undefined,
+  })
   return results
 }
 
@@ -315,7 +318,11 @@ const scenarios: Scenario[] = [
       replicaCount: 3,
       logLevel: 'debug',
       image: { repository: 'registry.example.com/platform/crd-migrator', digest: 'sha256:' + 'a'.repeat(64) },
-      certManager: { issuerRef: { name: 'corp-ca', kind: 'ClusterIssuer', group: 'cert-manager.io' }, duration: '720h', renewBefore: '240h' },
+      certManager: {
+        issuerRef: { name: 'corp-ca', kind: 'ClusterIssuer', group: 'cert-manager.io' },
+        duration: '720h',
+        renewBefore: '240h',
+      },
       // A CRD group under k8s.io is not one of kube-apiserver's own groups: allowed.
       rbac: { managedGroups: ['example.com', 'stable.example.org', 'gateway.networking.k8s.io'] },
       annotations: { migrating: 'example.com/migrating' },
@@ -459,32 +466,52 @@ for (const scenario of scenarios) {
         if (m.kind.startsWith('Cluster') || m.kind === 'ValidatingWebhookConfiguration') {
           t.notOk(m.metadata.namespace, `${m.kind} is cluster-scoped`)
         } else if (m.kind === 'Role' || m.kind === 'RoleBinding') {
-          t.ok(m.metadata.namespace === ns || (m.metadata.namespace === 'default' && m.metadata.name.endsWith('-events')), `${m.kind}/${m.metadata.name} namespace`)
+          t.ok(
+            m.metadata.namespace === ns || (m.metadata.namespace === 'default' && m.metadata.name.endsWith('-events')),
+            `${m.kind}/${m.metadata.name} namespace`,
+          )
         } else {
           t.equal(m.metadata.namespace, ns, `${m.kind}/${m.metadata.name} is in the release namespace`)
         }
       }
     })
 
-    t.test('the ValidatingWebhookConfiguration is renderWebhookConfiguration() with this release\'s names', async (t) => {
+    t.test("the ValidatingWebhookConfiguration is renderWebhookConfiguration() with this release's names", async (t) => {
       const vwc = one(manifests, 'ValidatingWebhookConfiguration')
       t.same(withoutChartLabels(vwc), renderWebhookConfiguration(scenario.webhook(ns)))
-      t.same(Object.keys(vwc.metadata.labels ?? {}).sort(), [...CHART_ONLY_LABELS, 'app.kubernetes.io/name', 'app.kubernetes.io/component'].sort())
+      t.same(
+        Object.keys(vwc.metadata.labels ?? {}).sort(),
+        [...CHART_ONLY_LABELS, 'app.kubernetes.io/name', 'app.kubernetes.io/component'].sort(),
+      )
     })
 
     t.test('the config file passes the config schema', async (t) => {
       const { text } = configOf(t, manifests)
       const config = await loadRenderedConfig(text)
       const sa = one(manifests, 'ServiceAccount').metadata.name
-      t.equal(config.identities.migratorUsers[0], `system:serviceaccount:${ns}:${sa}`, 'the chart\'s ServiceAccount is the migrator identity')
+      t.equal(
+        config.identities.migratorUsers[0],
+        `system:serviceaccount:${ns}:${sa}`,
+        "the chart's ServiceAccount is the migrator identity",
+      )
       t.equal(config.webhook.certFile, '/tls/tls.crt')
       t.equal(config.webhook.keyFile, '/tls/tls.key')
       t.equal(config.leaderElection.enabled, true)
       t.equal(config.leaderElection.leaseName, one(manifests, 'Deployment').metadata.name)
       const webhook = renderWebhookConfiguration(scenario.webhook(ns))
-      t.ok(webhook.webhooks[0]!.matchConditions[0]!.expression.includes(`'${config.annotations.migrating}'`), 'webhook and server use one annotation key')
-      t.same(renderWebhookConfiguration({ ...scenario.webhook(ns), migratorUsers: config.identities.migratorUsers, migratorGroups: config.identities.migratorGroups }), webhook,
-        'the webhook configuration skips exactly the identities the server treats as the migrator')
+      t.ok(
+        webhook.webhooks[0]!.matchConditions[0]!.expression.includes(`'${config.annotations.migrating}'`),
+        'webhook and server use one annotation key',
+      )
+      t.same(
+        renderWebhookConfiguration({
+          ...scenario.webhook(ns),
+          migratorUsers: config.identities.migratorUsers,
+          migratorGroups: config.identities.migratorGroups,
+        }),
+        webhook,
+        'the webhook configuration skips exactly the identities the server treats as the migrator',
+      )
       const v = scenario.values
       const raw = parse(text) as { migrator: Record<string, unknown> }
       if (migratorEnabled(v)) {
@@ -543,16 +570,26 @@ for (const scenario of scenarios) {
       const cert = manifests.find((m) => m.kind === 'Certificate' && m.metadata.name.endsWith('-serving'))
       if (cert) {
         const svc = one(manifests, 'Service').metadata.name
-        t.match(cert['spec'], { secretName: expectedSecret, dnsNames: [svc, `${svc}.${ns}`, `${svc}.${ns}.svc`, `${svc}.${ns}.svc.cluster.local`] })
+        t.match(cert['spec'], {
+          secretName: expectedSecret,
+          dnsNames: [svc, `${svc}.${ns}`, `${svc}.${ns}.svc`, `${svc}.${ns}.svc.cluster.local`],
+        })
       }
       const ports = Object.fromEntries(c.ports.map((p: { name: string; containerPort: number }) => [p.name, p.containerPort]))
       const svcPorts = (one(manifests, 'Service')['spec'] as { ports: Array<{ name: string; port: number; targetPort: string }> }).ports
-      t.same(svcPorts.map((p) => [p.name, p.targetPort]), [['webhook', 'webhook'], ['metrics', 'metrics']])
+      t.same(
+        svcPorts.map((p) => [p.name, p.targetPort]),
+        [
+          ['webhook', 'webhook'],
+          ['metrics', 'metrics'],
+        ],
+      )
       t.equal(ports['webhook'], scenario.values['webhook']?.port ?? 9443)
       t.equal(ports['metrics'], scenario.values['metrics']?.port ?? 8080)
       // /metrics, /healthz and /readyz are on the ops listener only: the webhook port serves reviews.
       const monitor = manifests.find((m) => m.kind === 'ServiceMonitor')
-      if (monitor) t.match(monitor['spec'], { endpoints: [{ port: 'metrics', path: '/metrics' }] }, 'the ServiceMonitor scrapes the ops listener')
+      if (monitor)
+        t.match(monitor['spec'], { endpoints: [{ port: 'metrics', path: '/metrics' }] }, 'the ServiceMonitor scrapes the ops listener')
       t.equal((one(manifests, 'Deployment')['spec'] as { replicas: number }).replicas, scenario.values['replicaCount'] ?? 2)
 
       const enabled = migratorEnabled(scenario.values)
@@ -562,7 +599,10 @@ for (const scenario of scenarios) {
       const keyMount = c.volumeMounts.find((m: { name: string }) => m.name === 'state-key')
       if (enabled) {
         t.same(keyMount, { name: 'state-key', mountPath: STATE_KEY_DIR, readOnly: true }, 'the state key is mounted read-only')
-        t.same(keyVolume, { name: 'state-key', secret: { secretName: stateKeySecretName(scenario, manifests), items: [{ key: 'key', path: 'key' }], defaultMode: 0o440 } })
+        t.same(keyVolume, {
+          name: 'state-key',
+          secret: { secretName: stateKeySecretName(scenario, manifests), items: [{ key: 'key', path: 'key' }], defaultMode: 0o440 },
+        })
       } else {
         t.notOk(keyVolume, 'no state-key volume without the migrator')
         t.notOk(keyMount, 'no state-key mount without the migrator')
@@ -572,7 +612,7 @@ for (const scenario of scenarios) {
     t.test('the state-key Secret', async (t) => {
       const secrets = manifests.filter((m) => m.kind === 'Secret')
       if (!migratorEnabled(scenario.values) || scenario.values['migrator']?.stateKey?.existingSecret) {
-        t.same(ids(secrets), [], 'none: webhook only, or the user\'s own Secret')
+        t.same(ids(secrets), [], "none: webhook only, or the user's own Secret")
         return
       }
       const name = stateKeySecretName(scenario, manifests)
@@ -617,7 +657,12 @@ for (const scenario of scenarios) {
       const lease = manifests.find((m) => m.kind === 'Role' && m.metadata.name.endsWith('-leader-election'))!
       t.same(rulesOf(lease), [
         { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
-        { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: [one(manifests, 'Deployment').metadata.name], verbs: ['get', 'update'] },
+        {
+          apiGroups: ['coordination.k8s.io'],
+          resources: ['leases'],
+          resourceNames: [one(manifests, 'Deployment').metadata.name],
+          verbs: ['get', 'update'],
+        },
       ])
       const events = manifests.find((m) => m.kind === 'Role' && m.metadata.namespace === 'default')!
       t.same(rulesOf(events), [{ apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] }])
@@ -673,7 +718,11 @@ t.test('RBAC, created for real, allows what the migrator does and nothing else',
       body: {
         apiVersion: 'authorization.k8s.io/v1',
         kind: 'SubjectAccessReview',
-        spec: { user, groups: ['system:serviceaccounts', `system:serviceaccounts:${ns}`, 'system:authenticated'], resourceAttributes: attrs },
+        spec: {
+          user,
+          groups: ['system:serviceaccounts', `system:serviceaccounts:${ns}`, 'system:authenticated'],
+          resourceAttributes: attrs,
+        },
       },
     })
     if (res.status !== 201) throw new Error(`SubjectAccessReview: HTTP ${res.status} ${res.body}`)
@@ -686,10 +735,16 @@ t.test('RBAC, created for real, allows what the migrator does and nothing else',
     ['patch CRD status', { ...crds, verb: 'patch', subresource: 'status', name: 'widgets.example.com' }],
     ['list widgets in all namespaces', { group: 'example.com', resource: 'widgets', verb: 'list' }],
     ['get a widget', { group: 'example.com', resource: 'widgets', verb: 'get', namespace: 'team-a', name: 'w' }],
-    ['patch widget status', { group: 'example.com', resource: 'widgets', subresource: 'status', verb: 'patch', namespace: 'team-a', name: 'w' }],
+    [
+      'patch widget status',
+      { group: 'example.com', resource: 'widgets', subresource: 'status', verb: 'patch', namespace: 'team-a', name: 'w' },
+    ],
     ['patch a resource of a managed group', { group: 'stable.example.org', resource: 'things', verb: 'patch', namespace: 'x', name: 'y' }],
     ['patch a gadget (by name)', { group: 'example.net', resource: 'gadgets', verb: 'patch', name: 'g' }],
-    ['patch an HTTPRoute (a CRD group under k8s.io)', { group: 'gateway.networking.k8s.io', resource: 'httproutes', verb: 'patch', namespace: 'x', name: 'r' }],
+    [
+      'patch an HTTPRoute (a CRD group under k8s.io)',
+      { group: 'gateway.networking.k8s.io', resource: 'httproutes', verb: 'patch', namespace: 'x', name: 'r' },
+    ],
     ['create its Lease', { group: 'coordination.k8s.io', resource: 'leases', verb: 'create', namespace: ns }],
     ['renew its Lease', { group: 'coordination.k8s.io', resource: 'leases', verb: 'update', namespace: ns, name: lease }],
     ['create Events in default', { group: '', resource: 'events', verb: 'create', namespace: 'default' }],
@@ -703,10 +758,19 @@ t.test('RBAC, created for real, allows what the migrator does and nothing else',
     ['patch gadget status (not asked for)', { group: 'example.net', resource: 'gadgets', subresource: 'status', verb: 'patch', name: 'g' }],
     ['patch another group', { group: 'other.example.io', resource: 'things', verb: 'patch', namespace: 'x', name: 'y' }],
     ['read Secrets', { group: '', resource: 'secrets', verb: 'get', namespace: ns, name: 's' }],
-    ['read its own state key (the kubelet mounts it)', { group: '', resource: 'secrets', verb: 'get', namespace: ns, name: `${lease}-state-key` }],
+    [
+      'read its own state key (the kubelet mounts it)',
+      { group: '', resource: 'secrets', verb: 'get', namespace: ns, name: `${lease}-state-key` },
+    ],
     ['patch a Deployment', { group: 'apps', resource: 'deployments', verb: 'patch', namespace: ns, name: 'd' }],
-    ['patch a webhook configuration', { group: 'admissionregistration.k8s.io', resource: 'validatingwebhookconfigurations', verb: 'patch', name: 'v' }],
-    ['patch an Ingress (networking.k8s.io is built in; gateway.networking.k8s.io is not)', { group: 'networking.k8s.io', resource: 'ingresses', verb: 'patch', namespace: 'x', name: 'i' }],
+    [
+      'patch a webhook configuration',
+      { group: 'admissionregistration.k8s.io', resource: 'validatingwebhookconfigurations', verb: 'patch', name: 'v' },
+    ],
+    [
+      'patch an Ingress (networking.k8s.io is built in; gateway.networking.k8s.io is not)',
+      { group: 'networking.k8s.io', resource: 'ingresses', verb: 'patch', namespace: 'x', name: 'i' },
+    ],
     ['renew another Lease', { group: 'coordination.k8s.io', resource: 'leases', verb: 'update', namespace: ns, name: 'someone-else' }],
     ['create a Lease elsewhere', { group: 'coordination.k8s.io', resource: 'leases', verb: 'create', namespace: 'kube-system' }],
     ['create Events elsewhere', { group: '', resource: 'events', verb: 'create', namespace: 'kube-system' }],
@@ -719,37 +783,93 @@ t.test('bad values are refused with a message', async (t) => {
   const cases: Array<[string, object, RegExp]> = [
     ['no cert-manager, no Secret', { certManager: { enabled: false }, webhook: { caBundle: 'eA==' } }, /tls\.existingSecret is required/],
     ['no cert-manager, no caBundle', { certManager: { enabled: false }, tls: { existingSecret: 's' } }, /webhook\.caBundle .*is required/],
-    ['annotation key that would break the CEL literal', { annotations: { migrating: "x' || true || 'y" } }, /not a Kubernetes annotation key/],
-    ['several replicas without leader election', { leaderElection: { enabled: false } }, /leaderElection\.enabled=false needs replicaCount=1/],
+    [
+      'annotation key that would break the CEL literal',
+      { annotations: { migrating: "x' || true || 'y" } },
+      /not a Kubernetes annotation key/,
+    ],
+    [
+      'several replicas without leader election',
+      { leaderElection: { enabled: false } },
+      /leaderElection\.enabled=false needs replicaCount=1/,
+    ],
     ['probes need the metrics port (values.schema.json)', { metrics: { port: 0 } }, /\/metrics\/port/],
     ['metrics and webhook on one port', { metrics: { port: 9443 } }, /metrics\.port and webhook\.port must differ/],
     ['a misspelt value (values.schema.json)', { replicas: 3 }, /additional properties 'replicas' not allowed/],
     ['an unknown phase (values.schema.json)', { migrator: { crds: { 'a.example.com': { skipPhases: ['Nope'] } } } }, /skipPhases/],
     ['CRD names are plural.group', { migrator: { names: ['widgets'] } }, /must be <plural>\.<group>/],
     // extraConfig cannot make the config file disagree with the webhook configuration, the RBAC or the mounts.
-    ['extraConfig moves the freeze annotation', { extraConfig: { annotations: { migrating: 'example.com/other' } } },
-      /extraConfig\.annotations\.migrating may not be set: set the chart value annotations\.migrating instead/],
-    ['extraConfig with an empty annotations map', { extraConfig: { annotations: {} } }, /extraConfig\.annotations\.migrating may not be set/],
-    ['extraConfig adds a migrator user', { extraConfig: { identities: { migratorUsers: ['mallory'] } } },
-      /extraConfig\.identities\.migratorUsers may not be set: set the chart value identities\.migratorUsers instead/],
-    ['extraConfig adds a migrator group', { extraConfig: { identities: { migratorGroups: ['devs'] } } },
-      /extraConfig\.identities\.migratorGroups may not be set: set the chart value identities\.migratorGroups instead/],
-    ['extraConfig changes the break-glass groups', { extraConfig: { identities: { breakGlassGroups: ['devs'] } } },
-      /extraConfig\.identities\.breakGlassGroups may not be set: set the chart value identities\.breakGlassGroups instead/],
-    ['extraConfig turns the migrator on behind the chart\'s back', { migrator: { enabled: false }, extraConfig: { migrator: { enabled: true } } },
-      /extraConfig\.migrator\.enabled may not be set: set the chart value migrator\.enabled instead/],
-    ['extraConfig points the state key elsewhere', { extraConfig: { migrator: { stateKeyFile: '/tmp/key' } } },
-      /extraConfig\.migrator\.stateKeyFile may not be set: set the chart value migrator\.stateKey\.existingSecret instead/],
+    [
+      'extraConfig moves the freeze annotation',
+      { extraConfig: { annotations: { migrating: 'example.com/other' } } },
+      /extraConfig\.annotations\.migrating may not be set: set the chart value annotations\.migrating instead/,
+    ],
+    [
+      'extraConfig with an empty annotations map',
+      { extraConfig: { annotations: {} } },
+      /extraConfig\.annotations\.migrating may not be set/,
+    ],
+    [
+      'extraConfig adds a migrator user',
+      { extraConfig: { identities: { migratorUsers: ['mallory'] } } },
+      /extraConfig\.identities\.migratorUsers may not be set: set the chart value identities\.migratorUsers instead/,
+    ],
+    [
+      'extraConfig adds a migrator group',
+      { extraConfig: { identities: { migratorGroups: ['devs'] } } },
+      /extraConfig\.identities\.migratorGroups may not be set: set the chart value identities\.migratorGroups instead/,
+    ],
+    [
+      'extraConfig changes the break-glass groups',
+      { extraConfig: { identities: { breakGlassGroups: ['devs'] } } },
+      /extraConfig\.identities\.breakGlassGroups may not be set: set the chart value identities\.breakGlassGroups instead/,
+    ],
+    [
+      "extraConfig turns the migrator on behind the chart's back",
+      { migrator: { enabled: false }, extraConfig: { migrator: { enabled: true } } },
+      /extraConfig\.migrator\.enabled may not be set: set the chart value migrator\.enabled instead/,
+    ],
+    [
+      'extraConfig points the state key elsewhere',
+      { extraConfig: { migrator: { stateKeyFile: '/tmp/key' } } },
+      /extraConfig\.migrator\.stateKeyFile may not be set: set the chart value migrator\.stateKey\.existingSecret instead/,
+    ],
     // RBAC outside custom resources.
-    ['"*" in rbac.managedGroups (values.schema.json)', { rbac: { managedGroups: ['example.com', '*'] } }, /at '\/rbac\/managedGroups\/1': '\*' does not match pattern/],
-    ['the core group in rbac.managedGroups (values.schema.json)', { rbac: { managedGroups: [''] } }, /at '\/rbac\/managedGroups\/0': minLength/],
-    ['apps in rbac.managedGroups', { rbac: { managedGroups: ['apps'] } }, /rbac\.managedGroups: "apps" is an API group kube-apiserver serves itself, where no CRD lives; list the groups of your CRDs/],
-    ['admissionregistration.k8s.io in rbac.managedGroups', { rbac: { managedGroups: ['example.com', 'admissionregistration.k8s.io'] } },
-      /rbac\.managedGroups: "admissionregistration\.k8s\.io" is an API group kube-apiserver serves itself/],
-    ['a webhook configuration in migrator.names', { migrator: { names: ['validatingwebhookconfigurations.admissionregistration.k8s.io'] } },
-      /migrator\.names \/ migrator\.crds \(validatingwebhookconfigurations\.admissionregistration\.k8s\.io\): "admissionregistration\.k8s\.io" is an API group kube-apiserver serves itself/],
-    ['Deployments in migrator.crds', { migrator: { crds: { 'deployments.apps': { concurrency: 1 } } } }, /\(deployments\.apps\): "apps" is an API group kube-apiserver serves itself/],
-    ['every group through migrator.crds', { migrator: { crds: { 'widgets.*': {} } } }, /\(widgets\.\*\): "\*" would grant get\/list\/patch on every API group/],
+    [
+      '"*" in rbac.managedGroups (values.schema.json)',
+      { rbac: { managedGroups: ['example.com', '*'] } },
+      /at '\/rbac\/managedGroups\/1': '\*' does not match pattern/,
+    ],
+    [
+      'the core group in rbac.managedGroups (values.schema.json)',
+      { rbac: { managedGroups: [''] } },
+      /at '\/rbac\/managedGroups\/0': minLength/,
+    ],
+    [
+      'apps in rbac.managedGroups',
+      { rbac: { managedGroups: ['apps'] } },
+      /rbac\.managedGroups: "apps" is an API group kube-apiserver serves itself, where no CRD lives; list the groups of your CRDs/,
+    ],
+    [
+      'admissionregistration.k8s.io in rbac.managedGroups',
+      { rbac: { managedGroups: ['example.com', 'admissionregistration.k8s.io'] } },
+      /rbac\.managedGroups: "admissionregistration\.k8s\.io" is an API group kube-apiserver serves itself/,
+    ],
+    [
+      'a webhook configuration in migrator.names',
+      { migrator: { names: ['validatingwebhookconfigurations.admissionregistration.k8s.io'] } },
+      /migrator\.names \/ migrator\.crds \(validatingwebhookconfigurations\.admissionregistration\.k8s\.io\): "admissionregistration\.k8s\.io" is an API group kube-apiserver serves itself/,
+    ],
+    [
+      'Deployments in migrator.crds',
+      { migrator: { crds: { 'deployments.apps': { concurrency: 1 } } } },
+      /\(deployments\.apps\): "apps" is an API group kube-apiserver serves itself/,
+    ],
+    [
+      'every group through migrator.crds',
+      { migrator: { crds: { 'widgets.*': {} } } },
+      /\(widgets\.\*\): "\*" would grant get\/list\/patch on every API group/,
+    ],
   ]
   for (const [what, values, message] of cases) {
     const r = await helm(['template', 'x', chartDir, ...(await valuesArgs(values))])
@@ -766,12 +886,24 @@ t.test('the template refuses the groups on its own, "*" and "" included (helm te
     ['rbac.authorization.k8s.io', /rbac\.managedGroups: "rbac\.authorization\.k8s\.io" is an API group kube-apiserver serves itself/],
   ]
   for (const [group, message] of cases) {
-    const r = await helm(['template', 'x', chartDir, '--skip-schema-validation', ...(await valuesArgs({ rbac: { managedGroups: ['example.com', group] } }))])
+    const r = await helm([
+      'template',
+      'x',
+      chartDir,
+      '--skip-schema-validation',
+      ...(await valuesArgs({ rbac: { managedGroups: ['example.com', group] } })),
+    ])
     t.not(r.code, 0, `${JSON.stringify(group)}: helm template fails`)
     t.match(r.stderr, message, JSON.stringify(group))
   }
   // Webhook only renders no RBAC, but the values are still checked.
-  const r = await helm(['template', 'x', chartDir, '--skip-schema-validation', ...(await valuesArgs({ migrator: { enabled: false }, rbac: { managedGroups: ['policy'] } }))])
+  const r = await helm([
+    'template',
+    'x',
+    chartDir,
+    '--skip-schema-validation',
+    ...(await valuesArgs({ migrator: { enabled: false }, rbac: { managedGroups: ['policy'] } })),
+  ])
   t.match(r.stderr, /"policy" is an API group kube-apiserver serves itself/, 'checked with migrator.enabled=false too')
 })
 
@@ -785,7 +917,9 @@ t.test('every API group kube-apiserver serves is refused; CRD groups under k8s.i
 
   // What this kube-apiserver serves itself: the APIServices the aggregator registers at
   // start (label automanaged=onstart); CRD groups are synced later (automanaged=true).
-  const res = await cp.apiRequest('/apis/apiregistration.k8s.io/v1/apiservices?labelSelector=kube-aggregator.kubernetes.io/automanaged%3Donstart')
+  const res = await cp.apiRequest(
+    '/apis/apiregistration.k8s.io/v1/apiservices?labelSelector=kube-aggregator.kubernetes.io/automanaged%3Donstart',
+  )
   t.equal(res.status, 200)
   const served = [...new Set((res.json as { items: Array<{ spec: { group?: string } }> }).items.map((a) => a.spec.group ?? ''))]
   // The aggregator's own group has no such APIService; /apis lists it.
@@ -794,8 +928,15 @@ t.test('every API group kube-apiserver serves is refused; CRD groups under k8s.i
   t.ok(groups.includes('apiregistration.k8s.io'), '/apis lists apiregistration.k8s.io')
   served.push('apiregistration.k8s.io')
   served.sort()
-  t.ok(served.includes('apps') && served.includes('apiextensions.k8s.io') && served.includes('rbac.authorization.k8s.io'), `built-in groups found: ${served.join(', ')}`)
-  t.same(served.filter((g) => g !== '' && !inTemplate.includes(g)), [], 'the chart knows every group kube-apiserver v1.35 serves')
+  t.ok(
+    served.includes('apps') && served.includes('apiextensions.k8s.io') && served.includes('rbac.authorization.k8s.io'),
+    `built-in groups found: ${served.join(', ')}`,
+  )
+  t.same(
+    served.filter((g) => g !== '' && !inTemplate.includes(g)),
+    [],
+    'the chart knows every group kube-apiserver v1.35 serves',
+  )
   for (const group of new Set([...served, ...inTemplate])) {
     const r = await helm(['template', 'x', chartDir, ...(await valuesArgs({ rbac: { managedGroups: [group] } }))])
     t.not(r.code, 0, `rbac.managedGroups=[${JSON.stringify(group)}] is refused`)
@@ -803,10 +944,18 @@ t.test('every API group kube-apiserver serves is refused; CRD groups under k8s.i
   }
 
   const crdGroups = ['gateway.networking.k8s.io', 'snapshot.storage.k8s.io', 'cluster.x-k8s.io', 'policy.networking.k8s.io', 'example.com']
-  const r = await helm(['template', 'x', chartDir, ...(await valuesArgs({
-    rbac: { managedGroups: crdGroups },
-    migrator: { names: ['httproutes.gateway.networking.k8s.io'], crds: { 'volumesnapshots.snapshot.storage.k8s.io': { useStatusSubresource: true } } },
-  }))])
+  const r = await helm([
+    'template',
+    'x',
+    chartDir,
+    ...(await valuesArgs({
+      rbac: { managedGroups: crdGroups },
+      migrator: {
+        names: ['httproutes.gateway.networking.k8s.io'],
+        crds: { 'volumesnapshots.snapshot.storage.k8s.io': { useStatusSubresource: true } },
+      },
+    })),
+  ])
   t.equal(r.code, 0, 'CRD groups under k8s.io and x-k8s.io are allowed', { stderr: r.stderr })
 })
 
@@ -821,15 +970,25 @@ t.test('the state key survives an upgrade: lookup keeps the existing Secret', as
   const owned = structuredClone(installed)
   owned.metadata.annotations = { 'meta.helm.sh/release-name': release, 'meta.helm.sh/release-namespace': ns }
   const created = await cp.apiRequest(path, { method: 'POST', body: owned })
-  t.equal(created.status, 201, 'the install\'s Secret exists', { body: created.status >= 300 ? created.body : undefined })
+  t.equal(created.status, 201, "the install's Secret exists", { body: created.status >= 300 ? created.body : undefined })
   t.teardown(async () => {
     await cp.apiRequest(`${path}/${name}`, { method: 'DELETE' })
   })
   // An upgrade renders against the cluster: --dry-run=server lets lookup see it.
   const r = await helm(['template', release, chartDir, '--namespace', ns, '--dry-run=server', '--kubeconfig', cp.kubeconfigPath])
   t.equal(r.code, 0, 'helm template --dry-run=server', { stderr: r.stderr })
-  const upgraded = one(parseAllDocuments(r.stdout).map((d) => d.toJS() as Manifest | null).filter((m): m is Manifest => m !== null), 'Secret', name)
-  t.equal((upgraded['data'] as Record<string, string>)['key'], (installed['data'] as Record<string, string>)['key'], 'the same key after the upgrade')
+  const upgraded = one(
+    parseAllDocuments(r.stdout)
+      .map((d) => d.toJS() as Manifest | null)
+      .filter((m): m is Manifest => m !== null),
+    'Secret',
+    name,
+  )
+  t.equal(
+    (upgraded['data'] as Record<string, string>)['key'],
+    (installed['data'] as Record<string, string>)['key'],
+    'the same key after the upgrade',
+  )
 })
 
 t.test('values.yaml: every value is commented (on itself or on the block it belongs to)', async (t) => {
@@ -872,12 +1031,21 @@ t.test('webhook-config/plain/ is the default render', async (t) => {
     t.comment(`wrote ${PLAIN_FILE}`)
   }
   const committed = await readFile(PLAIN_FILE, 'utf8').catch(() => '')
-  t.equal(committed, rendered, 'webhook-config/plain/crd-migrator.yaml is up to date (regenerate: CRD_MIGRATOR_UPDATE_PLAIN_MANIFESTS=1 npx tap test/integration/chart.test.ts)')
+  t.equal(
+    committed,
+    rendered,
+    'webhook-config/plain/crd-migrator.yaml is up to date (regenerate: CRD_MIGRATOR_UPDATE_PLAIN_MANIFESTS=1 npx tap test/integration/chart.test.ts)',
+  )
 
-  const manifests = parseAllDocuments(committed).map((d) => d.toJS() as Manifest | null).filter((m): m is Manifest => m !== null)
+  const manifests = parseAllDocuments(committed)
+    .map((d) => d.toJS() as Manifest | null)
+    .filter((m): m is Manifest => m !== null)
   t.same(ids(manifests.filter((m) => m.kind === 'Secret')), [], 'no Secret, no state key in the repository')
-  t.equal(podSpec(manifests)['volumes'].find((v: { name: string }) => v.name === 'state-key')?.secret.secretName, 'crd-migrator-state-key',
-    'the pods mount the Secret the chart would have made')
+  t.equal(
+    podSpec(manifests)['volumes'].find((v: { name: string }) => v.name === 'state-key')?.secret.secretName,
+    'crd-migrator-state-key',
+    'the pods mount the Secret the chart would have made',
+  )
   // The in-cluster variant everyone else uses (webhook-config/validating-webhook.yaml) is the
   // chart's default render, bar the chart's labels.
   const vwc = withoutChartLabels(one(manifests, 'ValidatingWebhookConfiguration'))

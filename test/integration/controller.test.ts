@@ -16,12 +16,21 @@ import { ContentType } from '../../src/kube/http.js'
 import { objectPath } from '../../src/kube/paths.js'
 import { CheckpointSeal } from '../../src/migrator/checkpoint-seal.js'
 import type { MigrationResult } from '../../src/migrator/migrate.js'
-import { createCrd, createNamespace, createObjects, crdManifest, httpFor, refFor, setStorageVersion, storedVersionsInEtcd } from '../helpers/cluster.js'
+import {
+  createCrd,
+  createNamespace,
+  createObjects,
+  crdManifest,
+  httpFor,
+  refFor,
+  setStorageVersion,
+  storedVersionsInEtcd,
+} from '../helpers/cluster.js'
 import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
 
 const run = promisify(execFile)
 
-t.test('serve: the leader resumes a freeze left by a crashed run, after its checkpoint', async t => {
+t.test('serve: the leader resumes a freeze left by a crashed run, after its checkpoint', async (t) => {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
   const group = uniqueGroup('resume')
@@ -33,13 +42,22 @@ t.test('serve: the leader resumes a freeze left by a crashed run, after its chec
 
   // The API server switches storage asynchronously; the crashed run had waited for it too.
   await waitForStorageVersion(http, { group, plural: 'widgets', kind: 'Widget' }, 'v2', { timeoutMs: 30_000, settleMs: 1000 })
-  t.equal(await servedStorageVersionHash(http, group, 'v2', 'widgets'), storageVersionHash(group, 'v2', 'Widget'), 'our storage version hash is the API server\'s')
+  t.equal(
+    await servedStorageVersionHash(http, group, 'v2', 'widgets'),
+    storageVersionHash(group, 'v2', 'Widget'),
+    "our storage version hash is the API server's",
+  )
   // What a run killed after 100 objects leaves behind: those objects rewritten, the freeze
   // with its checkpoint, and a heartbeat that stopped long ago.
   const v2 = refFor(crd, 'v2')
   for (let i = 0; i < 100; i++) {
     const name = `obj-${String(i).padStart(5, '0')}`
-    await http.request({ method: 'PATCH', path: objectPath(v2, ns, name), contentType: ContentType.mergePatch, body: { apiVersion: `${group}/v2`, kind: 'Widget' } })
+    await http.request({
+      method: 'PATCH',
+      path: objectPath(v2, ns, name),
+      contentType: ContentType.mergePatch,
+      body: { apiVersion: `${group}/v2`, kind: 'Widget' },
+    })
   }
   // The replicas share a state key (the chart mounts it from a Secret), so the leader
   // trusts the checkpoint the crashed replica sealed with it.
@@ -57,7 +75,10 @@ t.test('serve: the leader resumes a freeze left by a crashed run, after its chec
     [StateAnnotation.targetStorageVersion]: 'v2',
     [StateAnnotation.frozenGeneration]: String(flipped.metadata.generation),
     [StateAnnotation.checkpoint]: `${ns}/obj-00099`,
-    [StateAnnotation.checkpointSeal]: seal.seal({ crdUid: flipped.metadata.uid!, targetStorageVersion: 'v2', frozenGeneration: flipped.metadata.generation!, startedAt }, `${ns}/obj-00099`),
+    [StateAnnotation.checkpointSeal]: seal.seal(
+      { crdUid: flipped.metadata.uid!, targetStorageVersion: 'v2', frozenGeneration: flipped.metadata.generation!, startedAt },
+      `${ns}/obj-00099`,
+    ),
     [StateAnnotation.phase]: 'StorageVersionMigration',
   })
   const etcdBefore = await storedVersionsInEtcd(cp, group, 'widgets')
@@ -68,12 +89,23 @@ t.test('serve: the leader resumes a freeze left by a crashed run, after its chec
     kubeconfig: cp.kubeconfigPath,
     webhook: { enabled: false },
     metrics: { port: 0 },
-    migrator: { selector: { labelSelector: '', names: [crd.metadata.name] }, takeoverAfterSeconds: 1, progressIntervalSeconds: 0.5, stateKeyFile: keyFile },
+    migrator: {
+      selector: { labelSelector: '', names: [crd.metadata.name] },
+      takeoverAfterSeconds: 1,
+      progressIntervalSeconds: 0.5,
+      stateKeyFile: keyFile,
+    },
     leaderElection: { namespace: 'default', leaseName: lease, leaseDurationSeconds: 5, renewDeadlineSeconds: 3, retryPeriodSeconds: 0.5 },
   })
   let resolveResult: (r: MigrationResult) => void
-  const result = new Promise<MigrationResult>(resolve => { resolveResult = resolve })
-  const handle = await serve(config, pino({ level: 'silent' }), { identity: 'replica-a', defaultMetrics: false, onResult: r => resolveResult(r) })
+  const result = new Promise<MigrationResult>((resolve) => {
+    resolveResult = resolve
+  })
+  const handle = await serve(config, pino({ level: 'silent' }), {
+    identity: 'replica-a',
+    defaultMetrics: false,
+    onResult: (r) => resolveResult(r),
+  })
   t.teardown(() => handle.close())
   const r = await result
   t.equal(r.outcome, 'Succeeded', r.reason)
@@ -90,7 +122,7 @@ t.test('serve: the leader resumes a freeze left by a crashed run, after its chec
   t.match(metrics, new RegExp(`crd_migrator_migrations_total\\{result="Succeeded"\\} 1`))
 })
 
-t.test('the CLI: migrate --dry-run, migrate, status', async t => {
+t.test('the CLI: migrate --dry-run, migrate, status', async (t) => {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
   const group = uniqueGroup('cli')
@@ -99,7 +131,8 @@ t.test('the CLI: migrate --dry-run, migrate, status', async t => {
   const crd = await createCrd(http, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1' }))
   await createObjects(http, refFor(crd, 'v1'), [ns], 40)
   await setStorageVersion(http, crd.metadata.name, 'v2')
-  const cli = (...args: string[]) => run(process.execPath, ['dist/cli/main.js', ...args, '--kubeconfig', cp.kubeconfigPath], { cwd: process.cwd() })
+  const cli = (...args: string[]) =>
+    run(process.execPath, ['dist/cli/main.js', ...args, '--kubeconfig', cp.kubeconfigPath], { cwd: process.cwd() })
 
   const dry = await cli('migrate', crd.metadata.name, '--dry-run')
   t.match(dry.stdout, /would rewrite 40 object\(s\), then set storedVersions to \["v2"\]/)
@@ -113,7 +146,10 @@ t.test('the CLI: migrate --dry-run, migrate, status', async t => {
   t.match(status.stdout, /NAME\s+STORAGE\s+STORED/)
   t.match(status.stdout, new RegExp(`${crd.metadata.name.replace(/\./g, '\\.')}\\s+v2\\s+v2\\s+no\\s+Succeeded\\s+40/40\\s+Succeeded`))
 
-  const bad = await cli('migrate', crd.metadata.name, '--concurrency', '0').then(() => undefined, (err: { code: number; stderr: string }) => err)
+  const bad = await cli('migrate', crd.metadata.name, '--concurrency', '0').then(
+    () => undefined,
+    (err: { code: number; stderr: string }) => err,
+  )
   t.equal(bad?.code, 2, 'a bad flag stops with exit code 2')
   t.match(bad?.stderr, /migrator\.concurrency.*--concurrency/, 'naming the field and the flag')
 })

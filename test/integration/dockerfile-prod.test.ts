@@ -76,8 +76,12 @@ t.test('build stage: npm run build:product (tsc over tsconfig.json and src/)', a
   const r = await run('npm', ['run', 'build:product', '--silent'], build, cleanEnv)
   t.equal(r.code, 0, 'npm run build:product succeeds', { output: r.stdout + r.stderr })
   // dist/ mirrors src/: the product, nothing of the tooling.
-  const dirs = async (d: string) => (await readdir(d, { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name).sort()
-  t.same(await dirs(join(build, 'dist')), await dirs(join(build, 'src')), 'dist/ holds the product\'s folders only')
+  const dirs = async (d: string) =>
+    (await readdir(d, { withFileTypes: true }))
+      .filter((e) => e.isDirectory())
+      .map((e) => e.name)
+      .sort()
+  t.same(await dirs(join(build, 'dist')), await dirs(join(build, 'src')), "dist/ holds the product's folders only")
   // The run-time stage gets dist/ from here, and package.json (+ lock for npm ci).
   await copy(join(build, 'dist'), join(app, 'dist'), { recursive: true })
   for (const f of ['package.json', 'package-lock.json']) await copy(join(repoRoot, f), join(app, f))
@@ -95,7 +99,9 @@ t.test('prod-deps stage: npm ci --omit=dev', async (t) => {
   // Packages the lock file marks dev-only must be absent (a dev dependency that a
   // production one also needs, like @types/node here, is not dev-only).
   const lock = JSON.parse(await readFile(join(app, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> }
-  const devOnly = Object.entries(lock.packages).filter(([path, p]) => path && p.dev).map(([path]) => path)
+  const devOnly = Object.entries(lock.packages)
+    .filter(([path, p]) => path && p.dev)
+    .map(([path]) => path)
   t.ok(devOnly.includes('node_modules/typescript') && devOnly.includes('node_modules/tap'), 'typescript and tap are dev-only')
   const present: string[] = []
   for (const path of devOnly) if (existsSync(join(app, path))) present.push(path)
@@ -108,8 +114,10 @@ t.test('the built CLI runs with production dependencies only', async (t) => {
   const help = await run(process.execPath, ['dist/cli/main.js', '--help'], app, env)
   t.equal(help.code, 0, 'crd-migrator --help', { stderr: help.stderr })
   t.match(help.stdout, /serve/)
-  for (const command of ['serve', 'migrate', 'status', 'webhook-config']) t.match(help.stdout, new RegExp(`^\\s+${command}\\b`, 'm'), `the product has ${command}`)
-  for (const command of ['cluster', 'demo', 'certs']) t.notMatch(help.stdout, new RegExp(`^\\s+${command}\\b`, 'm'), `${command} is development tooling (dev/main.ts), not a product command`)
+  for (const command of ['serve', 'migrate', 'status', 'webhook-config'])
+    t.match(help.stdout, new RegExp(`^\\s+${command}\\b`, 'm'), `the product has ${command}`)
+  for (const command of ['cluster', 'demo', 'certs'])
+    t.notMatch(help.stdout, new RegExp(`^\\s+${command}\\b`, 'm'), `${command} is development tooling (dev/main.ts), not a product command`)
   const serveHelp = await run(process.execPath, ['dist/cli/main.js', 'serve', '--help'], app, env)
   t.equal(serveHelp.code, 0, 'crd-migrator serve --help', { stderr: serveHelp.stderr })
   t.match(serveHelp.stdout, /--config/)
@@ -128,9 +136,20 @@ t.test('serve (webhook only) turns ready and stops on SIGTERM', async (t) => {
   const child = spawn(
     process.execPath,
     [
-      'dist/cli/main.js', 'serve', '--no-migrator', '--no-leader-elect',
-      '--tls-cert', certs.certFile, '--tls-key', certs.keyFile,
-      '--webhook-host', '127.0.0.1', '--webhook-port', String(webhookPort), '--metrics-port', String(metricsPort),
+      'dist/cli/main.js',
+      'serve',
+      '--no-migrator',
+      '--no-leader-elect',
+      '--tls-cert',
+      certs.certFile,
+      '--tls-key',
+      certs.keyFile,
+      '--webhook-host',
+      '127.0.0.1',
+      '--webhook-port',
+      String(webhookPort),
+      '--metrics-port',
+      String(metricsPort),
     ],
     { cwd: app, env, stdio: ['ignore', 'pipe', 'pipe'] },
   )
@@ -152,7 +171,10 @@ t.test('serve (webhook only) turns ready and stops on SIGTERM', async (t) => {
     if (!ready) await new Promise((r) => setTimeout(r, 100))
   }
   t.ok(ready, 'GET /readyz on the metrics port answers 200', { output })
-  const metrics = await fetch(`http://127.0.0.1:${metricsPort}/metrics`).then((r) => r.text(), () => '')
+  const metrics = await fetch(`http://127.0.0.1:${metricsPort}/metrics`).then(
+    (r) => r.text(),
+    () => '',
+  )
   t.match(metrics, /# TYPE /, '/metrics serves Prometheus text')
   child.kill('SIGTERM')
   const [code, signal] = await exited

@@ -26,7 +26,15 @@ import { migrateCrd } from '../../src/migrator/migrate.js'
 import { settled as done } from '../../src/migrator/walker.js'
 import { MigratorMetrics } from '../../src/migrator/metrics.js'
 import {
-  createCrd, createNamespace, createObjects, crdManifest, defaultSettings, httpFor, refFor, setStorageVersion, sleep,
+  createCrd,
+  createNamespace,
+  createObjects,
+  crdManifest,
+  defaultSettings,
+  httpFor,
+  refFor,
+  setStorageVersion,
+  sleep,
 } from '../helpers/cluster.js'
 import { kubeConfigFromFile, startPrivateControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
 import { capturingLogger, compactEtcd, countVersions, etcdVersionsByKey, migratorIdentity } from '../helpers/faults.js'
@@ -58,7 +66,7 @@ async function prepare(prefix: string, count: number, namespaces = 3): Promise<{
   return { crd, group }
 }
 
-t.test('kube-apiserver restarted and etcd down for 2 s mid-run: retried, finished, storedVersions last', async t => {
+t.test('kube-apiserver restarted and etcd down for 2 s mid-run: retried, finished, storedVersions last', async (t) => {
   const N = 1000
   const { crd, group } = await prepare('restart', N)
   const name = crd.metadata.name
@@ -72,9 +80,11 @@ t.test('kube-apiserver restarted and etcd down for 2 s mid-run: retried, finishe
   const poller = (async () => {
     // One more look after the stop request: the narrowing may land between two polls
     // just before the migration returns.
-    for (let last = false, finalTries = 0; !last; ) {
+    for (let last = false, finalTries = 0; !last;) {
       last = stopPolling
-      const res = await cp.apiRequest(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`, { timeoutMs: 1000 }).catch(() => undefined)
+      const res = await cp
+        .apiRequest(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`, { timeoutMs: 1000 })
+        .catch(() => undefined)
       if (last && res?.status !== 200 && ++finalTries < 50) last = false
       const stored = (res?.status === 200 ? (res.json as CustomResourceDefinition).status?.storedVersions : undefined)?.join(',')
       if (stored && storedSeen[storedSeen.length - 1] !== stored) storedSeen.push(stored)
@@ -88,41 +98,55 @@ t.test('kube-apiserver restarted and etcd down for 2 s mid-run: retried, finishe
   let progressed = 0
   const faults: Record<string, number> = {}
   let faultRun: Promise<void> | undefined
-  const startFaults = () => (async () => {
-    faults['restartAtDone'] = progressed
-    let s = performance.now()
-    await cp.restartApiserver()
-    faults['apiserverDownMs'] = Math.round(performance.now() - s)
-    const after = progressed
-    while (progressed < after + 150 && progressed < N) await sleep(20)
-    faults['etcdStopAtDone'] = progressed
-    s = performance.now()
-    await cp.stopEtcd({ graceMs: 0 })
-    await sleep(2000)
-    await cp.startEtcd()
-    faults['etcdDownMs'] = Math.round(performance.now() - s)
-  })()
+  const startFaults = () =>
+    (async () => {
+      faults['restartAtDone'] = progressed
+      let s = performance.now()
+      await cp.restartApiserver()
+      faults['apiserverDownMs'] = Math.round(performance.now() - s)
+      const after = progressed
+      while (progressed < after + 150 && progressed < N) await sleep(20)
+      faults['etcdStopAtDone'] = progressed
+      s = performance.now()
+      await cp.stopEtcd({ graceMs: 0 })
+      await sleep(2000)
+      await cp.startEtcd()
+      faults['etcdDownMs'] = Math.round(performance.now() - s)
+    })()
 
-  const result = await migrateCrd(name, defaultSettings({ concurrency: 8, qps: 120, maxAttempts: DEFAULT_MAX_ATTEMPTS, progressIntervalMs: 500 }), {
-    http: admin, logger, owner: 'faults-restart',
-    onProgress: (_phase, p) => {
-      progressed = done(p)
-      if (!faultRun && progressed >= 250) faultRun = startFaults()
+  const result = await migrateCrd(
+    name,
+    defaultSettings({ concurrency: 8, qps: 120, maxAttempts: DEFAULT_MAX_ATTEMPTS, progressIntervalMs: 500 }),
+    {
+      http: admin,
+      logger,
+      owner: 'faults-restart',
+      onProgress: (_phase, p) => {
+        progressed = done(p)
+        if (!faultRun && progressed >= 250) faultRun = startFaults()
+      },
     },
-  })
+  )
   const runMs = Math.round(performance.now() - t0)
   await faultRun
   stopPolling = true
   await poller
 
-  t.ok(faults['restartAtDone']! >= 250 && faults['restartAtDone']! < N, `the API server was restarted mid-run (after ${faults['restartAtDone']} objects)`)
+  t.ok(
+    faults['restartAtDone']! >= 250 && faults['restartAtDone']! < N,
+    `the API server was restarted mid-run (after ${faults['restartAtDone']} objects)`,
+  )
   t.ok(faults['etcdStopAtDone']! < N, `etcd was stopped mid-run (after ${faults['etcdStopAtDone']} objects)`)
   t.equal(result.outcome, 'Succeeded', result.reason)
   t.equal(result.storage?.counts.seen, N, 'every object listed once')
   t.equal(result.storage?.counts.failed, 0, 'no object failed')
   const c = result.storage!.counts
-  t.equal(c.rewritten + c.conflict + c.current, N, `every object handled (rewritten ${c.rewritten}, conflict ${c.conflict}, current ${c.current})`)
-  const retries = lines().filter(l => l['msg'] === 'retrying write')
+  t.equal(
+    c.rewritten + c.conflict + c.current,
+    N,
+    `every object handled (rewritten ${c.rewritten}, conflict ${c.conflict}, current ${c.current})`,
+  )
+  const retries = lines().filter((l) => l['msg'] === 'retrying write')
   t.ok(retries.length > 0, `writes were retried with backoff (${retries.length} retries logged)`)
 
   t.same(storedSeen[0], 'v1,v2', 'storedVersions listed v1 while objects were being rewritten')
@@ -130,7 +154,9 @@ t.test('kube-apiserver restarted and etcd down for 2 s mid-run: retried, finishe
   t.same(firstNarrowed?.etcd, { [`${group}/v2`]: N }, 'when storedVersions first read [v2], etcd already held every object at v2')
   t.same((await getCrd(admin, name)).status?.storedVersions, ['v2'])
   t.same(countVersions(await etcdVersionsByKey(cp, group, 'widgets')), { [`${group}/v2`]: N }, 'etcd holds every object at v2')
-  t.comment(`restart/etcd: ${N} objects in ${(runMs / 1000).toFixed(1)} s; API server down ${faults['apiserverDownMs']} ms, etcd down ${faults['etcdDownMs']} ms; ${retries.length} write retries; storedVersions narrowed at ${Math.round(firstNarrowed?.atMs ?? 0)} ms`)
+  t.comment(
+    `restart/etcd: ${N} objects in ${(runMs / 1000).toFixed(1)} s; API server down ${faults['apiserverDownMs']} ms, etcd down ${faults['etcdDownMs']} ms; ${retries.length} write retries; storedVersions narrowed at ${Math.round(firstNarrowed?.atMs ?? 0)} ms`,
+  )
 })
 
 /** Compacts etcd right before the continue requests of the given (1-based) pages. */
@@ -138,7 +164,11 @@ class CompactingHttp extends KubeHttp {
   continues = 0
   gone = 0
   readonly patches = new Map<string, number>()
-  constructor(kc: ConstructorParameters<typeof KubeHttp>[0], private readonly collection: string, private readonly compactBeforePage: number[]) {
+  constructor(
+    kc: ConstructorParameters<typeof KubeHttp>[0],
+    private readonly collection: string,
+    private readonly compactBeforePage: number[],
+  ) {
     super(kc, { maxSockets: 64 })
   }
 
@@ -159,7 +189,7 @@ class CompactingHttp extends KubeHttp {
   }
 }
 
-t.test('continue tokens expire between pages (etcd compacted): the list restarts, every object written once', async t => {
+t.test('continue tokens expire between pages (etcd compacted): the list restarts, every object written once', async (t) => {
   const N = 600
   const { crd, group } = await prepare('gone', N, 4)
   const kc = kubeConfigFromFile(cp.kubeconfigPath)
@@ -167,22 +197,28 @@ t.test('continue tokens expire between pages (etcd compacted): the list restarts
   t.teardown(() => http.close())
   const { logger, lines } = capturingLogger('info')
   const t0 = performance.now()
-  const result = await migrateCrd(crd.metadata.name, defaultSettings({ concurrency: 8, qps: 0, pageSize: 60 }), { http, logger, owner: 'faults-gone' })
+  const result = await migrateCrd(crd.metadata.name, defaultSettings({ concurrency: 8, qps: 0, pageSize: 60 }), {
+    http,
+    logger,
+    owner: 'faults-gone',
+  })
   const runMs = Math.round(performance.now() - t0)
 
   t.equal(result.outcome, 'Succeeded', result.reason)
   t.ok(http.gone >= 2, `the API server answered 410 Gone to expired continue tokens (${http.gone} times)`)
-  const restarts = lines().filter(l => l['msg'] === 'list continue token expired; listing again after the last key seen')
+  const restarts = lines().filter((l) => l['msg'] === 'list continue token expired; listing again after the last key seen')
   t.equal(restarts.length, http.gone, 'each 410 restarted the list')
   t.equal(result.storage?.counts.seen, N, 'every object listed exactly once, none twice')
   t.equal(result.storage?.counts.failed, 0)
   t.equal(result.storage!.counts.rewritten + result.storage!.counts.conflict, N, 'every object written anew')
   const writes = [...http.patches.values()]
   t.equal(http.patches.size, N, 'a write for every object')
-  t.equal(writes.filter(n => n !== 1).length, 0, 'and exactly one each')
+  t.equal(writes.filter((n) => n !== 1).length, 0, 'and exactly one each')
   t.same((await getCrd(admin, crd.metadata.name)).status?.storedVersions, ['v2'])
   t.same(countVersions(await etcdVersionsByKey(cp, group, 'widgets')), { [`${group}/v2`]: N }, 'etcd holds every object at v2')
-  t.comment(`continue-token expiry: ${N} objects, pages of 60, ${http.gone} x 410 Gone, list restarted ${restarts.length} times, ${(runMs / 1000).toFixed(1)} s`)
+  t.comment(
+    `continue-token expiry: ${N} objects, pages of 60, ${http.gone} x 410 Gone, list restarted ${restarts.length} times, ${(runMs / 1000).toFixed(1)} s`,
+  )
 })
 
 /** Records object writes and the 429s answered to requests that go through the migrator's gate. */
@@ -190,7 +226,10 @@ class ThrottleSpy extends KubeHttp {
   readonly writeStarts: number[] = []
   readonly throttledAt: Array<{ at: number; retryAfterSeconds: number; path: string }> = []
   crdThrottled = 0
-  constructor(kc: ConstructorParameters<typeof KubeHttp>[0], private readonly group: string) {
+  constructor(
+    kc: ConstructorParameters<typeof KubeHttp>[0],
+    private readonly group: string,
+  ) {
     super(kc, { maxSockets: 64 })
   }
 
@@ -211,16 +250,19 @@ class ThrottleSpy extends KubeHttp {
   }
 }
 
-t.test('throttled by the API server (429 + Retry-After): completes, waits out Retry-After, counts 429s', async t => {
+t.test('throttled by the API server (429 + Retry-After): completes, waits out Retry-After, counts 429s', async (t) => {
   const N = 400
   const { crd, group } = await prepare('throttle', N, 2)
-  const { http } = await migratorIdentity(cp, 'throttled-migrator', group, kc => new ThrottleSpy(kc, group))
+  const { http } = await migratorIdentity(cp, 'throttled-migrator', group, (kc) => new ThrottleSpy(kc, group))
   t.teardown(() => http.close())
   const registry = new Registry()
   const metrics = new MigratorMetrics(registry)
   const t0 = performance.now()
   const result = await migrateCrd(crd.metadata.name, defaultSettings({ concurrency: 8, qps: 0, maxAttempts: DEFAULT_MAX_ATTEMPTS }), {
-    http, logger: pino({ level: 'silent' }), owner: 'faults-throttle', metrics,
+    http,
+    logger: pino({ level: 'silent' }),
+    owner: 'faults-throttle',
+    metrics,
   })
   const runMs = Math.round(performance.now() - t0)
 
@@ -228,21 +270,29 @@ t.test('throttled by the API server (429 + Retry-After): completes, waits out Re
   t.equal(result.storage?.counts.seen, N)
   t.equal(result.storage?.counts.failed, 0, 'no object ran out of attempts')
   const throttled = (await registry.getSingleMetric('crd_migrator_throttled_total')!.get()).values[0]?.value ?? 0
-  t.ok(http.throttledAt.length > 0, `the API server answered 429 (${http.throttledAt.length} times to object requests, ${http.crdThrottled} to progress writes)`)
+  t.ok(
+    http.throttledAt.length > 0,
+    `the API server answered 429 (${http.throttledAt.length} times to object requests, ${http.crdThrottled} to progress writes)`,
+  )
   t.equal(throttled, http.throttledAt.length, 'crd_migrator_throttled_total counts every 429 of the migration')
-  t.ok(http.throttledAt.every(x => x.retryAfterSeconds > 0), 'each 429 carried a Retry-After')
+  t.ok(
+    http.throttledAt.every((x) => x.retryAfterSeconds > 0),
+    'each 429 carried a Retry-After',
+  )
 
   // Honoured: after a 429 at T with Retry-After R, no object write starts before T + R.
   const early: string[] = []
   for (const x of http.throttledAt) {
     const from = x.at + 20
     const until = x.at + x.retryAfterSeconds * 1000 - 20
-    const n = http.writeStarts.filter(s => s > from && s < until).length
+    const n = http.writeStarts.filter((s) => s > from && s < until).length
     if (n > 0) early.push(`${n} write(s) within ${x.retryAfterSeconds}s after a 429`)
   }
   t.same(early, [], 'no write started while a Retry-After was running')
 
   t.same((await getCrd(admin, crd.metadata.name)).status?.storedVersions, ['v2'])
   t.same(countVersions(await etcdVersionsByKey(cp, group, 'widgets')), { [`${group}/v2`]: N }, 'etcd holds every object at v2')
-  t.comment(`throttling: ${N} objects in ${(runMs / 1000).toFixed(1)} s with --max-mutating-requests-inflight=1; ${throttled} x 429 on object writes (Retry-After ${[...new Set(http.throttledAt.map(x => x.retryAfterSeconds))].join(',')} s), ${http.crdThrottled} on progress writes`)
+  t.comment(
+    `throttling: ${N} objects in ${(runMs / 1000).toFixed(1)} s with --max-mutating-requests-inflight=1; ${throttled} x 429 on object writes (Retry-After ${[...new Set(http.throttledAt.map((x) => x.retryAfterSeconds))].join(',')} s), ${http.crdThrottled} on progress writes`,
+  )
 })

@@ -25,7 +25,12 @@ import { startWebhookServer } from '../../src/webhook/server.js'
 const LOAD_MS = 3000
 const ROTATE_AT_MS = [600, 1200, 1800, 2400]
 
-interface Pair { cert: string; key: string; fingerprint: string; ca: string }
+interface Pair {
+  cert: string
+  key: string
+  fingerprint: string
+  ca: string
+}
 
 const root = await mkdtemp(join(tmpdir(), 'crd-migrator-rotation-'))
 t.teardown(() => rm(root, { recursive: true, force: true }))
@@ -41,7 +46,7 @@ async function pairFrom(dir: string, reuseCa = true, serviceName?: string): Prom
 const pairs: Pair[] = []
 for (let i = 0; i < 4; i++) pairs.push(await pairFrom(join(root, 'gen-a')))
 pairs.push(await pairFrom(join(root, 'gen-b'), false, 'crd-migrator-next'))
-const cas = [...new Set(pairs.map(p => p.ca))]
+const cas = [...new Set(pairs.map((p) => p.ca))]
 
 /** Publishes a pair the way the kubelet updates a Secret volume: one atomic rename. */
 const volume = join(root, 'volume')
@@ -62,24 +67,39 @@ async function publish(pair: Pair): Promise<void> {
 function reviewBody(uid: string): string {
   const crd = (storage: string) => ({
     metadata: { name: 'widgets.example.com', annotations: { [DEFAULT_MIGRATING_ANNOTATION]: 'true' } },
-    spec: { versions: [{ name: 'v1', storage: storage === 'v1' }, { name: 'v2', storage: storage === 'v2' }] },
+    spec: {
+      versions: [
+        { name: 'v1', storage: storage === 'v1' },
+        { name: 'v2', storage: storage === 'v2' },
+      ],
+    },
   })
   return JSON.stringify({
-    apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview',
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
     request: {
-      uid, kind: { group: 'apiextensions.k8s.io', version: 'v1', kind: 'CustomResourceDefinition' },
+      uid,
+      kind: { group: 'apiextensions.k8s.io', version: 'v1', kind: 'CustomResourceDefinition' },
       resource: { group: 'apiextensions.k8s.io', version: 'v1', resource: 'customresourcedefinitions' },
-      name: 'widgets.example.com', operation: 'UPDATE', userInfo: { username: 'alice', groups: ['system:authenticated'] },
-      oldObject: crd('v1'), object: crd('v2'),
+      name: 'widgets.example.com',
+      operation: 'UPDATE',
+      userInfo: { username: 'alice', groups: ['system:authenticated'] },
+      oldObject: crd('v1'),
+      object: crd('v2'),
     },
   })
 }
 
-t.test('four atomic certificate swaps (one to a new CA) under load: nothing fails, new connections get the new certificate', async t => {
+t.test('four atomic certificate swaps (one to a new CA) under load: nothing fails, new connections get the new certificate', async (t) => {
   await publish(pairs[0]!)
   const server = await startWebhookServer({
-    certFile: join(volume, 'tls.crt'), keyFile: join(volume, 'tls.key'), host: '127.0.0.1', port: 0, logLevel: 'silent',
-    certDebounceMs: 50, certPollIntervalMs: 1000,
+    certFile: join(volume, 'tls.crt'),
+    keyFile: join(volume, 'tls.key'),
+    host: '127.0.0.1',
+    port: 0,
+    logLevel: 'silent',
+    certDebounceMs: 50,
+    certPollIntervalMs: 1000,
   })
   const keepAlive = new https.Agent({ keepAlive: true, maxSockets: 8, ca: cas })
   const fresh = new https.Agent({ keepAlive: false, maxCachedSessions: 0, ca: cas })
@@ -94,45 +114,53 @@ t.test('four atomic certificate swaps (one to a new CA) under load: nothing fail
   const failures: string[] = []
   const seen: Array<{ at: number; fingerprint: string }> = []
   const counts = { keepAlive: 0, fresh: 0, reused: 0 }
-  const send = (agent: https.Agent) => new Promise<void>(resolve => {
-    const uid = `rot-${++seq}`
-    const body = reviewBody(uid)
-    const req = https.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, res => {
-      const fingerprint = (res.socket as TLSSocket).getPeerCertificate().fingerprint256
-      let text = ''
-      res.setEncoding('utf8').on('data', (d: string) => (text += d))
-      res.on('end', () => {
-        try {
-          const answer = JSON.parse(text) as { response?: { uid?: string; allowed?: boolean } }
-          if (res.statusCode !== 200 || answer.response?.uid !== uid || answer.response.allowed !== false) failures.push(`${uid}: HTTP ${res.statusCode} ${text.slice(0, 120)}`)
-        } catch {
-          failures.push(`${uid}: HTTP ${res.statusCode} not JSON: ${text.slice(0, 120)}`)
-        }
-        if (agent === fresh) {
-          counts.fresh++
-          seen.push({ at: performance.now(), fingerprint })
-        } else {
-          counts.keepAlive++
-          if (req.reusedSocket) counts.reused++
-        }
+  const send = (agent: https.Agent) =>
+    new Promise<void>((resolve) => {
+      const uid = `rot-${++seq}`
+      const body = reviewBody(uid)
+      const req = https.request(
+        url,
+        { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+        (res) => {
+          const fingerprint = (res.socket as TLSSocket).getPeerCertificate().fingerprint256
+          let text = ''
+          res.setEncoding('utf8').on('data', (d: string) => (text += d))
+          res.on('end', () => {
+            try {
+              const answer = JSON.parse(text) as { response?: { uid?: string; allowed?: boolean } }
+              if (res.statusCode !== 200 || answer.response?.uid !== uid || answer.response.allowed !== false)
+                failures.push(`${uid}: HTTP ${res.statusCode} ${text.slice(0, 120)}`)
+            } catch {
+              failures.push(`${uid}: HTTP ${res.statusCode} not JSON: ${text.slice(0, 120)}`)
+            }
+            if (agent === fresh) {
+              counts.fresh++
+              seen.push({ at: performance.now(), fingerprint })
+            } else {
+              counts.keepAlive++
+              if (req.reusedSocket) counts.reused++
+            }
+            resolve()
+          })
+        },
+      )
+      req.on('error', (err) => {
+        failures.push(`${uid}: ${err.message}`)
         resolve()
       })
+      req.end(body)
     })
-    req.on('error', err => {
-      failures.push(`${uid}: ${err.message}`)
-      resolve()
-    })
-    req.end(body)
-  })
 
   const started = performance.now()
   const deadline = started + LOAD_MS
-  const loop = async (agent: https.Agent) => { while (performance.now() < deadline) await send(agent) }
+  const loop = async (agent: https.Agent) => {
+    while (performance.now() < deadline) await send(agent)
+  }
   const rotatedAt: number[] = []
   const rotations = (async () => {
     for (const [i, at] of ROTATE_AT_MS.entries()) {
       const wait = started + at - performance.now()
-      if (wait > 0) await new Promise(r => setTimeout(r, wait))
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait))
       await publish(pairs[i + 1]!)
       rotatedAt.push(performance.now())
     }
@@ -143,20 +171,26 @@ t.test('four atomic certificate swaps (one to a new CA) under load: nothing fail
   t.same(failures.slice(0, 10), [], `no request failed (${failures.length} failures)`)
   const total = counts.keepAlive + counts.fresh
   t.ok(total > 300, `${total} requests in ${seconds.toFixed(1)} s`)
-  t.ok(counts.reused > counts.keepAlive / 2, `keep-alive connections were reused across the swaps (${counts.reused} of ${counts.keepAlive})`)
+  t.ok(
+    counts.reused > counts.keepAlive / 2,
+    `keep-alive connections were reused across the swaps (${counts.reused} of ${counts.keepAlive})`,
+  )
   const lags: number[] = []
   for (const [i, at] of rotatedAt.entries()) {
     const pair = pairs[i + 1]!
-    const first = seen.find(s => s.fingerprint === pair.fingerprint)
+    const first = seen.find((s) => s.fingerprint === pair.fingerprint)
     t.ok(first, `certificate ${i + 2}${i + 1 === 4 ? ' (new CA)' : ''} was served to new connections`)
     if (first) lags.push(Math.round(first.at - at))
   }
-  t.ok(lags.every(l => l < 1500), `each within 1.5 s of its swap (${lags.join(', ')} ms)`)
+  t.ok(
+    lags.every((l) => l < 1500),
+    `each within 1.5 s of its swap (${lags.join(', ')} ms)`,
+  )
   const stale: string[] = []
   for (const [i, at] of rotatedAt.entries()) {
     const until = rotatedAt[i + 1] ?? Number.POSITIVE_INFINITY
-    const settled = seen.filter(s => s.at > at + 500 && s.at < until)
-    const old = settled.filter(s => s.fingerprint !== pairs[i + 1]!.fingerprint).length
+    const settled = seen.filter((s) => s.at > at + 500 && s.at < until)
+    const old = settled.filter((s) => s.fingerprint !== pairs[i + 1]!.fingerprint).length
     if (old > 0) stale.push(`${old} of ${settled.length} new connections after swap ${i + 1}`)
   }
   t.same(stale, [], 'once a swap has settled (0.5 s), new connections only get the new certificate')
@@ -164,7 +198,13 @@ t.test('four atomic certificate swaps (one to a new CA) under load: nothing fail
   await send(fresh)
   t.equal(seen[seen.length - 1]?.fingerprint, last.fingerprint, 'a new connection after the load gets the last certificate')
   t.equal(server.certificates.current?.info.fingerprint256, last.fingerprint, 'the watcher holds the last pair')
-  t.match(await server.registry.metrics(), `serial="${new X509Certificate(last.cert).serialNumber}"`, 'the expiry gauge shows the last certificate')
-  t.equal((await readFile(join(volume, 'tls.crt'), 'utf8')), last.cert)
-  t.comment(`certificate rotation: ${total} requests in ${seconds.toFixed(1)} s (${Math.round(total / seconds)}/s; ${counts.keepAlive} keep-alive, ${counts.fresh} on new connections), 4 swaps, 0 failures; new certificate seen ${lags.join('/')} ms after each swap`)
+  t.match(
+    await server.registry.metrics(),
+    `serial="${new X509Certificate(last.cert).serialNumber}"`,
+    'the expiry gauge shows the last certificate',
+  )
+  t.equal(await readFile(join(volume, 'tls.crt'), 'utf8'), last.cert)
+  t.comment(
+    `certificate rotation: ${total} requests in ${seconds.toFixed(1)} s (${Math.round(total / seconds)}/s; ${counts.keepAlive} keep-alive, ${counts.fresh} on new connections), 4 swaps, 0 failures; new certificate seen ${lags.join('/')} ms after each swap`,
+  )
 })

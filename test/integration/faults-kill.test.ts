@@ -48,13 +48,17 @@ function staleBuildOutputs(): string[] {
 
 async function resourceVersions(http: KubeHttp, ref: ResourceRef): Promise<Map<string, string>> {
   const list = (await http.request<PartialObjectMetadataList>({ method: 'GET', path: collectionPath(ref) })).body
-  return new Map(list.items.map(i => [`${i.metadata.namespace}/${i.metadata.name}`, i.metadata.resourceVersion!]))
+  return new Map(list.items.map((i) => [`${i.metadata.namespace}/${i.metadata.name}`, i.metadata.resourceVersion!]))
 }
 
-t.test('kill -9 of `crd-migrator migrate` mid-phase; the next run resumes from the checkpoint', async t => {
-  const stale = staleBuildOutputs().filter(f => f.startsWith('src/cli/') || f.startsWith('src/migrator/') || f.startsWith('src/kube/') || f.startsWith('src/config/'))
+t.test('kill -9 of `crd-migrator migrate` mid-phase; the next run resumes from the checkpoint', async (t) => {
+  const stale = staleBuildOutputs().filter(
+    (f) => f.startsWith('src/cli/') || f.startsWith('src/migrator/') || f.startsWith('src/kube/') || f.startsWith('src/config/'),
+  )
   if (stale.length > 0) {
-    t.fail(`dist/ is older than ${stale.slice(0, 3).join(', ')}${stale.length > 3 ? ` and ${stale.length - 3} more` : ''}: run \`npm run build\` (this test runs the built CLI)`)
+    t.fail(
+      `dist/ is older than ${stale.slice(0, 3).join(', ')}${stale.length > 3 ? ` and ${stale.length - 3} more` : ''}: run \`npm run build\` (this test runs the built CLI)`,
+    )
     return
   }
   const cp = await getControlPlane()
@@ -67,7 +71,19 @@ t.test('kill -9 of `crd-migrator migrate` mid-phase; the next run resumes from t
   await createObjects(http, refFor(crd, 'v1'), namespaces, N)
   await setStorageVersion(http, crd.metadata.name, 'v2')
   const name = crd.metadata.name
-  const args = [cliJs, 'migrate', name, '--kubeconfig', cp.kubeconfigPath, '--concurrency', '4', '--qps', '200', '--progress-interval-seconds', '0.5']
+  const args = [
+    cliJs,
+    'migrate',
+    name,
+    '--kubeconfig',
+    cp.kubeconfigPath,
+    '--concurrency',
+    '4',
+    '--qps',
+    '200',
+    '--progress-interval-seconds',
+    '0.5',
+  ]
 
   // --- first run, killed once its progress annotation shows some hundreds done
   const t0 = performance.now()
@@ -75,7 +91,7 @@ t.test('kill -9 of `crd-migrator migrate` mid-phase; the next run resumes from t
   let firstOut = ''
   first.stdout.setEncoding('utf8').on('data', (d: string) => (firstOut += d))
   first.stderr.setEncoding('utf8').on('data', (d: string) => (firstOut += d))
-  const exited = new Promise<NodeJS.Signals | number | null>(resolve => first.on('exit', (code, signal) => resolve(signal ?? code)))
+  const exited = new Promise<NodeJS.Signals | number | null>((resolve) => first.on('exit', (code, signal) => resolve(signal ?? code)))
   let killedAt: { done: number; checkpoint: string } | undefined
   for (let i = 0; i < 600 && !killedAt; i++) {
     const a = (await getCrd(http, name)).metadata.annotations ?? {}
@@ -108,9 +124,13 @@ t.test('kill -9 of `crd-migrator migrate` mid-phase; the next run resumes from t
   const etcdAtKill = await etcdVersionsByKey(cp, group, 'widgets')
   const atKill = countVersions(etcdAtKill)
   t.ok((atKill[`${group}/v1`] ?? 0) > 0 && (atKill[`${group}/v2`] ?? 0) > 0, `etcd holds a mix after the kill: ${JSON.stringify(atKill)}`)
-  const upToCheckpoint = [...etcdAtKill.keys()].filter(k => k <= checkpoint)
+  const upToCheckpoint = [...etcdAtKill.keys()].filter((k) => k <= checkpoint)
   t.ok(upToCheckpoint.length >= 300, `${upToCheckpoint.length} objects are at or before the checkpoint`)
-  t.same(upToCheckpoint.filter(k => etcdAtKill.get(k) !== `${group}/v2`), [], 'every object up to the checkpoint is at v2 in etcd')
+  t.same(
+    upToCheckpoint.filter((k) => etcdAtKill.get(k) !== `${group}/v2`),
+    [],
+    'every object up to the checkpoint is at v2 in etcd',
+  )
   const rvAtKill = await resourceVersions(http, refFor(crd, 'v2'))
   const v2AtKill = [...etcdAtKill.entries()].filter(([, v]) => v === `${group}/v2`).map(([k]) => k)
 
@@ -122,27 +142,42 @@ t.test('kill -9 of `crd-migrator migrate` mid-phase; the next run resumes from t
     child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d))
     child.stderr.setEncoding('utf8').on('data', (d: string) => (out += d))
     child.on('error', reject)
-    child.on('exit', code => resolve({ code, out }))
+    child.on('exit', (code) => resolve({ code, out }))
   })
   const secondMs = performance.now() - t1
   t.equal(second.code, 0, 'the second run succeeds', { output: second.out })
   t.match(second.out, `${name}: Succeeded`)
   t.match(second.out, /status\.storedVersions: \["v1","v2"\] -> \["v2"\]/)
-  const m = /(\d+) listed, (\d+) rewritten, (\d+) already current, (\d+) written by others, (\d+) deleted, (\d+) failed, (\d+) done by an earlier run \(resumed after ([^)]+)\)/.exec(second.out)
+  const m =
+    /(\d+) listed, (\d+) rewritten, (\d+) already current, (\d+) written by others, (\d+) deleted, (\d+) failed, (\d+) done by an earlier run \(resumed after ([^)]+)\)/.exec(
+      second.out,
+    )
   t.ok(m, 'the summary counts objects done by the earlier run and names the checkpoint', { output: second.out })
   if (!m) return
-  const [listed, rewritten, current, conflict, gone, failed, resumed] = m.slice(1, 8).map(Number) as [number, number, number, number, number, number, number]
+  const [listed, rewritten, current, conflict, gone, failed, resumed] = m.slice(1, 8).map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ]
   t.equal(m[8], checkpoint, 'resumed after the checkpoint left by the killed run')
   t.equal(listed, N, 'every object listed')
   t.equal(failed, 0)
   t.equal(resumed, upToCheckpoint.length, 'exactly the objects up to the checkpoint were skipped')
   t.equal(rewritten + current + conflict + gone, N - resumed, 'one request for each of the others, none for those')
   t.equal(rewritten, atKill[`${group}/v1`], 'the objects still at v1 were rewritten')
-  t.equal(current, v2AtKill.length - upToCheckpoint.length, 'the ones at v2 beyond the checkpoint (done after its last write) were no-op requests')
+  t.equal(
+    current,
+    v2AtKill.length - upToCheckpoint.length,
+    'the ones at v2 beyond the checkpoint (done after its last write) were no-op requests',
+  )
 
   // Nothing already at v2 was written again: their resourceVersions did not move.
   const rvAtEnd = await resourceVersions(http, refFor(crd, 'v2'))
-  const moved = v2AtKill.filter(k => rvAtEnd.get(k) !== rvAtKill.get(k))
+  const moved = v2AtKill.filter((k) => rvAtEnd.get(k) !== rvAtKill.get(k))
   t.same(moved, [], `none of the ${v2AtKill.length} objects already at v2 at the kill was written again`)
 
   const end = await getCrd(http, name)
@@ -150,5 +185,7 @@ t.test('kill -9 of `crd-migrator migrate` mid-phase; the next run resumes from t
   t.notOk(DEFAULT_MIGRATING_ANNOTATION in (end.metadata.annotations ?? {}), 'the freeze is lifted')
   t.equal(end.metadata.annotations?.[StateAnnotation.lastResult], 'Succeeded')
   t.same(countVersions(await etcdVersionsByKey(cp, group, 'widgets')), { [`${group}/v2`]: N }, 'etcd holds every object at v2')
-  t.comment(`kill -9: ${N} objects; killed after ${killedAt.done} (${((t1 - t0) / 1000).toFixed(1)} s in), checkpoint covered ${upToCheckpoint.length}, ${v2AtKill.length} at v2 at the kill; resumed run ${(secondMs / 1000).toFixed(1)} s: ${resumed} skipped, ${rewritten} rewritten, ${current} no-op, ${conflict} conflict`)
+  t.comment(
+    `kill -9: ${N} objects; killed after ${killedAt.done} (${((t1 - t0) / 1000).toFixed(1)} s in), checkpoint covered ${upToCheckpoint.length}, ${v2AtKill.length} at v2 at the kill; resumed run ${(secondMs / 1000).toFixed(1)} s: ${resumed} skipped, ${rewritten} rewritten, ${current} no-op, ${conflict} conflict`,
+  )
 })

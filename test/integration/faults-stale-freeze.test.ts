@@ -32,7 +32,7 @@ async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T 
   }
 }
 
-t.test('a freeze by another tool is reported (metric, Event, status) and never lifted; removed by hand, the migration runs', async t => {
+t.test('a freeze by another tool is reported (metric, Event, status) and never lifted; removed by hand, the migration runs', async (t) => {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
   const group = uniqueGroup('foreign')
@@ -50,21 +50,31 @@ t.test('a freeze by another tool is reported (metric, Event, status) and never l
     webhook: { enabled: false },
     metrics: { port: 0 },
     migrator: { selector: { labelSelector: '', names: [name] }, takeoverAfterSeconds: 1, progressIntervalSeconds: 0.5, resyncSeconds: 1 },
-    leaderElection: { namespace: 'default', leaseName: uniqueName('lease'), leaseDurationSeconds: 5, renewDeadlineSeconds: 3, retryPeriodSeconds: 0.5 },
+    leaderElection: {
+      namespace: 'default',
+      leaseName: uniqueName('lease'),
+      leaseDurationSeconds: 5,
+      renewDeadlineSeconds: 3,
+      retryPeriodSeconds: 0.5,
+    },
   })
   const results: MigrationResult[] = []
-  const handle = await serve(config, pino({ level: 'silent' }), { identity: 'replica-stale', defaultMetrics: false, onResult: r => results.push(r) })
+  const handle = await serve(config, pino({ level: 'silent' }), {
+    identity: 'replica-stale',
+    defaultMetrics: false,
+    onResult: (r) => results.push(r),
+  })
   t.teardown(() => handle.close())
 
   const frozenMetric = async () => {
     const m = await handle.registry.getSingleMetric('crd_migrator_frozen_crds')?.get()
-    return m?.values.find(v => v.labels['crd'] === name && v.labels['owner'] === 'foreign')?.value
+    return m?.values.find((v) => v.labels['crd'] === name && v.labels['owner'] === 'foreign')?.value
   }
   t.equal(await until('the frozen_crds metric', 20_000, frozenMetric), 1, 'crd_migrator_frozen_crds{owner="foreign"} is 1')
   const event = await until('the FrozenByAnotherMigrator Event', 20_000, async () => {
     const res = await cp.apiRequest(`/api/v1/namespaces/default/events?fieldSelector=${encodeURIComponent(`involvedObject.name=${name}`)}`)
     const items = (res.json as { items: Array<{ reason: string; type: string; message: string }> }).items
-    return items.find(e => e.reason === 'FrozenByAnotherMigrator')
+    return items.find((e) => e.reason === 'FrozenByAnotherMigrator')
   })
   t.equal(event.type, 'Warning', 'a Warning Event in namespace default')
   t.match(event.message, `kubectl annotate crd ${name} ${DEFAULT_MIGRATING_ANNOTATION}-`, 'naming the way out')
@@ -78,18 +88,31 @@ t.test('a freeze by another tool is reported (metric, Event, status) and never l
   t.same(still.status?.storedVersions, ['v1', 'v2'], 'storedVersions untouched')
   t.same(countVersions(await etcdVersionsByKey(cp, group, 'widgets')), { [`${group}/v1`]: 50 }, 'no object was rewritten')
   t.same(results, [], 'no migration ran')
-  const events = (await cp.apiRequest(`/api/v1/namespaces/default/events?fieldSelector=${encodeURIComponent(`involvedObject.name=${name}`)}`)).json as { items: Array<{ reason: string }> }
-  t.equal(events.items.filter(e => e.reason === 'FrozenByAnotherMigrator').length, 1, 'the Event is recorded once, not per resync')
+  const events = (
+    await cp.apiRequest(`/api/v1/namespaces/default/events?fieldSelector=${encodeURIComponent(`involvedObject.name=${name}`)}`)
+  ).json as { items: Array<{ reason: string }> }
+  t.equal(events.items.filter((e) => e.reason === 'FrozenByAnotherMigrator').length, 1, 'the Event is recorded once, not per resync')
 
   const out = new PassThrough()
   let text = ''
   out.on('data', (d: Buffer) => (text += d.toString('utf8')))
-  t.equal(await runStatusCommand(ConfigSchema.parse({ kubeconfig: cp.kubeconfigPath, migrator: { selector: { labelSelector: '', names: [name] } } }), out, false), 0)
-  t.match(text, new RegExp(`${name.replace(/\./g, '\\.')}\\s+v2\\s+v1,v2\\s+yes \\(foreign\\)`), '`crd-migrator status` shows it frozen by a foreign owner')
+  t.equal(
+    await runStatusCommand(
+      ConfigSchema.parse({ kubeconfig: cp.kubeconfigPath, migrator: { selector: { labelSelector: '', names: [name] } } }),
+      out,
+      false,
+    ),
+    0,
+  )
+  t.match(
+    text,
+    new RegExp(`${name.replace(/\./g, '\\.')}\\s+v2\\s+v1,v2\\s+yes \\(foreign\\)`),
+    '`crd-migrator status` shows it frozen by a foreign owner',
+  )
 
   // The documented way out: a break-glass user removes the annotation by hand.
   await patchCrdAnnotations(http, name, { [DEFAULT_MIGRATING_ANNOTATION]: null })
-  const result = await until('the migration after the manual unfreeze', 30_000, async () => results.find(r => r.outcome === 'Succeeded'))
+  const result = await until('the migration after the manual unfreeze', 30_000, async () => results.find((r) => r.outcome === 'Succeeded'))
   t.equal(result.storage?.counts.seen, 50, 'the controller migrates it as usual')
   t.same((await getCrd(http, name)).status?.storedVersions, ['v2'])
   t.equal(await frozenMetric(), undefined, 'the metric series is gone')

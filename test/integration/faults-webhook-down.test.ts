@@ -18,12 +18,22 @@ import { crdPath } from '../../src/kube/paths.js'
 import { migrateCrd } from '../../src/migrator/migrate.js'
 import { settled as done } from '../../src/migrator/walker.js'
 import {
-  createCrd, createNamespace, createObjects, crdEditor, crdManifest, defaultSettings, httpFor, refFor, setStorageVersion, setStorageVersionAs, startTestWebhook,
+  createCrd,
+  createNamespace,
+  createObjects,
+  crdEditor,
+  crdManifest,
+  defaultSettings,
+  httpFor,
+  refFor,
+  setStorageVersion,
+  setStorageVersionAs,
+  startTestWebhook,
 } from '../helpers/cluster.js'
 import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
 import { countVersions, etcdVersionsByKey, migratorIdentity } from '../helpers/faults.js'
 
-t.test('webhook down mid-migration: the migrator still writes progress and lifts its freeze; operators stay refused', async t => {
+t.test('webhook down mid-migration: the migrator still writes progress and lifts its freeze; operators stay refused', async (t) => {
   const cp = await getControlPlane()
   const admin = httpFor(cp.kubeconfigPath)
   const scope = uniqueName('wdown')
@@ -41,9 +51,13 @@ t.test('webhook down mid-migration: the migrator still writes progress and lifts
   t.teardown(() => http.close())
   const name = crd.metadata.name
 
-  let outage: Promise<{ doneAtStop: number; unfreeze: { status: number; body: string }; flip: { status: number; body: string }; frozen: boolean }> | undefined
+  let outage:
+    | Promise<{ doneAtStop: number; unfreeze: { status: number; body: string }; flip: { status: number; body: string }; frozen: boolean }>
+    | undefined
   const result = await migrateCrd(name, defaultSettings({ concurrency: 4, qps: 100, progressIntervalMs: 200 }), {
-    http, logger: pino({ level: 'silent' }), owner: 'faults-webhook-down',
+    http,
+    logger: pino({ level: 'silent' }),
+    owner: 'faults-webhook-down',
     onProgress: (_phase, p) => {
       if (outage || done(p) < 100) return
       const doneAtStop = done(p)
@@ -51,10 +65,18 @@ t.test('webhook down mid-migration: the migrator still writes progress and lifts
         await webhook.stopServer()
         const now = await getCrd(admin, name)
         const unfreeze = await cp.apiRequest(crdPath(name), {
-          method: 'PATCH', as: operator, contentType: ContentType.mergePatch, body: { metadata: { annotations: { [DEFAULT_MIGRATING_ANNOTATION]: null } } },
+          method: 'PATCH',
+          as: operator,
+          contentType: ContentType.mergePatch,
+          body: { metadata: { annotations: { [DEFAULT_MIGRATING_ANNOTATION]: null } } },
         })
         const flip = await setStorageVersionAs(cp, operator, now, 'v1')
-        return { doneAtStop, unfreeze: { status: unfreeze.status, body: unfreeze.body }, flip, frozen: now.metadata.annotations?.[DEFAULT_MIGRATING_ANNOTATION] === 'true' }
+        return {
+          doneAtStop,
+          unfreeze: { status: unfreeze.status, body: unfreeze.body },
+          flip,
+          frozen: now.metadata.annotations?.[DEFAULT_MIGRATING_ANNOTATION] === 'true',
+        }
       })()
     },
   })
@@ -74,9 +96,14 @@ t.test('webhook down mid-migration: the migrator still writes progress and lifts
   t.equal(a[StateAnnotation.lastResult], 'Succeeded')
   t.equal(a[StateAnnotation.progress], `${N}/${N}`, 'progress was still written after the webhook went down')
   t.same(after.status?.storedVersions, ['v2'])
-  t.equal(after.spec.versions.find(v => v.storage)?.name, 'v2', 'storage never moved')
+  t.equal(after.spec.versions.find((v) => v.storage)?.name, 'v2', 'storage never moved')
   t.same(countVersions(await etcdVersionsByKey(cp, group, 'widgets')), { [`${group}/v2`]: N })
 
-  const label = await cp.apiRequest(crdPath(name), { method: 'PATCH', as: operator, contentType: ContentType.mergePatch, body: { metadata: { labels: { touched: 'yes' } } } })
+  const label = await cp.apiRequest(crdPath(name), {
+    method: 'PATCH',
+    as: operator,
+    contentType: ContentType.mergePatch,
+    body: { metadata: { labels: { touched: 'yes' } } },
+  })
   t.equal(label.status, 200, 'once unfrozen the CRD is editable again, webhook or not')
 })

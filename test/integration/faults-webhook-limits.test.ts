@@ -39,8 +39,13 @@ const dir = await mkdtemp(join(tmpdir(), 'crd-migrator-limits-'))
 t.teardown(() => rm(dir, { recursive: true, force: true }))
 const certs = await generateDevCertificates(dir)
 const server = await startWebhookServer({
-  certFile: certs.certFile, keyFile: certs.keyFile, host: '127.0.0.1', port: 0, logLevel: 'silent',
-  bodyLimitBytes: LIMIT, timeouts: TIMEOUTS,
+  certFile: certs.certFile,
+  keyFile: certs.keyFile,
+  host: '127.0.0.1',
+  port: 0,
+  logLevel: 'silent',
+  bodyLimitBytes: LIMIT,
+  timeouts: TIMEOUTS,
 })
 t.teardown(() => server.close())
 const serverSockets: tls.TLSSocket[] = []
@@ -55,7 +60,7 @@ function connectTls(): Promise<tls.TLSSocket> {
 
 /** Collects what the server sends until it closes; resolves with the text and the time. */
 function untilClosed(s: net.Socket, started: number): Promise<{ text: string; ms: number }> {
-  return new Promise(resolve => {
+  return new Promise((resolve) => {
     let text = ''
     s.on('data', (d: Buffer) => (text += d.toString('utf8')))
     s.on('error', () => {})
@@ -65,13 +70,23 @@ function untilClosed(s: net.Socket, started: number): Promise<{ text: string; ms
 
 function review(name = 'widgets.example.com'): string {
   return JSON.stringify({
-    apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview',
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
     request: {
-      uid: 'limits-1', kind: { group: 'apiextensions.k8s.io', version: 'v1', kind: 'CustomResourceDefinition' },
+      uid: 'limits-1',
+      kind: { group: 'apiextensions.k8s.io', version: 'v1', kind: 'CustomResourceDefinition' },
       resource: { group: 'apiextensions.k8s.io', version: 'v1', resource: 'customresourcedefinitions' },
-      name, operation: 'UPDATE', userInfo: { username: 'alice', groups: [] },
-      oldObject: { metadata: { name: 'widgets.example.com', annotations: { [DEFAULT_MIGRATING_ANNOTATION]: 'true' } }, spec: { versions: [{ name: 'v1', storage: true }] } },
-      object: { metadata: { name: 'widgets.example.com', annotations: { [DEFAULT_MIGRATING_ANNOTATION]: 'true' } }, spec: { versions: [{ name: 'v1', storage: true }] } },
+      name,
+      operation: 'UPDATE',
+      userInfo: { username: 'alice', groups: [] },
+      oldObject: {
+        metadata: { name: 'widgets.example.com', annotations: { [DEFAULT_MIGRATING_ANNOTATION]: 'true' } },
+        spec: { versions: [{ name: 'v1', storage: true }] },
+      },
+      object: {
+        metadata: { name: 'widgets.example.com', annotations: { [DEFAULT_MIGRATING_ANNOTATION]: 'true' } },
+        spec: { versions: [{ name: 'v1', storage: true }] },
+      },
     },
   })
 }
@@ -80,82 +95,96 @@ function postReview(): Promise<{ status: number; body: string; ms: number }> {
   const started = performance.now()
   return new Promise((resolve, reject) => {
     const body = review()
-    const req = https.request(new URL('/validate-crd', server.url), {
-      method: 'POST', ca: certs.caCertPem, agent: false,
-      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-    }, res => {
-      let text = ''
-      res.setEncoding('utf8').on('data', (d: string) => (text += d))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text, ms: performance.now() - started }))
-    })
+    const req = https.request(
+      new URL('/validate-crd', server.url),
+      {
+        method: 'POST',
+        ca: certs.caCertPem,
+        agent: false,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        let text = ''
+        res.setEncoding('utf8').on('data', (d: string) => (text += d))
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text, ms: performance.now() - started }))
+      },
+    )
     req.on('error', reject)
     req.end(body)
   })
 }
 
-t.test('the defaults are the documented ones', async t => {
+t.test('the defaults are the documented ones', async (t) => {
   t.match(SERVER_TIMEOUTS, { tlsHandshakeTimeoutMs: 5000, headersTimeoutMs: 5000, requestTimeoutMs: 10_000, keepAliveTimeoutMs: 120_000 })
 })
 
-t.test('a connection that never starts TLS is closed after the handshake timeout', async t => {
+t.test('a connection that never starts TLS is closed after the handshake timeout', async (t) => {
   const started = performance.now()
   const s = net.connect(server.port, '127.0.0.1')
   const { ms } = await untilClosed(s, started)
   t.ok(ms >= TIMEOUTS.tlsHandshakeTimeoutMs - 50 && ms < TIMEOUTS.tlsHandshakeTimeoutMs + 1500, `closed after ${Math.round(ms)} ms`)
 })
 
-t.test('headers sent one line every 200 ms: 408 and closed after the headers timeout', async t => {
+t.test('headers sent one line every 200 ms: 408 and closed after the headers timeout', async (t) => {
   const s = await connectTls()
   const started = performance.now()
   const closed = untilClosed(s, started)
   s.write('POST /validate-crd HTTP/1.1\r\nHost: localhost\r\n')
-  const drip = setInterval(() => { if (!s.destroyed) s.write(`X-Drip-${Math.round(performance.now())}: x\r\n`) }, 200)
+  const drip = setInterval(() => {
+    if (!s.destroyed) s.write(`X-Drip-${Math.round(performance.now())}: x\r\n`)
+  }, 200)
   const { text, ms } = await closed
   clearInterval(drip)
   t.match(text, /^HTTP\/1\.1 408 /, 'answered 408 Request Timeout')
   t.ok(ms < TIMEOUTS.headersTimeoutMs + 1000, `closed after ${Math.round(ms)} ms, though the client kept sending`)
 })
 
-t.test('a body sent one byte every 200 ms: 408 and closed after the request timeout', async t => {
+t.test('a body sent one byte every 200 ms: 408 and closed after the request timeout', async (t) => {
   const s = await connectTls()
   const started = performance.now()
   const closed = untilClosed(s, started)
   s.write(`POST /validate-crd HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${LIMIT}\r\n\r\n`)
-  const drip = setInterval(() => { if (!s.destroyed) s.write('{') }, 200)
+  const drip = setInterval(() => {
+    if (!s.destroyed) s.write('{')
+  }, 200)
   const { text, ms } = await closed
   clearInterval(drip)
   t.match(text, /^HTTP\/1\.1 408 /, 'answered 408 Request Timeout')
   t.ok(ms >= TIMEOUTS.requestTimeoutMs - 100 && ms < TIMEOUTS.requestTimeoutMs + 1000, `closed after ${Math.round(ms)} ms`)
 })
 
-t.test('50 slow-loris connections held open do not keep a review from being answered', async t => {
+t.test('50 slow-loris connections held open do not keep a review from being answered', async (t) => {
   const sockets = await Promise.all(Array.from({ length: 50 }, () => connectTls()))
   const started = performance.now()
-  const closed = sockets.map(s => untilClosed(s, started))
+  const closed = sockets.map((s) => untilClosed(s, started))
   for (const s of sockets) s.write('POST /validate-crd HTTP/1.1\r\nHost: localhost\r\n')
-  const drip = setInterval(() => { for (const s of sockets) if (!s.destroyed) s.write('X-Drip: x\r\n') }, 200)
+  const drip = setInterval(() => {
+    for (const s of sockets) if (!s.destroyed) s.write('X-Drip: x\r\n')
+  }, 200)
   const answer = await postReview()
   t.equal(answer.status, 200, 'a real review is answered meanwhile')
   t.match(JSON.parse(answer.body), { response: { uid: 'limits-1', allowed: true } })
   t.ok(answer.ms < 1000, `in ${Math.round(answer.ms)} ms`)
   const results = await Promise.all(closed)
   clearInterval(drip)
-  t.equal(results.filter(r => /^HTTP\/1\.1 408 /.test(r.text)).length, 50, 'every slow connection got its 408')
-  t.ok(Math.max(...results.map(r => r.ms)) < TIMEOUTS.headersTimeoutMs + 1500, 'and was closed in time')
+  t.equal(results.filter((r) => /^HTTP\/1\.1 408 /.test(r.text)).length, 50, 'every slow connection got its 408')
+  t.ok(Math.max(...results.map((r) => r.ms)) < TIMEOUTS.headersTimeoutMs + 1500, 'and was closed in time')
 })
 
-t.test('Content-Length over the limit: 413 at once, without waiting for the body', async t => {
+t.test('Content-Length over the limit: 413 at once, without waiting for the body', async (t) => {
   const s = await connectTls()
   const started = performance.now()
   const closed = untilClosed(s, started)
-  s.write(`POST /validate-crd HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${100 * 1024 * 1024}\r\n\r\n{"apiVersion":`)
+  s.write(
+    `POST /validate-crd HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${100 * 1024 * 1024}\r\n\r\n{"apiVersion":`,
+  )
   const { text, ms } = await closed
   t.match(text, /^HTTP\/1\.1 413 /, '413 Payload Too Large')
   t.match(text, new RegExp(`\\{"error":"request body exceeds the limit of ${LIMIT} bytes"\\}`), 'with a JSON error naming the limit')
   t.ok(ms < 1000, `answered and closed in ${Math.round(ms)} ms with 100 MiB announced and a few bytes sent`)
 })
 
-t.test('a chunked body growing past the limit: 413, closed, and not buffered whole', async t => {
+t.test('a chunked body growing past the limit: 413, closed, and not buffered whole', async (t) => {
   const s = await connectTls()
   const started = performance.now()
   const before = serverSockets.length
@@ -170,43 +199,69 @@ t.test('a chunked body growing past the limit: 413, closed, and not buffered who
   let sent = 0
   while (!closed && answer === '' && sent < 64 * 1024 * 1024) {
     sent += chunk.length
-    if (!s.write(frame)) await new Promise(resolve => { s.once('drain', resolve); s.once('close', resolve) })
+    if (!s.write(frame))
+      await new Promise((resolve) => {
+        s.once('drain', resolve)
+        s.once('close', resolve)
+      })
   }
-  await new Promise(resolve => (closed ? resolve(undefined) : s.once('close', resolve)))
+  await new Promise((resolve) => (closed ? resolve(undefined) : s.once('close', resolve)))
   const ms = performance.now() - started
   t.match(answer, /^HTTP\/1\.1 413 /, '413 Payload Too Large')
   t.ok(sent < 16 * 1024 * 1024, `the client got the answer after sending ${(sent / 1024).toFixed(0)} KiB of an endless body`)
   const serverSide = serverSockets[before]
   t.ok(serverSide, 'the server-side socket was seen')
-  t.ok((serverSide?.bytesRead ?? Infinity) < LIMIT + 256 * 1024, `the server read ${(((serverSide?.bytesRead ?? 0)) / 1024).toFixed(0)} KiB for a limit of ${LIMIT / 1024} KiB`)
+  t.ok(
+    (serverSide?.bytesRead ?? Infinity) < LIMIT + 256 * 1024,
+    `the server read ${((serverSide?.bytesRead ?? 0) / 1024).toFixed(0)} KiB for a limit of ${LIMIT / 1024} KiB`,
+  )
   t.ok(ms < 3000, `over in ${Math.round(ms)} ms`)
 })
 
-interface Answer { status: number; body: string; ms: number }
+interface Answer {
+  status: number
+  body: string
+  ms: number
+}
 
 /**
  * One POST on `agent`. With `holdLastByte`, everything but the last byte is sent now and
  * `finish()` sends it: the server has the whole body but one byte, so it finishes
  * receiving, and parses, the moment the test chooses.
  */
-function post(target: RunningWebhookServer, agent: https.Agent, body: Buffer, holdLastByte = false): { answer: Promise<Answer>; finish: () => void } {
+function post(
+  target: RunningWebhookServer,
+  agent: https.Agent,
+  body: Buffer,
+  holdLastByte = false,
+): { answer: Promise<Answer>; finish: () => void } {
   let started = performance.now()
   let req!: ReturnType<typeof https.request>
-  const answer = new Promise<Answer>(resolve => {
+  const answer = new Promise<Answer>((resolve) => {
     let answered = false
-    req = https.request(new URL('/validate-crd', target.url), {
-      method: 'POST', agent, timeout: 60_000,
-      headers: { 'content-type': 'application/json', 'content-length': body.length },
-    }, res => {
-      answered = true
-      const chunks: Buffer[] = []
-      res.on('data', (d: Buffer) => chunks.push(d))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8'), ms: performance.now() - started }))
-      res.on('error', err => resolve({ status: 0, body: String(err), ms: performance.now() - started }))
-    })
+    req = https.request(
+      new URL('/validate-crd', target.url),
+      {
+        method: 'POST',
+        agent,
+        timeout: 60_000,
+        headers: { 'content-type': 'application/json', 'content-length': body.length },
+      },
+      (res) => {
+        answered = true
+        const chunks: Buffer[] = []
+        res.on('data', (d: Buffer) => chunks.push(d))
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8'), ms: performance.now() - started }),
+        )
+        res.on('error', (err) => resolve({ status: 0, body: String(err), ms: performance.now() - started }))
+      },
+    )
     req.on('timeout', () => req.destroy(new Error('timed out')))
     // A 413 is answered, and the connection closed, while the body may still be on its way.
-    req.on('error', err => { if (!answered) resolve({ status: 0, body: String(err), ms: performance.now() - started }) })
+    req.on('error', (err) => {
+      if (!answered) resolve({ status: 0, body: String(err), ms: performance.now() - started })
+    })
   })
   if (holdLastByte) req.write(body.subarray(0, -1))
   else req.end(body)
@@ -221,7 +276,7 @@ function post(target: RunningWebhookServer, agent: https.Agent, body: Buffer, ho
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
 
-t.test('ten hostile reviews at a time do not hold up a real one; each gets its 400/413; logs stay short', async t => {
+t.test('ten hostile reviews at a time do not hold up a real one; each gets its 400/413; logs stay short', async (t) => {
   let longestLogLine = 0
   let logLines = 0
   const sink = new Writable({
@@ -233,7 +288,11 @@ t.test('ten hostile reviews at a time do not hold up a real one; each gets its 4
   })
   // The default body limit, and logging on: both are part of what is under test.
   const target = await startWebhookServer({
-    certFile: certs.certFile, keyFile: certs.keyFile, host: '127.0.0.1', port: 0, logger: pino({ level: 'info' }, sink),
+    certFile: certs.certFile,
+    keyFile: certs.keyFile,
+    host: '127.0.0.1',
+    port: 0,
+    logger: pino({ level: 'info' }, sink),
   })
   const received: tls.TLSSocket[] = []
   target.app.server.on('secureConnection', (s: tls.TLSSocket) => received.push(s))
@@ -253,12 +312,36 @@ t.test('ten hostile reviews at a time do not hold up a real one; each gets its 4
   const deepObjects = Math.floor(room / 6)
   const side = '['.repeat(500) + ']'.repeat(500)
   const nested = [
-    { kind: 'arrays nested 1.5 million deep', body: withObject(`${'['.repeat(deepArrays)}${']'.repeat(deepArrays)}`), status: 400, error: new RegExp(`deeper than ${MAX_JSON_DEPTH} levels`) },
-    { kind: 'objects nested 500,000 deep', body: withObject(`${'{"a":'.repeat(deepObjects)}0${'}'.repeat(deepObjects)}`), status: 400, error: /deeper than/ },
-    { kind: 'arrays 500 deep side by side', body: withObject(`[${Array(Math.floor(room / (side.length + 1))).fill(side).join(',')}]`), status: 400, error: /more than 262144 JSON objects and arrays/ },
+    {
+      kind: 'arrays nested 1.5 million deep',
+      body: withObject(`${'['.repeat(deepArrays)}${']'.repeat(deepArrays)}`),
+      status: 400,
+      error: new RegExp(`deeper than ${MAX_JSON_DEPTH} levels`),
+    },
+    {
+      kind: 'objects nested 500,000 deep',
+      body: withObject(`${'{"a":'.repeat(deepObjects)}0${'}'.repeat(deepObjects)}`),
+      status: 400,
+      error: /deeper than/,
+    },
+    {
+      kind: 'arrays 500 deep side by side',
+      body: withObject(
+        `[${Array(Math.floor(room / (side.length + 1)))
+          .fill(side)
+          .join(',')}]`,
+      ),
+      status: 400,
+      error: /more than 262144 JSON objects and arrays/,
+    },
     { kind: 'a 3 MB name', body: Buffer.from(review('n'.repeat(room))), status: 200, error: /"uid":"limits-1"/ },
   ]
-  const tooBig = { kind: 'a 4 MB name', body: Buffer.from(review('n'.repeat(4_000_000))), status: 413, error: /exceeds the limit of 3145728 bytes/ }
+  const tooBig = {
+    kind: 'a 4 MB name',
+    body: Buffer.from(review('n'.repeat(4_000_000))),
+    status: 413,
+    error: /exceeds the limit of 3145728 bytes/,
+  }
   for (const a of nested) t.ok(a.body.length <= DEFAULT_BODY_LIMIT_BYTES, `${a.kind}: ${a.body.length} bytes, within the limit`)
   const normal = Buffer.from(review())
   const sample = async () => {
@@ -280,12 +363,16 @@ t.test('ten hostile reviews at a time do not hold up a real one; each gets its 4
   const attacked: number[] = []
   for (let round = 0; round < 4; round++) {
     const before = bytesReceived()
-    const held = Array.from({ length: 8 }, (_, i) => ({ ...nested[i % nested.length]!, sent: post(target, attackAgent, nested[i % nested.length]!.body, true) }))
+    const held = Array.from({ length: 8 }, (_, i) => ({
+      ...nested[i % nested.length]!,
+      sent: post(target, attackAgent, nested[i % nested.length]!.body, true),
+    }))
     const over = [0, 1].map(() => ({ ...tooBig, sent: post(target, attackAgent, tooBig.body) }))
     for (const o of over) answers.push({ kind: o.kind, expected: o.status, error: o.error, answer: await o.sent.answer })
     const expected = held.reduce((n, h) => n + h.body.length - 1, 0)
-    for (let last = -1; ;) { // until the server has read it all (TLS adds bytes: at least that many, then quiet)
-      await new Promise(resolve => setTimeout(resolve, 50))
+    for (let last = -1; ;) {
+      // until the server has read it all (TLS adds bytes: at least that many, then quiet)
+      await new Promise((resolve) => setTimeout(resolve, 50))
       const now = bytesReceived() - before
       if (now >= expected && now === last) break
       last = now
@@ -298,17 +385,24 @@ t.test('ten hostile reviews at a time do not hold up a real one; each gets its 4
 
   // Idle is ~1 ms; not less than that, so a quick machine does not inflate the ratio.
   const ratio = median(attacked) / Math.max(median(idle), 1)
-  t.comment(`real review: idle median ${median(idle).toFixed(1)} ms; while the server takes eight hostile bodies: ` +
-    `${attacked.map(ms => ms.toFixed(1)).join(', ')} ms, ${ratio.toFixed(1)}x idle`)
+  t.comment(
+    `real review: idle median ${median(idle).toFixed(1)} ms; while the server takes eight hostile bodies: ` +
+      `${attacked.map((ms) => ms.toFixed(1)).join(', ')} ms, ${ratio.toFixed(1)}x idle`,
+  )
   // Generous, for two shared cores: with the guard the eight cost little more than
   // receiving them, plus two 3 MB reviews parsed like any (~80x idle here, ~100 ms); without
   // it JSON.parse of each nested body held the event loop ~1 s, and the real review waited
   // ~5 s, the API server's timeout (~2,800x).
   t.ok(ratio < 500, `a real review, while the server takes hostile bodies, is ${ratio.toFixed(1)}x its idle latency (limit 500x)`)
 
-  const wrong = answers.filter(a => a.answer.status !== a.expected || !a.error.test(a.answer.body.slice(0, 300)))
-  t.same(wrong.slice(0, 5).map(a => ({ kind: a.kind, status: a.answer.status, body: a.answer.body.slice(0, 200) })), [], 'every hostile request got its expected answer')
-  for (const a of [...nested, tooBig]) t.equal(answers.filter(x => x.kind === a.kind && x.answer.status === a.status).length, 8, `${a.kind}: ${a.status}, each of 8 times`)
+  const wrong = answers.filter((a) => a.answer.status !== a.expected || !a.error.test(a.answer.body.slice(0, 300)))
+  t.same(
+    wrong.slice(0, 5).map((a) => ({ kind: a.kind, status: a.answer.status, body: a.answer.body.slice(0, 200) })),
+    [],
+    'every hostile request got its expected answer',
+  )
+  for (const a of [...nested, tooBig])
+    t.equal(answers.filter((x) => x.kind === a.kind && x.answer.status === a.status).length, 8, `${a.kind}: ${a.status}, each of 8 times`)
   t.ok(logLines >= answers.length, `${logLines} log lines written`)
   t.ok(longestLogLine < 8 * 1024, `the longest log line is ${longestLogLine} bytes, with 3 MB names in the requests`)
 })

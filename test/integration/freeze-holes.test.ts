@@ -15,7 +15,16 @@ import { getCrd } from '../../src/kube/crds.js'
 import { ContentType, KubeHttp } from '../../src/kube/http.js'
 import { CRD_API, crdPath } from '../../src/kube/paths.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
-import { createCrd, createNamespace, crdManifest, deleteCrd, httpFor, setStorageVersion, sleep, startTestWebhook } from '../helpers/cluster.js'
+import {
+  createCrd,
+  createNamespace,
+  crdManifest,
+  deleteCrd,
+  httpFor,
+  setStorageVersion,
+  sleep,
+  startTestWebhook,
+} from '../helpers/cluster.js'
 import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
 import { capturingLogger } from '../helpers/log-capture.js'
 
@@ -36,7 +45,16 @@ async function grant(name: string, rules: unknown[], subjects: unknown[]): Promi
   const rbac = '/apis/rbac.authorization.k8s.io/v1'
   for (const [path, body] of [
     [`${rbac}/clusterroles`, { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name }, rules }],
-    [`${rbac}/clusterrolebindings`, { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name }, subjects }],
+    [
+      `${rbac}/clusterrolebindings`,
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRoleBinding',
+        metadata: { name },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
+        subjects,
+      },
+    ],
   ] as const) {
     const res = await cp.apiRequest(path, { method: 'POST', body })
     if (res.status !== 201) throw new Error(`POST ${path}: ${res.status} ${res.body}`)
@@ -50,15 +68,26 @@ const crdRules = (resources: string[], verbs: string[]) => [{ apiGroups: ['apiex
 const user = (name: string) => ({ kind: 'User', apiGroup: 'rbac.authorization.k8s.io', name })
 
 // A user who may only read CRDs and write their status.
-await grant(`status-patcher-${scope}`, crdRules(['customresourcedefinitions/status'], ['get', 'patch', 'update']).concat(crdRules(['customresourcedefinitions'], ['get'])), [user(`status-patcher-${scope}`)])
+await grant(
+  `status-patcher-${scope}`,
+  crdRules(['customresourcedefinitions/status'], ['get', 'patch', 'update']).concat(crdRules(['customresourcedefinitions'], ['get'])),
+  [user(`status-patcher-${scope}`)],
+)
 const statusPatcher = await cp.mintUser(`status-patcher-${scope}`)
 // A CRD administrator who is not break-glass (no system:masters).
-await grant(`crd-admin-${scope}`, crdRules(['customresourcedefinitions', 'customresourcedefinitions/status'], ['get', 'list', 'create', 'update', 'patch', 'delete']), [user(`crd-admin-${scope}`)])
+await grant(
+  `crd-admin-${scope}`,
+  crdRules(['customresourcedefinitions', 'customresourcedefinitions/status'], ['get', 'list', 'create', 'update', 'patch', 'delete']),
+  [user(`crd-admin-${scope}`)],
+)
 const crdAdmin = await cp.mintUser(`crd-admin-${scope}`)
 // The migrator identities: the x509 user `migrator`, the ServiceAccount, and a client
 // certificate that merely carries the ServiceAccount's name.
-await grant(`migrator-${scope}`, crdRules(['customresourcedefinitions', 'customresourcedefinitions/status'], ['get', 'list', 'update', 'patch']),
-  [user('migrator'), user(saUser), { kind: 'ServiceAccount', name: saName, namespace: ns }])
+await grant(
+  `migrator-${scope}`,
+  crdRules(['customresourcedefinitions', 'customresourcedefinitions/status'], ['get', 'list', 'update', 'patch']),
+  [user('migrator'), user(saUser), { kind: 'ServiceAccount', name: saName, namespace: ns }],
+)
 const migrator = await cp.mintUser('migrator')
 const certNamedLikeSa = await cp.mintUser(saUser, ['system:serviceaccounts', `system:serviceaccounts:${ns}`])
 
@@ -71,7 +100,14 @@ async function frozenCrd(): Promise<CustomResourceDefinition> {
   const created = await createCrd(admin, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1', labels: hook.labels }))
   await setStorageVersion(admin, created.metadata.name, 'v2')
   const res = await merge(migrator, crdPath(created.metadata.name), {
-    metadata: { annotations: { [KEY]: 'true', [StateAnnotation.owner]: 'replica-a', [StateAnnotation.checkpoint]: 'a/obj-00010', [StateAnnotation.targetStorageVersion]: 'v2' } },
+    metadata: {
+      annotations: {
+        [KEY]: 'true',
+        [StateAnnotation.owner]: 'replica-a',
+        [StateAnnotation.checkpoint]: 'a/obj-00010',
+        [StateAnnotation.targetStorageVersion]: 'v2',
+      },
+    },
   })
   if (res.status !== 200) throw new Error(`freezing failed: ${res.status} ${res.body}`)
   t.teardown(async () => {
@@ -79,7 +115,8 @@ async function frozenCrd(): Promise<CustomResourceDefinition> {
     await deleteCrd(admin, created.metadata.name)
   })
   const crd = await getCrd(admin, created.metadata.name)
-  if (JSON.stringify(crd.status?.storedVersions) !== '["v1","v2"]') throw new Error(`unexpected storedVersions ${JSON.stringify(crd.status?.storedVersions)}`)
+  if (JSON.stringify(crd.status?.storedVersions) !== '["v1","v2"]')
+    throw new Error(`unexpected storedVersions ${JSON.stringify(crd.status?.storedVersions)}`)
   return crd
 }
 
@@ -98,7 +135,7 @@ function messageOf(body: string): string {
   }
 }
 
-t.test('hole 1: a user who may only write CRD status cannot touch the freeze through /status', async t => {
+t.test('hole 1: a user who may only write CRD status cannot touch the freeze through /status', async (t) => {
   const crd = await frozenCrd()
   const status = `${crdPath(crd.metadata.name)}/status`
 
@@ -109,11 +146,16 @@ t.test('hole 1: a user who may only write CRD status cannot touch the freeze thr
   deniedByWebhook(t, forged, /crd-migrator\.io\/checkpoint/, '(b) forging the checkpoint')
 
   const narrowed = await merge(statusPatcher, status, { status: { storedVersions: ['v2'] } })
-  deniedByWebhook(t, narrowed, /may not change status\.storedVersions from v1, v2 to v2 \(through \/status\)/, '(c) narrowing storedVersions')
+  deniedByWebhook(
+    t,
+    narrowed,
+    /may not change status\.storedVersions from v1, v2 to v2 \(through \/status\)/,
+    '(c) narrowing storedVersions',
+  )
 
   const after = await getCrd(admin, crd.metadata.name)
   t.equal(after.metadata.annotations?.[KEY], 'true', 'still frozen')
-  t.equal(after.metadata.annotations?.[StateAnnotation.checkpoint], 'a/obj-00010', 'the checkpoint is the migrator\'s')
+  t.equal(after.metadata.annotations?.[StateAnnotation.checkpoint], 'a/obj-00010', "the checkpoint is the migrator's")
   t.same(after.status?.storedVersions, ['v1', 'v2'], 'storedVersions untouched')
 
   // The same user may still write what status is for (conditions), and the migrator may narrow storedVersions.
@@ -121,7 +163,7 @@ t.test('hole 1: a user who may only write CRD status cannot touch the freeze thr
   t.equal(ok.status, 200, 'the migrator narrows storedVersions of a frozen CRD')
 })
 
-t.test('hole 1: the API server\'s own status writes on a frozen CRD still pass, and who makes them', async t => {
+t.test("hole 1: the API server's own status writes on a frozen CRD still pass, and who makes them", async (t) => {
   const crd = await frozenCrd()
   // A new short name makes the API server's naming controller write status.acceptedNames.
   const res = await merge(crdAdmin, crdPath(crd.metadata.name), { spec: { names: { shortNames: ['hw'] } } })
@@ -132,40 +174,53 @@ t.test('hole 1: the API server\'s own status writes on a frozen CRD still pass, 
     if (!accepted?.includes('hw')) await sleep(50)
   }
   t.same(accepted, ['hw'], 'the API server wrote the accepted names through /status')
-  const statusReviews = logs.lines().filter(l => l['crd'] === crd.metadata.name && l['subResource'] === 'status')
+  const statusReviews = logs.lines().filter((l) => l['crd'] === crd.metadata.name && l['subResource'] === 'status')
   t.ok(statusReviews.length > 0, 'that write went through the webhook')
   for (const review of statusReviews) {
     t.equal(review['decision'], 'allowed', `${String(review['user'])}: allowed`)
     t.equal(review['reason'], 'allowed', 'on its own merits, not as a break-glass override')
   }
-  const users = [...new Set(statusReviews.map(l => String(l['user'])))]
-  t.same(users, ['system:apiserver'], 'the API server\'s loopback identity makes them')
+  const users = [...new Set(statusReviews.map((l) => String(l['user'])))]
+  t.same(users, ['system:apiserver'], "the API server's loopback identity makes them")
   t.comment(`status writes on a frozen CRD came from ${users.join(', ')} (groups ${JSON.stringify(statusReviews[0]?.['groups'])})`)
 })
 
-t.test('hole 2: the freeze holds for break-glass users too', async t => {
+t.test('hole 2: the freeze holds for break-glass users too', async (t) => {
   const crd = await frozenCrd()
-  const flip = (versions: Array<[string, boolean]>, annotations?: Record<string, null>) => merge(undefined, crdPath(crd.metadata.name), {
-    ...(annotations ? { metadata: { annotations } } : {}),
-    spec: { versions: crd.spec.versions.map(v => ({ ...v, storage: versions.find(([n]) => n === v.name)![1] })) },
-  })
-  const moved = await flip([['v1', true], ['v2', false]])
+  const flip = (versions: Array<[string, boolean]>, annotations?: Record<string, null>) =>
+    merge(undefined, crdPath(crd.metadata.name), {
+      ...(annotations ? { metadata: { annotations } } : {}),
+      spec: { versions: crd.spec.versions.map((v) => ({ ...v, storage: versions.find(([n]) => n === v.name)![1] })) },
+    })
+  const moved = await flip([
+    ['v1', true],
+    ['v2', false],
+  ])
   deniedByWebhook(t, moved, /not allowed while the migration runs, for any user/, 'a storage flip by system:masters')
   t.match(moved.body, /first removes the annotation in a request of its own/, 'the refusal tells break-glass users the way')
 
-  const both = await flip([['v1', true], ['v2', false]], { [KEY]: null })
+  const both = await flip(
+    [
+      ['v1', true],
+      ['v2', false],
+    ],
+    { [KEY]: null },
+  )
   deniedByWebhook(t, both, /changing the storage version from v2 to v1/, 'removing the annotation and flipping storage in one request')
   t.equal((await getCrd(admin, crd.metadata.name)).metadata.annotations?.[KEY], 'true', 'still frozen')
 
   const lift = await merge(undefined, crdPath(crd.metadata.name), { metadata: { annotations: { [KEY]: null } } })
-  t.equal(lift.status, 200, 'removing the annotation alone is the break-glass user\'s deliberate first step')
-  const audit = logs.lines().find(l => l['crd'] === crd.metadata.name && l['reason'] === 'break-glass-override')
+  t.equal(lift.status, 200, "removing the annotation alone is the break-glass user's deliberate first step")
+  const audit = logs.lines().find((l) => l['crd'] === crd.metadata.name && l['reason'] === 'break-glass-override')
   t.ok(audit, 'logged as a break-glass override')
-  const after = await flip([['v1', true], ['v2', false]])
+  const after = await flip([
+    ['v1', true],
+    ['v2', false],
+  ])
   t.equal(after.status, 200, 'then storage may move')
 })
 
-t.test('hole 3: frozen CRDs cannot be deleted, forged state cannot be created', async t => {
+t.test('hole 3: frozen CRDs cannot be deleted, forged state cannot be created', async (t) => {
   const crd = await frozenCrd()
   const del = await cp.apiRequest(crdPath(crd.metadata.name), { method: 'DELETE', as: crdAdmin })
   deniedByWebhook(t, del, /deleting it now would delete all of its custom resources mid-migration/, 'DELETE of a frozen CRD')
@@ -181,19 +236,30 @@ t.test('hole 3: frozen CRDs cannot be deleted, forged state cannot be created', 
   t.equal((await cp.apiRequest(crdPath(forged.metadata.name))).status, 404, 'not created')
 })
 
-t.test('hole 4: state annotations cannot be forged on a CRD that is not frozen; whole-object installers still work', async t => {
+t.test('hole 4: state annotations cannot be forged on a CRD that is not frozen; whole-object installers still work', async (t) => {
   const group = uniqueGroup('holes')
   const crd = await createCrd(admin, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1', labels: hook.labels }))
   t.teardown(() => deleteCrd(admin, crd.metadata.name))
   const forge = await merge(crdAdmin, crdPath(crd.metadata.name), {
-    metadata: { annotations: { [StateAnnotation.observedGeneration]: String(crd.metadata.generation! + 1), [StateAnnotation.lastResult]: 'Succeeded' } },
+    metadata: {
+      annotations: {
+        [StateAnnotation.observedGeneration]: String(crd.metadata.generation! + 1),
+        [StateAnnotation.lastResult]: 'Succeeded',
+      },
+    },
   })
   deniedByWebhook(t, forge, /may not set or change crd-migrator\.io\/last-result/, 'forging "already done" before a storage flip')
-  const viaStatus = await merge(statusPatcher, `${crdPath(crd.metadata.name)}/status`, { metadata: { annotations: { [StateAnnotation.lastResult]: 'Succeeded' } } })
+  const viaStatus = await merge(statusPatcher, `${crdPath(crd.metadata.name)}/status`, {
+    metadata: { annotations: { [StateAnnotation.lastResult]: 'Succeeded' } },
+  })
   deniedByWebhook(t, viaStatus, /crd-migrator\.io\/last-result/, 'the same through /status')
 
   // The migrator records a result; an installer that PUTs its own CRD object drops it.
-  t.equal((await merge(migrator, crdPath(crd.metadata.name), { metadata: { annotations: { [StateAnnotation.lastResult]: 'Succeeded' } } })).status, 200)
+  t.equal(
+    (await merge(migrator, crdPath(crd.metadata.name), { metadata: { annotations: { [StateAnnotation.lastResult]: 'Succeeded' } } }))
+      .status,
+    200,
+  )
   const before = await hook.reviews()
   const current = await getCrd(admin, crd.metadata.name)
   const replaced = { ...current, metadata: { ...current.metadata, annotations: {} } }
@@ -202,25 +268,34 @@ t.test('hole 4: state annotations cannot be forged on a CRD that is not frozen; 
   t.equal(await hook.reviews(), before, 'and does not even depend on the webhook')
 })
 
-t.test('hole 7: a client certificate named like the migrator ServiceAccount is not the migrator; its token is', async t => {
+t.test('hole 7: a client certificate named like the migrator ServiceAccount is not the migrator; its token is', async (t) => {
   const crd = await frozenCrd()
   const fake = await merge(certNamedLikeSa, crdPath(crd.metadata.name), { metadata: { annotations: { [KEY]: null } } })
   deniedByWebhook(t, fake, new RegExp(`user "${saUser}" may not remove it`), `an x509 user named ${saUser} lifting the freeze`)
 
   const token = await serviceAccountToken(cp, ns, saName)
   const asSa = tokenClient(token)
-  const who = (await asSa.request<{ status: { userInfo: { username: string; extra?: Record<string, string[]> } } }>({
-    method: 'POST', path: '/apis/authentication.k8s.io/v1/selfsubjectreviews', body: { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' },
-  })).body.status.userInfo
+  const who = (
+    await asSa.request<{ status: { userInfo: { username: string; extra?: Record<string, string[]> } } }>({
+      method: 'POST',
+      path: '/apis/authentication.k8s.io/v1/selfsubjectreviews',
+      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' },
+    })
+  ).body.status.userInfo
   t.equal(who.username, saUser)
   t.match(who.extra?.['authentication.kubernetes.io/credential-id']?.[0], /^JTI=/, 'a ServiceAccount token carries a JTI credential id')
   const before = await hook.reviews()
-  await asSa.request({ method: 'PATCH', path: crdPath(crd.metadata.name), contentType: ContentType.mergePatch, body: { metadata: { annotations: { [KEY]: null } } } })
+  await asSa.request({
+    method: 'PATCH',
+    path: crdPath(crd.metadata.name),
+    contentType: ContentType.mergePatch,
+    body: { metadata: { annotations: { [KEY]: null } } },
+  })
   t.notOk(KEY in ((await getCrd(admin, crd.metadata.name)).metadata.annotations ?? {}), 'the ServiceAccount lifted its freeze')
   t.equal(await hook.reviews(), before, 'without calling the webhook (matchCondition not-the-migrator)')
 })
 
-t.test('the status-only patcher is refused by RBAC for everything else, so the webhook is what stopped it', async t => {
+t.test('the status-only patcher is refused by RBAC for everything else, so the webhook is what stopped it', async (t) => {
   const crd = await frozenCrd()
   const res = await merge(statusPatcher, crdPath(crd.metadata.name), { metadata: { annotations: { [KEY]: null } } })
   t.equal(res.status, 403)
@@ -229,10 +304,14 @@ t.test('the status-only patcher is refused by RBAC for everything else, so the w
 })
 
 async function serviceAccountToken(cp: ControlPlane, namespace: string, name: string): Promise<string> {
-  const sa = await cp.apiRequest(`/api/v1/namespaces/${namespace}/serviceaccounts`, { method: 'POST', body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name } } })
+  const sa = await cp.apiRequest(`/api/v1/namespaces/${namespace}/serviceaccounts`, {
+    method: 'POST',
+    body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name } },
+  })
   if (sa.status !== 201 && sa.status !== 409) throw new Error(`creating the ServiceAccount: ${sa.status} ${sa.body}`)
   const res = await cp.apiRequest(`/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`, {
-    method: 'POST', body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 600 } },
+    method: 'POST',
+    body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 600 } },
   })
   if (res.status !== 201) throw new Error(`TokenRequest: ${res.status} ${res.body}`)
   return (res.json as { status: { token: string } }).status.token
@@ -253,4 +332,3 @@ function tokenClient(token: string): KubeHttp {
   t.teardown(() => http.close())
   return http
 }
-

@@ -64,10 +64,18 @@ class Rng {
   constructor(seed: number, index: number) {
     this.next = mulberry32((seed ^ Math.imul(index + 1, 0x9e3779b1)) >>> 0)
   }
-  float(): number { return this.next() }
-  int(max: number): number { return Math.floor(this.next() * max) }
-  chance(p: number): boolean { return this.next() < p }
-  pick<T>(xs: readonly T[]): T { return xs[this.int(xs.length)]! }
+  float(): number {
+    return this.next()
+  }
+  int(max: number): number {
+    return Math.floor(this.next() * max)
+  }
+  chance(p: number): boolean {
+    return this.next() < p
+  }
+  pick<T>(xs: readonly T[]): T {
+    return xs[this.int(xs.length)]!
+  }
 }
 
 // --- valid reviews -------------------------------------------------------------------------
@@ -82,12 +90,24 @@ function crd(rng: Rng, o: { frozen?: boolean; storage?: string; extraAnnotations
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
-    metadata: { name: 'widgets.example.com', uid: 'c0ffee00-0000-4000-8000-000000000001', resourceVersion: String(1000 + rng.int(9000)), generation: 3, annotations, labels: { team: 'platform' } },
+    metadata: {
+      name: 'widgets.example.com',
+      uid: 'c0ffee00-0000-4000-8000-000000000001',
+      resourceVersion: String(1000 + rng.int(9000)),
+      generation: 3,
+      annotations,
+      labels: { team: 'platform' },
+    },
     spec: {
       group: 'example.com',
       names: { plural: 'widgets', singular: 'widget', kind: 'Widget', listKind: 'WidgetList' },
       scope: 'Namespaced',
-      versions: names.map(name => ({ name, served: true, storage: name === storage, schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } })),
+      versions: names.map((name) => ({
+        name,
+        served: true,
+        storage: name === storage,
+        schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
+      })),
     },
     status: { storedVersions: [storage], acceptedNames: { plural: 'widgets', kind: 'Widget' } },
   }
@@ -107,7 +127,11 @@ function validReview(rng: Rng, uid: string): Obj {
   const frozenOld = crd(rng, { frozen: true, storage: 'v1beta1' })
   const scenarios: Array<() => { operation: string; old: Json | undefined; object: Json | undefined }> = [
     () => ({ operation: 'UPDATE', old: frozenOld, object: crd(rng, { frozen: true, storage: 'v1' }) }), // storage flip, frozen
-    () => ({ operation: 'UPDATE', old: frozenOld, object: crd(rng, { frozen: true, storage: 'v1beta1', extraAnnotations: { note: 'x' } }) }), // harmless edit
+    () => ({
+      operation: 'UPDATE',
+      old: frozenOld,
+      object: crd(rng, { frozen: true, storage: 'v1beta1', extraAnnotations: { note: 'x' } }),
+    }), // harmless edit
     () => ({ operation: 'UPDATE', old: frozenOld, object: crd(rng, { storage: 'v1beta1' }) }), // unfreeze
     () => ({ operation: 'UPDATE', old: crd(rng, { storage: 'v1beta1' }), object: crd(rng, { frozen: true, storage: 'v1beta1' }) }), // freeze
     () => ({ operation: 'UPDATE', old: crd(rng, { storage: 'v1beta1' }), object: crd(rng, { storage: 'v1' }) }), // unfrozen flip
@@ -119,12 +143,16 @@ function validReview(rng: Rng, uid: string): Obj {
   const otherResource = rng.chance(0.05)
   const request: Obj = {
     uid,
-    kind: otherResource ? { group: 'apps', version: 'v1', kind: 'Deployment' } : { group: 'apiextensions.k8s.io', version: 'v1', kind: 'CustomResourceDefinition' },
-    resource: otherResource ? { group: 'apps', version: 'v1', resource: 'deployments' } : { group: 'apiextensions.k8s.io', version: 'v1', resource: 'customresourcedefinitions' },
+    kind: otherResource
+      ? { group: 'apps', version: 'v1', kind: 'Deployment' }
+      : { group: 'apiextensions.k8s.io', version: 'v1', kind: 'CustomResourceDefinition' },
+    resource: otherResource
+      ? { group: 'apps', version: 'v1', resource: 'deployments' }
+      : { group: 'apiextensions.k8s.io', version: 'v1', resource: 'customresourcedefinitions' },
     requestKind: { group: 'apiextensions.k8s.io', version: 'v1', kind: 'CustomResourceDefinition' },
     name: 'widgets.example.com',
     operation: s.operation,
-    userInfo: rng.pick(USERS) as Obj,
+    userInfo: rng.pick(USERS),
     dryRun: rng.chance(0.1),
     options: { apiVersion: 'meta.k8s.io/v1', kind: 'UpdateOptions' },
   }
@@ -149,10 +177,28 @@ function parentOf(root: Json, path: Array<string | number>): { parent: Obj | Jso
   let node: Json = root
   for (const k of path.slice(0, -1)) node = (node as Obj)[k as string] as Json
   if (node === null || typeof node !== 'object') return undefined
-  return { parent: node as Obj | Json[], key: path[path.length - 1]! }
+  return { parent: node, key: path[path.length - 1]! }
 }
 
-const UNICODE = ['\u0000', '\u202e', '\u200b', '\ufeff', 'é', 'e\u0301', '𝔘𝔫𝔦', '🦄', '\ud800', '\udfff', '\u2028', 'ksvm\u2024sigs', '中文', 'ـ', '\\', '"', '\n']
+const UNICODE = [
+  '\u0000',
+  '\u202e',
+  '\u200b',
+  '\ufeff',
+  'é',
+  'e\u0301',
+  '𝔘𝔫𝔦',
+  '🦄',
+  '\ud800',
+  '\udfff',
+  '\u2028',
+  'ksvm\u2024sigs',
+  '中文',
+  'ـ',
+  '\\',
+  '"',
+  '\n',
+]
 
 function unicodeString(rng: Rng): string {
   let s = ''
@@ -163,9 +209,22 @@ function unicodeString(rng: Rng): string {
 
 function wrongValue(rng: Rng): Json {
   return rng.pick<() => Json>([
-    () => null, () => true, () => false, () => 0, () => -1, () => 1e308, () => 0.5,
-    () => '', () => 'true', () => unicodeString(rng), () => [], () => [null], () => ({}),
-    () => ({ storage: true }), () => ({ [KEY]: 'true' }), () => 'x'.repeat(rng.int(5000)),
+    () => null,
+    () => true,
+    () => false,
+    () => 0,
+    () => -1,
+    () => 1e308,
+    () => 0.5,
+    () => '',
+    () => 'true',
+    () => unicodeString(rng),
+    () => [],
+    () => [null],
+    () => ({}),
+    () => ({ storage: true }),
+    () => ({ [KEY]: 'true' }),
+    () => 'x'.repeat(rng.int(5000)),
   ])()
 }
 
@@ -176,86 +235,125 @@ function mutateValue(rng: Rng, root: Obj): string {
   const all = paths(root)
   const kind = rng.int(9)
   switch (kind) {
-    case 0: { // a node gets a value of another type
+    case 0: {
+      // a node gets a value of another type
       const p = parentOf(root, rng.pick(all))
       if (!p) return 'noop'
       ;(p.parent as Obj)[p.key as string] = wrongValue(rng)
       return 'wrong-type'
     }
-    case 1: { // a key or element disappears
+    case 1: {
+      // a key or element disappears
       const p = parentOf(root, rng.pick(all))
       if (!p) return 'noop'
       if (Array.isArray(p.parent)) p.parent.splice(p.key as number, 1)
-      else delete (p.parent as Obj)[p.key as string]
+      else delete p.parent[p.key as string]
       return 'missing-field'
     }
-    case 2: { // deep nesting somewhere (inserted as text later)
+    case 2: {
+      // deep nesting somewhere (inserted as text later)
       const p = parentOf(root, rng.pick(all))
       if (!p) return 'noop'
       ;(p.parent as Obj)[p.key as string] = DEEP
       return 'deep-nesting'
     }
-    case 3: { // a huge annotation (sometimes over the body limit)
+    case 3: {
+      // a huge annotation (sometimes over the body limit)
       const req = root['request'] as Obj | undefined
       const target = req && (req[rng.pick(['object', 'oldObject'])] as Obj | undefined)
       const meta = target && typeof target === 'object' ? (target['metadata'] as Obj | undefined) : undefined
       const ann = meta && typeof meta === 'object' && !Array.isArray(meta) ? (meta['annotations'] as Obj | undefined) : undefined
       if (!ann || typeof ann !== 'object' || Array.isArray(ann)) return 'noop'
-      const size = rng.chance(0.03) ? BODY_LIMIT + rng.int(BODY_LIMIT / 2) : rng.chance(0.1) ? 32 * 1024 + rng.int(96 * 1024) : 512 + rng.int(8 * 1024)
-      ann[`huge-${rng.int(100)}.example.com/data`] = size > BODY_LIMIT || rng.chance(0.7) ? 'A'.repeat(size) : rng.pick(['é', '🦄', '\u2028']).repeat(size / 4)
+      const size = rng.chance(0.03)
+        ? BODY_LIMIT + rng.int(BODY_LIMIT / 2)
+        : rng.chance(0.1)
+          ? 32 * 1024 + rng.int(96 * 1024)
+          : 512 + rng.int(8 * 1024)
+      ann[`huge-${rng.int(100)}.example.com/data`] =
+        size > BODY_LIMIT || rng.chance(0.7) ? 'A'.repeat(size) : rng.pick(['é', '🦄', '\u2028']).repeat(size / 4)
       return 'huge-annotation'
     }
-    case 4: { // unicode in a string value, or a key renamed
+    case 4: {
+      // unicode in a string value, or a key renamed
       const p = parentOf(root, rng.pick(all))
       if (!p) return 'noop'
       if (!Array.isArray(p.parent) && rng.chance(0.5)) {
-        const v = (p.parent as Obj)[p.key as string]!
-        delete (p.parent as Obj)[p.key as string]
-        ;(p.parent as Obj)[`${String(p.key)}${unicodeString(rng)}`] = v
+        const v = p.parent[p.key as string]!
+        delete p.parent[p.key as string]
+        p.parent[`${String(p.key)}${unicodeString(rng)}`] = v
       } else {
         ;(p.parent as Obj)[p.key as string] = unicodeString(rng)
       }
       return 'unicode'
     }
-    case 5: { // the freeze marker, bent: look-alike keys and values, non-strings
+    case 5: {
+      // the freeze marker, bent: look-alike keys and values, non-strings
       const req = root['request'] as Obj | undefined
       const target = req && (req[rng.pick(['object', 'oldObject'])] as Obj | undefined)
       const meta = target && typeof target === 'object' && !Array.isArray(target) ? (target['metadata'] as Obj | undefined) : undefined
       if (!target || !meta || typeof meta !== 'object' || Array.isArray(meta)) return 'noop'
       const variants: Array<() => void> = [
-        () => { meta['annotations'] = { [KEY]: rng.pick<Json>([true, 1, 'True', ' true', 'true\u0000', ['true'], { value: 'true' }, null]) } },
-        () => { meta['annotations'] = { [`${KEY} `]: 'true', [KEY.toUpperCase()]: 'true', [KEY.replace('.', '\u2024')]: 'true' } },
-        () => { meta['annotations'] = rng.pick<Json>(['ksvm.sigs.k8s.io/migrating=true', [KEY], 7, null]) },
-        () => { meta['annotations'] = JSON.parse(`{"__proto__": {"${KEY}": "true"}}`) as Obj },
-        () => { target['metadata'] = rng.pick<Json>([null, 'metadata', [], 0]) },
+        () => {
+          meta['annotations'] = { [KEY]: rng.pick<Json>([true, 1, 'True', ' true', 'true\u0000', ['true'], { value: 'true' }, null]) }
+        },
+        () => {
+          meta['annotations'] = { [`${KEY} `]: 'true', [KEY.toUpperCase()]: 'true', [KEY.replace('.', '\u2024')]: 'true' }
+        },
+        () => {
+          meta['annotations'] = rng.pick<Json>(['ksvm.sigs.k8s.io/migrating=true', [KEY], 7, null])
+        },
+        () => {
+          meta['annotations'] = JSON.parse(`{"__proto__": {"${KEY}": "true"}}`) as Obj
+        },
+        () => {
+          target['metadata'] = rng.pick<Json>([null, 'metadata', [], 0])
+        },
       ]
       rng.pick(variants)()
       return 'freeze-marker'
     }
-    case 6: { // spec.versions, bent
+    case 6: {
+      // spec.versions, bent
       const req = root['request'] as Obj | undefined
       const target = req && (req[rng.pick(['object', 'oldObject'])] as Obj | undefined)
       const spec = target && typeof target === 'object' && !Array.isArray(target) ? (target['spec'] as Obj | undefined) : undefined
       if (!spec || typeof spec !== 'object' || Array.isArray(spec)) return 'noop'
       const versions = spec['versions']
       spec['versions'] = rng.pick<Json>([
-        null, {}, 'v1', [null], [{ storage: true }], [{ name: 7, storage: true }], [{ name: 'v1', storage: 'true' }],
-        [{ name: 'v1', storage: true }, { name: 'v1', storage: true }], [{ name: 'v1beta1', storage: 1 }],
+        null,
+        {},
+        'v1',
+        [null],
+        [{ storage: true }],
+        [{ name: 7, storage: true }],
+        [{ name: 'v1', storage: 'true' }],
+        [
+          { name: 'v1', storage: true },
+          { name: 'v1', storage: true },
+        ],
+        [{ name: 'v1beta1', storage: 1 }],
         Array.isArray(versions) ? [...versions].reverse() : [],
         Array.isArray(versions) ? [...versions, { name: 'v2', served: true, storage: true }] : [],
       ])
       return 'versions'
     }
-    case 7: { // userInfo, bent
+    case 7: {
+      // userInfo, bent
       const req = root['request'] as Obj | undefined
       if (!req || typeof req !== 'object') return 'noop'
       req['userInfo'] = rng.pick<Json>([
-        { username: MIGRATOR, groups: 'system:masters' }, { groups: [BREAK_GLASS, 7] }, { username: [MIGRATOR] },
-        { username: 'alice', groups: [`${BREAK_GLASS} `, BREAK_GLASS.toUpperCase()] }, null, 'admin', { username: 'alice', extra: { x: [BREAK_GLASS] } },
+        { username: MIGRATOR, groups: 'system:masters' },
+        { groups: [BREAK_GLASS, 7] },
+        { username: [MIGRATOR] },
+        { username: 'alice', groups: [`${BREAK_GLASS} `, BREAK_GLASS.toUpperCase()] },
+        null,
+        'admin',
+        { username: 'alice', extra: { x: [BREAK_GLASS] } },
       ])
       return 'user-info'
     }
-    default: { // envelope fields
+    default: {
+      // envelope fields
       const keys = ['apiVersion', 'kind', 'request']
       const k = rng.pick(keys)
       root[k] = rng.pick<Json>([wrongValue(rng), 'admission.k8s.io/v1beta1', 'AdmissionReview', 'admission.k8s.io/v1'])
@@ -273,20 +371,29 @@ function deepText(rng: Rng): string {
 function mutateText(rng: Rng, text: string): { text: string; label?: string } {
   const kind = rng.int(6)
   switch (kind) {
-    case 0: return { text: text.slice(0, rng.int(text.length)), label: 'truncated' }
-    case 1: { // duplicate keys: a second "request" (JSON.parse keeps the last)
+    case 0:
+      return { text: text.slice(0, rng.int(text.length)), label: 'truncated' }
+    case 1: {
+      // duplicate keys: a second "request" (JSON.parse keeps the last)
       const i = text.lastIndexOf('}')
       if (i < 0) return { text }
       const other = JSON.stringify(validReview(rng, `dup-${rng.int(1000)}`)['request'])
       return { text: `${text.slice(0, i)},"request":${other}}`, label: 'duplicate-key' }
     }
-    case 2: { // bytes flipped
+    case 2: {
+      // bytes flipped
       const chars = [...text]
-      for (let n = 1 + rng.int(4); n > 0 && chars.length > 0; n--) chars[rng.int(chars.length)] = rng.pick(['{', '}', '"', ',', ':', '\\', '\u0000', 'x', ' ', ']'])
+      for (let n = 1 + rng.int(4); n > 0 && chars.length > 0; n--)
+        chars[rng.int(chars.length)] = rng.pick(['{', '}', '"', ',', ':', '\\', '\u0000', 'x', ' ', ']'])
       return { text: chars.join(''), label: 'bytes-flipped' }
     }
-    case 3: return { text: rng.pick(['', ' ', 'null', '[]', '"review"', '42', 'true', '{}', '\ufeff{}', '{"apiVersion":"admission.k8s.io/v1"']), label: 'garbage' }
-    default: return { text }
+    case 3:
+      return {
+        text: rng.pick(['', ' ', 'null', '[]', '"review"', '42', 'true', '{}', '\ufeff{}', '{"apiVersion":"admission.k8s.io/v1"']),
+        label: 'garbage',
+      }
+    default:
+      return { text }
   }
 }
 
@@ -380,7 +487,9 @@ function mustDeny(review: Record<string, unknown>): string | undefined {
     const v2 = a2 && Object.prototype.hasOwnProperty.call(a2, KEY) ? a2[KEY] : undefined
     if (v1 !== v2 && !migrator) return 'the freeze annotation touched by a non-migrator'
     if (before === 'frozen' && !migrator) {
-      for (const key of ['owner', 'heartbeat', 'checkpoint', 'target-storage-version', 'frozen-generation'].map(k => `crd-migrator.io/${k}`)) {
+      for (const key of ['owner', 'heartbeat', 'checkpoint', 'target-storage-version', 'frozen-generation'].map(
+        (k) => `crd-migrator.io/${k}`,
+      )) {
         // Values that are not strings are not looked into: they count as a change.
         const o = a1 && Object.prototype.hasOwnProperty.call(a1, key) ? a1[key] : undefined
         const n = a2 && Object.prototype.hasOwnProperty.call(a2, key) ? a2[key] : undefined
@@ -443,7 +552,8 @@ function expected(c: Case): Expected {
   }
   // Refused before parsing: deeper than the limit, or more objects/arrays than it allows.
   const shape = shapeOfText(text)
-  if (shape.depth > MAX_JSON_DEPTH || shape.containers > Math.max(1024, Math.floor(BODY_LIMIT / MIN_BYTES_PER_JSON_CONTAINER))) return { status: 400 }
+  if (shape.depth > MAX_JSON_DEPTH || shape.containers > Math.max(1024, Math.floor(BODY_LIMIT / MIN_BYTES_PER_JSON_CONTAINER)))
+    return { status: 400 }
   const parsed = parseAdmissionReview(value)
   if (!parsed.ok) return { status: 400 }
   const deny = mustDeny(value as Record<string, unknown>)
@@ -469,10 +579,12 @@ function post(agent: https.Agent, url: URL, c: Case): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const headers: Record<string, string | number> = { 'content-length': c.body.length }
     if (c.contentType !== undefined) headers['content-type'] = c.contentType
-    const req = https.request(url, { method: 'POST', agent, headers, timeout: 30_000 }, res => {
+    const req = https.request(url, { method: 'POST', agent, headers, timeout: 30_000 }, (res) => {
       const chunks: Buffer[] = []
       res.on('data', (d: Buffer) => chunks.push(d))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8'), contentType: res.headers['content-type'] }))
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8'), contentType: res.headers['content-type'] }),
+      )
       res.on('error', reject)
     })
     req.on('timeout', () => req.destroy(new Error('timed out')))
@@ -481,16 +593,24 @@ function post(agent: https.Agent, url: URL, c: Case): Promise<Answer> {
   })
 }
 
-t.test(`fuzz: ${COUNT} generated and mutated AdmissionReviews against the running HTTPS webhook`, async t => {
+t.test(`fuzz: ${COUNT} generated and mutated AdmissionReviews against the running HTTPS webhook`, async (t) => {
   t.comment(`seed ${SEED} (reproduce with CRD_MIGRATOR_FUZZ_SEED=${SEED})`)
   const dir = await mkdtemp(join(tmpdir(), 'crd-migrator-fuzz-'))
   t.teardown(() => rm(dir, { recursive: true, force: true }))
   const certs = await generateDevCertificates(dir)
   // Logging on (to a sink): the log line of each review is part of what must not crash.
-  const sink = new Writable({ write(_chunk, _enc, done) { done() } })
+  const sink = new Writable({
+    write(_chunk, _enc, done) {
+      done()
+    },
+  })
   const server = await startWebhookServer({
-    certFile: certs.certFile, keyFile: certs.keyFile, host: '127.0.0.1', port: 0,
-    logger: pino({ level: 'info' }, sink), bodyLimitBytes: BODY_LIMIT,
+    certFile: certs.certFile,
+    keyFile: certs.keyFile,
+    host: '127.0.0.1',
+    port: 0,
+    logger: pino({ level: 'info' }, sink),
+    bodyLimitBytes: BODY_LIMIT,
     policy: { migratorUsers: [MIGRATOR], migratorGroups: [MIGRATOR_GROUP], breakGlassGroups: [BREAK_GLASS] },
   })
   const agent = new https.Agent({ keepAlive: true, maxSockets: CONCURRENCY, ca: certs.caCertPem })
@@ -500,9 +620,13 @@ t.test(`fuzz: ${COUNT} generated and mutated AdmissionReviews against the runnin
   })
   const url = new URL('/validate-crd', server.url)
   let uncaught: unknown
-  const onUncaught = (err: unknown) => { uncaught ??= err }
+  const onUncaught = (err: unknown) => {
+    uncaught ??= err
+  }
   process.on('uncaughtException', onUncaught)
-  t.teardown(() => { process.off('uncaughtException', onUncaught) })
+  t.teardown(() => {
+    process.off('uncaughtException', onUncaught)
+  })
 
   const problems: string[] = []
   const byStatus: Record<number, number> = {}
@@ -551,7 +675,8 @@ t.test(`fuzz: ${COUNT} generated and mutated AdmissionReviews against the runnin
       if (want.threw) problems.push(`#${i} [${c.labels}]: the decision function threw: ${want.threw}`)
       if (response['uid'] !== want.uid) problems.push(`#${i}: uid ${JSON.stringify(response['uid'])}, expected ${JSON.stringify(want.uid)}`)
       if (typeof response['allowed'] !== 'boolean') problems.push(`#${i}: allowed is not a boolean`)
-      if (response['allowed'] !== want.allowed) problems.push(`#${i} [${c.labels}]: allowed ${String(response['allowed'])}, the decision function says ${String(want.allowed)}`)
+      if (response['allowed'] !== want.allowed)
+        problems.push(`#${i} [${c.labels}]: allowed ${String(response['allowed'])}, the decision function says ${String(want.allowed)}`)
       if (want.mustDeny) {
         frozenGuarded++
         if (response['allowed'] === true) problems.push(`#${i} [${c.labels}]: ALLOWED but must be denied (${want.mustDeny})`)
@@ -565,14 +690,30 @@ t.test(`fuzz: ${COUNT} generated and mutated AdmissionReviews against the runnin
 
   t.same(problems.slice(0, 20), [], `every answer as expected (${problems.length} problems; seed ${SEED})`)
   t.equal(uncaught, undefined, 'no uncaught exception in the process')
-  t.equal(Object.values(byStatus).reduce((a, b) => a + b, 0), COUNT, `all ${COUNT} requests answered`)
-  t.notOk(Object.keys(byStatus).some(s => Number(s) >= 500), 'never a 5xx')
+  t.equal(
+    Object.values(byStatus).reduce((a, b) => a + b, 0),
+    COUNT,
+    `all ${COUNT} requests answered`,
+  )
+  t.notOk(
+    Object.keys(byStatus).some((s) => Number(s) >= 500),
+    'never a 5xx',
+  )
   t.ok((byStatus[200] ?? 0) > COUNT / 5 && (byStatus[400] ?? 0) > COUNT / 10, 'both well-formed and malformed reviews were exercised')
   t.ok(frozenGuarded > COUNT / 10, `the fail-closed oracle had work (${frozenGuarded} reviews that must be denied)`)
-  const health = await post(agent, new URL('/healthz', server.url), { index: -1, body: Buffer.alloc(0), contentType: undefined, labels: [] }).catch(() => undefined)
+  const health = await post(agent, new URL('/healthz', server.url), {
+    index: -1,
+    body: Buffer.alloc(0),
+    contentType: undefined,
+    labels: [],
+  }).catch(() => undefined)
   t.equal(health?.status, 404, 'still answering afterwards (POST /healthz is no route)')
   t.same(readinessReport(server.readiness).failing, [], 'and ready')
-  t.comment(`fuzz: ${COUNT} requests (${(bytes / 1024 / 1024).toFixed(1)} MiB) in ${seconds.toFixed(1)} s (${Math.round(COUNT / seconds)}/s, ${CONCURRENCY} in flight), seed ${SEED}`)
-  t.comment(`  answers: ${JSON.stringify(byStatus)}; reviews allowed ${allowed}, denied ${denied}; ${frozenGuarded} had to be denied (fail closed) and were`)
+  t.comment(
+    `fuzz: ${COUNT} requests (${(bytes / 1024 / 1024).toFixed(1)} MiB) in ${seconds.toFixed(1)} s (${Math.round(COUNT / seconds)}/s, ${CONCURRENCY} in flight), seed ${SEED}`,
+  )
+  t.comment(
+    `  answers: ${JSON.stringify(byStatus)}; reviews allowed ${allowed}, denied ${denied}; ${frozenGuarded} had to be denied (fail closed) and were`,
+  )
   t.comment(`  mutations: ${JSON.stringify(byLabel)}`)
 })

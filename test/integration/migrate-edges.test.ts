@@ -11,18 +11,29 @@ import { migrateCrd } from '../../src/migrator/migrate.js'
 import { settled as done } from '../../src/migrator/walker.js'
 import { withRetry } from '../../src/migrator/retry.js'
 import {
-  createCrd, createNamespace, createObjects, crdManifest, defaultSettings, httpFor, refFor, setStorageVersion, sleep, storedVersionsInEtcd,
+  createCrd,
+  createNamespace,
+  createObjects,
+  crdManifest,
+  defaultSettings,
+  httpFor,
+  refFor,
+  setStorageVersion,
+  sleep,
+  storedVersionsInEtcd,
 } from '../helpers/cluster.js'
 import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
 
 const logger = pino({ level: 'silent' })
 
 async function resourceVersions(http: ReturnType<typeof httpFor>, ref: ReturnType<typeof refFor>): Promise<Map<string, string>> {
-  const list = (await withRetry(() => http.request<PartialObjectMetadataList>({ method: 'GET', path: collectionPath(ref) }), { maxAttempts: 10 })).body
-  return new Map(list.items.map(i => [`${i.metadata.namespace}/${i.metadata.name}`, i.metadata.resourceVersion!]))
+  const list = (
+    await withRetry(() => http.request<PartialObjectMetadataList>({ method: 'GET', path: collectionPath(ref) }), { maxAttempts: 10 })
+  ).body
+  return new Map(list.items.map((i) => [`${i.metadata.namespace}/${i.metadata.name}`, i.metadata.resourceVersion!]))
 }
 
-t.test('dry run reports the work and writes nothing', async t => {
+t.test('dry run reports the work and writes nothing', async (t) => {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
   const group = uniqueGroup('dry')
@@ -43,7 +54,7 @@ t.test('dry run reports the work and writes nothing', async t => {
   t.same(Object.fromEntries(await storedVersionsInEtcd(cp, group, 'widgets')), { [`${group}/v1`]: 50 }, 'etcd still holds v1')
 })
 
-t.test('concurrent writers and deleters: every user write survives, deleted objects are no error', async t => {
+t.test('concurrent writers and deleters: every user write survives, deleted objects are no error', async (t) => {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
   const group = uniqueGroup('busy')
@@ -64,7 +75,12 @@ t.test('concurrent writers and deleters: every user write survives, deleted obje
       const id = ids[(round * 37) % ids.length]!
       if (deleted.has(id.name)) continue
       // Writes go through v1 on purpose: the old version is still served, and users keep using it.
-      await http.request({ method: 'PATCH', path: objectPath(v1, ns, id.name), contentType: ContentType.mergePatch, body: { spec: { counter: round } } })
+      await http.request({
+        method: 'PATCH',
+        path: objectPath(v1, ns, id.name),
+        contentType: ContentType.mergePatch,
+        body: { spec: { counter: round } },
+      })
       lastWritten.set(id.name, round)
     }
   })()
@@ -73,21 +89,32 @@ t.test('concurrent writers and deleters: every user write survives, deleted obje
     for (let i = 0; i < 40 && !stop; i++) {
       const id = ids[ids.length - 1 - i * 3]!
       deleted.add(id.name)
-      await http.request({ method: 'DELETE', path: objectPath(v1, ns, id.name) }).catch(err => { if (!isNotFound(err)) throw err })
+      await http.request({ method: 'DELETE', path: objectPath(v1, ns, id.name) }).catch((err) => {
+        if (!isNotFound(err)) throw err
+      })
       await sleep(10)
     }
   })()
   const result = await migrateCrd(crd.metadata.name, defaultSettings({ concurrency: 4, qps: 300 }), {
-    http, logger, owner: 'test-owner',
-    onProgress: (_phase, p) => { if (done(p) > 20) started = true },
+    http,
+    logger,
+    owner: 'test-owner',
+    onProgress: (_phase, p) => {
+      if (done(p) > 20) started = true
+    },
   })
   stop = true
   await Promise.all([writer, deleter])
   t.equal(result.outcome, 'Succeeded', result.reason)
   t.equal(result.storage?.counts.failed, 0, 'no object failed')
   t.ok(lastWritten.size > 10, `writers really wrote during the run (${lastWritten.size} objects)`)
-  const list = (await http.request<{ items: { metadata: { name: string }; spec: { counter?: number } }[] }>({ method: 'GET', path: collectionPath(refFor(crd, 'v2')) })).body
-  const byName = new Map(list.items.map(i => [i.metadata.name, i.spec.counter]))
+  const list = (
+    await http.request<{ items: { metadata: { name: string }; spec: { counter?: number } }[] }>({
+      method: 'GET',
+      path: collectionPath(refFor(crd, 'v2')),
+    })
+  ).body
+  const byName = new Map(list.items.map((i) => [i.metadata.name, i.spec.counter]))
   let lost = 0
   for (const [name, value] of lastWritten) if (!deleted.has(name) && byName.get(name) !== value) lost++
   t.equal(lost, 0, 'every last user write is what the object holds')
@@ -96,7 +123,7 @@ t.test('concurrent writers and deleters: every user write survives, deleted obje
   t.same([...(await storedVersionsInEtcd(cp, group, 'widgets')).keys()], [`${group}/v2`], 'etcd holds only v2')
 })
 
-t.test('an object whose write is refused fails the migration: storedVersions untouched, freeze lifted', async t => {
+t.test('an object whose write is refused fails the migration: storedVersions untouched, freeze lifted', async (t) => {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
   const group = uniqueGroup('refuse')
@@ -105,30 +132,60 @@ t.test('an object whose write is refused fails the migration: storedVersions unt
   const crd = await createCrd(http, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1' }))
   const v1 = refFor(crd, 'v1')
   await createObjects(http, v1, [ns], 30)
-  await http.request({ method: 'PATCH', path: objectPath(v1, ns, 'obj-00007'), contentType: ContentType.mergePatch, body: { metadata: { labels: { 'reject-writes': 'true' } } } })
+  await http.request({
+    method: 'PATCH',
+    path: objectPath(v1, ns, 'obj-00007'),
+    contentType: ContentType.mergePatch,
+    body: { metadata: { labels: { 'reject-writes': 'true' } } },
+  })
 
   // A real admission policy of the API server refuses every update of the labelled object.
   const policy = `refuse-${group}`
-  const vap = await cp.apiRequest('/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies', { method: 'POST', body: {
-    apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingAdmissionPolicy', metadata: { name: policy },
-    spec: {
-      failurePolicy: 'Fail',
-      matchConstraints: { resourceRules: [{ apiGroups: [group], apiVersions: ['*'], operations: ['UPDATE'], resources: ['widgets'] }] },
-      validations: [{ expression: "!has(oldObject.metadata.labels) || !('reject-writes' in oldObject.metadata.labels)", message: 'writes to this widget are refused by policy' }],
+  const vap = await cp.apiRequest('/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies', {
+    method: 'POST',
+    body: {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingAdmissionPolicy',
+      metadata: { name: policy },
+      spec: {
+        failurePolicy: 'Fail',
+        matchConstraints: { resourceRules: [{ apiGroups: [group], apiVersions: ['*'], operations: ['UPDATE'], resources: ['widgets'] }] },
+        validations: [
+          {
+            expression: "!has(oldObject.metadata.labels) || !('reject-writes' in oldObject.metadata.labels)",
+            message: 'writes to this widget are refused by policy',
+          },
+        ],
+      },
     },
-  } })
+  })
   t.equal(vap.status, 201, vap.body)
-  const binding = await cp.apiRequest('/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings', { method: 'POST', body: {
-    apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingAdmissionPolicyBinding', metadata: { name: policy },
-    spec: { policyName: policy, validationActions: ['Deny'] },
-  } })
+  const binding = await cp.apiRequest('/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings', {
+    method: 'POST',
+    body: {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingAdmissionPolicyBinding',
+      metadata: { name: policy },
+      spec: { policyName: policy, validationActions: ['Deny'] },
+    },
+  })
   t.equal(binding.status, 201, binding.body)
   t.teardown(async () => {
     await cp.apiRequest(`/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/${policy}`, { method: 'DELETE' })
     await cp.apiRequest(`/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/${policy}`, { method: 'DELETE' })
   })
   for (let i = 0; ; i++) {
-    const probe = await http.request({ method: 'PATCH', path: objectPath(v1, ns, 'obj-00007'), contentType: ContentType.mergePatch, body: { spec: { probe: i } } }).then(() => true, () => false)
+    const probe = await http
+      .request({
+        method: 'PATCH',
+        path: objectPath(v1, ns, 'obj-00007'),
+        contentType: ContentType.mergePatch,
+        body: { spec: { probe: i } },
+      })
+      .then(
+        () => true,
+        () => false,
+      )
     if (!probe) break
     if (i > 200) throw new Error('the admission policy never took effect')
     await sleep(50)

@@ -20,7 +20,7 @@ function apply(http: KubeHttp, ref: ResourceRef, ns: string, name: string, manag
   })
 }
 
-t.test('managedFields of an unserved version break server-side apply until the cleanup removes them', async t => {
+t.test('managedFields of an unserved version break server-side apply until the cleanup removes them', async (t) => {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
   const group = uniqueGroup('mf')
@@ -40,35 +40,76 @@ t.test('managedFields of an unserved version break server-side apply until the c
 
   await setStorageVersion(http, crd.metadata.name, 'v2', ['v1'])
   const unserved = await getCrd(http, crd.metadata.name)
-  t.equal(unserved.spec.versions.find(v => v.name === 'v1')?.served, false, 'v1 is no longer served')
+  t.equal(unserved.spec.versions.find((v) => v.name === 'v1')?.served, false, 'v1 is no longer served')
   // Step one of dropping v1: storage version migration alone, so v1 may leave the CRD.
-  const storageOnly = await migrateCrd(crd.metadata.name, defaultSettings({ phases: ['StorageVersionMigration'] }), { http, logger, owner: 'test-owner' })
+  const storageOnly = await migrateCrd(crd.metadata.name, defaultSettings({ phases: ['StorageVersionMigration'] }), {
+    http,
+    logger,
+    owner: 'test-owner',
+  })
   t.equal(storageOnly.outcome, 'Succeeded', storageOnly.reason)
   await http.request({
-    method: 'PATCH', path: `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata.name}`, contentType: ContentType.jsonPatch,
-    body: [{ op: 'test', path: '/spec/versions/0/name', value: 'v1' }, { op: 'remove', path: '/spec/versions/0' }],
+    method: 'PATCH',
+    path: `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata.name}`,
+    contentType: ContentType.jsonPatch,
+    body: [
+      { op: 'test', path: '/spec/versions/0/name', value: 'v1' },
+      { op: 'remove', path: '/spec/versions/0' },
+    ],
   })
-  t.same((await getCrd(http, crd.metadata.name)).spec.versions.map(v => v.name), ['v2'], 'v1 is removed from the CRD')
+  t.same(
+    (await getCrd(http, crd.metadata.name)).spec.versions.map((v) => v.name),
+    ['v2'],
+    'v1 is removed from the CRD',
+  )
 
-  const broken = await apply(http, v2, ns, 'shared', 'alice', { color: 'green' }).then(() => undefined, (err: unknown) => err)
+  const broken = await apply(http, v2, ns, 'shared', 'alice', { color: 'green' }).then(
+    () => undefined,
+    (err: unknown) => err,
+  )
   t.ok(broken instanceof KubeApiError, 'server-side apply fails while v1 entries remain')
-  t.match((broken as KubeApiError).message, /invalid group\/version|convert/i, 'with the API server\'s conversion error (kubernetes/kubernetes#111937)')
+  t.match(
+    (broken as KubeApiError).message,
+    /invalid group\/version|convert/i,
+    "with the API server's conversion error (kubernetes/kubernetes#111937)",
+  )
 
-  const result = await migrateCrd(crd.metadata.name, defaultSettings({ phases: ['CleanupManagedFields'] }), { http, logger, owner: 'test-owner' })
+  const result = await migrateCrd(crd.metadata.name, defaultSettings({ phases: ['CleanupManagedFields'] }), {
+    http,
+    logger,
+    owner: 'test-owner',
+  })
   t.equal(result.outcome, 'Succeeded', result.reason)
   t.equal(result.cleanup?.counts.rewritten, 32, 'every object with v1 entries was cleaned')
   t.equal(result.cleanup?.entriesRemoved, 33, 'every v1 entry was removed: alice+bob on shared, alice on lonely and on 30 bulk objects')
 
   const fixed = await apply(http, v2, ns, 'shared', 'alice', { color: 'green' })
   t.ok(fixed.body.metadata.managedFields, 'server-side apply works again')
-  const shared = (await http.request<{ metadata: { managedFields: ManagedFieldsEntry[] }; spec: Record<string, unknown> }>({ method: 'GET', path: objectPath(v2, ns, 'shared') })).body
-  t.notOk(shared.metadata.managedFields.some(e => e.apiVersion === `${group}/v1`), 'no v1 entry is left')
-  t.ok(shared.metadata.managedFields.some(e => e.manager === 'carol' && e.apiVersion === `${group}/v2`), 'the v2 entry survived')
+  const shared = (
+    await http.request<{ metadata: { managedFields: ManagedFieldsEntry[] }; spec: Record<string, unknown> }>({
+      method: 'GET',
+      path: objectPath(v2, ns, 'shared'),
+    })
+  ).body
+  t.notOk(
+    shared.metadata.managedFields.some((e) => e.apiVersion === `${group}/v1`),
+    'no v1 entry is left',
+  )
+  t.ok(
+    shared.metadata.managedFields.some((e) => e.manager === 'carol' && e.apiVersion === `${group}/v2`),
+    'the v2 entry survived',
+  )
   t.same(shared.spec, { color: 'green', size: 3, shape: 'round' }, 'no field value was lost')
 
-  const lonely = (await http.request<{ metadata: { managedFields: ManagedFieldsEntry[] } }>({ method: 'GET', path: objectPath(v2, ns, 'lonely') })).body
+  const lonely = (
+    await http.request<{ metadata: { managedFields: ManagedFieldsEntry[] } }>({ method: 'GET', path: objectPath(v2, ns, 'lonely') })
+  ).body
   t.equal(lonely.metadata.managedFields.length, 1, 'the all-v1 object keeps exactly one entry')
-  t.match(lonely.metadata.managedFields[0], { manager: 'alice', operation: 'Apply', apiVersion: `${group}/v2`, fieldsV1: { 'f:metadata': { 'f:name': {} } } }, 'the seeding entry of the CAPI design')
+  t.match(
+    lonely.metadata.managedFields[0],
+    { manager: 'alice', operation: 'Apply', apiVersion: `${group}/v2`, fieldsV1: { 'f:metadata': { 'f:name': {} } } },
+    'the seeding entry of the CAPI design',
+  )
 
   const again = await migrateCrd(crd.metadata.name, defaultSettings(), { http, logger, owner: 'test-owner' })
   t.equal(again.outcome, 'Skipped', 'nothing left to do')

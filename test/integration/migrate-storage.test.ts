@@ -8,14 +8,24 @@ import { crdPath } from '../../src/kube/paths.js'
 import { migrateCrd } from '../../src/migrator/migrate.js'
 import { settled as done } from '../../src/migrator/walker.js'
 import {
-  createCrd, createNamespace, createObjects, crdEditor, crdManifest, defaultSettings, httpFor, refFor,
-  setStorageVersion, setStorageVersionAs, startTestWebhook, storedVersionsInEtcd,
+  createCrd,
+  createNamespace,
+  createObjects,
+  crdEditor,
+  crdManifest,
+  defaultSettings,
+  httpFor,
+  refFor,
+  setStorageVersion,
+  setStorageVersionAs,
+  startTestWebhook,
+  storedVersionsInEtcd,
 } from '../helpers/cluster.js'
 import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
 
 const logger = pino({ level: 'silent' })
 
-t.test('2,000 namespaced objects move from v1 to v2 under the freeze, and storedVersions narrows', async t => {
+t.test('2,000 namespaced objects move from v1 to v2 under the freeze, and storedVersions narrows', async (t) => {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
   const scope = uniqueName('svm')
@@ -26,7 +36,11 @@ t.test('2,000 namespaced objects move from v1 to v2 under the freeze, and stored
   const namespaces = [uniqueName('a'), uniqueName('b'), uniqueName('c'), uniqueName('d')]
   for (const ns of namespaces) await createNamespace(http, ns)
   await createObjects(http, refFor(crd, 'v1'), namespaces, 2000)
-  t.same(Object.fromEntries(await storedVersionsInEtcd(cp, group, 'widgets')), { [`${group}/v1`]: 2000 }, 'etcd holds every object at v1 before')
+  t.same(
+    Object.fromEntries(await storedVersionsInEtcd(cp, group, 'widgets')),
+    { [`${group}/v1`]: 2000 },
+    'etcd holds every object at v1 before',
+  )
 
   const flipped = await setStorageVersion(http, crd.metadata.name, 'v2')
   t.same(flipped.status?.storedVersions, ['v1', 'v2'], 'the API server itself lists both versions after the flip')
@@ -34,13 +48,18 @@ t.test('2,000 namespaced objects move from v1 to v2 under the freeze, and stored
   // Mid-run: the freeze must be on, and a storage flip back to v1 refused by our webhook.
   let midRun: Promise<{ frozen: boolean; refusal: string | undefined }> | undefined
   const result = await migrateCrd(crd.metadata.name, defaultSettings({ concurrency: 8, qps: 500 }), {
-    http, logger, owner: 'test-owner',
+    http,
+    logger,
+    owner: 'test-owner',
     onProgress: (_phase, p) => {
       if (midRun || done(p) < 300) return
       midRun = (async () => {
         const now = await getCrd(http, crd.metadata.name)
         const flip = await setStorageVersionAs(cp, operator, now, 'v1')
-        return { frozen: now.metadata.annotations?.[DEFAULT_MIGRATING_ANNOTATION] === 'true', refusal: flip.status >= 400 ? flip.body : undefined }
+        return {
+          frozen: now.metadata.annotations?.[DEFAULT_MIGRATING_ANNOTATION] === 'true',
+          refusal: flip.status >= 400 ? flip.body : undefined,
+        }
       })()
     },
   })
@@ -58,24 +77,31 @@ t.test('2,000 namespaced objects move from v1 to v2 under the freeze, and stored
 
   const after = await getCrd(http, crd.metadata.name)
   t.same(after.status?.storedVersions, ['v2'], 'status.storedVersions is [v2]')
-  t.equal(after.spec.versions.find(v => v.storage)?.name, 'v2', 'storage stayed v2')
+  t.equal(after.spec.versions.find((v) => v.storage)?.name, 'v2', 'storage stayed v2')
   const a = after.metadata.annotations ?? {}
   t.notOk(DEFAULT_MIGRATING_ANNOTATION in a, 'the freeze is gone')
   t.equal(a[StateAnnotation.lastResult], 'Succeeded')
   t.equal(a[StateAnnotation.observedGeneration], String(after.metadata.generation))
   t.equal(a[StateAnnotation.progress], '2000/2000')
-  t.same(Object.fromEntries(await storedVersionsInEtcd(cp, group, 'widgets')), { [`${group}/v2`]: 2000 }, 'etcd holds every object at v2 after')
+  t.same(
+    Object.fromEntries(await storedVersionsInEtcd(cp, group, 'widgets')),
+    { [`${group}/v2`]: 2000 },
+    'etcd holds every object at v2 after',
+  )
 
   const again = await migrateCrd(crd.metadata.name, defaultSettings(), { http, logger, owner: 'test-owner' })
   t.equal(again.outcome, 'Skipped', 'a second run has nothing to do')
   t.match(again.reason, /nothing to do/)
 })
 
-t.test('a cluster-scoped CRD migrates too', async t => {
+t.test('a cluster-scoped CRD migrates too', async (t) => {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
   const group = uniqueGroup('cluster')
-  const crd = await createCrd(http, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1', scope: 'Cluster', plural: 'gadgets', kind: 'Gadget' }))
+  const crd = await createCrd(
+    http,
+    crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1', scope: 'Cluster', plural: 'gadgets', kind: 'Gadget' }),
+  )
   await createObjects(http, refFor(crd, 'v1'), [undefined], 120)
   await setStorageVersion(http, crd.metadata.name, 'v2')
   const result = await migrateCrd(crd.metadata.name, defaultSettings(), { http, logger, owner: 'test-owner' })
@@ -84,7 +110,7 @@ t.test('a cluster-scoped CRD migrates too', async t => {
   t.same(Object.fromEntries(await storedVersionsInEtcd(cp, group, 'gadgets')), { [`${group}/v2`]: 120 })
 })
 
-t.test('three versions: objects stored at v1alpha1 and v1beta1 all end at v1', async t => {
+t.test('three versions: objects stored at v1alpha1 and v1beta1 all end at v1', async (t) => {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
   const group = uniqueGroup('three')
@@ -93,7 +119,7 @@ t.test('three versions: objects stored at v1alpha1 and v1beta1 all end at v1', a
   const crd = await createCrd(http, crdManifest({ group, versions: ['v1alpha1', 'v1beta1', 'v1'], storage: 'v1alpha1' }))
   await createObjects(http, refFor(crd, 'v1alpha1'), [ns], 60)
   await setStorageVersion(http, crd.metadata.name, 'v1beta1')
-  await createObjects(http, refFor(crd, 'v1beta1'), [ns], 40, i => ({ spec: { index: 1000 + i } }), 'beta')
+  await createObjects(http, refFor(crd, 'v1beta1'), [ns], 40, (i) => ({ spec: { index: 1000 + i } }), 'beta')
   const before = await storedVersionsInEtcd(cp, group, 'widgets')
   t.same(Object.fromEntries(before), { [`${group}/v1alpha1`]: 60, [`${group}/v1beta1`]: 40 }, 'objects are stored at both old versions')
   await setStorageVersion(http, crd.metadata.name, 'v1')
@@ -105,17 +131,24 @@ t.test('three versions: objects stored at v1alpha1 and v1beta1 all end at v1', a
   t.same([...after.keys()], [`${group}/v1`], 'no object is left at an old version')
 })
 
-t.test('the freeze is refused to users who are neither the migrator nor break-glass', async t => {
+t.test('the freeze is refused to users who are neither the migrator nor break-glass', async (t) => {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
   const scope = uniqueName('guard')
   const webhook = await startTestWebhook(cp, scope, { migratorUsers: ['migrator'] })
-  const crd = await createCrd(http, crdManifest({ group: uniqueGroup('guard'), versions: ['v1', 'v2'], storage: 'v1', labels: webhook.labels }))
+  const crd = await createCrd(
+    http,
+    crdManifest({ group: uniqueGroup('guard'), versions: ['v1', 'v2'], storage: 'v1', labels: webhook.labels }),
+  )
   const alice = await crdEditor(cp, scope, 'alice')
   const migrator = await crdEditor(cp, scope, 'migrator')
-  const annotate = (as: { certPem: string; keyPem: string }, value: string | null) => cp.apiRequest(crdPath(crd.metadata.name), {
-    method: 'PATCH', as, contentType: ContentType.mergePatch, body: { metadata: { annotations: { [DEFAULT_MIGRATING_ANNOTATION]: value } } },
-  })
+  const annotate = (as: { certPem: string; keyPem: string }, value: string | null) =>
+    cp.apiRequest(crdPath(crd.metadata.name), {
+      method: 'PATCH',
+      as,
+      contentType: ContentType.mergePatch,
+      body: { metadata: { annotations: { [DEFAULT_MIGRATING_ANNOTATION]: value } } },
+    })
   let res = await annotate(migrator, 'true')
   t.equal(res.status, 200, 'the migrator identity may freeze')
   res = await annotate(alice, null)
@@ -125,13 +158,16 @@ t.test('the freeze is refused to users who are neither the migrator nor break-gl
   t.equal(res.status, 200, 'the migrator identity may lift it')
 })
 
-t.test('with the webhook down, unannotated CRDs stay editable and frozen ones are refused', async t => {
+t.test('with the webhook down, unannotated CRDs stay editable and frozen ones are refused', async (t) => {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
   const scope = uniqueName('down')
   const webhook = await startTestWebhook(cp, scope)
   const operator = await crdEditor(cp, scope)
-  const free = await createCrd(http, crdManifest({ group: uniqueGroup('free'), versions: ['v1', 'v2'], storage: 'v1', labels: webhook.labels }))
+  const free = await createCrd(
+    http,
+    crdManifest({ group: uniqueGroup('free'), versions: ['v1', 'v2'], storage: 'v1', labels: webhook.labels }),
+  )
   const frozenManifest = crdManifest({ group: uniqueGroup('frozen'), versions: ['v1', 'v2'], storage: 'v1', labels: webhook.labels })
   frozenManifest.metadata.annotations = { [DEFAULT_MIGRATING_ANNOTATION]: 'true' }
   const frozen = await createCrd(http, frozenManifest)
@@ -139,10 +175,19 @@ t.test('with the webhook down, unannotated CRDs stay editable and frozen ones ar
 
   const freeFlip = await setStorageVersionAs(cp, operator, free, 'v2')
   t.equal(freeFlip.status, 200, 'an unannotated CRD is not sent to the webhook (matchConditions), so it stays editable')
-  t.same((await getCrd(http, free.metadata.name)).status?.storedVersions, ['v1', 'v2'], 'and the API server lists both versions in storedVersions')
+  t.same(
+    (await getCrd(http, free.metadata.name)).status?.storedVersions,
+    ['v1', 'v2'],
+    'and the API server lists both versions in storedVersions',
+  )
   const frozenFlip = await setStorageVersionAs(cp, operator, frozen, 'v2')
   t.equal(frozenFlip.status, 500, 'a frozen CRD is refused while the webhook cannot answer (failurePolicy: Fail)')
   t.match(frozenFlip.body, /failed calling webhook/)
-  const label = await cp.apiRequest(crdPath(frozen.metadata.name), { method: 'PATCH', as: operator, contentType: ContentType.mergePatch, body: { metadata: { labels: { touched: 'yes' } } } })
+  const label = await cp.apiRequest(crdPath(frozen.metadata.name), {
+    method: 'PATCH',
+    as: operator,
+    contentType: ContentType.mergePatch,
+    body: { metadata: { labels: { touched: 'yes' } } },
+  })
   t.equal(label.status, 500, 'any edit of a frozen CRD is refused then, not only storage ones')
 })

@@ -19,7 +19,17 @@ import { crdPath, objectPath } from '../../src/kube/paths.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import { CheckpointSeal } from '../../src/migrator/checkpoint-seal.js'
 import { migrateCrd } from '../../src/migrator/migrate.js'
-import { createCrd, createNamespace, createObjects, crdManifest, defaultSettings, httpFor, refFor, setStorageVersion, storedVersionsInEtcd } from '../helpers/cluster.js'
+import {
+  createCrd,
+  createNamespace,
+  createObjects,
+  crdManifest,
+  defaultSettings,
+  httpFor,
+  refFor,
+  setStorageVersion,
+  storedVersionsInEtcd,
+} from '../helpers/cluster.js'
 import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
 
 const logger = pino({ level: 'silent' })
@@ -37,7 +47,12 @@ async function halfMigrated(prefix: string): Promise<{ crd: CustomResourceDefini
   const v2 = refFor(crd, 'v2')
   for (let i = 0; i < 100; i++) {
     const name = `obj-${String(i).padStart(5, '0')}`
-    await http.request({ method: 'PATCH', path: objectPath(v2, ns, name), contentType: ContentType.mergePatch, body: { apiVersion: `${group}/v2`, kind: 'Widget' } })
+    await http.request({
+      method: 'PATCH',
+      path: objectPath(v2, ns, name),
+      contentType: ContentType.mergePatch,
+      body: { apiVersion: `${group}/v2`, kind: 'Widget' },
+    })
   }
   return { crd, group, ns }
 }
@@ -60,14 +75,20 @@ async function expectAllV2(t: Test, group: string): Promise<void> {
   t.same(Object.fromEntries(await storedVersionsInEtcd(cp, group, 'widgets')), { [`${group}/v2`]: 300 }, 'etcd holds every object at v2')
 }
 
-t.test('1b: a forged checkpoint is not trusted: every object is looked at again', async t => {
+t.test('1b: a forged checkpoint is not trusted: every object is looked at again', async (t) => {
   const { crd, group } = await halfMigrated('forged')
   // A checkpoint past every key, with a seal made by another key (or none): "all done".
   const other = CheckpointSeal.fromKey(randomBytes(32), 'an attacker')
   const annotations = crashedFreeze(crd, { [StateAnnotation.checkpoint]: 'zzzz/zzzz' })
-  annotations[StateAnnotation.checkpointSeal] = other.seal({
-    crdUid: crd.metadata.uid!, targetStorageVersion: 'v2', frozenGeneration: crd.metadata.generation!, startedAt: annotations[StateAnnotation.startedAt]!,
-  }, 'zzzz/zzzz')
+  annotations[StateAnnotation.checkpointSeal] = other.seal(
+    {
+      crdUid: crd.metadata.uid!,
+      targetStorageVersion: 'v2',
+      frozenGeneration: crd.metadata.generation!,
+      startedAt: annotations[StateAnnotation.startedAt]!,
+    },
+    'zzzz/zzzz',
+  )
   await patchCrdAnnotations(http, crd.metadata.name, annotations)
 
   const ours = CheckpointSeal.fromKey(randomBytes(32), 'this test')
@@ -79,16 +100,25 @@ t.test('1b: a forged checkpoint is not trusted: every object is looked at again'
   t.equal(result.storage!.counts.rewritten + result.storage!.counts.conflict, 200, 'the 200 at v1 were rewritten')
   await expectAllV2(t, group)
   t.same((await getCrd(http, crd.metadata.name)).status?.storedVersions, ['v2'])
-  t.notOk(StateAnnotation.checkpointSeal in ((await getCrd(http, crd.metadata.name)).metadata.annotations ?? {}), 'the seal goes with the freeze')
+  t.notOk(
+    StateAnnotation.checkpointSeal in ((await getCrd(http, crd.metadata.name)).metadata.annotations ?? {}),
+    'the seal goes with the freeze',
+  )
 })
 
-t.test('1b: a checkpoint this migrator sealed is trusted', async t => {
+t.test('1b: a checkpoint this migrator sealed is trusted', async (t) => {
   const { crd, group, ns } = await halfMigrated('sealed')
   const seal = CheckpointSeal.fromKey(randomBytes(32), 'shared key')
   const annotations = crashedFreeze(crd, { [StateAnnotation.checkpoint]: `${ns}/obj-00099` })
-  annotations[StateAnnotation.checkpointSeal] = seal.seal({
-    crdUid: crd.metadata.uid!, targetStorageVersion: 'v2', frozenGeneration: crd.metadata.generation!, startedAt: annotations[StateAnnotation.startedAt]!,
-  }, `${ns}/obj-00099`)
+  annotations[StateAnnotation.checkpointSeal] = seal.seal(
+    {
+      crdUid: crd.metadata.uid!,
+      targetStorageVersion: 'v2',
+      frozenGeneration: crd.metadata.generation!,
+      startedAt: annotations[StateAnnotation.startedAt]!,
+    },
+    `${ns}/obj-00099`,
+  )
   await patchCrdAnnotations(http, crd.metadata.name, annotations)
 
   const result = await migrateCrd(crd.metadata.name, defaultSettings(), { http, logger, owner: 'replica-b', checkpointSeal: seal })
@@ -98,11 +128,14 @@ t.test('1b: a checkpoint this migrator sealed is trusted', async t => {
   await expectAllV2(t, group)
 })
 
-t.test('1c: storedVersions narrowed under the freeze do not make a resumed run skip the storage phase', async t => {
+t.test('1c: storedVersions narrowed under the freeze do not make a resumed run skip the storage phase', async (t) => {
   const { crd, group } = await halfMigrated('narrowed')
   await patchCrdAnnotations(http, crd.metadata.name, crashedFreeze(crd))
   const narrowed = await http.request<CustomResourceDefinition>({
-    method: 'PATCH', path: `${crdPath(crd.metadata.name)}/status`, contentType: ContentType.mergePatch, body: { status: { storedVersions: ['v2'] } },
+    method: 'PATCH',
+    path: `${crdPath(crd.metadata.name)}/status`,
+    contentType: ContentType.mergePatch,
+    body: { status: { storedVersions: ['v2'] } },
   })
   t.same(narrowed.body.status?.storedVersions, ['v2'], 'storedVersions say [v2] while etcd holds 200 objects at v1')
 
@@ -113,7 +146,7 @@ t.test('1c: storedVersions narrowed under the freeze do not make a resumed run s
   await expectAllV2(t, group)
 })
 
-t.test('4: a forged "already done" does not make the controller skip a CRD', async t => {
+t.test('4: a forged "already done" does not make the controller skip a CRD', async (t) => {
   const { crd, group } = await halfMigrated('done')
   await patchCrdAnnotations(http, crd.metadata.name, {
     [StateAnnotation.observedGeneration]: String(crd.metadata.generation),
@@ -128,7 +161,12 @@ t.test('4: a forged "already done" does not make the controller skip a CRD', asy
   // What the controller verified itself, it does not look at again...
   t.equal(await controller.reconcile(crd.metadata.name, new AbortController().signal), undefined, 'a CRD it found up to date is skipped')
   // ...but storedVersions others widen are seen from the plan, whatever the annotations say.
-  await http.request({ method: 'PATCH', path: `${crdPath(crd.metadata.name)}/status`, contentType: ContentType.mergePatch, body: { status: { storedVersions: ['v1', 'v2'] } } })
+  await http.request({
+    method: 'PATCH',
+    path: `${crdPath(crd.metadata.name)}/status`,
+    contentType: ContentType.mergePatch,
+    body: { status: { storedVersions: ['v1', 'v2'] } },
+  })
   const again = await controller.reconcile(crd.metadata.name, new AbortController().signal)
   t.equal(again?.outcome, 'Succeeded', 'storedVersions listing v1 again is migrated again')
   t.equal(again?.storage?.counts.current, 300, 'every object was already current')

@@ -17,8 +17,16 @@ const policy: AdmissionPolicy = { ...DEFAULT_ADMISSION_POLICY, migratorGroups: [
 
 const alice = { username: 'alice', groups: ['system:authenticated'] }
 // A real ServiceAccount token carries a JTI credential id; a client certificate with the same name does not.
-const migratorSa = { username: DEFAULT_MIGRATOR_USERS[0]!, groups: ['system:serviceaccounts'], extra: { 'authentication.kubernetes.io/credential-id': ['JTI=6f0c1b1e-1c53-4ad4-9a51-0b9b2f1f9e3a'] } }
-const certNamedLikeSa = { username: DEFAULT_MIGRATOR_USERS[0]!, groups: ['system:serviceaccounts'], extra: { 'authentication.kubernetes.io/credential-id': ['X509SHA256=9a4a60dc'] } }
+const migratorSa = {
+  username: DEFAULT_MIGRATOR_USERS[0]!,
+  groups: ['system:serviceaccounts'],
+  extra: { 'authentication.kubernetes.io/credential-id': ['JTI=6f0c1b1e-1c53-4ad4-9a51-0b9b2f1f9e3a'] },
+}
+const certNamedLikeSa = {
+  username: DEFAULT_MIGRATOR_USERS[0]!,
+  groups: ['system:serviceaccounts'],
+  extra: { 'authentication.kubernetes.io/credential-id': ['X509SHA256=9a4a60dc'] },
+}
 const saNameNoProof = { username: DEFAULT_MIGRATOR_USERS[0]!, groups: ['system:serviceaccounts'] }
 const apiserver = { username: 'system:apiserver', groups: ['system:authenticated'] }
 const migratorGroupMember = { username: 'bob', groups: ['system:authenticated', 'crd-migrators'] }
@@ -28,7 +36,10 @@ const anonymous = { username: '', groups: [] }
 type Versions = Array<[name: string, storage: boolean]> | 'missing' | 'not-an-array'
 
 function crd(options: { annotations?: Record<string, string>; versions?: Versions; shortNames?: string[]; name?: string } = {}) {
-  const versions = options.versions ?? [['v1alpha1', false], ['v1', true]]
+  const versions = options.versions ?? [
+    ['v1alpha1', false],
+    ['v1', true],
+  ]
   const spec: Record<string, unknown> = {
     group: 'example.com',
     names: { plural: 'widgets', kind: 'Widget', shortNames: options.shortNames ?? ['wd'] },
@@ -63,8 +74,20 @@ interface Row {
   code?: number
 }
 
-const frozenV1alpha1 = crd({ annotations: FROZEN, versions: [['v1alpha1', true], ['v1', false]] })
-const frozenV1 = crd({ annotations: FROZEN, versions: [['v1alpha1', false], ['v1', true]] })
+const frozenV1alpha1 = crd({
+  annotations: FROZEN,
+  versions: [
+    ['v1alpha1', true],
+    ['v1', false],
+  ],
+})
+const frozenV1 = crd({
+  annotations: FROZEN,
+  versions: [
+    ['v1alpha1', false],
+    ['v1', true],
+  ],
+})
 
 const rows: Row[] = [
   // --- the storage freeze ---------------------------------------------------------
@@ -74,13 +97,25 @@ const rows: Row[] = [
     new: frozenV1,
     allowed: false,
     reason: 'storage-version-frozen',
-    includes: [NAME, 'from v1alpha1 to v1', "kubectl get crd widgets.example.com -o jsonpath='{.metadata.annotations}'", 'crd-migrator.io/', 'Wait for the migration'],
+    includes: [
+      NAME,
+      'from v1alpha1 to v1',
+      "kubectl get crd widgets.example.com -o jsonpath='{.metadata.annotations}'",
+      'crd-migrator.io/',
+      'Wait for the migration',
+    ],
     code: 403,
   },
   {
     name: 'frozen: storage moved to a version added in the same update',
     old: crd({ annotations: FROZEN, versions: [['v1', true]] }),
-    new: crd({ annotations: FROZEN, versions: [['v1', false], ['v2', true]] }),
+    new: crd({
+      annotations: FROZEN,
+      versions: [
+        ['v1', false],
+        ['v2', true],
+      ],
+    }),
     allowed: false,
     reason: 'storage-version-frozen',
     includes: [NAME, 'from v1 to v2'],
@@ -88,7 +123,13 @@ const rows: Row[] = [
   {
     name: 'frozen: a second version also marked storage',
     old: frozenV1,
-    new: crd({ annotations: FROZEN, versions: [['v1alpha1', true], ['v1', true]] }),
+    new: crd({
+      annotations: FROZEN,
+      versions: [
+        ['v1alpha1', true],
+        ['v1', true],
+      ],
+    }),
     allowed: false,
     reason: 'storage-version-frozen',
     includes: [NAME, 'from v1 to v1, v1alpha1'],
@@ -104,7 +145,13 @@ const rows: Row[] = [
   {
     name: 'frozen: storage flag cleared on the only storage version',
     old: frozenV1,
-    new: crd({ annotations: FROZEN, versions: [['v1alpha1', false], ['v1', false]] }),
+    new: crd({
+      annotations: FROZEN,
+      versions: [
+        ['v1alpha1', false],
+        ['v1', false],
+      ],
+    }),
     allowed: false,
     reason: 'storage-version-frozen',
     includes: [NAME, 'v1', '(none)'],
@@ -128,14 +175,27 @@ const rows: Row[] = [
   {
     name: 'frozen: versions reordered, same storage version',
     old: frozenV1,
-    new: crd({ annotations: FROZEN, versions: [['v1', true], ['v1alpha1', false]] }),
+    new: crd({
+      annotations: FROZEN,
+      versions: [
+        ['v1', true],
+        ['v1alpha1', false],
+      ],
+    }),
     allowed: true,
     reason: 'allowed',
   },
   {
     name: 'frozen: a new non-storage version added',
     old: frozenV1,
-    new: crd({ annotations: FROZEN, versions: [['v1alpha1', false], ['v1', true], ['v2', false]] }),
+    new: crd({
+      annotations: FROZEN,
+      versions: [
+        ['v1alpha1', false],
+        ['v1', true],
+        ['v2', false],
+      ],
+    }),
     allowed: true,
     reason: 'allowed',
   },
@@ -207,7 +267,12 @@ const rows: Row[] = [
     name: 'frozen: break-glass removes the annotation and flips storage in one request',
     user: admin,
     old: frozenV1alpha1,
-    new: crd({ versions: [['v1alpha1', false], ['v1', true]] }),
+    new: crd({
+      versions: [
+        ['v1alpha1', false],
+        ['v1', true],
+      ],
+    }),
     allowed: false,
     reason: 'storage-version-frozen',
     includes: ['from v1alpha1 to v1', 'first removes the annotation'],
@@ -215,21 +280,43 @@ const rows: Row[] = [
   // --- not frozen -------------------------------------------------------------------
   {
     name: 'no annotation: storage flip allowed',
-    old: crd({ versions: [['v1alpha1', true], ['v1', false]] }),
-    new: crd({ versions: [['v1alpha1', false], ['v1', true]] }),
+    old: crd({
+      versions: [
+        ['v1alpha1', true],
+        ['v1', false],
+      ],
+    }),
+    new: crd({
+      versions: [
+        ['v1alpha1', false],
+        ['v1', true],
+      ],
+    }),
     allowed: true,
     reason: 'allowed',
   },
   {
     name: 'annotation value "false" is not frozen: storage flip allowed',
-    old: crd({ annotations: { [KEY]: 'false' }, versions: [['v1alpha1', true], ['v1', false]] }),
+    old: crd({
+      annotations: { [KEY]: 'false' },
+      versions: [
+        ['v1alpha1', true],
+        ['v1', false],
+      ],
+    }),
     new: crd({ annotations: { [KEY]: 'false' } }),
     allowed: true,
     reason: 'allowed',
   },
   {
     name: 'annotation value "True" is not the migrating value: storage flip allowed',
-    old: crd({ annotations: { [KEY]: 'True' }, versions: [['v1alpha1', true], ['v1', false]] }),
+    old: crd({
+      annotations: { [KEY]: 'True' },
+      versions: [
+        ['v1alpha1', true],
+        ['v1', false],
+      ],
+    }),
     new: crd({ annotations: { [KEY]: 'True' } }),
     allowed: true,
     reason: 'allowed',
@@ -293,7 +380,12 @@ const rows: Row[] = [
   {
     name: 'random user removes the annotation and flips storage: both reported',
     old: frozenV1alpha1,
-    new: crd({ versions: [['v1alpha1', false], ['v1', true]] }),
+    new: crd({
+      versions: [
+        ['v1alpha1', false],
+        ['v1', true],
+      ],
+    }),
     allowed: false,
     reason: 'storage-version-frozen',
     includes: ['from v1alpha1 to v1', 'Also:', 'remove it'],
@@ -308,8 +400,22 @@ const rows: Row[] = [
     allowed: true,
     reason: 'allowed',
   },
-  { name: 'migrator group member sets the annotation', user: migratorGroupMember, old: crd(), new: frozenV1, allowed: true, reason: 'allowed' },
-  { name: 'migrator group member removes the annotation', user: migratorGroupMember, old: frozenV1, new: crd(), allowed: true, reason: 'allowed' },
+  {
+    name: 'migrator group member sets the annotation',
+    user: migratorGroupMember,
+    old: crd(),
+    new: frozenV1,
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'migrator group member removes the annotation',
+    user: migratorGroupMember,
+    old: frozenV1,
+    new: crd(),
+    allowed: true,
+    reason: 'allowed',
+  },
   {
     name: 'break-glass removes the annotation (override)',
     user: admin,
@@ -323,14 +429,25 @@ const rows: Row[] = [
     name: 'migrator removes the annotation while flipping storage: the freeze still holds',
     user: migratorSa,
     old: frozenV1alpha1,
-    new: crd({ versions: [['v1alpha1', false], ['v1', true]] }),
+    new: crd({
+      versions: [
+        ['v1alpha1', false],
+        ['v1', true],
+      ],
+    }),
     allowed: false,
     reason: 'storage-version-frozen',
   },
   {
     name: 'custom annotation key: the default key means nothing',
     policy: { ...policy, migratingAnnotation: 'example.com/frozen' },
-    old: crd({ annotations: FROZEN, versions: [['v1alpha1', true], ['v1', false]] }),
+    old: crd({
+      annotations: FROZEN,
+      versions: [
+        ['v1alpha1', true],
+        ['v1', false],
+      ],
+    }),
     new: crd({ annotations: FROZEN }),
     allowed: true,
     reason: 'allowed',
@@ -338,7 +455,13 @@ const rows: Row[] = [
   {
     name: 'custom annotation key: frozen by it',
     policy: { ...policy, migratingAnnotation: 'example.com/frozen', migratingValue: 'yes' },
-    old: crd({ annotations: { 'example.com/frozen': 'yes' }, versions: [['v1alpha1', true], ['v1', false]] }),
+    old: crd({
+      annotations: { 'example.com/frozen': 'yes' },
+      versions: [
+        ['v1alpha1', true],
+        ['v1', false],
+      ],
+    }),
     new: crd({ annotations: { 'example.com/frozen': 'yes' } }),
     allowed: false,
     reason: 'storage-version-frozen',
@@ -364,8 +487,22 @@ const rows: Row[] = [
     reason: 'annotation-guarded',
     includes: [NAME, 'set it to "true"'],
   },
-  { name: 'CREATE carrying the annotation by the migrator', operation: 'CREATE', user: migratorSa, new: frozenV1, allowed: true, reason: 'allowed' },
-  { name: 'CREATE carrying the annotation by break-glass', operation: 'CREATE', user: admin, new: frozenV1, allowed: true, reason: 'break-glass-override' },
+  {
+    name: 'CREATE carrying the annotation by the migrator',
+    operation: 'CREATE',
+    user: migratorSa,
+    new: frozenV1,
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'CREATE carrying the annotation by break-glass',
+    operation: 'CREATE',
+    user: admin,
+    new: frozenV1,
+    allowed: true,
+    reason: 'break-glass-override',
+  },
   // --- DELETE -----------------------------------------------------------------------
   { name: 'DELETE of an unannotated CRD', operation: 'DELETE', old: crd(), new: null, allowed: true, reason: 'allowed' },
   {
@@ -385,8 +522,23 @@ const rows: Row[] = [
     includes: [NAME, 'delete all of its custom resources', 'system:masters'],
     code: 403,
   },
-  { name: 'DELETE of a frozen CRD by the migrator', operation: 'DELETE', user: migratorSa, old: frozenV1, allowed: false, reason: 'delete-frozen' },
-  { name: 'DELETE of a frozen CRD by break-glass', operation: 'DELETE', user: admin, old: frozenV1, allowed: false, reason: 'delete-frozen', includes: ['nobody may', `kubectl annotate crd ${NAME} ${KEY}-`] },
+  {
+    name: 'DELETE of a frozen CRD by the migrator',
+    operation: 'DELETE',
+    user: migratorSa,
+    old: frozenV1,
+    allowed: false,
+    reason: 'delete-frozen',
+  },
+  {
+    name: 'DELETE of a frozen CRD by break-glass',
+    operation: 'DELETE',
+    user: admin,
+    old: frozenV1,
+    allowed: false,
+    reason: 'delete-frozen',
+    includes: ['nobody may', `kubectl annotate crd ${NAME} ${KEY}-`],
+  },
   // --- malformed reviews fail closed -----------------------------------------------------
   {
     name: 'UPDATE without oldObject',
@@ -396,8 +548,22 @@ const rows: Row[] = [
     includes: [NAME, 'request.oldObject', 'got none', 'fail closed'],
     code: 400,
   },
-  { name: 'UPDATE whose object is a string', old: frozenV1, new: 'widgets', allowed: false, reason: 'malformed-object', includes: ['got a string'] },
-  { name: 'UPDATE whose object is an array', old: frozenV1, new: [frozenV1], allowed: false, reason: 'malformed-object', includes: ['got an array'] },
+  {
+    name: 'UPDATE whose object is a string',
+    old: frozenV1,
+    new: 'widgets',
+    allowed: false,
+    reason: 'malformed-object',
+    includes: ['got a string'],
+  },
+  {
+    name: 'UPDATE whose object is an array',
+    old: frozenV1,
+    new: [frozenV1],
+    allowed: false,
+    reason: 'malformed-object',
+    includes: ['got an array'],
+  },
   { name: 'UPDATE whose oldObject is null', old: null, new: frozenV1, allowed: false, reason: 'malformed-object' },
   { name: 'CREATE with a null object', operation: 'CREATE', new: null, allowed: false, reason: 'malformed-object' },
   { name: 'DELETE without oldObject', operation: 'DELETE', allowed: false, reason: 'malformed-object', includes: ['request.oldObject'] },
@@ -437,7 +603,7 @@ const rows: Row[] = [
     reason: 'break-glass-override',
   },
   {
-    name: 'progress and phase are the migrator\'s too',
+    name: "progress and phase are the migrator's too",
     old: crd({ annotations: { ...FROZEN, 'crd-migrator.io/progress': '1/2' } }),
     new: crd({ annotations: { ...FROZEN, 'crd-migrator.io/progress': '2/2', 'crd-migrator.io/phase': 'x' } }),
     allowed: false,
@@ -496,7 +662,14 @@ const rows: Row[] = [
     allowed: false,
     reason: 'annotation-guarded',
   },
-  { name: 'CREATE carrying a state annotation by the migrator', operation: 'CREATE', user: migratorSa, new: crd({ annotations: { 'crd-migrator.io/last-result': 'Succeeded' } }), allowed: true, reason: 'allowed' },
+  {
+    name: 'CREATE carrying a state annotation by the migrator',
+    operation: 'CREATE',
+    user: migratorSa,
+    new: crd({ annotations: { 'crd-migrator.io/last-result': 'Succeeded' } }),
+    allowed: true,
+    reason: 'allowed',
+  },
   // --- /status: the CRD status strategy keeps metadata from the new object
   {
     name: '/status: the annotation removed by a status-only patcher',
@@ -524,23 +697,77 @@ const rows: Row[] = [
     reason: 'stored-versions-frozen',
     includes: ['status.storedVersions from v1, v1alpha1 to v1', 'through /status', 'user "alice"'],
   },
-  { name: '/status: storedVersions narrowed by the migrator', subResource: 'status', user: migratorSa, old: withStored(frozenV1, ['v1alpha1', 'v1']), new: withStored(frozenV1, ['v1']), allowed: true, reason: 'allowed' },
-  { name: '/status: storedVersions narrowed by break-glass (override)', subResource: 'status', user: admin, old: withStored(frozenV1, ['v1alpha1', 'v1']), new: withStored(frozenV1, ['v1']), allowed: true, reason: 'break-glass-override' },
-  { name: '/status: storedVersions reordered is no change', subResource: 'status', old: withStored(frozenV1, ['v1alpha1', 'v1']), new: withStored(frozenV1, ['v1', 'v1alpha1']), allowed: true, reason: 'allowed' },
-  { name: '/status: storedVersions of an unfrozen CRD are not ours to guard', subResource: 'status', old: withStored(crd(), ['v1alpha1', 'v1']), new: withStored(crd(), ['v1']), allowed: true, reason: 'allowed' },
   {
-    name: '/status: the API server\'s own condition write on a frozen CRD passes',
+    name: '/status: storedVersions narrowed by the migrator',
     subResource: 'status',
-    user: apiserver,
+    user: migratorSa,
     old: withStored(frozenV1, ['v1alpha1', 'v1']),
-    new: { ...withStored(frozenV1, ['v1alpha1', 'v1']), status: { storedVersions: ['v1alpha1', 'v1'], conditions: [{ type: 'NamesAccepted', status: 'True' }] } },
+    new: withStored(frozenV1, ['v1']),
     allowed: true,
     reason: 'allowed',
   },
-  { name: '/status: storedVersions not a list on a frozen CRD fails closed', subResource: 'status', old: withStored(frozenV1, ['v1']), new: { ...frozenV1, status: { storedVersions: 'v1' } }, allowed: false, reason: 'malformed-object' },
+  {
+    name: '/status: storedVersions narrowed by break-glass (override)',
+    subResource: 'status',
+    user: admin,
+    old: withStored(frozenV1, ['v1alpha1', 'v1']),
+    new: withStored(frozenV1, ['v1']),
+    allowed: true,
+    reason: 'break-glass-override',
+  },
+  {
+    name: '/status: storedVersions reordered is no change',
+    subResource: 'status',
+    old: withStored(frozenV1, ['v1alpha1', 'v1']),
+    new: withStored(frozenV1, ['v1', 'v1alpha1']),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: '/status: storedVersions of an unfrozen CRD are not ours to guard',
+    subResource: 'status',
+    old: withStored(crd(), ['v1alpha1', 'v1']),
+    new: withStored(crd(), ['v1']),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: "/status: the API server's own condition write on a frozen CRD passes",
+    subResource: 'status',
+    user: apiserver,
+    old: withStored(frozenV1, ['v1alpha1', 'v1']),
+    new: {
+      ...withStored(frozenV1, ['v1alpha1', 'v1']),
+      status: { storedVersions: ['v1alpha1', 'v1'], conditions: [{ type: 'NamesAccepted', status: 'True' }] },
+    },
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: '/status: storedVersions not a list on a frozen CRD fails closed',
+    subResource: 'status',
+    old: withStored(frozenV1, ['v1']),
+    new: { ...frozenV1, status: { storedVersions: 'v1' } },
+    allowed: false,
+    reason: 'malformed-object',
+  },
   // --- a ServiceAccount name needs a ServiceAccount token
-  { name: 'a client certificate named like the migrator ServiceAccount is not the migrator', user: certNamedLikeSa, old: frozenV1, new: crd(), allowed: false, reason: 'annotation-guarded' },
-  { name: 'the migrator ServiceAccount name without any credential id is not the migrator', user: saNameNoProof, old: crd(), new: frozenV1, allowed: false, reason: 'annotation-guarded' },
+  {
+    name: 'a client certificate named like the migrator ServiceAccount is not the migrator',
+    user: certNamedLikeSa,
+    old: frozenV1,
+    new: crd(),
+    allowed: false,
+    reason: 'annotation-guarded',
+  },
+  {
+    name: 'the migrator ServiceAccount name without any credential id is not the migrator',
+    user: saNameNoProof,
+    old: crd(),
+    new: frozenV1,
+    allowed: false,
+    reason: 'annotation-guarded',
+  },
   // --- names from the request are bounded in the answer
   {
     name: 'a 1 MB request.name does not make a 1 MB message',
@@ -555,7 +782,12 @@ const rows: Row[] = [
   {
     name: 'UPDATE whose oldObject carries the migrating annotation as a boolean',
     old: { ...frozenV1, metadata: { name: NAME, annotations: { [KEY]: true } } },
-    new: crd({ versions: [['v1alpha1', true], ['v1', false]] }),
+    new: crd({
+      versions: [
+        ['v1alpha1', true],
+        ['v1', false],
+      ],
+    }),
     allowed: false,
     reason: 'malformed-object',
     includes: ['request.oldObject', 'not a string', 'fail closed'],
@@ -569,8 +801,21 @@ const rows: Row[] = [
     reason: 'malformed-object',
     includes: ['metadata.annotations that is not an object'],
   },
-  { name: 'UPDATE whose object has no metadata', old: frozenV1, new: { spec: frozenV1.spec }, allowed: false, reason: 'malformed-object', includes: ['request.object', 'has no metadata'] },
-  { name: 'UPDATE whose oldObject metadata is a string', old: { ...frozenV1, metadata: 'x' }, new: frozenV1, allowed: false, reason: 'malformed-object' },
+  {
+    name: 'UPDATE whose object has no metadata',
+    old: frozenV1,
+    new: { spec: frozenV1.spec },
+    allowed: false,
+    reason: 'malformed-object',
+    includes: ['request.object', 'has no metadata'],
+  },
+  {
+    name: 'UPDATE whose oldObject metadata is a string',
+    old: { ...frozenV1, metadata: 'x' },
+    new: frozenV1,
+    allowed: false,
+    reason: 'malformed-object',
+  },
   {
     name: 'break-glass does not override an unreadable freeze marker either',
     user: admin,
@@ -579,15 +824,45 @@ const rows: Row[] = [
     allowed: false,
     reason: 'malformed-object',
   },
-  { name: 'DELETE of a CRD whose annotation is not a string', operation: 'DELETE', old: { ...frozenV1, metadata: { name: NAME, annotations: { [KEY]: null } } }, allowed: false, reason: 'malformed-object' },
-  { name: 'CREATE with annotations that are a string', operation: 'CREATE', new: { ...frozenV1, metadata: { name: NAME, annotations: 'x' } }, allowed: false, reason: 'malformed-object' },
-  { name: 'null annotations are no annotations', old: { ...frozenV1, metadata: { name: NAME, annotations: null } }, new: crd({ versions: [['v1alpha1', true], ['v1', false]] }), allowed: true, reason: 'allowed' },
+  {
+    name: 'DELETE of a CRD whose annotation is not a string',
+    operation: 'DELETE',
+    old: { ...frozenV1, metadata: { name: NAME, annotations: { [KEY]: null } } },
+    allowed: false,
+    reason: 'malformed-object',
+  },
+  {
+    name: 'CREATE with annotations that are a string',
+    operation: 'CREATE',
+    new: { ...frozenV1, metadata: { name: NAME, annotations: 'x' } },
+    allowed: false,
+    reason: 'malformed-object',
+  },
+  {
+    name: 'null annotations are no annotations',
+    old: { ...frozenV1, metadata: { name: NAME, annotations: null } },
+    new: crd({
+      versions: [
+        ['v1alpha1', true],
+        ['v1', false],
+      ],
+    }),
+    allowed: true,
+    reason: 'allowed',
+  },
   // --- odds and ends ----------------------------------------------------------------
   { name: 'CONNECT is not judged', operation: 'CONNECT', allowed: true, reason: 'allowed' },
   {
     name: 'request.name absent: the CRD is named from metadata.name',
     requestName: null,
-    old: crd({ annotations: FROZEN, versions: [['v1alpha1', true], ['v1', false]], name: 'gadgets.example.com' }),
+    old: crd({
+      annotations: FROZEN,
+      versions: [
+        ['v1alpha1', true],
+        ['v1', false],
+      ],
+      name: 'gadgets.example.com',
+    }),
     new: crd({ annotations: FROZEN, name: 'gadgets.example.com' }),
     allowed: false,
     reason: 'storage-version-frozen',
@@ -639,10 +914,20 @@ t.test('a deeply nested annotation value is not looked into (no stack overflow) 
 })
 
 t.test('the decision never throws, whatever it is given', async (t) => {
-  const junk: unknown[] = [undefined, null, 0, 'x', [], {}, { metadata: 'x' }, { metadata: { annotations: 'x' } },
-    { metadata: { annotations: { [KEY]: 7 } } }, { metadata: { annotations: FROZEN }, spec: 'x' },
+  const junk: unknown[] = [
+    undefined,
+    null,
+    0,
+    'x',
+    [],
+    {},
+    { metadata: 'x' },
+    { metadata: { annotations: 'x' } },
+    { metadata: { annotations: { [KEY]: 7 } } },
+    { metadata: { annotations: FROZEN }, spec: 'x' },
     { metadata: { annotations: FROZEN }, spec: { versions: [null] } },
-    { metadata: { annotations: FROZEN }, spec: { versions: [{ storage: true }] } }]
+    { metadata: { annotations: FROZEN }, spec: { versions: [{ storage: true }] } },
+  ]
   for (const operation of ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'] as const) {
     for (const object of junk) {
       for (const oldObject of junk) {

@@ -12,7 +12,7 @@ const helpers = readFileSync(new URL('../../charts/crd-migrator/templates/_helpe
 t.test('the chart checks annotations.migrating with the same pattern as the config', async (t) => {
   const define = /\{\{-? define "crd-migrator\.migratingAnnotation" -?\}\}([\s\S]*?)\{\{-? end -?\}\}\s*$/m.exec(helpers)
   t.ok(define, 'the crd-migrator.migratingAnnotation template is there')
-  const literals = [...(define?.[1] ?? '').matchAll(/regexMatch ("(?:[^"\\]|\\.)*")/g)].map(m => m[1]!)
+  const literals = [...(define?.[1] ?? '').matchAll(/regexMatch ("(?:[^"\\]|\\.)*")/g)].map((m) => m[1]!)
   t.equal(literals.length, 1, 'one regexMatch in it')
   // A Go template string literal is a Go interpreted string: for this text, JSON's escapes.
   const chartPattern = JSON.parse(literals[0] ?? '""') as string
@@ -26,7 +26,18 @@ t.test('what the pattern accepts', async (t) => {
     t.ok(ANNOTATION_KEY.test(key), `accepts ${key.length > 40 ? `a name of ${key.length - 12} characters` : key}`)
     t.ok(ConfigSchema.safeParse({ annotations: { migrating: key } }).success, `the config accepts ${key.slice(0, 40)}`)
   }
-  for (const key of ['', '/x', 'Example.com/x', 'example.com/', 'example.com/-x', 'x-', "a'b", 'a b', 'example..com/x', `example.com/${name63}d`]) {
+  for (const key of [
+    '',
+    '/x',
+    'Example.com/x',
+    'example.com/',
+    'example.com/-x',
+    'x-',
+    "a'b",
+    'a b',
+    'example..com/x',
+    `example.com/${name63}d`,
+  ]) {
     t.notOk(ANNOTATION_KEY.test(key), `refuses ${JSON.stringify(key.length > 40 ? `${key.slice(0, 20)}… (${key.length})` : key)}`)
     t.notOk(ConfigSchema.safeParse({ annotations: { migrating: key } }).success, `the config refuses ${JSON.stringify(key.slice(0, 40))}`)
   }

@@ -5,15 +5,25 @@ import t from 'tap'
 import { CheckpointSeal, defaultStateKeyFile, loadCheckpointSeal, type CheckpointBinding } from '../../src/migrator/checkpoint-seal.js'
 import { capturingLogger } from '../helpers/log-capture.js'
 
-const binding: CheckpointBinding = { crdUid: 'uid-1', targetStorageVersion: 'v2', frozenGeneration: 3, startedAt: '2026-11-23T09:00:00.000Z' }
+const binding: CheckpointBinding = {
+  crdUid: 'uid-1',
+  targetStorageVersion: 'v2',
+  frozenGeneration: 3,
+  startedAt: '2026-11-23T09:00:00.000Z',
+}
 const key = Buffer.alloc(32, 7)
 
-t.test('a seal verifies only for the same key, checkpoint and freeze', async t => {
+t.test('a seal verifies only for the same key, checkpoint and freeze', async (t) => {
   const seal = CheckpointSeal.fromKey(key, 'test')
   const mac = seal.seal(binding, 'ns/obj-00099')
   t.ok(seal.verify(binding, 'ns/obj-00099', mac))
   t.notOk(seal.verify(binding, 'ns/obj-00100', mac), 'another checkpoint')
-  for (const [field, value] of [['crdUid', 'uid-2'], ['targetStorageVersion', 'v3'], ['frozenGeneration', 4], ['startedAt', '2026-11-23T09:00:01.000Z']] as const) {
+  for (const [field, value] of [
+    ['crdUid', 'uid-2'],
+    ['targetStorageVersion', 'v3'],
+    ['frozenGeneration', 4],
+    ['startedAt', '2026-11-23T09:00:01.000Z'],
+  ] as const) {
     t.notOk(seal.verify({ ...binding, [field]: value }, 'ns/obj-00099', mac), `another ${field}`)
   }
   t.notOk(CheckpointSeal.fromKey(Buffer.alloc(32, 8), 'other').verify(binding, 'ns/obj-00099', mac), 'another key')
@@ -23,27 +33,36 @@ t.test('a seal verifies only for the same key, checkpoint and freeze', async t =
   t.notOk(CheckpointSeal.ephemeral().verify(binding, 'ns/obj-00099', mac), 'a process of its own trusts only itself')
 })
 
-t.test('a key shorter than 16 bytes is refused', async t => {
+t.test('a key shorter than 16 bytes is refused', async (t) => {
   t.throws(() => CheckpointSeal.fromKey(Buffer.alloc(8), '/etc/key'), /the state key from \/etc\/key has 8 byte\(s\); it needs at least 16/)
 })
 
-t.test('loadCheckpointSeal: an explicit file, trailing newline ignored; unreadable is an error', async t => {
+t.test('loadCheckpointSeal: an explicit file, trailing newline ignored; unreadable is an error', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'seal-'))
   t.teardown(() => rm(dir, { recursive: true, force: true }))
   const { logger } = capturingLogger()
   await writeFile(join(dir, 'key'), 'k'.repeat(32) + '\n')
   const fromFile = await loadCheckpointSeal(join(dir, 'key'), logger)
   t.equal(fromFile.source, join(dir, 'key'))
-  t.ok(fromFile.verify(binding, 'a/b', CheckpointSeal.fromKey(Buffer.from('k'.repeat(32)), 'same').seal(binding, 'a/b')), 'the newline is not key material')
-  await t.rejects(loadCheckpointSeal(join(dir, 'missing'), logger), /cannot read the state key file .*missing \(migrator\.stateKeyFile\): ENOENT/)
+  t.ok(
+    fromFile.verify(binding, 'a/b', CheckpointSeal.fromKey(Buffer.from('k'.repeat(32)), 'same').seal(binding, 'a/b')),
+    'the newline is not key material',
+  )
+  await t.rejects(
+    loadCheckpointSeal(join(dir, 'missing'), logger),
+    /cannot read the state key file .*missing \(migrator\.stateKeyFile\): ENOENT/,
+  )
 })
 
-t.test('loadCheckpointSeal without a file: the default file is created once and reused', async t => {
+t.test('loadCheckpointSeal without a file: the default file is created once and reused', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'seal-home-'))
   t.teardown(() => rm(dir, { recursive: true, force: true }))
   const saved = process.env['XDG_STATE_HOME']
   process.env['XDG_STATE_HOME'] = dir
-  t.teardown(() => { if (saved === undefined) delete process.env['XDG_STATE_HOME']; else process.env['XDG_STATE_HOME'] = saved })
+  t.teardown(() => {
+    if (saved === undefined) delete process.env['XDG_STATE_HOME']
+    else process.env['XDG_STATE_HOME'] = saved
+  })
   const { logger } = capturingLogger()
   const file = defaultStateKeyFile()
   t.equal(file, join(dir, 'crd-migrator', 'state.key'))
@@ -55,14 +74,17 @@ t.test('loadCheckpointSeal without a file: the default file is created once and 
   t.ok((await readFile(file)).length >= 32)
 })
 
-t.test('loadCheckpointSeal falls back to memory where the default file cannot be written', async t => {
+t.test('loadCheckpointSeal falls back to memory where the default file cannot be written', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'seal-ro-'))
   t.teardown(() => rm(dir, { recursive: true, force: true }))
   // A state "directory" that is a file: no key file can be made below it, not even as root.
   await writeFile(join(dir, 'not-a-dir'), 'x')
   const saved = process.env['XDG_STATE_HOME']
   process.env['XDG_STATE_HOME'] = join(dir, 'not-a-dir')
-  t.teardown(() => { if (saved === undefined) delete process.env['XDG_STATE_HOME']; else process.env['XDG_STATE_HOME'] = saved })
+  t.teardown(() => {
+    if (saved === undefined) delete process.env['XDG_STATE_HOME']
+    else process.env['XDG_STATE_HOME'] = saved
+  })
   const { logger, lines } = capturingLogger()
   const seal = await loadCheckpointSeal(undefined, logger)
   t.match(seal.source, /memory/)

@@ -9,24 +9,35 @@ import type { WalkCounts } from '../../src/migrator/walker.js'
 // The formatters are pure; stub the Kubernetes client so @kubernetes/client-node is not loaded
 // (it alone takes seconds to import).
 const kubeStub = {
-  '../../src/kube/client.js': { kubeHttp: () => { throw new Error('no cluster in unit tests') } },
+  '../../src/kube/client.js': {
+    kubeHttp: () => {
+      throw new Error('no cluster in unit tests')
+    },
+  },
 }
 const { formatTable, statusRows } = await t.mockImport<typeof import('../../src/cli/status.js')>('../../src/cli/status.js', kubeStub)
 const { formatDryRun, formatResult } = await t.mockImport<typeof import('../../src/cli/migrate.js')>('../../src/cli/migrate.js', kubeStub)
 
 const MIGRATING = 'ksvm.sigs.k8s.io/migrating'
 
-function crd(name: string, options: { labels?: Record<string, string>; annotations?: Record<string, string>; storage?: string; storedVersions?: string[] } = {}): CustomResourceDefinition {
+function crd(
+  name: string,
+  options: { labels?: Record<string, string>; annotations?: Record<string, string>; storage?: string; storedVersions?: string[] } = {},
+): CustomResourceDefinition {
   const storage = options.storage ?? 'v1'
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
-    metadata: { name, ...(options.labels ? { labels: options.labels } : {}), ...(options.annotations ? { annotations: options.annotations } : {}) },
+    metadata: {
+      name,
+      ...(options.labels ? { labels: options.labels } : {}),
+      ...(options.annotations ? { annotations: options.annotations } : {}),
+    },
     spec: {
       group: name.split('.').slice(1).join('.'),
       names: { plural: name.split('.')[0]!, kind: 'X' },
       scope: 'Namespaced',
-      versions: ['v1alpha1', 'v1'].map(v => ({ name: v, served: true, storage: v === storage })),
+      versions: ['v1alpha1', 'v1'].map((v) => ({ name: v, served: true, storage: v === storage })),
     },
     status: { storedVersions: options.storedVersions ?? ['v1'], conditions: [{ type: 'Established', status: 'True' }] },
   }
@@ -44,7 +55,13 @@ const crds = [
       'crd-migrator.io/progress': '120/400',
     },
   }),
-  crd('migrated.example.com', { annotations: { 'crd-migrator.io/last-result': 'Succeeded', 'crd-migrator.io/last-duration': '12.3s', 'crd-migrator.io/phase': 'Succeeded' } }),
+  crd('migrated.example.com', {
+    annotations: {
+      'crd-migrator.io/last-result': 'Succeeded',
+      'crd-migrator.io/last-duration': '12.3s',
+      'crd-migrator.io/phase': 'Succeeded',
+    },
+  }),
   crd('unfrozen.example.com', { annotations: { [MIGRATING]: 'false' } }),
   crd('unrelated.example.com', { labels: { app: 'x' }, annotations: { 'example.com/owner': 'team-a' } }),
   crd('notmanaged.example.com', { labels: { 'crd-migrator.io/managed': 'false' } }),
@@ -54,26 +71,58 @@ const crds = [
 t.test('statusRows: which CRDs are shown', async (t) => {
   const config = loadConfig({ flags: { 'migrator.selector.names': ['byname.example.com'] } })
   const rows = statusRows(crds, config)
-  t.strictSame(rows.map(r => r.name), [
-    'byname.example.com',
-    'foreign.example.com',
-    'migrated.example.com',
-    'nostorage.example.com',
-    'ours.example.com',
-    'unfrozen.example.com',
-    'zeta.example.com',
-  ], 'selected by label or name, frozen, or carrying our annotations; sorted by name')
-  t.notOk(rows.some(r => r.name === 'unrelated.example.com'), 'unrelated hidden')
-  t.notOk(rows.some(r => r.name === 'notmanaged.example.com'), 'label not matching hidden')
+  t.strictSame(
+    rows.map((r) => r.name),
+    [
+      'byname.example.com',
+      'foreign.example.com',
+      'migrated.example.com',
+      'nostorage.example.com',
+      'ours.example.com',
+      'unfrozen.example.com',
+      'zeta.example.com',
+    ],
+    'selected by label or name, frozen, or carrying our annotations; sorted by name',
+  )
+  t.notOk(
+    rows.some((r) => r.name === 'unrelated.example.com'),
+    'unrelated hidden',
+  )
+  t.notOk(
+    rows.some((r) => r.name === 'notmanaged.example.com'),
+    'label not matching hidden',
+  )
 
-  const byName = Object.fromEntries(rows.map(r => [r.name, r]))
-  t.strictSame(byName['zeta.example.com'], {
-    name: 'zeta.example.com', storage: 'v1', storedVersions: 'v1alpha1,v1', frozen: 'no', phase: '-', progress: '-', lastResult: '-', duration: '-',
-  }, 'selected by label')
+  const byName = Object.fromEntries(rows.map((r) => [r.name, r]))
+  t.strictSame(
+    byName['zeta.example.com'],
+    {
+      name: 'zeta.example.com',
+      storage: 'v1',
+      storedVersions: 'v1alpha1,v1',
+      frozen: 'no',
+      phase: '-',
+      progress: '-',
+      lastResult: '-',
+      duration: '-',
+    },
+    'selected by label',
+  )
   t.equal(byName['foreign.example.com']?.frozen, 'yes (foreign)', 'foreign freeze')
-  t.strictSame(byName['ours.example.com'], {
-    name: 'ours.example.com', storage: 'v1', storedVersions: 'v1', frozen: 'yes (crd-migrator-7d9f-abc)', phase: 'StorageVersionMigration', progress: '120/400', lastResult: '-', duration: '-',
-  }, 'our freeze, with its owner')
+  t.strictSame(
+    byName['ours.example.com'],
+    {
+      name: 'ours.example.com',
+      storage: 'v1',
+      storedVersions: 'v1',
+      frozen: 'yes (crd-migrator-7d9f-abc)',
+      phase: 'StorageVersionMigration',
+      progress: '120/400',
+      lastResult: '-',
+      duration: '-',
+    },
+    'our freeze, with its owner',
+  )
   t.equal(byName['unfrozen.example.com']?.frozen, 'no', 'migrating "false" is not frozen')
   t.equal(byName['migrated.example.com']?.lastResult, 'Succeeded')
   t.equal(byName['migrated.example.com']?.duration, '12.3s')
@@ -83,43 +132,78 @@ t.test('statusRows: which CRDs are shown', async (t) => {
 
 t.test('statusRows: an empty selector selects nothing by label', async (t) => {
   const config = loadConfig({ flags: { 'migrator.selector.labelSelector': '' } })
-  t.strictSame(statusRows(crds, config).map(r => r.name), ['foreign.example.com', 'migrated.example.com', 'ours.example.com', 'unfrozen.example.com'])
+  t.strictSame(
+    statusRows(crds, config).map((r) => r.name),
+    ['foreign.example.com', 'migrated.example.com', 'ours.example.com', 'unfrozen.example.com'],
+  )
 })
 
 t.test('statusRows: a custom migrating annotation', async (t) => {
   const config = loadConfig({ flags: { 'annotations.migrating': 'example.com/frozen', 'migrator.selector.labelSelector': '' } })
-  const rows = statusRows([
-    crd('a.example.com', { annotations: { 'example.com/frozen': 'true' } }),
-    crd('b.example.com', { annotations: { [MIGRATING]: 'true' } }),
-  ], config)
-  t.strictSame(rows.map(r => [r.name, r.frozen]), [['a.example.com', 'yes (foreign)']], 'only the configured key counts')
+  const rows = statusRows(
+    [
+      crd('a.example.com', { annotations: { 'example.com/frozen': 'true' } }),
+      crd('b.example.com', { annotations: { [MIGRATING]: 'true' } }),
+    ],
+    config,
+  )
+  t.strictSame(
+    rows.map((r) => [r.name, r.frozen]),
+    [['a.example.com', 'yes (foreign)']],
+    'only the configured key counts',
+  )
 })
 
 t.test('statusRows: a selector with set-based requirements', async (t) => {
   const config = loadConfig({ flags: { 'migrator.selector.labelSelector': 'tier in (data, cache)' } })
   const rows = statusRows([crd('a.example.com', { labels: { tier: 'cache' } }), crd('b.example.com', { labels: { tier: 'web' } })], config)
-  t.strictSame(rows.map(r => r.name), ['a.example.com'])
+  t.strictSame(
+    rows.map((r) => r.name),
+    ['a.example.com'],
+  )
 })
 
 t.test('formatTable aligns columns', async (t) => {
   const rows: StatusRow[] = [
-    { name: 'a-very-long-name.example.com', storage: 'v1', storedVersions: 'v1alpha1,v1', frozen: 'yes (pod-1)', phase: 'StorageVersionMigration', progress: '1/2', lastResult: '-', duration: '-' },
-    { name: 'b.example.com', storage: 'v2beta1', storedVersions: 'v2beta1', frozen: 'no', phase: '-', progress: '-', lastResult: 'Failed: 3 object(s)', duration: '1.5s' },
+    {
+      name: 'a-very-long-name.example.com',
+      storage: 'v1',
+      storedVersions: 'v1alpha1,v1',
+      frozen: 'yes (pod-1)',
+      phase: 'StorageVersionMigration',
+      progress: '1/2',
+      lastResult: '-',
+      duration: '-',
+    },
+    {
+      name: 'b.example.com',
+      storage: 'v2beta1',
+      storedVersions: 'v2beta1',
+      frozen: 'no',
+      phase: '-',
+      progress: '-',
+      lastResult: 'Failed: 3 object(s)',
+      duration: '1.5s',
+    },
   ]
   const text = formatTable(rows)
   t.ok(text.endsWith('\n'), 'ends with a newline')
   const lines = text.slice(0, -1).split('\n')
   t.equal(lines.length, 3, 'header and two rows')
   const headers = ['NAME', 'STORAGE', 'STORED', 'FROZEN', 'PHASE', 'PROGRESS', 'LAST RESULT', 'DURATION']
-  const starts = headers.map(h => lines[0]!.indexOf(h))
+  const starts = headers.map((h) => lines[0]!.indexOf(h))
   t.equal(starts[0], 0, 'NAME first')
-  t.strictSame([...starts].sort((a, b) => a - b), starts, 'headers in order')
+  t.strictSame(
+    [...starts].sort((a, b) => a - b),
+    starts,
+    'headers in order',
+  )
   const keys: (keyof StatusRow)[] = ['name', 'storage', 'storedVersions', 'frozen', 'phase', 'progress', 'lastResult', 'duration']
   for (const [r, row] of rows.entries()) {
     const line = lines[r + 1]!
     for (const [i, key] of keys.entries()) {
-      t.equal(line.slice(starts[i]!, starts[i]! + row[key].length), row[key], `row ${r + 1} ${key} starts under ${headers[i]}`)
-      if (i > 0) t.equal(line.slice(starts[i]! - 2, starts[i]!), '  ', `row ${r + 1}: two spaces before ${key}`)
+      t.equal(line.slice(starts[i], starts[i]! + row[key].length), row[key], `row ${r + 1} ${key} starts under ${headers[i]}`)
+      if (i > 0) t.equal(line.slice(starts[i]! - 2, starts[i]), '  ', `row ${r + 1}: two spaces before ${key}`)
     }
   }
   t.equal(starts[1], 'a-very-long-name.example.com'.length + 2, 'the widest cell sets the column width')
@@ -131,7 +215,17 @@ t.test('formatTable with no rows is the header', async (t) => {
   t.equal(formatTable([]), 'NAME  STORAGE  STORED  FROZEN  PHASE  PROGRESS  LAST RESULT  DURATION\n')
 })
 
-const counts = (c: Partial<WalkCounts>): WalkCounts => ({ seen: 0, rewritten: 0, current: 0, skipped: 0, gone: 0, conflict: 0, failed: 0, resumed: 0, ...c })
+const counts = (c: Partial<WalkCounts>): WalkCounts => ({
+  seen: 0,
+  rewritten: 0,
+  current: 0,
+  skipped: 0,
+  gone: 0,
+  conflict: 0,
+  failed: 0,
+  resumed: 0,
+  ...c,
+})
 
 const base: MigrationResult = {
   crd: 'widgets.example.com',
@@ -152,13 +246,16 @@ t.test('formatResult: a full success', async (t) => {
     storage: { counts: counts({ seen: 10, rewritten: 6, current: 1, conflict: 1, gone: 2 }), failures: [], checkpoint: 'ns/w9' },
     cleanup: { counts: counts({ seen: 10, rewritten: 4, skipped: 6 }), failures: [], checkpoint: 'ns/w9', entriesRemoved: 5 },
   })
-  t.equal(text, [
-    'widgets.example.com: Succeeded in 1.5s — 10 object(s) rewritten in v1, storedVersions ["v1"]',
-    '  storage version v1: 10 listed, 6 rewritten, 1 already current, 1 written by others, 2 deleted, 0 failed',
-    '  status.storedVersions: ["v1alpha1","v1"] -> ["v1"]',
-    '  managedFields: 5 entries of unserved versions removed from 4 of 10 objects, 0 failed',
-    '',
-  ].join('\n'))
+  t.equal(
+    text,
+    [
+      'widgets.example.com: Succeeded in 1.5s — 10 object(s) rewritten in v1, storedVersions ["v1"]',
+      '  storage version v1: 10 listed, 6 rewritten, 1 already current, 1 written by others, 2 deleted, 0 failed',
+      '  status.storedVersions: ["v1alpha1","v1"] -> ["v1"]',
+      '  managedFields: 5 entries of unserved versions removed from 4 of 10 objects, 0 failed',
+      '',
+    ].join('\n'),
+  )
 })
 
 t.test('formatResult: failures, resumed objects, left frozen', async (t) => {
@@ -172,7 +269,10 @@ t.test('formatResult: failures, resumed objects, left frozen', async (t) => {
     leftFrozen: true,
   })
   t.match(text, /^widgets\.example\.com: Failed in 1\.5s — 7 object\(s\) could not be rewritten\n/)
-  t.ok(text.includes('20 listed, 3 rewritten, 0 already current, 0 written by others, 0 deleted, 7 failed, 10 done by an earlier run'), 'counts with resumed')
+  t.ok(
+    text.includes('20 listed, 3 rewritten, 0 already current, 0 written by others, 0 deleted, 7 failed, 10 done by an earlier run'),
+    'counts with resumed',
+  )
   t.ok(text.includes('    failed ns/w0: denied 0\n'), 'first failure listed')
   t.ok(text.includes('    failed ns/w4: denied 4\n'), 'fifth failure listed')
   t.notOk(text.includes('ns/w5'), 'at most five failures listed')
@@ -187,7 +287,11 @@ t.test('formatResult: a resumed run names its checkpoint', async (t) => {
     resumedFrom: 'ns/w4',
     storage: { counts: counts({ seen: 10, rewritten: 5, resumed: 5 }), failures: [], checkpoint: 'ns/w9' },
   })
-  t.ok(text.includes('10 listed, 5 rewritten, 0 already current, 0 written by others, 0 deleted, 0 failed, 5 done by an earlier run (resumed after ns/w4)'))
+  t.ok(
+    text.includes(
+      '10 listed, 5 rewritten, 0 already current, 0 written by others, 0 deleted, 0 failed, 5 done by an earlier run (resumed after ns/w4)',
+    ),
+  )
 })
 
 t.test('formatResult: cleanup failures listed', async (t) => {
@@ -196,7 +300,15 @@ t.test('formatResult: cleanup failures listed', async (t) => {
     outcome: 'Failed',
     reason: 'x',
     storedVersionsAfter: base.storedVersionsBefore,
-    cleanup: { counts: counts({ seen: 3, rewritten: 1, failed: 2 }), failures: [{ key: 'a', error: 'conflict' }, { key: 'b', error: 'gone' }], checkpoint: undefined, entriesRemoved: 1 },
+    cleanup: {
+      counts: counts({ seen: 3, rewritten: 1, failed: 2 }),
+      failures: [
+        { key: 'a', error: 'conflict' },
+        { key: 'b', error: 'gone' },
+      ],
+      checkpoint: undefined,
+      entriesRemoved: 1,
+    },
   })
   t.ok(text.includes('managedFields: 1 entries of unserved versions removed from 1 of 3 objects, 2 failed'))
   t.ok(text.includes('    failed a: conflict\n    failed b: gone\n'))
@@ -205,8 +317,16 @@ t.test('formatResult: cleanup failures listed', async (t) => {
 })
 
 t.test('formatResult: skipped is one line', async (t) => {
-  t.equal(formatResult({ ...base, outcome: 'Skipped', reason: 'the CRD is not Established yet', storedVersionsAfter: base.storedVersionsBefore, durationMs: 40 }),
-    'widgets.example.com: Skipped in 0.0s — the CRD is not Established yet\n')
+  t.equal(
+    formatResult({
+      ...base,
+      outcome: 'Skipped',
+      reason: 'the CRD is not Established yet',
+      storedVersionsAfter: base.storedVersionsBefore,
+      durationMs: 40,
+    }),
+    'widgets.example.com: Skipped in 0.0s — the CRD is not Established yet\n',
+  )
 })
 
 const report: DryRunReport = {
@@ -222,21 +342,34 @@ const report: DryRunReport = {
 }
 
 t.test('formatDryRun', async (t) => {
-  t.equal(formatDryRun(report), [
-    'widgets.example.com: dry run (nothing written)',
-    '  storage version v1, status.storedVersions ["v1alpha1","v1"]',
-    '  StorageVersionMigration: would rewrite 12 object(s), then set storedVersions to ["v1"]',
-    '  CleanupManagedFields: would remove 4 managedFields entries from 3 object(s) (1 seeded)',
-    '',
-  ].join('\n'))
+  t.equal(
+    formatDryRun(report),
+    [
+      'widgets.example.com: dry run (nothing written)',
+      '  storage version v1, status.storedVersions ["v1alpha1","v1"]',
+      '  StorageVersionMigration: would rewrite 12 object(s), then set storedVersions to ["v1"]',
+      '  CleanupManagedFields: would remove 4 managedFields entries from 3 object(s) (1 seeded)',
+      '',
+    ].join('\n'),
+  )
 
   const one = formatDryRun({ ...report, objectsToClean: 1, managedFieldsEntriesToRemove: 1, objectsToSeed: 0 })
   t.ok(one.includes('would remove 1 managedFields entry from 1 object(s)\n'), 'singular, no seeding note')
 
-  const nothing = formatDryRun({ ...report, objectsToRewrite: 0, storedVersionsAfter: report.storedVersions, objectsToClean: 0, managedFieldsEntriesToRemove: 0, objectsToSeed: 0 })
+  const nothing = formatDryRun({
+    ...report,
+    objectsToRewrite: 0,
+    storedVersionsAfter: report.storedVersions,
+    objectsToClean: 0,
+    managedFieldsEntriesToRemove: 0,
+    objectsToSeed: 0,
+  })
   t.ok(nothing.includes('  StorageVersionMigration: nothing to do\n'))
   t.ok(nothing.includes('  CleanupManagedFields: nothing to do\n'))
   t.ok(nothing.startsWith('widgets.example.com: dry run (nothing written)\n'))
 
-  t.equal(formatDryRun({ ...report, blockedReason: 'the CRD marks 2 versions as storage' }), 'widgets.example.com: nothing can be done: the CRD marks 2 versions as storage\n')
+  t.equal(
+    formatDryRun({ ...report, blockedReason: 'the CRD marks 2 versions as storage' }),
+    'widgets.example.com: nothing can be done: the CRD marks 2 versions as storage\n',
+  )
 })

@@ -72,14 +72,7 @@ t.test('JSON config files are YAML too', async (t) => {
 })
 
 t.test('precedence: file < env < flags', async (t) => {
-  const file = configFile(t, [
-    'migrator:',
-    '  concurrency: 4',
-    '  qps: 10',
-    '  pageSize: 50',
-    'webhook:',
-    '  port: 1000',
-  ].join('\n'))
+  const file = configFile(t, ['migrator:', '  concurrency: 4', '  qps: 10', '  pageSize: 50', 'webhook:', '  port: 1000'].join('\n'))
   const env = { CRD_MIGRATOR_CONCURRENCY: '8', CRD_MIGRATOR_QPS: '20', CRD_MIGRATOR_WEBHOOK_PORT: '2000' }
 
   const fileOnly = loadConfig({ file })
@@ -137,9 +130,13 @@ t.test('environment parsing', async (t) => {
 })
 
 t.test('parseSettingValue', async (t) => {
-  const setting = (path: string) => SETTINGS.find(s => s.path === path)!
+  const setting = (path: string) => SETTINGS.find((s) => s.path === path)!
   t.equal(parseSettingValue(setting('migrator.concurrency'), ' 12 ', 'src'), 12, 'int with spaces')
-  t.throws(() => parseSettingValue(setting('migrator.concurrency'), '1.5', 'src'), /src: expected an integer, got "1.5"/, 'int rejects fractions')
+  t.throws(
+    () => parseSettingValue(setting('migrator.concurrency'), '1.5', 'src'),
+    /src: expected an integer, got "1.5"/,
+    'int rejects fractions',
+  )
   try {
     parseSettingValue(setting('migrator.concurrency'), 'x', 'src')
     t.fail('should throw')
@@ -148,7 +145,11 @@ t.test('parseSettingValue', async (t) => {
     t.equal((err as ConfigError).code, 'CRDM_CONFIG_INVALID')
   }
   t.throws(() => parseSettingValue(setting('migrator.concurrency'), '   ', 'src'), /expected an integer/, 'blank int')
-  t.throws(() => parseSettingValue(setting('migrator.qps'), 'Infinity', 'src'), /expected a number, got "Infinity"/, 'Infinity is not a number')
+  t.throws(
+    () => parseSettingValue(setting('migrator.qps'), 'Infinity', 'src'),
+    /expected a number, got "Infinity"/,
+    'Infinity is not a number',
+  )
   t.equal(parseSettingValue(setting('migrator.qps'), '1e2', 'src'), 100)
   t.equal(parseSettingValue(setting('webhook.enabled'), true, '--webhook'), true, 'boolean flag')
   t.throws(() => parseSettingValue(setting('migrator.qps'), true, '--qps'), /--qps: expects a value/, 'a bare flag for a value setting')
@@ -157,18 +158,42 @@ t.test('parseSettingValue', async (t) => {
 })
 
 t.test('bad environment values name the field and the variable', async (t) => {
-  expectError(t, () => loadConfig({ env: { CRD_MIGRATOR_CONCURRENCY: '0' } }),
-    ['migrator.concurrency', 'environment variable CRD_MIGRATOR_CONCURRENCY'], 'out of range')
-  expectError(t, () => loadConfig({ env: { CRD_MIGRATOR_CONCURRENCY: '2000' } }),
-    ['migrator.concurrency', 'environment variable CRD_MIGRATOR_CONCURRENCY'], 'too large')
-  expectError(t, () => loadConfig({ env: { CRD_MIGRATOR_LOG_LEVEL: 'loud' } }),
-    ['logLevel', 'environment variable CRD_MIGRATOR_LOG_LEVEL'], 'enum')
-  expectError(t, () => loadConfig({ env: { CRD_MIGRATOR_SKIP_PHASES: 'StorageVersionMigration,Nope' } }),
-    ['migrator.skipPhases', 'environment variable CRD_MIGRATOR_SKIP_PHASES'], 'bad phase')
-  expectError(t, () => loadConfig({ env: { CRD_MIGRATOR_CONCURRENCY: 'abc' } }),
-    ['environment variable CRD_MIGRATOR_CONCURRENCY', '"abc"'], 'not a number: names the variable')
-  expectError(t, () => loadConfig({ env: { CRD_MIGRATOR_WEBHOOK_ENABLED: 'nah' } }),
-    ['environment variable CRD_MIGRATOR_WEBHOOK_ENABLED', 'true or false'], 'not a boolean: names the variable')
+  expectError(
+    t,
+    () => loadConfig({ env: { CRD_MIGRATOR_CONCURRENCY: '0' } }),
+    ['migrator.concurrency', 'environment variable CRD_MIGRATOR_CONCURRENCY'],
+    'out of range',
+  )
+  expectError(
+    t,
+    () => loadConfig({ env: { CRD_MIGRATOR_CONCURRENCY: '2000' } }),
+    ['migrator.concurrency', 'environment variable CRD_MIGRATOR_CONCURRENCY'],
+    'too large',
+  )
+  expectError(
+    t,
+    () => loadConfig({ env: { CRD_MIGRATOR_LOG_LEVEL: 'loud' } }),
+    ['logLevel', 'environment variable CRD_MIGRATOR_LOG_LEVEL'],
+    'enum',
+  )
+  expectError(
+    t,
+    () => loadConfig({ env: { CRD_MIGRATOR_SKIP_PHASES: 'StorageVersionMigration,Nope' } }),
+    ['migrator.skipPhases', 'environment variable CRD_MIGRATOR_SKIP_PHASES'],
+    'bad phase',
+  )
+  expectError(
+    t,
+    () => loadConfig({ env: { CRD_MIGRATOR_CONCURRENCY: 'abc' } }),
+    ['environment variable CRD_MIGRATOR_CONCURRENCY', '"abc"'],
+    'not a number: names the variable',
+  )
+  expectError(
+    t,
+    () => loadConfig({ env: { CRD_MIGRATOR_WEBHOOK_ENABLED: 'nah' } }),
+    ['environment variable CRD_MIGRATOR_WEBHOOK_ENABLED', 'true or false'],
+    'not a boolean: names the variable',
+  )
 })
 
 t.test('an unparsable environment value also names the field path', async (t) => {
@@ -183,8 +208,12 @@ t.test('an unparsable environment value also names the field path', async (t) =>
 t.test('bad flag values name the field and the flag', async (t) => {
   expectError(t, () => loadConfig({ flags: { 'migrator.qps': -1 } }), ['migrator.qps', 'flag --qps'], 'negative qps')
   expectError(t, () => loadConfig({ flags: { 'webhook.port': 70000 } }), ['webhook.port', 'flag --webhook-port'], 'port')
-  expectError(t, () => loadConfig({ env: { CRD_MIGRATOR_QPS: '5' }, flags: { 'migrator.qps': -1 } }),
-    ['migrator.qps', 'flag --qps'], 'the flag is blamed, not the env it overrode')
+  expectError(
+    t,
+    () => loadConfig({ env: { CRD_MIGRATOR_QPS: '5' }, flags: { 'migrator.qps': -1 } }),
+    ['migrator.qps', 'flag --qps'],
+    'the flag is blamed, not the env it overrode',
+  )
   const err = configError(() => loadConfig({ env: { CRD_MIGRATOR_QPS: '5' }, flags: { 'migrator.qps': -1 } }))
   t.notOk(err?.message.includes('CRD_MIGRATOR_QPS'), 'the overridden variable is not blamed')
 })
@@ -193,7 +222,7 @@ t.test('bad file values name the field and the file', async (t) => {
   const file = configFile(t, 'migrator:\n  concurrency: 0\n  pageSize: "many"\n')
   expectError(t, () => loadConfig({ file }), ['migrator.concurrency', 'migrator.pageSize', `config file ${file}`], 'two bad fields')
   const err = configError(() => loadConfig({ file }))
-  t.equal(err?.message.split('\n').filter(l => l.includes(`[from config file ${file}]`)).length, 2, 'each issue names the file')
+  t.equal(err?.message.split('\n').filter((l) => l.includes(`[from config file ${file}]`)).length, 2, 'each issue names the file')
 
   const fixed = configFile(t, 'migrator:\n  concurrency: 0\n')
   t.equal(loadConfig({ file: fixed, env: { CRD_MIGRATOR_CONCURRENCY: '3' } }).migrator.concurrency, 3, 'env can fix a bad file value')
@@ -233,8 +262,12 @@ t.test('unreadable or malformed files', async (t) => {
 
 t.test('annotation key validation', async (t) => {
   for (const key of ['Bad Key', 'example.com/', '/migrating', 'EXAMPLE.com/migrating', 'a/b/c', `example.com/${'x'.repeat(64)}`]) {
-    expectError(t, () => loadConfig({ flags: { 'annotations.migrating': key } }),
-      ['annotations.migrating', 'Kubernetes annotation key', 'flag --migrating-annotation'], JSON.stringify(key))
+    expectError(
+      t,
+      () => loadConfig({ flags: { 'annotations.migrating': key } }),
+      ['annotations.migrating', 'Kubernetes annotation key', 'flag --migrating-annotation'],
+      JSON.stringify(key),
+    )
   }
   for (const key of ['example.com/frozen', 'migrating', 'a.b-c.d/x_y.z', `example.com/${'x'.repeat(63)}`]) {
     t.equal(loadConfig({ flags: { 'annotations.migrating': key } }).annotations.migrating, key, `${key} accepted`)
@@ -243,9 +276,19 @@ t.test('annotation key validation', async (t) => {
 
 t.test('lease timings', async (t) => {
   const file = configFile(t, 'leaderElection:\n  leaseDurationSeconds: 15\n  renewDeadlineSeconds: 15\n')
-  expectError(t, () => loadConfig({ file }), ['leaderElection.renewDeadlineSeconds', 'less than leaseDurationSeconds', `config file ${file}`], 'equal')
+  expectError(
+    t,
+    () => loadConfig({ file }),
+    ['leaderElection.renewDeadlineSeconds', 'less than leaseDurationSeconds', `config file ${file}`],
+    'equal',
+  )
   const longer = configFile(t, 'leaderElection:\n  renewDeadlineSeconds: 20\n')
-  expectError(t, () => loadConfig({ file: longer }), ['renewDeadlineSeconds must be less than leaseDurationSeconds'], 'longer than the default lease')
+  expectError(
+    t,
+    () => loadConfig({ file: longer }),
+    ['renewDeadlineSeconds must be less than leaseDurationSeconds'],
+    'longer than the default lease',
+  )
   const ok = configFile(t, 'leaderElection:\n  leaseDurationSeconds: 60\n  renewDeadlineSeconds: 40\n')
   const c = loadConfig({ file: ok })
   t.equal(c.leaderElection.leaseDurationSeconds, 60)
@@ -253,22 +296,35 @@ t.test('lease timings', async (t) => {
 })
 
 t.test('per-CRD entries', async (t) => {
-  const file = configFile(t, [
-    'migrator:',
-    '  crds:',
-    '    widgets.example.com:',
-    '      useStatusSubresource: true',
-    '      skipPhases: [CleanupManagedFields]',
-    '      concurrency: 2',
-    '      qps: 5',
-    '    gadgets.example.com: {}',
-  ].join('\n'))
+  const file = configFile(
+    t,
+    [
+      'migrator:',
+      '  crds:',
+      '    widgets.example.com:',
+      '      useStatusSubresource: true',
+      '      skipPhases: [CleanupManagedFields]',
+      '      concurrency: 2',
+      '      qps: 5',
+      '    gadgets.example.com: {}',
+    ].join('\n'),
+  )
   const c = loadConfig({ file })
-  t.strictSame(c.migrator.crds['widgets.example.com'], { useStatusSubresource: true, skipPhases: ['CleanupManagedFields'], concurrency: 2, qps: 5 })
+  t.strictSame(c.migrator.crds['widgets.example.com'], {
+    useStatusSubresource: true,
+    skipPhases: ['CleanupManagedFields'],
+    concurrency: 2,
+    qps: 5,
+  })
   t.strictSame(c.migrator.crds['gadgets.example.com'], { useStatusSubresource: false, skipPhases: [] }, 'defaults inside an entry')
 
   const badPhase = configFile(t, 'migrator:\n  crds:\n    widgets.example.com:\n      skipPhases: [StorageVersionMigration, Cleanup]\n')
-  expectError(t, () => loadConfig({ file: badPhase }), ['migrator.crds', 'skipPhases', 'CleanupManagedFields', `config file ${badPhase}`], 'bad phase name')
+  expectError(
+    t,
+    () => loadConfig({ file: badPhase }),
+    ['migrator.crds', 'skipPhases', 'CleanupManagedFields', `config file ${badPhase}`],
+    'bad phase name',
+  )
   const badConcurrency = configFile(t, 'migrator:\n  crds:\n    widgets.example.com:\n      concurrency: 0\n')
   expectError(t, () => loadConfig({ file: badConcurrency }), ['migrator.crds', 'concurrency'], 'bad per-CRD concurrency')
 })
@@ -279,51 +335,61 @@ t.test('the schema accepts what loadConfig produces', async (t) => {
 })
 
 t.test('every setting maps to a distinct flag, variable and schema path', async (t) => {
-  t.equal(new Set(SETTINGS.map(s => s.flag)).size, SETTINGS.length, 'flags unique')
-  t.equal(new Set(SETTINGS.map(s => s.env)).size, SETTINGS.length, 'env vars unique')
-  t.equal(new Set(SETTINGS.map(s => s.path)).size, SETTINGS.length, 'paths unique')
+  t.equal(new Set(SETTINGS.map((s) => s.flag)).size, SETTINGS.length, 'flags unique')
+  t.equal(new Set(SETTINGS.map((s) => s.env)).size, SETTINGS.length, 'env vars unique')
+  t.equal(new Set(SETTINGS.map((s) => s.path)).size, SETTINGS.length, 'paths unique')
   const defaults = loadConfig() as unknown as Record<string, unknown>
   for (const s of SETTINGS) {
-    const parent = s.path.split('.').slice(0, -1).reduce<unknown>((o, k) => (o as Record<string, unknown>)[k], defaults)
+    const parent = s.path
+      .split('.')
+      .slice(0, -1)
+      .reduce<unknown>((o, k) => (o as Record<string, unknown>)[k], defaults)
     t.type(parent, 'object', `${s.path}: its section exists in the config`)
   }
 })
 
 t.test('settingsFor', async (t) => {
-  const file = configFile(t, [
-    'annotations:',
-    '  migrating: example.com/frozen',
-    'migrator:',
-    '  concurrency: 8',
-    '  qps: 100',
-    '  pageSize: 250',
-    '  maxAttempts: 3',
-    '  progressIntervalSeconds: 2.5',
-    '  takeoverAfterSeconds: 45',
-    '  rewriteServedManagedFields: true',
-    '  skipPhases: [CleanupManagedFields]',
-    '  crds:',
-    '    widgets.example.com:',
-    '      concurrency: 2',
-    '      qps: 0',
-    '      useStatusSubresource: true',
-    '    gadgets.example.com:',
-    '      skipPhases: [StorageVersionMigration]',
-  ].join('\n'))
+  const file = configFile(
+    t,
+    [
+      'annotations:',
+      '  migrating: example.com/frozen',
+      'migrator:',
+      '  concurrency: 8',
+      '  qps: 100',
+      '  pageSize: 250',
+      '  maxAttempts: 3',
+      '  progressIntervalSeconds: 2.5',
+      '  takeoverAfterSeconds: 45',
+      '  rewriteServedManagedFields: true',
+      '  skipPhases: [CleanupManagedFields]',
+      '  crds:',
+      '    widgets.example.com:',
+      '      concurrency: 2',
+      '      qps: 0',
+      '      useStatusSubresource: true',
+      '    gadgets.example.com:',
+      '      skipPhases: [StorageVersionMigration]',
+    ].join('\n'),
+  )
   const config = loadConfig({ file })
 
-  t.strictSame(settingsFor(config, 'widgets.example.com'), {
-    migratingAnnotation: 'example.com/frozen',
-    phases: ['StorageVersionMigration'],
-    useStatusSubresource: true,
-    concurrency: 2,
-    qps: 0,
-    pageSize: 250,
-    maxAttempts: 3,
-    progressIntervalMs: 2500,
-    rewriteServedManagedFields: true,
-    takeoverAfterMs: 45_000,
-  }, 'per-CRD overrides, qps 0 included')
+  t.strictSame(
+    settingsFor(config, 'widgets.example.com'),
+    {
+      migratingAnnotation: 'example.com/frozen',
+      phases: ['StorageVersionMigration'],
+      useStatusSubresource: true,
+      concurrency: 2,
+      qps: 0,
+      pageSize: 250,
+      maxAttempts: 3,
+      progressIntervalMs: 2500,
+      rewriteServedManagedFields: true,
+      takeoverAfterMs: 45_000,
+    },
+    'per-CRD overrides, qps 0 included',
+  )
 
   const gadgets = settingsFor(config, 'gadgets.example.com')
   t.strictSame(gadgets.phases, [], 'skipPhases are the union of global and per-CRD')

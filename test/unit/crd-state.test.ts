@@ -1,7 +1,19 @@
 import t from 'tap'
 import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
-import { decideFreeze, describeFreeze, freezePatch, isStateAnnotation, progressPatch, readCrdState, StateAnnotation, unfreezePatch, upToDatePatch, type CrdState, type FreezeVerdict } from '../../src/state/crd-state.js'
+import {
+  decideFreeze,
+  describeFreeze,
+  freezePatch,
+  isStateAnnotation,
+  progressPatch,
+  readCrdState,
+  StateAnnotation,
+  unfreezePatch,
+  upToDatePatch,
+  type CrdState,
+  type FreezeVerdict,
+} from '../../src/state/crd-state.js'
 
 const KEY = DEFAULT_MIGRATING_ANNOTATION
 const NOW = new Date('2024-05-06T12:00:00.000Z')
@@ -13,7 +25,12 @@ function crd(annotations?: Record<string, string>): CustomResourceDefinition {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
     metadata: { name: 'widgets.example.com', ...(annotations ? { annotations } : {}) },
-    spec: { group: 'example.com', names: { plural: 'widgets', kind: 'Widget' }, scope: 'Namespaced', versions: [{ name: 'v1', served: true, storage: true }] },
+    spec: {
+      group: 'example.com',
+      names: { plural: 'widgets', kind: 'Widget' },
+      scope: 'Namespaced',
+      versions: [{ name: 'v1', served: true, storage: true }],
+    },
   }
 }
 
@@ -25,8 +42,19 @@ interface ReadRow {
 }
 
 const unfrozen: CrdState = {
-  frozen: false, owner: undefined, heartbeat: undefined, targetStorageVersion: undefined, frozenGeneration: undefined, startedAt: undefined, checkpoint: undefined, checkpointSeal: undefined,
-  phase: undefined, progress: undefined, lastResult: undefined, lastDuration: undefined, carriesState: false,
+  frozen: false,
+  owner: undefined,
+  heartbeat: undefined,
+  targetStorageVersion: undefined,
+  frozenGeneration: undefined,
+  startedAt: undefined,
+  checkpoint: undefined,
+  checkpointSeal: undefined,
+  phase: undefined,
+  progress: undefined,
+  lastResult: undefined,
+  lastDuration: undefined,
+  carriesState: false,
 }
 
 const readRows: ReadRow[] = [
@@ -37,7 +65,12 @@ const readRows: ReadRow[] = [
   { name: 'migrating "false" is not frozen', annotations: { [KEY]: 'false' }, expect: { frozen: false } },
   { name: 'migrating "" is not frozen', annotations: { [KEY]: '' }, expect: { frozen: false } },
   { name: 'migrating "yes" is not frozen', annotations: { [KEY]: 'yes' }, expect: { frozen: false } },
-  { name: 'custom key: the default key means nothing', annotations: { [KEY]: 'true' }, key: 'example.com/frozen', expect: { frozen: false } },
+  {
+    name: 'custom key: the default key means nothing',
+    annotations: { [KEY]: 'true' },
+    key: 'example.com/frozen',
+    expect: { frozen: false },
+  },
   { name: 'custom key: frozen by it', annotations: { 'example.com/frozen': 'true' }, key: 'example.com/frozen', expect: { frozen: true } },
   { name: 'owner', annotations: { [KEY]: 'true', [StateAnnotation.owner]: 'pod-b' }, expect: { frozen: true, owner: 'pod-b' } },
   { name: 'empty owner is no owner', annotations: { [KEY]: 'true', [StateAnnotation.owner]: '' }, expect: { owner: undefined } },
@@ -50,9 +83,17 @@ const readRows: ReadRow[] = [
   { name: 'empty heartbeat ignored', annotations: { [StateAnnotation.heartbeat]: '' }, expect: { heartbeat: undefined } },
   { name: 'frozenGeneration parsed', annotations: { [StateAnnotation.frozenGeneration]: '7' }, expect: { frozenGeneration: 7 } },
   { name: 'frozenGeneration 0', annotations: { [StateAnnotation.frozenGeneration]: '0' }, expect: { frozenGeneration: 0 } },
-  { name: 'garbage frozenGeneration ignored', annotations: { [StateAnnotation.frozenGeneration]: 'seven' }, expect: { frozenGeneration: undefined } },
+  {
+    name: 'garbage frozenGeneration ignored',
+    annotations: { [StateAnnotation.frozenGeneration]: 'seven' },
+    expect: { frozenGeneration: undefined },
+  },
   { name: 'target storage version', annotations: { [StateAnnotation.targetStorageVersion]: 'v2' }, expect: { targetStorageVersion: 'v2' } },
-  { name: 'empty target storage version', annotations: { [StateAnnotation.targetStorageVersion]: '' }, expect: { targetStorageVersion: undefined } },
+  {
+    name: 'empty target storage version',
+    annotations: { [StateAnnotation.targetStorageVersion]: '' },
+    expect: { targetStorageVersion: undefined },
+  },
   { name: 'checkpoint', annotations: { [StateAnnotation.checkpoint]: 'ns-1/widget-42' }, expect: { checkpoint: 'ns-1/widget-42' } },
   { name: 'empty checkpoint', annotations: { [StateAnnotation.checkpoint]: '' }, expect: { checkpoint: undefined } },
   {
@@ -67,7 +108,12 @@ const readRows: ReadRow[] = [
       [StateAnnotation.phase]: 'StorageVersionMigration',
     },
     expect: {
-      frozen: true, owner: 'pod-b', heartbeat: new Date('2024-05-06T11:59:00Z'), targetStorageVersion: 'v1', frozenGeneration: 12, checkpoint: 'default/w-9',
+      frozen: true,
+      owner: 'pod-b',
+      heartbeat: new Date('2024-05-06T11:59:00Z'),
+      targetStorageVersion: 'v1',
+      frozenGeneration: 12,
+      checkpoint: 'default/w-9',
     },
   },
 ]
@@ -83,8 +129,7 @@ t.test('readCrdState: an empty frozen-generation annotation reads as absent, lik
   // An empty value parses as Number('') === 0, and migrate.ts then compares generation 0 with the
   // CRD's real generation (>= 1) before narrowing storedVersions, failing every resumed run.
   const state = readCrdState(crd({ [KEY]: 'true', [StateAnnotation.frozenGeneration]: '' }), KEY)
-  t.equal(state.frozenGeneration, undefined, 'empty frozen-generation is no generation', {
-  })
+  t.equal(state.frozenGeneration, undefined, 'empty frozen-generation is no generation', {})
 })
 
 interface DecideRow {
@@ -175,13 +220,16 @@ for (const row of decideRows) {
 }
 
 t.test('decideFreeze from annotations end to end', async (t) => {
-  const state = readCrdState(crd({
-    [KEY]: 'true',
-    [StateAnnotation.owner]: 'pod-b',
-    [StateAnnotation.heartbeat]: ago(45_000).toISOString(),
-    [StateAnnotation.targetStorageVersion]: 'v2',
-    [StateAnnotation.checkpoint]: 'ns/x',
-  }), KEY)
+  const state = readCrdState(
+    crd({
+      [KEY]: 'true',
+      [StateAnnotation.owner]: 'pod-b',
+      [StateAnnotation.heartbeat]: ago(45_000).toISOString(),
+      [StateAnnotation.targetStorageVersion]: 'v2',
+      [StateAnnotation.checkpoint]: 'ns/x',
+    }),
+    KEY,
+  )
   t.strictSame(decideFreeze(state, SELF, 'v2', TAKEOVER_MS, NOW), { action: 'resume', checkpoint: 'ns/x', previousOwner: 'pod-b' })
   t.strictSame(decideFreeze(state, SELF, 'v2', 60_000, NOW).action, 'wait', 'a longer takeover window waits')
   t.strictSame(decideFreeze(state, SELF, 'v3', TAKEOVER_MS, NOW), { action: 'resume', checkpoint: undefined, previousOwner: 'pod-b' })
@@ -206,11 +254,28 @@ t.test('freezePatch', async (t) => {
   t.equal(custom[KEY], undefined, 'default key not written')
 
   // What freezePatch writes, readCrdState reads back.
-  const annotations = Object.fromEntries(Object.entries(freezePatch(KEY, 'pod-a', 'v2', 5, at)).filter((e): e is [string, string] => e[1] !== null))
-  t.strictSame(readCrdState(crd(annotations), KEY), {
-    frozen: true, owner: 'pod-a', heartbeat: at, targetStorageVersion: 'v2', frozenGeneration: 5, startedAt: at.toISOString(), checkpoint: undefined, checkpointSeal: undefined,
-    phase: 'Started', progress: undefined, lastResult: undefined, lastDuration: undefined, carriesState: true,
-  }, 'round trip')
+  const annotations = Object.fromEntries(
+    Object.entries(freezePatch(KEY, 'pod-a', 'v2', 5, at)).filter((e): e is [string, string] => e[1] !== null),
+  )
+  t.strictSame(
+    readCrdState(crd(annotations), KEY),
+    {
+      frozen: true,
+      owner: 'pod-a',
+      heartbeat: at,
+      targetStorageVersion: 'v2',
+      frozenGeneration: 5,
+      startedAt: at.toISOString(),
+      checkpoint: undefined,
+      checkpointSeal: undefined,
+      phase: 'Started',
+      progress: undefined,
+      lastResult: undefined,
+      lastDuration: undefined,
+      carriesState: true,
+    },
+    'round trip',
+  )
 })
 
 t.test('unfreezePatch lifts the freeze and records the outcome', async (t) => {
@@ -236,8 +301,16 @@ t.test('unfreezePatch lifts the freeze and records the outcome', async (t) => {
 
 t.test('progressPatch writes the checkpoint with its seal only when given one', async (t) => {
   t.strictSame(progressPatch('3/10'), { 'crd-migrator.io/progress': '3/10' })
-  t.strictSame(progressPatch('3/10', { key: 'ns/a', seal: 'mac' }), { 'crd-migrator.io/progress': '3/10', 'crd-migrator.io/checkpoint': 'ns/a', 'crd-migrator.io/checkpoint-seal': 'mac' })
-  t.strictSame(progressPatch('0/10', { key: undefined, seal: 'mac' }), { 'crd-migrator.io/progress': '0/10', 'crd-migrator.io/checkpoint': null, 'crd-migrator.io/checkpoint-seal': null })
+  t.strictSame(progressPatch('3/10', { key: 'ns/a', seal: 'mac' }), {
+    'crd-migrator.io/progress': '3/10',
+    'crd-migrator.io/checkpoint': 'ns/a',
+    'crd-migrator.io/checkpoint-seal': 'mac',
+  })
+  t.strictSame(progressPatch('0/10', { key: undefined, seal: 'mac' }), {
+    'crd-migrator.io/progress': '0/10',
+    'crd-migrator.io/checkpoint': null,
+    'crd-migrator.io/checkpoint-seal': null,
+  })
 })
 
 t.test('upToDatePatch writes only what is not there yet', async (t) => {

@@ -20,38 +20,55 @@ import { DEFAULT_BODY_LIMIT_BYTES, SERVER_TIMEOUTS, serverTimeouts } from '../..
 t.test('CONFIG_DEFAULTS is the schema parsed from nothing, frozen all the way down', async (t) => {
   t.strictSame(CONFIG_DEFAULTS, ConfigSchema.parse({}))
   t.strictSame(CONFIG_DEFAULTS, loadConfig(), 'and what loadConfig gives without sources')
-  t.ok(Object.isFrozen(CONFIG_DEFAULTS) && Object.isFrozen(CONFIG_DEFAULTS.webhook.timeouts) && Object.isFrozen(CONFIG_DEFAULTS.identities.migratorUsers), 'frozen')
+  t.ok(
+    Object.isFrozen(CONFIG_DEFAULTS) &&
+      Object.isFrozen(CONFIG_DEFAULTS.webhook.timeouts) &&
+      Object.isFrozen(CONFIG_DEFAULTS.identities.migratorUsers),
+    'frozen',
+  )
   const parsed = ConfigSchema.parse({})
   parsed.identities.migratorUsers.push('someone')
   parsed.webhook.timeouts.requestSeconds = 1
-  t.strictSame(ConfigSchema.parse({}).identities.migratorUsers, ['system:serviceaccount:crd-migrator:crd-migrator'], 'every parse gets its own copies')
+  t.strictSame(
+    ConfigSchema.parse({}).identities.migratorUsers,
+    ['system:serviceaccount:crd-migrator:crd-migrator'],
+    'every parse gets its own copies',
+  )
   t.equal(CONFIG_DEFAULTS.webhook.timeouts.requestSeconds, 10)
 })
 
-t.test('the constants of other modules are the schema\'s defaults', async (t) => {
+t.test("the constants of other modules are the schema's defaults", async (t) => {
   t.equal(DEFAULT_MIGRATING_ANNOTATION, CONFIG_DEFAULTS.annotations.migrating)
   t.equal(DEFAULT_MIGRATING_ANNOTATION, 'ksvm.sigs.k8s.io/migrating')
   t.equal(DEFAULT_MANAGED_SELECTOR, CONFIG_DEFAULTS.migrator.selector.labelSelector)
   t.equal(DEFAULT_MANAGED_SELECTOR, 'crd-migrator.io/managed=true')
   t.strictSame(DEFAULT_MIGRATOR_USERS, ['system:serviceaccount:crd-migrator:crd-migrator'])
   t.strictSame(DEFAULT_BREAK_GLASS_GROUPS, ['system:masters'])
-  t.strictSame(DEFAULT_ADMISSION_POLICY, {
-    migratingAnnotation: CONFIG_DEFAULTS.annotations.migrating,
-    migratingValue: 'true',
-    migratorUsers: CONFIG_DEFAULTS.identities.migratorUsers,
-    migratorGroups: CONFIG_DEFAULTS.identities.migratorGroups,
-    breakGlassGroups: CONFIG_DEFAULTS.identities.breakGlassGroups,
-  }, 'the admission policy')
+  t.strictSame(
+    DEFAULT_ADMISSION_POLICY,
+    {
+      migratingAnnotation: CONFIG_DEFAULTS.annotations.migrating,
+      migratingValue: 'true',
+      migratorUsers: CONFIG_DEFAULTS.identities.migratorUsers,
+      migratorGroups: CONFIG_DEFAULTS.identities.migratorGroups,
+      breakGlassGroups: CONFIG_DEFAULTS.identities.breakGlassGroups,
+    },
+    'the admission policy',
+  )
   t.equal(DEFAULT_BODY_LIMIT_BYTES, CONFIG_DEFAULTS.webhook.bodyLimitBytes)
   t.equal(DEFAULT_BODY_LIMIT_BYTES, 3 * 1024 * 1024, '3 MiB')
-  t.strictSame(SERVER_TIMEOUTS, {
-    requestTimeoutMs: 10_000,
-    headersTimeoutMs: 5_000,
-    connectionTimeoutMs: 15_000,
-    keepAliveTimeoutMs: 120_000,
-    connectionsCheckingIntervalMs: 2_000,
-    tlsHandshakeTimeoutMs: 5_000,
-  }, 'the webhook timeouts, the documented ones, in milliseconds')
+  t.strictSame(
+    SERVER_TIMEOUTS,
+    {
+      requestTimeoutMs: 10_000,
+      headersTimeoutMs: 5_000,
+      connectionTimeoutMs: 15_000,
+      keepAliveTimeoutMs: 120_000,
+      connectionsCheckingIntervalMs: 2_000,
+      tlsHandshakeTimeoutMs: 5_000,
+    },
+    'the webhook timeouts, the documented ones, in milliseconds',
+  )
   t.strictSame(SERVER_TIMEOUTS, serverTimeouts(CONFIG_DEFAULTS.webhook.timeouts))
 })
 

@@ -67,7 +67,8 @@ function parseCopy(args: string): { from: string | undefined; sources: string[];
   const rest: string[] = []
   for (const w of words) {
     if (w.startsWith('--from=')) from = w.slice('--from='.length)
-    else if (w.startsWith('--')) continue // --chown, --chmod, --link
+    else if (w.startsWith('--'))
+      continue // --chown, --chmod, --link
     else rest.push(w)
   }
   return { from, sources: rest.slice(0, -1), dest: rest.at(-1)! }
@@ -120,7 +121,12 @@ const ignore = read('.dockerignore')
   .split('\n')
   .map((l) => l.trim())
   .filter((l) => l && !l.startsWith('#'))
-const pkg = JSON.parse(read('package.json')) as { bin: Record<string, string>; engines: { node: string }; scripts: Record<string, string>; files: string[] }
+const pkg = JSON.parse(read('package.json')) as {
+  bin: Record<string, string>
+  engines: { node: string }
+  scripts: Record<string, string>
+  files: string[]
+}
 const tsconfig = JSON.parse(read('tsconfig.json')) as { compilerOptions: { outDir: string; rootDir: string }; include: string[] }
 
 /** The npm scripts a RUN line calls (`npm run <name>`). */
@@ -163,7 +169,10 @@ t.test('base images are one supported Node.js LTS; the run time is distroless an
   const user = users.at(-1)?.args ?? (runtime.image.endsWith(':nonroot') ? 'nonroot' : 'root')
   const uid = user.split(':')[0]!
   t.notOk(['root', '0'].includes(uid), `runs as ${user}, not root`)
-  t.notOk(runtime.instructions.some((i) => i.op === 'RUN'), 'no RUN in the run-time stage (distroless has no shell)')
+  t.notOk(
+    runtime.instructions.some((i) => i.op === 'RUN'),
+    'no RUN in the run-time stage (distroless has no shell)',
+  )
 
   // The chart runs the pod as the image's user; keep the two in step.
   const values = parse(read('charts/crd-migrator/values.yaml')) as { podSecurityContext: { runAsUser: number; runAsGroup: number } }
@@ -181,7 +190,10 @@ t.test('every COPY source exists: in the build context (and not .dockerignored) 
         copies++
         if (from === undefined) {
           t.ok(existsSync(join(repoRoot, src)), `line ${ins.line}: ${src} exists in the repository`)
-          t.notOk(dockerIgnored(ignore, posix.normalize(src).replace(/\/$/, '')), `line ${ins.line}: ${src} is in the build context (.dockerignore)`)
+          t.notOk(
+            dockerIgnored(ignore, posix.normalize(src).replace(/\/$/, '')),
+            `line ${ins.line}: ${src} is in the build context (.dockerignore)`,
+          )
           continue
         }
         const source = byName.get(from)
@@ -190,13 +202,26 @@ t.test('every COPY source exists: in the build context (and not .dockerignored) 
         const workdir = workdirAt(source, Infinity)
         const runs = source.instructions.filter((i) => i.op === 'RUN').map((i) => i.args)
         if (src === posix.join(workdir, 'node_modules')) {
-          t.ok(runs.some((r) => /\bnpm ci\b/.test(r)), `line ${ins.line}: stage ${from} installs node_modules with npm ci`)
-          if (stage === runtime) t.ok(runs.some((r) => /\bnpm ci\b.*--omit=dev/.test(r)), `line ${ins.line}: the run time gets production dependencies only`)
+          t.ok(
+            runs.some((r) => /\bnpm ci\b/.test(r)),
+            `line ${ins.line}: stage ${from} installs node_modules with npm ci`,
+          )
+          if (stage === runtime)
+            t.ok(
+              runs.some((r) => /\bnpm ci\b.*--omit=dev/.test(r)),
+              `line ${ins.line}: the run time gets production dependencies only`,
+            )
         } else if (src === posix.join(workdir, tsconfig.compilerOptions.outDir)) {
           const scripts = runs.flatMap(npmScriptsOf)
-          t.ok(scripts.some((name) => PRODUCT_BUILD.test(pkg.scripts[name] ?? '')), `line ${ins.line}: stage ${from} builds ${tsconfig.compilerOptions.outDir}/ with an npm script that runs \`tsc -p tsconfig.json\` (${scripts.join(', ')})`)
+          t.ok(
+            scripts.some((name) => PRODUCT_BUILD.test(pkg.scripts[name] ?? '')),
+            `line ${ins.line}: stage ${from} builds ${tsconfig.compilerOptions.outDir}/ with an npm script that runs \`tsc -p tsconfig.json\` (${scripts.join(', ')})`,
+          )
           const copied = source.instructions.filter((i) => i.op === 'COPY').flatMap((i) => parseCopy(i.args).sources)
-          t.ok(copied.includes('tsconfig.json') && copied.some((c) => c.replace(/\/$/, '') === tsconfig.compilerOptions.rootDir), `stage ${from} has tsconfig.json and ${tsconfig.compilerOptions.rootDir}/`)
+          t.ok(
+            copied.includes('tsconfig.json') && copied.some((c) => c.replace(/\/$/, '') === tsconfig.compilerOptions.rootDir),
+            `stage ${from} has tsconfig.json and ${tsconfig.compilerOptions.rootDir}/`,
+          )
         } else {
           t.fail(`line ${ins.line}: do not know how stage ${from} makes ${src}`)
         }
@@ -205,7 +230,14 @@ t.test('every COPY source exists: in the build context (and not .dockerignored) 
   }
   t.ok(copies > 0)
   // Things that must never reach the build context.
-  for (const p of ['certs/tls.key', 'certs/ca.key', '.git/config', 'node_modules/tap/package.json', 'dist/cli/main.js', 'charts/crd-migrator/values.yaml']) {
+  for (const p of [
+    'certs/tls.key',
+    'certs/ca.key',
+    '.git/config',
+    'node_modules/tap/package.json',
+    'dist/cli/main.js',
+    'charts/crd-migrator/values.yaml',
+  ]) {
     t.ok(dockerIgnored(ignore, p), `${p} stays out of the build context`)
   }
 })
@@ -220,19 +252,22 @@ t.test('the entry point is the built crd-migrator CLI, running `serve`', async (
   t.same(extra, [])
   t.equal(script, pkg.bin['crd-migrator'], 'the package.json bin target')
   const workdir = workdirAt(runtime, Infinity)
-  const copiedTo = runtime.instructions
-    .filter((i) => i.op === 'COPY')
-    .map((i) => posix.resolve(workdir, parseCopy(i.args).dest))
+  const copiedTo = runtime.instructions.filter((i) => i.op === 'COPY').map((i) => posix.resolve(workdir, parseCopy(i.args).dest))
   t.ok(copiedTo.includes(posix.join(workdir, tsconfig.compilerOptions.outDir)), `${tsconfig.compilerOptions.outDir}/ lands in ${workdir}`)
   t.ok(copiedTo.includes(posix.join(workdir, 'node_modules')), `node_modules/ lands in ${workdir}`)
   t.ok(copiedTo.includes(workdir), 'package.json ("type": "module") lands next to them')
   // dist/cli/main.js is compiled from src/cli/main.ts (rootDir src, outDir dist).
-  const source = script!.replace(new RegExp(`^${tsconfig.compilerOptions.outDir}/`), `${tsconfig.compilerOptions.rootDir}/`).replace(/\.js$/, '.ts')
+  const source = script!
+    .replace(new RegExp(`^${tsconfig.compilerOptions.outDir}/`), `${tsconfig.compilerOptions.rootDir}/`)
+    .replace(/\.js$/, '.ts')
   t.ok(existsSync(join(repoRoot, source)), `${script} is built from ${source}`)
   const args = JSON.parse(cmd!.args) as string[]
   t.same(args, ['serve'])
   t.match(read(source), /\.command\('serve'\)/, 'the CLI has a serve command')
-  const exposed = runtime.instructions.filter((i) => i.op === 'EXPOSE').flatMap((i) => i.args.split(/\s+/)).map(Number)
+  const exposed = runtime.instructions
+    .filter((i) => i.op === 'EXPOSE')
+    .flatMap((i) => i.args.split(/\s+/))
+    .map(Number)
   t.same(exposed.sort(), [8080, 9443], 'EXPOSE the default webhook (9443) and metrics (8080) ports')
 })
 
@@ -247,10 +282,21 @@ t.test('the image gets the product build only, never the development tooling', a
     t.ok(dockerIgnored(ignore, p), `${p} stays out of the build context`)
   }
   const build = stages.find((s) => s.name === 'build')!
-  t.notOk(build.instructions.some((i) => i.op === 'RUN' && /\brm\b/.test(i.args)), 'nothing is built only to be deleted')
+  t.notOk(
+    build.instructions.some((i) => i.op === 'RUN' && /\brm\b/.test(i.args)),
+    'nothing is built only to be deleted',
+  )
   const fromBuild = runtime.instructions
     .filter((i) => i.op === 'COPY' && parseCopy(i.args).from === 'build')
     .flatMap((i) => parseCopy(i.args).sources)
-  t.same(fromBuild, [posix.join(workdirAt(build, Infinity), tsconfig.compilerOptions.outDir)], `the run time copies ${tsconfig.compilerOptions.outDir}/ and nothing else from the build`)
-  t.same(pkg.files, [tsconfig.compilerOptions.outDir], `the npm package ships ${tsconfig.compilerOptions.outDir}/ (plus package.json and README)`)
+  t.same(
+    fromBuild,
+    [posix.join(workdirAt(build, Infinity), tsconfig.compilerOptions.outDir)],
+    `the run time copies ${tsconfig.compilerOptions.outDir}/ and nothing else from the build`,
+  )
+  t.same(
+    pkg.files,
+    [tsconfig.compilerOptions.outDir],
+    `the npm package ships ${tsconfig.compilerOptions.outDir}/ (plus package.json and README)`,
+  )
 })

@@ -15,7 +15,10 @@ t.test('every error of ours carries its code; anything else is CRDM_INTERNAL', a
 
 t.test('describeError leads with the code; errorMessage needs no cast', async (t) => {
   t.equal(describeError(new ConfigError('bad')), 'CRDM_CONFIG_INVALID: bad')
-  t.equal(describeError(new KubeApiError(409, 'PATCH', '/y', { kind: 'Status', message: 'conflict' }, undefined)), 'CRDM_KUBE_API: PATCH /y: 409 conflict')
+  t.equal(
+    describeError(new KubeApiError(409, 'PATCH', '/y', { kind: 'Status', message: 'conflict' }, undefined)),
+    'CRDM_KUBE_API: PATCH /y: 409 conflict',
+  )
   t.equal(errorMessage(42), '42')
   t.equal(errorMessage(new Error('m')), 'm')
 })

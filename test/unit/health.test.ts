@@ -35,7 +35,11 @@ t.test('/readyz: 200 when every check passes, 503 naming the failing ones; /heal
   certificate = true
   const ready = await app.inject('/readyz')
   t.equal(ready.statusCode, 200)
-  t.same(ready.json(), { status: 'ready', failing: [], checks: { 'webhook-certificate': 'ok', 'not-shutting-down': 'ok', 'listener-open': 'ok' } })
+  t.same(ready.json(), {
+    status: 'ready',
+    failing: [],
+    checks: { 'webhook-certificate': 'ok', 'not-shutting-down': 'ok', 'listener-open': 'ok' },
+  })
 
   shuttingDown = true
   const closing = await app.inject('/readyz')
@@ -57,7 +61,12 @@ t.test('/metrics serves the registry in its content type', async (t) => {
 t.test('a check that throws fails, with its error', async (t) => {
   const report = readinessReport([
     { name: 'fine', failing: () => undefined },
-    { name: 'broken', failing: () => { throw new Error('boom') } },
+    {
+      name: 'broken',
+      failing: () => {
+        throw new Error('boom')
+      },
+    },
   ])
   t.same(report, { ready: false, failing: ['broken'], checks: { fine: 'ok', broken: 'check failed: boom' } })
   t.same(readinessReport([]), { ready: true, failing: [], checks: {} }, 'no checks: ready')

@@ -36,7 +36,11 @@ function specifiers(file: string): string[] {
 }
 
 /** `@scope/name` or `name` of a bare specifier. */
-const packageName = (spec: string) => spec.split('/').slice(0, spec.startsWith('@') ? 2 : 1).join('/')
+const packageName = (spec: string) =>
+  spec
+    .split('/')
+    .slice(0, spec.startsWith('@') ? 2 : 1)
+    .join('/')
 const isBuiltin = (spec: string) => spec.startsWith('node:') || builtinModules.includes(spec.split('/')[0]!)
 const isInside = (dir: string, path: string) => path === dir || path.startsWith(dir + sep)
 const rel = (p: string) => relative(root, p).split(sep).join('/')
@@ -65,7 +69,11 @@ t.test('src/ imports nothing outside src/, and no npm package but its production
   }
   t.same(outside, [], 'no import leaves src/ (dev/ is tooling: src/ must build and run without it)')
   t.same(notDependencies, [], 'every npm package src/ imports is a production dependency')
-  t.same(Object.keys(pkg.dependencies).filter((d) => !used.has(d)), [], 'every production dependency is used by src/ (tooling-only packages are devDependencies)')
+  t.same(
+    Object.keys(pkg.dependencies).filter((d) => !used.has(d)),
+    [],
+    'every production dependency is used by src/ (tooling-only packages are devDependencies)',
+  )
 })
 
 t.test('dev/ and test/ import the product from src/, never a build or the package by name', async (t) => {
@@ -77,7 +85,8 @@ t.test('dev/ and test/ import the product from src/, never a build or the packag
       if (spec.startsWith('.')) {
         const target = resolve(dirname(file), spec)
         if (builds.some((b) => isInside(b, target))) wrong.push(`${rel(file)} imports the build ${spec}`)
-        else if (!existsSync(target) && !existsSync(target.replace(/\.js$/, '.ts'))) wrong.push(`${rel(file)} imports ${spec}, which does not exist`)
+        else if (!existsSync(target) && !existsSync(target.replace(/\.js$/, '.ts')))
+          wrong.push(`${rel(file)} imports ${spec}, which does not exist`)
         if (isInside(src, target)) product++
       } else if (packageName(spec) === pkg.name) {
         wrong.push(`${rel(file)} imports the package by name: ${spec}`)

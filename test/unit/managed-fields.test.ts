@@ -73,94 +73,156 @@ const rows: Row[] = [
   {
     name: 'only storage-version entries: unchanged',
     entries: [kubectlV1, helmV1],
-    changed: false, removed: [], rewritten: 0, seeded: false, managedFields: [kubectlV1, helmV1],
+    changed: false,
+    removed: [],
+    rewritten: 0,
+    seeded: false,
+    managedFields: [kubectlV1, helmV1],
   },
   {
     name: 'served non-storage entry kept when rewriting is off',
     entries: [kubectlBeta, helmV1],
-    changed: false, removed: [], rewritten: 0, seeded: false, managedFields: [kubectlBeta, helmV1],
+    changed: false,
+    removed: [],
+    rewritten: 0,
+    seeded: false,
+    managedFields: [kubectlBeta, helmV1],
   },
   {
     name: 'unserved entry removed, storage entry kept',
     entries: [kubectlAlpha, helmV1],
-    changed: true, removed: [kubectlAlpha], rewritten: 0, seeded: false, managedFields: [helmV1],
+    changed: true,
+    removed: [kubectlAlpha],
+    rewritten: 0,
+    seeded: false,
+    managedFields: [helmV1],
   },
   {
     name: 'unserved entry removed, served non-storage entry kept',
     entries: [kubectlBeta, fluxAlpha],
-    changed: true, removed: [fluxAlpha], rewritten: 0, seeded: false, managedFields: [kubectlBeta],
+    changed: true,
+    removed: [fluxAlpha],
+    rewritten: 0,
+    seeded: false,
+    managedFields: [kubectlBeta],
   },
   {
     name: 'same version name in another group is kept',
     entries: [otherGroupAlpha, kubectlAlpha],
-    changed: true, removed: [kubectlAlpha], rewritten: 0, seeded: false, managedFields: [otherGroupAlpha],
+    changed: true,
+    removed: [kubectlAlpha],
+    rewritten: 0,
+    seeded: false,
+    managedFields: [otherGroupAlpha],
   },
   {
     name: 'a subdomain group and a look-alike group are not ours',
     entries: [subdomainAlpha, lookalikeAlpha],
-    changed: false, removed: [], rewritten: 0, seeded: false, managedFields: [subdomainAlpha, lookalikeAlpha],
+    changed: false,
+    removed: [],
+    rewritten: 0,
+    seeded: false,
+    managedFields: [subdomainAlpha, lookalikeAlpha],
   },
   {
     name: 'entries without apiVersion and core-group entries are kept',
     entries: [noApiVersion, coreV1, kubectlAlpha],
-    changed: true, removed: [kubectlAlpha], rewritten: 0, seeded: false, managedFields: [noApiVersion, coreV1],
+    changed: true,
+    removed: [kubectlAlpha],
+    rewritten: 0,
+    seeded: false,
+    managedFields: [noApiVersion, coreV1],
   },
   {
     name: 'all removed: seeded with the first removed manager and operation',
     entries: [fluxAlpha, kubectlAlpha],
-    changed: true, removed: [fluxAlpha, kubectlAlpha], rewritten: 0, seeded: true, managedFields: [seed('flux', 'Apply')],
+    changed: true,
+    removed: [fluxAlpha, kubectlAlpha],
+    rewritten: 0,
+    seeded: true,
+    managedFields: [seed('flux', 'Apply')],
   },
   {
     name: 'all removed, first without manager/operation: seeded as crd-migrator Update',
     entries: [{ apiVersion: 'example.com/v1alpha1', fieldsType: 'FieldsV1', fieldsV1: {} }],
     changed: true,
     removed: [{ apiVersion: 'example.com/v1alpha1', fieldsType: 'FieldsV1', fieldsV1: {} }],
-    rewritten: 0, seeded: true, managedFields: [seed('crd-migrator', 'Update')],
+    rewritten: 0,
+    seeded: true,
+    managedFields: [seed('crd-migrator', 'Update')],
   },
   {
-    name: 'removal leaving only another group\'s entry: not seeded',
+    name: "removal leaving only another group's entry: not seeded",
     entries: [kubectlAlpha, otherGroupAlpha],
-    changed: true, removed: [kubectlAlpha], rewritten: 0, seeded: false, managedFields: [otherGroupAlpha],
+    changed: true,
+    removed: [kubectlAlpha],
+    rewritten: 0,
+    seeded: false,
+    managedFields: [otherGroupAlpha],
   },
   {
     name: 'rewrite on: served non-storage entry moved to the storage version',
     entries: [kubectlBeta, helmV1],
     policy: rewriting,
-    changed: true, removed: [], rewritten: 1, seeded: false,
+    changed: true,
+    removed: [],
+    rewritten: 1,
+    seeded: false,
     managedFields: [{ ...kubectlBeta, apiVersion: 'example.com/v1' }, helmV1],
   },
   {
     name: 'rewrite on: unserved removed and served rewritten in one go',
     entries: [fluxAlpha, kubectlBeta, otherGroupAlpha],
     policy: rewriting,
-    changed: true, removed: [fluxAlpha], rewritten: 1, seeded: false,
+    changed: true,
+    removed: [fluxAlpha],
+    rewritten: 1,
+    seeded: false,
     managedFields: [{ ...kubectlBeta, apiVersion: 'example.com/v1' }, otherGroupAlpha],
   },
   {
     name: 'rewrite on: a rewrite that removes nothing else never seeds',
     entries: [kubectlBeta],
     policy: rewriting,
-    changed: true, removed: [], rewritten: 1, seeded: false,
+    changed: true,
+    removed: [],
+    rewritten: 1,
+    seeded: false,
     managedFields: [{ ...kubectlBeta, apiVersion: 'example.com/v1' }],
   },
   {
     name: 'rewrite on: storage entries and foreign entries untouched',
     entries: [kubectlV1, otherGroupAlpha, noApiVersion],
     policy: rewriting,
-    changed: false, removed: [], rewritten: 0, seeded: false, managedFields: [kubectlV1, otherGroupAlpha, noApiVersion],
+    changed: false,
+    removed: [],
+    rewritten: 0,
+    seeded: false,
+    managedFields: [kubectlV1, otherGroupAlpha, noApiVersion],
   },
   {
     name: 'rewrite on: collision with the same manager/operation merges field sets, later time wins',
     entries: [
-      entry('kubectl', 'example.com/v1', { time: '2024-01-01T00:00:00Z', fieldsV1: { 'f:spec': { 'f:a': {} }, 'f:metadata': { 'f:labels': { 'f:x': {} } } } }),
-      entry('kubectl', 'example.com/v1beta1', { time: '2024-03-01T00:00:00Z', fieldsV1: { 'f:spec': { 'f:b': {} }, 'f:metadata': { 'f:labels': { 'f:y': {} } } } }),
+      entry('kubectl', 'example.com/v1', {
+        time: '2024-01-01T00:00:00Z',
+        fieldsV1: { 'f:spec': { 'f:a': {} }, 'f:metadata': { 'f:labels': { 'f:x': {} } } },
+      }),
+      entry('kubectl', 'example.com/v1beta1', {
+        time: '2024-03-01T00:00:00Z',
+        fieldsV1: { 'f:spec': { 'f:b': {} }, 'f:metadata': { 'f:labels': { 'f:y': {} } } },
+      }),
     ],
     policy: rewriting,
-    changed: true, removed: [], rewritten: 1, seeded: false,
-    managedFields: [entry('kubectl', 'example.com/v1', {
-      time: '2024-03-01T00:00:00Z',
-      fieldsV1: { 'f:spec': { 'f:a': {}, 'f:b': {} }, 'f:metadata': { 'f:labels': { 'f:x': {}, 'f:y': {} } } },
-    })],
+    changed: true,
+    removed: [],
+    rewritten: 1,
+    seeded: false,
+    managedFields: [
+      entry('kubectl', 'example.com/v1', {
+        time: '2024-03-01T00:00:00Z',
+        fieldsV1: { 'f:spec': { 'f:a': {}, 'f:b': {} }, 'f:metadata': { 'f:labels': { 'f:x': {}, 'f:y': {} } } },
+      }),
+    ],
   },
   {
     name: 'rewrite on: collision keeps the later time when the rewritten entry is older',
@@ -169,21 +231,30 @@ const rows: Row[] = [
       entry('kubectl', 'example.com/v1', { time: '2024-06-01T00:00:00Z', fieldsV1: { 'f:spec': { 'f:a': {} } } }),
     ],
     policy: rewriting,
-    changed: true, removed: [], rewritten: 1, seeded: false,
+    changed: true,
+    removed: [],
+    rewritten: 1,
+    seeded: false,
     managedFields: [entry('kubectl', 'example.com/v1', { time: '2024-06-01T00:00:00Z', fieldsV1: { 'f:spec': { 'f:b': {}, 'f:a': {} } } })],
   },
   {
     name: 'rewrite on: a different operation is a different entry',
     entries: [entry('kubectl', 'example.com/v1'), entry('kubectl', 'example.com/v1beta1', { operation: 'Apply' })],
     policy: rewriting,
-    changed: true, removed: [], rewritten: 1, seeded: false,
+    changed: true,
+    removed: [],
+    rewritten: 1,
+    seeded: false,
     managedFields: [entry('kubectl', 'example.com/v1'), entry('kubectl', 'example.com/v1', { operation: 'Apply' })],
   },
   {
     name: 'rewrite on: a different subresource is a different entry',
     entries: [entry('kubectl', 'example.com/v1'), entry('kubectl', 'example.com/v1beta1', { subresource: 'status' })],
     policy: rewriting,
-    changed: true, removed: [], rewritten: 1, seeded: false,
+    changed: true,
+    removed: [],
+    rewritten: 1,
+    seeded: false,
     managedFields: [entry('kubectl', 'example.com/v1'), entry('kubectl', 'example.com/v1', { subresource: 'status' })],
   },
   {
@@ -193,13 +264,19 @@ const rows: Row[] = [
       entry('ctrl', 'example.com/v1beta1', { subresource: 'status', fieldsV1: { 'f:status': { 'f:b': {} } } }),
     ],
     policy: rewriting,
-    changed: true, removed: [], rewritten: 1, seeded: false,
+    changed: true,
+    removed: [],
+    rewritten: 1,
+    seeded: false,
     managedFields: [entry('ctrl', 'example.com/v1', { subresource: 'status', fieldsV1: { 'f:status': { 'f:a': {}, 'f:b': {} } } })],
   },
   {
     name: 'rewrite off: a served non-storage entry does not collide with its storage twin',
     entries: [entry('kubectl', 'example.com/v1'), entry('kubectl', 'example.com/v1beta1')],
-    changed: false, removed: [], rewritten: 0, seeded: false,
+    changed: false,
+    removed: [],
+    rewritten: 0,
+    seeded: false,
     managedFields: [entry('kubectl', 'example.com/v1'), entry('kubectl', 'example.com/v1beta1')],
   },
 ]
@@ -237,17 +314,24 @@ t.test('seeding without policy.now uses the current time', async (t) => {
 })
 
 t.test('mergeFieldSets is a deep union', async (t) => {
-  t.strictSame(mergeFieldSets(
-    { 'f:spec': { 'f:a': {}, 'f:nested': { 'f:x': {} } }, 'f:metadata': {} },
-    { 'f:spec': { 'f:b': {}, 'f:nested': { 'f:y': {} } }, 'f:status': { 'f:c': {} } },
-  ), {
-    'f:spec': { 'f:a': {}, 'f:nested': { 'f:x': {}, 'f:y': {} }, 'f:b': {} },
-    'f:metadata': {},
-    'f:status': { 'f:c': {} },
-  })
+  t.strictSame(
+    mergeFieldSets(
+      { 'f:spec': { 'f:a': {}, 'f:nested': { 'f:x': {} } }, 'f:metadata': {} },
+      { 'f:spec': { 'f:b': {}, 'f:nested': { 'f:y': {} } }, 'f:status': { 'f:c': {} } },
+    ),
+    {
+      'f:spec': { 'f:a': {}, 'f:nested': { 'f:x': {}, 'f:y': {} }, 'f:b': {} },
+      'f:metadata': {},
+      'f:status': { 'f:c': {} },
+    },
+  )
   t.strictSame(mergeFieldSets(undefined, { 'f:a': {} }), { 'f:a': {} }, 'undefined left side')
   t.strictSame(mergeFieldSets({ 'f:a': {} }, undefined), { 'f:a': {} }, 'undefined right side')
-  t.strictSame(mergeFieldSets({ '.': {} }, { '.': {}, 'k:{"name":"x"}': { '.': {} } }), { '.': {}, 'k:{"name":"x"}': { '.': {} } }, 'key and dot fields')
+  t.strictSame(
+    mergeFieldSets({ '.': {} }, { '.': {}, 'k:{"name":"x"}': { '.': {} } }),
+    { '.': {}, 'k:{"name":"x"}': { '.': {} } },
+    'key and dot fields',
+  )
   const a = { 'f:spec': { 'f:a': {} } }
   mergeFieldSets(a, { 'f:spec': { 'f:b': {} } })
   t.strictSame(a, { 'f:spec': { 'f:a': {} } }, 'inputs are not mutated')
@@ -270,11 +354,23 @@ t.test('managedFieldsPatch: a resourceVersion test, then the replace', async (t)
     { op: 'replace', path: '/metadata/managedFields', value: fields },
   ])
 
-  const doc = (rv: string) => ({ apiVersion: 'example.com/v1', kind: 'Widget', metadata: { name: 'w', resourceVersion: rv, managedFields: [kubectlAlpha, helmV1] } })
+  const doc = (rv: string) => ({
+    apiVersion: 'example.com/v1',
+    kind: 'Widget',
+    metadata: { name: 'w', resourceVersion: rv, managedFields: [kubectlAlpha, helmV1] },
+  })
 
-  t.throws(() => jsonpatch.applyPatch(doc('1235'), ops), { name: 'TEST_OPERATION_FAILED' }, 'a different resourceVersion makes the test op fail')
+  t.throws(
+    () => jsonpatch.applyPatch(doc('1235'), ops),
+    { name: 'TEST_OPERATION_FAILED' },
+    'a different resourceVersion makes the test op fail',
+  )
   const stale = doc('1235')
-  try { jsonpatch.applyPatch(stale, ops) } catch { /* expected */ }
+  try {
+    jsonpatch.applyPatch(stale, ops)
+  } catch {
+    /* expected */
+  }
   t.strictSame(stale.metadata.managedFields, [kubectlAlpha, helmV1], 'nothing replaced when the test fails')
 
   const fresh = doc('1234')

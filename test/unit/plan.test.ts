@@ -1,5 +1,5 @@
 import t from 'tap'
-import type { CrdCondition, CrdVersion, CustomResourceDefinition } from '../../src/kube/types.js'
+import type { CrdCondition, CustomResourceDefinition } from '../../src/kube/types.js'
 import { ALL_PHASES, Phase, planCrd, versionHasStatusSubresource, type CrdPlan } from '../../src/migrator/plan.js'
 
 const ESTABLISHED: CrdCondition = { type: 'Established', status: 'True' }
@@ -44,7 +44,14 @@ const rows: Row[] = [
   },
   {
     name: 'not established (Established=False, NamesAccepted=True)',
-    crd: crd({ versions: [['v1', true, true]], storedVersions: ['v1'], conditions: [{ type: 'NamesAccepted', status: 'True' }, { type: 'Established', status: 'False' }] }),
+    crd: crd({
+      versions: [['v1', true, true]],
+      storedVersions: ['v1'],
+      conditions: [
+        { type: 'NamesAccepted', status: 'True' },
+        { type: 'Established', status: 'False' },
+      ],
+    }),
     expect: { established: false, blockedReason: 'the CRD is not Established yet' },
   },
   {
@@ -59,46 +66,105 @@ const rows: Row[] = [
   },
   {
     name: 'no storage version',
-    crd: crd({ versions: [['v1alpha1', true, false], ['v1', true, false]], storedVersions: ['v1'] }),
-    expect: { established: true, storageVersion: undefined, blockedReason: 'the CRD has no storage version', storageMigrationNeeded: false },
+    crd: crd({
+      versions: [
+        ['v1alpha1', true, false],
+        ['v1', true, false],
+      ],
+      storedVersions: ['v1'],
+    }),
+    expect: {
+      established: true,
+      storageVersion: undefined,
+      blockedReason: 'the CRD has no storage version',
+      storageMigrationNeeded: false,
+    },
   },
   {
     name: 'no versions at all',
     crd: crd({ versions: [] }),
-    expect: { storageVersion: undefined, servedVersions: [], blockedReason: 'the CRD has no storage version', storageMigrationNeeded: false },
+    expect: {
+      storageVersion: undefined,
+      servedVersions: [],
+      blockedReason: 'the CRD has no storage version',
+      storageMigrationNeeded: false,
+    },
   },
   {
     name: 'two storage versions',
-    crd: crd({ versions: [['v1alpha1', true, true], ['v1', true, true]], storedVersions: ['v1alpha1', 'v1'] }),
+    crd: crd({
+      versions: [
+        ['v1alpha1', true, true],
+        ['v1', true, true],
+      ],
+      storedVersions: ['v1alpha1', 'v1'],
+    }),
     expect: { storageVersion: undefined, blockedReason: 'the CRD marks 2 versions as storage', storageMigrationNeeded: false },
   },
   {
     name: 'storedVersions == [storage]: no migration',
-    crd: crd({ versions: [['v1alpha1', true, false], ['v1', true, true]], storedVersions: ['v1'], generation: 3 }),
+    crd: crd({
+      versions: [
+        ['v1alpha1', true, false],
+        ['v1', true, true],
+      ],
+      storedVersions: ['v1'],
+      generation: 3,
+    }),
     expect: {
-      name: 'widgets.example.com', group: 'example.com', generation: 3, established: true,
-      storageVersion: 'v1', servedVersions: ['v1alpha1', 'v1'], storedVersions: ['v1'],
-      storageMigrationNeeded: false, blockedReason: undefined,
+      name: 'widgets.example.com',
+      group: 'example.com',
+      generation: 3,
+      established: true,
+      storageVersion: 'v1',
+      servedVersions: ['v1alpha1', 'v1'],
+      storedVersions: ['v1'],
+      storageMigrationNeeded: false,
+      blockedReason: undefined,
     },
   },
   {
     name: 'storedVersions [v1, v2] with storage v2: migration',
-    crd: crd({ versions: [['v1', true, false], ['v2', true, true]], storedVersions: ['v1', 'v2'] }),
+    crd: crd({
+      versions: [
+        ['v1', true, false],
+        ['v2', true, true],
+      ],
+      storedVersions: ['v1', 'v2'],
+    }),
     expect: { storageVersion: 'v2', storedVersions: ['v1', 'v2'], storageMigrationNeeded: true, blockedReason: undefined },
   },
   {
     name: 'storedVersions [v2, v1] (order does not matter): migration',
-    crd: crd({ versions: [['v1', true, false], ['v2', true, true]], storedVersions: ['v2', 'v1'] }),
+    crd: crd({
+      versions: [
+        ['v1', true, false],
+        ['v2', true, true],
+      ],
+      storedVersions: ['v2', 'v1'],
+    }),
     expect: { storageMigrationNeeded: true },
   },
   {
     name: 'storedVersions only the old version: migration',
-    crd: crd({ versions: [['v1', true, false], ['v2', true, true]], storedVersions: ['v1'] }),
+    crd: crd({
+      versions: [
+        ['v1', true, false],
+        ['v2', true, true],
+      ],
+      storedVersions: ['v1'],
+    }),
     expect: { storageMigrationNeeded: true },
   },
   {
     name: 'storedVersions [v2, v2] is not [v2]: migration',
-    crd: crd({ versions: [['v1', true, false], ['v2', true, true]], storedVersions: ['v2', 'v2'] }),
+    crd: crd({
+      versions: [
+        ['v1', true, false],
+        ['v2', true, true],
+      ],
+      storedVersions: ['v2', 'v2'],
+    }),
     expect: { storageMigrationNeeded: true },
   },
   {
@@ -108,12 +174,26 @@ const rows: Row[] = [
   },
   {
     name: 'served versions list skips unserved ones, in spec order',
-    crd: crd({ versions: [['v1alpha1', false, false], ['v2', true, true], ['v1beta1', true, false], ['v1', false, false]], storedVersions: ['v2'] }),
+    crd: crd({
+      versions: [
+        ['v1alpha1', false, false],
+        ['v2', true, true],
+        ['v1beta1', true, false],
+        ['v1', false, false],
+      ],
+      storedVersions: ['v2'],
+    }),
     expect: { servedVersions: ['v2', 'v1beta1'], storageVersion: 'v2' },
   },
   {
     name: 'storage version need not be served',
-    crd: crd({ versions: [['v1', false, true], ['v2', true, false]], storedVersions: ['v1'] }),
+    crd: crd({
+      versions: [
+        ['v1', false, true],
+        ['v2', true, false],
+      ],
+      storedVersions: ['v1'],
+    }),
     expect: { storageVersion: 'v1', servedVersions: ['v2'], storageMigrationNeeded: false, blockedReason: undefined },
   },
   {
@@ -135,7 +215,15 @@ for (const row of rows) {
 t.test('planCrd returns every field', async (t) => {
   const plan = planCrd(crd({ versions: [['v1', true, true]], storedVersions: ['v1'] }))
   t.strictSame(Object.keys(plan).sort(), [
-    'blockedReason', 'established', 'generation', 'group', 'name', 'servedVersions', 'storageMigrationNeeded', 'storageVersion', 'storedVersions',
+    'blockedReason',
+    'established',
+    'generation',
+    'group',
+    'name',
+    'servedVersions',
+    'storageMigrationNeeded',
+    'storageVersion',
+    'storedVersions',
   ])
 })
 
@@ -146,8 +234,14 @@ t.test('phases', async (t) => {
 })
 
 t.test('versionHasStatusSubresource', async (t) => {
-  const c = crd({ versions: [['v1alpha1', true, false], ['v1', true, true], ['v2', true, false]] })
-  const versions = c.spec.versions as CrdVersion[]
+  const c = crd({
+    versions: [
+      ['v1alpha1', true, false],
+      ['v1', true, true],
+      ['v2', true, false],
+    ],
+  })
+  const versions = c.spec.versions
   versions[1]!.subresources = { status: {} }
   versions[2]!.subresources = { scale: { specReplicasPath: '.spec.replicas', statusReplicasPath: '.status.replicas' } }
   t.equal(versionHasStatusSubresource(c, 'v1'), true, 'status subresource')

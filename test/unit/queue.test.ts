@@ -134,8 +134,7 @@ t.test('two workers waiting at once are both served', async (t) => {
   await sleep(5)
   q.add('b')
   const got = (await Promise.all([first, second])).sort()
-  t.strictSame(got, ['a', 'b'], 'each waiting worker gets a name', {
-  })
+  t.strictSame(got, ['a', 'b'], 'each waiting worker gets a name', {})
 })
 
 t.test('waiting does not pile up abort listeners', async (t) => {
@@ -148,7 +147,10 @@ t.test('waiting does not pile up abort listeners', async (t) => {
     t.equal(await pending, `n${i}`)
     q.done(`n${i}`)
   }
-  t.ok(getEventListeners(ac.signal, 'abort').length <= 1, `abort listeners left on the signal: ${getEventListeners(ac.signal, 'abort').length}`, {
-  })
+  t.ok(
+    getEventListeners(ac.signal, 'abort').length <= 1,
+    `abort listeners left on the signal: ${getEventListeners(ac.signal, 'abort').length}`,
+    {},
+  )
   ac.abort()
 })

@@ -20,13 +20,13 @@ const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 const mentions = (name: string) => new RegExp(`(?<![\\w-])${escape(name)}(?![\\w-])`).test(readme)
 
 function missing(names: string[]): string[] {
-  return names.filter(n => !mentions(n))
+  return names.filter((n) => !mentions(n))
 }
 
 t.test('every setting: its flag and its environment variable', async (t) => {
   t.ok(SETTINGS.length > 20, 'the settings table is loaded')
-  const flags = SETTINGS.map(s => `--${s.flag}`)
-  const envs = SETTINGS.map(s => s.env)
+  const flags = SETTINGS.map((s) => `--${s.flag}`)
+  const envs = SETTINGS.map((s) => s.env)
   for (const flag of flags) t.ok(mentions(flag), `README mentions ${flag}`)
   for (const env of envs) t.ok(mentions(env), `README mentions ${env}`)
   t.strictSame(missing([...flags, ...envs]), [], 'nothing missing')
@@ -44,11 +44,15 @@ t.test('every metric', async (t) => {
   new MigratorMetrics(migrator)
   const webhook = new Registry()
   createWebhookMetrics(webhook)
-  const names = [...migrator.getMetricsAsArray(), ...webhook.getMetricsAsArray()].map(m => m.name)
+  const names = [...migrator.getMetricsAsArray(), ...webhook.getMetricsAsArray()].map((m) => m.name)
   t.ok(names.length >= 13, `the metrics are registered (${names.length})`)
   t.equal(new Set(names).size, names.length, 'no metric name registered twice')
   // Histograms may be documented by a series name (`_bucket`, `_sum`, `_count`): the base name is still there.
   const present = (name: string) => readme.includes(name)
   for (const name of names) t.ok(present(name), `README mentions ${name}`)
-  t.strictSame(names.filter(n => !present(n)), [], 'nothing missing')
+  t.strictSame(
+    names.filter((n) => !present(n)),
+    [],
+    'nothing missing',
+  )
 })

@@ -37,14 +37,26 @@ const retryRows: RetryRow[] = [
   { name: 'ETIMEDOUT', error: netError('ETIMEDOUT'), retried: true },
   { name: 'a plain object with a network code', error: { code: 'EPIPE' }, retried: true },
   { name: 'TimeoutError', error: Object.assign(new Error('timed out'), { name: 'TimeoutError' }), retried: true },
-  { name: '403 while the namespace is being terminated', error: apiError(403, { kind: 'Status', reason: 'Forbidden', message: 'unable to create new content in namespace x because it is being terminated' }), retried: true },
+  {
+    name: '403 while the namespace is being terminated',
+    error: apiError(403, {
+      kind: 'Status',
+      reason: 'Forbidden',
+      message: 'unable to create new content in namespace x because it is being terminated',
+    }),
+    retried: true,
+  },
   { name: '404', error: apiError(404), retried: false },
   { name: '409', error: apiError(409), retried: false },
   { name: '422', error: apiError(422), retried: false },
   { name: '400', error: apiError(400), retried: false },
   { name: '401', error: apiError(401), retried: false },
   { name: '410', error: apiError(410), retried: false },
-  { name: 'plain 403 Forbidden', error: apiError(403, { kind: 'Status', reason: 'Forbidden', message: 'widgets is forbidden: User "x" cannot patch' }), retried: false },
+  {
+    name: 'plain 403 Forbidden',
+    error: apiError(403, { kind: 'Status', reason: 'Forbidden', message: 'widgets is forbidden: User "x" cannot patch' }),
+    retried: false,
+  },
   { name: 'EACCES', error: netError('EACCES'), retried: false },
   { name: 'a plain Error', error: new Error('boom'), retried: false },
   { name: 'a string', error: 'boom', retried: false },
@@ -57,7 +69,11 @@ for (const row of retryRows) {
     const { fn, calls } = flaky([row.error, row.error])
     const attempts: number[] = []
     if (row.retried) {
-      t.equal(await withRetry(fn, { maxAttempts: 5, ...fast, onRetry: (_err, attempt) => attempts.push(attempt) }), 'ok', 'succeeds in the end')
+      t.equal(
+        await withRetry(fn, { maxAttempts: 5, ...fast, onRetry: (_err, attempt) => attempts.push(attempt) }),
+        'ok',
+        'succeeds in the end',
+      )
       t.equal(calls.length, 3, 'two failures, one success')
       t.strictSame(attempts, [1, 2], 'onRetry per retry')
     } else {
@@ -77,7 +93,10 @@ for (const row of retryRows) {
 t.test('withRetry gives up after maxAttempts with the last error', async (t) => {
   const errors = [apiError(500, 'one'), apiError(502, 'two'), apiError(503, 'three'), apiError(504, 'four')]
   const { fn, calls } = flaky(errors)
-  await t.rejects(withRetry(fn, { maxAttempts: 3, ...fast }), { status: 503, message: 'PATCH /apis/example.com/v1/namespaces/default/widgets/w: 503 three' })
+  await t.rejects(withRetry(fn, { maxAttempts: 3, ...fast }), {
+    status: 503,
+    message: 'PATCH /apis/example.com/v1/namespaces/default/widgets/w: 503 three',
+  })
   t.equal(calls.length, 3)
 })
 
@@ -117,8 +136,8 @@ t.test('429 with Retry-After pauses the shared gate for every caller', async (t)
   let throttled = 0
   const first = withRetry(throttledFn, { maxAttempts: 3, gate, ...fast, onThrottled: () => throttled++ })
   // Let the first call fail and pause the gate.
-  while (throttledCalls.length === 0) await new Promise(resolve => setImmediate(resolve))
-  await new Promise(resolve => setImmediate(resolve))
+  while (throttledCalls.length === 0) await new Promise((resolve) => setImmediate(resolve))
+  await new Promise((resolve) => setImmediate(resolve))
   const pausedAt = throttledCalls[0]!
   t.equal(gate.throttled, 1, 'the gate counted the 429')
   t.equal(throttled, 1, 'onThrottled')
@@ -254,18 +273,36 @@ t.test('KubeApiError', async (t) => {
   t.equal(e.message, 'PATCH /x: 429 HTTP 429', 'no Status message: HTTP status')
   t.ok(e instanceof Error)
 
-  const status = new KubeApiError(409, 'PUT', '/y', { kind: 'Status', message: 'the object has been modified', reason: 'Conflict', details: { retryAfterSeconds: 3 } }, undefined)
+  const status = new KubeApiError(
+    409,
+    'PUT',
+    '/y',
+    { kind: 'Status', message: 'the object has been modified', reason: 'Conflict', details: { retryAfterSeconds: 3 } },
+    undefined,
+  )
   t.equal(status.message, 'PUT /y: 409 the object has been modified')
   t.equal(status.reason, 'Conflict')
   t.equal(status.retryAfterSeconds, 3, 'from the Status details')
   t.strictSame(status.details, { retryAfterSeconds: 3 })
 
-  t.equal(new KubeApiError(429, 'GET', '/z', { kind: 'Status', details: { retryAfterSeconds: 4 } }, '1').retryAfterSeconds, 1, 'the header wins')
-  t.equal(new KubeApiError(429, 'GET', '/z', { kind: 'Status', details: { retryAfterSeconds: 4 } }, 'soon').retryAfterSeconds, 4, 'garbage header: details')
+  t.equal(
+    new KubeApiError(429, 'GET', '/z', { kind: 'Status', details: { retryAfterSeconds: 4 } }, '1').retryAfterSeconds,
+    1,
+    'the header wins',
+  )
+  t.equal(
+    new KubeApiError(429, 'GET', '/z', { kind: 'Status', details: { retryAfterSeconds: 4 } }, 'soon').retryAfterSeconds,
+    4,
+    'garbage header: details',
+  )
   t.equal(new KubeApiError(429, 'GET', '/z', {}, '-1').retryAfterSeconds, undefined, 'negative header ignored')
   t.equal(new KubeApiError(500, 'GET', '/z', 'plain text', undefined).message, 'GET /z: 500 plain text', 'a text body')
   t.equal(new KubeApiError(500, 'GET', '/z', '', undefined).message, 'GET /z: 500 HTTP 500', 'an empty body')
-  t.equal(new KubeApiError(500, 'GET', '/z', { message: 'not a Status' }, undefined).message, 'GET /z: 500 HTTP 500', 'only Status objects are read')
+  t.equal(
+    new KubeApiError(500, 'GET', '/z', { message: 'not a Status' }, undefined).message,
+    'GET /z: 500 HTTP 500',
+    'only Status objects are read',
+  )
 })
 
 t.test('status classifiers', async (t) => {
@@ -287,12 +324,25 @@ interface PatchTestRow {
 const patchTestRows: PatchTestRow[] = [
   {
     name: '422 "testing value ... failed"',
-    error: apiError(422, { kind: 'Status', message: 'the server rejected our request due to an error in our request: testing value /metadata/resourceVersion failed: test failed', reason: 'Invalid' }),
+    error: apiError(422, {
+      kind: 'Status',
+      message:
+        'the server rejected our request due to an error in our request: testing value /metadata/resourceVersion failed: test failed',
+      reason: 'Invalid',
+    }),
     expect: true,
   },
   { name: '422 "test operation failed"', error: apiError(422, { kind: 'Status', message: 'Test operation failed' }), expect: true },
-  { name: '422 other validation error', error: apiError(422, { kind: 'Status', message: 'spec.replicas: Invalid value: -1' }), expect: false },
-  { name: '409 with test text', error: apiError(409, { kind: 'Status', message: 'testing value /metadata/resourceVersion failed' }), expect: false },
+  {
+    name: '422 other validation error',
+    error: apiError(422, { kind: 'Status', message: 'spec.replicas: Invalid value: -1' }),
+    expect: false,
+  },
+  {
+    name: '409 with test text',
+    error: apiError(409, { kind: 'Status', message: 'testing value /metadata/resourceVersion failed' }),
+    expect: false,
+  },
   { name: '500 with test text', error: apiError(500, { kind: 'Status', message: 'test operation failed' }), expect: false },
   { name: 'not a KubeApiError', error: Object.assign(new Error('testing value x failed'), { status: 422 }), expect: false },
   { name: 'undefined', error: undefined, expect: false },

@@ -1,12 +1,7 @@
 import t from 'tap'
 import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
 import { DEFAULT_ADMISSION_POLICY } from '../../src/webhook/admission.js'
-import {
-  parseAdmissionReview,
-  reviewAdmission,
-  toAdmissionReviewResponse,
-  type AdmissionRequest,
-} from '../../src/webhook/review.js'
+import { parseAdmissionReview, reviewAdmission, toAdmissionReviewResponse, type AdmissionRequest } from '../../src/webhook/review.js'
 
 const crd = (storage: string, annotations?: Record<string, string>) => ({
   apiVersion: 'apiextensions.k8s.io/v1',
@@ -47,8 +42,16 @@ const malformed: Array<[string, unknown, string]> = [
   ['body is an array', [], 'body must be a JSON object (an AdmissionReview), got an array'],
   ['body is a string', 'hello', 'body must be a JSON object (an AdmissionReview), got "hello"'],
   ['body is null', null, 'body must be a JSON object (an AdmissionReview), got null'],
-  ['v1beta1 review', review({ apiVersion: 'admission.k8s.io/v1beta1' }), 'apiVersion must be "admission.k8s.io/v1" (set admissionReviewVersions: [v1]), got "admission.k8s.io/v1beta1"'],
-  ['no apiVersion', review({ apiVersion: undefined }), 'apiVersion must be "admission.k8s.io/v1" (set admissionReviewVersions: [v1]), got nothing'],
+  [
+    'v1beta1 review',
+    review({ apiVersion: 'admission.k8s.io/v1beta1' }),
+    'apiVersion must be "admission.k8s.io/v1" (set admissionReviewVersions: [v1]), got "admission.k8s.io/v1beta1"',
+  ],
+  [
+    'no apiVersion',
+    review({ apiVersion: undefined }),
+    'apiVersion must be "admission.k8s.io/v1" (set admissionReviewVersions: [v1]), got nothing',
+  ],
   ['wrong kind', review({ kind: 'AdmissionRequest' }), 'kind must be "AdmissionReview", got "AdmissionRequest"'],
   ['no request', review({ request: undefined }), 'AdmissionReview.request must be an object, got nothing'],
   ['request is a list', review({ request: [] }), 'AdmissionReview.request must be an object, got an array'],
@@ -56,17 +59,49 @@ const malformed: Array<[string, unknown, string]> = [
   ['empty uid', review({}, { uid: '' }), 'request.uid must be a non-empty string, got ""'],
   ['numeric uid', review({}, { uid: 7 }), 'request.uid must be a non-empty string, got number 7'],
   ['no kind', without('kind'), 'request.kind must be an object, got nothing'],
-  ['kind without version', review({}, { kind: { group: 'apiextensions.k8s.io', kind: 'CustomResourceDefinition' } }), 'request.kind.version must be a string, got nothing'],
+  [
+    'kind without version',
+    review({}, { kind: { group: 'apiextensions.k8s.io', kind: 'CustomResourceDefinition' } }),
+    'request.kind.version must be a string, got nothing',
+  ],
   ['no resource', without('resource'), 'request.resource must be an object, got nothing'],
-  ['resource without resource', review({}, { resource: { group: '', version: 'v1' } }), 'request.resource.resource must be a string, got nothing'],
+  [
+    'resource without resource',
+    review({}, { resource: { group: '', version: 'v1' } }),
+    'request.resource.resource must be a string, got nothing',
+  ],
   ['no operation', without('operation'), 'request.operation must be one of CREATE, UPDATE, DELETE, CONNECT, got nothing'],
-  ['unknown operation', review({}, { operation: 'PATCH' }), 'request.operation must be one of CREATE, UPDATE, DELETE, CONNECT, got "PATCH"'],
+  [
+    'unknown operation',
+    review({}, { operation: 'PATCH' }),
+    'request.operation must be one of CREATE, UPDATE, DELETE, CONNECT, got "PATCH"',
+  ],
   ['no userInfo', without('userInfo'), 'request.userInfo must be an object, got nothing'],
-  ['groups not a list', review({}, { userInfo: { username: 'a', groups: 'system:masters' } }), 'request.userInfo.groups must be an array of strings, got "system:masters"'],
-  ['groups with a number', review({}, { userInfo: { username: 'a', groups: ['a', 1] } }), 'request.userInfo.groups[1] must be a string, got number 1'],
-  ['extra not an object', review({}, { userInfo: { username: 'a', extra: ['JTI=x'] } }), 'request.userInfo.extra must be an object of string lists, got an array'],
-  ['extra value not a list', review({}, { userInfo: { username: 'a', extra: { 'authentication.kubernetes.io/credential-id': 'JTI=x' } } }), 'request.userInfo.extra["authentication.kubernetes.io/credential-id"] must be an array of strings, got "JTI=x"'],
-  ['extra list with a number', review({}, { userInfo: { username: 'a', extra: { k: ['a', 2] } } }), 'request.userInfo.extra["k"][1] must be a string, got number 2'],
+  [
+    'groups not a list',
+    review({}, { userInfo: { username: 'a', groups: 'system:masters' } }),
+    'request.userInfo.groups must be an array of strings, got "system:masters"',
+  ],
+  [
+    'groups with a number',
+    review({}, { userInfo: { username: 'a', groups: ['a', 1] } }),
+    'request.userInfo.groups[1] must be a string, got number 1',
+  ],
+  [
+    'extra not an object',
+    review({}, { userInfo: { username: 'a', extra: ['JTI=x'] } }),
+    'request.userInfo.extra must be an object of string lists, got an array',
+  ],
+  [
+    'extra value not a list',
+    review({}, { userInfo: { username: 'a', extra: { 'authentication.kubernetes.io/credential-id': 'JTI=x' } } }),
+    'request.userInfo.extra["authentication.kubernetes.io/credential-id"] must be an array of strings, got "JTI=x"',
+  ],
+  [
+    'extra list with a number',
+    review({}, { userInfo: { username: 'a', extra: { k: ['a', 2] } } }),
+    'request.userInfo.extra["k"][1] must be a string, got number 2',
+  ],
   ['username a number', review({}, { userInfo: { username: 1 } }), 'request.userInfo.username must be a string, got number 1'],
   ['dryRun a string', review({}, { dryRun: 'yes' }), 'request.dryRun must be a boolean, got "yes"'],
   ['name a number', review({}, { name: 3 }), 'request.name must be a string, got number 3'],
@@ -112,7 +147,10 @@ function parsed(requestOverrides: Record<string, unknown> = {}): AdmissionReques
 
 t.test('a review of another resource is allowed with a warning', async (t) => {
   const decision = reviewAdmission(
-    parsed({ resource: { group: 'apps', version: 'v1', resource: 'deployments' }, kind: { group: 'apps', version: 'v1', kind: 'Deployment' } }),
+    parsed({
+      resource: { group: 'apps', version: 'v1', resource: 'deployments' },
+      kind: { group: 'apps', version: 'v1', kind: 'Deployment' },
+    }),
     DEFAULT_ADMISSION_POLICY,
   )
   t.equal(decision.allowed, true)

@@ -18,18 +18,29 @@ const rows: Row[] = [
   { selector: ' a = b ', match: [{ a: 'b' }], noMatch: [{ a: ' b' }] },
   { selector: 'a!=b', match: [undefined, {}, { a: 'c' }, { a: '' }], noMatch: [{ a: 'b' }] },
   { selector: 'a=', match: [{ a: '' }], noMatch: [{}, { a: 'b' }] },
-  { selector: 'crd-migrator.io/managed=true', match: [{ 'crd-migrator.io/managed': 'true' }], noMatch: [{ 'crd-migrator.io/managed': 'false' }, { managed: 'true' }] },
+  {
+    selector: 'crd-migrator.io/managed=true',
+    match: [{ 'crd-migrator.io/managed': 'true' }],
+    noMatch: [{ 'crd-migrator.io/managed': 'false' }, { managed: 'true' }],
+  },
   { selector: 'a', match: [{ a: '' }, { a: 'x' }], noMatch: [undefined, {}, { b: 'x' }] },
   { selector: '!a', match: [undefined, {}, { b: 'x' }], noMatch: [{ a: '' }, { a: 'x' }] },
   { selector: '! a', match: [{}], noMatch: [{ a: 'x' }] },
-  { selector: 'env in (prod, staging)', match: [{ env: 'prod' }, { env: 'staging' }], noMatch: [undefined, { env: 'dev' }, { env: 'prod, staging' }] },
+  {
+    selector: 'env in (prod, staging)',
+    match: [{ env: 'prod' }, { env: 'staging' }],
+    noMatch: [undefined, { env: 'dev' }, { env: 'prod, staging' }],
+  },
   { selector: 'env in (prod)', match: [{ env: 'prod' }], noMatch: [{ env: 'Prod' }, {}] },
   { selector: 'env notin (prod,staging)', match: [undefined, {}, { env: 'dev' }], noMatch: [{ env: 'prod' }, { env: 'staging' }] },
   { selector: 'a=b,c', match: [{ a: 'b', c: '' }], noMatch: [{ a: 'b' }, { c: 'x' }] },
   { selector: 'a=b, !c, d!=e', match: [{ a: 'b' }, { a: 'b', d: 'f' }], noMatch: [{ a: 'b', c: '1' }, { a: 'b', d: 'e' }, {}] },
   {
     selector: 'env in (prod,staging),tier notin (frontend, edge),team',
-    match: [{ env: 'prod', tier: 'backend', team: 'x' }, { env: 'staging', team: '' }],
+    match: [
+      { env: 'prod', tier: 'backend', team: 'x' },
+      { env: 'staging', team: '' },
+    ],
     noMatch: [{ env: 'prod', tier: 'edge', team: 'x' }, { env: 'dev', team: 'x' }, { env: 'prod' }, { env: 'staging,tier', team: 'x' }],
   },
   { selector: 'a in (x),b in (y)', match: [{ a: 'x', b: 'y' }], noMatch: [{ a: 'x' }, { a: 'x', b: 'x' }] },
@@ -49,19 +60,7 @@ t.test('label values are own properties only', async (t) => {
   t.equal(LabelSelector.parse('constructor=x').matches({}), false)
 })
 
-const garbage = [
-  'a b',
-  'a in x',
-  'a in (x',
-  'a=b=c',
-  '=b',
-  'a=(b)',
-  '!a=b',
-  '!',
-  'in (a)',
-  '(a)',
-  'a ~= b',
-]
+const garbage = ['a b', 'a in x', 'a in (x', 'a=b=c', '=b', 'a=(b)', '!a=b', '!', 'in (a)', '(a)', 'a ~= b']
 
 for (const text of garbage) {
   t.test(`garbage ${JSON.stringify(text)} throws`, async (t) => {
@@ -82,7 +81,8 @@ t.test('set-based requirements without a space before the parenthesis, as kubect
   let s: LabelSelector | undefined
   try {
     s = LabelSelector.parse('env in(prod,staging)')
-  } catch { /* reported below */ }
-  t.equal(s?.matches({ env: 'prod' }), true, '"env in(prod,staging)" matches env=prod', {
-  })
+  } catch {
+    /* reported below */
+  }
+  t.equal(s?.matches({ env: 'prod' }), true, '"env in(prod,staging)" matches env=prod', {})
 })

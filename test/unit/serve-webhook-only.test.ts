@@ -60,7 +60,15 @@ function review() {
 function postReview(port: number): Promise<{ status: number; body: { response?: { allowed?: boolean } } }> {
   return new Promise((resolve, reject) => {
     const req = https.request(
-      { host: '127.0.0.1', port, path: '/validate-crd', method: 'POST', ca: certs.caCertPem, servername: 'localhost', headers: { 'content-type': 'application/json' } },
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/validate-crd',
+        method: 'POST',
+        ca: certs.caCertPem,
+        servername: 'localhost',
+        headers: { 'content-type': 'application/json' },
+      },
       (res) => {
         let text = ''
         res.setEncoding('utf8').on('data', (d: string) => (text += d))
@@ -74,26 +82,37 @@ function postReview(port: number): Promise<{ status: number; body: { response?: 
 
 function httpsGet(port: number, path: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    https.get({ host: '127.0.0.1', port, path, ca: certs.caCertPem, servername: 'localhost' }, (res) => {
-      res.resume()
-      resolve(res.statusCode ?? 0)
-    }).on('error', reject)
+    https
+      .get({ host: '127.0.0.1', port, path, ca: certs.caCertPem, servername: 'localhost' }, (res) => {
+        res.resume()
+        resolve(res.statusCode ?? 0)
+      })
+      .on('error', reject)
   })
 }
 
 t.test('serve() with the migrator off never loads a kubeconfig nor creates a client', async (t) => {
   const calls: string[] = []
-  const refuse = (what: string) => (..._args: unknown[]) => {
-    calls.push(what)
-    throw new Error(`${what} called`)
-  }
+  const refuse =
+    (what: string) =>
+    (..._args: unknown[]) => {
+      calls.push(what)
+      throw new Error(`${what} called`)
+    }
   const { serve } = await t.mockImport<typeof import('../../src/cli/serve.js')>('../../src/cli/serve.js', {
     '../../src/kube/client.js': { kubeHttp: refuse('kubeHttp'), loadKubeConfig: refuse('loadKubeConfig') },
   })
   const metricsPort = await freePort()
   // What `serve --no-migrator` builds; leader election stays on, as the chart renders it.
   const config = configFromOptions(
-    { migrator: false, tlsCert: certs.certFile, tlsKey: certs.keyFile, webhookHost: '127.0.0.1', webhookPort: '0', metricsPort: String(metricsPort) },
+    {
+      migrator: false,
+      tlsCert: certs.certFile,
+      tlsKey: certs.keyFile,
+      webhookHost: '127.0.0.1',
+      webhookPort: '0',
+      metricsPort: String(metricsPort),
+    },
     {},
   )
   t.equal(config.migrator.enabled, false)
@@ -108,13 +127,21 @@ t.test('serve() with the migrator off never loads a kubeconfig nor creates a cli
   t.equal(answer.body.response?.allowed, false, 'the webhook decides (a frozen storage flip is refused)')
   const ready = await fetch(`http://127.0.0.1:${metricsPort}/readyz`)
   t.equal(ready.status, 200, 'ready')
-  t.same(await ready.json(), {
-    status: 'ready',
-    failing: [],
-    checks: { 'webhook-certificate': 'ok', 'webhook-open': 'ok', 'not-shutting-down': 'ok', 'listener-open': 'ok' },
-  }, 'one readiness: the webhook\'s checks, serve\'s and the ops listener\'s')
+  t.same(
+    await ready.json(),
+    {
+      status: 'ready',
+      failing: [],
+      checks: { 'webhook-certificate': 'ok', 'webhook-open': 'ok', 'not-shutting-down': 'ok', 'listener-open': 'ok' },
+    },
+    "one readiness: the webhook's checks, serve's and the ops listener's",
+  )
   t.equal((await fetch(`http://127.0.0.1:${metricsPort}/healthz`)).status, 200, 'alive')
-  t.match(await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text(), /crd_migrator_admission_reviews_total\{operation="UPDATE",decision="denied"\} 1/, 'the webhook\'s metrics on the ops listener')
+  t.match(
+    await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text(),
+    /crd_migrator_admission_reviews_total\{operation="UPDATE",decision="denied"\} 1/,
+    "the webhook's metrics on the ops listener",
+  )
   for (const path of ['/metrics', '/healthz', '/readyz']) {
     t.equal(await httpsGet(handle.webhook!.port, path), 404, `the webhook port does not serve ${path}`)
   }
@@ -143,9 +170,18 @@ t.test('the CLI: serve --no-migrator runs without any kubeconfig', async (t) => 
     [
       ...process.execArgv,
       join(root, 'src', 'cli', 'main.ts'),
-      'serve', '--no-migrator',
-      '--tls-cert', certs.certFile, '--tls-key', certs.keyFile,
-      '--webhook-host', '127.0.0.1', '--webhook-port', String(webhookPort), '--metrics-port', String(metricsPort),
+      'serve',
+      '--no-migrator',
+      '--tls-cert',
+      certs.certFile,
+      '--tls-key',
+      certs.keyFile,
+      '--webhook-host',
+      '127.0.0.1',
+      '--webhook-port',
+      String(webhookPort),
+      '--metrics-port',
+      String(metricsPort),
     ],
     { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] },
   )
@@ -175,5 +211,10 @@ t.test('the CLI: serve --no-migrator runs without any kubeconfig', async (t) => 
   child.kill('SIGTERM')
   const [code, signal] = await exited
   t.equal(code, 0, 'exits 0 on SIGTERM', { signal, output })
-  t.notMatch(output, /kubeconfig|no Kubernetes cluster|ECONNREFUSED|"level":[56]0/, 'no kubeconfig lookup, no connection attempt, no error logged', { output })
+  t.notMatch(
+    output,
+    /kubeconfig|no Kubernetes cluster|ECONNREFUSED|"level":[56]0/,
+    'no kubeconfig lookup, no connection attempt, no error logged',
+    { output },
+  )
 })

@@ -24,10 +24,26 @@ t.test('service variant: rules, policy and cert-manager injection', async (t) =>
   const config = renderWebhookConfiguration({ mode: 'service' })
   const webhook = config.webhooks[0]!
   t.equal(config.metadata.annotations?.['cert-manager.io/inject-ca-from'], 'crd-migrator/crd-migrator-serving')
-  t.same(webhook.rules, [
-    { apiGroups: ['apiextensions.k8s.io'], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE', 'DELETE'], resources: ['customresourcedefinitions'], scope: 'Cluster' },
-    { apiGroups: ['apiextensions.k8s.io'], apiVersions: ['v1'], operations: ['UPDATE'], resources: ['customresourcedefinitions/status'], scope: 'Cluster' },
-  ], 'CRDs and their /status, where annotations and storedVersions can change too')
+  t.same(
+    webhook.rules,
+    [
+      {
+        apiGroups: ['apiextensions.k8s.io'],
+        apiVersions: ['v1'],
+        operations: ['CREATE', 'UPDATE', 'DELETE'],
+        resources: ['customresourcedefinitions'],
+        scope: 'Cluster',
+      },
+      {
+        apiGroups: ['apiextensions.k8s.io'],
+        apiVersions: ['v1'],
+        operations: ['UPDATE'],
+        resources: ['customresourcedefinitions/status'],
+        scope: 'Cluster',
+      },
+    ],
+    'CRDs and their /status, where annotations and storedVersions can change too',
+  )
   t.match(webhook, {
     name: 'storage-freeze.crd-migrator.io',
     failurePolicy: 'Fail',
@@ -83,12 +99,17 @@ t.test('writeLocalWebhookConfiguration writes the url variant with the dev CA', 
 
 t.test('a second matchCondition lets the migrator identities past the webhook', async (t) => {
   const config = renderWebhookConfiguration({ mode: 'service' })
-  const saProof = '"authentication.kubernetes.io/credential-id" in request.userInfo.extra && ' +
+  const saProof =
+    '"authentication.kubernetes.io/credential-id" in request.userInfo.extra && ' +
     'request.userInfo.extra["authentication.kubernetes.io/credential-id"].exists(c, c.startsWith("JTI="))'
-  t.same(config.webhooks[0]!.matchConditions[1], {
-    name: 'not-the-migrator',
-    expression: `!((request.userInfo.username in ["system:serviceaccount:crd-migrator:crd-migrator"] && has(request.userInfo.extra) && ${saProof}))`,
-  }, 'the default migrator identity, the Helm chart\'s ServiceAccount, with a ServiceAccount token only')
+  t.same(
+    config.webhooks[0]!.matchConditions[1],
+    {
+      name: 'not-the-migrator',
+      expression: `!((request.userInfo.username in ["system:serviceaccount:crd-migrator:crd-migrator"] && has(request.userInfo.extra) && ${saProof}))`,
+    },
+    "the default migrator identity, the Helm chart's ServiceAccount, with a ServiceAccount token only",
+  )
   t.equal(
     notMigratorMatchExpression(['a', 'b'], ['ops', 'bots']),
     '!(request.userInfo.username in ["a","b"] || request.userInfo.groups.exists(g, g in ["ops","bots"]))',
@@ -101,13 +122,17 @@ t.test('a second matchCondition lets the migrator identities past the webhook', 
   t.equal(notMigratorMatchExpression([], ['ops']), '!(request.userInfo.groups.exists(g, g in ["ops"]))')
   t.equal(notMigratorMatchExpression([], []), undefined)
   const none = renderWebhookConfiguration({ mode: 'service', migratorUsers: [], migratorGroups: [] })
-  t.same(none.webhooks[0]!.matchConditions.map(c => c.name), ['migration-state-involved'], 'no identities: no condition')
+  t.same(
+    none.webhooks[0]!.matchConditions.map((c) => c.name),
+    ['migration-state-involved'],
+    'no identities: no condition',
+  )
 })
 
-t.test('CEL string literals: quotes escaped, and <, >, & as Go\'s encoding/json (Helm toJson) writes them', async (t) => {
+t.test("CEL string literals: quotes escaped, and <, >, & as Go's encoding/json (Helm toJson) writes them", async (t) => {
   t.equal(celString('system:serviceaccount:ns:sa'), '"system:serviceaccount:ns:sa"')
   t.equal(celString('a"b\\c'), '"a\\"b\\\\c"')
-  t.equal(celString('x\' || true || \'y'), '"x\' || true || \'y"', 'a single quote cannot end a double-quoted literal')
+  t.equal(celString("x' || true || 'y"), '"x\' || true || \'y"', 'a single quote cannot end a double-quoted literal')
   t.equal(celString('<a&b>'), '"\\u003ca\\u0026b\\u003e"')
   t.equal(celString('\u2028'), '"\\u2028"')
 })

@@ -44,7 +44,6 @@ function review(request: Record<string, unknown> = {}) {
   }
 }
 
-
 function makeApp(t: Test, options: WebhookAppOptions = {}) {
   const registry = new Registry()
   const logs = capturingLogger()
@@ -207,10 +206,17 @@ t.test('nesting deeper than the limit is a 400 before JSON.parse, naming the lim
     const res = await post(app, text)
     t.equal(parsed, 0, `${what}: JSON.parse never called`)
     t.equal(res.statusCode, 400, what)
-    t.same(res.json(), { error: `body nests JSON objects and arrays deeper than ${MAX_JSON_DEPTH} levels, the limit; refused before parsing` }, what)
+    t.same(
+      res.json(),
+      { error: `body nests JSON objects and arrays deeper than ${MAX_JSON_DEPTH} levels, the limit; refused before parsing` },
+      what,
+    )
   }
   t.match(await registry.metrics(), /crd_migrator_admission_bad_requests_total\{code="400"\} 3/)
-  t.ok(logs.lines().some((l) => l['msg'] === 'bad request' && /deeper than 512/.test(String(l['error']))), 'logged as a bad request')
+  t.ok(
+    logs.lines().some((l) => l['msg'] === 'bad request' && /deeper than 512/.test(String(l['error']))),
+    'logged as a bad request',
+  )
 
   // Exactly at the limit: parsed and judged (an object that is not an object: denied).
   const atLimit = await post(app, nestedReview(MAX_JSON_DEPTH - 2))
@@ -220,7 +226,7 @@ t.test('nesting deeper than the limit is a 400 before JSON.parse, naming the lim
 
 t.test('brackets and quotes inside strings do not count as nesting', async (t) => {
   const { app } = makeApp(t)
-  const tricky = '['.repeat(2000) + '\\"{{{' + '\\\"'.repeat(100) + '\\'
+  const tricky = '['.repeat(2000) + '\\"{{{' + '\\"'.repeat(100) + '\\'
   const res = await post(app, review({ object: crd('v1alpha1', { ...FROZEN, 'example.com/note': tricky }) }))
   t.equal(res.statusCode, 200)
   t.equal(res.json().response.allowed, true)
@@ -251,7 +257,10 @@ t.test('what comes from the request is cut short in the log line', async (t) => 
   const logged = line?.['groups'] as string[]
   t.equal(logged.length, 33, '32 groups and a count of the rest')
   t.equal(logged[32], '… (968 more)')
-  t.ok(logged.slice(0, 32).every((g) => g.length < LOG_STRING_MAX + 30), 'each group cut')
+  t.ok(
+    logged.slice(0, 32).every((g) => g.length < LOG_STRING_MAX + 30),
+    'each group cut',
+  )
   t.ok(String(line?.['detail']).length <= LOG_MESSAGE_MAX + 30, 'the decision message cut')
   t.ok(JSON.stringify(line).length < 16 * 1024, `the whole line is ${JSON.stringify(line).length} bytes`)
 
@@ -303,7 +312,11 @@ t.test('each review logs one line with uid, crd, user, operation, decision, reas
   const { app, logs } = makeApp(t)
   await post(app, review())
   // A ServiceAccount name is the migrator only with a ServiceAccount token's credential id.
-  const migrator = { username: DEFAULT_MIGRATOR_USERS[0], groups: [], extra: { 'authentication.kubernetes.io/credential-id': ['JTI=0b0c5d6e-0000-4000-8000-000000000001'] } }
+  const migrator = {
+    username: DEFAULT_MIGRATOR_USERS[0],
+    groups: [],
+    extra: { 'authentication.kubernetes.io/credential-id': ['JTI=0b0c5d6e-0000-4000-8000-000000000001'] },
+  }
   await post(app, review({ userInfo: migrator, oldObject: crd('v1'), object: crd('v1', FROZEN) }))
   const lines = logs.lines().filter((l) => l['uid'] === UID)
   t.equal(lines.length, 2)

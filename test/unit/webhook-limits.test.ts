@@ -1,11 +1,5 @@
 import t from 'tap'
-import {
-  checkJsonShape,
-  jsonShapeLimits,
-  MAX_JSON_DEPTH,
-  truncateForLog,
-  truncateListForLog,
-} from '../../src/webhook/limits.js'
+import { checkJsonShape, jsonShapeLimits, MAX_JSON_DEPTH, truncateForLog, truncateListForLog } from '../../src/webhook/limits.js'
 
 const UNLIMITED = { maxDepth: Infinity, maxContainers: Infinity }
 const shape = (text: string, limits: Parameters<typeof checkJsonShape>[1]) => checkJsonShape(Buffer.from(text), limits)
@@ -32,7 +26,7 @@ t.test('the default limits', async (t) => {
 
 t.test('exact on valid JSON: strings, escapes, brackets and UTF-8 inside strings', async (t) => {
   let seed = 7
-  const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31)
+  const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31
   const nasty = ['a"b', '\\', '\\\\"', '[', '{', ']}', '\\"[{', '"', '\u2028', '🦄', '']
   const gen = (d: number): unknown => {
     const r = random()

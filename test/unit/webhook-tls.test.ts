@@ -51,7 +51,13 @@ async function servingPair(notBefore: Date, notAfter: Date): Promise<{ cert: str
       { name: 'basicConstraints', cA: false, critical: true },
       { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
       { name: 'extKeyUsage', serverAuth: true },
-      { name: 'subjectAltName', altNames: [{ type: 2, value: 'localhost' }, { type: 7, ip: '127.0.0.1' }] },
+      {
+        name: 'subjectAltName',
+        altNames: [
+          { type: 2, value: 'localhost' },
+          { type: 7, ip: '127.0.0.1' },
+        ],
+      },
     ],
   })
   return { cert: made.cert, key: made.private }
@@ -76,7 +82,6 @@ async function publish(dir: string, pair: { cert: string; key: string }): Promis
     })
   }
 }
-
 
 async function start(dir: string, options: Partial<StartWebhookServerOptions> = {}) {
   const logs = capturingLogger()
@@ -133,27 +138,38 @@ const REVIEW = JSON.stringify({
 /** POSTs REVIEW to /validate-crd (the only route the webhook serves) through the agent. */
 function postReview(server: RunningWebhookServer, agent: https.Agent): Promise<Got> {
   return new Promise((resolve, reject) => {
-    const req = https.request({ host: '127.0.0.1', port: server.port, path: '/validate-crd', method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
-      // Read now: by 'end' a keep-alive socket is back in the agent's pool, detached.
-      const peer = (res.socket as tls.TLSSocket).getPeerCertificate().fingerprint256
-      let body = ''
-      res.setEncoding('utf8')
-      res.on('data', (chunk: string) => (body += chunk))
-      res.on('end', () =>
-        resolve({
-          status: res.statusCode ?? 0,
-          body,
-          reusedSocket: req.reusedSocket,
-          fingerprint: peer,
-        }),
-      )
-    })
+    const req = https.request(
+      {
+        host: '127.0.0.1',
+        port: server.port,
+        path: '/validate-crd',
+        method: 'POST',
+        agent,
+        headers: { 'content-type': 'application/json' },
+      },
+      (res) => {
+        // Read now: by 'end' a keep-alive socket is back in the agent's pool, detached.
+        const peer = (res.socket as tls.TLSSocket).getPeerCertificate().fingerprint256
+        let body = ''
+        res.setEncoding('utf8')
+        res.on('data', (chunk: string) => (body += chunk))
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            body,
+            reusedSocket: req.reusedSocket,
+            fingerprint: peer,
+          }),
+        )
+      },
+    )
     req.on('error', reject)
     req.end(REVIEW)
   })
 }
 
-const allowed = (got: Got) => got.status === 200 && (JSON.parse(got.body) as { response?: { allowed?: boolean } }).response?.allowed === true
+const allowed = (got: Got) =>
+  got.status === 200 && (JSON.parse(got.body) as { response?: { allowed?: boolean } }).response?.allowed === true
 /** The failing readiness checks of the server (what the ops listener's /readyz would name). */
 const failing = (server: RunningWebhookServer) => readinessReport(server.readiness).failing
 
@@ -174,7 +190,13 @@ t.test('generateDevCertificates: CA-signed serving certificate with the service 
   t.ok(ca.ca, 'ca.crt is a CA')
   t.notOk(leaf.ca, 'tls.crt is not')
   t.ok(leaf.checkIssued(ca) && leaf.verify(ca.publicKey), 'tls.crt is signed by ca.crt')
-  for (const name of ['localhost', 'crd-migrator', 'crd-migrator.crd-migrator', 'crd-migrator.crd-migrator.svc', 'crd-migrator.crd-migrator.svc.cluster.local']) {
+  for (const name of [
+    'localhost',
+    'crd-migrator',
+    'crd-migrator.crd-migrator',
+    'crd-migrator.crd-migrator.svc',
+    'crd-migrator.crd-migrator.svc.cluster.local',
+  ]) {
     t.ok(leaf.checkHost(name), `valid for ${name}`)
   }
   t.ok(leaf.checkIP('127.0.0.1'), 'valid for 127.0.0.1')
@@ -241,7 +263,10 @@ t.test('rotation: new connections get the new certificate, keep-alive connection
   const metrics = await registry.metrics()
   t.match(metrics, `crd_migrator_webhook_certificate_expiry_timestamp_seconds{serial="${second.serialNumber}"}`)
   t.notMatch(metrics, `serial="${first.serialNumber}"`, 'the old serial is gone from the gauge')
-  t.ok(logs.lines().some((l) => l['msg'] === 'serving certificate reloaded' && l['serial'] === second.serialNumber), 'reload logged')
+  t.ok(
+    logs.lines().some((l) => l['msg'] === 'serving certificate reloaded' && l['serial'] === second.serialNumber),
+    'reload logged',
+  )
 })
 
 t.test('a half-written pair is ignored until a consistent pair is there', async (t) => {
@@ -256,7 +281,9 @@ t.test('a half-written pair is ignored until a consistent pair is there', async 
   await new Promise((r) => setTimeout(r, 200))
   t.equal((await servedCertificate(server, first.caCertPem)).fingerprint256, fingerprint(first.certPem), 'still the first certificate')
   t.same(failing(server), [], 'still ready')
-  const warnings = logs.lines().filter((l) => l['level'] === 40 && String((l['err'] as { message?: string } | undefined)?.message).includes('does not match'))
+  const warnings = logs
+    .lines()
+    .filter((l) => l['level'] === 40 && String((l['err'] as { message?: string } | undefined)?.message).includes('does not match'))
   t.equal(warnings.length, 1, 'warned once, not once per event')
 
   await publish(dir, { cert: second.certPem, key: second.keyPem })
@@ -267,9 +294,16 @@ t.test('a half-written pair is ignored until a consistent pair is there', async 
 })
 
 t.test('validateCertificatePair refuses an expired or not yet valid certificate', async (t) => {
-  t.throws(() => validateCertificatePair(expired.cert, expired.key), { name: 'CertificateError', reason: 'expired', message: /expired at .*not serving it/ })
+  t.throws(() => validateCertificatePair(expired.cert, expired.key), {
+    name: 'CertificateError',
+    reason: 'expired',
+    message: /expired at .*not serving it/,
+  })
   const info = validateCertificatePair(first.certPem, first.keyPem).info
-  t.throws(() => validateCertificatePair(first.certPem, first.keyPem, new Date(info.notAfter.getTime() + 1000)), { name: 'CertificateError', reason: 'expired' })
+  t.throws(() => validateCertificatePair(first.certPem, first.keyPem, new Date(info.notAfter.getTime() + 1000)), {
+    name: 'CertificateError',
+    reason: 'expired',
+  })
   const early = new Date(info.notBefore.getTime() - 1000)
   const err = (() => {
     try {
@@ -317,7 +351,11 @@ t.test('TLS 1.2 suites: CBC, SHA-1 MACs, RSA or DHE key exchange refused; ECDHE 
   await refusesWeak('')
 
   t.same(await handshake({}), { protocol: 'TLSv1.3', cipher: 'TLS_AES_256_GCM_SHA384' }, 'a default client gets TLS 1.3')
-  t.same(await handshake(tls12), { protocol: 'TLSv1.2', cipher: 'ECDHE-RSA-AES128-GCM-SHA256' }, 'a default TLS 1.2 client gets ECDHE with AES-GCM')
+  t.same(
+    await handshake(tls12),
+    { protocol: 'TLSv1.2', cipher: 'ECDHE-RSA-AES128-GCM-SHA256' },
+    'a default TLS 1.2 client gets ECDHE with AES-GCM',
+  )
   for (const cipher of TLS12_CIPHERS.filter((c) => c.includes('-RSA-'))) {
     t.equal((await handshake({ ...tls12, ciphers: cipher })).cipher, cipher, `${cipher} works`)
   }
@@ -351,10 +389,17 @@ t.test('an expired pair is not swapped in: the current one keeps serving, one wa
   t.same(failing(server), [], 'still ready')
   const warnings = logs.lines().filter((l) => l['level'] === 40 && l['reason'] === 'expired')
   t.equal(warnings.length, 1, 'warned once for this pair, not once per event or poll')
-  t.match(warnings[0], { msg: 'ignoring unusable certificate/key; still serving the previous certificate', err: { message: /expired at/, code: 'CRDM_CERTIFICATE' } })
+  t.match(warnings[0], {
+    msg: 'ignoring unusable certificate/key; still serving the previous certificate',
+    err: { message: /expired at/, code: 'CRDM_CERTIFICATE' },
+  })
   const metrics = await registry.metrics()
   t.equal(rejected(metrics, 'expired'), 1, 'counted once')
-  t.match(metrics, `crd_migrator_webhook_certificate_expiry_timestamp_seconds{serial="${first.serialNumber}"}`, 'the expiry gauge shows the pair in use')
+  t.match(
+    metrics,
+    `crd_migrator_webhook_certificate_expiry_timestamp_seconds{serial="${first.serialNumber}"}`,
+    'the expiry gauge shows the pair in use',
+  )
 
   await publish(dir, { cert: second.certPem, key: second.keyPem })
   await eventually('the valid pair', async () =>
@@ -376,11 +421,16 @@ t.test('a pair not valid yet is refused, then taken when it becomes valid, witho
   t.ok(Date.now() < new Date(validFrom).getTime(), 'refused while not valid yet')
   t.equal((await servedCertificate(server, first.caCertPem)).fingerprint256, fingerprint(first.certPem), 'still the first certificate')
   t.equal(rejected(await registry.metrics(), 'not-yet-valid'), 1)
-  t.ok(logs.lines().some((l) => l['level'] === 40 && l['reason'] === 'not-yet-valid'), 'warned')
+  t.ok(
+    logs.lines().some((l) => l['level'] === 40 && l['reason'] === 'not-yet-valid'),
+    'warned',
+  )
   // Polling is off here: the watcher re-reads the pair when its notBefore passes.
-  await eventually('the pair once valid', async () =>
-    (await servedCertificate(server, first.caCertPem)).fingerprint256 === fingerprint(early.cert) ? true : undefined,
-  8000)
+  await eventually(
+    'the pair once valid',
+    async () => ((await servedCertificate(server, first.caCertPem)).fingerprint256 === fingerprint(early.cert) ? true : undefined),
+    8000,
+  )
   t.ok(Date.now() >= new Date(validFrom).getTime(), 'taken once valid')
 })
 
@@ -392,8 +442,13 @@ t.test('starts with only an expired pair: serves nothing, not ready, says why; r
 
   t.equal(server.certificates.loaded, false)
   t.same(failing(server), ['webhook-certificate'], 'not ready')
-  await t.rejects(servedCertificate(server, first.caCertPem, { rejectUnauthorized: false }), 'no handshake: the expired certificate is not served')
-  const startup = logs.lines().filter((l) => l['level'] === 40 && l['msg'] === 'no usable serving certificate at startup; waiting for one (not ready)')
+  await t.rejects(
+    servedCertificate(server, first.caCertPem, { rejectUnauthorized: false }),
+    'no handshake: the expired certificate is not served',
+  )
+  const startup = logs
+    .lines()
+    .filter((l) => l['level'] === 40 && l['msg'] === 'no usable serving certificate at startup; waiting for one (not ready)')
   t.equal(startup.length, 1, 'one clear log line')
   t.match(startup[0], { reason: 'expired', err: { message: /the certificate expired at/ } })
   await new Promise((r) => setTimeout(r, 500))

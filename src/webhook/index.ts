@@ -1,5 +1,0 @@
-export * from './admission.js'
-export * from './review.js'
-export * from './metrics.js'
-export * from './tls.js'
-export * from './server.js'
