@@ -309,10 +309,15 @@ export async function startTestWebhook(
   const res = await cp.apiRequest('/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations', { method: 'POST', body: config })
   if (res.status !== 201) throw new Error(`installing the webhook configuration failed: ${res.status} ${res.body}`)
   let stopped = false
+  // The webhook goes down the way a crashed pod does: open connections are cut at once. A
+  // graceful close would keep answering reviews on the API server's keep-alive connections
+  // for up to the request timeout (10 s), long enough for a test's outage to miss its window.
   const stopServer = async () => {
     if (!stopped) {
       stopped = true
-      await server.close()
+      const closing = server.close()
+      ;(server.app.server as import('node:https').Server).closeAllConnections()
+      await closing
     }
   }
   t.teardown(async () => {

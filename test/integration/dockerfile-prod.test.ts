@@ -15,6 +15,7 @@ import { join, relative } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import t from 'tap'
 import { generateDevCertificates } from '../../dev/certs/devcerts.js'
+import { spawnServe } from '../helpers/serve-process.js'
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
 
@@ -133,8 +134,8 @@ t.test('the built CLI runs with production dependencies only', async (t) => {
 t.test('serve (webhook only) turns ready and stops on SIGTERM', async (t) => {
   const certs = await generateDevCertificates(join(scratch, 'certs'))
   const [webhookPort, metricsPort] = [await freePort(), await freePort()]
-  const child = spawn(
-    process.execPath,
+  const serve = spawnServe(
+    t,
     [
       'dist/cli/main.js',
       'serve',
@@ -151,26 +152,11 @@ t.test('serve (webhook only) turns ready and stops on SIGTERM', async (t) => {
       '--metrics-port',
       String(metricsPort),
     ],
-    { cwd: app, env, stdio: ['ignore', 'pipe', 'pipe'] },
+    { cwd: app, env, metricsPort },
   )
-  let output = ''
-  child.stdout.setEncoding('utf8').on('data', (d: string) => (output += d))
-  child.stderr.setEncoding('utf8').on('data', (d: string) => (output += d))
-  const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.on('exit', (c, s) => resolve([c, s])))
-  t.teardown(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
-  })
-
-  let ready = false
-  for (let i = 0; i < 100 && !ready && child.exitCode === null; i++) {
-    try {
-      ready = (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).status === 200
-    } catch {
-      // not listening yet
-    }
-    if (!ready) await new Promise((r) => setTimeout(r, 100))
-  }
-  t.ok(ready, 'GET /readyz on the metrics port answers 200', { output })
+  const { child, exited } = serve
+  const ready = await serve.waitReady(100)
+  t.ok(ready, 'GET /readyz on the metrics port answers 200', { output: serve.output() })
   const metrics = await fetch(`http://127.0.0.1:${metricsPort}/metrics`).then(
     (r) => r.text(),
     () => '',
@@ -178,5 +164,5 @@ t.test('serve (webhook only) turns ready and stops on SIGTERM', async (t) => {
   t.match(metrics, /# TYPE /, '/metrics serves Prometheus text')
   child.kill('SIGTERM')
   const [code, signal] = await exited
-  t.equal(code, 0, 'exits 0 on SIGTERM', { signal, output })
+  t.equal(code, 0, 'exits 0 on SIGTERM', { signal, output: serve.output() })
 })

@@ -4,7 +4,6 @@
  * no client is created, and the CLI serves the webhook in an environment without any
  * kubeconfig, in-cluster credentials or ~/.kube/config.
  */
-import { spawn } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
 import https from 'node:https'
 import { createServer } from 'node:net'
@@ -16,6 +15,7 @@ import { configFromOptions } from '../../src/cli/options.js'
 import { generateDevCertificates } from '../../dev/certs/devcerts.js'
 import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
 import { capturingLogger } from '../helpers/log-capture.js'
+import { spawnServe } from '../helpers/serve-process.js'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const scratch = await mkdtemp(join(tmpdir(), 'crd-migrator-serve-webhook-only-'))
@@ -165,8 +165,8 @@ t.test('the CLI: serve --no-migrator runs without any kubeconfig', async (t) => 
   }
   const [webhookPort, metricsPort] = [await freePort(), await freePort()]
   // The TypeScript source through tap's own loader (process.execArgv), not a possibly stale dist/.
-  const child = spawn(
-    process.execPath,
+  const serve = spawnServe(
+    t,
     [
       ...process.execArgv,
       join(root, 'src', 'cli', 'main.ts'),
@@ -183,26 +183,11 @@ t.test('the CLI: serve --no-migrator runs without any kubeconfig', async (t) => 
       '--metrics-port',
       String(metricsPort),
     ],
-    { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] },
+    { cwd: root, env, metricsPort },
   )
-  let output = ''
-  child.stdout.setEncoding('utf8').on('data', (d: string) => (output += d))
-  child.stderr.setEncoding('utf8').on('data', (d: string) => (output += d))
-  const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.on('exit', (c, s) => resolve([c, s])))
-  t.teardown(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
-  })
-
-  let ready = false
-  for (let i = 0; i < 600 && !ready && child.exitCode === null; i++) {
-    try {
-      ready = (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).status === 200
-    } catch {
-      // not listening yet (the TypeScript loader takes a few seconds)
-    }
-    if (!ready) await new Promise((r) => setTimeout(r, 100))
-  }
-  t.ok(ready, 'GET /readyz answers 200', { output })
+  const { child, exited } = serve
+  const ready = await serve.waitReady(600)
+  t.ok(ready, 'GET /readyz answers 200', { output: serve.output() })
   const answer = await postReview(webhookPort)
   t.equal(answer.body.response?.allowed, false, 'the webhook answers reviews')
   const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()
@@ -210,11 +195,11 @@ t.test('the CLI: serve --no-migrator runs without any kubeconfig', async (t) => 
   t.notMatch(metrics, /crd_migrator_objects_total/, 'no migrator metrics: the controller never started')
   child.kill('SIGTERM')
   const [code, signal] = await exited
-  t.equal(code, 0, 'exits 0 on SIGTERM', { signal, output })
+  t.equal(code, 0, 'exits 0 on SIGTERM', { signal, output: serve.output() })
   t.notMatch(
-    output,
+    serve.output(),
     /kubeconfig|no Kubernetes cluster|ECONNREFUSED|"level":[56]0/,
     'no kubeconfig lookup, no connection attempt, no error logged',
-    { output },
+    { output: serve.output() },
   )
 })
