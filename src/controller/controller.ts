@@ -137,11 +137,6 @@ export class MigrationController {
     return result
   }
 
-  /** Forgets what it knew of CRDs (tests: as after a restart). */
-  forgetUpToDate(): void {
-    this.upToDate.clear()
-  }
-
   /** A freeze we did not set is never lifted by us; say so once, loudly. */
   private reportFrozen(crd: CustomResourceDefinition, frozen: boolean, owner: string | undefined): void {
     const name = crd.metadata.name
