@@ -4,14 +4,17 @@
 #   docker build -t <registry>/crd-migrator:<tag> .
 #
 # Build with the dev dependencies (TypeScript), install the production dependencies
-# separately, and run on distroless Node.js 22 LTS as the non-root user: no shell, no
-# package manager at run time. test/unit/dockerfile.test.ts checks this file and
-# test/integration/dockerfile-prod.test.ts runs the production install and the built CLI.
+# separately, and run on distroless Node.js 26 LTS as the non-root user: no shell, no
+# package manager at run time. One Node.js major everywhere: the major of .node-version
+# (what .ci/run and the tests use), package.json engines, and all stages below; build
+# stages on Debian 13 (trixie) like the distroless run time. test/unit/dockerfile.test.ts
+# checks this file and test/integration/dockerfile-prod.test.ts runs the production install
+# and the built CLI.
 
 # --- build: compile src/ into dist/ ------------------------------------------------------
 # Only the product: the development tooling (dev/, built by `npm run build` into
 # dist-dev/) is not in the build context at all.
-FROM node:22-bookworm-slim AS build
+FROM node:26-trixie-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
@@ -20,13 +23,13 @@ COPY src ./src
 RUN npm run build:product
 
 # --- prod-deps: production dependencies only ---------------------------------------------
-FROM node:22-bookworm-slim AS prod-deps
+FROM node:26-trixie-slim AS prod-deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
 
 # --- runtime -------------------------------------------------------------------------------
-FROM gcr.io/distroless/nodejs22-debian12:nonroot
+FROM gcr.io/distroless/nodejs26-debian13:nonroot
 WORKDIR /app
 ENV NODE_ENV=production
 COPY --from=prod-deps /app/node_modules ./node_modules

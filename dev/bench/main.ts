@@ -8,7 +8,7 @@
  * `--help` lists the flags.
  */
 import { spawn } from 'node:child_process'
-import { mkdir, writeFile } from 'node:fs/promises'
+import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -125,6 +125,9 @@ async function main(): Promise<void> {
   const startedAt = new Date().toISOString()
   const before = loadAverage()
   log(`sizes ${sizes.join(', ')}; sweep ${sweep.join('/')}; load average ${before.join(' ')}`)
+  // The results record process.version; say so when it is not the project's Node (.node-version).
+  const projectNode = `v${(await readFile(fileURLToPath(new URL('../../../.node-version', import.meta.url)), 'utf8')).trim()}`
+  log(`Node ${process.version}${process.version === projectNode ? '' : `, not the project's ${projectNode} (source scripts/use-node.sh)`}`)
 
   let ksvm: KsvmBuild | undefined
   let ksvmNote = ''

@@ -14,8 +14,10 @@ import { parse } from 'yaml'
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
 const read = (p: string) => readFileSync(join(repoRoot, p), 'utf8')
 
-/** Node.js LTS lines the image may use (the code also runs on Node 20). */
-const SUPPORTED_NODE_MAJORS = [22, 24]
+/** The project's one Node.js LTS line: the major of .node-version, which .ci/run and scripts/node.sh install. */
+const NODE_MAJOR = Number(read('.node-version').trim().replace(/^v/, '').split('.')[0])
+/** Debian release of an official node image variant (the distroless run time names its own: -debianN). */
+const DEBIAN_OF_VARIANT: Record<string, number> = { bookworm: 12, trixie: 13 }
 
 interface Instruction {
   op: string
@@ -150,19 +152,22 @@ t.test('parser and .dockerignore matcher', async (t) => {
   t.notOk(dockerIgnored(['*.md', '!README.md'], 'README.md'))
 })
 
-t.test('base images are one supported Node.js LTS; the run time is distroless and non-root', async (t) => {
+t.test('base images are the project Node.js LTS on one Debian release; the run time is distroless and non-root', async (t) => {
   t.ok(stages.length >= 2, 'multi-stage')
-  const majors = new Set<number>()
+  t.ok(NODE_MAJOR >= 26 && NODE_MAJOR % 2 === 0, `.node-version is on an LTS line (${NODE_MAJOR})`)
+  const debians = new Set<number>()
   for (const stage of stages) {
-    const node = /^(?:docker\.io\/(?:library\/)?)?node:(\d+)(?:[.-][\w.-]*)?$/.exec(stage.image)
-    const distroless = /^gcr\.io\/distroless\/nodejs(\d+)-debian\d+(?::[\w.-]+)?(?:@sha256:[0-9a-f]{64})?$/.exec(stage.image)
-    const major = Number((node ?? distroless)?.[1])
+    const node = /^(?:docker\.io\/(?:library\/)?)?node:(\d+)(?:-([a-z]+)(?:-slim)?)?(?:@sha256:[0-9a-f]{64})?$/.exec(stage.image)
+    const distroless = /^gcr\.io\/distroless\/nodejs(\d+)-debian(\d+)(?::[\w.-]+)?(?:@sha256:[0-9a-f]{64})?$/.exec(stage.image)
     t.ok(node || distroless, `${stage.image}: an official node image or distroless nodejs`)
-    t.ok(SUPPORTED_NODE_MAJORS.includes(major), `${stage.image}: Node.js ${major} is a supported LTS (${SUPPORTED_NODE_MAJORS.join(', ')})`)
-    majors.add(major)
+    const major = Number((node ?? distroless)?.[1])
+    t.equal(major, NODE_MAJOR, `${stage.image}: Node.js ${NODE_MAJOR}, as .node-version`)
+    const debian = node ? DEBIAN_OF_VARIANT[node[2] ?? ''] : Number(distroless?.[2])
+    t.ok(debian, `${stage.image}: names its Debian release (${Object.keys(DEBIAN_OF_VARIANT).join(' or ')} for node images)`)
+    if (debian) debians.add(debian)
   }
-  t.equal(majors.size, 1, 'build and run time use the same Node.js major')
-  t.ok(Number(pkg.engines.node.replace(/^>=\s*/, '').split('.')[0]) <= [...majors][0]!, `package.json engines ${pkg.engines.node} allow it`)
+  t.equal(debians.size, 1, `build and run time on one Debian release (${[...debians].join(', ')})`)
+  t.equal(pkg.engines.node, `>=${NODE_MAJOR}`, 'package.json engines name the same major')
 
   t.match(runtime.image, /^gcr\.io\/distroless\/nodejs\d+-debian\d+:nonroot$/, 'run time: distroless, nonroot variant')
   const users = runtime.instructions.filter((i) => i.op === 'USER')
