@@ -1,7 +1,7 @@
 /**
  * Every error crd-migrator raises on purpose, with a stable code, in one table (the way
  * fastify's lib/errors.js does it). The code is what users search for: it leads the CLI's
- * error line, the `Failed:` result in `crd-migrator.io/last-result` and the Events, and
+ * error line, the `Failed:` result in the last-result annotation and the Events, and
  * it is a field of every log line that carries the error (`err.code`).
  *
  * Errors from elsewhere (Node, libraries) are reported as CRDM_INTERNAL unless they are

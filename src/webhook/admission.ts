@@ -23,7 +23,7 @@
  *   warned and audited), nobody else: a status-only patcher narrowing them mid-run would
  *   declare old-version objects gone. The API server's own condition writes keep
  *   storedVersions as they are and pass.
- * - The `crd-migrator.io/*` annotations are the migrator's state. Anyone but the migrator
+ * - The state annotations (STATE_PREFIX, state/crd-state.ts) are the migrator's state. Anyone but the migrator
  *   and break-glass is refused setting or changing one, at all times: forged results or
  *   checkpoints must not reach `status` or a resumed run. Removing them is refused while
  *   the CRD is frozen (a resumed run reads them) and allowed otherwise, so installers

@@ -14,7 +14,7 @@
  *   us, converted to v1.
  * - matchConditions (CEL, GA in Kubernetes 1.30): the API server calls us only when the
  *   old or the new object carries the migrating annotation, or the request sets or
- *   changes one of the migrator's state annotations (`crd-migrator.io/*`). A webhook that
+ *   changes one of the migrator's state annotations (STATE_PREFIX). A webhook that
  *   is down therefore blocks only CRDs under migration and forged state, which also
  *   breaks KEP-2855's cert-manager cycle: cert-manager's own CRDs can be upgraded
  *   whenever they are not being migrated, even if our certificate expired. Removing

@@ -257,7 +257,7 @@ export function toAdmissionReviewResponse(uid: string, decision: AdmissionDecisi
   }
   if (decision.warnings && decision.warnings.length > 0) response.warnings = decision.warnings
   // The API server prefixes the key with the webhook name in the audit log
-  // (storage-freeze.crd-migrator.io/reason=...), so denials and overrides are auditable.
+  // (<webhook name>/reason=...), so denials and overrides are auditable.
   if (decision.reason !== 'allowed') response.auditAnnotations = { reason: decision.reason }
   return { apiVersion: ADMISSION_REVIEW_API_VERSION, kind: ADMISSION_REVIEW_KIND, response }
 }
