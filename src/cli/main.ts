@@ -1,16 +1,24 @@
 #!/usr/bin/env node
-import { Command } from 'commander'
+import { readFileSync } from 'node:fs'
+import { Command, CommanderError, Option } from 'commander'
 import { pino, type Logger } from 'pino'
 import type { Config } from '../config/schema.js'
 import { describeError, errorCode } from '../errors.js'
 import { writeLocalWebhookConfiguration } from '../webhook/configuration.js'
 import { runMigrateCommand } from './migrate.js'
+import { OUTPUT_FORMATS, outputFormat } from './output.js'
 import { addConfigOptions, configFromOptions } from './options.js'
 import { serve } from './serve.js'
 import { runStatusCommand } from './status.js'
 
+/** The package's version, from its package.json (shipped next to dist/ in the image and the npm package). */
+const version = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version
+
 const program = new Command()
   .name('crd-migrator')
+  .version(version, '--version', 'print the version and exit')
+  // Usage errors reach the one exit path below (exit code 2), help and --version exit 0.
+  .exitOverride()
   .description(
     'Moves every custom resource of a CRD to its storage version, narrows status.storedVersions, and removes managedFields of unserved versions, behind a KEP-2855 freeze webhook.',
   )
@@ -69,11 +77,15 @@ addConfigOptions(
   .description('migrate the named CRDs now, one after the other')
   .argument('<crd...>', 'CRD names, e.g. widgets.example.com')
   .option('--dry-run', 'report what each phase would do; write nothing', false)
+  .addOption(outputOption())
+  .option('--json', 'the same as -o json')
   .action(async (names: string[], opts: Record<string, unknown>) => {
+    const format = outputFormat(opts)
     const config = configFromOptions({ logLevel: 'warn', ...opts })
     const log = logger(config, true)
     process.exitCode = await runMigrateCommand(names, config, log, {
       dryRun: Boolean(opts.dryRun),
+      format,
       out: process.stdout,
       progressBar: process.stderr.isTTY === true && config.logLevel !== 'silent',
       signal: shutdownSignal(undefined),
@@ -82,10 +94,13 @@ addConfigOptions(
 
 addConfigOptions(program.command('status'), (s) => ['kubeconfig', 'migrating-annotation', 'selector', 'crds', 'log-level'].includes(s.flag))
   .description('show managed CRDs: storage version, storedVersions, freeze, phase, progress and last result')
-  .option('--json', 'print JSON', false)
-  .action(async (opts: Record<string, unknown>) => {
+  .argument('[crd...]', 'only these CRDs, managed or not (default: every managed CRD)')
+  .addOption(outputOption())
+  .option('--json', 'the same as -o json')
+  .action(async (names: string[], opts: Record<string, unknown>) => {
+    const format = outputFormat(opts)
     const config = configFromOptions(opts)
-    process.exitCode = await runStatusCommand(config, process.stdout, Boolean(opts.json))
+    process.exitCode = await runStatusCommand(config, process.stdout, { format, names })
   })
 
 interface WebhookConfigOptions {
@@ -133,8 +148,14 @@ program
     process.stdout.write(`wrote ${opts.out}; install it with: kubectl apply -f ${opts.out}\n`)
   })
 
+function outputOption(): Option {
+  return new Option('-o, --output <format>', 'output format').choices(OUTPUT_FORMATS)
+}
+
 // Exit codes: 0 done, 1 a migration or request failed, 2 bad usage or configuration.
 program.parseAsync(process.argv).catch((err: unknown) => {
+  // commander has printed its message (or the help, or the version) already.
+  if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2)
   process.stderr.write(`crd-migrator: ${describeError(err)}\n`)
   process.exit(errorCode(err) === 'CRDM_CONFIG_INVALID' ? 2 : 1)
 })

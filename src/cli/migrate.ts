@@ -3,6 +3,7 @@ import cliProgress from 'cli-progress'
 import type { Logger } from 'pino'
 import type { Config } from '../config/schema.js'
 import { describeError } from '../errors.js'
+import { renderData, type OutputFormat } from './output.js'
 import { kubeHttp } from '../kube/client.js'
 import { KubeEventRecorder } from '../kube/events.js'
 import { loadCheckpointSeal } from '../migrator/checkpoint-seal.js'
@@ -19,6 +20,8 @@ export interface MigrateCommandOptions {
   /** Show a progress bar (stderr is a TTY). */
   progressBar: boolean
   signal?: AbortSignal
+  /** text: a summary per CRD as it finishes; json/yaml: every result (or dry-run report) at the end. */
+  format?: OutputFormat
 }
 
 /** `crd-migrator migrate CRD...`: one migration per CRD, in turn. Returns the exit code. */
@@ -26,18 +29,25 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
   const http = kubeHttp(config.kubeconfig, { maxSockets: Math.max(config.migrator.concurrency, 4) * 2 })
   const owner = `cli:${os.userInfo().username}@${os.hostname()}`
   try {
+    const format = options.format ?? 'text'
     if (options.dryRun) {
       let failed = 0
+      const reports: Array<DryRunReport | { crd: string; error: string }> = []
       for (const name of names) {
         try {
-          options.out.write(formatDryRun(await dryRun(http, name, settingsFor(config, name))))
+          const report = await dryRun(http, name, settingsFor(config, name))
+          reports.push(report)
+          if (format === 'text') options.out.write(formatDryRun(report))
         } catch (err) {
           failed++
-          options.out.write(`${name}: cannot plan: ${describeError(err)}\n`)
+          reports.push({ crd: name, error: describeError(err) })
+          if (format === 'text') options.out.write(`${name}: cannot plan: ${describeError(err)}\n`)
         }
       }
+      if (format !== 'text') options.out.write(renderData(reports, format))
       return failed ? 1 : 0
     }
+    const results: Array<MigrationResult | { crd: string; error: string }> = []
     let failed = 0
     const checkpointSeal = await loadCheckpointSeal(config.migrator.stateKeyFile, logger)
     for (const name of names) {
@@ -53,14 +63,17 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
           ...(bar ? { onProgress: (phase: Phase, p: WalkProgress) => bar.update(phase, p) } : {}),
         })
         bar?.stop()
-        options.out.write(formatResult(result))
+        results.push(result)
+        if (format === 'text') options.out.write(formatResult(result))
         if (result.outcome === 'Failed') failed++
       } catch (err) {
         bar?.stop()
         failed++
-        options.out.write(`${name}: ${describeError(err)}\n`)
+        results.push({ crd: name, error: describeError(err) })
+        if (format === 'text') options.out.write(`${name}: ${describeError(err)}\n`)
       }
     }
+    if (format !== 'text') options.out.write(renderData(results, format))
     return failed ? 1 : 0
   } finally {
     http.close()

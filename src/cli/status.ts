@@ -5,6 +5,7 @@ import { listCrds } from '../kube/crds.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { planCrd } from '../migrator/plan.js'
 import { describeFreeze, readCrdState } from '../state/crd-state.js'
+import { renderData, type OutputFormat } from './output.js'
 
 export interface StatusRow {
   name: string
@@ -68,13 +69,40 @@ export function formatTable(rows: StatusRow[]): string {
   )
 }
 
-export async function runStatusCommand(config: Config, out: NodeJS.WritableStream, json: boolean): Promise<number> {
+export interface StatusCommandOptions {
+  format: OutputFormat
+  /** CRDs to show, managed or not; all managed ones when empty. */
+  names: readonly string[]
+}
+
+/** `crd-migrator status [CRD...]`; exit code 1 when a named CRD does not exist. */
+export async function runStatusCommand(config: Config, out: NodeJS.WritableStream, options: StatusCommandOptions): Promise<number> {
   const http = kubeHttp(config.kubeconfig)
   try {
-    const rows = statusRows(await listCrds(http), config)
-    out.write(json ? `${JSON.stringify(rows, null, 2)}\n` : rows.length ? formatTable(rows) : 'no managed CRDs (see --selector / --crds)\n')
-    return 0
+    const crds = await listCrds(http)
+    const { rows, missing } = selectRows(crds, config, options.names)
+    if (options.format !== 'text') out.write(renderData(rows, options.format))
+    else out.write(rows.length ? formatTable(rows) : options.names.length ? '' : 'no managed CRDs (see --selector / --crds)\n')
+    for (const name of missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
+    return missing.length ? 1 : 0
   } finally {
     http.close()
   }
+}
+
+/** The rows to show: the named CRDs (whether managed or not), else every managed one. */
+export function selectRows(
+  crds: CustomResourceDefinition[],
+  config: Config,
+  names: readonly string[],
+): { rows: StatusRow[]; missing: string[] } {
+  if (names.length === 0) return { rows: statusRows(crds, config), missing: [] }
+  const wanted = new Set(names)
+  const everything = { ...config, migrator: { ...config.migrator, selector: { labelSelector: '', names: [...wanted] } } }
+  const rows = statusRows(
+    crds.filter((crd) => wanted.has(crd.metadata.name)),
+    everything,
+  )
+  const found = new Set(rows.map((r) => r.name))
+  return { rows, missing: names.filter((n) => !found.has(n)) }
 }

@@ -5,6 +5,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
+import { parse } from 'yaml'
 import { pino } from 'pino'
 import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
 import { StateAnnotation } from '../../src/state/crd-state.js'
@@ -145,6 +146,26 @@ t.test('the CLI: migrate --dry-run, migrate, status', async (t) => {
   const status = await cli('status', '--crds', crd.metadata.name)
   t.match(status.stdout, /NAME\s+STORAGE\s+STORED/)
   t.match(status.stdout, new RegExp(`${crd.metadata.name.replace(/\./g, '\\.')}\\s+v2\\s+v2\\s+no\\s+Succeeded\\s+40/40\\s+Succeeded`))
+
+  const one = parse((await cli('status', crd.metadata.name, '-o', 'yaml')).stdout) as Array<Record<string, string>>
+  t.same(
+    one.map((r) => [r.name, r.storage, r.storedVersions, r.lastResult]),
+    [[crd.metadata.name, 'v2', 'v2', 'Succeeded']],
+    'status CRD -o yaml: that CRD',
+  )
+  const missing = await cli('status', 'absent.example.com').then(
+    () => undefined,
+    (err: { code: number; stderr: string }) => err,
+  )
+  t.equal(missing?.code, 1, 'status of a CRD that does not exist exits 1')
+  t.match(missing?.stderr, /customresourcedefinition "absent.example.com" not found/)
+  const again = JSON.parse((await cli('migrate', crd.metadata.name, '-o', 'json')).stdout) as Array<{
+    crd: string
+    outcome: string
+    skipReason?: string
+  }>
+  t.match(again, [{ crd: crd.metadata.name, outcome: 'Skipped', skipReason: 'up-to-date' }], 'migrate -o json: the results as data')
+  t.match((await cli('--version')).stdout, /^\d+\.\d+\.\d+\n$/, '--version')
 
   const bad = await cli('migrate', crd.metadata.name, '--concurrency', '0').then(
     () => undefined,

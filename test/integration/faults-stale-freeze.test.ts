@@ -100,7 +100,7 @@ t.test('a freeze by another tool is reported (metric, Event, status) and never l
     await runStatusCommand(
       ConfigSchema.parse({ kubeconfig: cp.kubeconfigPath, migrator: { selector: { labelSelector: '', names: [name] } } }),
       out,
-      false,
+      { format: 'text', names: [] },
     ),
     0,
   )
