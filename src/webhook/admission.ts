@@ -252,13 +252,9 @@ function deleteViolations(input: AdmissionInput, ctx: DecisionContext): Violatio
 
 function storageViolation(oldObject: JsonObject, object: JsonObject, ctx: DecisionContext): Violation | undefined {
   const { crdName, policy } = ctx
-  const before = storageVersions(oldObject)
-  const after = storageVersions(object)
-  if (typeof before === 'string' || typeof after === 'string') {
-    const problem = typeof before === 'string' ? `oldObject ${before}` : `object ${after as string}`
-    return malformedFrozen(crdName, problem, 'storage versions')
-  }
-  if (sameSet(before, after)) return undefined
+  const change = versionSetChange(storageVersions, oldObject, object, crdName, 'storage versions')
+  if (change === undefined || 'reason' in change) return change
+  const { before, after } = change
   return {
     reason: 'storage-version-frozen',
     summary: `storage version ${formatVersions(before)} -> ${formatVersions(after)} on frozen CRD ${crdName}`,
@@ -277,13 +273,9 @@ function storedVersionsViolation(
   ctx: DecisionContext,
 ): Violation | undefined {
   const { crdName, policy } = ctx
-  const before = storedVersions(oldObject)
-  const after = storedVersions(object)
-  if (typeof before === 'string' || typeof after === 'string') {
-    const problem = typeof before === 'string' ? `oldObject ${before}` : `object ${after as string}`
-    return malformedFrozen(crdName, problem, 'status.storedVersions')
-  }
-  if (sameSet(before, after)) return undefined
+  const change = versionSetChange(storedVersions, oldObject, object, crdName, 'status.storedVersions')
+  if (change === undefined || 'reason' in change) return change
+  const { before, after } = change
   const via = subResource ? ` (through /${shorten(subResource)})` : ''
   return {
     reason: 'stored-versions-frozen',
@@ -344,6 +336,24 @@ function guardViolation(oldValue: string | undefined, newValue: string | undefin
       `${attempted}. Only the migrator (${migrator.length > 0 ? migrator.join(', ') : 'no identity configured'}) ` +
       `and ${describeGroups('break-glass groups', policy.breakGlassGroups)} may set, change or remove it.`,
   }
+}
+
+/**
+ * A set of version names read from both objects: undefined when equal, a malformed-object
+ * violation when either cannot be read, else both sets.
+ */
+function versionSetChange(
+  read: (crd: JsonObject) => Set<string> | string,
+  oldObject: JsonObject,
+  object: JsonObject,
+  crdName: string,
+  what: string,
+): Violation | { before: Set<string>; after: Set<string> } | undefined {
+  const before = read(oldObject)
+  if (typeof before === 'string') return malformedFrozen(crdName, `oldObject ${before}`, what)
+  const after = read(object)
+  if (typeof after === 'string') return malformedFrozen(crdName, `object ${after}`, what)
+  return sameSet(before, after) ? undefined : { before, after }
 }
 
 function malformedFrozen(crdName: string, problem: string, what: string): Violation {
