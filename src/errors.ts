@@ -27,6 +27,10 @@ export const ERROR_CODES = {
   CRDM_STORAGE_NOT_SWITCHED: 'storage version not switched',
   /** Some objects could not be rewritten or cleaned; the others were. */
   CRDM_OBJECTS_FAILED: 'objects failed',
+  /** The CRD's conversion webhook did not answer (before the freeze, or longer than the outage limit during a run). */
+  CRDM_CONVERSION_OUTAGE: 'conversion webhook unavailable',
+  /** The conversion webhook refused to convert some objects; the others were migrated. */
+  CRDM_CONVERSION_REFUSED: 'conversion refused',
   /** The CRD's storage version or generation changed under the freeze. */
   CRDM_CRD_CHANGED: 'CRD changed during the migration',
   /** The run was stopped (shutdown, leadership lost, Ctrl-C). */

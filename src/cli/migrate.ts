@@ -1,4 +1,5 @@
 import os from 'node:os'
+import { setTimeout as sleep } from 'node:timers/promises'
 import cliProgress from 'cli-progress'
 import type { Logger } from 'pino'
 import type { Config } from '../config/schema.js'
@@ -22,7 +23,12 @@ export interface MigrateCommandOptions {
   signal?: AbortSignal
   /** text: a summary per CRD as it finishes; json/yaml: every result (or dry-run report) at the end. */
   format?: OutputFormat
+  /** Where "waiting for …" lines go (default stderr). */
+  status?: NodeJS.WritableStream
 }
+
+/** How often a blocked CRD is tried again while `migrate` waits for its conversion webhook. */
+const BLOCKED_RETRY_MS = 5_000
 
 /** `crd-migrator migrate CRD...`: one migration per CRD, in turn. Returns the exit code. */
 export async function runMigrateCommand(names: string[], config: Config, logger: Logger, options: MigrateCommandOptions): Promise<number> {
@@ -53,19 +59,32 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
     for (const name of names) {
       const bar = options.progressBar ? new ProgressBar(name) : undefined
       try {
-        const result = await migrateCrd(name, settingsFor(config, name), {
-          http,
-          logger,
-          owner,
-          checkpointSeal,
-          events: new KubeEventRecorder(http, 'crd-migrator', owner),
-          signal: options.signal,
-          ...(bar ? { onProgress: (phase: Phase, p: WalkProgress) => bar.update(phase, p) } : {}),
-        })
+        const migrate = () =>
+          migrateCrd(name, settingsFor(config, name), {
+            http,
+            logger,
+            owner,
+            checkpointSeal,
+            events: new KubeEventRecorder(http, 'crd-migrator', owner),
+            signal: options.signal,
+            ...(bar ? { onProgress: (phase: Phase, p: WalkProgress) => bar.update(phase, p) } : {}),
+          })
+        // A conversion webhook that does not answer blocks the run before anything is
+        // frozen; wait for it (a certificate rotation takes a minute or two), then give up.
+        const waitUntil = Date.now() + config.migrator.conversionWaitSeconds * 1000
+        let result = await migrate()
+        while (result.outcome === 'Blocked' && Date.now() + BLOCKED_RETRY_MS <= waitUntil) {
+          const left = Math.round((waitUntil - Date.now()) / 1000)
+          ;(options.status ?? process.stderr).write(
+            `${name}: waiting for ${result.reason.replace(/ does not answer: /, ' (')}) — ${left}s left\n`,
+          )
+          await sleep(BLOCKED_RETRY_MS, undefined, options.signal ? { signal: options.signal } : undefined)
+          result = await migrate()
+        }
         bar?.stop()
         results.push(result)
         if (format === 'text') options.out.write(formatResult(result))
-        if (result.outcome === 'Failed') failed++
+        if (result.outcome === 'Failed' || result.outcome === 'Blocked') failed++
       } catch (err) {
         bar?.stop()
         failed++
@@ -132,6 +151,12 @@ export function formatResult(r: MigrationResult): string {
     )
     for (const f of r.cleanup.failures.slice(0, 5)) lines.push(`    failed ${f.key}: ${f.error}`)
   }
+  if (r.conversion && (r.conversion.outages > 0 || r.outcome !== 'Succeeded'))
+    lines.push(
+      `  conversion webhook ${r.conversion.webhook}: ${r.conversion.outages} outage(s), writes paused ${r.conversion.outageSeconds}s in all`,
+    )
+  if (r.outcome === 'Blocked')
+    lines.push('  nothing was frozen; run migrate again once the webhook answers (the controller retries by itself)')
   if (r.leftFrozen)
     lines.push('  WARNING: the migrating annotation could not be removed; run migrate again or see the README (unfreezing by hand)')
   return `${lines.join('\n')}\n`

@@ -140,6 +140,14 @@ export const ConfigSchema = z.strictObject({
       /** A freeze whose owner has not written a heartbeat for this long is taken over. */
       takeoverAfterSeconds: z.number().min(1).default(30),
       skipPhases: z.array(PhaseName).default([]),
+      /**
+       * A CRD converted by a webhook: a run that finds the webhook down for longer than this
+       * fails (freeze lifted, storedVersions untouched). Cert-manager rotations have been
+       * measured at 60-90 s of unreachable webhooks.
+       */
+      conversionOutageLimitSeconds: z.number().min(1).default(300),
+      /** `migrate` waits this long for a conversion webhook that is down before freezing, then gives up. */
+      conversionWaitSeconds: z.number().min(0).default(180),
       /** Also move managedFields of served non-storage versions to the storage version. */
       rewriteServedManagedFields: z.boolean().default(false),
       /**

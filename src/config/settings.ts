@@ -160,6 +160,20 @@ export const SETTINGS: readonly Setting[] = [
     description: 'also move managedFields of served non-storage versions to the storage version',
   },
   {
+    path: 'migrator.conversionOutageLimitSeconds',
+    flag: 'conversion-outage-limit-seconds',
+    env: 'CRD_MIGRATOR_CONVERSION_OUTAGE_LIMIT_SECONDS',
+    kind: 'number',
+    description: "a run fails when the CRD's conversion webhook stays down this long",
+  },
+  {
+    path: 'migrator.conversionWaitSeconds',
+    flag: 'conversion-wait-seconds',
+    env: 'CRD_MIGRATOR_CONVERSION_WAIT_SECONDS',
+    kind: 'number',
+    description: 'migrate: how long to wait for a conversion webhook that is down before freezing',
+  },
+  {
     path: 'migrator.progressIntervalSeconds',
     flag: 'progress-interval-seconds',
     env: 'CRD_MIGRATOR_PROGRESS_INTERVAL_SECONDS',

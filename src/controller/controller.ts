@@ -126,9 +126,9 @@ export class MigrationController {
     if (result.outcome === 'Succeeded' || result.skipReason === 'up-to-date')
       this.upToDate.set(name, upToDateKey(result.crdUid, result.generation))
     else this.upToDate.delete(name)
-    if (result.outcome === 'Failed') {
+    if (result.outcome === 'Failed' || result.outcome === 'Blocked') {
       const delay = this.queue.addRateLimited(name)
-      logger.warn({ crd: name, reason: result.reason, retryInMs: delay }, 'migration failed; will retry')
+      logger.warn({ crd: name, reason: result.reason, retryInMs: delay }, `migration ${result.outcome.toLowerCase()}; will retry`)
     } else if (result.skipReason === 'in-progress') {
       this.queue.addAfter(name, config.migrator.takeoverAfterSeconds * 1000)
     } else {

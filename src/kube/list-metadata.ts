@@ -15,6 +15,14 @@ export interface ListMetadataOptions {
   onRestart?: (afterKey: string | undefined) => void
   /** Hook around each page request, e.g. to retry transient errors. */
   fetchPage?: <T>(fetch: () => Promise<T>) => Promise<T>
+  /**
+   * Versions to list the same page through when listing through `ref.version` fails with
+   * an error `listThroughAlternate` accepts. Metadata and continue tokens are the same in
+   * every version; an object the conversion webhook refuses to convert to the storage
+   * version can still be listed through the version it is stored in.
+   */
+  alternateVersions?: readonly string[]
+  listThroughAlternate?: (err: unknown) => boolean
 }
 
 /**
@@ -34,19 +42,33 @@ export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: L
   for (;;) {
     options.signal?.throwIfAborted()
     let list: PartialObjectMetadataList
+    const requestPage = async (version: string) =>
+      (
+        await http.request<PartialObjectMetadataList>({
+          method: 'GET',
+          path: collectionPath({ ...ref, version }),
+          query: { limit: options.pageSize, continue: continueToken },
+          accept: Accept.partialObjectMetadataList,
+          signal: options.signal,
+        })
+      ).body
     try {
-      list = await fetchPage(
-        async () =>
-          (
-            await http.request<PartialObjectMetadataList>({
-              method: 'GET',
-              path: collectionPath(ref),
-              query: { limit: options.pageSize, continue: continueToken },
-              accept: Accept.partialObjectMetadataList,
-              signal: options.signal,
-            })
-          ).body,
-      )
+      list = await fetchPage(async () => {
+        try {
+          return await requestPage(ref.version)
+        } catch (err) {
+          const alternate = options.listThroughAlternate
+          if (!alternate?.(err)) throw err
+          for (const version of options.alternateVersions ?? []) {
+            try {
+              return await requestPage(version)
+            } catch (other) {
+              if (!alternate(other)) throw other
+            }
+          }
+          throw err
+        }
+      })
     } catch (err) {
       if (!isGone(err) || continueToken === undefined) throw err
       options.onRestart?.(lastKey)

@@ -24,6 +24,8 @@ export interface MigrationSettings {
   storageSettleMs?: number
   /** Give up waiting for the API server to switch storage after this long (default 60 s). */
   storageSettleTimeoutMs?: number
+  /** A run fails when the CRD's conversion webhook stays down this long (default 5 min). */
+  conversionOutageLimitMs?: number
 }
 
 export interface MigrationContext {
@@ -39,11 +41,26 @@ export interface MigrationContext {
   checkpointSeal?: CheckpointSeal
 }
 
-export type MigrationOutcome = 'Succeeded' | 'Failed' | 'Skipped'
+/** Blocked: not started, because the CRD's conversion webhook does not answer (nothing was frozen). */
+export type MigrationOutcome = 'Succeeded' | 'Failed' | 'Skipped' | 'Blocked'
 /** Why a run was Skipped, as a value callers can branch on (the reason text is for people). */
 export type SkipReason = 'blocked' | 'frozen-by-another' | 'in-progress' | 'up-to-date'
 
-export type CleanupResult = WalkResult & { entriesRemoved: number }
+/** A phase's walk, plus what the phase counted itself. */
+export type CleanupResult = WalkResult & {
+  entriesRemoved: number
+  /** Objects whose conversion the CRD's webhook refused (all of them, not only the recorded failures). */
+  conversionRefused?: number
+}
+
+/** How the CRD's conversion webhook behaved during a run. */
+export interface ConversionReport {
+  /** The webhook as people name it (service or URL). */
+  webhook: string
+  /** Outages met during the run (writes paused until it answered again). */
+  outages: number
+  outageSeconds: number
+}
 
 export interface MigrationResult {
   crd: string
@@ -58,8 +75,10 @@ export interface MigrationResult {
   generation: number
   storedVersionsBefore: string[]
   storedVersionsAfter: string[]
-  storage?: WalkResult
+  storage?: WalkResult & { conversionRefused?: number }
   cleanup?: CleanupResult
+  /** Set when the CRD converts through a webhook. */
+  conversion?: ConversionReport
   resumedFrom?: string
   durationMs: number
   /** Whether the run ended with the CRD left frozen (the unfreeze itself failed). */

@@ -9,6 +9,8 @@ export class MigratorMetrics {
   readonly phaseDuration: Histogram<'crd' | 'phase' | 'result'>
   readonly migrations: Counter<'result'>
   readonly frozen: Gauge<'crd' | 'owner'>
+  readonly conversionOutages: Counter<'crd'>
+  readonly conversionOutageSeconds: Counter<'crd'>
 
   constructor(registry: Registry) {
     const registers = [registry]
@@ -50,7 +52,7 @@ export class MigratorMetrics {
     })
     this.migrations = new Counter({
       name: 'crd_migrator_migrations_total',
-      help: 'Finished migrations by result (Succeeded, Failed, Skipped).',
+      help: 'Finished migrations by result (Succeeded, Failed, Skipped, Blocked: not started, conversion webhook down).',
       labelNames: ['result'],
       registers,
     })
@@ -58,6 +60,18 @@ export class MigratorMetrics {
       name: 'crd_migrator_frozen_crds',
       help: 'CRDs frozen (migrating annotation set) by something other than crd-migrator (owner=foreign); never lifted by us: see the README.',
       labelNames: ['crd', 'owner'],
+      registers,
+    })
+    this.conversionOutages = new Counter({
+      name: 'crd_migrator_conversion_outages_total',
+      help: "Outages of a CRD's conversion webhook met during migrations (every request paused until it answered).",
+      labelNames: ['crd'],
+      registers,
+    })
+    this.conversionOutageSeconds = new Counter({
+      name: 'crd_migrator_conversion_outage_seconds_total',
+      help: "Time migrations spent paused for a CRD's conversion webhook.",
+      labelNames: ['crd'],
       registers,
     })
   }

@@ -8,7 +8,10 @@
 import { getCrd, patchCrdAnnotations } from '../kube/crds.js'
 import { waitForStorageVersion } from '../kube/discovery.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
-import { decideFreeze, readCrdState, upToDatePatch, type FreezeVerdict } from '../state/crd-state.js'
+import { blockedPatch, decideFreeze, readCrdState, upToDatePatch, type FreezeVerdict } from '../state/crd-state.js'
+import { conversionStrategy, conversionWebhookOf } from '../kube/conversion.js'
+import { ConversionGate } from './conversion-gate.js'
+import { preflightConversion } from './conversion-preflight.js'
 import { processCheckpointSeal } from './checkpoint-seal.js'
 import { CrdMigratorError, errorCode, errorMessage } from '../errors.js'
 import type { MigrationContext, MigrationResult, MigrationSettings, SkipReason } from './context.js'
@@ -18,6 +21,7 @@ import { Phase, planCrd, versionHasStatusSubresource, type CrdPlan } from './pla
 import { countsText, summarize } from './report.js'
 import { requestRetry, withRetry } from './retry.js'
 import { scanManagedFields } from './scan.js'
+import type { WalkResult } from './walker.js'
 import { StateWriter } from './state-writer.js'
 import { narrowStoredVersions } from './stored-versions.js'
 
@@ -58,6 +62,23 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
   }
   const { storageVersion, verdict, runStorage, runCleanup } = decided
 
+  // 1b. A webhook-converted CRD: prove its webhook converts before freezing anything.
+  const webhook = conversionWebhookOf(crd)
+  if (webhook !== undefined) {
+    const preflight = await preflightConversion(ctx.http, crd, storageVersion, settings.maxAttempts, ctx.signal)
+    if (!preflight.ok) {
+      const reason = `conversion webhook ${webhook} does not answer: ${preflight.detail}`
+      log.warn({ webhook, detail: preflight.detail }, 'migration blocked: the conversion webhook does not answer; nothing frozen')
+      ctx.metrics?.migrations.inc({ result: 'Blocked' })
+      await patchCrdAnnotations(ctx.http, name, blockedPatch(reason)).catch((err: unknown) =>
+        log.warn({ err }, 'could not record the Blocked state on the CRD'),
+      )
+      await ctx.events?.record(crd, 'Warning', 'MigrationBlocked', `CRDM_CONVERSION_OUTAGE: ${reason}`)
+      return { ...base, outcome: 'Blocked', errorCode: 'CRDM_CONVERSION_OUTAGE', reason, durationMs: Date.now() - started }
+    }
+    log.debug({ webhook, reads: preflight.reads }, 'conversion webhook answers')
+  }
+
   // 2. Freeze (or take over our own freeze, trusting only a sealed checkpoint).
   const seal = ctx.checkpointSeal ?? processCheckpointSeal()
   const frozen = await freezeCrd(crd, verdict, storageVersion, settings, ctx, seal)
@@ -88,6 +109,13 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
   const state = new StateWriter(ctx, name, settings.progressIntervalMs, (checkpoint) => (binding ? seal.seal(binding, checkpoint) : null))
   const result: MigrationResult = { ...base, outcome: 'Failed', resumedFrom: frozen.resumeAfter }
   let current = frozen.crd
+  const conversion = webhook !== undefined ? conversionGate(name, webhook, settings, ctx, frozen.crd) : undefined
+  const run = {
+    state,
+    conversion,
+    // See makeRewriteHandler: an apply fails during a webhook outage where an update would drop managedFields.
+    rewrite: conversionStrategy(crd) === 'Webhook' ? ('apply' as const) : ('merge-patch' as const),
+  }
   try {
     // 3. Every object in the storage version, then storedVersions := [storage].
     if (runStorage) {
@@ -102,7 +130,10 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
           signal: ctx.signal,
         },
       )
-      result.storage = await runPhase(Phase.StorageVersionMigration, current, storageVersion, settings, ctx, state, frozen.resumeAfter)
+      result.storage = await runPhase(Phase.StorageVersionMigration, current, storageVersion, settings, ctx, {
+        ...run,
+        resumeAfter: frozen.resumeAfter,
+      })
       failOnObjects(result.storage, 'could not be rewritten')
       await state.phase('UpdatingStoredVersions')
       current = await narrowStoredVersions(ctx, name, storageVersion, frozen.frozenGeneration, settings.maxAttempts)
@@ -112,7 +143,7 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
     // 4. managedFields of unserved versions.
     if (runCleanup) {
       await state.phase(Phase.CleanupManagedFields)
-      result.cleanup = await runPhase(Phase.CleanupManagedFields, current, storageVersion, settings, ctx, state, undefined)
+      result.cleanup = await runPhase(Phase.CleanupManagedFields, current, storageVersion, settings, ctx, run)
       failOnObjects(result.cleanup, 'kept managedFields of unserved versions')
     }
     result.outcome = 'Succeeded'
@@ -125,6 +156,8 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
   } finally {
     // 5. Unfreeze, whatever happened.
     state.stop()
+    if (conversion && webhook !== undefined)
+      result.conversion = { webhook, outages: conversion.outages, outageSeconds: Math.round(conversion.outageMs / 100) / 10 }
     result.durationMs = Date.now() - started
     const outcome = result.outcome === 'Succeeded' ? 'Succeeded' : 'Failed'
     const lifted = await unfreezeCrd(
@@ -191,13 +224,57 @@ async function decideRun(
   return { storageVersion, verdict, runStorage, runCleanup }
 }
 
-function failOnObjects(phase: { counts: { failed: number }; failures: Array<{ key: string; error: string }> }, what: string): void {
+/**
+ * Fails the run when objects failed. Refusals by the conversion webhook are listed by name
+ * with the webhook's message (the first ten; all of them are in the log and the result).
+ */
+function failOnObjects(phase: WalkResult & { conversionRefused?: number }, what: string): void {
   const failed = phase.counts.failed
-  if (failed > 0)
+  if (failed === 0) return
+  const refused = phase.failures.filter((f) => f.error.startsWith('CRDM_CONVERSION_REFUSED'))
+  if (phase.conversionRefused === failed) {
+    const named = refused
+      .slice(0, 10)
+      .map((f) => `${f.key} (${f.error.replace(/^CRDM_CONVERSION_REFUSED: the conversion webhook refused it: /, '')})`)
+    const more = failed > named.length ? `, and ${failed - named.length} more` : ''
     throw new CrdMigratorError(
-      'CRDM_OBJECTS_FAILED',
-      `${failed} object(s) ${what}, e.g. ${phase.failures[0]?.key}: ${phase.failures[0]?.error}`,
+      'CRDM_CONVERSION_REFUSED',
+      `the conversion webhook refused ${failed} object(s), which ${what}: ${named.join('; ')}${more}; the others were migrated`,
     )
+  }
+  throw new CrdMigratorError(
+    'CRDM_OBJECTS_FAILED',
+    `${failed} object(s) ${what}, e.g. ${phase.failures[0]?.key}: ${phase.failures[0]?.error}`,
+  )
+}
+
+/** The run's conversion-webhook gate, wired to the log, Events and metrics. */
+function conversionGate(
+  name: string,
+  webhook: string,
+  settings: MigrationSettings,
+  ctx: MigrationContext,
+  crd: CustomResourceDefinition,
+): ConversionGate {
+  const log = ctx.logger.child({ crd: name, webhook })
+  return new ConversionGate({
+    webhook,
+    outageLimitMs: settings.conversionOutageLimitMs ?? 300_000,
+    onOutage: (failure) => {
+      log.warn({ detail: failure.detail }, 'conversion webhook does not answer; every request paused until it does')
+      ctx.metrics?.conversionOutages.inc({ crd: name })
+      void ctx.events?.record(
+        crd,
+        'Warning',
+        'ConversionWebhookUnavailable',
+        `Paused: conversion webhook ${webhook} does not answer (${failure.detail}); resuming when it does`,
+      )
+    },
+    onRecovered: (ms) => {
+      log.info({ outageSeconds: ms / 1000 }, 'conversion webhook answers again; resuming')
+      ctx.metrics?.conversionOutageSeconds.inc({ crd: name }, ms / 1000)
+    },
+  })
 }
 
 /** The reason, led by its error code when the run failed. */

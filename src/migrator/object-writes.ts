@@ -1,6 +1,8 @@
-import { Accept, ContentType, isConflict, isFailedPatchTest, isNotFound, type KubeHttp } from '../kube/http.js'
-import { apiVersionOf, objectPath, type ResourceRef } from '../kube/paths.js'
-import type { PartialObjectMetadata } from '../kube/types.js'
+import { CrdMigratorError, errorMessage } from '../errors.js'
+import { ManagedFieldsDroppedError } from '../kube/conversion.js'
+import { Accept, ContentType, isConflict, isFailedPatchTest, isNotFound, KubeApiError, type KubeHttp } from '../kube/http.js'
+import { apiVersionOf, listOrderKey, objectPath, type ResourceRef } from '../kube/paths.js'
+import type { ManagedFieldsEntry, PartialObjectMetadata } from '../kube/types.js'
 import { cleanManagedFields, managedFieldsPatch, type ManagedFieldsPolicy } from './managed-fields.js'
 import { withRetry, type RetryOptions } from './retry.js'
 import type { Outcome } from './walker.js'
@@ -12,27 +14,51 @@ export interface WriteContext {
   retry: RetryOptions
 }
 
+/** The field manager of our server-side applies (they own no field, so no entry stays behind). */
+export const FIELD_MANAGER = 'crd-migrator'
+
+/** How the storage phase's no-op write is sent: see makeRewriteHandler. */
+export type RewriteWrite = 'merge-patch' | 'apply'
+
 /**
- * The no-op write of storage version migration: a JSON merge patch that changes nothing
- * but carries uid and resourceVersion as preconditions. The API server decodes the object,
- * re-encodes it in the storage version and writes it, unless the bytes are identical
- * (already stored that way), in which case the resourceVersion does not move. A merge
- * patch rather than server-side apply, because apply can create an object that was
- * deleted meanwhile and so needs `create` permission.
+ * The no-op write of storage version migration: a write that changes nothing but carries
+ * uid and resourceVersion as preconditions. The API server decodes the object, re-encodes
+ * it in the storage version and writes it, unless the bytes are identical (already stored
+ * that way), in which case the resourceVersion does not move.
+ *
+ * - `merge-patch` (conversion None): an empty JSON merge patch, the cheapest write.
+ * - `apply` (conversion through a webhook): a server-side apply of an empty configuration.
+ *   While the webhook is down, an update whose managedFields the API server cannot convert
+ *   is still stored, with every managedFields entry dropped (fieldmanager UpdateNoErrors);
+ *   an apply fails instead, so an outage costs a retry and never ownership. It owns no
+ *   field, so it leaves no entry; with a uid precondition it never creates an object that
+ *   was deleted meanwhile (409 "uid mismatch"), so it needs no `create` permission.
  */
-export function makeRewriteHandler(ctx: WriteContext, useStatusSubresource: boolean): (item: PartialObjectMetadata) => Promise<Outcome> {
+export function makeRewriteHandler(
+  ctx: WriteContext,
+  useStatusSubresource: boolean,
+  write: RewriteWrite = 'merge-patch',
+  /**
+   * An apply fails on managedFields entries of a version the CRD no longer defines
+   * (kubernetes/kubernetes#111937). This removes them, a write that stores the object in
+   * the storage version too.
+   */
+  dropUndefinedVersions?: (item: PartialObjectMetadata) => Promise<Outcome>,
+): (item: PartialObjectMetadata) => Promise<Outcome> {
   const apiVersion = apiVersionOf(ctx.ref)
+  const apply = write === 'apply'
   return async (item) => {
     const { name, namespace, uid, resourceVersion } = item.metadata
-    const body = { apiVersion, kind: ctx.ref.kind, metadata: { uid, resourceVersion } }
+    const metadata = apply ? { name, ...(namespace ? { namespace } : {}), uid, resourceVersion } : { uid, resourceVersion }
     try {
       const res = await withRetry(
         () =>
           ctx.http.request<PartialObjectMetadata>({
             method: 'PATCH',
             path: objectPath(ctx.ref, namespace, name, useStatusSubresource ? 'status' : undefined),
-            body,
-            contentType: ContentType.mergePatch,
+            ...(apply ? { query: { fieldManager: FIELD_MANAGER } } : {}),
+            body: { apiVersion, kind: ctx.ref.kind, metadata },
+            contentType: apply ? ContentType.applyPatch : ContentType.mergePatch,
             // Only metadata back: we need the new resourceVersion, not the object.
             accept: Accept.partialObjectMetadata,
           }),
@@ -42,11 +68,25 @@ export function makeRewriteHandler(ctx: WriteContext, useStatusSubresource: bool
     } catch (err) {
       // Deleted, or written by someone else since we listed it: either way no old
       // encoding of this object is left behind by it.
-      if (isNotFound(err)) return 'gone'
+      if (isNotFound(err) || isDeletedUnderApply(err)) return 'gone'
       if (isConflict(err)) return 'conflict'
+      if (apply && dropUndefinedVersions && isUndefinedVersionError(err)) {
+        const outcome = await dropUndefinedVersions(item)
+        if (outcome !== 'skipped') return outcome
+      }
       throw err
     }
   }
+}
+
+/** The API server met a managedFields entry of a version its CRD does not define. */
+function isUndefinedVersionError(err: unknown): boolean {
+  return err instanceof KubeApiError && /invalid group\/version/.test(err.message)
+}
+
+/** An apply with a uid precondition to an object that no longer exists. */
+function isDeletedUnderApply(err: unknown): boolean {
+  return err instanceof KubeApiError && err.status === 409 && /uid mismatch.*no existing object/s.test(err.message)
 }
 
 /**
@@ -61,25 +101,49 @@ export function makeCleanupHandler(
 ): (item: PartialObjectMetadata) => Promise<Outcome> {
   return async (item) => {
     let meta = item.metadata
+    const key = listOrderKey(meta.namespace, meta.name)
+    // Set once the API server dropped the entries we wrote (its conversion webhook was
+    // down): from then on, that list is what must be put back, whatever is there now.
+    let mustRestore: ManagedFieldsEntry[] | undefined
+    let removed = 0
     for (let attempt = 1; ; attempt++) {
-      const cleanup = cleanManagedFields(meta.managedFields, policy)
-      if (!cleanup.changed) return attempt === 1 ? 'skipped' : 'conflict'
+      let target: ManagedFieldsEntry[]
+      if (mustRestore) {
+        target = withEntriesAddedSince(mustRestore, meta.managedFields)
+      } else {
+        const cleanup = cleanManagedFields(meta.managedFields, policy)
+        if (!cleanup.changed) return attempt === 1 ? 'skipped' : 'conflict'
+        target = cleanup.managedFields
+        removed = cleanup.removed.length
+      }
+      let resourceVersion = meta.resourceVersion ?? ''
       try {
-        await withRetry(
-          () =>
-            ctx.http.request({
-              method: 'PATCH',
-              path: objectPath(ctx.ref, meta.namespace, meta.name),
-              body: managedFieldsPatch(meta.resourceVersion ?? '', cleanup.managedFields),
-              contentType: ContentType.jsonPatch,
-              accept: Accept.partialObjectMetadata,
-            }),
-          ctx.retry,
-        )
-        onRemoved(cleanup.removed.length)
+        await withRetry(async () => {
+          const res = await ctx.http.request<PartialObjectMetadata>({
+            method: 'PATCH',
+            path: objectPath(ctx.ref, meta.namespace, meta.name),
+            body: managedFieldsPatch(resourceVersion, target),
+            contentType: ContentType.jsonPatch,
+            accept: Accept.partialObjectMetadata,
+          })
+          if (target.length > 0 && !res.body?.metadata?.managedFields?.length) {
+            // Stored, but without any managedFields: put them back once the webhook answers.
+            resourceVersion = res.body?.metadata?.resourceVersion ?? resourceVersion
+            mustRestore = target
+            throw new ManagedFieldsDroppedError(key, target)
+          }
+          return res
+        }, ctx.retry)
+        onRemoved(removed)
         return 'rewritten'
       } catch (err) {
         if (isNotFound(err)) return 'gone'
+        if (mustRestore && !(isConflict(err) || isFailedPatchTest(err)))
+          throw new CrdMigratorError(
+            'CRDM_CONVERSION_OUTAGE',
+            `${errorMessage(err)}; the API server dropped the managedFields of ${key} while the conversion webhook was down, and they could not be put back: ${JSON.stringify(mustRestore)}`,
+            { cause: err },
+          )
         if (!(isConflict(err) || isFailedPatchTest(err)) || attempt >= maxConflicts) throw err
       }
       try {
@@ -100,4 +164,14 @@ export function makeCleanupHandler(
       }
     }
   }
+}
+
+/**
+ * The list to restore after the API server dropped it, plus the entries someone else's
+ * write created since (same manager, operation, subresource and version: ours wins).
+ */
+function withEntriesAddedSince(restore: ManagedFieldsEntry[], current: readonly ManagedFieldsEntry[] | undefined): ManagedFieldsEntry[] {
+  const identity = (e: ManagedFieldsEntry) => JSON.stringify([e.manager ?? '', e.operation ?? '', e.subresource ?? '', e.apiVersion ?? ''])
+  const known = new Set(restore.map(identity))
+  return [...restore, ...(current ?? []).filter((e) => !known.has(identity(e)))]
 }

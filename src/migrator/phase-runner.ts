@@ -3,16 +3,36 @@
  * object to the phase's write (a no-op rewrite, or a managedFields cleanup), and wires the
  * walk into metrics, progress and the state annotations.
  */
+import { classifyConversionError, isConversionRefusal } from '../kube/conversion.js'
 import { listMetadata } from '../kube/list-metadata.js'
-import { resourceRef } from '../kube/paths.js'
+import { listOrderKey, resourceRef } from '../kube/paths.js'
+import { CrdMigratorError, describeError } from '../errors.js'
+import type { ConversionGate } from './conversion-gate.js'
 import type { CustomResourceDefinition, PartialObjectMetadata } from '../kube/types.js'
 import type { CleanupResult, MigrationContext, MigrationSettings } from './context.js'
 import { managedFieldsPolicy, needsManagedFieldsCleanup } from './managed-fields.js'
-import { makeCleanupHandler, makeRewriteHandler, type WriteContext } from './object-writes.js'
+import { makeCleanupHandler, makeRewriteHandler, type RewriteWrite, type WriteContext } from './object-writes.js'
 import { Phase } from './plan.js'
 import { requestRetry, ThrottleGate, withRetry } from './retry.js'
 import type { StateWriter } from './state-writer.js'
 import { settled, walkObjects, type Outcome } from './walker.js'
+
+/** What a run hands each phase besides the CRD and settings. */
+export interface PhaseRun {
+  state: StateWriter
+  /** Objects up to this list key were finished by an earlier run (storage phase only). */
+  resumeAfter?: string | undefined
+  /** Set when the CRD converts through a webhook: every request of the run pauses there during an outage. */
+  conversion?: ConversionGate | undefined
+  /** How the storage phase writes (apply when a webhook converts). */
+  rewrite?: RewriteWrite
+}
+
+/** Removes only managedFields entries of versions the CRD does not define at all. */
+function undefinedVersionsPolicy(crd: CustomResourceDefinition, storageVersion: string, settings: MigrationSettings) {
+  const policy = managedFieldsPolicy(crd, storageVersion, settings)
+  return { ...policy, servedVersions: new Set(crd.spec.versions.map((v) => v.name)), rewriteServedNonStorage: false }
+}
 
 export async function runPhase(
   phase: Phase,
@@ -20,9 +40,9 @@ export async function runPhase(
   storageVersion: string,
   settings: MigrationSettings,
   ctx: MigrationContext,
-  state: StateWriter,
-  resumeAfter: string | undefined,
+  run: PhaseRun,
 ): Promise<CleanupResult> {
+  const { state, resumeAfter } = run
   const started = Date.now()
   const name = crd.metadata.name
   // Caps the writes in flight below the configured concurrency while the API server throttles.
@@ -33,23 +53,55 @@ export async function runPhase(
     retry: {
       ...requestRetry(settings.maxAttempts, ctx.signal),
       gate,
+      ...(run.conversion ? { conversion: run.conversion } : {}),
       onThrottled: () => ctx.metrics?.throttled.inc(),
       onRetry: (err, attempt) => ctx.logger.debug({ crd: name, err, attempt }, 'retrying write'),
     },
   }
   let entriesRemoved = 0
+  let conversionRefused = 0
   const policy = phase === Phase.CleanupManagedFields ? managedFieldsPolicy(crd, storageVersion, settings) : undefined
-  const handler = policy
+  const writeObject = policy
     ? makeCleanupHandler(write, policy, (removed) => {
         entriesRemoved += removed
       })
-    : makeRewriteHandler(write, settings.useStatusSubresource)
+    : makeRewriteHandler(
+        write,
+        settings.useStatusSubresource,
+        run.rewrite,
+        makeCleanupHandler(write, undefinedVersionsPolicy(crd, storageVersion, settings), (removed) => {
+          entriesRemoved += removed
+        }),
+      )
+  // Every failed object is logged (the result keeps the first 100); a refusal by the
+  // conversion webhook is named as such.
+  const handler = async (item: PartialObjectMetadata) => {
+    try {
+      return await writeObject(item)
+    } catch (err) {
+      const key = listOrderKey(item.metadata.namespace, item.metadata.name)
+      const conversion = classifyConversionError(err)
+      const failure =
+        conversion?.kind === 'refused'
+          ? new CrdMigratorError('CRDM_CONVERSION_REFUSED', `the conversion webhook refused it: ${conversion.detail}`, { cause: err })
+          : err
+      if (conversion?.kind === 'refused') conversionRefused++
+      ctx.logger.warn({ crd: name, phase, object: key, error: describeError(failure) }, 'object failed')
+      throw failure
+    }
+  }
   const labels = { crd: name, phase }
   const pages = listMetadata(ctx.http, write.ref, {
     pageSize: settings.pageSize,
     signal: ctx.signal,
     // List pages ride out throttling and transient errors like the writes, through the same gate.
     fetchPage: (fetch) => withRetry(fetch, write.retry),
+    // A page the webhook refuses to convert to the storage version is listed through the
+    // versions its objects may still be stored in; the refused objects then fail one by one.
+    alternateVersions: (crd.status?.storedVersions ?? []).filter(
+      (v) => v !== storageVersion && crd.spec.versions.some((d) => d.name === v && d.served),
+    ),
+    listThroughAlternate: isConversionRefusal,
     onRestart: (after) => ctx.logger.warn({ crd: name, after }, 'list continue token expired; listing again after the last key seen'),
   })
   try {
@@ -82,7 +134,7 @@ export async function runPhase(
       { ...labels, result: result.counts.failed > 0 ? 'Failed' : 'Succeeded' },
       (Date.now() - started) / 1000,
     )
-    return { ...result, entriesRemoved }
+    return { ...result, entriesRemoved, conversionRefused }
   } catch (err) {
     ctx.metrics?.phaseDuration.observe({ ...labels, result: 'Failed' }, (Date.now() - started) / 1000)
     throw err

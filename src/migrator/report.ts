@@ -7,6 +7,7 @@ export function countsText(result: MigrationResult): string {
     const c = result.storage.counts
     parts.push(`rewritten=${c.rewritten + c.conflict}`, `alreadyCurrent=${c.current}`, `gone=${c.gone}`, `failed=${c.failed}`)
     if (c.resumed) parts.push(`resumed=${c.resumed}`)
+    if (result.storage.conversionRefused) parts.push(`conversionRefused=${result.storage.conversionRefused}`)
   }
   if (result.cleanup)
     parts.push(
@@ -14,6 +15,7 @@ export function countsText(result: MigrationResult): string {
       `managedFieldsEntriesRemoved=${result.cleanup.entriesRemoved}`,
       `cleanupFailed=${result.cleanup.counts.failed}`,
     )
+  if (result.conversion?.outages) parts.push(`conversionOutages=${result.conversion.outages}`)
   return parts.join(' ')
 }
 

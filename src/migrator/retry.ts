@@ -1,5 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
+import { classifyConversionError } from '../kube/conversion.js'
 import { isRetryable, isTooManyRequests, KubeApiError } from '../kube/http.js'
+import type { ConversionGate } from './conversion-gate.js'
 
 export interface ThrottleGateOptions {
   /**
@@ -124,6 +126,12 @@ export interface RetryOptions {
   baseDelayMs?: number
   maxDelayMs?: number
   gate?: ThrottleGate
+  /**
+   * The run's conversion-webhook gate: a request that meets a webhook outage waits there
+   * (without spending attempts; the gate's outage limit bounds the wait), and a refusal by
+   * the webhook is the object's own failure, never retried.
+   */
+  conversion?: ConversionGate
   signal?: AbortSignal
   /** Told about each 429 (for metrics). */
   onThrottled?: () => void
@@ -157,15 +165,35 @@ export async function withRetry<T>(fn: () => Promise<T>, options: RetryOptions):
   const base = options.baseDelayMs ?? 200
   const max = options.maxDelayMs ?? 10_000
   const gate = options.gate
+  const conversionGate = options.conversion
   for (let attempt = 1; ; attempt++) {
-    const slot = gate ? await gate.acquire(options.signal) : undefined
+    const pass = conversionGate ? await conversionGate.acquire(options.signal) : undefined
+    let slot: GateSlot | undefined
+    try {
+      slot = gate ? await gate.acquire(options.signal) : undefined
+    } catch (err) {
+      if (pass) conversionGate!.released(pass)
+      throw err
+    }
     try {
       const result = await fn()
       if (slot) gate!.release(slot)
+      if (pass) conversionGate!.succeeded(pass)
       return result
     } catch (err) {
       const throttled = isTooManyRequests(err)
       if (slot) gate!.release(slot, throttled)
+      const conversion = classifyConversionError(err)
+      if (pass) {
+        if (conversion?.kind === 'outage') {
+          conversionGate!.failed(pass, conversion)
+          attempt--
+          continue
+        }
+        conversionGate!.released(pass)
+      }
+      // The webhook's answer about this object will not change by asking again.
+      if (conversion?.kind === 'refused') throw err
       if (throttled) {
         options.onThrottled?.()
         const seconds = (err as KubeApiError).retryAfterSeconds ?? 1

@@ -18,5 +18,6 @@ export function settingsFor(config: Config, crdName: string): MigrationSettings 
     progressIntervalMs: m.progressIntervalSeconds * 1000,
     rewriteServedManagedFields: m.rewriteServedManagedFields,
     takeoverAfterMs: m.takeoverAfterSeconds * 1000,
+    conversionOutageLimitMs: m.conversionOutageLimitSeconds * 1000,
   }
 }

@@ -2,7 +2,7 @@ import PQueue from 'p-queue'
 import type { MetadataPage } from '../kube/list-metadata.js'
 import { listOrderKey } from '../kube/paths.js'
 import type { PartialObjectMetadata } from '../kube/types.js'
-import { describeError } from '../errors.js'
+import { CrdMigratorError, describeError } from '../errors.js'
 
 /** What happened to one object. */
 export type Outcome =
@@ -166,8 +166,15 @@ export async function walkObjects(
   return { counts: { ...counts }, failures, checkpoint }
 }
 
-/** Errors that make every further write pointless (we lost permission, or were told to stop). */
+/**
+ * Errors that make every further write pointless: we lost permission, were told to stop,
+ * or the CRD's conversion webhook stayed down past the outage limit.
+ */
 function isFatal(err: unknown): boolean {
   const status = (err as { status?: unknown } | null)?.status
-  return status === 401 || (err instanceof Error && err.name === 'AbortError')
+  return (
+    status === 401 ||
+    (err instanceof Error && err.name === 'AbortError') ||
+    (err instanceof CrdMigratorError && err.code === 'CRDM_CONVERSION_OUTAGE')
+  )
 }

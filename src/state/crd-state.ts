@@ -198,6 +198,18 @@ export function unfreezePatch(migratingAnnotation: string, run: RunOutcome, now 
 }
 
 /**
+ * Records that a run could not start (its conversion webhook does not answer): nothing
+ * frozen, the reason for people, the next attempt overwrites it.
+ */
+export function blockedPatch(reason: string, now = new Date()): AnnotationPatch {
+  return {
+    [StateAnnotation.phase]: 'Blocked',
+    [StateAnnotation.lastResult]: `Blocked: ${truncate(reason, 200)}`,
+    [StateAnnotation.finishedAt]: now.toISOString(),
+  }
+}
+
+/**
  * Records that a generation needs nothing (for `status`), or nothing when it says so
  * already. Never read back for a decision.
  */

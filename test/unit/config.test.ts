@@ -387,6 +387,7 @@ t.test('settingsFor', async (t) => {
       progressIntervalMs: 2500,
       rewriteServedManagedFields: true,
       takeoverAfterMs: 45_000,
+      conversionOutageLimitMs: 300_000,
     },
     'per-CRD overrides, qps 0 included',
   )

@@ -1,0 +1,94 @@
+/**
+ * What the API server's conversion of custom resources looks like from the outside: the
+ * CRD's conversion strategy, where its webhook is, and what a failed conversion did.
+ *
+ * The API server reports every webhook failure as a 500 whose message starts with
+ * `conversion webhook for <group/version, Kind=...> failed: ` (apiextensions-apiserver
+ * webhook_converter.go), followed by either its HTTP client's error (the webhook could not
+ * be reached, timed out, failed TLS, or answered 5xx) or the webhook's own `Failure`
+ * message. The first kind is an outage: every object would fail the same way, so the run
+ * pauses and waits. The second is a refusal of the objects in that review.
+ */
+import { CrdMigratorError } from '../errors.js'
+import { KubeApiError } from './http.js'
+import type { CustomResourceDefinition, ManagedFieldsEntry } from './types.js'
+
+export type ConversionStrategy = 'None' | 'Webhook'
+
+interface WebhookClientConfig {
+  url?: string
+  service?: { namespace?: string; name?: string; port?: number; path?: string }
+}
+
+interface CrdConversion {
+  strategy?: string
+  webhook?: { clientConfig?: WebhookClientConfig }
+  /** apiextensions v1beta1 spelling, still accepted on read. */
+  webhookClientConfig?: WebhookClientConfig
+}
+
+/** `None` unless the CRD converts through a webhook. */
+export function conversionStrategy(crd: CustomResourceDefinition): ConversionStrategy {
+  return (crd.spec.conversion as CrdConversion | undefined)?.strategy === 'Webhook' ? 'Webhook' : 'None'
+}
+
+/**
+ * The CRD's conversion webhook as people name it: `service <ns>/<name>:<port><path>` or
+ * its URL; undefined with strategy None.
+ */
+export function conversionWebhookOf(crd: CustomResourceDefinition): string | undefined {
+  if (conversionStrategy(crd) !== 'Webhook') return undefined
+  const conversion = crd.spec.conversion as CrdConversion
+  const config = conversion.webhook?.clientConfig ?? conversion.webhookClientConfig
+  if (config?.url) return config.url
+  const svc = config?.service
+  if (svc?.name) return `service ${svc.namespace ?? 'default'}/${svc.name}:${svc.port ?? 443}${svc.path ?? ''}`
+  return 'an unnamed webhook'
+}
+
+export type ConversionFailureKind = 'outage' | 'refused'
+
+export interface ConversionFailure {
+  kind: ConversionFailureKind
+  /** What came after `failed: `: the HTTP client's error or the webhook's message. */
+  detail: string
+}
+
+const PREFIX = /conversion webhook for .+? failed: /s
+
+/**
+ * Messages of client-go's HTTP client (`Post "https://…": dial tcp …`, `…: context
+ * deadline exceeded`, `x509: …`) and of apimachinery for a webhook that answered with an
+ * error status (StatusError texts for 5xx and 429). None of them comes from the webhook's
+ * conversion code.
+ */
+const OUTAGE_DETAIL =
+  /^(Post "|Post https?:|dial tcp|x509:|tls:|EOF$|context deadline exceeded|net\/http:|an error on the server|the server is currently unable|the server has asked for the client to try again|the server was unable to return a response|the server could not find the requested resource|service "[^"]*" not found|no endpoints available|Internal error occurred: failed calling webhook)/
+
+/**
+ * A write that succeeded but came back without the managedFields it set: the API server
+ * could not convert them (its webhook is down) and dropped them all. Counts as an outage.
+ */
+export class ManagedFieldsDroppedError extends CrdMigratorError {
+  override readonly name = 'ManagedFieldsDroppedError'
+
+  constructor(
+    readonly key: string,
+    readonly entries: ManagedFieldsEntry[],
+  ) {
+    super('CRDM_CONVERSION_OUTAGE', `the API server stored ${key} without its managedFields (it could not convert them)`)
+  }
+}
+
+/** The conversion failure inside an API error, or undefined when it is something else. */
+export function classifyConversionError(err: unknown): ConversionFailure | undefined {
+  if (err instanceof ManagedFieldsDroppedError) return { kind: 'outage', detail: err.message }
+  if (!(err instanceof KubeApiError) || err.status < 500) return undefined
+  const match = PREFIX.exec(err.message)
+  if (!match) return undefined
+  const detail = err.message.slice(match.index + match[0].length).trim()
+  return { kind: OUTAGE_DETAIL.test(detail) ? 'outage' : 'refused', detail }
+}
+
+export const isConversionOutage = (err: unknown): boolean => classifyConversionError(err)?.kind === 'outage'
+export const isConversionRefusal = (err: unknown): boolean => classifyConversionError(err)?.kind === 'refused'

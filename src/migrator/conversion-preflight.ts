@@ -1,0 +1,91 @@
+/**
+ * Before freezing a CRD that converts through a webhook: prove the webhook converts, so a
+ * webhook that is down (a cert-manager rotation, a crash-looping operator) blocks the run
+ * before anything is frozen rather than in the middle of it.
+ *
+ * The proof is a few reads the API server must convert: GETs (served from etcd, decoded
+ * from the version each object is stored in) of the first objects through the storage
+ * version, and of the first object through every other served version still in
+ * status.storedVersions. Whatever version an object is stored in, one of those reads
+ * converts it.
+ */
+import { classifyConversionError, conversionStrategy, conversionWebhookOf, type ConversionFailure } from '../kube/conversion.js'
+import { Accept, isNotFound, type KubeHttp } from '../kube/http.js'
+import { listMetadata } from '../kube/list-metadata.js'
+import { objectPath, resourceRef } from '../kube/paths.js'
+import type { CustomResourceDefinition, PartialObjectMetadata } from '../kube/types.js'
+import { requestRetry, withRetry } from './retry.js'
+
+/** Objects read through the storage version. */
+const SAMPLE = 3
+
+export type PreflightVerdict = { ok: true; reads: number } | { ok: false; webhook: string; detail: string }
+
+export async function preflightConversion(
+  http: KubeHttp,
+  crd: CustomResourceDefinition,
+  storageVersion: string,
+  maxAttempts: number,
+  signal?: AbortSignal,
+): Promise<PreflightVerdict> {
+  const webhook = conversionWebhookOf(crd)
+  if (conversionStrategy(crd) !== 'Webhook' || webhook === undefined) return { ok: true, reads: 0 }
+  const retry = requestRetry(maxAttempts, signal)
+  const storedServed = new Set(crd.spec.versions.filter((v) => v.served).map((v) => v.name))
+  const otherVersions = (crd.status?.storedVersions ?? []).filter((v) => v !== storageVersion && storedServed.has(v))
+
+  let reads = 0
+  // Transient errors of the API server are retried as usual; a conversion failure is the answer.
+  const convert = async (request: () => Promise<unknown>): Promise<ConversionFailure | undefined> =>
+    withRetry(async () => {
+      try {
+        await request()
+        reads++
+        return undefined
+      } catch (err) {
+        const failure = classifyConversionError(err)
+        if (failure) return failure
+        throw err
+      }
+    }, retry)
+
+  let first: PartialObjectMetadata[] = []
+  const listed = await convert(async () => {
+    first = await firstObjects(http, crd, storageVersion, signal)
+  })
+  if (listed?.kind === 'outage') return { ok: false, webhook, detail: listed.detail }
+  const probes: Array<{ item: PartialObjectMetadata; version: string }> = [
+    ...first.map((item) => ({ item, version: storageVersion })),
+    ...(first[0] ? otherVersions.map((version) => ({ item: first[0]!, version })) : []),
+  ]
+  for (const { item, version } of probes) {
+    try {
+      const failure = await convert(() =>
+        http.request({
+          method: 'GET',
+          path: objectPath(resourceRef(crd, version), item.metadata.namespace, item.metadata.name),
+          accept: Accept.partialObjectMetadata,
+          signal,
+        }),
+      )
+      // A refusal is about one object: the run reports those object by object.
+      if (failure?.kind === 'outage') return { ok: false, webhook, detail: failure.detail }
+    } catch (err) {
+      // Deleted since it was listed.
+      if (!isNotFound(err)) throw err
+    }
+  }
+  return { ok: true, reads }
+}
+
+/** The first objects through the storage version (one small page). */
+async function firstObjects(
+  http: KubeHttp,
+  crd: CustomResourceDefinition,
+  storageVersion: string,
+  signal: AbortSignal | undefined,
+): Promise<PartialObjectMetadata[]> {
+  const pages = listMetadata(http, resourceRef(crd, storageVersion), { pageSize: SAMPLE, ...(signal ? { signal } : {}) })
+  for await (const page of pages) return page.items.slice(0, SAMPLE)
+  return []
+}
