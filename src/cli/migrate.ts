@@ -147,7 +147,7 @@ export function formatResult(r: MigrationResult): string {
   }
   if (r.cleanup) {
     lines.push(
-      `  managedFields: ${r.cleanup.entriesRemoved} entries of unserved versions removed from ${r.cleanup.counts.rewritten} of ${r.cleanup.counts.seen} objects, ${r.cleanup.counts.failed} failed`,
+      `  managedFields: ${r.cleanup.entriesRemoved} entries of unserved versions removed${r.cleanup.entriesRelabelled ? `, ${r.cleanup.entriesRelabelled} relabelled to ${r.storageVersion}` : ''} from ${r.cleanup.counts.rewritten} of ${r.cleanup.counts.seen} objects, ${r.cleanup.counts.failed} failed`,
     )
     for (const f of r.cleanup.failures.slice(0, 5)) lines.push(`    failed ${f.key}: ${f.error}`)
   }
@@ -162,13 +162,15 @@ export function formatResult(r: MigrationResult): string {
   return `${lines.join('\n')}\n`
 }
 
+const entries = (n: number) => `${n} managedFields entr${n === 1 ? 'y' : 'ies'}`
+
 export function formatDryRun(r: DryRunReport): string {
   if (r.blockedReason) return `${r.crd}: nothing can be done: ${r.blockedReason}\n`
   return [
     `${r.crd}: dry run (nothing written)`,
     `  storage version ${r.storageVersion}, status.storedVersions ${JSON.stringify(r.storedVersions)}`,
     `  StorageVersionMigration: ${r.objectsToRewrite ? `would rewrite ${r.objectsToRewrite} object(s), then set storedVersions to ${JSON.stringify(r.storedVersionsAfter)}` : 'nothing to do'}`,
-    `  CleanupManagedFields: ${r.objectsToClean ? `would remove ${r.managedFieldsEntriesToRemove} managedFields entr${r.managedFieldsEntriesToRemove === 1 ? 'y' : 'ies'} from ${r.objectsToClean} object(s)${r.objectsToSeed ? ` (${r.objectsToSeed} seeded)` : ''}` : 'nothing to do'}`,
+    `  CleanupManagedFields: ${r.objectsToClean ? `would remove ${entries(r.managedFieldsEntriesToRemove)}${r.managedFieldsEntriesToRelabel ? ` and relabel ${entries(r.managedFieldsEntriesToRelabel)} to ${r.storageVersion}` : ''} from ${r.objectsToClean} object(s)${r.objectsToSeed ? ` (${r.objectsToSeed} seeded)` : ''}` : 'nothing to do'}`,
     '',
   ].join('\n')
 }

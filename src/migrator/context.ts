@@ -49,6 +49,8 @@ export type SkipReason = 'blocked' | 'frozen-by-another' | 'in-progress' | 'up-t
 /** A phase's walk, plus what the phase counted itself. */
 export type CleanupResult = WalkResult & {
   entriesRemoved: number
+  /** Entries of unserved versions moved to the storage version (conversion None). */
+  entriesRelabelled?: number
   /** Objects whose conversion the CRD's webhook refused (all of them, not only the recorded failures). */
   conversionRefused?: number
 }

@@ -65,6 +65,11 @@ export class ConversionGate {
     return this.outageSince !== undefined
   }
 
+  /** While open: how long until the next trial may go (0: now, or one is in flight). */
+  get nextTrialInMs(): number {
+    return this.outageSince === undefined ? 0 : Math.max(0, this.nextTrialAt - this.now())
+  }
+
   /** Waits until a request may be sent; throws once the outage outlasted the limit. */
   async acquire(signal?: AbortSignal): Promise<ConversionPass> {
     for (;;) {

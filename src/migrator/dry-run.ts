@@ -14,6 +14,8 @@ export interface DryRunReport {
   storedVersionsAfter: string[]
   objectsToClean: number
   managedFieldsEntriesToRemove: number
+  /** Entries of unserved versions relabelled to the storage version (conversion None) rather than removed. */
+  managedFieldsEntriesToRelabel: number
   objectsToSeed: number
 }
 
@@ -30,6 +32,7 @@ export async function dryRun(http: KubeHttp, name: string, settings: MigrationSe
     storedVersionsAfter: plan.storedVersions,
     objectsToClean: 0,
     managedFieldsEntriesToRemove: 0,
+    managedFieldsEntriesToRelabel: 0,
     objectsToSeed: 0,
   }
   if (plan.blockedReason || !plan.storageVersion) return report
@@ -41,6 +44,7 @@ export async function dryRun(http: KubeHttp, name: string, settings: MigrationSe
   if (settings.phases.includes(Phase.CleanupManagedFields)) {
     report.objectsToClean = scan.objects
     report.managedFieldsEntriesToRemove = scan.entries
+    report.managedFieldsEntriesToRelabel = scan.relabelled
     report.objectsToSeed = scan.seeded
   }
   return report

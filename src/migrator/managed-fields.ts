@@ -1,4 +1,5 @@
 import jsonpatch, { type Operation } from 'fast-json-patch'
+import { conversionStrategy } from '../kube/conversion.js'
 import type { CustomResourceDefinition, ManagedFieldsEntry } from '../kube/types.js'
 import { CrdMigratorError } from '../errors.js'
 
@@ -12,13 +13,26 @@ export interface ManagedFieldsPolicy {
    * it and its entries are what the apply needs.
    */
   rewriteServedNonStorage: boolean
+  /**
+   * Relabel entries of unserved versions to the storage version instead of removing them.
+   * Set for conversion strategy `None`: the object is the same in every version apart from
+   * its apiVersion, so a field set recorded in one version names the same fields in any
+   * other, and its manager keeps ownership (it can still prune by applying without a field).
+   * Off for `Webhook`: field paths may differ between versions, so the entries are removed
+   * (and one minimal entry is seeded when none would remain).
+   */
+  relabelUnserved: boolean
   now?: () => Date
 }
 
 export interface ManagedFieldsCleanup {
   changed: boolean
+  /** Entries of unserved versions dropped (relabelUnserved off). */
   removed: ManagedFieldsEntry[]
+  /** Entries of served non-storage versions moved to the storage version (rewriteServedNonStorage). */
   rewritten: number
+  /** Entries of unserved versions moved to the storage version (relabelUnserved), before folding. */
+  relabelled: number
   seeded: boolean
   managedFields: ManagedFieldsEntry[]
 }
@@ -46,27 +60,40 @@ const entryIdentity = (e: ManagedFieldsEntry): string =>
   JSON.stringify([e.manager ?? '', e.operation ?? '', e.subresource ?? '', e.apiVersion ?? ''])
 
 /**
- * Decides which managedFields entries must go: those whose apiVersion belongs to this
- * CRD's group but is no longer served. Server-side apply converts every entry to its
- * version, and fails on one that cannot be served (kubernetes/kubernetes#111937).
+ * Decides what happens to managedFields entries whose apiVersion belongs to this CRD's
+ * group but is no longer served: server-side apply converts every entry to its version,
+ * and fails on one that cannot be served (kubernetes/kubernetes#111937). With
+ * `relabelUnserved` they are moved to the storage version (what the API server's own `None`
+ * converter does to them), otherwise removed. Entries of other groups are never touched.
  */
 export function cleanManagedFields(entries: readonly ManagedFieldsEntry[] | undefined, policy: ManagedFieldsPolicy): ManagedFieldsCleanup {
   const list = entries ?? []
   const removed: ManagedFieldsEntry[] = []
   const kept: ManagedFieldsEntry[] = []
   let rewritten = 0
+  let relabelled = 0
+  const storageApiVersion = `${policy.group}/${policy.storageVersion}`
   for (const entry of list) {
     const version = versionOf(entry.apiVersion, policy.group)
     if (version !== undefined && !policy.servedVersions.has(version)) {
-      removed.push(entry)
+      if (!policy.relabelUnserved) {
+        removed.push(entry)
+      } else if (version === policy.storageVersion) {
+        // An unserved storage version: there is nothing better to relabel to, and counting
+        // this as a change would make the object look unclean forever.
+        kept.push(entry)
+      } else {
+        kept.push({ ...entry, apiVersion: storageApiVersion })
+        relabelled++
+      }
     } else if (version !== undefined && policy.rewriteServedNonStorage && version !== policy.storageVersion) {
-      kept.push({ ...entry, apiVersion: `${policy.group}/${policy.storageVersion}` })
+      kept.push({ ...entry, apiVersion: storageApiVersion })
       rewritten++
     } else {
       kept.push(entry)
     }
   }
-  // A rewrite can leave two entries for one manager/operation/subresource and version,
+  // A rewrite or relabel can leave two entries for one manager/operation/subresource and version,
   // which the API server rejects; fold them into one whose field set is the union.
   const merged = new Map<string, ManagedFieldsEntry>()
   for (const entry of kept) {
@@ -87,14 +114,14 @@ export function cleanManagedFields(entries: readonly ManagedFieldsEntry[] | unde
     managedFields.push({
       manager: first.manager ?? 'crd-migrator',
       operation: first.operation ?? 'Update',
-      apiVersion: `${policy.group}/${policy.storageVersion}`,
+      apiVersion: storageApiVersion,
       time: (policy.now?.() ?? new Date()).toISOString().replace(/\.\d{3}Z$/, 'Z'),
       fieldsType: 'FieldsV1',
       fieldsV1: { 'f:metadata': { 'f:name': {} } },
     })
     seeded = true
   }
-  return { changed: removed.length > 0 || rewritten > 0, removed, rewritten, seeded, managedFields }
+  return { changed: removed.length > 0 || rewritten > 0 || relabelled > 0, removed, rewritten, relabelled, seeded, managedFields }
 }
 
 function latest(a: string | undefined, b: string | undefined): string | undefined {
@@ -123,6 +150,11 @@ export function managedFieldsPatch(resourceVersion: string, managedFields: Manag
   return ops
 }
 
+/**
+ * The cleanup policy for a CRD: its served versions, the storage version entries move to,
+ * and, from its conversion strategy, whether entries of unserved versions are relabelled
+ * (`None`) or removed (`Webhook`).
+ */
 export function managedFieldsPolicy(
   crd: CustomResourceDefinition,
   storageVersion: string,
@@ -133,5 +165,6 @@ export function managedFieldsPolicy(
     servedVersions: new Set(crd.spec.versions.filter((v) => v.served).map((v) => v.name)),
     storageVersion,
     rewriteServedNonStorage: settings.rewriteServedManagedFields,
+    relabelUnserved: conversionStrategy(crd) === 'None',
   }
 }

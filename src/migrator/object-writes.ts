@@ -96,7 +96,7 @@ function isDeletedUnderApply(err: unknown): boolean {
 export function makeCleanupHandler(
   ctx: WriteContext,
   policy: ManagedFieldsPolicy,
-  onRemoved: (entries: number) => void,
+  onCleaned: (entries: { removed: number; relabelled: number }) => void,
   maxConflicts = 5,
 ): (item: PartialObjectMetadata) => Promise<Outcome> {
   return async (item) => {
@@ -105,7 +105,7 @@ export function makeCleanupHandler(
     // Set once the API server dropped the entries we wrote (its conversion webhook was
     // down): from then on, that list is what must be put back, whatever is there now.
     let mustRestore: ManagedFieldsEntry[] | undefined
-    let removed = 0
+    let cleaned = { removed: 0, relabelled: 0 }
     for (let attempt = 1; ; attempt++) {
       let target: ManagedFieldsEntry[]
       if (mustRestore) {
@@ -114,7 +114,7 @@ export function makeCleanupHandler(
         const cleanup = cleanManagedFields(meta.managedFields, policy)
         if (!cleanup.changed) return attempt === 1 ? 'skipped' : 'conflict'
         target = cleanup.managedFields
-        removed = cleanup.removed.length
+        cleaned = { removed: cleanup.removed.length, relabelled: cleanup.relabelled }
       }
       let resourceVersion = meta.resourceVersion ?? ''
       try {
@@ -134,7 +134,7 @@ export function makeCleanupHandler(
           }
           return res
         }, ctx.retry)
-        onRemoved(removed)
+        onCleaned(cleaned)
         return 'rewritten'
       } catch (err) {
         if (isNotFound(err)) return 'gone'

@@ -31,7 +31,13 @@ export interface PhaseRun {
 /** Removes only managedFields entries of versions the CRD does not define at all. */
 function undefinedVersionsPolicy(crd: CustomResourceDefinition, storageVersion: string, settings: MigrationSettings) {
   const policy = managedFieldsPolicy(crd, storageVersion, settings)
-  return { ...policy, servedVersions: new Set(crd.spec.versions.map((v) => v.name)), rewriteServedNonStorage: false }
+  // Removed, not relabelled: only applies (webhook conversion) get here, and field paths differ between versions.
+  return {
+    ...policy,
+    servedVersions: new Set(crd.spec.versions.map((v) => v.name)),
+    rewriteServedNonStorage: false,
+    relabelUnserved: false,
+  }
 }
 
 export async function runPhase(
@@ -59,19 +65,20 @@ export async function runPhase(
     },
   }
   let entriesRemoved = 0
+  let entriesRelabelled = 0
+  const count = (cleaned: { removed: number; relabelled: number }) => {
+    entriesRemoved += cleaned.removed
+    entriesRelabelled += cleaned.relabelled
+  }
   let conversionRefused = 0
   const policy = phase === Phase.CleanupManagedFields ? managedFieldsPolicy(crd, storageVersion, settings) : undefined
   const writeObject = policy
-    ? makeCleanupHandler(write, policy, (removed) => {
-        entriesRemoved += removed
-      })
+    ? makeCleanupHandler(write, policy, count)
     : makeRewriteHandler(
         write,
         settings.useStatusSubresource,
         run.rewrite,
-        makeCleanupHandler(write, undefinedVersionsPolicy(crd, storageVersion, settings), (removed) => {
-          entriesRemoved += removed
-        }),
+        makeCleanupHandler(write, undefinedVersionsPolicy(crd, storageVersion, settings), count),
       )
   // Every failed object is logged (the result keeps the first 100); a refusal by the
   // conversion webhook is named as such.
@@ -134,7 +141,7 @@ export async function runPhase(
       { ...labels, result: result.counts.failed > 0 ? 'Failed' : 'Succeeded' },
       (Date.now() - started) / 1000,
     )
-    return { ...result, entriesRemoved, conversionRefused }
+    return { ...result, entriesRemoved, entriesRelabelled, conversionRefused }
   } catch (err) {
     ctx.metrics?.phaseDuration.observe({ ...labels, result: 'Failed' }, (Date.now() - started) / 1000)
     throw err

@@ -13,6 +13,7 @@ export function countsText(result: MigrationResult): string {
     parts.push(
       `managedFieldsCleaned=${result.cleanup.counts.rewritten}`,
       `managedFieldsEntriesRemoved=${result.cleanup.entriesRemoved}`,
+      ...(result.cleanup.entriesRelabelled ? [`managedFieldsEntriesRelabelled=${result.cleanup.entriesRelabelled}`] : []),
       `cleanupFailed=${result.cleanup.counts.failed}`,
     )
   if (result.conversion?.outages) parts.push(`conversionOutages=${result.conversion.outages}`)
@@ -25,9 +26,11 @@ export function summarize(result: MigrationResult): string {
     parts.push(
       `${result.storage.counts.seen} object(s) rewritten in ${result.storageVersion}, storedVersions ${JSON.stringify(result.storedVersionsAfter)}`,
     )
-  if (result.cleanup)
+  if (result.cleanup) {
+    const { entriesRemoved: removed, entriesRelabelled: relabelled } = result.cleanup
     parts.push(
-      `${result.cleanup.entriesRemoved} managedFields entr${result.cleanup.entriesRemoved === 1 ? 'y' : 'ies'} of unserved versions removed from ${result.cleanup.counts.rewritten} object(s)`,
+      `${removed} managedFields entr${removed === 1 ? 'y' : 'ies'} of unserved versions removed${relabelled ? `, ${relabelled} relabelled to ${result.storageVersion}` : ''} from ${result.cleanup.counts.rewritten} object(s)`,
     )
+  }
   return parts.join('; ') || 'nothing to do'
 }

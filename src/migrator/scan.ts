@@ -12,6 +12,8 @@ export interface ScanResult {
   objects: number
   /** managedFields entries that would be removed. */
   entries: number
+  /** managedFields entries of unserved versions that would be relabelled to the storage version (conversion None). */
+  relabelled: number
   /** Objects that would get the seeding entry because none would remain. */
   seeded: number
 }
@@ -25,7 +27,7 @@ export async function scanManagedFields(
   signal?: AbortSignal,
 ): Promise<ScanResult> {
   const policy = managedFieldsPolicy(crd, storageVersion, settings)
-  const result: ScanResult = { total: 0, objects: 0, entries: 0, seeded: 0 }
+  const result: ScanResult = { total: 0, objects: 0, entries: 0, relabelled: 0, seeded: 0 }
   for await (const page of listMetadata(http, resourceRef(crd, storageVersion), {
     pageSize: settings.pageSize,
     // Right after a storage flip the API server answers 429 while it re-initialises storage.
@@ -38,6 +40,7 @@ export async function scanManagedFields(
       if (!cleanup.changed) continue
       result.objects++
       result.entries += cleanup.removed.length
+      result.relabelled += cleanup.relabelled
       if (cleanup.seeded) result.seeded++
     }
   }

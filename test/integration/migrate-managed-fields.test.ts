@@ -1,5 +1,6 @@
 import t from 'tap'
 import { pino } from 'pino'
+import { startConversionWebhook } from '../../dev/conversion/webhook.js'
 import { getCrd } from '../../src/kube/crds.js'
 import { ContentType, KubeApiError, type KubeHttp } from '../../src/kube/http.js'
 import { objectPath, type ResourceRef } from '../../src/kube/paths.js'
@@ -20,13 +21,19 @@ function apply(http: KubeHttp, ref: ResourceRef, ns: string, name: string, manag
   })
 }
 
+// A webhook-converted CRD: its entries of unserved versions are removed (and seeded when
+// none would remain); under conversion None they are relabelled (migrate-ownership-none).
 t.test('managedFields of an unserved version break server-side apply until the cleanup removes them', async (t) => {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
+  const webhook = await startConversionWebhook()
+  t.teardown(() => webhook.stop())
   const group = uniqueGroup('mf')
   const ns = uniqueName('mf')
   await createNamespace(http, ns)
-  const crd = await createCrd(http, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1' }))
+  const manifest = crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1' })
+  manifest.spec.conversion = webhook.conversion()
+  const crd = await createCrd(http, manifest)
   const v1 = refFor(crd, 'v1')
   const v2 = refFor(crd, 'v2')
 

@@ -338,6 +338,7 @@ const report: DryRunReport = {
   storedVersionsAfter: ['v1'],
   objectsToClean: 3,
   managedFieldsEntriesToRemove: 4,
+  managedFieldsEntriesToRelabel: 0,
   objectsToSeed: 1,
 }
 
@@ -362,6 +363,7 @@ t.test('formatDryRun', async (t) => {
     storedVersionsAfter: report.storedVersions,
     objectsToClean: 0,
     managedFieldsEntriesToRemove: 0,
+    managedFieldsEntriesToRelabel: 0,
     objectsToSeed: 0,
   })
   t.ok(nothing.includes('  StorageVersionMigration: nothing to do\n'))

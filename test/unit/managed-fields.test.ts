@@ -13,15 +13,19 @@ import {
 const GROUP = 'example.com'
 const NOW = new Date('2024-05-06T07:08:09.123Z')
 
-// v1alpha1 is no longer served, v1beta1 is served but not storage, v1 is storage.
+// v1alpha1 and v1alpha2 are no longer served, v1beta1 is served but not storage, v1 is storage.
+// `policy` is conversion strategy Webhook (remove + seed), `relabelling` is None.
 const policy: ManagedFieldsPolicy = {
   group: GROUP,
   servedVersions: new Set(['v1beta1', 'v1']),
   storageVersion: 'v1',
   rewriteServedNonStorage: false,
+  relabelUnserved: false,
   now: () => NOW,
 }
 const rewriting: ManagedFieldsPolicy = { ...policy, rewriteServedNonStorage: true }
+const relabelling: ManagedFieldsPolicy = { ...policy, relabelUnserved: true }
+const relabellingAndRewriting: ManagedFieldsPolicy = { ...policy, relabelUnserved: true, rewriteServedNonStorage: true }
 
 function entry(manager: string, apiVersion: string | undefined, more: Partial<ManagedFieldsEntry> = {}): ManagedFieldsEntry {
   const e: ManagedFieldsEntry = {
@@ -54,9 +58,14 @@ interface Row {
   changed: boolean
   removed: ManagedFieldsEntry[]
   rewritten: number
+  /** Defaults to 0. */
+  relabelled?: number
   seeded: boolean
   managedFields: ManagedFieldsEntry[]
 }
+
+/** `e` moved to the storage version. */
+const atV1 = (e: ManagedFieldsEntry): ManagedFieldsEntry => ({ ...e, apiVersion: 'example.com/v1' })
 
 const seed = (manager: string, operation: string): ManagedFieldsEntry => ({
   manager,
@@ -279,6 +288,223 @@ const rows: Row[] = [
     seeded: false,
     managedFields: [entry('kubectl', 'example.com/v1'), entry('kubectl', 'example.com/v1beta1')],
   },
+
+  // Conversion strategy None: entries of unserved versions are relabelled, never removed.
+  {
+    name: 'None: the same entries that Webhook removes are relabelled to the storage version',
+    entries: [kubectlAlpha, helmV1],
+    policy: relabelling,
+    changed: true,
+    removed: [],
+    rewritten: 0,
+    relabelled: 1,
+    seeded: false,
+    managedFields: [atV1(kubectlAlpha), helmV1],
+  },
+  {
+    name: 'None: every entry unserved: all relabelled, nothing seeded',
+    entries: [fluxAlpha, kubectlAlpha],
+    policy: relabelling,
+    changed: true,
+    removed: [],
+    rewritten: 0,
+    relabelled: 2,
+    seeded: false,
+    managedFields: [atV1(fluxAlpha), atV1(kubectlAlpha)],
+  },
+  {
+    name: 'None: only storage-version entries: unchanged',
+    entries: [kubectlV1, helmV1],
+    policy: relabelling,
+    changed: false,
+    removed: [],
+    rewritten: 0,
+    seeded: false,
+    managedFields: [kubectlV1, helmV1],
+  },
+  {
+    name: 'None: a served non-storage entry is kept when rewriting is off',
+    entries: [kubectlBeta, fluxAlpha],
+    policy: relabelling,
+    changed: true,
+    removed: [],
+    rewritten: 0,
+    relabelled: 1,
+    seeded: false,
+    managedFields: [kubectlBeta, atV1(fluxAlpha)],
+  },
+  {
+    name: 'None: a relabelled entry folds into the storage entry of the same manager/operation, later time wins',
+    entries: [
+      entry('team-a', 'example.com/v1', { operation: 'Apply', time: '2024-01-01T00:00:00Z', fieldsV1: { 'f:spec': { 'f:a': {} } } }),
+      entry('team-a', 'example.com/v1alpha1', {
+        operation: 'Apply',
+        time: '2024-02-01T00:00:00Z',
+        fieldsV1: { 'f:spec': { 'f:b': {} }, 'f:metadata': { 'f:labels': { 'f:x': {} } } },
+      }),
+    ],
+    policy: relabelling,
+    changed: true,
+    removed: [],
+    rewritten: 0,
+    relabelled: 1,
+    seeded: false,
+    managedFields: [
+      entry('team-a', 'example.com/v1', {
+        operation: 'Apply',
+        time: '2024-02-01T00:00:00Z',
+        fieldsV1: { 'f:spec': { 'f:a': {}, 'f:b': {} }, 'f:metadata': { 'f:labels': { 'f:x': {} } } },
+      }),
+    ],
+  },
+  {
+    name: 'None: entries of two unserved versions of one manager fold into one',
+    entries: [
+      entry('kubectl', 'example.com/v1alpha1', { time: '2024-03-01T00:00:00Z', fieldsV1: { 'f:spec': { 'f:a': {} } } }),
+      helmV1,
+      entry('kubectl', 'example.com/v1alpha2', { time: '2024-01-01T00:00:00Z', fieldsV1: { 'f:spec': { 'f:b': {} } } }),
+    ],
+    policy: relabelling,
+    changed: true,
+    removed: [],
+    rewritten: 0,
+    relabelled: 2,
+    seeded: false,
+    managedFields: [
+      entry('kubectl', 'example.com/v1', { time: '2024-03-01T00:00:00Z', fieldsV1: { 'f:spec': { 'f:a': {}, 'f:b': {} } } }),
+      helmV1,
+    ],
+  },
+  {
+    name: 'None: a different operation is a different entry',
+    entries: [entry('kubectl', 'example.com/v1'), entry('kubectl', 'example.com/v1alpha1', { operation: 'Apply' })],
+    policy: relabelling,
+    changed: true,
+    removed: [],
+    rewritten: 0,
+    relabelled: 1,
+    seeded: false,
+    managedFields: [entry('kubectl', 'example.com/v1'), entry('kubectl', 'example.com/v1', { operation: 'Apply' })],
+  },
+  {
+    name: 'None: a status entry is relabelled but not folded into the main entry',
+    entries: [
+      entry('ctrl', 'example.com/v1', { fieldsV1: { 'f:spec': { 'f:a': {} } } }),
+      entry('ctrl', 'example.com/v1alpha1', { subresource: 'status', fieldsV1: { 'f:status': { 'f:ready': {} } } }),
+    ],
+    policy: relabelling,
+    changed: true,
+    removed: [],
+    rewritten: 0,
+    relabelled: 1,
+    seeded: false,
+    managedFields: [
+      entry('ctrl', 'example.com/v1', { fieldsV1: { 'f:spec': { 'f:a': {} } } }),
+      entry('ctrl', 'example.com/v1', { subresource: 'status', fieldsV1: { 'f:status': { 'f:ready': {} } } }),
+    ],
+  },
+  {
+    name: 'None: a status entry folds into the status entry of the same manager',
+    entries: [
+      entry('ctrl', 'example.com/v1alpha1', { subresource: 'status', fieldsV1: { 'f:status': { 'f:ready': {} } } }),
+      entry('ctrl', 'example.com/v1', { subresource: 'status', fieldsV1: { 'f:status': { 'f:phase': {} } } }),
+    ],
+    policy: relabelling,
+    changed: true,
+    removed: [],
+    rewritten: 0,
+    relabelled: 1,
+    seeded: false,
+    managedFields: [entry('ctrl', 'example.com/v1', { subresource: 'status', fieldsV1: { 'f:status': { 'f:ready': {}, 'f:phase': {} } } })],
+  },
+  {
+    name: 'None: mixed list: only our unserved entries move, foreign and served ones keep their place',
+    entries: [noApiVersion, otherGroupAlpha, fluxAlpha, subdomainAlpha, kubectlBeta, lookalikeAlpha, coreV1, helmV1, kubectlAlpha],
+    policy: relabelling,
+    changed: true,
+    removed: [],
+    rewritten: 0,
+    relabelled: 2,
+    seeded: false,
+    managedFields: [
+      noApiVersion,
+      otherGroupAlpha,
+      atV1(fluxAlpha),
+      subdomainAlpha,
+      kubectlBeta,
+      lookalikeAlpha,
+      coreV1,
+      helmV1,
+      atV1(kubectlAlpha),
+    ],
+  },
+  {
+    name: 'None: entries of other groups only: untouched',
+    entries: [otherGroupAlpha, subdomainAlpha, lookalikeAlpha, coreV1, noApiVersion],
+    policy: relabelling,
+    changed: false,
+    removed: [],
+    rewritten: 0,
+    seeded: false,
+    managedFields: [otherGroupAlpha, subdomainAlpha, lookalikeAlpha, coreV1, noApiVersion],
+  },
+  {
+    name: 'None + rewrite on: relabelled and rewritten entries of one manager fold with its storage entry',
+    entries: [
+      entry('kubectl', 'example.com/v1alpha1', { time: '2024-01-01T00:00:00Z', fieldsV1: { 'f:spec': { 'f:a': {} } } }),
+      entry('kubectl', 'example.com/v1beta1', { time: '2024-02-01T00:00:00Z', fieldsV1: { 'f:spec': { 'f:b': {} } } }),
+      entry('kubectl', 'example.com/v1', { time: '2024-03-01T00:00:00Z', fieldsV1: { 'f:spec': { 'f:c': {} } } }),
+      otherGroupAlpha,
+    ],
+    policy: relabellingAndRewriting,
+    changed: true,
+    removed: [],
+    rewritten: 1,
+    relabelled: 1,
+    seeded: false,
+    managedFields: [
+      entry('kubectl', 'example.com/v1', { time: '2024-03-01T00:00:00Z', fieldsV1: { 'f:spec': { 'f:a': {}, 'f:b': {}, 'f:c': {} } } }),
+      otherGroupAlpha,
+    ],
+  },
+  {
+    name: 'None: an unserved storage version has nothing to relabel to: its entries stay, the rest move',
+    entries: [kubectlAlpha, kubectlV1],
+    policy: { ...relabelling, servedVersions: new Set(['v1beta1']) },
+    changed: true,
+    removed: [],
+    rewritten: 0,
+    relabelled: 1,
+    seeded: false,
+    managedFields: [entry('kubectl', 'example.com/v1', { fieldsV1: { 'f:spec': { 'f:kubectl': {} } } })],
+  },
+  {
+    name: 'Webhook: same manager in two unserved versions: both removed, seeded once',
+    entries: [
+      entry('kubectl', 'example.com/v1alpha1', { fieldsV1: { 'f:spec': { 'f:a': {} } } }),
+      entry('kubectl', 'example.com/v1alpha2', { fieldsV1: { 'f:spec': { 'f:b': {} } } }),
+    ],
+    changed: true,
+    removed: [
+      entry('kubectl', 'example.com/v1alpha1', { fieldsV1: { 'f:spec': { 'f:a': {} } } }),
+      entry('kubectl', 'example.com/v1alpha2', { fieldsV1: { 'f:spec': { 'f:b': {} } } }),
+    ],
+    rewritten: 0,
+    seeded: true,
+    managedFields: [seed('kubectl', 'Update')],
+  },
+  {
+    name: 'Webhook: unserved status entry removed, main entry kept',
+    entries: [
+      entry('ctrl', 'example.com/v1'),
+      entry('ctrl', 'example.com/v1alpha1', { subresource: 'status', fieldsV1: { 'f:status': { 'f:ready': {} } } }),
+    ],
+    changed: true,
+    removed: [entry('ctrl', 'example.com/v1alpha1', { subresource: 'status', fieldsV1: { 'f:status': { 'f:ready': {} } } })],
+    rewritten: 0,
+    seeded: false,
+    managedFields: [entry('ctrl', 'example.com/v1')],
+  },
 ]
 
 t.ok(rows.length >= 12, `at least 12 rows (${rows.length})`)
@@ -291,6 +517,7 @@ for (const row of rows) {
     t.equal(result.changed, row.changed, 'changed')
     t.strictSame(result.removed, row.removed, 'removed')
     t.equal(result.rewritten, row.rewritten, 'rewritten')
+    t.equal(result.relabelled, row.relabelled ?? 0, 'relabelled')
     t.equal(result.seeded, row.seeded, 'seeded')
     t.strictSame(result.managedFields, row.managedFields, 'managedFields')
     t.equal(JSON.stringify(row.entries), before, 'the input is not mutated')
@@ -344,6 +571,18 @@ t.test('needsManagedFieldsCleanup', async (t) => {
   t.equal(needsManagedFieldsCleanup([kubectlBeta], policy), false, 'served non-storage, rewrite off')
   t.equal(needsManagedFieldsCleanup([kubectlBeta], rewriting), true, 'served non-storage, rewrite on')
   t.equal(needsManagedFieldsCleanup([otherGroupAlpha, noApiVersion], rewriting), false, 'nothing of ours')
+  t.equal(needsManagedFieldsCleanup([helmV1, fluxAlpha], relabelling), true, 'one unserved, relabelled')
+  t.equal(needsManagedFieldsCleanup([kubectlBeta], relabelling), false, 'served non-storage, relabelling')
+})
+
+t.test('None: cleaning again changes nothing (the relabelled list settles)', async (t) => {
+  for (const p of [relabelling, relabellingAndRewriting, { ...relabelling, servedVersions: new Set(['v1beta1']) }]) {
+    const once = cleanManagedFields([fluxAlpha, kubectlAlpha, kubectlBeta, kubectlV1, helmV1, otherGroupAlpha], p)
+    t.ok(once.changed)
+    const twice = cleanManagedFields(once.managedFields, p)
+    t.equal(twice.changed, false, 'nothing left to do')
+    t.strictSame(twice.managedFields, once.managedFields)
+  }
 })
 
 t.test('managedFieldsPatch: a resourceVersion test, then the replace', async (t) => {
@@ -413,6 +652,30 @@ t.test('managedFieldsPolicy from a CRD', async (t) => {
   t.equal(on.storageVersion, 'v1beta1', 'the storage version given wins over spec')
   t.equal(on.rewriteServedNonStorage, true)
 
+  t.equal(off.relabelUnserved, true, 'no spec.conversion is strategy None: relabel')
   const r = cleanManagedFields([kubectlAlpha, kubectlBeta, kubectlV1], off)
-  t.strictSame(r.removed, [kubectlAlpha], 'v1alpha1 is unserved per the CRD')
+  t.strictSame(r.removed, [], 'None: nothing removed')
+  t.equal(r.relabelled, 1, 'v1alpha1 is unserved per the CRD and relabelled')
+  t.strictSame(r.managedFields, [kubectlV1, kubectlBeta], 'folded with the v1 entry of the same manager, where the first of them was')
+
+  const webhook: CustomResourceDefinition = {
+    ...crd,
+    spec: {
+      ...crd.spec,
+      conversion: {
+        strategy: 'Webhook',
+        webhook: { conversionReviewVersions: ['v1'], clientConfig: { service: { namespace: 'ns', name: 'conv' } } },
+      },
+    },
+  }
+  const w = managedFieldsPolicy(webhook, 'v1', { rewriteServedManagedFields: false })
+  t.equal(w.relabelUnserved, false, 'strategy Webhook: remove + seed')
+  const rw = cleanManagedFields([kubectlAlpha, kubectlBeta, kubectlV1], w)
+  t.strictSame(rw.removed, [kubectlAlpha], 'Webhook: v1alpha1 is removed')
+  t.equal(rw.relabelled, 0)
+
+  const explicitNone = managedFieldsPolicy({ ...crd, spec: { ...crd.spec, conversion: { strategy: 'None' } } }, 'v1', {
+    rewriteServedManagedFields: false,
+  })
+  t.equal(explicitNone.relabelUnserved, true, 'explicit strategy None: relabel')
 })
