@@ -8,6 +8,7 @@
  * entry point, dev/bench/main.ts (`npm run bench`).
  */
 import { Command, Option } from 'commander'
+import type { DemoConversion } from './demo/demo.js'
 
 const program = new Command()
   .name('crd-migrator-dev')
@@ -26,10 +27,19 @@ program
   .command('demo')
   .description('the whole story on a local control plane: a CRD with thousands of objects moved from v1 to v2, with the freeze at work')
   .addOption(new Option('--objects <n>', 'custom resources to create').default('3000'))
+  .addOption(
+    new Option(
+      '--conversion <strategy>',
+      'how v1 and v2 convert: none (same shape), or webhook (different shapes, reshaped by an HTTPS conversion webhook; ' +
+        'shows an object in etcd before and after)',
+    )
+      .choices(['none', 'webhook'] satisfies DemoConversion[])
+      .default('none'),
+  )
   .option('--keep', 'keep the control plane running at the end until Ctrl-C', false)
-  .action(async (opts: { objects: string; keep: boolean }) => {
+  .action(async (opts: { objects: string; conversion: DemoConversion; keep: boolean }) => {
     const { runDemo } = await import('./demo/demo.js')
-    process.exitCode = await runDemo({ objects: Number(opts.objects), keep: Boolean(opts.keep) })
+    process.exitCode = await runDemo({ objects: Number(opts.objects), conversion: opts.conversion, keep: Boolean(opts.keep) })
   })
 
 program

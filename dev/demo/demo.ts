@@ -4,6 +4,11 @@
  * (webhook + controller) in this process, installs the url variant of the webhook
  * configuration, creates a CRD with thousands of objects at v1, moves storage to v2 with
  * v1 unserved, and shows the migration happen.
+ *
+ * With `--conversion webhook` the two versions differ in shape (dev/conversion/shapes.ts:
+ * v1 `spec: {replicas, image}`, v2 `spec: {template: {replicas, containers: [{image}]}}`)
+ * and the CRD converts through a real HTTPS conversion webhook (dev/conversion/webhook.ts),
+ * so the migration reshapes every object in etcd; the demo shows one before and after.
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import os from 'node:os'
@@ -26,10 +31,17 @@ import type { MigrationResult } from '../../src/migrator/migrate.js'
 import { settled } from '../../src/migrator/walker.js'
 import { withRetry } from '../../src/migrator/retry.js'
 import { ensureBinaries, startControlPlane, type ControlPlane } from '../controlplane/controlplane.js'
+import { customResourceKey } from '../controlplane/etcd.js'
+import { startConversionWebhook, type ConversionWebhook } from '../conversion/webhook.js'
+
+/** How the demo CRD converts between v1 and v2: `none` (same shape), or `webhook` (different shapes, an HTTPS conversion webhook). */
+export type DemoConversion = 'none' | 'webhook'
 
 export interface DemoOptions {
   objects: number
   keep: boolean
+  /** `none` unless given. */
+  conversion?: DemoConversion
   out?: NodeJS.WritableStream
 }
 
@@ -37,6 +49,9 @@ const GROUP = 'demo.crd-migrator.io'
 const CRD_NAME = `widgets.${GROUP}`
 const NAMESPACES = ['team-a', 'team-b', 'team-c']
 const schema = { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } }
+/** The object whose etcd value the demo shows. */
+const SAMPLE = { namespace: 'team-a', name: 'widget-00000' }
+const IMAGES = ['nginx:1.27', 'redis:7.4', 'busybox:1.37']
 
 export async function runDemo(options: DemoOptions): Promise<number> {
   const out = options.out ?? process.stdout
@@ -56,6 +71,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   const cp = await startControlPlane()
   const certDir = await mkdtemp(path.join(os.tmpdir(), 'crd-migrator-demo-'))
   let handle: Awaited<ReturnType<typeof serve>> | undefined
+  let conversionWebhook: ConversionWebhook | undefined
   try {
     say(`    API server ${cp.server} ready in ${cp.timings?.readyMs ?? '?'} ms; export KUBECONFIG=${cp.kubeconfigPath}`)
     const kc = new KubeConfig()
@@ -113,8 +129,15 @@ export async function runDemo(options: DemoOptions): Promise<number> {
       `    webhook ${webhookUrl}; configuration ${whc.metadata.name} (failurePolicy Fail, only CRDs carrying ${DEFAULT_MIGRATING_ANNOTATION})`,
     )
 
+    if (options.conversion === 'webhook') {
+      step('Starting the conversion webhook (dev/conversion/webhook.ts): v1 and v2 of the demo CRD differ in shape')
+      conversionWebhook = await startConversionWebhook()
+      say(`    ${conversionWebhook.url} (HTTPS, its own dev CA in the CRD's caBundle)`)
+      say('    v1 spec: {replicas, image}   <->   v2 spec: {template: {replicas, containers: [{image}]}}')
+    }
+
     step(`Creating ${CRD_NAME} (v1 storage, v2 served) with ${options.objects} objects in ${NAMESPACES.length} namespaces, applied at v1`)
-    await http.request({ method: 'POST', path: CRD_API, body: demoCrd() })
+    await http.request({ method: 'POST', path: CRD_API, body: demoCrd(conversionWebhook) })
     await waitEstablished(http)
     for (const ns of NAMESPACES)
       await http.request({
@@ -139,7 +162,9 @@ export async function runDemo(options: DemoOptions): Promise<number> {
                 apiVersion: `${GROUP}/v1`,
                 kind: 'Widget',
                 metadata: { name, namespace: ns },
-                spec: { size: i % 7, color: ['red', 'green', 'blue'][i % 3] },
+                spec: conversionWebhook
+                  ? { replicas: 1 + (i % 5), image: IMAGES[i % IMAGES.length] }
+                  : { size: i % 7, color: ['red', 'green', 'blue'][i % 3] },
               },
             }),
           { maxAttempts: 8 },
@@ -148,10 +173,11 @@ export async function runDemo(options: DemoOptions): Promise<number> {
     }
     await queue.onIdle()
     say(`    created in ${((Date.now() - started) / 1000).toFixed(1)} s`)
-    await show(cp, http, say, 'before')
+    await show(cp, http, say, 'before', Boolean(conversionWebhook))
 
     step('Operator upgrade: storage moves to v2 and v1 stops being served; the controller notices (label crd-migrator.io/managed=true)')
     const crd = await getCrd(http, CRD_NAME)
+    conversionWebhook?.resetStats() // count the ConversionReviews of the migration only
     await http.request({
       method: 'PATCH',
       path: crdPath(CRD_NAME),
@@ -165,7 +191,14 @@ export async function runDemo(options: DemoOptions): Promise<number> {
     bar?.stop()
     if (midRun) say(`    mid-run, user "operator" tried to move storage back to v1:\n      ${await midRun}`)
     say(`    ${result.outcome} in ${(result.durationMs / 1000).toFixed(1)} s: ${result.reason}`)
-    await show(cp, http, say, 'after')
+    if (conversionWebhook) {
+      const { reviews, objects, byDirection } = conversionWebhook.stats
+      const directions = Object.entries(byDirection).map(([d, n]) => `${d} ${n}`)
+      say(
+        `    the conversion webhook answered ${reviews} ConversionReviews during the migration (${objects} objects: ${directions.join(', ')})`,
+      )
+    }
+    await show(cp, http, say, 'after', Boolean(conversionWebhook))
 
     if (options.keep) {
       say(`\nThe control plane keeps running: export KUBECONFIG=${cp.kubeconfigPath}   (Ctrl-C stops it)`)
@@ -179,11 +212,12 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   } finally {
     await handle?.close()
     await cp.stop()
+    await conversionWebhook?.stop()
     await rm(certDir, { recursive: true, force: true })
   }
 }
 
-function demoCrd(): CustomResourceDefinition {
+function demoCrd(conversionWebhook: ConversionWebhook | undefined): CustomResourceDefinition {
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
@@ -196,6 +230,7 @@ function demoCrd(): CustomResourceDefinition {
         { name: 'v1', served: true, storage: true, schema },
         { name: 'v2', served: true, storage: false, schema },
       ] as CustomResourceDefinition['spec']['versions'],
+      ...(conversionWebhook ? { conversion: conversionWebhook.conversion() } : {}),
     },
   }
 }
@@ -255,7 +290,7 @@ async function tryStorageFlip(cp: ControlPlane, as: { certPem: string; keyPem: s
   return `${frozen ? '(CRD frozen) ' : ''}HTTP ${res.status}: ${message}`
 }
 
-async function show(cp: ControlPlane, http: KubeHttp, say: (s?: string) => void, when: string): Promise<void> {
+async function show(cp: ControlPlane, http: KubeHttp, say: (s?: string) => void, when: string, showStored: boolean): Promise<void> {
   const crd = await getCrd(http, CRD_NAME)
   const keys = await cp.listEtcdKeys(`/registry/${GROUP}/widgets/`)
   const byVersion = new Map<string, number>()
@@ -266,7 +301,7 @@ async function show(cp: ControlPlane, http: KubeHttp, say: (s?: string) => void,
   const sample = (
     await http.request<{ metadata: { managedFields?: ManagedFieldsEntry[] } }>({
       method: 'GET',
-      path: `/apis/${GROUP}/${crd.spec.versions.find((v) => v.storage)!.name}/namespaces/team-a/widgets/widget-00000`,
+      path: `/apis/${GROUP}/${crd.spec.versions.find((v) => v.storage)!.name}/namespaces/${SAMPLE.namespace}/widgets/${SAMPLE.name}`,
     })
   ).body
   const a = crd.metadata.annotations ?? {}
@@ -274,8 +309,13 @@ async function show(cp: ControlPlane, http: KubeHttp, say: (s?: string) => void,
     `    [${when}] status.storedVersions: ${JSON.stringify(crd.status?.storedVersions)}; storage: ${crd.spec.versions.find((v) => v.storage)?.name}`,
   )
   say(`    [${when}] etcd holds: ${[...byVersion].map(([v, n]) => `${n} x ${v}`).join(', ')}`)
+  if (showStored) {
+    const key = customResourceKey(GROUP, 'widgets', SAMPLE.namespace, SAMPLE.name)
+    const stored = JSON.parse((await cp.readEtcdKey(key))?.toString('utf8') ?? '{}') as { apiVersion?: string; spec?: unknown }
+    say(`    [${when}] etcd ${key}: apiVersion ${stored.apiVersion}, spec ${JSON.stringify(stored.spec)}`)
+  }
   say(
-    `    [${when}] managedFields of team-a/widget-00000: ${(sample.metadata.managedFields ?? []).map((e) => `${e.manager}/${e.operation}@${e.apiVersion}`).join(', ')}`,
+    `    [${when}] managedFields of ${SAMPLE.namespace}/${SAMPLE.name}: ${(sample.metadata.managedFields ?? []).map((e) => `${e.manager}/${e.operation}@${e.apiVersion}`).join(', ')}`,
   )
   if (a[StateAnnotation.lastResult])
     say(
