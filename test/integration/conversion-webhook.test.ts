@@ -6,6 +6,8 @@
  * object loses managedFields), objects the webhook refuses (named, the others migrated),
  * and a slow webhook.
  */
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
 import PQueue from 'p-queue'
 import { pino } from 'pino'
 import t, { type Test } from 'tap'
@@ -271,4 +273,30 @@ t.test('a slow webhook (150 ms per review): the run takes longer and completes',
   t.equal(result.outcome, 'Succeeded', result.reason)
   t.equal(result.conversion?.outages, 0, 'slowness is not an outage')
   assertV2Shape(t, await readEtcd(f), 40)
+})
+
+t.test('crd-migrator migrate waits for a conversion webhook that is down, then gives up or goes on', async (t) => {
+  const f = await fixture(t, 10)
+  const run = promisify(execFile)
+  const cli = (...args: string[]) =>
+    run(process.execPath, ['dist/cli/main.js', 'migrate', f.crd.metadata.name, '--kubeconfig', f.cp.kubeconfigPath, ...args], {
+      cwd: process.cwd(),
+    })
+  await f.webhook.setMode('down')
+  const gaveUp = await cli('--conversion-wait-seconds', '6').then(
+    () => undefined,
+    (err: { code: number; stdout: string; stderr: string }) => err,
+  )
+  t.equal(gaveUp?.code, 1, 'exit 1 once the wait is over')
+  t.match(gaveUp?.stderr, `${f.crd.metadata.name}: waiting for conversion webhook ${f.webhook.url} (Post`, 'a visible waiting line')
+  t.match(gaveUp?.stdout, `${f.crd.metadata.name}: Blocked (CRDM_CONVERSION_OUTAGE)`, 'the summary says Blocked')
+  t.match(gaveUp?.stdout, 'nothing was frozen')
+  t.notOk(MIGRATING in ((await getCrd(f.http, f.crd.metadata.name)).metadata.annotations ?? {}), 'and nothing is')
+
+  const back = sleep(3_000).then(() => f.webhook.setMode('up'))
+  const done = await cli('--conversion-wait-seconds', '60')
+  await back
+  t.match(done.stderr, 'waiting for conversion webhook', 'it waited')
+  t.match(done.stdout, `${f.crd.metadata.name}: Succeeded`, 'and migrated once the webhook answered')
+  assertV2Shape(t, await readEtcd(f), 10)
 })
