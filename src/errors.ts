@@ -31,6 +31,8 @@ export const ERROR_CODES = {
   CRDM_CONVERSION_OUTAGE: 'conversion webhook unavailable',
   /** The conversion webhook refused to convert some objects; the others were migrated. */
   CRDM_CONVERSION_REFUSED: 'conversion refused',
+  /** The resource to migrate (a StorageVersionMigration's or `migrate --resource`) is not served. */
+  CRDM_RESOURCE_NOT_FOUND: 'resource not found',
   /** The CRD's storage version or generation changed under the freeze. */
   CRDM_CRD_CHANGED: 'CRD changed during the migration',
   /** The run was stopped (shutdown, leadership lost, Ctrl-C). */

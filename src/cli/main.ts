@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs'
 import { Command, CommanderError, Option } from 'commander'
 import { pino, type Logger } from 'pino'
 import type { Config } from '../config/schema.js'
-import { describeError, errorCode } from '../errors.js'
+import { ConfigError, describeError, errorCode } from '../errors.js'
 import { writeLocalWebhookConfiguration } from '../webhook/configuration.js'
 import { runMigrateCommand } from './migrate.js'
 import { OUTPUT_FORMATS, outputFormat } from './output.js'
@@ -74,16 +74,24 @@ addConfigOptions(
       'break-glass-groups',
     ].includes(s.flag),
 )
-  .description('migrate the named CRDs now, one after the other')
-  .argument('<crd...>', 'CRD names, e.g. widgets.example.com')
+  .description('migrate the named CRDs (or resources) now, one after the other')
+  .argument('[crd...]', 'CRD names, e.g. widgets.example.com')
+  .option(
+    '--resource <resource...>',
+    'resources to migrate, kubectl style (resource[.version][.group]): a built-in one (e.g. secrets, after an encryption key rotation) has every object rewritten; a custom one is its CRD migration',
+  )
   .option('--dry-run', 'report what each phase would do; write nothing', false)
   .addOption(outputOption())
   .option('--json', 'the same as -o json')
   .action(async (names: string[], opts: Record<string, unknown>) => {
     const format = outputFormat(opts)
+    const resources = (opts.resource as string[] | undefined) ?? []
+    if (names.length === 0 && resources.length === 0) throw new ConfigError('migrate: name at least one CRD, or --resource')
+    if (resources.length > 0 && opts.dryRun) throw new ConfigError('migrate: --dry-run plans CRDs only, not --resource')
     const config = configFromOptions({ logLevel: 'warn', ...opts })
     const log = logger(config, true)
     process.exitCode = await runMigrateCommand(names, config, log, {
+      resources,
       dryRun: Boolean(opts.dryRun),
       format,
       out: process.stdout,

@@ -9,12 +9,16 @@ import { kubeHttp } from '../kube/client.js'
 import { KubeEventRecorder } from '../kube/events.js'
 import { loadCheckpointSeal } from '../migrator/checkpoint-seal.js'
 import { dryRun, type DryRunReport } from '../migrator/dry-run.js'
+import { parseResourceName } from '../kube/resources.js'
 import { migrateCrd, type MigrationResult } from '../migrator/migrate.js'
+import { migrateResource } from '../migrator/migrate-resource.js'
 import type { Phase } from '../migrator/plan.js'
 import { settingsFor } from '../migrator/settings.js'
 import { settled, type WalkProgress } from '../migrator/walker.js'
 
 export interface MigrateCommandOptions {
+  /** Resources named kubectl style (`secrets`, `deployments.apps`), migrated after the CRDs. */
+  resources?: string[]
   dryRun: boolean
   /** Where the human summary goes. */
   out: NodeJS.WritableStream
@@ -56,19 +60,23 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
     const results: Array<MigrationResult | { crd: string; error: string }> = []
     let failed = 0
     const checkpointSeal = await loadCheckpointSeal(config.migrator.stateKeyFile, logger)
-    for (const name of names) {
+    const targets = [...names.map((name) => ({ name, crd: true })), ...(options.resources ?? []).map((name) => ({ name, crd: false }))]
+    for (const { name, crd } of targets) {
       const bar = options.progressBar ? new ProgressBar(name) : undefined
       try {
+        const ctx = {
+          http,
+          logger,
+          owner,
+          checkpointSeal,
+          events: new KubeEventRecorder(http, 'crd-migrator', owner),
+          signal: options.signal,
+          ...(bar ? { onProgress: (phase: Phase, p: WalkProgress) => bar.update(phase, p) } : {}),
+        }
         const migrate = () =>
-          migrateCrd(name, settingsFor(config, name), {
-            http,
-            logger,
-            owner,
-            checkpointSeal,
-            events: new KubeEventRecorder(http, 'crd-migrator', owner),
-            signal: options.signal,
-            ...(bar ? { onProgress: (phase: Phase, p: WalkProgress) => bar.update(phase, p) } : {}),
-          })
+          crd
+            ? migrateCrd(name, settingsFor(config, name), ctx)
+            : migrateResource(parseResourceName(name), (n) => settingsFor(config, n), ctx)
         // A conversion webhook that does not answer blocks the run before anything is
         // frozen; wait for it (a certificate rotation takes a minute or two), then give up.
         const waitUntil = Date.now() + config.migrator.conversionWaitSeconds * 1000

@@ -5,6 +5,8 @@ import { collectDefaultMetrics, Registry } from 'prom-client'
 import type { Config } from '../config/schema.js'
 import { LeaderElector } from '../controller/leader.js'
 import { MigrationController, type ControllerDeps } from '../controller/controller.js'
+import { RunLock } from '../controller/run-lock.js'
+import { StorageVersionMigrationController } from '../controller/svm-controller.js'
 import { kubeHttp } from '../kube/client.js'
 import { KubeEventRecorder } from '../kube/events.js'
 import { loadCheckpointSeal } from '../migrator/checkpoint-seal.js'
@@ -71,17 +73,25 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
   if (config.migrator.enabled) {
     const http = kubeHttp(config.kubeconfig, { maxSockets: Math.max(config.migrator.concurrency, 4) * 2 })
     const log = logger.child({ component: 'migrator' })
-    const controller = new MigrationController({
+    const shared = {
       http,
       config,
-      logger: log,
       owner: identity,
+      lock: new RunLock(),
       checkpointSeal: await loadCheckpointSeal(config.migrator.stateKeyFile, log),
       metrics: new MigratorMetrics(registry),
       events: new KubeEventRecorder(http, 'crd-migrator', identity, (err) => log.warn({ err }, 'could not record an Event')),
-      onResult: options.onResult,
-      onProgress: options.onProgress,
-    })
+    }
+    const crdController = new MigrationController({ ...shared, logger: log, onResult: options.onResult, onProgress: options.onProgress })
+    const svmController = config.migrator.storageVersionMigrations
+      ? new StorageVersionMigrationController({ ...shared, logger: logger.child({ component: 'storage-version-migrations' }) })
+      : undefined
+    // The controllers of one leader term: CRDs by label or name, and StorageVersionMigration objects.
+    const controller = {
+      run: async (signal: AbortSignal) => {
+        await Promise.all([crdController.run(signal), svmController?.run(signal)])
+      },
+    }
     if (config.leaderElection.enabled) {
       const elector = new LeaderElector(
         http,

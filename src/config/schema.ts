@@ -155,6 +155,12 @@ export const ConfigSchema = z.strictObject({
        * only checkpoints sealed with it. Unset: a file in $XDG_STATE_HOME/crd-migrator.
        */
       stateKeyFile: z.string().min(1).optional(),
+      /**
+       * Reconcile kube-storage-version-migrator's StorageVersionMigration objects
+       * (migration.k8s.io/v1alpha1, KEP-2855): each names a resource to migrate, a custom
+       * resource or a built-in one. Needs that CRD installed (the chart can install it).
+       */
+      storageVersionMigrations: z.boolean().default(false),
       /** How often every selected CRD is looked at again, besides watch events. */
       resyncSeconds: z.number().min(1).default(600),
       /** Per-CRD options, by CRD name. */

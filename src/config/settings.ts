@@ -196,6 +196,13 @@ export const SETTINGS: readonly Setting[] = [
       'key that seals checkpoints, so a resumed run trusts only its own (default: $XDG_STATE_HOME/crd-migrator/state.key, created on first use)',
   },
   {
+    path: 'migrator.storageVersionMigrations',
+    flag: 'storage-version-migrations',
+    env: 'CRD_MIGRATOR_STORAGE_VERSION_MIGRATIONS',
+    kind: 'boolean',
+    description: 'reconcile StorageVersionMigration objects (migration.k8s.io/v1alpha1) (serve only)',
+  },
+  {
     path: 'migrator.resyncSeconds',
     flag: 'resync-seconds',
     env: 'CRD_MIGRATOR_RESYNC_SECONDS',

@@ -3,7 +3,8 @@ import type { Logger } from 'pino'
 import type { Config } from '../config/schema.js'
 import { getCrd, listCrds } from '../kube/crds.js'
 import type { EventRecorder } from '../kube/events.js'
-import { isGone, isNotFound, type KubeHttp } from '../kube/http.js'
+import { isNotFound, type KubeHttp } from '../kube/http.js'
+import { listAndWatch } from '../kube/watch.js'
 import { CRD_API } from '../kube/paths.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import type { CheckpointSeal } from '../migrator/checkpoint-seal.js'
@@ -13,6 +14,7 @@ import { planCrd, type Phase } from '../migrator/plan.js'
 import { settingsFor } from '../migrator/settings.js'
 import type { WalkProgress } from '../migrator/walker.js'
 import { WorkQueue } from './queue.js'
+import type { RunLock } from './run-lock.js'
 import { CrdSelection } from './selector.js'
 import { readCrdState } from '../state/crd-state.js'
 
@@ -26,6 +28,8 @@ export interface ControllerDeps {
   checkpointSeal?: CheckpointSeal
   /** Told about every finished migration (tests and the demo listen here). */
   onResult?: (result: MigrationResult) => void
+  /** Shared with the StorageVersionMigration controller: one run per CRD at a time. */
+  lock?: RunLock
   /** Told about progress of the running migration (the demo draws a bar). */
   onProgress?: (crd: string, phase: Phase, progress: WalkProgress) => void
 }
@@ -112,16 +116,18 @@ export class MigrationController {
       return undefined
     }
     const { http, owner, metrics, events, onProgress, checkpointSeal } = this.deps
-    const result = await migrateCrd(name, settingsFor(config, name), {
-      http,
-      owner,
-      logger,
-      signal,
-      metrics,
-      events,
-      checkpointSeal,
-      ...(onProgress ? { onProgress: (phase: Phase, p: WalkProgress) => onProgress(name, phase, p) } : {}),
-    })
+    const migrate = () =>
+      migrateCrd(name, settingsFor(config, name), {
+        http,
+        owner,
+        logger,
+        signal,
+        metrics,
+        events,
+        checkpointSeal,
+        ...(onProgress ? { onProgress: (phase: Phase, p: WalkProgress) => onProgress(name, phase, p) } : {}),
+      })
+    const result = this.deps.lock ? await this.deps.lock.run(name, migrate) : await migrate()
     this.deps.onResult?.(result)
     if (result.outcome === 'Succeeded' || result.skipReason === 'up-to-date')
       this.upToDate.set(name, upToDateKey(result.crdUid, result.generation))
@@ -173,46 +179,19 @@ export class MigrationController {
     }
   }
 
-  /** List, then watch from the list's resourceVersion; list again when the watch expires. */
   private async watchLoop(signal: AbortSignal): Promise<void> {
-    let resourceVersion: string | undefined
-    while (!signal.aborted) {
-      try {
-        if (resourceVersion === undefined) {
-          const list = (
-            await this.deps.http.request<{ items: CustomResourceDefinition[]; metadata: { resourceVersion: string } }>({
-              method: 'GET',
-              path: CRD_API,
-            })
-          ).body
-          for (const crd of list.items) if (this.selects(crd)) this.onChange(crd)
-          resourceVersion = list.metadata.resourceVersion
-        }
-        await this.deps.http.stream(
-          {
-            method: 'GET',
-            path: CRD_API,
-            query: { watch: 1, resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300 },
-            signal,
-          },
-          (raw) => {
-            const event = raw as { type: string; object: CustomResourceDefinition & { code?: number } }
-            if (event.type === 'ERROR') {
-              if (event.object.code === 410) resourceVersion = undefined
-              return
-            }
-            resourceVersion = event.object.metadata?.resourceVersion ?? resourceVersion
-            if (event.type === 'DELETED') this.seenGeneration.delete(event.object.metadata.name)
-            if ((event.type === 'ADDED' || event.type === 'MODIFIED') && this.selects(event.object)) this.onChange(event.object)
-          },
-        )
-      } catch (err) {
-        if (signal.aborted) return
-        if (isGone(err)) resourceVersion = undefined
-        this.deps.logger.warn({ err }, 'CRD watch failed; retrying')
-        await sleep(1000, undefined, { signal }).catch(() => {})
-      }
-    }
+    await listAndWatch<CustomResourceDefinition>(
+      this.deps.http,
+      CRD_API,
+      {
+        onObject: (crd) => {
+          if (this.selects(crd)) this.onChange(crd)
+        },
+        onDeleted: (crd) => this.seenGeneration.delete(crd.metadata.name),
+        onError: (err) => this.deps.logger.warn({ err }, 'CRD watch failed; retrying'),
+      },
+      signal,
+    )
   }
 }
 

@@ -27,14 +27,19 @@ export function resourceRef(crd: CustomResourceDefinition, version: string): Res
   }
 }
 
+/** `/apis/<group>/<version>`, or `/api/<version>` for the core group (''). */
+export function groupVersionPath(ref: Pick<ResourceRef, 'group' | 'version'>): string {
+  return ref.group === '' ? `/api/${enc(ref.version)}` : `/apis/${enc(ref.group)}/${enc(ref.version)}`
+}
+
 /** The all-namespaces collection path. */
 export function collectionPath(ref: ResourceRef): string {
-  return `/apis/${enc(ref.group)}/${enc(ref.version)}/${enc(ref.plural)}`
+  return `${groupVersionPath(ref)}/${enc(ref.plural)}`
 }
 
 export function objectPath(ref: ResourceRef, namespace: string | undefined, name: string, subresource?: 'status'): string {
   const ns = ref.namespaced ? `/namespaces/${enc(namespace ?? '')}` : ''
-  return `/apis/${enc(ref.group)}/${enc(ref.version)}${ns}/${enc(ref.plural)}/${enc(name)}${subresource ? `/${subresource}` : ''}`
+  return `${groupVersionPath(ref)}${ns}/${enc(ref.plural)}/${enc(name)}${subresource ? `/${subresource}` : ''}`
 }
 
 /** The order in which the API server lists objects (etcd key order), as a comparable key. */
@@ -43,5 +48,5 @@ export function listOrderKey(namespace: string | undefined, name: string): strin
 }
 
 export function apiVersionOf(ref: Pick<ResourceRef, 'group' | 'version'>): string {
-  return `${ref.group}/${ref.version}`
+  return ref.group === '' ? ref.version : `${ref.group}/${ref.version}`
 }

@@ -130,7 +130,7 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
           signal: ctx.signal,
         },
       )
-      result.storage = await runPhase(Phase.StorageVersionMigration, current, storageVersion, settings, ctx, {
+      result.storage = await runPhase(Phase.StorageVersionMigration, { kind: 'crd', crd: current, storageVersion }, settings, ctx, {
         ...run,
         resumeAfter: frozen.resumeAfter,
       })
@@ -143,15 +143,17 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
     // 4. managedFields of unserved versions.
     if (runCleanup) {
       await state.phase(Phase.CleanupManagedFields)
-      result.cleanup = await runPhase(Phase.CleanupManagedFields, current, storageVersion, settings, ctx, run)
+      result.cleanup = await runPhase(Phase.CleanupManagedFields, { kind: 'crd', crd: current, storageVersion }, settings, ctx, run)
       failOnObjects(result.cleanup, 'kept managedFields of unserved versions')
     }
     result.outcome = 'Succeeded'
     result.reason = summarize(result)
   } catch (err) {
+    // Stopped from outside: the reason it was given says why better than the aborted request.
+    const stopped = ctx.signal?.aborted === true
     result.outcome = 'Failed'
-    result.errorCode = errorCode(err)
-    result.reason = errorMessage(err)
+    result.errorCode = stopped ? 'CRDM_ABORTED' : errorCode(err)
+    result.reason = stopped && ctx.signal?.reason instanceof Error ? ctx.signal.reason.message : errorMessage(err)
     log.error({ err, code: result.errorCode }, 'migration failed')
   } finally {
     // 5. Unfreeze, whatever happened.
@@ -228,7 +230,7 @@ async function decideRun(
  * Fails the run when objects failed. Refusals by the conversion webhook are listed by name
  * with the webhook's message (the first ten; all of them are in the log and the result).
  */
-function failOnObjects(phase: WalkResult & { conversionRefused?: number }, what: string): void {
+export function failOnObjects(phase: WalkResult & { conversionRefused?: number }, what: string): void {
   const failed = phase.counts.failed
   if (failed === 0) return
   const refused = phase.failures.filter((f) => f.error.startsWith('CRDM_CONVERSION_REFUSED'))

@@ -5,7 +5,7 @@
  */
 import { classifyConversionError, isConversionRefusal } from '../kube/conversion.js'
 import { listMetadata } from '../kube/list-metadata.js'
-import { listOrderKey, resourceRef } from '../kube/paths.js'
+import { listOrderKey, resourceRef, type ResourceRef } from '../kube/paths.js'
 import { CrdMigratorError, describeError } from '../errors.js'
 import type { ConversionGate } from './conversion-gate.js'
 import type { CustomResourceDefinition, PartialObjectMetadata } from '../kube/types.js'
@@ -17,9 +17,17 @@ import { requestRetry, ThrottleGate, withRetry } from './retry.js'
 import type { StateWriter } from './state-writer.js'
 import { settled, walkObjects, type Outcome } from './walker.js'
 
-/** What a run hands each phase besides the CRD and settings. */
+/**
+ * What a phase walks: a CRD's custom resources (through its storage version), or a
+ * built-in resource (no CRD: the storage phase only, with merge patches).
+ */
+export type PhaseTarget =
+  { kind: 'crd'; crd: CustomResourceDefinition; storageVersion: string } | { kind: 'builtin'; name: string; ref: ResourceRef }
+
+/** What a run hands each phase besides the target and settings. */
 export interface PhaseRun {
-  state: StateWriter
+  /** The CRD's state annotations; none for a built-in resource. */
+  state?: StateWriter | undefined
   /** Objects up to this list key were finished by an earlier run (storage phase only). */
   resumeAfter?: string | undefined
   /** Set when the CRD converts through a webhook: every request of the run pauses there during an outage. */
@@ -42,20 +50,20 @@ function undefinedVersionsPolicy(crd: CustomResourceDefinition, storageVersion: 
 
 export async function runPhase(
   phase: Phase,
-  crd: CustomResourceDefinition,
-  storageVersion: string,
+  target: PhaseTarget,
   settings: MigrationSettings,
   ctx: MigrationContext,
   run: PhaseRun,
 ): Promise<CleanupResult> {
   const { state, resumeAfter } = run
   const started = Date.now()
-  const name = crd.metadata.name
+  const crd = target.kind === 'crd' ? target.crd : undefined
+  const name = target.kind === 'crd' ? target.crd.metadata.name : target.name
   // Caps the writes in flight below the configured concurrency while the API server throttles.
   const gate = new ThrottleGate({ maxConcurrency: settings.concurrency })
   const write: WriteContext = {
     http: ctx.http,
-    ref: resourceRef(crd, storageVersion),
+    ref: target.kind === 'crd' ? resourceRef(target.crd, target.storageVersion) : target.ref,
     retry: {
       ...requestRetry(settings.maxAttempts, ctx.signal),
       gate,
@@ -71,14 +79,14 @@ export async function runPhase(
     entriesRelabelled += cleaned.relabelled
   }
   let conversionRefused = 0
-  const policy = phase === Phase.CleanupManagedFields ? managedFieldsPolicy(crd, storageVersion, settings) : undefined
+  const policy = phase === Phase.CleanupManagedFields && crd ? managedFieldsPolicy(crd, write.ref.version, settings) : undefined
   const writeObject = policy
     ? makeCleanupHandler(write, policy, count)
     : makeRewriteHandler(
         write,
         settings.useStatusSubresource,
         run.rewrite,
-        makeCleanupHandler(write, undefinedVersionsPolicy(crd, storageVersion, settings), count),
+        crd && makeCleanupHandler(write, undefinedVersionsPolicy(crd, write.ref.version, settings), count),
       )
   // Every failed object is logged (the result keeps the first 100); a refusal by the
   // conversion webhook is named as such.
@@ -105,8 +113,8 @@ export async function runPhase(
     fetchPage: (fetch) => withRetry(fetch, write.retry),
     // A page the webhook refuses to convert to the storage version is listed through the
     // versions its objects may still be stored in; the refused objects then fail one by one.
-    alternateVersions: (crd.status?.storedVersions ?? []).filter(
-      (v) => v !== storageVersion && crd.spec.versions.some((d) => d.name === v && d.served),
+    alternateVersions: (crd?.status?.storedVersions ?? []).filter(
+      (v) => v !== write.ref.version && crd?.spec.versions.some((d) => d.name === v && d.served),
     ),
     listThroughAlternate: isConversionRefusal,
     onRestart: (after) => ctx.logger.warn({ crd: name, after }, 'list continue token expired; listing again after the last key seen'),
@@ -133,10 +141,10 @@ export async function runPhase(
       onProgress: (progress) => {
         ctx.metrics?.remaining.set(labels, Math.max(0, (progress.total ?? progress.counts.seen) - settled(progress)))
         ctx.onProgress?.(phase, progress)
-        void state.progress(phase, progress)
+        void state?.progress(phase, progress)
       },
     })
-    await state.progress(phase, { counts: result.counts, total: result.counts.seen, checkpoint: result.checkpoint, inFlight: 0 }, true)
+    await state?.progress(phase, { counts: result.counts, total: result.counts.seen, checkpoint: result.checkpoint, inFlight: 0 }, true)
     ctx.metrics?.phaseDuration.observe(
       { ...labels, result: result.counts.failed > 0 ? 'Failed' : 'Succeeded' },
       (Date.now() - started) / 1000,

@@ -1,0 +1,190 @@
+/**
+ * Reconciles StorageVersionMigration objects (migration.k8s.io/v1alpha1): each names a
+ * resource; a custom resource gets the full CRD migration (freeze, rewrite,
+ * storedVersions, cleanup, unfreeze), a built-in one has every object rewritten. The
+ * object shows Running, then Succeeded or Failed, like KSVM. Deleting it mid-run stops
+ * the run, which lifts the freeze (KEP-2855). One object at a time, oldest first; a
+ * second object for a resource being migrated waits its turn.
+ */
+import type { Logger } from 'pino'
+import type { Config } from '../config/schema.js'
+import { errorCode, errorMessage } from '../errors.js'
+import type { EventRecorder } from '../kube/events.js'
+import { ContentType, isNotFound, type KubeHttp } from '../kube/http.js'
+import type { ResourceRef } from '../kube/paths.js'
+import { describeResourceName, resolveResource } from '../kube/resources.js'
+import { listAndWatch } from '../kube/watch.js'
+import type { CheckpointSeal } from '../migrator/checkpoint-seal.js'
+import type { MigrationContext, MigrationResult } from '../migrator/context.js'
+import type { MigratorMetrics } from '../migrator/metrics.js'
+import { migrateCrd } from '../migrator/migrate.js'
+import { crdNameOf, migrateBuiltIn } from '../migrator/migrate-resource.js'
+import { settingsFor } from '../migrator/settings.js'
+import { WorkQueue } from './queue.js'
+import type { RunLock } from './run-lock.js'
+import {
+  condition,
+  conditionForResult,
+  isFinished,
+  SVM_API,
+  targetOf,
+  type StorageVersionMigration,
+  type SvmCondition,
+} from './svm-state.js'
+
+export interface SvmControllerDeps {
+  http: KubeHttp
+  config: Config
+  logger: Logger
+  owner: string
+  lock: RunLock
+  metrics?: MigratorMetrics
+  events?: EventRecorder
+  checkpointSeal?: CheckpointSeal
+  /** Told about every finished run (tests listen here). */
+  onResult?: (svm: string, result: MigrationResult) => void
+}
+
+export class StorageVersionMigrationController {
+  private readonly queue = new WorkQueue()
+  /** The run in progress: the object's uid, and how to stop it when the object goes. */
+  private running: { name: string; uid: string | undefined; stop: AbortController } | undefined
+
+  constructor(private readonly deps: SvmControllerDeps) {}
+
+  async run(signal: AbortSignal): Promise<void> {
+    const log = this.deps.logger
+    log.info('StorageVersionMigration controller started')
+    const watching = listAndWatch<StorageVersionMigration>(
+      this.deps.http,
+      SVM_API,
+      {
+        onObject: (svm) => {
+          if (!isFinished(svm)) this.queue.add(svm.metadata.name)
+        },
+        onDeleted: (svm) => this.stopIfRunning(svm.metadata.name, svm.metadata.uid),
+        onError: (err) => log.warn({ err }, 'StorageVersionMigration watch failed; retrying'),
+      },
+      signal,
+    )
+    try {
+      while (!signal.aborted) {
+        const name = await this.queue.next(signal)
+        if (name === undefined) break
+        try {
+          await this.reconcile(name, signal)
+        } catch (err) {
+          if (signal.aborted) break
+          const delay = this.queue.addRateLimited(name)
+          log.error({ svm: name, err, retryInMs: delay }, 'StorageVersionMigration reconcile failed')
+        } finally {
+          this.queue.done(name)
+        }
+      }
+    } finally {
+      this.queue.shutdown()
+      await watching
+      log.info('StorageVersionMigration controller stopped')
+    }
+  }
+
+  async reconcile(name: string, signal: AbortSignal): Promise<void> {
+    const { http, logger } = this.deps
+    const svm = await this.get(name)
+    if (!svm || isFinished(svm) || svm.metadata.deletionTimestamp) return this.queue.forget(name)
+    const log = logger.child({ svm: name })
+    const target = targetOf(svm)
+    if ('invalid' in target) {
+      await this.setCondition(svm, condition('Failed', 'True', 'InvalidResource', target.invalid))
+      return this.queue.forget(name)
+    }
+    let ref: ResourceRef
+    let crdName: string | undefined
+    try {
+      ref = await resolveResource(http, target.resource)
+      crdName = await crdNameOf(http, ref)
+    } catch (err) {
+      if (errorCode(err) !== 'CRDM_RESOURCE_NOT_FOUND') throw err
+      await this.setCondition(svm, condition('Failed', 'True', 'CRDM_RESOURCE_NOT_FOUND', errorMessage(err)))
+      return this.queue.forget(name)
+    }
+
+    const stop = new AbortController()
+    const onShutdown = () => stop.abort(signal.reason)
+    signal.addEventListener('abort', onShutdown, { once: true })
+    this.running = { name, uid: svm.metadata.uid, stop }
+    const resource = crdName ?? describeResourceName({ ...target.resource, version: undefined })
+    try {
+      const result = await this.deps.lock.run(crdName ?? `builtin:${resource}`, async () => {
+        await this.setCondition(svm, condition('Running', 'True', 'Running', `migrating ${resource}`))
+        log.info({ resource }, 'StorageVersionMigration running')
+        const ctx = this.context(stop.signal)
+        return crdName
+          ? migrateCrd(crdName, settingsFor(this.deps.config, crdName), ctx)
+          : migrateBuiltIn(resource, ref, settingsFor(this.deps.config, ref.plural), ctx)
+      })
+      this.deps.onResult?.(name, result)
+      if (stop.signal.aborted && !signal.aborted) {
+        log.info({ resource }, 'StorageVersionMigration deleted during its run; the run stopped')
+        return this.queue.forget(name)
+      }
+      if (signal.aborted) return
+      const verdict = conditionForResult(result)
+      await this.setCondition(svm, verdict.condition)
+      if (verdict.finished) this.queue.forget(name)
+      else {
+        const delay = this.queue.addRateLimited(name)
+        log.warn({ resource, reason: result.reason, retryInMs: delay }, 'StorageVersionMigration waiting')
+      }
+    } finally {
+      signal.removeEventListener('abort', onShutdown)
+      this.running = undefined
+    }
+  }
+
+  private context(signal: AbortSignal): MigrationContext {
+    const { http, logger, owner, metrics, events, checkpointSeal } = this.deps
+    return {
+      http,
+      logger,
+      owner,
+      signal,
+      ...(metrics ? { metrics } : {}),
+      ...(events ? { events } : {}),
+      ...(checkpointSeal ? { checkpointSeal } : {}),
+    }
+  }
+
+  private stopIfRunning(name: string, uid: string | undefined): void {
+    this.queue.forget(name)
+    const run = this.running
+    if (run && run.name === name && (uid === undefined || run.uid === uid)) {
+      this.deps.logger.info({ svm: name }, 'StorageVersionMigration deleted; stopping its run (the freeze is lifted)')
+      // An AbortError, so the run reports CRDM_ABORTED with this message.
+      run.stop.abort(Object.assign(new Error(`StorageVersionMigration ${name} was deleted`), { name: 'AbortError' }))
+    }
+  }
+
+  private async get(name: string): Promise<StorageVersionMigration | undefined> {
+    try {
+      return (await this.deps.http.request<StorageVersionMigration>({ method: 'GET', path: `${SVM_API}/${encodeURIComponent(name)}` })).body
+    } catch (err) {
+      if (isNotFound(err)) return undefined
+      throw err
+    }
+  }
+
+  /** Replaces the object's conditions with this one (status subresource; gone objects are fine). */
+  private async setCondition(svm: StorageVersionMigration, next: SvmCondition): Promise<void> {
+    try {
+      await this.deps.http.request({
+        method: 'PATCH',
+        path: `${SVM_API}/${encodeURIComponent(svm.metadata.name)}/status`,
+        contentType: ContentType.mergePatch,
+        body: { metadata: { uid: svm.metadata.uid }, status: { conditions: [next] } },
+      })
+    } catch (err) {
+      if (!isNotFound(err)) throw err
+    }
+  }
+}

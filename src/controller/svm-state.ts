@@ -1,0 +1,70 @@
+/**
+ * kube-storage-version-migrator's StorageVersionMigration (migration.k8s.io/v1alpha1),
+ * the object KEP-2855 is written around: its shape, and the conditions crd-migrator
+ * reports on it the way KSVM does (Running, then Succeeded or Failed, with reason and
+ * message), as pure functions.
+ */
+import type { MigrationResult } from '../migrator/context.js'
+import type { ResourceName } from '../kube/resources.js'
+
+export const SVM_GROUP = 'migration.k8s.io'
+export const SVM_VERSION = 'v1alpha1'
+export const SVM_API = `/apis/${SVM_GROUP}/${SVM_VERSION}/storageversionmigrations`
+
+export type SvmConditionType = 'Running' | 'Succeeded' | 'Failed'
+
+export interface SvmCondition {
+  type: SvmConditionType
+  status: 'True' | 'False' | 'Unknown'
+  lastUpdateTime?: string
+  reason?: string
+  message?: string
+}
+
+export interface StorageVersionMigration {
+  apiVersion?: string
+  kind?: string
+  metadata: { name: string; uid?: string; resourceVersion?: string; creationTimestamp?: string; deletionTimestamp?: string }
+  spec?: { resource?: { group?: string; version?: string; resource?: string }; continueToken?: string }
+  status?: { conditions?: SvmCondition[] }
+}
+
+/** Finished objects are never run again (KSVM's rule: create a new object to migrate again). */
+export function isFinished(svm: StorageVersionMigration): boolean {
+  return (svm.status?.conditions ?? []).some((c) => (c.type === 'Succeeded' || c.type === 'Failed') && c.status === 'True')
+}
+
+/** The resource an object names, or why it names none. */
+export function targetOf(svm: StorageVersionMigration): { resource: ResourceName } | { invalid: string } {
+  const r = svm.spec?.resource
+  if (!r?.resource) return { invalid: 'spec.resource.resource is empty' }
+  return { resource: { group: r.group ?? '', version: r.version || undefined, resource: r.resource } }
+}
+
+/** The one condition the object shows now; KSVM keeps a single current condition too. */
+export function condition(
+  type: SvmConditionType,
+  status: SvmCondition['status'],
+  reason: string,
+  message: string,
+  now = new Date(),
+): SvmCondition {
+  return { type, status, reason, message: message.slice(0, 1024), lastUpdateTime: now.toISOString().replace(/\.\d{3}Z$/, 'Z') }
+}
+
+/**
+ * What a finished run means for the object: Succeeded, Failed (for good), or still
+ * pending (Blocked by a conversion webhook, or another run holds the freeze), reported as
+ * Running=False with the reason, and tried again later.
+ */
+export function conditionForResult(result: MigrationResult, now = new Date()): { condition: SvmCondition; finished: boolean } {
+  if (result.outcome === 'Succeeded') return { condition: condition('Succeeded', 'True', 'Succeeded', result.reason, now), finished: true }
+  if (result.outcome === 'Skipped' && result.skipReason === 'up-to-date')
+    return { condition: condition('Succeeded', 'True', 'UpToDate', result.reason, now), finished: true }
+  if (result.outcome === 'Blocked')
+    return { condition: condition('Running', 'False', 'ConversionWebhookUnavailable', result.reason, now), finished: false }
+  if (result.outcome === 'Skipped' && (result.skipReason === 'in-progress' || result.skipReason === 'frozen-by-another'))
+    return { condition: condition('Running', 'False', 'Waiting', result.reason, now), finished: false }
+  const reason = result.errorCode ?? (result.outcome === 'Skipped' ? 'NotMigratable' : 'Failed')
+  return { condition: condition('Failed', 'True', reason, result.reason, now), finished: true }
+}

@@ -1,0 +1,67 @@
+/**
+ * Finds a resource the way kubectl does, through discovery: `secrets`,
+ * `deployments.apps`, `widgets.v2.example.com`, or a StorageVersionMigration's
+ * `{group, version, resource}`. Gives its kind, scope and the version to address it by.
+ */
+import { CrdMigratorError } from '../errors.js'
+import { isNotFound, type KubeHttp } from './http.js'
+import { groupVersionPath, type ResourceRef } from './paths.js'
+
+export interface ResourceName {
+  group: string
+  /** Unset: the group's preferred version. */
+  version?: string | undefined
+  resource: string
+}
+
+interface ApiResourceList {
+  resources?: Array<{ name: string; kind: string; namespaced: boolean; verbs?: string[] }>
+}
+
+/** `resource[.version].group`, or `resource` alone for the core group. */
+export function parseResourceName(text: string): ResourceName {
+  const [resource, ...rest] = text.split('.')
+  if (!resource)
+    throw new CrdMigratorError('CRDM_CONFIG_INVALID', `not a resource name: ${JSON.stringify(text)} (e.g. secrets, deployments.apps)`)
+  if (rest.length === 0) return { group: '', resource }
+  // `widgets.v2.example.com`: a version segment right after the resource.
+  if (/^v\d+((alpha|beta)\d+)?$/.test(rest[0]!) && rest.length > 1) return { resource, version: rest[0], group: rest.slice(1).join('.') }
+  return { resource, group: rest.join('.') }
+}
+
+export function describeResourceName(r: ResourceName): string {
+  return [r.resource, r.version, r.group].filter((p) => p !== undefined && p !== '').join('.')
+}
+
+export async function resolveResource(http: KubeHttp, name: ResourceName): Promise<ResourceRef> {
+  const version = name.version || (await preferredVersion(http, name.group))
+  let list: ApiResourceList
+  try {
+    list = (await http.request<ApiResourceList>({ method: 'GET', path: groupVersionPath({ group: name.group, version }) })).body
+  } catch (err) {
+    if (isNotFound(err)) throw notServed(name, `${name.group || 'core'}/${version} is not served`)
+    throw err
+  }
+  const found = list.resources?.find((r) => r.name === name.resource)
+  if (!found) throw notServed(name, `no resource ${name.resource} in ${name.group ? `${name.group}/` : ''}${version}`)
+  if (!(found.verbs ?? []).includes('patch') || !(found.verbs ?? []).includes('list'))
+    throw notServed(name, `${name.resource} cannot be listed and patched, so it cannot be rewritten`)
+  return { group: name.group, version, plural: found.name, kind: found.kind, namespaced: found.namespaced }
+}
+
+async function preferredVersion(http: KubeHttp, group: string): Promise<string> {
+  if (group === '') return 'v1'
+  try {
+    const g = (
+      await http.request<{ preferredVersion?: { version?: string } }>({ method: 'GET', path: `/apis/${encodeURIComponent(group)}` })
+    ).body
+    if (g.preferredVersion?.version) return g.preferredVersion.version
+  } catch (err) {
+    if (!isNotFound(err)) throw err
+  }
+  throw new CrdMigratorError('CRDM_RESOURCE_NOT_FOUND', `the API server serves no group ${JSON.stringify(group)}`)
+}
+
+function notServed(name: ResourceName, why: string): CrdMigratorError {
+  return new CrdMigratorError('CRDM_RESOURCE_NOT_FOUND', `cannot migrate ${describeResourceName(name)}: ${why}`)
+}

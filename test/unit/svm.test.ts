@@ -1,0 +1,111 @@
+import t from 'tap'
+import { RunLock } from '../../src/controller/run-lock.js'
+import { conditionForResult, isFinished, targetOf, type StorageVersionMigration } from '../../src/controller/svm-state.js'
+import { collectionPath, objectPath } from '../../src/kube/paths.js'
+import { describeResourceName, parseResourceName } from '../../src/kube/resources.js'
+import type { MigrationResult } from '../../src/migrator/context.js'
+
+const svm = (
+  spec: StorageVersionMigration['spec'],
+  conditions: Array<{ type: 'Running' | 'Succeeded' | 'Failed'; status: 'True' | 'False' }> = [],
+) => ({
+  metadata: { name: 'm' },
+  spec,
+  status: { conditions },
+})
+
+t.test('targetOf and isFinished', async (t) => {
+  t.same(targetOf(svm({ resource: { group: '', version: 'v1', resource: 'secrets' } })), {
+    resource: { group: '', version: 'v1', resource: 'secrets' },
+  })
+  t.same(
+    targetOf(svm({ resource: { resource: 'secrets' } })),
+    { resource: { group: '', version: undefined, resource: 'secrets' } },
+    'group and version may be left out',
+  )
+  t.same(targetOf(svm({ resource: { group: 'apps', version: 'v1' } })), { invalid: 'spec.resource.resource is empty' })
+  t.same(targetOf(svm(undefined)), { invalid: 'spec.resource.resource is empty' })
+  t.notOk(isFinished(svm({}, [{ type: 'Running', status: 'True' }])))
+  t.notOk(isFinished(svm({}, [{ type: 'Succeeded', status: 'False' }])))
+  t.ok(isFinished(svm({}, [{ type: 'Succeeded', status: 'True' }])))
+  t.ok(isFinished(svm({}, [{ type: 'Failed', status: 'True' }])))
+})
+
+const result = (r: Partial<MigrationResult>): MigrationResult => ({
+  crd: 'widgets.example.com',
+  outcome: 'Succeeded',
+  reason: 'done',
+  storageVersion: 'v2',
+  crdUid: 'u',
+  generation: 1,
+  storedVersionsBefore: ['v1', 'v2'],
+  storedVersionsAfter: ['v2'],
+  durationMs: 1,
+  leftFrozen: false,
+  ...r,
+})
+
+t.test('conditionForResult: the condition a run leaves, and whether the object is done', async (t) => {
+  const now = new Date('2026-11-23T12:00:00.123Z')
+  const rows: Array<[string, Partial<MigrationResult>, string, string, string, boolean]> = [
+    ['succeeded', { outcome: 'Succeeded' }, 'Succeeded', 'True', 'Succeeded', true],
+    ['nothing to do', { outcome: 'Skipped', skipReason: 'up-to-date' }, 'Succeeded', 'True', 'UpToDate', true],
+    ['failed', { outcome: 'Failed', errorCode: 'CRDM_OBJECTS_FAILED' }, 'Failed', 'True', 'CRDM_OBJECTS_FAILED', true],
+    [
+      'blocked by a conversion webhook',
+      { outcome: 'Blocked', errorCode: 'CRDM_CONVERSION_OUTAGE' },
+      'Running',
+      'False',
+      'ConversionWebhookUnavailable',
+      false,
+    ],
+    ['another run of ours holds the freeze', { outcome: 'Skipped', skipReason: 'in-progress' }, 'Running', 'False', 'Waiting', false],
+    ['another tool holds the freeze', { outcome: 'Skipped', skipReason: 'frozen-by-another' }, 'Running', 'False', 'Waiting', false],
+    ['a CRD that cannot be migrated', { outcome: 'Skipped', skipReason: 'blocked' }, 'Failed', 'True', 'NotMigratable', true],
+  ]
+  for (const [name, r, type, status, reason, finished] of rows) {
+    const v = conditionForResult(result(r), now)
+    t.match(v, { condition: { type, status, reason, lastUpdateTime: '2026-11-23T12:00:00Z' }, finished }, name)
+  }
+  t.equal(conditionForResult(result({ reason: 'x'.repeat(5000) })).condition.message?.length, 1024, 'messages are cut to 1024')
+})
+
+t.test('parseResourceName, kubectl style', async (t) => {
+  t.same(parseResourceName('secrets'), { group: '', resource: 'secrets' })
+  t.same(parseResourceName('deployments.apps'), { group: 'apps', resource: 'deployments' })
+  t.same(parseResourceName('widgets.example.com'), { group: 'example.com', resource: 'widgets' })
+  t.same(parseResourceName('widgets.v2.example.com'), { group: 'example.com', version: 'v2', resource: 'widgets' })
+  t.same(parseResourceName('widgets.v1beta1.example.com'), { group: 'example.com', version: 'v1beta1', resource: 'widgets' })
+  t.same(parseResourceName('v2.example.com'), { group: 'example.com', resource: 'v2' }, 'a resource named like a version stays a resource')
+  t.throws(() => parseResourceName(''), { code: 'CRDM_CONFIG_INVALID' })
+  t.throws(() => parseResourceName('.apps'), { code: 'CRDM_CONFIG_INVALID' })
+  t.equal(describeResourceName({ group: '', resource: 'secrets' }), 'secrets')
+  t.equal(describeResourceName({ group: 'example.com', version: 'v2', resource: 'widgets' }), 'widgets.v2.example.com')
+})
+
+t.test('paths of the core group', async (t) => {
+  const secrets = { group: '', version: 'v1', plural: 'secrets', kind: 'Secret', namespaced: true }
+  t.equal(collectionPath(secrets), '/api/v1/secrets')
+  t.equal(objectPath(secrets, 'ns', 's'), '/api/v1/namespaces/ns/secrets/s')
+  t.equal(objectPath({ ...secrets, group: 'apps', plural: 'deployments' }, 'ns', 'd'), '/apis/apps/v1/namespaces/ns/deployments/d')
+})
+
+t.test('RunLock: one run per key at a time, others in parallel', async (t) => {
+  const lock = new RunLock()
+  const log: string[] = []
+  const task = (name: string, ms: number) => async () => {
+    log.push(`${name}+`)
+    await new Promise((r) => setTimeout(r, ms))
+    log.push(`${name}-`)
+    return name
+  }
+  const results = await Promise.all([lock.run('a', task('a1', 30)), lock.run('a', task('a2', 1)), lock.run('b', task('b1', 5))])
+  t.same(results, ['a1', 'a2', 'b1'])
+  t.ok(log.indexOf('a1-') < log.indexOf('a2+'), 'the second run of a key starts after the first ended')
+  t.ok(log.indexOf('b1+') < log.indexOf('a1-'), 'another key does not wait')
+  await t.rejects(
+    lock.run('a', () => Promise.reject(new Error('boom'))),
+    /boom/,
+  )
+  t.equal(await lock.run('a', async () => 'after a failure'), 'after a failure', 'a failed run does not block the next')
+})
