@@ -8,11 +8,14 @@
  * also created for real and probed with SubjectAccessReviews. Values that would grant more
  * (built-in API groups, extraConfig overriding annotations/identities) must fail the
  * render, and the state-key Secret must survive an upgrade (lookup, --dry-run=server).
+ * The StorageVersionMigration CRD the chart installs (storageVersionMigrations.*) must equal
+ * the one in kube-storage-version-migrator's Go module (scripts/build-ksvm.sh), and
+ * migrator.builtInResources must grant exactly the resources it lists.
  *
  * helm and the CRDs come from scripts/build-tools.sh (built from Go modules on first use).
  * Regenerate the plain manifests with: CRD_MIGRATOR_UPDATE_PLAIN_MANIFESTS=1 npx tap test/integration/chart.test.ts
  */
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -148,6 +151,19 @@ async function dryRunCreate(m: Manifest, namespace: string): Promise<{ status: n
   return { status: res.status, body: res.body }
 }
 
+/**
+ * Server-side apply with dryRun=All and strict field validation, for cluster-wide objects
+ * (CRDs) that another test file may have installed for real on the shared control plane:
+ * a create would answer 409 there, an apply validates the whole object either way.
+ */
+async function dryRunApply(m: Manifest): Promise<{ status: number; body: string }> {
+  const res = await cp.apiRequest(
+    `${await collectionPath(m, '')}/${m.metadata.name}?dryRun=All&fieldValidation=Strict&fieldManager=crd-migrator-chart-test&force=true`,
+    { method: 'PATCH', body: m, contentType: 'application/apply-patch+yaml' },
+  )
+  return { status: res.status, body: res.body }
+}
+
 async function applyCrdFile(file: string): Promise<string[]> {
   const names: string[] = []
   for (const doc of parseAllDocuments(await readFile(file, 'utf8'))) {
@@ -201,7 +217,7 @@ async function createNamespace(name: string): Promise<void> {
 async function dryRunAll(t: T, manifests: Manifest[], namespace: string): Promise<Record<string, number>> {
   const results: Record<string, number> = {}
   for (const m of manifests) {
-    const res = await dryRunCreate(m, namespace)
+    const res = m.kind === 'CustomResourceDefinition' ? await dryRunApply(m) : await dryRunCreate(m, namespace)
     results[`${m.kind}/${m.metadata.name}`] = res.status
     t.ok(res.status === 201 || res.status === 200, `dry-run create ${m.kind}/${m.metadata.name}: HTTP ${res.status}`, {
       body: res.status >= 300 ? res.body.slice(0, 2000) : undefined,
@@ -403,14 +419,60 @@ const scenarios: Scenario[] = [
     ],
   },
   {
-    // Webhook only: no RBAC, no token, no state key. The groups and the token setting are
-    // still asked for, and still not granted.
+    // Re-encrypting Secrets after an encryption-at-rest key rotation, and Deployments: KSVM's
+    // StorageVersionMigrations are reconciled, their CRD installed, and only the listed
+    // built-in resources are granted (a duplicate entry gives one rule).
+    name: 'StorageVersionMigrations: their CRD, their RBAC, built-in resources',
+    release: 'svm',
+    values: {
+      storageVersionMigrations: { enabled: true },
+      migrator: {
+        builtInResources: [
+          { group: '', resource: 'secrets' },
+          { group: 'apps', resource: 'deployments' },
+          { group: '', resource: 'secrets' },
+        ],
+      },
+    },
+    webhook: (ns) => ({
+      mode: 'service',
+      name: 'svm-crd-migrator.crd-migrator.io',
+      service: service({ namespace: ns, name: 'svm-crd-migrator', port: 443, path: '/validate-crd' }),
+      certManagerCertificate: `${ns}/svm-crd-migrator-serving`,
+      migratorUsers: [`system:serviceaccount:${ns}:svm-crd-migrator`],
+    }),
+    kinds: [
+      'CustomResourceDefinition/storageversionmigrations.migration.k8s.io',
+      'ServiceAccount/svm-crd-migrator',
+      'ConfigMap/svm-crd-migrator',
+      'Secret/svm-crd-migrator-state-key',
+      'ClusterRole/svm-crd-migrator',
+      'ClusterRoleBinding/svm-crd-migrator',
+      'Role/svm-crd-migrator-leader-election',
+      'Role/svm-crd-migrator-NS-events',
+      'RoleBinding/svm-crd-migrator-leader-election',
+      'RoleBinding/svm-crd-migrator-NS-events',
+      'Service/svm-crd-migrator',
+      'Deployment/svm-crd-migrator',
+      'Certificate/svm-crd-migrator-ca',
+      'Certificate/svm-crd-migrator-serving',
+      'Issuer/svm-crd-migrator-selfsigned',
+      'Issuer/svm-crd-migrator-ca',
+      'PodDisruptionBudget/svm-crd-migrator',
+      'ValidatingWebhookConfiguration/svm-crd-migrator.crd-migrator.io',
+    ],
+  },
+  {
+    // Webhook only: no RBAC, no token, no state key. The groups, the built-in resources, the
+    // StorageVersionMigrations and the token setting are still asked for, and still not
+    // granted. KSVM's CRD is an API, not a grant: it is still installed.
     name: 'webhook only (migrator.enabled=false): no RBAC, no token, no state key',
     release: 'wh',
     values: {
-      migrator: { enabled: false, names: ['gadgets.example.net'] },
+      migrator: { enabled: false, names: ['gadgets.example.net'], builtInResources: [{ group: '', resource: 'secrets' }] },
       rbac: { managedGroups: ['example.com'] },
       serviceAccount: { automountServiceAccountToken: true },
+      storageVersionMigrations: { enabled: true },
     },
     webhook: (ns) => ({
       mode: 'service',
@@ -420,6 +482,7 @@ const scenarios: Scenario[] = [
       migratorUsers: [`system:serviceaccount:${ns}:wh-crd-migrator`],
     }),
     kinds: [
+      'CustomResourceDefinition/storageversionmigrations.migration.k8s.io',
       'ServiceAccount/wh-crd-migrator',
       'ConfigMap/wh-crd-migrator',
       'Service/wh-crd-migrator',
@@ -436,6 +499,15 @@ const scenarios: Scenario[] = [
 
 /** The chart's migrator.enabled for a scenario's values (default true). */
 const migratorEnabled = (values: Record<string, any>) => values['migrator']?.enabled !== false
+/** The chart's storageVersionMigrations.enabled for a scenario's values (default false). */
+const svmEnabled = (values: Record<string, any>) => values['storageVersionMigrations']?.enabled === true
+
+const SVM_CRD = 'storageversionmigrations.migration.k8s.io'
+/** The ClusterRole rules storageVersionMigrations.enabled adds, after those of built-in resources. */
+const SVM_RULES: Rule[] = [
+  { apiGroups: ['migration.k8s.io'], resources: ['storageversionmigrations'], verbs: ['get', 'list', 'watch', 'patch'] },
+  { apiGroups: ['migration.k8s.io'], resources: ['storageversionmigrations/status'], verbs: ['get', 'patch', 'update'] },
+]
 
 /** Where the chart mounts the state-key Secret (config migrator.stateKeyFile is <dir>/key). */
 const STATE_KEY_DIR = '/var/run/crd-migrator/state-key'
@@ -463,7 +535,7 @@ for (const scenario of scenarios) {
     t.test('renders the expected objects', async (t) => {
       t.same(ids(manifests).sort(), scenario.kinds.map((k) => k.replace('NS', ns)).sort())
       for (const m of manifests) {
-        if (m.kind.startsWith('Cluster') || m.kind === 'ValidatingWebhookConfiguration') {
+        if (m.kind.startsWith('Cluster') || m.kind === 'ValidatingWebhookConfiguration' || m.kind === 'CustomResourceDefinition') {
           t.notOk(m.metadata.namespace, `${m.kind} is cluster-scoped`)
         } else if (m.kind === 'Role' || m.kind === 'RoleBinding') {
           t.ok(
@@ -521,6 +593,14 @@ for (const scenario of scenarios) {
         t.equal(config.migrator.enabled, false, 'webhook only')
         t.notOk('stateKeyFile' in raw.migrator, 'no state key without the migrator')
       }
+      if (svmEnabled(v)) {
+        t.equal(raw.migrator['storageVersionMigrations'], true, 'migrator.storageVersionMigrations: true')
+        t.equal(config.migrator.storageVersionMigrations, true)
+      } else {
+        t.notOk('storageVersionMigrations' in raw.migrator, 'no migrator.storageVersionMigrations key unless enabled')
+        t.equal(config.migrator.storageVersionMigrations, false, 'the default: off')
+      }
+      t.notOk('builtInResources' in raw.migrator, 'builtInResources is RBAC only, not config')
       if (v['migrator']?.selector !== undefined) {
         t.equal(config.migrator.selector.labelSelector, v['migrator'].selector)
         t.same(config.migrator.selector.names, v['migrator'].names)
@@ -642,6 +722,12 @@ for (const scenario of scenarios) {
       ])
       if (scenario.values['rbac']?.allGroups) {
         t.same(cr.slice(2), [{ apiGroups: ['*'], resources: ['*'], verbs: ['get', 'list', 'patch'] }])
+      } else if (svmEnabled(scenario.values)) {
+        t.same(cr.slice(2), [
+          { apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'patch'] },
+          { apiGroups: ['apps'], resources: ['deployments'], verbs: ['get', 'list', 'patch'] },
+          ...SVM_RULES,
+        ])
       } else if (scenario.values['rbac']?.managedGroups) {
         t.same(cr.slice(2), [
           { apiGroups: ['example.com'], resources: ['*'], verbs: ['get', 'list', 'patch'] },
@@ -653,6 +739,16 @@ for (const scenario of scenarios) {
         ])
       } else {
         t.equal(cr.length, 2, 'no custom-resource access until the operator names groups')
+      }
+      if (!svmEnabled(scenario.values)) {
+        t.notOk(
+          cr.some((r) => r.apiGroups?.includes('migration.k8s.io')),
+          'no StorageVersionMigration rule without storageVersionMigrations.enabled',
+        )
+        t.notOk(
+          cr.some((r) => r.apiGroups?.includes('') || r.apiGroups?.includes('apps')),
+          'no built-in resource without migrator.builtInResources',
+        )
       }
       const lease = manifests.find((m) => m.kind === 'Role' && m.metadata.name.endsWith('-leader-election'))!
       t.same(rulesOf(lease), [
@@ -695,13 +791,12 @@ t.test('the dry-run check has teeth: broken objects are refused', async (t) => {
   t.equal((await dryRunCreate(pod, ns)).status, 403, 'a pod that may escalate privileges, in the restricted namespace')
 })
 
-t.test('RBAC, created for real, allows what the migrator does and nothing else', async (t) => {
-  const ns = uniqueName('chart-rbac')
-  await createNamespace(ns)
-  const release = uniqueName('rb')
-  const manifests = await template(release, ns, scenarios[1]!.values)
-  const rbac = manifests.filter((m) => RBAC_KINDS.includes(m.kind))
-  for (const m of rbac) {
+/**
+ * Creates the RBAC objects of a render for real (deleted at the end of the test) and returns
+ * a SubjectAccessReview probe for the render's ServiceAccount.
+ */
+async function createRbacOf(t: T, manifests: Manifest[], ns: string): Promise<(attrs: Record<string, string>) => Promise<boolean>> {
+  for (const m of manifests.filter((m) => RBAC_KINDS.includes(m.kind))) {
     const path = await collectionPath(m, ns)
     const res = await cp.apiRequest(path, { method: 'POST', body: m })
     t.equal(res.status, 201, `create ${m.kind}/${m.metadata.name}`, { body: res.status >= 300 ? res.body : undefined })
@@ -709,10 +804,8 @@ t.test('RBAC, created for real, allows what the migrator does and nothing else',
       await cp.apiRequest(`${path}/${m.metadata.name}`, { method: 'DELETE' })
     })
   }
-  const sa = one(manifests, 'ServiceAccount').metadata.name
-  const lease = one(manifests, 'Deployment').metadata.name
-  const user = `system:serviceaccount:${ns}:${sa}`
-  async function can(attrs: Record<string, string>): Promise<boolean> {
+  const user = `system:serviceaccount:${ns}:${one(manifests, 'ServiceAccount').metadata.name}`
+  return async (attrs) => {
     const res = await cp.apiRequest('/apis/authorization.k8s.io/v1/subjectaccessreviews', {
       method: 'POST',
       body: {
@@ -728,6 +821,15 @@ t.test('RBAC, created for real, allows what the migrator does and nothing else',
     if (res.status !== 201) throw new Error(`SubjectAccessReview: HTTP ${res.status} ${res.body}`)
     return (res.json as { status: { allowed: boolean } }).status.allowed
   }
+}
+
+t.test('RBAC, created for real, allows what the migrator does and nothing else', async (t) => {
+  const ns = uniqueName('chart-rbac')
+  await createNamespace(ns)
+  const release = uniqueName('rb')
+  const manifests = await template(release, ns, scenarios[1]!.values)
+  const can = await createRbacOf(t, manifests, ns)
+  const lease = one(manifests, 'Deployment').metadata.name
   const crds = { group: 'apiextensions.k8s.io', resource: 'customresourcedefinitions' }
   const allowed: Array<[string, Record<string, string>]> = [
     ['watch CRDs', { ...crds, verb: 'watch' }],
@@ -774,9 +876,165 @@ t.test('RBAC, created for real, allows what the migrator does and nothing else',
     ['renew another Lease', { group: 'coordination.k8s.io', resource: 'leases', verb: 'update', namespace: ns, name: 'someone-else' }],
     ['create a Lease elsewhere', { group: 'coordination.k8s.io', resource: 'leases', verb: 'create', namespace: 'kube-system' }],
     ['create Events elsewhere', { group: '', resource: 'events', verb: 'create', namespace: 'kube-system' }],
+    [
+      'list StorageVersionMigrations (storageVersionMigrations.enabled is off)',
+      { group: 'migration.k8s.io', resource: 'storageversionmigrations', verb: 'list' },
+    ],
   ]
   for (const [what, attrs] of allowed) t.ok(await can(attrs), `allowed: ${what}`)
   for (const [what, attrs] of denied) t.notOk(await can(attrs), `denied: ${what}`)
+})
+
+t.test('RBAC of storageVersionMigrations and builtInResources, created for real: exactly what they name', async (t) => {
+  const ns = uniqueName('chart-svm')
+  await createNamespace(ns)
+  const manifests = await template(uniqueName('sv'), ns, scenarios.find((s) => s.release === 'svm')!.values)
+  const can = await createRbacOf(t, manifests, ns)
+  const svms = { group: 'migration.k8s.io', resource: 'storageversionmigrations' }
+  const allowed: Array<[string, Record<string, string>]> = [
+    ['watch StorageVersionMigrations', { ...svms, verb: 'watch' }],
+    ['list StorageVersionMigrations', { ...svms, verb: 'list' }],
+    ['get a StorageVersionMigration', { ...svms, verb: 'get', name: 'm' }],
+    ['patch a StorageVersionMigration', { ...svms, verb: 'patch', name: 'm' }],
+    ['get its status', { ...svms, subresource: 'status', verb: 'get', name: 'm' }],
+    ['patch its status', { ...svms, subresource: 'status', verb: 'patch', name: 'm' }],
+    ['update (PUT) its status', { ...svms, subresource: 'status', verb: 'update', name: 'm' }],
+    ['list Secrets in all namespaces', { group: '', resource: 'secrets', verb: 'list' }],
+    ['get a Secret', { group: '', resource: 'secrets', verb: 'get', namespace: 'team-a', name: 's' }],
+    ['patch a Secret', { group: '', resource: 'secrets', verb: 'patch', namespace: 'team-a', name: 's' }],
+    ['list Deployments in all namespaces', { group: 'apps', resource: 'deployments', verb: 'list' }],
+    ['patch a Deployment', { group: 'apps', resource: 'deployments', verb: 'patch', namespace: 'team-a', name: 'd' }],
+  ]
+  const denied: Array<[string, Record<string, string>]> = [
+    ['create a StorageVersionMigration', { ...svms, verb: 'create' }],
+    ['delete a StorageVersionMigration', { ...svms, verb: 'delete', name: 'm' }],
+    ['delete every StorageVersionMigration', { ...svms, verb: 'deletecollection' }],
+    ['update (PUT) a StorageVersionMigration', { ...svms, verb: 'update', name: 'm' }],
+    [
+      "kube-apiserver's own StorageVersionMigrations (storagemigration.k8s.io)",
+      { group: 'storagemigration.k8s.io', resource: 'storageversionmigrations', verb: 'list' },
+    ],
+    ['watch Secrets (only get, list, patch)', { group: '', resource: 'secrets', verb: 'watch' }],
+    ['create a Secret', { group: '', resource: 'secrets', verb: 'create', namespace: 'team-a' }],
+    ['update (PUT) a Secret', { group: '', resource: 'secrets', verb: 'update', namespace: 'team-a', name: 's' }],
+    ['delete a Secret', { group: '', resource: 'secrets', verb: 'delete', namespace: 'team-a', name: 's' }],
+    ['patch a ConfigMap (core, not listed)', { group: '', resource: 'configmaps', verb: 'patch', namespace: 'team-a', name: 'c' }],
+    ['patch a Pod (core, not listed)', { group: '', resource: 'pods', verb: 'patch', namespace: 'team-a', name: 'p' }],
+    ['patch a StatefulSet (apps, not listed)', { group: 'apps', resource: 'statefulsets', verb: 'patch', namespace: 'team-a', name: 's' }],
+    [
+      'scale a Deployment (a subresource)',
+      { group: 'apps', resource: 'deployments', subresource: 'scale', verb: 'patch', namespace: 'team-a', name: 'd' },
+    ],
+    [
+      'patch Deployment status (a subresource)',
+      { group: 'apps', resource: 'deployments', subresource: 'status', verb: 'patch', namespace: 'team-a', name: 'd' },
+    ],
+    ['patch "secrets" of another group', { group: 'example.com', resource: 'secrets', verb: 'patch', namespace: 'team-a', name: 's' }],
+    ['patch a ClusterRole', { group: 'rbac.authorization.k8s.io', resource: 'clusterroles', verb: 'patch', name: 'admin' }],
+  ]
+  for (const [what, attrs] of allowed) t.ok(await can(attrs), `allowed: ${what}`)
+  for (const [what, attrs] of denied) t.notOk(await can(attrs), `denied: ${what}`)
+})
+
+/** The StorageVersionMigration CRD of kube-storage-version-migrator's Go module (built and cached by scripts/build-ksvm.sh). */
+function ksvmCrdFile(): string {
+  const r = spawnSync('bash', [join(repoRoot, 'scripts', 'build-ksvm.sh')], { encoding: 'utf8' })
+  if (r.status !== 0) throw new Error(`scripts/build-ksvm.sh failed (${r.status}): ${r.stderr}`)
+  const file = /^crd=(.+)$/m.exec(r.stdout)?.[1]
+  if (!file) throw new Error(`scripts/build-ksvm.sh printed no crd=<path>: ${r.stdout}`)
+  return file
+}
+
+/** The one YAML document of a file, as plain data. */
+async function yamlDocument(file: string): Promise<Manifest> {
+  const docs = parseAllDocuments(await readFile(file, 'utf8'))
+    .map((d) => d.toJS() as Manifest | null)
+    .filter((m): m is Manifest => m !== null)
+  if (docs.length !== 1) throw new Error(`${file}: expected one YAML document, got ${docs.length}`)
+  return docs[0]!
+}
+
+t.test("the chart's StorageVersionMigration CRD is kube-storage-version-migrator's, unchanged", async (t) => {
+  const module = await yamlDocument(ksvmCrdFile())
+  const copy = await yamlDocument(join(chartDir, 'files', `${SVM_CRD}.yaml`))
+  t.same(copy, module, `charts/crd-migrator/files/${SVM_CRD}.yaml equals the Go module's manifests/storage_migration_crd.yaml`)
+  t.equal(module.metadata.name, SVM_CRD)
+  t.match(module['spec'], { group: 'migration.k8s.io', scope: 'Cluster', names: { kind: 'StorageVersionMigration' } })
+
+  const ns = uniqueName('chart')
+  const rendered = one(await template('crd', ns, { storageVersionMigrations: { enabled: true } }), 'CustomResourceDefinition')
+  t.same(rendered['spec'], module['spec'], "the rendered CRD's spec deep-equals the module's")
+  t.same(
+    { ...rendered, metadata: undefined },
+    { ...module, metadata: undefined },
+    'and so does everything outside metadata (apiVersion, kind, spec)',
+  )
+  t.equal(rendered.metadata.name, SVM_CRD)
+  t.notOk(rendered.metadata.namespace, 'cluster-scoped')
+  t.same(
+    rendered.metadata.annotations,
+    { ...module.metadata.annotations, 'helm.sh/resource-policy': 'keep' },
+    "the module's annotations (api-approved.kubernetes.io) plus keep",
+  )
+  t.same(
+    rendered.metadata.labels,
+    {
+      'app.kubernetes.io/name': 'crd-migrator',
+      'helm.sh/chart': 'crd-migrator-0.1.0',
+      'app.kubernetes.io/instance': 'crd',
+      'app.kubernetes.io/version': '0.1.0',
+      'app.kubernetes.io/managed-by': 'Helm',
+    },
+    "the chart's labels",
+  )
+  t.same(Object.keys(rendered.metadata).sort(), ['annotations', 'labels', 'name'])
+})
+
+t.test('the StorageVersionMigration CRD renders only with storageVersionMigrations.enabled and .installCRD', async (t) => {
+  const cases: Array<[string, Record<string, unknown>, { crd: boolean; rules: boolean; config: boolean }]> = [
+    ['defaults', {}, { crd: false, rules: false, config: false }],
+    ['installCRD alone', { storageVersionMigrations: { installCRD: true } }, { crd: false, rules: false, config: false }],
+    ['enabled (installCRD defaults to true)', { storageVersionMigrations: { enabled: true } }, { crd: true, rules: true, config: true }],
+    [
+      'enabled, installCRD=false (the CRD is installed already)',
+      { storageVersionMigrations: { enabled: true, installCRD: false } },
+      { crd: false, rules: true, config: true },
+    ],
+    [
+      'enabled, migrator.enabled=false (webhook only: no RBAC)',
+      { storageVersionMigrations: { enabled: true }, migrator: { enabled: false } },
+      { crd: true, rules: false, config: true },
+    ],
+    [
+      'enabled, rbac.create=false (bring your own RBAC)',
+      { storageVersionMigrations: { enabled: true }, rbac: { create: false } },
+      { crd: true, rules: false, config: true },
+    ],
+  ]
+  for (const [what, values, expected] of cases) {
+    const manifests = await template('svm', 'svm-ns', values)
+    t.same(
+      ids(manifests.filter((m) => m.kind === 'CustomResourceDefinition')),
+      expected.crd ? [`CustomResourceDefinition/${SVM_CRD}`] : [],
+      `${what}: CRD ${expected.crd ? 'rendered' : 'not rendered'}`,
+    )
+    const clusterRole = manifests.find((m) => m.kind === 'ClusterRole')
+    const svmRules = clusterRole ? rulesOf(clusterRole).filter((r) => r.apiGroups?.includes('migration.k8s.io')) : []
+    t.same(svmRules, expected.rules ? SVM_RULES : [], `${what}: StorageVersionMigration rules ${expected.rules ? 'exactly' : 'none'}`)
+    if (!migratorEnabled(values) || (values['rbac'] as { create?: boolean } | undefined)?.create === false)
+      t.same(ids(manifests.filter((m) => RBAC_KINDS.includes(m.kind))), [], `${what}: no RBAC at all`)
+    const { raw } = configOf(t, manifests)
+    const migrator = raw['migrator'] as Record<string, unknown>
+    t.equal(migrator['storageVersionMigrations'], expected.config ? true : undefined, `${what}: config migrator.storageVersionMigrations`)
+  }
+  // builtInResources alone (e.g. a StorageVersionMigration someone else reconciles): the rules, nothing of KSVM.
+  const manifests = await template('svm', 'svm-ns', { migrator: { builtInResources: [{ group: 'batch', resource: 'cronjobs' }] } })
+  t.same(
+    rulesOf(one(manifests, 'ClusterRole')).slice(2),
+    [{ apiGroups: ['batch'], resources: ['cronjobs'], verbs: ['get', 'list', 'patch'] }],
+    'builtInResources alone: exactly its rule',
+  )
+  t.same(ids(manifests.filter((m) => m.kind === 'CustomResourceDefinition')), [])
 })
 
 t.test('bad values are refused with a message', async (t) => {
@@ -870,6 +1128,69 @@ t.test('bad values are refused with a message', async (t) => {
       { migrator: { crds: { 'widgets.*': {} } } },
       /\(widgets\.\*\): "\*" would grant get\/list\/patch on every API group/,
     ],
+    // Built-in resources: one named resource per entry, nothing wider.
+    [
+      '"*" as a built-in group (values.schema.json)',
+      { migrator: { builtInResources: [{ group: '*', resource: 'secrets' }] } },
+      /at '\/migrator\/builtInResources\/0\/group': '\*' does not match pattern/,
+    ],
+    [
+      '"*" as a built-in resource (values.schema.json)',
+      {
+        migrator: {
+          builtInResources: [
+            { group: '', resource: 'secrets' },
+            { group: '', resource: '*' },
+          ],
+        },
+      },
+      /at '\/migrator\/builtInResources\/1\/resource': '\*' does not match pattern/,
+    ],
+    [
+      'a built-in resource with a wildcard in it (values.schema.json)',
+      { migrator: { builtInResources: [{ group: 'apps', resource: 'deploy*' }] } },
+      /at '\/migrator\/builtInResources\/0\/resource': 'deploy\*' does not match pattern/,
+    ],
+    [
+      'an empty built-in resource (values.schema.json)',
+      { migrator: { builtInResources: [{ group: '', resource: '' }] } },
+      /at '\/migrator\/builtInResources\/0\/resource': minLength/,
+    ],
+    [
+      'a built-in resource without its group (values.schema.json)',
+      { migrator: { builtInResources: [{ resource: 'secrets' }] } },
+      /at '\/migrator\/builtInResources\/0': missing property 'group'/,
+    ],
+    [
+      'a non-string built-in group (values.schema.json)',
+      { migrator: { builtInResources: [{ group: null, resource: 'secrets' }] } },
+      /at '\/migrator\/builtInResources\/0\/group': got null, want string/,
+    ],
+    [
+      'a built-in subresource (values.schema.json)',
+      { migrator: { builtInResources: [{ group: 'apps', resource: 'deployments/scale' }] } },
+      /at '\/migrator\/builtInResources\/0\/resource': 'deployments\/scale' does not match pattern/,
+    ],
+    [
+      'verbs on a built-in resource (values.schema.json)',
+      { migrator: { builtInResources: [{ group: '', resource: 'secrets', verbs: ['delete'] }] } },
+      /at '\/migrator\/builtInResources\/0': additional properties 'verbs' not allowed/,
+    ],
+    [
+      'a built-in resource as a string (values.schema.json)',
+      { migrator: { builtInResources: ['secrets'] } },
+      /at '\/migrator\/builtInResources\/0': got string, want object/,
+    ],
+    [
+      'a misspelt storageVersionMigrations value (values.schema.json)',
+      { storageVersionMigrations: { enabled: true, installCrd: false } },
+      /additional properties 'installCrd' not allowed/,
+    ],
+    [
+      "extraConfig reconciles StorageVersionMigrations behind the chart's back",
+      { extraConfig: { migrator: { storageVersionMigrations: true } } },
+      /extraConfig\.migrator\.storageVersionMigrations may not be set: set the chart value storageVersionMigrations\.enabled instead/,
+    ],
   ]
   for (const [what, values, message] of cases) {
     const r = await helm(['template', 'x', chartDir, ...(await valuesArgs(values))])
@@ -895,6 +1216,42 @@ t.test('the template refuses the groups on its own, "*" and "" included (helm te
     ])
     t.not(r.code, 0, `${JSON.stringify(group)}: helm template fails`)
     t.match(r.stderr, message, JSON.stringify(group))
+  }
+  // migrator.builtInResources, entry by entry.
+  const builtIn: Array<[string, unknown, RegExp]> = [
+    [
+      '"*" group',
+      { group: '*', resource: 'secrets' },
+      /migrator\.builtInResources\[1\]: "\*" would grant get\/list\/patch on more than one resource/,
+    ],
+    [
+      '"*" resource',
+      { group: '', resource: '*' },
+      /migrator\.builtInResources\[1\]: "\*" would grant get\/list\/patch on more than one resource/,
+    ],
+    ['a wildcard in the resource', { group: 'apps', resource: 'deploy*' }, /migrator\.builtInResources\[1\]: "\*" would grant/],
+    ['no resource', { group: '' }, /migrator\.builtInResources\[1\]\.resource must name one resource/],
+    ['an empty resource', { group: '', resource: '' }, /migrator\.builtInResources\[1\]\.resource must name one resource/],
+    ['no group', { resource: 'secrets' }, /migrator\.builtInResources\[1\]\.group must be a string: the API group, "" for the core group/],
+    [
+      'a subresource',
+      { group: 'apps', resource: 'deployments/scale' },
+      /migrator\.builtInResources\[1\]\.resource: "deployments\/scale" is a subresource/,
+    ],
+    ['a string', 'secrets', /migrator\.builtInResources\[1\] must be \{group, resource\}/],
+  ]
+  for (const [what, entry, message] of builtIn) {
+    for (const enabled of [true, false]) {
+      const r = await helm([
+        'template',
+        'x',
+        chartDir,
+        '--skip-schema-validation',
+        ...(await valuesArgs({ migrator: { enabled, builtInResources: [{ group: '', resource: 'secrets' }, entry] } })),
+      ])
+      t.not(r.code, 0, `builtInResources, ${what} (migrator.enabled=${enabled}): helm template fails`)
+      t.match(r.stderr, message, `builtInResources, ${what} (migrator.enabled=${enabled})`)
+    }
   }
   // Webhook only renders no RBAC, but the values are still checked.
   const r = await helm([

@@ -154,6 +154,39 @@ CRDs in migrator.names / migrator.crds. Rendered for every install, RBAC or not.
 {{- range $crd := include "crd-migrator.namedCrds" . | fromJsonArray }}
 {{- include "crd-migrator.checkApiGroup" (dict "group" $crd.group "what" (printf "migrator.names / migrator.crds (%s)" $crd.name)) }}
 {{- end }}
+{{- $_ := include "crd-migrator.builtInResources" . }}
+{{- end }}
+
+{{/*
+migrator.builtInResources, as a JSON list of {group, resource} (duplicates dropped), each
+checked: a string group ("" is the core group) and a non-empty resource, neither "*" nor
+holding "*" or "/". Each entry is one RBAC rule for exactly that resource; values.schema.json
+refuses the same, this holds with --skip-schema-validation too.
+*/}}
+{{- define "crd-migrator.builtInResources" -}}
+{{- $out := list }}
+{{- range $i, $entry := .Values.migrator.builtInResources }}
+{{- $what := printf "migrator.builtInResources[%d]" $i }}
+{{- if not (kindIs "map" $entry) }}
+{{- fail (printf "%s must be {group, resource}, e.g. {group: \"\", resource: secrets}" $what) }}
+{{- end }}
+{{- $group := get $entry "group" }}
+{{- $resource := get $entry "resource" }}
+{{- if not (and (hasKey $entry "group") (kindIs "string" $group)) }}
+{{- fail (printf "%s.group must be a string: the API group, \"\" for the core group (secrets, configmaps, ...)" $what) }}
+{{- end }}
+{{- if not (and (kindIs "string" $resource) $resource) }}
+{{- fail (printf "%s.resource must name one resource (its plural), e.g. secrets" $what) }}
+{{- end }}
+{{- if or (contains "*" $group) (contains "*" $resource) }}
+{{- fail (printf "%s: \"*\" would grant get/list/patch on more than one resource; name each built-in resource to migrate, e.g. {group: \"\", resource: secrets}" $what) }}
+{{- end }}
+{{- if contains "/" $resource }}
+{{- fail (printf "%s.resource: %q is a subresource; name the resource itself" $what $resource) }}
+{{- end }}
+{{- $out = append $out (dict "group" $group "resource" $resource) }}
+{{- end }}
+{{- $out | uniq | toJson }}
 {{- end }}
 
 {{/*
@@ -200,7 +233,8 @@ identities.migratorUsers. The config file and the webhook's matchConditions use 
 {{/*
 extraConfig may not set what other objects are rendered from: the webhook's matchConditions
 from annotations.migrating and identities.*, the RBAC, the token and the state-key Secret
-from migrator.enabled, the state-key mount from migrator.stateKeyFile. A config file that
+from migrator.enabled, the state-key mount from migrator.stateKeyFile, the RBAC on
+StorageVersionMigrations and their CRD from migrator.storageVersionMigrations. A config file that
 disagreed with them would, e.g., freeze with an annotation the webhook never sees.
 */}}
 {{- define "crd-migrator.checkExtraConfig" -}}
@@ -220,6 +254,9 @@ disagreed with them would, e.g., freeze with an annotation the webhook never see
 {{- end }}
 {{- if hasKey $extra.migrator "stateKeyFile" }}
 {{- fail "extraConfig.migrator.stateKeyFile may not be set: set the chart value migrator.stateKey.existingSecret instead (the chart mounts the key and points migrator.stateKeyFile at it)" }}
+{{- end }}
+{{- if hasKey $extra.migrator "storageVersionMigrations" }}
+{{- fail "extraConfig.migrator.storageVersionMigrations may not be set: set the chart value storageVersionMigrations.enabled instead (it also decides the RBAC on StorageVersionMigrations and their CRD)" }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -250,6 +287,10 @@ The crd-migrator config file (see src/config/schema.ts), built from values. POD_
 }}
 {{- if .Values.migrator.enabled }}
 {{- $_ := set $config.migrator "stateKeyFile" (printf "%s/key" (include "crd-migrator.stateKeyDir" .)) }}
+{{- end }}
+{{- /* Only when on: the key is absent from the config of every release that does not use it. */}}
+{{- if .Values.storageVersionMigrations.enabled }}
+{{- $_ := set $config.migrator "storageVersionMigrations" true }}
 {{- end }}
 {{- mustMergeOverwrite $config (deepCopy .Values.extraConfig) | toYaml }}
 {{- end }}
