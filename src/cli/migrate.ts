@@ -150,6 +150,12 @@ export function formatResult(r: MigrationResult): string {
     )
     for (const f of r.storage.failures.slice(0, 5)) lines.push(`    failed ${f.key}: ${f.error}`)
   }
+  if (r.apiServers)
+    lines.push(
+      r.apiServers.mode === 'all-servers'
+        ? `  storage switch: all ${r.apiServers.checked} API servers store ${r.storageVersion} (each asked by address)`
+        : `  storage switch: checked on the API server in use only, plus the settle time (${r.apiServers.fallbackReason})`,
+    )
   if (r.storage || r.storedVersionsBefore.join() !== r.storedVersionsAfter.join()) {
     lines.push(`  status.storedVersions: ${JSON.stringify(r.storedVersionsBefore)} -> ${JSON.stringify(r.storedVersionsAfter)}`)
   }

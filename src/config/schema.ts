@@ -146,6 +146,14 @@ export const ConfigSchema = z.strictObject({
        * measured at 60-90 s of unreachable webhooks.
        */
       conversionOutageLimitSeconds: z.number().min(1).default(300),
+      /**
+       * The API servers to ask one by one whether they store the new version (URLs, e.g.
+       * https://10.0.0.1:6443), for control planes whose default/kubernetes EndpointSlices
+       * do not list reachable addresses. Empty: those EndpointSlices.
+       */
+      apiServerEndpoints: z.array(z.url({ protocol: /^https?$/ })).default([]),
+      /** Every API server must store the new version within this long after a storage flip. */
+      storageSwitchTimeoutSeconds: z.number().min(1).default(120),
       /** `migrate` waits this long for a conversion webhook that is down before freezing, then gives up. */
       conversionWaitSeconds: z.number().min(0).default(180),
       /** Also move managedFields of served non-storage versions to the storage version. */

@@ -167,6 +167,20 @@ export const SETTINGS: readonly Setting[] = [
     description: "a run fails when the CRD's conversion webhook stays down this long",
   },
   {
+    path: 'migrator.apiServerEndpoints',
+    flag: 'apiserver-endpoints',
+    env: 'CRD_MIGRATOR_APISERVER_ENDPOINTS',
+    kind: 'list',
+    description: 'API servers to ask one by one whether they store the new version (default: the default/kubernetes EndpointSlices)',
+  },
+  {
+    path: 'migrator.storageSwitchTimeoutSeconds',
+    flag: 'storage-switch-timeout-seconds',
+    env: 'CRD_MIGRATOR_STORAGE_SWITCH_TIMEOUT_SECONDS',
+    kind: 'number',
+    description: 'how long every API server may take to store the new version after a storage flip',
+  },
+  {
     path: 'migrator.conversionWaitSeconds',
     flag: 'conversion-wait-seconds',
     env: 'CRD_MIGRATOR_CONVERSION_WAIT_SECONDS',

@@ -1,4 +1,6 @@
 import https from 'node:https'
+import { isIP } from 'node:net'
+import { checkServerIdentity, type PeerCertificate } from 'node:tls'
 import http from 'node:http'
 import type { KubeConfig } from '@kubernetes/client-node'
 import { CrdMigratorError } from '../errors.js'
@@ -155,6 +157,11 @@ export async function kubeConnection(kubeConfig: KubeConfig): Promise<KubeConnec
 export interface KubeHttpOptions {
   /** Upper bound of pooled sockets; the migrator sets this to its write concurrency. */
   maxSockets?: number
+  /**
+   * Talk to this address instead of the kubeconfig's server, verifying the certificate
+   * for the kubeconfig's server name (one API server of several behind one name).
+   */
+  endpoint?: URL
   /** How often credentials (tokens from files or exec plugins) are re-read. */
   credentialRefreshMs?: number
   defaultTimeoutMs?: number
@@ -166,13 +173,17 @@ export class KubeHttp {
   private agent: https.Agent | http.Agent | undefined
   private authHeaders: Record<string, string> = {}
   private credentialsLoadedAt = 0
-  private readonly options: Required<KubeHttpOptions>
+  private readonly options: Required<Omit<KubeHttpOptions, 'endpoint'>>
+  /** Set for a client of one API server by address: the name its certificate is checked against. */
+  private readonly identityHost: string | undefined
 
   constructor(kubeConfig: KubeConfig, options: KubeHttpOptions = {}) {
     const cluster = kubeConfig.getCurrentCluster()
     if (!cluster) throw new CrdMigratorError('CRDM_KUBECONFIG', 'kubeconfig has no current cluster: set a current-context')
     this.kubeConfig = kubeConfig
-    this.server = new URL(cluster.server)
+    const configured = new URL(cluster.server)
+    this.server = options.endpoint ?? configured
+    this.identityHost = options.endpoint ? configured.hostname.replace(/^\[|\]$/g, '') : undefined
     this.options = {
       maxSockets: options.maxSockets ?? 64,
       credentialRefreshMs: options.credentialRefreshMs ?? 60_000,
@@ -186,9 +197,28 @@ export class KubeHttp {
     this.authHeaders = connection.headers
     if (!this.agent) {
       const common = { keepAlive: true, maxSockets: this.options.maxSockets, maxFreeSockets: this.options.maxSockets }
-      this.agent = this.server.protocol === 'http:' ? new http.Agent(common) : new https.Agent({ ...common, ...connection.tls })
+      const identity = this.identityHost
+      this.agent =
+        this.server.protocol === 'http:'
+          ? new http.Agent(common)
+          : new https.Agent({
+              ...common,
+              ...connection.tls,
+              ...(identity !== undefined
+                ? {
+                    ...(isIP(identity) ? {} : { servername: connection.tls.servername ?? identity }),
+                    checkServerIdentity: (_host: string, cert: PeerCertificate) =>
+                      checkServerIdentity(connection.tls.servername ?? identity, cert),
+                  }
+                : {}),
+            })
     }
     this.credentialsLoadedAt = Date.now()
+  }
+
+  /** A client of the same cluster and credentials that talks to one API server by address. */
+  forEndpoint(endpoint: URL, options: Omit<KubeHttpOptions, 'endpoint'> = {}): KubeHttp {
+    return new KubeHttp(this.kubeConfig, { ...this.options, ...options, endpoint })
   }
 
   url(path: string, query?: KubeRequest['query']): URL {

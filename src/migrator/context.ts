@@ -6,6 +6,7 @@ import type { KubeHttp } from '../kube/http.js'
 import type { CheckpointSeal } from './checkpoint-seal.js'
 import type { MigratorMetrics } from './metrics.js'
 import type { Phase } from './plan.js'
+import type { StorageSwitchReport } from './storage-switch.js'
 import type { WalkProgress, WalkResult } from './walker.js'
 
 export interface MigrationSettings {
@@ -24,6 +25,8 @@ export interface MigrationSettings {
   storageSettleMs?: number
   /** Give up waiting for the API server to switch storage after this long (default 60 s). */
   storageSettleTimeoutMs?: number
+  /** The API servers to ask one by one (URLs) instead of the default/kubernetes EndpointSlices'. */
+  apiServerEndpoints?: readonly string[]
   /** A run fails when the CRD's conversion webhook stays down this long (default 5 min). */
   conversionOutageLimitMs?: number
 }
@@ -81,6 +84,8 @@ export interface MigrationResult {
   cleanup?: CleanupResult
   /** Set when the CRD converts through a webhook. */
   conversion?: ConversionReport
+  /** How the storage switch was checked: every API server by address, or the one we talk to. */
+  apiServers?: StorageSwitchReport
   resumedFrom?: string
   durationMs: number
   /** Whether the run ended with the CRD left frozen (the unfreeze itself failed). */

@@ -9,6 +9,7 @@ export class MigratorMetrics {
   readonly phaseDuration: Histogram<'crd' | 'phase' | 'result'>
   readonly migrations: Counter<'result'>
   readonly frozen: Gauge<'crd' | 'owner'>
+  readonly apiServers: Gauge<'state'>
   readonly conversionOutages: Counter<'crd'>
   readonly conversionOutageSeconds: Counter<'crd'>
 
@@ -60,6 +61,12 @@ export class MigratorMetrics {
       name: 'crd_migrator_frozen_crds',
       help: 'CRDs frozen (migrating annotation set) by something other than crd-migrator (owner=foreign); never lifted by us: see the README.',
       labelNames: ['crd', 'owner'],
+      registers,
+    })
+    this.apiServers = new Gauge({
+      name: 'crd_migrator_apiservers',
+      help: 'API servers at the last storage-switch check: listed (EndpointSlices or --apiserver-endpoints) and checked one by one (0: only the one we talk to).',
+      labelNames: ['state'],
       registers,
     })
     this.conversionOutages = new Counter({

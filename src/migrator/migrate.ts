@@ -6,7 +6,6 @@
  * CRD's state annotations in state/crd-state.ts.
  */
 import { getCrd, patchCrdAnnotations } from '../kube/crds.js'
-import { waitForStorageVersion } from '../kube/discovery.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { blockedPatch, decideFreeze, readCrdState, upToDatePatch, type FreezeVerdict } from '../state/crd-state.js'
 import { conversionStrategy, conversionWebhookOf } from '../kube/conversion.js'
@@ -23,6 +22,7 @@ import { requestRetry, withRetry } from './retry.js'
 import { scanManagedFields } from './scan.js'
 import type { WalkResult } from './walker.js'
 import { StateWriter } from './state-writer.js'
+import { waitForStorageEverywhere, type StorageSwitchReport } from './storage-switch.js'
 import { narrowStoredVersions } from './stored-versions.js'
 
 export type { MigrationContext, MigrationOutcome, MigrationResult, MigrationSettings, SkipReason } from './context.js'
@@ -120,22 +120,16 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
     // 3. Every object in the storage version, then storedVersions := [storage].
     if (runStorage) {
       await state.phase(Phase.StorageVersionMigration)
-      await waitForStorageVersion(
-        ctx.http,
-        { group: current.spec.group, plural: current.spec.names.plural, kind: current.spec.names.kind },
-        storageVersion,
-        {
-          timeoutMs: settings.storageSettleTimeoutMs ?? 60_000,
-          settleMs: settings.storageSettleMs ?? 2_000,
-          signal: ctx.signal,
-        },
-      )
+      // Every API server must store the new version before any object is rewritten.
+      result.apiServers = await storageSwitched(current, storageVersion, settings, ctx, state)
       result.storage = await runPhase(Phase.StorageVersionMigration, { kind: 'crd', crd: current, storageVersion }, settings, ctx, {
         ...run,
         resumeAfter: frozen.resumeAfter,
       })
       failOnObjects(result.storage, 'could not be rewritten')
       await state.phase('UpdatingStoredVersions')
+      // And still, right before storedVersions says the old version is gone.
+      await storageSwitched(current, storageVersion, { ...settings, storageSettleMs: 0 }, ctx, state)
       current = await narrowStoredVersions(ctx, name, storageVersion, frozen.frozenGeneration, settings.maxAttempts)
       result.storedVersionsAfter = current.status?.storedVersions ?? []
       log.info({ storedVersions: result.storedVersionsAfter }, 'status.storedVersions updated')
@@ -248,6 +242,32 @@ export function failOnObjects(phase: WalkResult & { conversionRefused?: number }
     'CRDM_OBJECTS_FAILED',
     `${failed} object(s) ${what}, e.g. ${phase.failures[0]?.key}: ${phase.failures[0]?.error}`,
   )
+}
+
+/** Waits until every API server stores `storageVersion` (storage-switch.ts), telling the CRD and metrics. */
+async function storageSwitched(
+  crd: CustomResourceDefinition,
+  storageVersion: string,
+  settings: MigrationSettings,
+  ctx: MigrationContext,
+  state: StateWriter,
+): Promise<StorageSwitchReport> {
+  const report = await waitForStorageEverywhere(
+    ctx.http,
+    { group: crd.spec.group, plural: crd.spec.names.plural, kind: crd.spec.names.kind },
+    storageVersion,
+    {
+      timeoutMs: settings.storageSettleTimeoutMs ?? 60_000,
+      settleMs: settings.storageSettleMs ?? 2_000,
+      signal: ctx.signal,
+      endpoints: settings.apiServerEndpoints,
+      logger: ctx.logger.child({ crd: crd.metadata.name }),
+      onWaiting: (servers) => void state.waiting(`waiting for API server(s) ${servers.join(', ')} to store ${storageVersion}`),
+    },
+  )
+  ctx.metrics?.apiServers.set({ state: 'listed' }, report.listed)
+  ctx.metrics?.apiServers.set({ state: 'checked' }, report.checked)
+  return report
 }
 
 /** The run's conversion-webhook gate, wired to the log, Events and metrics. */

@@ -19,5 +19,7 @@ export function settingsFor(config: Config, crdName: string): MigrationSettings 
     rewriteServedManagedFields: m.rewriteServedManagedFields,
     takeoverAfterMs: m.takeoverAfterSeconds * 1000,
     conversionOutageLimitMs: m.conversionOutageLimitSeconds * 1000,
+    storageSettleTimeoutMs: m.storageSwitchTimeoutSeconds * 1000,
+    ...(m.apiServerEndpoints.length ? { apiServerEndpoints: m.apiServerEndpoints } : {}),
   }
 }

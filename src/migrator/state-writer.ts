@@ -37,6 +37,12 @@ export class StateWriter {
     if (final) await this.flush()
   }
 
+  /** Says what the run waits for (in the progress annotation), now. */
+  async waiting(text: string): Promise<void> {
+    this.latest = undefined
+    await this.write(progressPatch(text))
+  }
+
   stop(): void {
     clearInterval(this.timer)
   }

@@ -761,7 +761,10 @@ for (const scenario of scenarios) {
         },
       ])
       const events = manifests.find((m) => m.kind === 'Role' && m.metadata.namespace === 'default')!
-      t.same(rulesOf(events), [{ apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] }])
+      t.same(rulesOf(events), [
+        { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+        { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['get', 'list'] },
+      ])
     })
 
     t.test('server-side dry-run on the kube-apiserver', async (t) => {
@@ -850,6 +853,10 @@ t.test('RBAC, created for real, allows what the migrator does and nothing else',
     ['create its Lease', { group: 'coordination.k8s.io', resource: 'leases', verb: 'create', namespace: ns }],
     ['renew its Lease', { group: 'coordination.k8s.io', resource: 'leases', verb: 'update', namespace: ns, name: lease }],
     ['create Events in default', { group: '', resource: 'events', verb: 'create', namespace: 'default' }],
+    [
+      'list the API servers (EndpointSlices in default)',
+      { group: 'discovery.k8s.io', resource: 'endpointslices', verb: 'list', namespace: 'default' },
+    ],
   ]
   const denied: Array<[string, Record<string, string>]> = [
     ['update (PUT) a CRD', { ...crds, verb: 'update', name: 'widgets.example.com' }],
@@ -876,6 +883,11 @@ t.test('RBAC, created for real, allows what the migrator does and nothing else',
     ['renew another Lease', { group: 'coordination.k8s.io', resource: 'leases', verb: 'update', namespace: ns, name: 'someone-else' }],
     ['create a Lease elsewhere', { group: 'coordination.k8s.io', resource: 'leases', verb: 'create', namespace: 'kube-system' }],
     ['create Events elsewhere', { group: '', resource: 'events', verb: 'create', namespace: 'kube-system' }],
+    ['list EndpointSlices elsewhere', { group: 'discovery.k8s.io', resource: 'endpointslices', verb: 'list', namespace: 'kube-system' }],
+    [
+      'change EndpointSlices',
+      { group: 'discovery.k8s.io', resource: 'endpointslices', verb: 'patch', namespace: 'default', name: 'kubernetes' },
+    ],
     [
       'list StorageVersionMigrations (storageVersionMigrations.enabled is off)',
       { group: 'migration.k8s.io', resource: 'storageversionmigrations', verb: 'list' },

@@ -388,6 +388,7 @@ t.test('settingsFor', async (t) => {
       rewriteServedManagedFields: true,
       takeoverAfterMs: 45_000,
       conversionOutageLimitMs: 300_000,
+      storageSettleTimeoutMs: 120_000,
     },
     'per-CRD overrides, qps 0 included',
   )
