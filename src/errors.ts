@@ -31,6 +31,8 @@ export const ERROR_CODES = {
   CRDM_CONVERSION_OUTAGE: 'conversion webhook unavailable',
   /** The conversion webhook refused to convert some objects; the others were migrated. */
   CRDM_CONVERSION_REFUSED: 'conversion refused',
+  /** A stashed copy could not be migrated (no referrer, a referrer changed meanwhile, a name taken); nothing half-done. */
+  CRDM_STASH_FAILED: 'stashed copy not migrated',
   /** The resource to migrate (a StorageVersionMigration's or `migrate --resource`) is not served. */
   CRDM_RESOURCE_NOT_FOUND: 'resource not found',
   /** The CRD's storage version or generation changed under the freeze. */

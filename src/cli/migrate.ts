@@ -45,7 +45,7 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
       const reports: Array<DryRunReport | { crd: string; error: string }> = []
       for (const name of names) {
         try {
-          const report = await dryRun(http, name, settingsFor(config, name))
+          const report = await dryRun(http, name, settingsFor(config, name), logger)
           reports.push(report)
           if (format === 'text') options.out.write(formatDryRun(report))
         } catch (err) {
@@ -159,6 +159,13 @@ export function formatResult(r: MigrationResult): string {
   if (r.storage || r.storedVersionsBefore.join() !== r.storedVersionsAfter.join()) {
     lines.push(`  status.storedVersions: ${JSON.stringify(r.storedVersionsBefore)} -> ${JSON.stringify(r.storedVersionsAfter)}`)
   }
+  if (r.stashes) {
+    const c = r.stashes.counts
+    lines.push(
+      `  stashed copies: ${c.seen} found, ${c.migrated} moved to ${r.storageVersion} (${c.repointed} referrer pointer(s) moved), ${c.current} already current, ${c.failed} failed`,
+    )
+    for (const f of r.stashes.failures.slice(0, 5)) lines.push(`    failed ${f.key}: ${f.error}`)
+  }
   if (r.cleanup) {
     lines.push(
       `  managedFields: ${r.cleanup.entriesRemoved} entries of unserved versions removed${r.cleanup.entriesRelabelled ? `, ${r.cleanup.entriesRelabelled} relabelled to ${r.storageVersion}` : ''} from ${r.cleanup.counts.rewritten} of ${r.cleanup.counts.seen} objects, ${r.cleanup.counts.failed} failed`,
@@ -184,6 +191,13 @@ export function formatDryRun(r: DryRunReport): string {
     `${r.crd}: dry run (nothing written)`,
     `  storage version ${r.storageVersion}, status.storedVersions ${JSON.stringify(r.storedVersions)}`,
     `  StorageVersionMigration: ${r.objectsToRewrite ? `would rewrite ${r.objectsToRewrite} object(s), then set storedVersions to ${JSON.stringify(r.storedVersionsAfter)}` : 'nothing to do'}`,
+    ...(r.stashes
+      ? [
+          `  StashedObjectMigration: ${r.stashes.planned.length ? `would move ${r.stashes.planned.length} stashed cop${r.stashes.planned.length === 1 ? 'y' : 'ies'}` : 'nothing to do'}${r.stashes.failed ? `; ${r.stashes.failed} cannot be moved` : ''}`,
+          ...r.stashes.planned.map((p) => `    ${p}`),
+          ...r.stashes.failures.map((f) => `    cannot move ${f.key}: ${f.error}`),
+        ]
+      : []),
     `  CleanupManagedFields: ${r.objectsToClean ? `would remove ${entries(r.managedFieldsEntriesToRemove)}${r.managedFieldsEntriesToRelabel ? ` and relabel ${entries(r.managedFieldsEntriesToRelabel)} to ${r.storageVersion}` : ''} from ${r.objectsToClean} object(s)${r.objectsToSeed ? ` (${r.objectsToSeed} seeded)` : ''}` : 'nothing to do'}`,
     '',
   ].join('\n')

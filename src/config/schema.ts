@@ -8,7 +8,7 @@
 import { z } from 'zod'
 
 /** The migration phases, in the order they run; migrator/plan.ts names them for the code. */
-export const PHASE_NAMES = ['StorageVersionMigration', 'CleanupManagedFields'] as const
+export const PHASE_NAMES = ['StorageVersionMigration', 'StashedObjectMigration', 'CleanupManagedFields'] as const
 const PhaseName = z.enum(PHASE_NAMES)
 
 /**
@@ -25,6 +25,47 @@ export const ANNOTATION_KEY_PATTERN =
 export const ANNOTATION_KEY = new RegExp(ANNOTATION_KEY_PATTERN)
 
 const annotationKey = z.string().regex(ANNOTATION_KEY, 'must be a Kubernetes annotation key such as example.com/migrating')
+
+/** Presets of stash rules (migrator/stashes/rules.ts fills them in). */
+export const STASH_PRESETS = ['kubevirt-instancetypes'] as const
+
+const GroupVersionResource = z.strictObject({
+  group: z.string(),
+  version: z.string().min(1),
+  resource: z.string().min(1),
+})
+
+const jsonPointer = z.string().regex(/^(\/[^/]*)+$/, 'must be a JSON pointer such as /spec/instancetype/revisionName')
+
+/**
+ * Where copies of custom resources are stashed inside other objects (KubeVirt keeps each
+ * VirtualMachine's instancetype in a ControllerRevision), and who points at a stash by
+ * name. A preset fills in everything; explicit fields override it.
+ */
+export const StashRuleSchema = z
+  .strictObject({
+    preset: z.enum(STASH_PRESETS).optional(),
+    /** Embedded objects of this API group count (the group of the managed CRDs). */
+    group: z.string().min(1).optional(),
+    /** Objects holding the stashes, and where in them the embedded object is. */
+    source: z
+      .strictObject({
+        ...GroupVersionResource.shape,
+        labelSelector: z.string().optional(),
+        /** Only these namespaces; empty: all. */
+        namespaces: z.array(z.string().min(1)).default([]),
+        /** JSON pointer of the embedded object. */
+        dataPointer: jsonPointer.default('/data'),
+      })
+      .optional(),
+    /** A label on the stash naming its embedded object's version; set anew on the new stash. */
+    versionLabel: z.string().optional(),
+    /** Objects (in the stash's namespace) that point at a stash by name, and where. */
+    referrers: z.array(z.strictObject({ ...GroupVersionResource.shape, pointers: z.array(jsonPointer).min(1) })).optional(),
+  })
+  .refine((r) => r.preset !== undefined || (r.group !== undefined && r.source !== undefined && (r.referrers?.length ?? 0) > 0), {
+    message: 'a stash rule needs a preset, or group, source and referrers',
+  })
 
 export const CrdOptionsSchema = z.strictObject({
   /** Write through the status subresource (for CRs whose own webhooks reject no-op writes). */
@@ -156,6 +197,14 @@ export const ConfigSchema = z.strictObject({
       storageSwitchTimeoutSeconds: z.number().min(1).default(120),
       /** `migrate` waits this long for a conversion webhook that is down before freezing, then gives up. */
       conversionWaitSeconds: z.number().min(0).default(180),
+      /**
+       * Phase StashedObjectMigration (opt-in): copies of managed CRDs' objects stashed in
+       * other objects are converted to the storage version (recreated, referrers repointed,
+       * the old one deleted). Presets by name, e.g. kubevirt-instancetypes.
+       */
+      stashPresets: z.array(z.enum(STASH_PRESETS)).default([]),
+      /** The same with rules spelt out (config file only). */
+      stashes: z.array(StashRuleSchema).default([]),
       /** Also move managedFields of served non-storage versions to the storage version. */
       rewriteServedManagedFields: z.boolean().default(false),
       /**

@@ -153,6 +153,13 @@ export const SETTINGS: readonly Setting[] = [
     description: 'StorageVersionMigration and/or CleanupManagedFields',
   },
   {
+    path: 'migrator.stashPresets',
+    flag: 'stash-presets',
+    env: 'CRD_MIGRATOR_STASH_PRESETS',
+    kind: 'list',
+    description: 'migrate copies of CRs stashed in other objects, by preset: kubevirt-instancetypes',
+  },
+  {
     path: 'migrator.rewriteServedManagedFields',
     flag: 'rewrite-served-managed-fields',
     env: 'CRD_MIGRATOR_REWRITE_SERVED_MANAGED_FIELDS',

@@ -6,6 +6,8 @@ import type { KubeHttp } from '../kube/http.js'
 import type { CheckpointSeal } from './checkpoint-seal.js'
 import type { MigratorMetrics } from './metrics.js'
 import type { Phase } from './plan.js'
+import type { StashRule } from './stashes/rules.js'
+import type { StashResult } from './stashes/stash-phase.js'
 import type { StorageSwitchReport } from './storage-switch.js'
 import type { WalkProgress, WalkResult } from './walker.js'
 
@@ -25,6 +27,8 @@ export interface MigrationSettings {
   storageSettleMs?: number
   /** Give up waiting for the API server to switch storage after this long (default 60 s). */
   storageSettleTimeoutMs?: number
+  /** Where copies of custom resources are stashed (phase StashedObjectMigration); only rules of the CRD's group apply. */
+  stashes?: readonly StashRule[]
   /** The API servers to ask one by one (URLs) instead of the default/kubernetes EndpointSlices'. */
   apiServerEndpoints?: readonly string[]
   /** A run fails when the CRD's conversion webhook stays down this long (default 5 min). */
@@ -81,6 +85,8 @@ export interface MigrationResult {
   storedVersionsBefore: string[]
   storedVersionsAfter: string[]
   storage?: WalkResult & { conversionRefused?: number }
+  /** Phase StashedObjectMigration (copies in other objects), when rules apply to the CRD. */
+  stashes?: StashResult
   cleanup?: CleanupResult
   /** Set when the CRD converts through a webhook. */
   conversion?: ConversionReport

@@ -2,7 +2,11 @@ import { getCrd } from '../kube/crds.js'
 import type { KubeHttp } from '../kube/http.js'
 import { Phase, planCrd } from './plan.js'
 import { scanManagedFields } from './scan.js'
+import type { Logger } from 'pino'
 import type { MigrationSettings } from './context.js'
+import { rulesForGroup } from './stashes/rules.js'
+import { runStashPhase } from './stashes/stash-phase.js'
+import type { ObjectFailure } from './walker.js'
 
 export interface DryRunReport {
   crd: string
@@ -17,10 +21,13 @@ export interface DryRunReport {
   /** Entries of unserved versions relabelled to the storage version (conversion None) rather than removed. */
   managedFieldsEntriesToRelabel: number
   objectsToSeed: number
+  /** Phase StashedObjectMigration, when stash rules apply to the CRD. */
+  stashes?: { planned: string[]; failed: number; failures: ObjectFailure[] }
 }
 
 /** What `migrate` would do to a CRD, from reads only. */
-export async function dryRun(http: KubeHttp, name: string, settings: MigrationSettings): Promise<DryRunReport> {
+export async function dryRun(http: KubeHttp, name: string, settings: MigrationSettings, logger: Logger): Promise<DryRunReport> {
+  const ctx = { http, logger }
   const crd = await getCrd(http, name)
   const plan = planCrd(crd)
   const report: DryRunReport = {
@@ -46,6 +53,11 @@ export async function dryRun(http: KubeHttp, name: string, settings: MigrationSe
     report.managedFieldsEntriesToRemove = scan.entries
     report.managedFieldsEntriesToRelabel = scan.relabelled
     report.objectsToSeed = scan.seeded
+  }
+  const rules = settings.phases.includes(Phase.StashedObjectMigration) ? rulesForGroup(settings.stashes ?? [], crd.spec.group) : []
+  if (rules.length) {
+    const stashes = await runStashPhase(crd, plan.storageVersion, rules, settings, ctx, { dryRun: true })
+    report.stashes = { planned: stashes.planned, failed: stashes.counts.failed, failures: stashes.failures }
   }
   return report
 }

@@ -23,6 +23,8 @@ import { scanManagedFields } from './scan.js'
 import type { WalkResult } from './walker.js'
 import { StateWriter } from './state-writer.js'
 import { waitForStorageEverywhere, type StorageSwitchReport } from './storage-switch.js'
+import { rulesForGroup, type StashRule } from './stashes/rules.js'
+import { runStashPhase, type StashResult } from './stashes/stash-phase.js'
 import { narrowStoredVersions } from './stored-versions.js'
 
 export type { MigrationContext, MigrationOutcome, MigrationResult, MigrationSettings, SkipReason } from './context.js'
@@ -32,6 +34,8 @@ interface RunPlan {
   storageVersion: string
   verdict: Extract<FreezeVerdict, { action: 'freeze' | 'resume' }>
   runStorage: boolean
+  /** Stash rules of this CRD's group (phase StashedObjectMigration); empty: the phase does not run. */
+  stashRules: StashRule[]
   runCleanup: boolean
 }
 
@@ -60,7 +64,7 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
     ctx.metrics?.migrations.inc({ result: 'Skipped' })
     return { ...base, reason: decided.reason, skipReason: decided.skip, durationMs: Date.now() - started }
   }
-  const { storageVersion, verdict, runStorage, runCleanup } = decided
+  const { storageVersion, verdict, runStorage, stashRules, runCleanup } = decided
 
   // 1b. A webhook-converted CRD: prove its webhook converts before freezing anything.
   const webhook = conversionWebhookOf(crd)
@@ -127,6 +131,14 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
         resumeAfter: frozen.resumeAfter,
       })
       failOnObjects(result.storage, 'could not be rewritten')
+    }
+    // 3b. Copies stashed in other objects, before storedVersions says the old version can go.
+    if (stashRules.length > 0) {
+      await state.phase(Phase.StashedObjectMigration)
+      result.stashes = await runStashPhase(current, storageVersion, stashRules, settings, ctx)
+      failOnStashes(result.stashes)
+    }
+    if (runStorage) {
       await state.phase('UpdatingStoredVersions')
       // And still, right before storedVersions says the old version is gone.
       await storageSwitched(current, storageVersion, { ...settings, storageSettleMs: 0 }, ctx, state)
@@ -201,23 +213,27 @@ async function decideRun(
 
   const runStorage = settings.phases.includes(Phase.StorageVersionMigration) && (plan.storageMigrationNeeded || verdict.action === 'resume')
   const runCleanup = settings.phases.includes(Phase.CleanupManagedFields)
+  const stashRules = settings.phases.includes(Phase.StashedObjectMigration) ? rulesForGroup(settings.stashes ?? [], crd.spec.group) : []
   if (settings.useStatusSubresource && runStorage && !versionHasStatusSubresource(crd, storageVersion)) {
     return { skip: 'blocked', reason: `useStatusSubresource is set but version ${storageVersion} has no status subresource` }
   }
   if (verdict.action === 'freeze' && !runStorage) {
-    if (!runCleanup) return { skip: 'up-to-date', reason: `nothing to do: status.storedVersions is [${storageVersion}]` }
-    const scan = await scanManagedFields(ctx.http, crd, storageVersion, settings, ctx.signal)
-    if (scan.objects === 0) {
+    // Stashes and managedFields are counted (read only) before freezing anything.
+    const stashes = stashRules.length ? await runStashPhase(crd, storageVersion, stashRules, settings, ctx, { dryRun: true }) : undefined
+    const stashWork = stashes ? stashes.counts.seen - stashes.counts.current : 0
+    if (!runCleanup && stashWork === 0) return { skip: 'up-to-date', reason: `nothing to do: status.storedVersions is [${storageVersion}]` }
+    const cleanupWork = runCleanup ? (await scanManagedFields(ctx.http, crd, storageVersion, settings, ctx.signal)).objects : 0
+    if (cleanupWork === 0 && stashWork === 0) {
       // For `status` only: never read back for a decision.
       const patch = upToDatePatch(crd)
       if (patch) await patchCrdAnnotations(ctx.http, crd.metadata.name, patch)
       return {
         skip: 'up-to-date',
-        reason: `nothing to do: status.storedVersions is [${storageVersion}] and no managedFields entry of an unserved version`,
+        reason: `nothing to do: status.storedVersions is [${storageVersion}] and no managedFields entry of an unserved version${stashes ? ', no stashed copy at another version' : ''}`,
       }
     }
   }
-  return { storageVersion, verdict, runStorage, runCleanup }
+  return { storageVersion, verdict, runStorage, stashRules, runCleanup }
 }
 
 /**
@@ -241,6 +257,17 @@ export function failOnObjects(phase: WalkResult & { conversionRefused?: number }
   throw new CrdMigratorError(
     'CRDM_OBJECTS_FAILED',
     `${failed} object(s) ${what}, e.g. ${phase.failures[0]?.key}: ${phase.failures[0]?.error}`,
+  )
+}
+
+/** Fails the run when stashes could not be migrated; each is named with its reason (the first ten). */
+function failOnStashes(stashes: StashResult): void {
+  const failed = stashes.counts.failed
+  if (failed === 0) return
+  const named = stashes.failures.slice(0, 10).map((f) => `${f.key} (${f.error})`)
+  throw new CrdMigratorError(
+    'CRDM_STASH_FAILED',
+    `${failed} stashed cop${failed === 1 ? 'y' : 'ies'} not migrated: ${named.join('; ')}${failed > named.length ? `, and ${failed - named.length} more` : ''}`,
   )
 }
 

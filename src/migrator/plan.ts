@@ -4,6 +4,7 @@ import type { CustomResourceDefinition } from '../kube/types.js'
 export type Phase = (typeof PHASE_NAMES)[number]
 export const Phase = {
   StorageVersionMigration: 'StorageVersionMigration',
+  StashedObjectMigration: 'StashedObjectMigration',
   CleanupManagedFields: 'CleanupManagedFields',
 } as const satisfies { [P in Phase]: P }
 export const ALL_PHASES: readonly Phase[] = PHASE_NAMES

@@ -9,6 +9,10 @@ export function countsText(result: MigrationResult): string {
     if (c.resumed) parts.push(`resumed=${c.resumed}`)
     if (result.storage.conversionRefused) parts.push(`conversionRefused=${result.storage.conversionRefused}`)
   }
+  if (result.stashes) {
+    const c = result.stashes.counts
+    parts.push(`stashesMigrated=${c.migrated}`, `stashesCurrent=${c.current}`, `stashesFailed=${c.failed}`)
+  }
   if (result.cleanup)
     parts.push(
       `managedFieldsCleaned=${result.cleanup.counts.rewritten}`,
@@ -25,6 +29,10 @@ export function summarize(result: MigrationResult): string {
   if (result.storage)
     parts.push(
       `${result.storage.counts.seen} object(s) rewritten in ${result.storageVersion}, storedVersions ${JSON.stringify(result.storedVersionsAfter)}`,
+    )
+  if (result.stashes)
+    parts.push(
+      `${result.stashes.counts.migrated} stashed cop${result.stashes.counts.migrated === 1 ? 'y' : 'ies'} moved to ${result.storageVersion}`,
     )
   if (result.cleanup) {
     const { entriesRemoved: removed, entriesRelabelled: relabelled } = result.cleanup

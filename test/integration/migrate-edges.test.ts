@@ -44,7 +44,7 @@ t.test('dry run reports the work and writes nothing', async (t) => {
   await setStorageVersion(http, crd.metadata.name, 'v2')
   const before = await resourceVersions(http, refFor(crd, 'v2'))
   const crdBefore = await getCrd(http, crd.metadata.name)
-  const report = await dryRun(http, crd.metadata.name, defaultSettings())
+  const report = await dryRun(http, crd.metadata.name, defaultSettings(), logger)
   t.equal(report.objectsToRewrite, 50)
   t.same(report.storedVersions, ['v1', 'v2'])
   t.same(report.storedVersionsAfter, ['v2'])

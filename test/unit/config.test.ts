@@ -378,7 +378,7 @@ t.test('settingsFor', async (t) => {
     settingsFor(config, 'widgets.example.com'),
     {
       migratingAnnotation: 'example.com/frozen',
-      phases: ['StorageVersionMigration'],
+      phases: ['StorageVersionMigration', 'StashedObjectMigration'],
       useStatusSubresource: true,
       concurrency: 2,
       qps: 0,
@@ -394,18 +394,22 @@ t.test('settingsFor', async (t) => {
   )
 
   const gadgets = settingsFor(config, 'gadgets.example.com')
-  t.strictSame(gadgets.phases, [], 'skipPhases are the union of global and per-CRD')
+  t.strictSame(gadgets.phases, ['StashedObjectMigration'], 'skipPhases are the union of global and per-CRD')
   t.equal(gadgets.concurrency, 8, 'global concurrency')
   t.equal(gadgets.qps, 100, 'global qps')
   t.equal(gadgets.useStatusSubresource, false)
 
   const other = settingsFor(config, 'others.example.com')
-  t.strictSame(other.phases, ['StorageVersionMigration'], 'only the global skip')
+  t.strictSame(other.phases, ['StorageVersionMigration', 'StashedObjectMigration'], 'only the global skip')
   t.equal(other.concurrency, 8)
   t.equal(other.useStatusSubresource, false)
 
   const plain = settingsFor(loadConfig(), 'widgets.example.com')
-  t.strictSame(plain.phases, ['StorageVersionMigration', 'CleanupManagedFields'], 'all phases by default, in order')
+  t.strictSame(
+    plain.phases,
+    ['StorageVersionMigration', 'StashedObjectMigration', 'CleanupManagedFields'],
+    'all phases by default, in order',
+  )
   t.equal(plain.migratingAnnotation, 'ksvm.sigs.k8s.io/migrating')
   t.equal(plain.concurrency, 16)
   t.equal(plain.qps, 500)

@@ -228,7 +228,11 @@ t.test('planCrd returns every field', async (t) => {
 })
 
 t.test('phases', async (t) => {
-  t.strictSame(ALL_PHASES, [Phase.StorageVersionMigration, Phase.CleanupManagedFields], 'storage first, then managedFields')
+  t.strictSame(
+    ALL_PHASES,
+    [Phase.StorageVersionMigration, Phase.StashedObjectMigration, Phase.CleanupManagedFields],
+    'storage first, then stashed copies, then managedFields',
+  )
   t.equal(Phase.StorageVersionMigration, 'StorageVersionMigration')
   t.equal(Phase.CleanupManagedFields, 'CleanupManagedFields')
 })

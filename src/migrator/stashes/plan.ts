@@ -1,0 +1,105 @@
+/**
+ * Stashed copies, as pure decisions: which embedded object a stash holds and at which
+ * version, the new stash that replaces it, and the patch that moves a referrer over.
+ */
+import { createHash } from 'node:crypto'
+import jsonpatch, { type Operation } from 'fast-json-patch'
+import type { StashRule } from './rules.js'
+
+export type Obj = Record<string, unknown>
+
+export interface StashObject extends Obj {
+  apiVersion?: string
+  kind?: string
+  metadata: {
+    name: string
+    namespace?: string
+    uid?: string
+    resourceVersion?: string
+    labels?: Record<string, string>
+    annotations?: Record<string, string>
+    ownerReferences?: unknown[]
+    [field: string]: unknown
+  }
+}
+
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v)
+
+/** The value at a JSON pointer, or undefined (never throws on a missing path). */
+export function valueAt(document: unknown, pointer: string): unknown {
+  let current: unknown = document
+  for (const raw of pointer.split('/').slice(1)) {
+    const key = raw.replace(/~1/g, '/').replace(/~0/g, '~')
+    if (!isObj(current)) return undefined
+    current = current[key]
+  }
+  return current
+}
+
+export interface Embedded {
+  object: Obj
+  version: string
+  kind: string
+}
+
+/** The embedded object, when it belongs to `group` (and, when given, has one of `kinds`). */
+export function embeddedOf(stash: StashObject, rule: StashRule, kinds?: readonly string[]): Embedded | undefined {
+  const object = valueAt(stash, rule.source.dataPointer)
+  if (!isObj(object)) return undefined
+  const apiVersion = object['apiVersion']
+  const kind = object['kind']
+  if (typeof apiVersion !== 'string' || typeof kind !== 'string') return undefined
+  const slash = apiVersion.lastIndexOf('/')
+  if (slash < 0 || apiVersion.slice(0, slash) !== rule.group) return undefined
+  if (kinds && !kinds.includes(kind)) return undefined
+  return { object, version: apiVersion.slice(slash + 1), kind }
+}
+
+/**
+ * The name of the stash that replaces `name` once its object is at `version`:
+ * deterministic, so a run that died after creating it finds it again. Within the 253
+ * characters of a DNS subdomain (a hash keeps long names unique).
+ */
+export function newStashName(name: string, version: string): string {
+  const candidate = `${name}-${version}`
+  if (candidate.length <= 253) return candidate
+  const hash = createHash('sha256').update(candidate).digest('hex').slice(0, 10)
+  return `${name.slice(0, 253 - version.length - hash.length - 2)}-${hash}-${version}`
+}
+
+/**
+ * The new stash: the old one's kind, namespace, labels (the version label set anew),
+ * annotations and owner references, with the converted object at the data pointer and
+ * every other field (e.g. a ControllerRevision's `revision`) kept.
+ */
+export function newStashBody(old: StashObject, converted: Obj, version: string, rule: StashRule): StashObject {
+  const { metadata, ...rest } = structuredClone(old)
+  delete rest['status']
+  const labels = { ...(metadata.labels ?? {}) }
+  if (rule.versionLabel) labels[rule.versionLabel] = version
+  const body: StashObject = {
+    ...rest,
+    metadata: {
+      name: newStashName(metadata.name, version),
+      ...(metadata.namespace ? { namespace: metadata.namespace } : {}),
+      ...(Object.keys(labels).length ? { labels } : {}),
+      ...(metadata.annotations ? { annotations: metadata.annotations } : {}),
+      ...(metadata.ownerReferences ? { ownerReferences: metadata.ownerReferences } : {}),
+    },
+  }
+  jsonpatch.applyOperation(body, { op: 'replace', path: rule.source.dataPointer, value: converted })
+  return body
+}
+
+/** The pointers of a referrer whose value is `name`. */
+export function pointersAt(referrer: Obj, pointers: readonly string[], name: string): string[] {
+  return pointers.filter((p) => valueAt(referrer, p) === name)
+}
+
+/** Moves one pointer from the old stash to the new one, only if it still names the old one. */
+export function repointPatch(pointer: string, from: string, to: string): Operation[] {
+  return [
+    { op: 'test', path: pointer, value: from },
+    { op: 'replace', path: pointer, value: to },
+  ]
+}

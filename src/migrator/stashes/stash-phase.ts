@@ -1,0 +1,260 @@
+/**
+ * Phase StashedObjectMigration: copies of a CRD's objects stashed inside other objects
+ * (KubeVirt's ControllerRevisions) are moved to the storage version, so the old version
+ * can really be dropped. A stash's data is immutable, so, per stash (KubeVirt's design,
+ * ../shared/seeds/003):
+ *
+ *   1. find who points at it; none, and none at its replacement: report, touch nothing;
+ *   2. convert the embedded object with the CRD's own conversion (None: relabel; Webhook:
+ *      a ConversionReview to its webhook);
+ *   3. create the replacement (a deterministic name, so a run that died finds it again,
+ *      and checks its content);
+ *   4. repoint every referrer, each with the old name as precondition;
+ *   5. delete the old stash (uid precondition) once nothing points at it.
+ *
+ * Any order of crashes leaves nothing that the next run does not finish: a replacement
+ * without referrers is found again in step 3, referrers are only moved to a replacement
+ * that exists, and the old stash goes only after every referrer moved.
+ */
+import { isDeepStrictEqual } from 'node:util'
+import { CrdMigratorError, describeError } from '../../errors.js'
+import { convertObjects } from '../../kube/conversion-review.js'
+import { ContentType, isConflict, isFailedPatchTest, isNotFound, type KubeHttp } from '../../kube/http.js'
+import { apiVersionOf, collectionPath, groupVersionPath, listOrderKey, objectPath, type ResourceRef } from '../../kube/paths.js'
+import { resolveResource } from '../../kube/resources.js'
+import type { CustomResourceDefinition } from '../../kube/types.js'
+import type { MigrationContext, MigrationSettings } from '../context.js'
+import { requestRetry, withRetry, type RetryOptions } from '../retry.js'
+import type { ObjectFailure } from '../walker.js'
+import { embeddedOf, newStashBody, newStashName, pointersAt, repointPatch, valueAt, type Obj, type StashObject } from './plan.js'
+import type { StashRule } from './rules.js'
+
+export interface StashCounts {
+  /** Stashes holding an object of this CRD. */
+  seen: number
+  /** Already at the storage version. */
+  current: number
+  /** Replaced by a stash at the storage version (or, in a dry run, would be). */
+  migrated: number
+  failed: number
+  /** Referrer pointers moved to a replacement. */
+  repointed: number
+}
+
+export interface StashResult {
+  counts: StashCounts
+  failures: ObjectFailure[]
+  /** Dry run: what would change, one line per stash. */
+  planned: string[]
+}
+
+interface Referrer {
+  ref: ResourceRef
+  object: Obj & { metadata: { name: string; namespace?: string } }
+  pointers: string[]
+}
+
+export async function runStashPhase(
+  crd: CustomResourceDefinition,
+  storageVersion: string,
+  rules: readonly StashRule[],
+  settings: Pick<MigrationSettings, 'maxAttempts'>,
+  ctx: Pick<MigrationContext, 'http' | 'logger' | 'signal'>,
+  options: { dryRun?: boolean } = {},
+): Promise<StashResult> {
+  const result: StashResult = { counts: { seen: 0, current: 0, migrated: 0, failed: 0, repointed: 0 }, failures: [], planned: [] }
+  const retry = requestRetry(settings.maxAttempts, ctx.signal)
+  const log = ctx.logger.child({ crd: crd.metadata.name, phase: 'StashedObjectMigration' })
+  for (const rule of rules) {
+    const source = await resolveResource(ctx.http, {
+      group: rule.source.group,
+      version: rule.source.version,
+      resource: rule.source.resource,
+    })
+    const referrerRefs = await Promise.all(rule.referrers.map((r) => resolveResource(ctx.http, r)))
+    const referrers = new ReferrerIndex(ctx.http, rule, referrerRefs, retry)
+    for await (const stash of listObjects<StashObject>(ctx.http, source, rule.source.labelSelector, rule.source.namespaces, retry)) {
+      ctx.signal?.throwIfAborted()
+      const embedded = embeddedOf(stash, rule, [crd.spec.names.kind])
+      if (!embedded) continue
+      result.counts.seen++
+      if (embedded.version === storageVersion) {
+        result.counts.current++
+        continue
+      }
+      const key = listOrderKey(stash.metadata.namespace, stash.metadata.name)
+      try {
+        const moved = await migrateStash(stash, embedded.object, embedded.version)
+        result.counts.migrated++
+        result.counts.repointed += moved
+      } catch (err) {
+        result.counts.failed++
+        result.failures.push({ key, error: describeError(err) })
+        log.warn({ stash: key, error: describeError(err) }, 'stash not migrated')
+      }
+    }
+
+    async function migrateStash(stash: StashObject, object: Obj, version: string): Promise<number> {
+      const name = stash.metadata.name
+      const namespace = stash.metadata.namespace
+      const replacement = newStashName(name, storageVersion)
+      const pointing = await referrers.pointingAt(namespace, name)
+      const alreadyMoved = await referrers.pointingAt(namespace, replacement)
+      if (pointing.length === 0 && alreadyMoved.length === 0)
+        throw new CrdMigratorError(
+          'CRDM_STASH_FAILED',
+          `nothing points at it, so it was left at ${version}; delete it if it is unused, or add the referrer to the stash rule`,
+        )
+      const pointers = pointing.reduce((n, r) => n + r.pointers.length, 0)
+      if (options.dryRun) {
+        result.planned.push(
+          `${listOrderKey(namespace, name)}: ${version} -> ${storageVersion} as ${replacement}; ${pointers} referrer pointer(s) moved; the old one deleted`,
+        )
+        return pointers
+      }
+      const [converted] = await convertObjects(crd, [object], storageVersion)
+      const body = newStashBody(stash, converted!, storageVersion, rule)
+      await ensureStash(ctx.http, source, body, rule, retry)
+      for (const r of pointing) for (const pointer of r.pointers) await repoint(r, pointer, name, replacement)
+      if ((await referrers.pointingAt(namespace, name, true)).length > 0)
+        throw new CrdMigratorError('CRDM_STASH_FAILED', `a referrer points at it again; ${replacement} was made, the old stash is kept`)
+      await deleteStash(ctx.http, source, stash, retry)
+      log.info({ stash: listOrderKey(namespace, name), replacement, from: version, to: storageVersion, pointers }, 'stash migrated')
+      return pointers
+    }
+
+    async function repoint(r: Referrer, pointer: string, from: string, to: string): Promise<void> {
+      const path = objectPath(r.ref, r.object.metadata.namespace, r.object.metadata.name)
+      try {
+        await withRetry(
+          () => ctx.http.request({ method: 'PATCH', path, body: repointPatch(pointer, from, to), contentType: ContentType.jsonPatch }),
+          retry,
+        )
+      } catch (err) {
+        if (!(isFailedPatchTest(err) || isConflict(err) || isNotFound(err))) throw err
+        // Changed since we read it: fine if it now names the replacement (or is gone).
+        if (isNotFound(err)) return
+        const now = (await withRetry(() => ctx.http.request<Obj>({ method: 'GET', path }), retry)).body
+        const value = valueAt(now, pointer)
+        if (value === to) return
+        throw new CrdMigratorError(
+          'CRDM_STASH_FAILED',
+          `referrer ${listOrderKey(r.object.metadata.namespace, r.object.metadata.name)} changed meanwhile (${pointer} is now ${JSON.stringify(value)}); the old stash is kept`,
+        )
+      }
+    }
+  }
+  return result
+}
+
+/** Creates the replacement, or finds it made by an earlier run, with the same content. */
+async function ensureStash(http: KubeHttp, source: ResourceRef, body: StashObject, rule: StashRule, retry: RetryOptions): Promise<void> {
+  const collection = objectPath(source, body.metadata.namespace, body.metadata.name).replace(/\/[^/]+$/, '')
+  try {
+    await withRetry(
+      () => http.request({ method: 'POST', path: collection, body: { apiVersion: apiVersionOf(source), kind: source.kind, ...body } }),
+      retry,
+    )
+    return
+  } catch (err) {
+    if (!isConflict(err)) throw err
+  }
+  const existing = (
+    await withRetry(
+      () => http.request<StashObject>({ method: 'GET', path: objectPath(source, body.metadata.namespace, body.metadata.name) }),
+      retry,
+    )
+  ).body
+  if (!isDeepStrictEqual(valueAt(existing, rule.source.dataPointer), valueAt(body, rule.source.dataPointer)))
+    throw new CrdMigratorError('CRDM_STASH_FAILED', `${body.metadata.name} already exists and holds something else; nothing changed`)
+}
+
+/** Deletes the old stash, only that very object (uid precondition); gone already is fine. */
+async function deleteStash(http: KubeHttp, source: ResourceRef, stash: StashObject, retry: RetryOptions): Promise<void> {
+  try {
+    await withRetry(
+      () =>
+        http.request({
+          method: 'DELETE',
+          path: objectPath(source, stash.metadata.namespace, stash.metadata.name),
+          body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: stash.metadata.uid } },
+        }),
+      retry,
+    )
+  } catch (err) {
+    if (!isNotFound(err)) throw err
+  }
+}
+
+/** Every object of a resource (all namespaces, or the ones given), page by page. */
+async function* listObjects<T>(
+  http: KubeHttp,
+  ref: ResourceRef,
+  labelSelector: string | undefined,
+  namespaces: readonly string[],
+  retry: RetryOptions,
+): AsyncGenerator<T> {
+  const paths = namespaces.length
+    ? namespaces.map((ns) => `${groupVersionPath(ref)}/namespaces/${encodeURIComponent(ns)}/${encodeURIComponent(ref.plural)}`)
+    : [collectionPath(ref)]
+  for (const path of paths) {
+    let token: string | undefined
+    do {
+      const page = (
+        await withRetry(
+          () =>
+            http.request<{ items?: T[]; metadata?: { continue?: string } }>({
+              method: 'GET',
+              path,
+              query: { limit: 250, continue: token, labelSelector },
+            }),
+          retry,
+        )
+      ).body
+      for (const item of page.items ?? []) yield item
+      token = page.metadata?.continue || undefined
+    } while (token)
+  }
+}
+
+/** The referrers of a namespace, read once per namespace and resource, read again on demand. */
+class ReferrerIndex {
+  private readonly byNamespace = new Map<string, Referrer['object'][][]>()
+
+  constructor(
+    private readonly http: KubeHttp,
+    private readonly rule: StashRule,
+    private readonly refs: ResourceRef[],
+    private readonly retry: RetryOptions,
+  ) {}
+
+  async pointingAt(namespace: string | undefined, name: string, fresh = false): Promise<Referrer[]> {
+    const ns = namespace ?? ''
+    if (fresh || !this.byNamespace.has(ns)) {
+      const lists = await Promise.all(
+        this.refs.map(async (ref) => {
+          const items: Referrer['object'][] = []
+          for await (const o of listObjects<Referrer['object']>(
+            this.http,
+            ref,
+            undefined,
+            ref.namespaced && namespace ? [namespace] : [],
+            this.retry,
+          ))
+            items.push(o)
+          return items
+        }),
+      )
+      this.byNamespace.set(ns, lists)
+    }
+    const out: Referrer[] = []
+    this.byNamespace.get(ns)!.forEach((items, i) => {
+      const pointers = this.rule.referrers[i]!.pointers
+      for (const object of items) {
+        const at = pointersAt(object, pointers, name)
+        if (at.length) out.push({ ref: this.refs[i]!, object, pointers: at })
+      }
+    })
+    return out
+  }
+}
