@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-import { readFileSync } from 'node:fs'
 import { Command, CommanderError, Option } from 'commander'
 import { pino, type Logger } from 'pino'
 import type { Config } from '../config/schema.js'
@@ -9,14 +8,12 @@ import { runMigrateCommand } from './migrate.js'
 import { OUTPUT_FORMATS, outputFormat } from './output.js'
 import { addConfigOptions, configFromOptions } from './options.js'
 import { serve } from './serve.js'
+import { VERSION } from '../version.js'
 import { runStatusCommand } from './status.js'
-
-/** The package's version, from its package.json (shipped next to dist/ in the image and the npm package). */
-const version = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version
 
 const program = new Command()
   .name('crd-migrator')
-  .version(version, '--version', 'print the version and exit')
+  .version(VERSION, '--version', 'print the version and exit')
   // Usage errors reach the one exit path below (exit code 2), help and --version exit 0.
   .exitOverride()
   .description(

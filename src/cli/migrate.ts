@@ -6,6 +6,7 @@ import type { Config } from '../config/schema.js'
 import { describeError } from '../errors.js'
 import { renderData, type OutputFormat } from './output.js'
 import { kubeHttp } from '../kube/client.js'
+import { userAgent } from '../version.js'
 import { KubeEventRecorder } from '../kube/events.js'
 import { loadCheckpointSeal } from '../migrator/checkpoint-seal.js'
 import { dryRun, type DryRunReport } from '../migrator/dry-run.js'
@@ -36,7 +37,7 @@ const BLOCKED_RETRY_MS = 5_000
 
 /** `crd-migrator migrate CRD...`: one migration per CRD, in turn. Returns the exit code. */
 export async function runMigrateCommand(names: string[], config: Config, logger: Logger, options: MigrateCommandOptions): Promise<number> {
-  const http = kubeHttp(config.kubeconfig, { maxSockets: Math.max(config.migrator.concurrency, 4) * 2 })
+  const http = kubeHttp(config.kubeconfig, { maxSockets: Math.max(config.migrator.concurrency, 4) * 2, userAgent: userAgent('migrate') })
   const owner = `cli:${os.userInfo().username}@${os.hostname()}`
   try {
     const format = options.format ?? 'text'

@@ -8,6 +8,7 @@ import { MigrationController, type ControllerDeps } from '../controller/controll
 import { RunLock } from '../controller/run-lock.js'
 import { StorageVersionMigrationController } from '../controller/svm-controller.js'
 import { kubeHttp } from '../kube/client.js'
+import { userAgent } from '../version.js'
 import { KubeEventRecorder } from '../kube/events.js'
 import { loadCheckpointSeal } from '../migrator/checkpoint-seal.js'
 import { MigratorMetrics } from '../migrator/metrics.js'
@@ -71,7 +72,7 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
   const stop = new AbortController()
   let stopped: Promise<void> = Promise.resolve()
   if (config.migrator.enabled) {
-    const http = kubeHttp(config.kubeconfig, { maxSockets: Math.max(config.migrator.concurrency, 4) * 2 })
+    const http = kubeHttp(config.kubeconfig, { maxSockets: Math.max(config.migrator.concurrency, 4) * 2, userAgent: userAgent('serve') })
     const log = logger.child({ component: 'migrator' })
     const shared = {
       http,

@@ -1,6 +1,7 @@
 import type { Config } from '../config/schema.js'
 import { CrdSelection } from '../controller/selector.js'
 import { kubeHttp } from '../kube/client.js'
+import { userAgent } from '../version.js'
 import { listCrds } from '../kube/crds.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { planCrd } from '../migrator/plan.js'
@@ -77,7 +78,7 @@ export interface StatusCommandOptions {
 
 /** `crd-migrator status [CRD...]`; exit code 1 when a named CRD does not exist. */
 export async function runStatusCommand(config: Config, out: NodeJS.WritableStream, options: StatusCommandOptions): Promise<number> {
-  const http = kubeHttp(config.kubeconfig)
+  const http = kubeHttp(config.kubeconfig, { userAgent: userAgent('status') })
   try {
     const crds = await listCrds(http)
     const { rows, missing } = selectRows(crds, config, options.names)

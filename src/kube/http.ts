@@ -4,6 +4,7 @@ import { checkServerIdentity, type PeerCertificate } from 'node:tls'
 import http from 'node:http'
 import type { KubeConfig } from '@kubernetes/client-node'
 import { CrdMigratorError } from '../errors.js'
+import { FIELD_MANAGER, userAgent } from '../version.js'
 
 /**
  * A small keep-alive HTTPS client for the migrator's hot path (metadata-only lists and
@@ -157,6 +158,8 @@ export async function kubeConnection(kubeConfig: KubeConfig): Promise<KubeConnec
 export interface KubeHttpOptions {
   /** Upper bound of pooled sockets; the migrator sets this to its write concurrency. */
   maxSockets?: number
+  /** The User-Agent of every request; default `crd-migrator/<version> (library)`. */
+  userAgent?: string
   /**
    * Talk to this address instead of the kubeconfig's server, verifying the certificate
    * for the kubeconfig's server name (one API server of several behind one name).
@@ -188,6 +191,7 @@ export class KubeHttp {
       maxSockets: options.maxSockets ?? 64,
       credentialRefreshMs: options.credentialRefreshMs ?? 60_000,
       defaultTimeoutMs: options.defaultTimeoutMs ?? 60_000,
+      userAgent: options.userAgent ?? userAgent('library'),
     }
   }
 
@@ -257,9 +261,18 @@ export class KubeHttp {
 
   private async exchange(req: KubeRequest): Promise<{ url: URL; status: number; headers: http.IncomingHttpHeaders; text: string }> {
     await this.ensureCredentials()
-    const url = this.url(req.path, req.query)
+    // Every write names its field manager (the writes that set their own keep theirs).
+    const write = req.method === 'POST' || req.method === 'PUT' || req.method === 'PATCH'
+    const url = this.url(
+      req.path,
+      write && req.query?.['fieldManager'] === undefined ? { ...req.query, fieldManager: FIELD_MANAGER } : req.query,
+    )
     const payload = req.body === undefined ? undefined : Buffer.from(typeof req.body === 'string' ? req.body : JSON.stringify(req.body))
-    const headers: Record<string, string | number> = { ...this.authHeaders, Accept: req.accept ?? Accept.json }
+    const headers: Record<string, string | number> = {
+      ...this.authHeaders,
+      Accept: req.accept ?? Accept.json,
+      'User-Agent': this.options.userAgent,
+    }
     if (payload) {
       headers['Content-Type'] = req.contentType ?? ContentType.json
       headers['Content-Length'] = payload.length

@@ -1,4 +1,5 @@
 import { CrdMigratorError, errorMessage } from '../errors.js'
+import { FIELD_MANAGER } from '../version.js'
 import { ManagedFieldsDroppedError } from '../kube/conversion.js'
 import { Accept, ContentType, isConflict, isFailedPatchTest, isNotFound, KubeApiError, type KubeHttp } from '../kube/http.js'
 import { apiVersionOf, listOrderKey, objectPath, type ResourceRef } from '../kube/paths.js'
@@ -13,9 +14,6 @@ export interface WriteContext {
   ref: ResourceRef
   retry: RetryOptions
 }
-
-/** The field manager of our server-side applies (they own no field, so no entry stays behind). */
-export const FIELD_MANAGER = 'crd-migrator'
 
 /** How the storage phase's no-op write is sent: see makeRewriteHandler. */
 export type RewriteWrite = 'merge-patch' | 'apply'

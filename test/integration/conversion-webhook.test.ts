@@ -136,7 +136,16 @@ t.test('a webhook-converted CRD: every object reshaped in etcd, storedVersions [
     [],
     "every object keeps old-manager's v1 entry",
   )
-  t.same((await getCrd(f.http, f.crd.metadata.name)).status?.storedVersions, ['v2'], 'storedVersions narrowed to [v2]')
+  const migrated = await getCrd(f.http, f.crd.metadata.name)
+  t.same(migrated.status?.storedVersions, ['v2'], 'storedVersions narrowed to [v2]')
+  t.ok(
+    migrated.metadata.managedFields?.some((e) => e.manager === 'crd-migrator' && e.subresource === 'status'),
+    "the storedVersions patch is recorded under crd-migrator's field manager",
+  )
+  t.ok(
+    migrated.metadata.managedFields?.some((e) => e.manager === 'crd-migrator' && e.subresource === undefined),
+    'and so are its annotation writes',
+  )
 
   // The old field manager keeps applying through v1, and the change lands in the v2 shape.
   const name = f.names[7]!
