@@ -9,8 +9,10 @@
  * (built-in API groups, extraConfig overriding annotations/identities) must fail the
  * render, and the state-key Secret must survive an upgrade (lookup, --dry-run=server).
  * The StorageVersionMigration CRD the chart installs (storageVersionMigrations.*) must equal
- * the one in kube-storage-version-migrator's Go module (scripts/build-ksvm.sh), and
- * migrator.builtInResources must grant exactly the resources it lists.
+ * the one in kube-storage-version-migrator's Go module (scripts/build-ksvm.sh),
+ * migrator.builtInResources must grant exactly the resources it lists, and the stash rules
+ * (migrator.stashPresets / migrator.stashes, phase StashedObjectMigration) exactly their
+ * stashes (get, list, create, delete) and referrers (get, list, patch).
  *
  * helm and the CRDs come from scripts/build-tools.sh (built from Go modules on first use).
  * Regenerate the plain manifests with: CRD_MIGRATOR_UPDATE_PLAIN_MANIFESTS=1 npx tap test/integration/chart.test.ts
@@ -20,9 +22,12 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { isDeepStrictEqual } from 'node:util'
 import t from 'tap'
 import { parse, parseAllDocuments } from 'yaml'
 import { loadConfig } from '../../src/config/load.js'
+import { PHASE_NAMES, STASH_PRESETS } from '../../src/config/schema.js'
+import { PRESETS, resolveStashRules, type StashRule } from '../../src/migrator/stashes/rules.js'
 import { generateDevCertificates } from '../../dev/certs/devcerts.js'
 import { renderWebhookConfiguration, type WebhookConfigurationOptions } from '../../src/webhook/configuration.js'
 import { ensureTools, type ChartTools } from '../../dev/controlplane/tools.js'
@@ -261,18 +266,24 @@ function rulesOf(m: Manifest): Rule[] {
   return (m['rules'] as Rule[] | undefined) ?? []
 }
 
-/** Least privilege: `create` only on leases and events, no wildcard verbs, no delete/update of CRDs. */
-function checkLeastPrivilege(t: T, manifests: Manifest[], allowWildcardGroups: boolean) {
+/**
+ * Least privilege: `create` only on leases and events, no wildcard verbs, no delete/update
+ * of CRDs. `stashSources` (the stash rules' sources, as ClusterRole rules) may be created
+ * and deleted too, and nothing else.
+ */
+function checkLeastPrivilege(t: T, manifests: Manifest[], allowWildcardGroups: boolean, stashSources: Rule[] = []) {
   for (const role of manifests.filter((m) => m.kind === 'ClusterRole' || m.kind === 'Role')) {
     for (const rule of rulesOf(role)) {
       t.notOk(rule.verbs.includes('*'), `${role.kind}/${role.metadata.name}: no wildcard verb`)
+      const stashSource = role.kind === 'ClusterRole' && stashSources.some((s) => isDeepStrictEqual(s, rule))
       for (const forbidden of ['delete', 'deletecollection', 'escalate', 'bind', 'impersonate']) {
+        if (forbidden === 'delete' && stashSource) continue
         t.notOk(rule.verbs.includes(forbidden), `${role.kind}/${role.metadata.name}: no ${forbidden}`)
       }
       if (rule.verbs.includes('create')) {
         t.ok(
-          (rule.resources ?? []).every((r) => r === 'leases' || r === 'events'),
-          `${role.kind}/${role.metadata.name}: create only on leases and events, not ${rule.resources}`,
+          stashSource || (rule.resources ?? []).every((r) => r === 'leases' || r === 'events'),
+          `${role.kind}/${role.metadata.name}: create only on leases, events and stash sources, not ${rule.resources}`,
         )
       }
       if (!allowWildcardGroups) t.notOk(rule.apiGroups?.includes('*'), `${role.kind}/${role.metadata.name}: no wildcard API group`)
@@ -293,6 +304,87 @@ interface Scenario {
   /** Expected names and options for renderWebhookConfiguration(). */
   webhook: (namespace: string) => Parameters<typeof renderWebhookConfiguration>[0]
   kinds: string[]
+  /** The ClusterRole's stash rules (the last ones), exactly; none when unset. */
+  stashRules?: Rule[]
+}
+
+/** The ClusterRole rules of a stash's source and of a referrer. */
+const stashSourceRule = (group: string, resource: string): Rule => ({
+  apiGroups: [group],
+  resources: [resource],
+  verbs: ['get', 'list', 'create', 'delete'],
+})
+const stashReferrerRule = (group: string, resource: string): Rule => ({
+  apiGroups: [group],
+  resources: [resource],
+  verbs: ['get', 'list', 'patch'],
+})
+const isStashSourceRule = (r: Rule) => r.verbs.includes('create') && r.verbs.includes('delete')
+
+/**
+ * What runStashPhase (src/migrator/stashes/stash-phase.ts) calls, as ClusterRole rules, for
+ * resolved stash rules: list, create, get and delete (uid precondition) on the source,
+ * list, get and patch (JSON patch) on each referrer. Duplicates dropped, in order.
+ */
+function stashRbac(rules: readonly StashRule[]): Rule[] {
+  const out: Rule[] = []
+  const add = (r: Rule) => {
+    if (!out.some((o) => isDeepStrictEqual(o, r))) out.push(r)
+  }
+  for (const rule of rules) {
+    add(stashSourceRule(rule.source.group, rule.source.resource))
+    for (const r of rule.referrers) add(stashReferrerRule(r.group, r.resource))
+  }
+  return out
+}
+
+/** The kinds of a default render for release <release>. */
+const defaultKinds = (release: string) =>
+  [
+    'ServiceAccount/F',
+    'ConfigMap/F',
+    'Secret/F-state-key',
+    'ClusterRole/F',
+    'ClusterRoleBinding/F',
+    'Role/F-leader-election',
+    'Role/F-NS-events',
+    'RoleBinding/F-leader-election',
+    'RoleBinding/F-NS-events',
+    'Service/F',
+    'Deployment/F',
+    'Certificate/F-ca',
+    'Certificate/F-serving',
+    'Issuer/F-selfsigned',
+    'Issuer/F-ca',
+    'PodDisruptionBudget/F',
+    'ValidatingWebhookConfiguration/F.crd-migrator.io',
+  ].map((k) => k.replace(/F/, `${release}-crd-migrator`))
+
+/** renderWebhookConfiguration() options of a release with default values. */
+const defaultWebhook = (release: string) => (ns: string) => ({
+  mode: 'service' as const,
+  name: `${release}-crd-migrator.crd-migrator.io`,
+  service: service({ namespace: ns, name: `${release}-crd-migrator`, port: 443, path: '/validate-crd' }),
+  certManagerCertificate: `${ns}/${release}-crd-migrator-serving`,
+  migratorUsers: [`system:serviceaccount:${ns}:${release}-crd-migrator`],
+})
+
+/** An explicit stash rule, every field set (README's example, limited to two namespaces). */
+const EXPLICIT_STASH_RULE = {
+  group: 'example.com',
+  source: {
+    group: 'apps',
+    version: 'v1',
+    resource: 'controllerrevisions',
+    labelSelector: 'example.com/stash',
+    namespaces: ['team-a', 'team-b'],
+    dataPointer: '/data',
+  },
+  versionLabel: 'example.com/object-version',
+  referrers: [
+    { group: 'example.com', version: 'v1', resource: 'owners', pointers: ['/spec/revisionName'] },
+    { group: '', version: 'v1', resource: 'configmaps', pointers: ['/data/revision', '/data/previous~1revision'] },
+  ],
 }
 
 const scenarios: Scenario[] = [
@@ -495,6 +587,41 @@ const scenarios: Scenario[] = [
       'ValidatingWebhookConfiguration/wh-crd-migrator.crd-migrator.io',
     ],
   },
+  {
+    // KubeVirt's instancetype revisions: the preset stands for its source and referrers.
+    name: 'stash preset kubevirt-instancetypes: RBAC on ControllerRevisions and VirtualMachines',
+    release: 'kv',
+    values: { migrator: { stashPresets: ['kubevirt-instancetypes'] } },
+    webhook: defaultWebhook('kv'),
+    kinds: defaultKinds('kv'),
+    stashRules: [stashSourceRule('apps', 'controllerrevisions'), stashReferrerRule('kubevirt.io', 'virtualmachines')],
+  },
+  {
+    // An explicit rule, then the preset with its source narrowed to one namespace: the
+    // preset's rules are the explicit rule's ControllerRevisions again (dropped) and
+    // VirtualMachines. namespaces narrow the listing, not the ClusterRole.
+    name: 'explicit stash rules: RBAC on exactly their sources and referrers',
+    release: 'stash',
+    values: {
+      migrator: {
+        stashes: [
+          EXPLICIT_STASH_RULE,
+          {
+            preset: 'kubevirt-instancetypes',
+            source: { group: 'apps', version: 'v1', resource: 'controllerrevisions', namespaces: ['vms'] },
+          },
+        ],
+      },
+    },
+    webhook: defaultWebhook('stash'),
+    kinds: defaultKinds('stash'),
+    stashRules: [
+      stashSourceRule('apps', 'controllerrevisions'),
+      stashReferrerRule('example.com', 'owners'),
+      stashReferrerRule('', 'configmaps'),
+      stashReferrerRule('kubevirt.io', 'virtualmachines'),
+    ],
+  },
 ]
 
 /** The chart's migrator.enabled for a scenario's values (default true). */
@@ -601,6 +728,24 @@ for (const scenario of scenarios) {
         t.equal(config.migrator.storageVersionMigrations, false, 'the default: off')
       }
       t.notOk('builtInResources' in raw.migrator, 'builtInResources is RBAC only, not config')
+      const stashPresets = v['migrator']?.stashPresets
+      const stashes = v['migrator']?.stashes
+      if (stashPresets) t.same(raw.migrator['stashPresets'], stashPresets, 'migrator.stashPresets as given')
+      else t.notOk('stashPresets' in raw.migrator, 'no migrator.stashPresets key unless set')
+      if (stashes) t.same(raw.migrator['stashes'], stashes, 'migrator.stashes as given')
+      else t.notOk('stashes' in raw.migrator, 'no migrator.stashes key unless set')
+      // The RBAC covers what the migrator will do with the rules it resolves from this config.
+      const resolved = resolveStashRules(config.migrator.stashPresets, config.migrator.stashes)
+      t.equal(resolved.length, (stashPresets?.length ?? 0) + (stashes?.length ?? 0), 'every stash rule resolves')
+      const clusterRole = manifests.find((m) => m.kind === 'ClusterRole')
+      if (clusterRole) {
+        const cr = rulesOf(clusterRole)
+        t.same(
+          cr.slice(cr.length - (scenario.stashRules?.length ?? 0)),
+          stashRbac(resolved),
+          "the ClusterRole's stash rules are those of the config's resolved stash rules",
+        )
+      }
       if (v['migrator']?.selector !== undefined) {
         t.equal(config.migrator.selector.labelSelector, v['migrator'].selector)
         t.same(config.migrator.selector.names, v['migrator'].names)
@@ -714,8 +859,21 @@ for (const scenario of scenarios) {
         t.same(ids(manifests.filter((m) => RBAC_KINDS.includes(m.kind))), [], 'webhook only: no ClusterRole, Role or binding at all')
         return
       }
-      checkLeastPrivilege(t, manifests, Boolean(scenario.values['rbac']?.allGroups))
-      const cr = rulesOf(one(manifests, 'ClusterRole'))
+      checkLeastPrivilege(t, manifests, Boolean(scenario.values['rbac']?.allGroups), (scenario.stashRules ?? []).filter(isStashSourceRule))
+      const all = rulesOf(one(manifests, 'ClusterRole'))
+      // The stash rules come last.
+      const cr = all.slice(0, all.length - (scenario.stashRules?.length ?? 0))
+      t.same(all.slice(cr.length), scenario.stashRules ?? [], 'the stash rules, exactly')
+      if (!scenario.stashRules) {
+        t.notOk(
+          all.some((r) => r.verbs.includes('create') || r.verbs.includes('delete')),
+          'no create or delete in the ClusterRole without stash rules',
+        )
+        t.notOk(
+          all.some((r) => r.resources?.includes('controllerrevisions') || r.apiGroups?.includes('kubevirt.io')),
+          'no ControllerRevision or KubeVirt rule without stash rules',
+        )
+      }
       t.same(cr.slice(0, 2), [
         { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions'], verbs: ['get', 'list', 'watch', 'patch'] },
         { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions/status'], verbs: ['patch'] },
@@ -738,7 +896,7 @@ for (const scenario of scenarios) {
           { apiGroups: ['example.com'], resources: ['widgets/status'], verbs: ['patch'] },
         ])
       } else {
-        t.equal(cr.length, 2, 'no custom-resource access until the operator names groups')
+        t.equal(cr.length, 2, 'no custom-resource access until the operator names groups (stash rules aside)')
       }
       if (!svmEnabled(scenario.values)) {
         t.notOk(
@@ -946,6 +1104,121 @@ t.test('RBAC of storageVersionMigrations and builtInResources, created for real:
   ]
   for (const [what, attrs] of allowed) t.ok(await can(attrs), `allowed: ${what}`)
   for (const [what, attrs] of denied) t.notOk(await can(attrs), `denied: ${what}`)
+})
+
+t.test('RBAC of stash rules, created for real: their stashes and referrers, nothing more, nothing when unset', async (t) => {
+  const revisions = { group: 'apps', resource: 'controllerrevisions' }
+  const vms = { group: 'kubevirt.io', resource: 'virtualmachines' }
+  // What the preset's phase does (src/migrator/stashes/stash-phase.ts), in any namespace.
+  const needed: Array<[string, Record<string, string>]> = [
+    ['list ControllerRevisions in all namespaces', { ...revisions, verb: 'list' }],
+    ['list ControllerRevisions in a namespace', { ...revisions, verb: 'list', namespace: 'vms' }],
+    ['get a ControllerRevision', { ...revisions, verb: 'get', namespace: 'vms', name: 'r' }],
+    ['create a ControllerRevision', { ...revisions, verb: 'create', namespace: 'vms' }],
+    ['delete a ControllerRevision', { ...revisions, verb: 'delete', namespace: 'vms', name: 'r' }],
+    ['list VirtualMachines in a namespace', { ...vms, verb: 'list', namespace: 'vms' }],
+    ['list VirtualMachines in all namespaces', { ...vms, verb: 'list' }],
+    ['get a VirtualMachine', { ...vms, verb: 'get', namespace: 'vms', name: 'vm' }],
+    ['patch a VirtualMachine', { ...vms, verb: 'patch', namespace: 'vms', name: 'vm' }],
+  ]
+  const never: Array<[string, Record<string, string>]> = [
+    ['update (PUT) a ControllerRevision', { ...revisions, verb: 'update', namespace: 'vms', name: 'r' }],
+    ['patch a ControllerRevision', { ...revisions, verb: 'patch', namespace: 'vms', name: 'r' }],
+    ['delete every ControllerRevision', { ...revisions, verb: 'deletecollection', namespace: 'vms' }],
+    ['watch ControllerRevisions', { ...revisions, verb: 'watch' }],
+    ['delete a VirtualMachine', { ...vms, verb: 'delete', namespace: 'vms', name: 'vm' }],
+    ['create a VirtualMachine', { ...vms, verb: 'create', namespace: 'vms' }],
+    ['update (PUT) a VirtualMachine', { ...vms, verb: 'update', namespace: 'vms', name: 'vm' }],
+    ['patch VirtualMachine status', { ...vms, subresource: 'status', verb: 'patch', namespace: 'vms', name: 'vm' }],
+    ['set finalizers on a VirtualMachine', { ...vms, subresource: 'finalizers', verb: 'update', namespace: 'vms', name: 'vm' }],
+    [
+      'patch a VirtualMachineInstance (kubevirt.io, not a referrer)',
+      { group: 'kubevirt.io', resource: 'virtualmachineinstances', verb: 'patch', namespace: 'vms', name: 'vmi' },
+    ],
+    [
+      'patch an instancetype (not in rbac.managedGroups)',
+      { group: 'instancetype.kubevirt.io', resource: 'virtualmachineinstancetypes', verb: 'patch', namespace: 'vms', name: 'i' },
+    ],
+    ['create a Deployment (apps, not a stash)', { group: 'apps', resource: 'deployments', verb: 'create', namespace: 'vms' }],
+    ['delete a StatefulSet (apps, not a stash)', { group: 'apps', resource: 'statefulsets', verb: 'delete', namespace: 'vms', name: 's' }],
+  ]
+
+  t.test('with the preset kubevirt-instancetypes', async (t) => {
+    const ns = uniqueName('chart-stash')
+    await createNamespace(ns)
+    const can = await createRbacOf(t, await template(uniqueName('st'), ns, { migrator: { stashPresets: ['kubevirt-instancetypes'] } }), ns)
+    for (const [what, attrs] of needed) t.ok(await can(attrs), `allowed: ${what}`)
+    for (const [what, attrs] of never) t.notOk(await can(attrs), `denied: ${what}`)
+  })
+
+  t.test('with the preset narrowed to namespaces (the ClusterRole still covers all)', async (t) => {
+    const ns = uniqueName('chart-stash')
+    await createNamespace(ns)
+    const values = {
+      migrator: {
+        stashes: [
+          {
+            preset: 'kubevirt-instancetypes',
+            source: { group: 'apps', version: 'v1', resource: 'controllerrevisions', namespaces: ['vms'] },
+          },
+        ],
+      },
+    }
+    const can = await createRbacOf(t, await template(uniqueName('st'), ns, values), ns)
+    for (const [what, attrs] of needed) t.ok(await can(attrs), `allowed: ${what}`)
+    t.ok(await can({ ...revisions, verb: 'delete', namespace: 'elsewhere', name: 'r' }), 'allowed: outside the listed namespaces too')
+    for (const [what, attrs] of never) t.notOk(await can(attrs), `denied: ${what}`)
+  })
+
+  t.test('unset: none of it', async (t) => {
+    const ns = uniqueName('chart-stash')
+    await createNamespace(ns)
+    const can = await createRbacOf(t, await template(uniqueName('st'), ns, {}), ns)
+    for (const [what, attrs] of [...needed, ...never]) t.notOk(await can(attrs), `denied: ${what}`)
+  })
+})
+
+t.test("the chart's stash presets and phases are the migrator's", async (t) => {
+  const schema = JSON.parse(await readFile(join(chartDir, 'values.schema.json'), 'utf8')) as {
+    properties: { migrator: { properties: Record<string, any> } }
+  }
+  const m = schema.properties.migrator.properties
+  t.same(m['stashPresets'].items.enum, [...STASH_PRESETS], 'values.schema.json: migrator.stashPresets is STASH_PRESETS')
+  t.same(m['stashes'].items.properties.preset.enum, [...STASH_PRESETS], 'values.schema.json: migrator.stashes[].preset is STASH_PRESETS')
+  t.same(m['skipPhases'].items.enum, [...PHASE_NAMES], 'values.schema.json: migrator.skipPhases is PHASE_NAMES')
+  t.same(m['crds'].additionalProperties.properties.skipPhases.items.enum, [...PHASE_NAMES], 'and per CRD')
+  // The template hardcodes each preset's resources (crd-migrator.stashPresets): the same as PRESETS.
+  for (const preset of STASH_PRESETS) {
+    for (const values of [{ stashPresets: [preset] }, { stashes: [{ preset }] }]) {
+      const cr = rulesOf(one(await template('p', 'p-ns', { migrator: values }), 'ClusterRole'))
+      const expected = stashRbac([PRESETS[preset]])
+      t.same(cr.slice(cr.length - expected.length), expected, `${preset} (${Object.keys(values)[0]}): the rules of PRESETS['${preset}']`)
+      t.equal(cr.length, 2 + expected.length, `${preset}: nothing more`)
+    }
+  }
+  // Every phase, skipped everywhere and per CRD, renders and loads.
+  const { text } = configOf(
+    t,
+    await template('p', 'p-ns', {
+      migrator: { skipPhases: [...PHASE_NAMES], crds: { 'widgets.example.com': { skipPhases: [...PHASE_NAMES] } } },
+    }),
+  )
+  const config = await loadRenderedConfig(text)
+  t.same(config.migrator.skipPhases, [...PHASE_NAMES])
+  t.same(config.migrator.crds['widgets.example.com']?.skipPhases, [...PHASE_NAMES])
+})
+
+t.test('stash rules are RBAC only with the migrator and rbac.create', async (t) => {
+  for (const values of [{ migrator: { enabled: false } }, { rbac: { create: false } }]) {
+    const what = JSON.stringify(values)
+    const manifests = await template('st', 'st-ns', {
+      ...values,
+      migrator: { ...values.migrator, stashPresets: ['kubevirt-instancetypes'] },
+    })
+    t.same(ids(manifests.filter((m) => RBAC_KINDS.includes(m.kind))), [], `${what}: no RBAC at all`)
+    const { raw } = configOf(t, manifests)
+    t.same((raw['migrator'] as Record<string, unknown>)['stashPresets'], ['kubevirt-instancetypes'], `${what}: still in the config`)
+  }
 })
 
 /** The StorageVersionMigration CRD of kube-storage-version-migrator's Go module (built and cached by scripts/build-ksvm.sh). */
@@ -1203,6 +1476,115 @@ t.test('bad values are refused with a message', async (t) => {
       { extraConfig: { migrator: { storageVersionMigrations: true } } },
       /extraConfig\.migrator\.storageVersionMigrations may not be set: set the chart value storageVersionMigrations\.enabled instead/,
     ],
+    // Stash rules: shaped like the config's StashRuleSchema, strictly, and granting one named resource each.
+    [
+      'an unknown stash preset (values.schema.json)',
+      { migrator: { stashPresets: ['kubevirt'] } },
+      /at '\/migrator\/stashPresets\/0': value must be 'kubevirt-instancetypes'/,
+    ],
+    [
+      'an unknown preset in a stash rule (values.schema.json)',
+      { migrator: { stashes: [{ preset: 'kubevirt' }] } },
+      /at '\/migrator\/stashes\/0\/preset': value must be 'kubevirt-instancetypes'/,
+    ],
+    [
+      'a stash rule with neither a preset nor group, source and referrers (values.schema.json)',
+      { migrator: { stashes: [{ group: 'example.com', source: EXPLICIT_STASH_RULE.source }] } },
+      /at '\/migrator\/stashes\/0': 'anyOf' failed[\s\S]*missing property 'preset'[\s\S]*missing property 'referrers'/,
+    ],
+    [
+      'a referrer pointer not starting with / (values.schema.json)',
+      {
+        migrator: {
+          stashes: [
+            {
+              ...EXPLICIT_STASH_RULE,
+              referrers: [{ group: 'example.com', version: 'v1', resource: 'owners', pointers: ['spec/revisionName'] }],
+            },
+          ],
+        },
+      },
+      /at '\/migrator\/stashes\/0\/referrers\/0\/pointers\/0': 'spec\/revisionName' does not match pattern/,
+    ],
+    [
+      'a dataPointer not starting with / (values.schema.json)',
+      { migrator: { stashes: [{ ...EXPLICIT_STASH_RULE, source: { ...EXPLICIT_STASH_RULE.source, dataPointer: 'data' } }] } },
+      /at '\/migrator\/stashes\/0\/source\/dataPointer': 'data' does not match pattern/,
+    ],
+    [
+      'a referrer without pointers (values.schema.json)',
+      {
+        migrator: {
+          stashes: [{ ...EXPLICIT_STASH_RULE, referrers: [{ group: 'example.com', version: 'v1', resource: 'owners', pointers: [] }] }],
+        },
+      },
+      /at '\/migrator\/stashes\/0\/referrers\/0\/pointers': minItems/,
+    ],
+    [
+      'no referrers (values.schema.json)',
+      { migrator: { stashes: [{ ...EXPLICIT_STASH_RULE, referrers: [] }] } },
+      /at '\/migrator\/stashes\/0\/referrers': minItems/,
+    ],
+    [
+      'a stash source without its version (values.schema.json)',
+      { migrator: { stashes: [{ preset: 'kubevirt-instancetypes', source: { group: 'apps', resource: 'controllerrevisions' } }] } },
+      /at '\/migrator\/stashes\/0\/source': missing property 'version'/,
+    ],
+    [
+      '"*" as a stash source (values.schema.json)',
+      { migrator: { stashes: [{ ...EXPLICIT_STASH_RULE, source: { group: 'apps', version: 'v1', resource: '*' } }] } },
+      /at '\/migrator\/stashes\/0\/source\/resource': '\*' does not match pattern/,
+    ],
+    [
+      '"*" as a referrer group (values.schema.json)',
+      {
+        migrator: {
+          stashes: [
+            { ...EXPLICIT_STASH_RULE, referrers: [{ group: '*', version: 'v1', resource: 'owners', pointers: ['/spec/revisionName'] }] },
+          ],
+        },
+      },
+      /at '\/migrator\/stashes\/0\/referrers\/0\/group': '\*' does not match pattern/,
+    ],
+    [
+      'a referrer subresource (values.schema.json)',
+      {
+        migrator: {
+          stashes: [
+            {
+              ...EXPLICIT_STASH_RULE,
+              referrers: [{ group: 'kubevirt.io', version: 'v1', resource: 'virtualmachines/status', pointers: ['/spec/revisionName'] }],
+            },
+          ],
+        },
+      },
+      /at '\/migrator\/stashes\/0\/referrers\/0\/resource': 'virtualmachines\/status' does not match pattern/,
+    ],
+    [
+      'verbs in a stash rule (values.schema.json)',
+      { migrator: { stashes: [{ preset: 'kubevirt-instancetypes', verbs: ['update'] }] } },
+      /at '\/migrator\/stashes\/0': additional properties 'verbs' not allowed/,
+    ],
+    [
+      'a misspelt stash source field (values.schema.json)',
+      { migrator: { stashes: [{ ...EXPLICIT_STASH_RULE, source: { ...EXPLICIT_STASH_RULE.source, namespace: 'team-a' } }] } },
+      /at '\/migrator\/stashes\/0\/source': additional properties 'namespace' not allowed/,
+    ],
+    [
+      'an unknown phase to skip (values.schema.json)',
+      { migrator: { skipPhases: ['StashedObjectMigrations'] } },
+      /at '\/migrator\/skipPhases\/0': value must be one of 'StorageVersionMigration', 'StashedObjectMigration', 'CleanupManagedFields'/,
+    ],
+    [
+      "extraConfig adds stash presets behind the chart's back",
+      { extraConfig: { migrator: { stashPresets: ['kubevirt-instancetypes'] } } },
+      /extraConfig\.migrator\.stashPresets may not be set: set the chart value migrator\.stashPresets instead/,
+    ],
+    [
+      "extraConfig adds stash rules behind the chart's back",
+      { extraConfig: { migrator: { stashes: [] } } },
+      /extraConfig\.migrator\.stashes may not be set: set the chart value migrator\.stashes instead/,
+    ],
   ]
   for (const [what, values, message] of cases) {
     const r = await helm(['template', 'x', chartDir, ...(await valuesArgs(values))])
@@ -1263,6 +1645,66 @@ t.test('the template refuses the groups on its own, "*" and "" included (helm te
       ])
       t.not(r.code, 0, `builtInResources, ${what} (migrator.enabled=${enabled}): helm template fails`)
       t.match(r.stderr, message, `builtInResources, ${what} (migrator.enabled=${enabled})`)
+    }
+  }
+  // Stash rules, rule by rule; a preset stands for its resources.
+  const stash: Array<[string, Record<string, unknown>, RegExp]> = [
+    [
+      'an unknown preset',
+      { stashPresets: ['kubevirt'] },
+      /migrator\.stashPresets\[0\]: kubevirt is not a stash preset \(known: kubevirt-instancetypes\)/,
+    ],
+    ['an unknown preset in a rule', { stashes: [{ preset: 'nope' }] }, /migrator\.stashes\[0\]\.preset: nope is not a stash preset/],
+    [
+      'a rule with neither a preset nor referrers',
+      { stashes: [{ group: 'example.com', source: EXPLICIT_STASH_RULE.source }] },
+      /migrator\.stashes\[0\]: a stash rule needs a preset, or group, source and referrers/,
+    ],
+    ['a rule as a string', { stashes: ['kubevirt-instancetypes'] }, /migrator\.stashes\[0\] must be a stash rule/],
+    [
+      '"*" as a source resource',
+      { stashes: [{ preset: 'kubevirt-instancetypes', source: { group: 'apps', version: 'v1', resource: '*' } }] },
+      /migrator\.stashes\[0\]\.source: "\*" would grant more than one resource/,
+    ],
+    [
+      '"*" as a referrer group',
+      { stashes: [{ preset: 'kubevirt-instancetypes', referrers: [{ group: '*', version: 'v1', resource: 'x', pointers: ['/a'] }] }] },
+      /migrator\.stashes\[0\]\.referrers\[0\]: "\*" would grant more than one resource/,
+    ],
+    [
+      'a referrer subresource',
+      {
+        stashes: [
+          {
+            preset: 'kubevirt-instancetypes',
+            referrers: [{ group: 'kubevirt.io', version: 'v1', resource: 'virtualmachines/status', pointers: ['/a'] }],
+          },
+        ],
+      },
+      /migrator\.stashes\[0\]\.referrers\[0\]\.resource: "virtualmachines\/status" is a subresource/,
+    ],
+    [
+      'a source without its group',
+      { stashes: [{ preset: 'kubevirt-instancetypes', source: { version: 'v1', resource: 'controllerrevisions' } }] },
+      /migrator\.stashes\[0\]\.source\.group must be a string/,
+    ],
+    [
+      'referrers not a list',
+      { stashes: [{ preset: 'kubevirt-instancetypes', referrers: 'virtualmachines' }] },
+      /migrator\.stashes\[0\]\.referrers must be a list/,
+    ],
+  ]
+  for (const [what, migrator, message] of stash) {
+    for (const enabled of [true, false]) {
+      const r = await helm([
+        'template',
+        'x',
+        chartDir,
+        '--skip-schema-validation',
+        ...(await valuesArgs({ migrator: { enabled, ...migrator } })),
+      ])
+      t.not(r.code, 0, `stash rules, ${what} (migrator.enabled=${enabled}): helm template fails`)
+      t.match(r.stderr, message, `stash rules, ${what} (migrator.enabled=${enabled})`)
     }
   }
   // Webhook only renders no RBAC, but the values are still checked.

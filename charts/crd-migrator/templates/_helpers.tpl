@@ -155,6 +155,7 @@ CRDs in migrator.names / migrator.crds. Rendered for every install, RBAC or not.
 {{- include "crd-migrator.checkApiGroup" (dict "group" $crd.group "what" (printf "migrator.names / migrator.crds (%s)" $crd.name)) }}
 {{- end }}
 {{- $_ := include "crd-migrator.builtInResources" . }}
+{{- $_ := include "crd-migrator.stashResources" . }}
 {{- end }}
 
 {{/*
@@ -185,6 +186,94 @@ refuses the same, this holds with --skip-schema-validation too.
 {{- fail (printf "%s.resource: %q is a subresource; name the resource itself" $what $resource) }}
 {{- end }}
 {{- $out = append $out (dict "group" $group "resource" $resource) }}
+{{- end }}
+{{- $out | uniq | toJson }}
+{{- end }}
+
+{{/*
+The stash presets' resources, as src/migrator/stashes/rules.ts (PRESETS) has them: the
+resource holding the stashes and the resources pointing at them. Only what the RBAC needs.
+*/}}
+{{- define "crd-migrator.stashPresets" -}}
+{{- dict
+  "kubevirt-instancetypes" (dict
+    "source" (dict "group" "apps" "resource" "controllerrevisions")
+    "referrers" (list (dict "group" "kubevirt.io" "resource" "virtualmachines")))
+  | toJson }}
+{{- end }}
+
+{{/*
+Fails unless .r ({group, resource} of a stash rule) names exactly one resource: a string
+group ("" is the core group), a non-empty resource, no "*", no subresource.
+*/}}
+{{- define "crd-migrator.checkStashResource" -}}
+{{- $r := .r }}
+{{- if not (kindIs "map" $r) }}
+{{- fail (printf "%s must be {group, version, resource, ...}" .what) }}
+{{- end }}
+{{- if not (and (hasKey $r "group") (kindIs "string" (get $r "group"))) }}
+{{- fail (printf "%s.group must be a string: the API group, \"\" for the core group" .what) }}
+{{- end }}
+{{- if not (and (kindIs "string" (get $r "resource")) (get $r "resource")) }}
+{{- fail (printf "%s.resource must name one resource (its plural), e.g. controllerrevisions" .what) }}
+{{- end }}
+{{- if or (contains "*" (get $r "group")) (contains "*" (get $r "resource")) }}
+{{- fail (printf "%s: \"*\" would grant more than one resource; name the resource" .what) }}
+{{- end }}
+{{- if contains "/" (get $r "resource") }}
+{{- fail (printf "%s.resource: %q is a subresource; name the resource itself" .what (get $r "resource")) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The RBAC of the stash rules (migrator.stashPresets, then migrator.stashes, resolved as
+resolveStashRules in src/migrator/stashes/rules.ts does: a rule's own source and referrers
+over its preset's), as a JSON list of {group, resource, verbs, role, does}, duplicates dropped.
+Per rule: its source get, list, create, delete (the replacement stash is created, the old
+one deleted) and each referrer get, list, patch (repointed with a JSON patch). Every
+resource is checked; values.schema.json refuses the same, this holds with
+--skip-schema-validation too.
+*/}}
+{{- define "crd-migrator.stashResources" -}}
+{{- $presets := include "crd-migrator.stashPresets" . | fromJson }}
+{{- $known := keys $presets | sortAlpha | join ", " }}
+{{- $rules := list }}
+{{- range $i, $name := .Values.migrator.stashPresets }}
+{{- if not (and (kindIs "string" $name) (hasKey $presets $name)) }}
+{{- fail (printf "migrator.stashPresets[%d]: %v is not a stash preset (known: %s)" $i $name $known) }}
+{{- end }}
+{{- $preset := get $presets $name }}
+{{- $rules = append $rules (dict "what" (printf "migrator.stashPresets[%d]" $i) "source" $preset.source "referrers" $preset.referrers) }}
+{{- end }}
+{{- range $i, $rule := .Values.migrator.stashes }}
+{{- $what := printf "migrator.stashes[%d]" $i }}
+{{- if not (kindIs "map" $rule) }}
+{{- fail (printf "%s must be a stash rule {preset} or {group, source, referrers}" $what) }}
+{{- end }}
+{{- $base := dict }}
+{{- if hasKey $rule "preset" }}
+{{- if not (and (kindIs "string" $rule.preset) (hasKey $presets $rule.preset)) }}
+{{- fail (printf "%s.preset: %v is not a stash preset (known: %s)" $what $rule.preset $known) }}
+{{- end }}
+{{- $base = get $presets $rule.preset }}
+{{- else if not (and $rule.group $rule.source $rule.referrers) }}
+{{- fail (printf "%s: a stash rule needs a preset, or group, source and referrers" $what) }}
+{{- end }}
+{{- $source := ternary $rule.source $base.source (hasKey $rule "source") }}
+{{- $referrers := ternary $rule.referrers $base.referrers (hasKey $rule "referrers") }}
+{{- if not (kindIs "slice" $referrers) }}
+{{- fail (printf "%s.referrers must be a list of {group, version, resource, pointers}" $what) }}
+{{- end }}
+{{- $rules = append $rules (dict "what" $what "source" $source "referrers" $referrers) }}
+{{- end }}
+{{- $out := list }}
+{{- range $rule := $rules }}
+{{- include "crd-migrator.checkStashResource" (dict "r" $rule.source "what" (printf "%s.source" $rule.what)) }}
+{{- $out = append $out (dict "group" $rule.source.group "resource" $rule.source.resource "verbs" (list "get" "list" "create" "delete") "role" "Stashes" "does" "read, a replacement created, the old one deleted") }}
+{{- range $j, $r := $rule.referrers }}
+{{- include "crd-migrator.checkStashResource" (dict "r" $r "what" (printf "%s.referrers[%d]" $rule.what $j)) }}
+{{- $out = append $out (dict "group" $r.group "resource" $r.resource "verbs" (list "get" "list" "patch") "role" "Referrers of stashes" "does" "read and repointed with a JSON patch") }}
+{{- end }}
 {{- end }}
 {{- $out | uniq | toJson }}
 {{- end }}
@@ -234,7 +323,8 @@ identities.migratorUsers. The config file and the webhook's matchConditions use 
 extraConfig may not set what other objects are rendered from: the webhook's matchConditions
 from annotations.migrating and identities.*, the RBAC, the token and the state-key Secret
 from migrator.enabled, the state-key mount from migrator.stateKeyFile, the RBAC on
-StorageVersionMigrations and their CRD from migrator.storageVersionMigrations. A config file that
+StorageVersionMigrations and their CRD from migrator.storageVersionMigrations, the RBAC on
+stashes and their referrers from migrator.stashPresets and migrator.stashes. A config file that
 disagreed with them would, e.g., freeze with an annotation the webhook never sees.
 */}}
 {{- define "crd-migrator.checkExtraConfig" -}}
@@ -257,6 +347,11 @@ disagreed with them would, e.g., freeze with an annotation the webhook never see
 {{- end }}
 {{- if hasKey $extra.migrator "storageVersionMigrations" }}
 {{- fail "extraConfig.migrator.storageVersionMigrations may not be set: set the chart value storageVersionMigrations.enabled instead (it also decides the RBAC on StorageVersionMigrations and their CRD)" }}
+{{- end }}
+{{- range $key := list "stashPresets" "stashes" }}
+{{- if hasKey $extra.migrator $key }}
+{{- fail (printf "extraConfig.migrator.%s may not be set: set the chart value migrator.%s instead (the RBAC on stashes and their referrers is rendered from it)" $key $key) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -291,6 +386,12 @@ The crd-migrator config file (see src/config/schema.ts), built from values. POD_
 {{- /* Only when on: the key is absent from the config of every release that does not use it. */}}
 {{- if .Values.storageVersionMigrations.enabled }}
 {{- $_ := set $config.migrator "storageVersionMigrations" true }}
+{{- end }}
+{{- if .Values.migrator.stashPresets }}
+{{- $_ := set $config.migrator "stashPresets" .Values.migrator.stashPresets }}
+{{- end }}
+{{- if .Values.migrator.stashes }}
+{{- $_ := set $config.migrator "stashes" (deepCopy .Values.migrator.stashes) }}
 {{- end }}
 {{- mustMergeOverwrite $config (deepCopy .Values.extraConfig) | toYaml }}
 {{- end }}
