@@ -157,7 +157,8 @@ export function formatResult(r: MigrationResult): string {
         ? `  storage switch: all ${r.apiServers.checked} API servers store ${r.storageVersion} (each asked by address)`
         : `  storage switch: checked on the API server in use only, plus the settle time (${r.apiServers.fallbackReason})`,
     )
-  if (r.storage || r.storedVersionsBefore.join() !== r.storedVersionsAfter.join()) {
+  // A built-in resource has no CRD, so no storedVersions.
+  if (r.crdUid !== undefined && (r.storage || r.storedVersionsBefore.join() !== r.storedVersionsAfter.join())) {
     lines.push(`  status.storedVersions: ${JSON.stringify(r.storedVersionsBefore)} -> ${JSON.stringify(r.storedVersionsAfter)}`)
   }
   if (r.stashes) {

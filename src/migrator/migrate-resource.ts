@@ -73,7 +73,8 @@ export async function migrateBuiltIn(
     )
     failOnObjects(result.storage, 'could not be rewritten')
     result.outcome = 'Succeeded'
-    result.reason = `${result.storage.counts.seen} object(s) rewritten through ${ref.group ? `${ref.group}/` : ''}${ref.version}`
+    const c = result.storage.counts
+    result.reason = `${c.rewritten + c.conflict} of ${c.seen} object(s) rewritten through ${ref.group ? `${ref.group}/` : ''}${ref.version}, ${c.current} already current`
   } catch (err) {
     result.errorCode = errorCode(err)
     result.reason = errorMessage(err)
