@@ -7,7 +7,7 @@
  * Built by `npm run build` into dist-dev/ (dev/tsconfig.json). The benchmark has its own
  * entry point, dev/bench/main.ts (`npm run bench`).
  */
-import { Command, Option } from 'commander'
+import { Command, InvalidArgumentError, Option } from 'commander'
 import type { DemoConversion } from './demo/demo.js'
 
 const program = new Command()
@@ -18,9 +18,24 @@ const program = new Command()
 program
   .command('cluster')
   .description('start a local kube-apiserver and etcd (built from Go modules on first use) and print its KUBECONFIG; Ctrl-C stops it')
-  .action(async () => {
+  .addOption(
+    new Option(
+      '--apiservers <n>',
+      'kube-apiservers sharing the etcd, as in an HA cluster. More than 1 needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN): ' +
+        'server i listens on 198.18.R.i, a free /24 of the benchmarking range added to the loopback interface ' +
+        '(removed on exit), all on one port, each with its own hostname (kube-apiserver-<i>, in its own UTS ' +
+        'namespace), and all listed in the default/kubernetes EndpointSlice; 1 listens on 127.0.0.1',
+    )
+      .default('1')
+      .argParser((v: string) => {
+        const n = Number(v)
+        if (!Number.isInteger(n) || n < 1 || n > 254) throw new InvalidArgumentError('a whole number from 1 to 254')
+        return String(n)
+      }),
+  )
+  .action(async (opts: { apiservers: string }) => {
     const { runClusterCommand } = await import('./controlplane/cluster-command.js')
-    process.exitCode = await runClusterCommand()
+    process.exitCode = await runClusterCommand({ apiservers: Number(opts.apiservers) })
   })
 
 program

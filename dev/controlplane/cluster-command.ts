@@ -4,7 +4,7 @@
  */
 import { startControlPlane, type ControlPlaneOptions } from './controlplane.js'
 
-export interface ClusterCommandOptions extends Pick<ControlPlaneOptions, 'extraApiserverFlags' | 'readyTimeoutMs'> {
+export interface ClusterCommandOptions extends Pick<ControlPlaneOptions, 'apiservers' | 'extraApiserverFlags' | 'readyTimeoutMs'> {
   /** Where the shell snippet goes; default stdout. Progress goes to stderr. */
   out?: NodeJS.WritableStream
   /** Also write the state file for `attachControlPlane` here. */
@@ -34,20 +34,35 @@ export async function runClusterCommand(opts: ClusterCommandOptions = {}): Promi
   for (const s of SIGNALS) process.on(s, onSignal)
 
   try {
-    err('starting etcd and kube-apiserver (the first run builds them, which takes several minutes)...')
-    const cp = await startControlPlane({ ...opts, log: (m) => err(`  ${m}`) })
-    if (opts.stateFile) await cp.writeStateFile(opts.stateFile)
-    out.write(
-      [
-        `# crd-migrator local control plane (ready in ${cp.timings?.readyMs ?? '?'}ms; Ctrl-C stops it)`,
-        `export KUBECONFIG=${cp.kubeconfigPath}`,
-        `# server: ${cp.server}`,
-        `# etcd:   ${cp.etcdEndpoint}`,
-        `# admin:  ${cp.adminUser.name} (groups: ${cp.adminUser.groups.join(', ')})`,
-        `# logs:   ${cp.logFiles ? `${cp.logFiles.apiserver} ${cp.logFiles.etcd}` : '-'}`,
-        '',
-      ].join('\n'),
+    const several = (opts.apiservers ?? 1) > 1
+    err(
+      `starting etcd and ${several ? `${opts.apiservers} kube-apiservers` : 'kube-apiserver'} ` +
+        '(the first run builds them, which takes several minutes)...',
     )
+    const { out: _out, stateFile: _stateFile, ...cpOpts } = opts
+    const cp = await startControlPlane({ ...cpOpts, log: (m) => err(`  ${m}`) })
+    if (opts.stateFile) await cp.writeStateFile(opts.stateFile)
+    const lines = [
+      `# crd-migrator local control plane (ready in ${cp.timings?.readyMs ?? '?'}ms; Ctrl-C stops it)`,
+      `export KUBECONFIG=${cp.kubeconfigPath}`,
+    ]
+    if (several) {
+      lines.push(`# ${cp.apiservers.length} API servers on one etcd, each in the default/kubernetes EndpointSlice (KUBECONFIG: the first):`)
+      for (const a of cp.apiservers) {
+        lines.push(`#   ${a.index}: ${a.server}  KUBECONFIG=${a.kubeconfigPath}  log: ${cp.logFiles?.apiservers[a.index - 1] ?? '-'}`)
+      }
+    } else {
+      lines.push(`# server: ${cp.server}`)
+    }
+    lines.push(
+      `# etcd:   ${cp.etcdEndpoint}`,
+      `# admin:  ${cp.adminUser.name} (groups: ${cp.adminUser.groups.join(', ')})`,
+      several
+        ? `# logs:   ${cp.logFiles?.etcd ?? '-'} (the API servers' above)`
+        : `# logs:   ${cp.logFiles ? `${cp.logFiles.apiserver} ${cp.logFiles.etcd}` : '-'}`,
+      '',
+    )
+    out.write(lines.join('\n'))
 
     if (!received) {
       // A ref'd timer keeps Node alive while we wait (the children are unref'd).

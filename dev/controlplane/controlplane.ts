@@ -7,6 +7,14 @@
  *   // cp.storedApiVersion(group, plural, ns, name) reads the raw object from etcd
  *   await cp.stop()
  *
+ * `startControlPlane({ apiservers: 3 })` starts three kube-apiservers on the one etcd, as in
+ * an HA cluster: each on its own local address 198.18.R.i (see loopback.ts; needs root),
+ * all on the same port, each in its own UTS namespace with hostname `kube-apiserver-<i>`
+ * (so each has its own identity lease), each publishing itself in the `default/kubernetes`
+ * EndpointSlice. `cp.apiservers` lists them (1-based `index`); `cp.server` and
+ * `cp.kubeconfigPath` are the first one's. With one server (the default) it listens on
+ * 127.0.0.1 and is not published there (the API server refuses loopback endpoints).
+ *
  * One process can own a control plane and share it: `cp.writeStateFile(path)`, then any
  * other process `attachControlPlane(path)` gets the same interface without owning the
  * processes (scripts/test.mjs does this for the whole test run).
@@ -21,8 +29,17 @@ import { ensureBinaries, type ControlPlaneBinaries } from './binaries.js'
 import { customResourceKey, etcdGet, etcdHealthy, etcdListKeys } from './etcd.js'
 import { renderKubeconfig, writeKubeconfig } from './kubeconfig.js'
 import { createCa, createServiceAccountKeyPair, issueClientCert, issueServingCert, type CertKeyPair } from './pki.js'
+import { claimLoopbackAddresses, releaseLoopbackAddresses, utsNamespacesWork } from './loopback.js'
 import { freePorts } from './ports.js'
-import { ManagedProcess, releaseDirAtExit, removeDirAtExit, startGuard, type Guard } from './process.js'
+import {
+  ManagedProcess,
+  releaseAddressesAtExit,
+  releaseDirAtExit,
+  removeAddressesAtExit,
+  removeDirAtExit,
+  startGuard,
+  type Guard,
+} from './process.js'
 
 export { ensureBinaries, type ControlPlaneBinaries } from './binaries.js'
 
@@ -30,7 +47,15 @@ export { ensureBinaries, type ControlPlaneBinaries } from './binaries.js'
 export type FlagOverrides = Record<string, string | null>
 
 export interface ControlPlaneOptions {
-  /** Merged over the default kube-apiserver flags. */
+  /**
+   * How many kube-apiservers share the etcd. Default 1: one server on 127.0.0.1. More than
+   * one: server i on 198.18.R.i (a free /24 of 198.18.0.0/15 added to `lo`, which needs
+   * CAP_NET_ADMIN: the start fails otherwise), all on one port, each in its own UTS
+   * namespace (hostname `kube-apiserver-<i>`); ready once each answers /readyz and the
+   * `default/kubernetes` EndpointSlice lists them all.
+   */
+  apiservers?: number
+  /** Merged over the default kube-apiserver flags (of every server). */
   extraApiserverFlags?: FlagOverrides
   /** Merged over the default etcd flags. */
   extraEtcdFlags?: FlagOverrides
@@ -58,6 +83,8 @@ export interface ApiResponse {
 }
 
 export interface ApiRequestOptions {
+  /** Index (1-based) of the API server to ask; default the first. */
+  apiserver?: number
   method?: KubeRequest['method']
   body?: unknown
   contentType?: string
@@ -66,11 +93,25 @@ export interface ApiRequestOptions {
   timeoutMs?: number
 }
 
+/** One kube-apiserver of a control plane. */
+export interface ApiserverEndpoint {
+  /** 1-based; server i of several listens on 198.18.R.i and has hostname `kube-apiserver-<i>`. */
+  index: number
+  /** `https://<address>:<port>` (every server has the same port). */
+  server: string
+  /** The IP it binds to and advertises: 127.0.0.1 for a single server, else 198.18.R.<index>. */
+  address: string
+  /** Admin kubeconfig talking to this server only; the first server's is {@link ControlPlane.kubeconfigPath}. */
+  kubeconfigPath: string
+}
+
 /** JSON written by {@link ControlPlane.writeStateFile}, read by {@link attachControlPlane}. */
 export interface ControlPlaneState {
   version: 1
   server: string
   kubeconfigPath: string
+  /** Every API server (absent in state files of older harnesses: then the one at `server`). */
+  apiservers?: ApiserverEndpoint[]
   caCertPath: string
   caKeyPath: string
   adminCertPath: string
@@ -85,31 +126,48 @@ export interface StopOptions {
   graceMs?: number
 }
 
+/** Which API server(s) to act on. */
+export interface ApiserverSelector {
+  /** 1-based index into {@link ControlPlane.apiservers}; default every server. */
+  index?: number
+}
+
+export type StopApiserverOptions = StopOptions & ApiserverSelector
+
+export interface StartApiserverOptions extends ApiserverSelector {
+  /** Replaces the flag overrides of the selected server(s), kept for later restarts. */
+  extraApiserverFlags?: FlagOverrides
+}
+
 export interface StartupTimings {
   /** Binaries located (or built). */
   binariesMs: number
   /** etcd healthy, measured from the start of startControlPlane. */
   etcdReadyMs: number
-  /** kube-apiserver /readyz OK, measured from the start of startControlPlane. */
+  /** Every kube-apiserver's /readyz OK (and, with several, all listed in the `default/kubernetes` EndpointSlice), from the start of startControlPlane. */
   readyMs: number
+  /** With several servers: each server's /readyz OK, from the start of startControlPlane. */
+  apiserverReadyMs?: number[]
 }
 
 export interface ControlPlane {
   /** True when this process started (and will stop) the processes. */
   readonly owned: boolean
   readonly dir: string
-  /** Admin kubeconfig (user `admin`, group `system:masters`). */
+  /** Admin kubeconfig (user `admin`, group `system:masters`) of the first API server. */
   readonly kubeconfigPath: string
-  /** `https://127.0.0.1:<port>` */
+  /** The first API server: `https://127.0.0.1:<port>`, or `https://198.18.R.1:<port>` with several. */
   readonly server: string
+  /** Every API server, in index order (one entry unless started with `apiservers`). */
+  readonly apiservers: readonly ApiserverEndpoint[]
   readonly caPem: string
   readonly adminUser: { name: string; groups: string[] }
   /** `http://127.0.0.1:<port>` */
   readonly etcdEndpoint: string
   /** Only set on the owner. */
   readonly timings: StartupTimings | undefined
-  /** Only set on the owner. */
-  readonly logFiles: { etcd: string; apiserver: string } | undefined
+  /** Only set on the owner. `apiserver` is the first server's log, `apiservers` every server's in index order. */
+  readonly logFiles: { etcd: string; apiserver: string; apiservers: string[] } | undefined
 
   /** A client certificate for `name` in `groups`, and a kubeconfig using it. */
   mintUser(name: string, groups?: readonly string[]): Promise<UserCredentials>
@@ -118,16 +176,29 @@ export interface ControlPlane {
   /** apiVersion a custom resource is stored in (from etcd), or null when not stored. */
   storedApiVersion(group: string, plural: string, namespace: string | undefined, name: string): Promise<string | null>
   listEtcdKeys(prefix: string): Promise<string[]>
-  /** A request to the API server through KubeHttp, as admin unless `as` is given. Never throws on HTTP status. */
+  /** A request to the (first, or `apiserver`) API server through KubeHttp, as admin unless `as` is given. Never throws on HTTP status. */
   apiRequest(path: string, opts?: ApiRequestOptions): Promise<ApiResponse>
   writeStateFile(path: string): Promise<void>
 
-  /** Owner only: stop kube-apiserver (SIGTERM) and start it again with the same (or overridden) flags; waits for /readyz. */
-  restartApiserver(opts?: { extraApiserverFlags?: FlagOverrides }): Promise<void>
-  /** Owner only: SIGTERM, SIGKILL after `graceMs` (default 10s; 0 = SIGKILL at once). */
-  stopApiserver(opts?: StopOptions): Promise<void>
-  /** Owner only: start a stopped kube-apiserver and wait for /readyz. */
-  startApiserver(opts?: { extraApiserverFlags?: FlagOverrides }): Promise<void>
+  /**
+   * Owner only: stop kube-apiserver (SIGTERM) and start it again with the same (or overridden)
+   * flags; waits for /readyz. Every server unless `index` is given.
+   */
+  restartApiserver(opts?: StartApiserverOptions): Promise<void>
+  /** Owner only: SIGTERM, SIGKILL after `graceMs` (default 10s; 0 = SIGKILL at once). Every server unless `index` is given. */
+  stopApiserver(opts?: StopApiserverOptions): Promise<void>
+  /**
+   * Owner only: start a stopped kube-apiserver and wait for /readyz (with several servers, also
+   * until the `default/kubernetes` EndpointSlice lists it). Every stopped server unless `index` is given.
+   */
+  startApiserver(opts?: StartApiserverOptions): Promise<void>
+  /**
+   * Owner only: SIGSTOP API server `index` (1-based). It keeps its port, so connections are
+   * accepted by the kernel, but nothing is answered (requests time out), like a hung server.
+   */
+  pauseApiserver(index: number): Promise<void>
+  /** Owner only: SIGCONT API server `index` after {@link pauseApiserver}. */
+  resumeApiserver(index: number): Promise<void>
   /**
    * Owner only: stop etcd; the API server keeps running and its requests start failing.
    * A graceful etcd stop waits for the API server's watch streams (about 7s); pass
@@ -182,21 +253,27 @@ function safeFileName(s: string): string {
 abstract class ControlPlaneBase implements ControlPlane {
   abstract readonly owned: boolean
   readonly adminUser = { name: ADMIN.name, groups: [...ADMIN.groups] }
+  readonly server: string
+  readonly kubeconfigPath: string
   timings: StartupTimings | undefined
-  logFiles: { etcd: string; apiserver: string } | undefined
+  logFiles: { etcd: string; apiserver: string; apiservers: string[] } | undefined
   private userSeq = 0
-  /** One client per set of credentials (by certificate), made on first use. */
+  /** One client per API server and set of credentials (by certificate), made on first use. */
   private readonly clients = new Map<string, KubeHttp>()
 
   protected constructor(
     readonly dir: string,
-    readonly server: string,
+    readonly apiservers: readonly ApiserverEndpoint[],
     readonly etcdEndpoint: string,
-    readonly kubeconfigPath: string,
     protected ca: CertKeyPair,
     protected admin: CertKeyPair,
     protected readonly usersDir: string,
-  ) {}
+  ) {
+    const first = apiservers[0]
+    if (!first) throw new Error('a control plane has at least one API server')
+    this.server = first.server
+    this.kubeconfigPath = first.kubeconfigPath
+  }
 
   get caPem(): string {
     return this.ca.certPem
@@ -228,7 +305,8 @@ abstract class ControlPlaneBase implements ControlPlane {
    * as the product is), answering every status instead of throwing on non-2xx.
    */
   async apiRequest(path: string, opts: ApiRequestOptions = {}): Promise<ApiResponse> {
-    const res = await this.clientFor(opts.as ?? this.admin).requestRaw({
+    const target = this.apiserverAt(opts.apiserver ?? this.apiservers[0]!.index)
+    const res = await this.clientFor(opts.as ?? this.admin, target).requestRaw({
       method: opts.method ?? 'GET',
       path,
       body: opts.body,
@@ -244,28 +322,42 @@ abstract class ControlPlaneBase implements ControlPlane {
     return { status: res.status, body: res.body, json }
   }
 
+  protected apiserverAt(index: number): ApiserverEndpoint {
+    const found = this.apiservers.find((a) => a.index === index)
+    if (!found) {
+      throw new Error(`no API server ${index}: this control plane has ${this.apiservers.map((a) => a.index).join(', ')}`)
+    }
+    return found
+  }
+
   /** A KubeHttp for a client certificate of this control plane's CA, from an in-memory kubeconfig. */
-  private clientFor(cred: { certPem: string; keyPem: string }): KubeHttp {
-    let http = this.clients.get(cred.certPem)
+  private clientFor(cred: { certPem: string; keyPem: string }, target: ApiserverEndpoint): KubeHttp {
+    const key = `${target.server}\n${cred.certPem}`
+    let http = this.clients.get(key)
     if (!http) {
       const kc = new KubeConfig()
-      kc.loadFromString(renderKubeconfig({ server: this.server, caPem: this.ca.certPem, user: 'user', ...cred }))
+      kc.loadFromString(renderKubeconfig({ server: target.server, caPem: this.ca.certPem, user: 'user', ...cred }))
       http = new KubeHttp(kc, { maxSockets: 16 })
-      this.clients.set(cred.certPem, http)
+      this.clients.set(key, http)
     }
     return http
   }
 
-  /** Drops every pooled connection (after an API server stop, and on stop). */
-  protected closeClients(): void {
-    for (const http of this.clients.values()) http.close()
-    this.clients.clear()
+  /** Drops pooled connections, to the given servers or to all (after an API server stop, and on stop). */
+  protected closeClients(servers?: readonly string[]): void {
+    for (const [key, http] of this.clients) {
+      if (servers && !servers.some((s) => key.startsWith(`${s}\n`))) continue
+      http.close()
+      this.clients.delete(key)
+    }
   }
 
   abstract writeStateFile(path: string): Promise<void>
-  abstract restartApiserver(opts?: { extraApiserverFlags?: FlagOverrides }): Promise<void>
-  abstract stopApiserver(opts?: StopOptions): Promise<void>
-  abstract startApiserver(opts?: { extraApiserverFlags?: FlagOverrides }): Promise<void>
+  abstract restartApiserver(opts?: StartApiserverOptions): Promise<void>
+  abstract stopApiserver(opts?: StopApiserverOptions): Promise<void>
+  abstract startApiserver(opts?: StartApiserverOptions): Promise<void>
+  abstract pauseApiserver(index: number): Promise<void>
+  abstract resumeApiserver(index: number): Promise<void>
   abstract stopEtcd(opts?: StopOptions): Promise<void>
   abstract startEtcd(): Promise<void>
   abstract stop(): Promise<void>
@@ -277,35 +369,73 @@ interface OwnedLayout {
   etcdDataDir: string
   certDir: string
   etcdLog: string
-  apiserverLog: string
   caCertPath: string
   caKeyPath: string
   adminCertPath: string
   adminKeyPath: string
 }
 
+/** One kube-apiserver of an owned control plane. */
+interface ApiserverSlot {
+  endpoint: ApiserverEndpoint
+  /** In messages, and the stem of its log and pid files: `kube-apiserver` alone, `kube-apiserver-<i>` of several. */
+  name: string
+  /** Several servers: each runs in its own UTS namespace with this hostname (its identity lease is named after it). */
+  hostname: string | undefined
+  flags: Record<string, string>
+  logFile: string
+  pidFile: string
+  overrides: FlagOverrides | undefined
+  process: ManagedProcess | undefined
+  /** When /readyz last answered 200 after a start (epoch ms). */
+  readyAt: number | undefined
+}
+
+/** The `default/kubernetes` EndpointSlices: every API server (not on a loopback address) publishes itself there. */
+export const KUBERNETES_ENDPOINTSLICES =
+  '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dkubernetes'
+
+interface EndpointSliceList {
+  items?: Array<{ endpoints?: Array<{ addresses?: string[] }>; ports?: Array<{ name?: string; port?: number }> }>
+}
+
+/** Addresses of the slices that serve `port` (the API servers' secure port), sorted. */
+function publishedAddresses(list: EndpointSliceList, port: number): string[] {
+  const out = new Set<string>()
+  for (const slice of list.items ?? []) {
+    if (!(slice.ports ?? []).some((p) => p.port === port)) continue
+    for (const e of slice.endpoints ?? []) for (const a of e.addresses ?? []) out.add(a)
+  }
+  return [...out].sort()
+}
+
 class OwnedControlPlane extends ControlPlaneBase {
   readonly owned = true
   private etcd: ManagedProcess | undefined
-  private apiserver: ManagedProcess | undefined
   private stopped = false
-  private apiserverOverrides: FlagOverrides | undefined
 
   constructor(
     private readonly bins: ControlPlaneBinaries,
     private readonly layout: OwnedLayout,
     private readonly etcdFlags: Record<string, string>,
-    private readonly apiserverFlags: Record<string, string>,
-    server: string,
+    private readonly slots: readonly ApiserverSlot[],
+    /** Added to `lo` for several servers; removed on stop. */
+    private readonly loopbackAddresses: readonly string[],
     etcdEndpoint: string,
-    kubeconfigPath: string,
     ca: CertKeyPair,
     admin: CertKeyPair,
     private readonly guard: Guard,
     private readonly readyTimeoutMs: number,
   ) {
-    super(layout.dir, server, etcdEndpoint, kubeconfigPath, ca, admin, join(layout.dir, 'users'))
-    this.logFiles = { etcd: layout.etcdLog, apiserver: layout.apiserverLog }
+    super(
+      layout.dir,
+      slots.map((s) => s.endpoint),
+      etcdEndpoint,
+      ca,
+      admin,
+      join(layout.dir, 'users'),
+    )
+    this.logFiles = { etcd: layout.etcdLog, apiserver: slots[0]!.logFile, apiservers: slots.map((s) => s.logFile) }
   }
 
   /** Start etcd and wait for /health. */
@@ -332,45 +462,58 @@ class OwnedControlPlane extends ControlPlaneBase {
     await this.etcd?.stop(opts.graceMs)
   }
 
-  async startApiserver(opts: { extraApiserverFlags?: FlagOverrides } = {}): Promise<void> {
+  async startApiserver(opts: StartApiserverOptions = {}): Promise<void> {
     this.assertLive()
-    if (this.apiserver?.running) return
-    if (opts.extraApiserverFlags) this.apiserverOverrides = opts.extraApiserverFlags
-    const flags = merge(this.apiserverFlags, this.apiserverOverrides)
-    this.apiserver = ManagedProcess.start({
-      name: 'kube-apiserver',
-      command: this.bins.kubeApiserver,
-      args: toArgs(flags),
-      logFile: this.layout.apiserverLog,
-      pidFile: join(this.layout.runDir, 'kube-apiserver.pid'),
-    })
-    const deadline = Date.now() + this.readyTimeoutMs
-    let last: string
-    for (;;) {
-      if (!this.apiserver.running) throw this.startupError('kube-apiserver exited during startup', this.apiserver)
-      try {
-        const res = await this.apiRequest('/readyz', { timeoutMs: 2_000 })
-        if (res.status === 200) return
-        last = `HTTP ${res.status}: ${res.body.slice(0, 300)}`
-      } catch (err) {
-        last = (err as Error).message
-      }
-      if (Date.now() > deadline) {
-        throw this.startupError(`kube-apiserver not ready after ${this.readyTimeoutMs}ms (last /readyz: ${last})`, this.apiserver)
-      }
-      await sleep(POLL_MS)
+    const slots = this.select(opts.index).filter((s) => !s.process?.running)
+    if (slots.length === 0) return
+    for (const slot of slots) {
+      if (opts.extraApiserverFlags) slot.overrides = opts.extraApiserverFlags
+      this.spawnApiserver(slot)
     }
+    const deadline = Date.now() + this.readyTimeoutMs
+    // The first failure is reported; the other waits then end quietly.
+    const failed = { value: false }
+    await Promise.all(
+      slots.map((s) =>
+        this.waitReady(s, deadline, failed).catch((err: unknown) => {
+          failed.value = true
+          throw err
+        }),
+      ),
+    )
+    // Unless told not to publish themselves (`endpoint-reconciler-type: none`).
+    const published = slots.filter((s) => merge(s.flags, s.overrides)['endpoint-reconciler-type'] !== 'none')
+    if (this.slots.length > 1 && published.length > 0) await this.waitPublished(published, deadline)
   }
 
-  async stopApiserver(opts: StopOptions = {}): Promise<void> {
-    await this.apiserver?.stop(opts.graceMs)
+  async stopApiserver(opts: StopApiserverOptions = {}): Promise<void> {
+    const slots = this.select(opts.index)
+    await Promise.all(slots.map(async (s) => s.process?.stop(opts.graceMs)))
     // Pooled keep-alive connections went with it; the next request opens a fresh one.
-    this.closeClients()
+    this.closeClients(slots.map((s) => s.endpoint.server))
   }
 
-  async restartApiserver(opts: { extraApiserverFlags?: FlagOverrides } = {}): Promise<void> {
-    await this.stopApiserver()
+  async restartApiserver(opts: StartApiserverOptions = {}): Promise<void> {
+    await this.stopApiserver(opts.index === undefined ? {} : { index: opts.index })
     await this.startApiserver(opts)
+  }
+
+  async pauseApiserver(index: number): Promise<void> {
+    this.assertLive()
+    const [slot] = this.select(index)
+    if (!slot?.process?.running) throw new Error(`${slot?.name ?? index} is not running`)
+    slot.process.pause()
+  }
+
+  async resumeApiserver(index: number): Promise<void> {
+    this.assertLive()
+    const [slot] = this.select(index)
+    slot?.process?.resume()
+  }
+
+  /** Epoch ms at which each server last became ready, in index order. */
+  apiserverReadyAt(): Array<number | undefined> {
+    return this.slots.map((s) => s.readyAt)
   }
 
   /** The PKI is generated while etcd starts, so it arrives after construction. */
@@ -379,10 +522,17 @@ class OwnedControlPlane extends ControlPlaneBase {
     this.admin = admin
   }
 
-  /** Stop both processes, leave the temp dir alone. */
+  /** Stop every process, leave the temp dir and the loopback addresses alone. */
   async stopProcesses(): Promise<void> {
-    await this.apiserver?.stop()
+    await Promise.all(this.slots.map(async (s) => s.process?.stop()))
     await this.etcd?.stop()
+  }
+
+  /** Remove the loopback addresses of several servers from `lo`. */
+  async releaseAddresses(): Promise<void> {
+    if (this.loopbackAddresses.length === 0) return
+    await releaseLoopbackAddresses(this.loopbackAddresses)
+    releaseAddressesAtExit(this.loopbackAddresses)
   }
 
   async writeStateFile(path: string): Promise<void> {
@@ -390,6 +540,7 @@ class OwnedControlPlane extends ControlPlaneBase {
       version: 1,
       server: this.server,
       kubeconfigPath: this.kubeconfigPath,
+      apiservers: this.apiservers.map((a) => ({ ...a })),
       caCertPath: this.layout.caCertPath,
       caKeyPath: this.layout.caKeyPath,
       adminCertPath: this.layout.adminCertPath,
@@ -406,8 +557,9 @@ class OwnedControlPlane extends ControlPlaneBase {
     this.stopped = true
     this.guard.disarm()
     this.closeClients()
-    // API server first so it does not spin on a vanished etcd.
+    // API servers first so they do not spin on a vanished etcd.
     await this.stopProcesses()
+    await this.releaseAddresses()
     await rm(this.dir, { recursive: true, force: true })
     releaseDirAtExit(this.dir)
   }
@@ -417,12 +569,89 @@ class OwnedControlPlane extends ControlPlaneBase {
     const exit = culprit.exit
     const status = exit ? ` (exit ${exit.signal ?? exit.code})` : ''
     const parts = [`crd-migrator devenv: ${what}${status}`]
-    for (const p of [this.etcd, this.apiserver]) {
+    // etcd and the culprit; when etcd is the culprit, etcd and every API server.
+    const shown = culprit === this.etcd ? [this.etcd, ...this.slots.map((s) => s.process)] : [this.etcd, culprit]
+    for (const p of shown) {
       if (!p) continue
       parts.push(`---- last 50 lines of ${p.name} log (${p.logFile}) ----`, p.tail(50))
     }
     process.stderr.write(`${parts.join('\n')}\n`)
     return new Error(`${what}${status}; the last lines of the etcd and kube-apiserver logs were printed to stderr`)
+  }
+
+  private select(index: number | undefined): ApiserverSlot[] {
+    if (index === undefined) return [...this.slots]
+    const slot = this.slots.find((s) => s.endpoint.index === index)
+    if (!slot) throw new Error(`no API server ${index}: this control plane has ${this.slots.map((s) => s.endpoint.index).join(', ')}`)
+    return [slot]
+  }
+
+  private spawnApiserver(slot: ApiserverSlot): void {
+    const args = toArgs(merge(slot.flags, slot.overrides))
+    slot.readyAt = undefined
+    slot.process = ManagedProcess.start({
+      name: slot.name,
+      ...(slot.hostname === undefined
+        ? { command: this.bins.kubeApiserver, args }
+        : {
+            // Own UTS namespace and hostname; `exec` keeps the pid, so signals reach kube-apiserver itself.
+            command: 'unshare',
+            args: ['--uts', 'sh', '-c', 'hostname "$1" && shift && exec "$@"', 'sh', slot.hostname, this.bins.kubeApiserver, ...args],
+          }),
+      logFile: slot.logFile,
+      pidFile: slot.pidFile,
+    })
+  }
+
+  private async waitReady(slot: ApiserverSlot, deadline: number, failed: { value: boolean }): Promise<void> {
+    const proc = slot.process!
+    let last: string
+    for (;;) {
+      this.assertLive()
+      if (failed.value) throw new Error(`stopped waiting for ${slot.name}: another API server failed to start`)
+      if (!proc.running) throw this.startupError(`${slot.name} exited during startup`, proc)
+      try {
+        const res = await this.apiRequest('/readyz', { apiserver: slot.endpoint.index, timeoutMs: 2_000 })
+        if (res.status === 200) {
+          slot.readyAt = Date.now()
+          return
+        }
+        last = `HTTP ${res.status}: ${res.body.slice(0, 300)}`
+      } catch (err) {
+        last = (err as Error).message
+      }
+      if (Date.now() > deadline) {
+        throw this.startupError(`${slot.name} not ready after ${this.readyTimeoutMs}ms (last /readyz: ${last})`, proc)
+      }
+      await sleep(POLL_MS)
+    }
+  }
+
+  /**
+   * Wait until the `default/kubernetes` EndpointSlice lists the servers (each publishes itself
+   * when it starts, through the lease endpoint reconciler), asking the first of them.
+   */
+  private async waitPublished(slots: readonly ApiserverSlot[], deadline: number): Promise<void> {
+    const port = Number(new URL(this.server).port)
+    const want = slots.map((s) => s.endpoint.address)
+    let listed: string[] = []
+    for (;;) {
+      this.assertLive()
+      try {
+        const res = await this.apiRequest(KUBERNETES_ENDPOINTSLICES, { apiserver: slots[0]!.endpoint.index, timeoutMs: 2_000 })
+        if (res.status === 200) listed = publishedAddresses(res.json as EndpointSliceList, port)
+      } catch {
+        // keep polling until the deadline
+      }
+      if (want.every((a) => listed.includes(a))) return
+      if (Date.now() > deadline) {
+        throw new Error(
+          `the default/kubernetes EndpointSlice does not list ${want.filter((a) => !listed.includes(a)).join(', ')} ` +
+            `after ${this.readyTimeoutMs}ms (it lists: ${listed.join(', ') || 'nothing'})`,
+        )
+      }
+      await sleep(POLL_MS)
+    }
   }
 
   private assertLive(): void {
@@ -439,7 +668,16 @@ class AttachedControlPlane extends ControlPlaneBase {
     admin: CertKeyPair,
     usersDir: string,
   ) {
-    super(state.dir, state.server, state.etcdEndpoint, state.kubeconfigPath, ca, admin, usersDir)
+    super(
+      state.dir,
+      state.apiservers ?? [
+        { index: 1, server: state.server, address: new URL(state.server).hostname, kubeconfigPath: state.kubeconfigPath },
+      ],
+      state.etcdEndpoint,
+      ca,
+      admin,
+      usersDir,
+    )
   }
 
   async writeStateFile(path: string): Promise<void> {
@@ -463,6 +701,12 @@ class AttachedControlPlane extends ControlPlaneBase {
   startApiserver(): Promise<void> {
     return this.notOwned()
   }
+  pauseApiserver(): Promise<void> {
+    return this.notOwned()
+  }
+  resumeApiserver(): Promise<void> {
+    return this.notOwned()
+  }
   stopEtcd(): Promise<void> {
     return this.notOwned()
   }
@@ -477,14 +721,58 @@ class AttachedControlPlane extends ControlPlaneBase {
   }
 }
 
+/** The default kube-apiserver flags of a server listening on `address`. */
+function apiserverDefaults(
+  address: string,
+  securePort: number,
+  etcdEndpoint: string,
+  layout: OwnedLayout,
+  paths: { servingCert: string; servingKey: string; saKey: string; saPub: string },
+): Record<string, string> {
+  return {
+    'etcd-servers': etcdEndpoint,
+    'cert-dir': layout.certDir,
+    'tls-cert-file': paths.servingCert,
+    'tls-private-key-file': paths.servingKey,
+    'client-ca-file': layout.caCertPath,
+    'authorization-mode': 'RBAC',
+    'service-account-issuer': 'https://kubernetes.default.svc',
+    'service-account-key-file': paths.saPub,
+    'service-account-signing-key-file': paths.saKey,
+    // No controller-manager creates default ServiceAccounts here (as in envtest).
+    'disable-admission-plugins': 'ServiceAccount',
+    'bind-address': address,
+    'advertise-address': address,
+    'secure-port': String(securePort),
+    'service-cluster-ip-range': '10.0.0.0/24',
+    'allow-privileged': 'true',
+  }
+}
+
 /**
  * Start etcd and kube-apiserver on free loopback ports in a fresh temp dir, wait for
  * `/readyz`, and write an admin kubeconfig. The processes are killed if this process exits.
+ * With `apiservers` > 1, several kube-apiservers on their own local addresses (see
+ * {@link ControlPlaneOptions.apiservers}).
  */
 export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
   const t0 = Date.now()
   const log = opts.log ?? (() => {})
   const readyTimeoutMs = opts.readyTimeoutMs ?? 60_000
+  const count = opts.apiservers ?? 1
+  if (!Number.isInteger(count) || count < 1 || count > 254) {
+    throw new Error(`apiservers must be a whole number from 1 to 254, not ${String(opts.apiservers)}`)
+  }
+  const several = count > 1
+  if (several) {
+    const uts = utsNamespacesWork()
+    if (!uts.ok) {
+      throw new Error(
+        'several API servers run each in its own UTS namespace (`unshare --uts`, needs CAP_SYS_ADMIN) so that each has ' +
+          `its own hostname and identity lease, and that failed here: ${uts.output || 'no output'}`,
+      )
+    }
+  }
   const bins = await ensureBinaries()
   const binariesMs = Date.now() - t0
 
@@ -497,7 +785,6 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     etcdDataDir: join(dir, 'etcd-data'),
     certDir: join(dir, 'pki'),
     etcdLog: join(dir, 'etcd.log'),
-    apiserverLog: join(dir, 'kube-apiserver.log'),
     caCertPath: join(dir, 'pki', 'ca.crt'),
     caKeyPath: join(dir, 'pki', 'ca.key'),
     adminCertPath: join(dir, 'pki', 'admin.crt'),
@@ -505,10 +792,35 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
   }
   await Promise.all([mkdir(layout.runDir), mkdir(layout.certDir, { mode: 0o700 })])
 
-  const [etcdClientPort, etcdPeerPort, securePort] = (await freePorts(3)) as [number, number, number]
+  let etcdClientPort: number
+  let etcdPeerPort: number
+  let securePort: number
+  let addresses: string[]
+  let loopbackAddresses: string[] = []
+  if (!several) {
+    ;[etcdClientPort, etcdPeerPort, securePort] = (await freePorts(3)) as [number, number, number]
+    addresses = ['127.0.0.1']
+  } else {
+    try {
+      ;[etcdClientPort, etcdPeerPort] = (await freePorts(2)) as [number, number]
+      loopbackAddresses = await claimLoopbackAddresses(count)
+      removeAddressesAtExit(loopbackAddresses)
+      // For the guard (process.ts), should this process die without cleaning up.
+      await writeFile(join(layout.runDir, 'lo-addresses'), `${loopbackAddresses.join('\n')}\n`)
+      // The addresses are new, so a port free on the first is free on all of them (a wildcard listener would block every one).
+      ;[securePort] = (await freePorts(1, loopbackAddresses[0])) as [number]
+      addresses = loopbackAddresses
+    } catch (err) {
+      guard.disarm()
+      await releaseLoopbackAddresses(loopbackAddresses)
+      releaseAddressesAtExit(loopbackAddresses)
+      await rm(dir, { recursive: true, force: true })
+      releaseDirAtExit(dir)
+      throw err
+    }
+  }
   const etcdEndpoint = `http://127.0.0.1:${etcdClientPort}`
   const etcdPeer = `http://127.0.0.1:${etcdPeerPort}`
-  const server = `https://127.0.0.1:${securePort}`
 
   const etcdFlags = merge(
     {
@@ -531,36 +843,36 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     saKey: join(layout.certDir, 'sa.key'),
     saPub: join(layout.certDir, 'sa.pub'),
   }
-  const apiserverFlags = merge(
-    {
-      'etcd-servers': etcdEndpoint,
-      'cert-dir': layout.certDir,
-      'tls-cert-file': paths.servingCert,
-      'tls-private-key-file': paths.servingKey,
-      'client-ca-file': layout.caCertPath,
-      'authorization-mode': 'RBAC',
-      'service-account-issuer': 'https://kubernetes.default.svc',
-      'service-account-key-file': paths.saPub,
-      'service-account-signing-key-file': paths.saKey,
-      // No controller-manager creates default ServiceAccounts here (as in envtest).
-      'disable-admission-plugins': 'ServiceAccount',
-      'bind-address': '127.0.0.1',
-      'advertise-address': '127.0.0.1',
-      'secure-port': String(securePort),
-      'service-cluster-ip-range': '10.0.0.0/24',
-      'allow-privileged': 'true',
-    },
-    opts.extraApiserverFlags,
-  )
+  const adminKubeconfig = join(dir, 'admin.kubeconfig')
+  const slots: ApiserverSlot[] = addresses.map((address, i) => {
+    const index = i + 1
+    const name = several ? `kube-apiserver-${index}` : 'kube-apiserver'
+    return {
+      endpoint: {
+        index,
+        server: `https://${address}:${securePort}`,
+        address,
+        kubeconfigPath: index === 1 ? adminKubeconfig : join(dir, `admin-${name}.kubeconfig`),
+      },
+      name,
+      hostname: several ? name : undefined,
+      flags: merge(apiserverDefaults(address, securePort, etcdEndpoint, layout, paths), opts.extraApiserverFlags),
+      logFile: join(dir, `${name}.log`),
+      pidFile: join(layout.runDir, `${name}.pid`),
+      overrides: undefined,
+      process: undefined,
+      readyAt: undefined,
+    }
+  })
+  const servers = slots.map((s) => s.endpoint.server)
 
   const cp = new OwnedControlPlane(
     bins,
     layout,
     etcdFlags,
-    apiserverFlags,
-    server,
+    slots,
+    loopbackAddresses,
     etcdEndpoint,
-    join(dir, 'admin.kubeconfig'),
     // filled in below, once generated (etcd starts in parallel)
     { certPem: '', keyPem: '' },
     { certPem: '', keyPem: '' },
@@ -577,7 +889,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       const [serving, admin, sa] = await Promise.all([
         issueServingCert(ca, {
           dnsNames: ['localhost', 'kubernetes', 'kubernetes.default', 'kubernetes.default.svc'],
-          ips: ['127.0.0.1', '::1'],
+          ips: ['127.0.0.1', '::1', ...loopbackAddresses],
         }),
         issueClientCert(ca, ADMIN.name, ADMIN.groups),
         createServiceAccountKeyPair(),
@@ -592,15 +904,28 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
         w(paths.servingKey, serving.keyPem),
         w(paths.saKey, sa.privateKeyPem),
         w(paths.saPub, sa.publicKeyPem),
-        writeKubeconfig(cp.kubeconfigPath, { server, caPem: ca.certPem, user: ADMIN.name, ...admin }),
+        ...slots.map((s) =>
+          writeKubeconfig(s.endpoint.kubeconfigPath, { server: s.endpoint.server, caPem: ca.certPem, user: ADMIN.name, ...admin }),
+        ),
       ])
       cp.setCredentials(ca, admin)
     })()
     const [etcdReadyMs] = await Promise.all([etcdReady, pki])
-    log(`etcd healthy after ${etcdReadyMs}ms; starting kube-apiserver on ${server}`)
+    log(
+      several
+        ? `etcd healthy after ${etcdReadyMs}ms; starting ${count} kube-apiservers on ${servers.join(', ')}`
+        : `etcd healthy after ${etcdReadyMs}ms; starting kube-apiserver on ${servers[0]}`,
+    )
     await cp.startApiserver()
-    cp.timings = { binariesMs, etcdReadyMs, readyMs: Date.now() - t0 }
-    log(`kube-apiserver ready after ${cp.timings.readyMs}ms`)
+    const readyMs = Date.now() - t0
+    cp.timings = several
+      ? { binariesMs, etcdReadyMs, readyMs, apiserverReadyMs: cp.apiserverReadyAt().map((at) => (at ?? t0) - t0) }
+      : { binariesMs, etcdReadyMs, readyMs }
+    log(
+      several
+        ? `${count} kube-apiservers ready after ${cp.timings.apiserverReadyMs!.join('/')}ms, all in the default/kubernetes EndpointSlice after ${readyMs}ms`
+        : `kube-apiserver ready after ${readyMs}ms`,
+    )
     return cp
   } catch (err) {
     const keep = opts.keepDirOnFailure ?? process.env['CRD_MIGRATOR_KEEP_FAILED'] === '1'
@@ -608,6 +933,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       releaseDirAtExit(dir)
       guard.disarm()
       await cp.stopProcesses()
+      await cp.releaseAddresses()
       process.stderr.write(`crd-migrator devenv: kept ${dir} for inspection\n`)
     } else {
       await cp.stop().catch(() => {})

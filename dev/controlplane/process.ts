@@ -1,16 +1,19 @@
 /**
  * Child-process plumbing for the local control plane: log files, pid files, graceful stop,
- * and three layers against leaked etcd / kube-apiserver processes:
- *  1. a process 'exit' hook that SIGKILLs every live child and removes the temp dirs
+ * pause (SIGSTOP) and resume, and three layers against leaked etcd / kube-apiserver
+ * processes (and the loopback addresses of a several-API-server control plane):
+ *  1. a process 'exit' hook that SIGKILLs every live child, removes the temp dirs and
+ *     deletes the loopback addresses
  *  2. SIGINT/SIGTERM/SIGHUP handlers doing the same, installed only when nobody else handles
  *     the signal (so we never swallow a signal that e.g. tap or a CLI wants to handle)
  *  3. a tiny detached `sh` guard per control plane that blocks reading a pipe from us and,
  *     when this process dies in any way (even SIGKILL), terminates the pids recorded in the
- *     run directory and removes the temp dir.
+ *     run directory, deletes the addresses listed in `run/lo-addresses` and removes the temp dir.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { closeSync, openSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
 import type { Socket } from 'node:net'
+import { releaseLoopbackAddressesSync } from './loopback.js'
 
 export interface ProcessSpec {
   /** Short name used in messages ("etcd", "kube-apiserver"). */
@@ -31,10 +34,15 @@ export interface ExitInfo {
 
 const liveProcesses = new Set<ManagedProcess>()
 const ownedDirs = new Set<string>()
+const ownedAddresses = new Set<string>()
 let hooksInstalled = false
 
 function cleanupSync(): void {
   for (const p of liveProcesses) p.killSync()
+  if (ownedAddresses.size > 0) {
+    releaseLoopbackAddressesSync(ownedAddresses)
+    ownedAddresses.clear()
+  }
   for (const d of ownedDirs) {
     try {
       rmSync(d, { recursive: true, force: true })
@@ -71,6 +79,16 @@ export function releaseDirAtExit(dir: string): void {
   ownedDirs.delete(dir)
 }
 
+/** Delete these loopback addresses at process exit unless released with {@link releaseAddressesAtExit}. */
+export function removeAddressesAtExit(addresses: readonly string[]): void {
+  installExitHooks()
+  for (const a of addresses) ownedAddresses.add(a)
+}
+
+export function releaseAddressesAtExit(addresses: readonly string[]): void {
+  for (const a of addresses) ownedAddresses.delete(a)
+}
+
 export class ManagedProcess {
   readonly name: string
   readonly logFile: string
@@ -79,6 +97,7 @@ export class ManagedProcess {
   readonly exited: Promise<ExitInfo>
   private exitInfo: ExitInfo | undefined
   private readonly pidFile: string | undefined
+  private stoppedBySigstop = false
 
   private constructor(spec: ProcessSpec) {
     installExitHooks()
@@ -135,6 +154,25 @@ export class ManagedProcess {
     return this.exitInfo
   }
 
+  /** Stopped with {@link pause} and not resumed yet. */
+  get paused(): boolean {
+    return this.running && this.stoppedBySigstop
+  }
+
+  /** SIGSTOP: the process keeps its sockets (connections are accepted by the kernel) but answers nothing. */
+  pause(): void {
+    if (!this.running) return
+    this.signal('SIGSTOP')
+    this.stoppedBySigstop = true
+  }
+
+  /** SIGCONT after {@link pause}. */
+  resume(): void {
+    if (!this.running) return
+    this.signal('SIGCONT')
+    this.stoppedBySigstop = false
+  }
+
   /** SIGTERM, then SIGKILL after `graceMs`; resolves when the process is gone. */
   async stop(graceMs = 10_000): Promise<ExitInfo> {
     if (!this.running) return this.exitInfo!
@@ -143,6 +181,8 @@ export class ManagedProcess {
       return this.exited
     }
     this.signal('SIGTERM')
+    // A paused process only sees the SIGTERM once it runs again.
+    if (this.stoppedBySigstop) this.resume()
     let timer: NodeJS.Timeout | undefined
     const killed = new Promise<void>((resolve) => {
       timer = setTimeout(() => {
@@ -202,9 +242,14 @@ while read -r _; do :; done
 for sig in TERM KILL; do
   for f in "$dir"/run/*.pid; do
     [ -f "$f" ] && kill -"$sig" "$(cat "$f")" 2>/dev/null
+    # a paused (SIGSTOPped) process sees SIGTERM only once continued
+    [ -f "$f" ] && [ "$sig" = TERM ] && kill -CONT "$(cat "$f")" 2>/dev/null
   done
   [ "$sig" = TERM ] && sleep 3
 done
+if [ -f "$dir/run/lo-addresses" ]; then
+  while read -r a; do [ -n "$a" ] && ip addr del "$a/32" dev lo 2>/dev/null; done < "$dir/run/lo-addresses"
+fi
 rm -rf "$dir"
 `
 
@@ -215,7 +260,8 @@ export interface Guard {
 
 /**
  * Start the parent-death guard for `dir`: when this Node process dies (however), it
- * terminates the pids in `<dir>/run/*.pid` and removes `dir`.
+ * terminates the pids in `<dir>/run/*.pid`, deletes the loopback addresses listed in
+ * `<dir>/run/lo-addresses` (one a line) and removes `dir`.
  */
 export function startGuard(dir: string): Guard {
   const guard = spawn('sh', ['-c', GUARD_SCRIPT, 'crd-migrator-devenv-guard', dir], {

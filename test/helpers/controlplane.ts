@@ -29,6 +29,8 @@ function refreshTapTimeout(): void {
 /**
  * A control plane owned by this test file: started now, stopped when the file's tests end.
  * Use it for tests that stop or restart etcd / kube-apiserver, or need special flags.
+ * `{ apiservers: 3 }` starts three API servers on one etcd, each in the `default/kubernetes`
+ * EndpointSlice (needs root: they listen on addresses added to `lo`; see ControlPlaneOptions).
  */
 export async function startPrivateControlPlane(opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
   // A cold binary build takes minutes; do not let tap's per-file timeout kill it.
