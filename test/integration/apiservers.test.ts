@@ -1,0 +1,225 @@
+/**
+ * Three kube-apiservers on one etcd (each on its own address, all listed in the
+ * default/kubernetes EndpointSlice). One is paused through a storage flip, with writes
+ * queued to it: checking only the server the migrator talks to lets those writes land in
+ * the old version after storedVersions says [v2]; asking every server does not.
+ */
+import PQueue from 'p-queue'
+import { pino } from 'pino'
+import t from 'tap'
+import type { ControlPlane } from '../../dev/controlplane/controlplane.js'
+import { LeaderElector } from '../../src/controller/leader.js'
+import { getCrd, patchCrdAnnotations } from '../../src/kube/crds.js'
+import { ContentType, type KubeHttp } from '../../src/kube/http.js'
+import { servedStorageVersionHash, storageVersionHash } from '../../src/kube/discovery.js'
+import { crdPath, objectPath } from '../../src/kube/paths.js'
+import type { CustomResourceDefinition } from '../../src/kube/types.js'
+import { migrateCrd, type MigrationResult } from '../../src/migrator/migrate.js'
+import { StateAnnotation } from '../../src/state/crd-state.js'
+import {
+  createCrd,
+  createNamespace,
+  createObjects,
+  crdManifest,
+  defaultSettings,
+  httpFor,
+  refFor,
+  sleep,
+  startTestWebhook,
+  storedVersionsInEtcd,
+  TEST_SCOPE_LABEL,
+} from '../helpers/cluster.js'
+import { startPrivateControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+
+const logger = pino({ level: 'silent' })
+const cp = await startPrivateControlPlane({ apiservers: 3 })
+const [first, , third] = cp.apiservers.map((s) => httpFor(s.kubeconfigPath))
+
+/** A CRD at v1 with `count` objects, made through server 1. */
+async function fixture(count: number, labels: Record<string, string> = {}) {
+  const group = uniqueGroup('ha')
+  const ns = uniqueName('ha')
+  await createNamespace(first!, ns)
+  const crd = await createCrd(first!, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1', labels }))
+  await createObjects(first!, refFor(crd, 'v1'), [ns], count)
+  return { group, ns, crd }
+}
+
+/** The storage flip, through server 1 only (no waiting: the point is that others lag). */
+async function flip(http: KubeHttp, crd: CustomResourceDefinition): Promise<void> {
+  const current = await getCrd(http, crd.metadata.name)
+  await http.request({
+    method: 'PATCH',
+    path: crdPath(crd.metadata.name),
+    contentType: ContentType.mergePatch,
+    body: { spec: { versions: current.spec.versions.map((v) => ({ ...v, storage: v.name === 'v2' })) } },
+  })
+}
+
+/** `count` creates sent to server 3 while it is paused: they wait in its socket backlog. */
+function queueWrites(crd: CustomResourceDefinition, ns: string, count: number): Promise<unknown> {
+  const queue = new PQueue({ concurrency: count })
+  const ref = refFor(crd, 'v1')
+  for (let i = 0; i < count; i++) {
+    const name = `late-${i}`
+    void queue.add(() =>
+      third!.request({
+        method: 'POST',
+        path: objectPath(ref, ns, name).replace(/\/[^/]+$/, ''),
+        body: { apiVersion: `${ref.group}/v1`, kind: ref.kind, metadata: { name, namespace: ns }, spec: { late: i } },
+        timeoutMs: 120_000,
+      }),
+    )
+  }
+  return queue.onIdle()
+}
+
+/** Pauses server 3, queues writes to it, flips storage through server 1; the writes settle once 3 resumes. */
+async function pausedThroughTheFlip(cp: ControlPlane, crd: CustomResourceDefinition, ns: string): Promise<{ queued: Promise<unknown> }> {
+  await cp.pauseApiserver(3)
+  const queued = queueWrites(crd, ns, 100)
+  await flip(first!, crd)
+  // In an object: an async function returning the promise itself would wait for it.
+  return { queued }
+}
+
+t.test('every API server is listed in default/kubernetes and asked', async (t) => {
+  t.equal(cp.apiservers.length, 3)
+  const { crd } = await fixture(20)
+  await flip(first!, crd)
+  const result = await migrateCrd(crd.metadata.name, defaultSettings(), { http: first!, logger, owner: 'ha-test' })
+  t.equal(result.outcome, 'Succeeded', result.reason)
+  t.same(result.apiServers, { mode: 'all-servers', listed: 3, checked: 3 }, 'all three asked by address')
+})
+
+t.test('the race with a single-server check: writes through a lagging server land at v1 after storedVersions says [v2]', async (t) => {
+  const { group, ns, crd } = await fixture(100)
+  const { queued } = await pausedThroughTheFlip(cp, crd, ns)
+  let result: MigrationResult
+  try {
+    // Asking only server 1 is the single-server check of before (and of the fallback).
+    result = await migrateCrd(crd.metadata.name, defaultSettings({ apiServerEndpoints: [cp.apiservers[0]!.server] }), {
+      http: first!,
+      logger,
+      owner: 'ha-test',
+    })
+  } finally {
+    await cp.resumeApiserver(3)
+  }
+  // Server 3 wakes up with its old storage: the writes queued to it, and those a client
+  // sends until its informer catches up, are stored at v1.
+  const ref = refFor(crd, 'v1')
+  const want = storageVersionHash(group, 'v2', 'Widget')
+  for (let i = 0; i < 500; i++) {
+    await third!.request({
+      method: 'POST',
+      path: objectPath(ref, ns, `loop-${i}`).replace(/\/[^/]+$/, ''),
+      body: { apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name: `loop-${i}`, namespace: ns }, spec: { loop: i } },
+    })
+    if (i % 5 === 4 && (await servedStorageVersionHash(third!, group, 'v1', 'widgets')) === want) break
+  }
+  await queued
+  t.equal(result.outcome, 'Succeeded', 'the migration believed it was done')
+  t.same((await getCrd(first!, crd.metadata.name)).status?.storedVersions, ['v2'])
+  const stored = await storedVersionsInEtcd(cp, group, 'widgets')
+  t.ok((stored.get(`${group}/v1`) ?? 0) > 0, `yet etcd holds ${stored.get(`${group}/v1`) ?? 0} object(s) at v1: the race is real`)
+})
+
+t.test('asking every API server: the run waits for the paused one, names it, and leaves only v2 in etcd', async (t) => {
+  const { group, ns, crd } = await fixture(100)
+  const { queued } = await pausedThroughTheFlip(cp, crd, ns)
+  const running = migrateCrd(crd.metadata.name, defaultSettings({ progressIntervalMs: 200 }), { http: first!, logger, owner: 'ha-test' })
+  const paused = cp.apiservers[2]!.server.replace('https://', '')
+  let waiting: string | undefined
+  const deadline = Date.now() + 30_000
+  while (Date.now() < deadline) {
+    waiting = (await getCrd(first!, crd.metadata.name)).metadata.annotations?.[StateAnnotation.progress]
+    if (waiting?.includes(paused)) break
+    await sleep(100)
+  }
+  t.match(waiting, `waiting for API server(s) ${paused} to store v2`, 'the CRD says which server it waits for')
+  await sleep(2_000)
+  t.equal((await storedVersionsInEtcd(cp, group, 'widgets')).get(`${group}/v2`) ?? 0, 0, 'and nothing was rewritten meanwhile')
+  await cp.resumeApiserver(3)
+  const result = await running
+  await queued
+  t.equal(result.outcome, 'Succeeded', result.reason)
+  t.same(result.apiServers, { mode: 'all-servers', listed: 3, checked: 3 })
+  t.same((await getCrd(first!, crd.metadata.name)).status?.storedVersions, ['v2'])
+  t.same(
+    Object.fromEntries(await storedVersionsInEtcd(cp, group, 'widgets')),
+    { [`${group}/v2`]: 200 },
+    'etcd: all 200 at v2, the late ones too',
+  )
+})
+
+t.test('a server that never catches up fails the run; the freeze is lifted, storedVersions untouched', async (t) => {
+  const { crd } = await fixture(10)
+  await cp.pauseApiserver(3)
+  let result: MigrationResult
+  try {
+    await flip(first!, crd)
+    result = await migrateCrd(crd.metadata.name, defaultSettings({ storageSettleTimeoutMs: 5_000 }), {
+      http: first!,
+      logger,
+      owner: 'ha-test',
+    })
+  } finally {
+    await cp.resumeApiserver(3)
+  }
+  t.equal(result.outcome, 'Failed')
+  t.equal(result.errorCode, 'CRDM_STORAGE_NOT_SWITCHED')
+  t.match(result.reason, `API server(s) ${cp.apiservers[2]!.server.replace('https://', '')} did not switch to storage version v2 within 5s`)
+  const after = await getCrd(first!, crd.metadata.name)
+  t.same(after.status?.storedVersions, ['v1', 'v2'], 'storedVersions untouched')
+  t.notOk('ksvm.sigs.k8s.io/migrating' in (after.metadata.annotations ?? {}), 'freeze lifted')
+})
+
+t.test('every API server calls the webhook: a frozen CRD is refused through each of them', async (t) => {
+  const scope = uniqueName('ha')
+  await startTestWebhook(cp, scope)
+  const { crd } = await fixture(1, { [TEST_SCOPE_LABEL]: scope })
+  await patchCrdAnnotations(first!, crd.metadata.name, { 'ksvm.sigs.k8s.io/migrating': 'true' })
+  const current = await getCrd(first!, crd.metadata.name)
+  for (const server of cp.apiservers) {
+    const res = await cp.apiRequest(crdPath(crd.metadata.name), {
+      apiserver: server.index,
+      method: 'PATCH',
+      contentType: ContentType.mergePatch,
+      body: { spec: { versions: current.spec.versions.map((v) => ({ ...v, storage: v.name === 'v2' })) } },
+    })
+    t.equal(res.status, 403, `server ${server.index} refuses the storage flip`)
+    t.match(res.body, /storage/, 'with the webhook’s reason')
+  }
+  await patchCrdAnnotations(first!, crd.metadata.name, { 'ksvm.sigs.k8s.io/migrating': null })
+})
+
+t.test('leader election across API servers: one leader at a time, the other takes over when it stops', async (t) => {
+  const lease = uniqueName('lease')
+  const leading: string[] = []
+  const elector = (http: KubeHttp, identity: string) =>
+    new LeaderElector(
+      http,
+      { namespace: 'default', name: lease, identity, leaseDurationSeconds: 4, renewDeadlineSeconds: 3, retryPeriodSeconds: 0.5 },
+      logger,
+    )
+  const stopA = new AbortController()
+  const stopB = new AbortController()
+  const lead = (identity: string) => async (signal: AbortSignal) => {
+    leading.push(identity)
+    await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }))
+    leading.splice(leading.indexOf(identity), 1)
+  }
+  const a = elector(first!, 'a-via-server-1').run(stopA.signal, lead('a'))
+  await sleep(1_500)
+  const b = elector(third!, 'b-via-server-3').run(stopB.signal, lead('b'))
+  await sleep(3_000)
+  t.same(leading, ['a'], 'the first candidate leads; the one talking to another server waits')
+  stopA.abort()
+  await a
+  const deadline = Date.now() + 15_000
+  while (!leading.includes('b') && Date.now() < deadline) await sleep(100)
+  t.same(leading, ['b'], 'the other one takes over through its own server')
+  stopB.abort()
+  await b
+})
