@@ -4,6 +4,9 @@
  * resourceVersion, PartialObjectMetadata back) at high concurrency, with nothing else:
  * no freeze, no progress, no checkpoints, no metrics, no queue library, no logging.
  * Whatever rate this reaches is the API server's (and etcd's) own limit on this machine.
+ * With `write: 'apply'` (the conversion case) each write is instead a server-side apply
+ * of an empty configuration with the same preconditions, the write the product sends to a
+ * CRD that converts through a webhook.
  *
  * Deliberately NOT the product's KubeHttp: raw node:https with one keep-alive agent, so
  * nothing of ours (or client-node, ~75 MB) weighs on its speed or its peak RSS. Only its
@@ -53,7 +56,12 @@ export interface CeilingOptions {
   kind: string
   concurrency: number
   pageSize: number
+  /** The no-op write: an empty JSON merge patch (default) or a server-side apply of an empty configuration. */
+  write?: 'merge-patch' | 'apply'
 }
+
+/** The field manager of the ceiling's applies (they own no field, so no entry stays behind). */
+export const CEILING_FIELD_MANAGER = 'crd-migrator-bench-ceiling'
 
 export interface CeilingResult {
   listed: number
@@ -76,11 +84,12 @@ export async function runCeiling(o: CeilingOptions): Promise<CeilingResult> {
   const auth = o.connection.headers
   const agent = new https.Agent({ keepAlive: true, maxSockets: o.concurrency + 1, ...o.connection.tls })
 
+  const apply = o.write === 'apply'
   const call = (method: string, path: string, accept: string, body?: string): Promise<{ status: number; text: string }> =>
     new Promise((resolve, reject) => {
       const headers: Record<string, string | number> = { ...auth, Accept: accept }
       if (body !== undefined) {
-        headers['Content-Type'] = 'application/merge-patch+json'
+        headers['Content-Type'] = apply ? 'application/apply-patch+yaml' : 'application/merge-patch+json'
         headers['Content-Length'] = Buffer.byteLength(body)
       }
       const req = https.request({ host: server.hostname, port: server.port, path, method, headers, agent }, (res) => {
@@ -151,8 +160,10 @@ export async function runCeiling(o: CeilingOptions): Promise<CeilingResult> {
         roomForMore = undefined
         r()
       }
-      const path = `${base}/namespaces/${m.namespace}/${o.plural}/${m.name}`
-      const body = `{"apiVersion":"${apiVersion}","kind":"${o.kind}","metadata":{"uid":"${m.uid}","resourceVersion":"${m.resourceVersion}"}}`
+      const path = `${base}/namespaces/${m.namespace}/${o.plural}/${m.name}${apply ? `?fieldManager=${CEILING_FIELD_MANAGER}` : ''}`
+      const body = apply
+        ? `{"apiVersion":"${apiVersion}","kind":"${o.kind}","metadata":{"name":"${m.name}","namespace":"${m.namespace}","uid":"${m.uid}","resourceVersion":"${m.resourceVersion}"}}`
+        : `{"apiVersion":"${apiVersion}","kind":"${o.kind}","metadata":{"uid":"${m.uid}","resourceVersion":"${m.resourceVersion}"}}`
       const t0 = performance.now()
       for (let attempt = 1; ; attempt++) {
         try {
@@ -162,7 +173,8 @@ export async function runCeiling(o: CeilingOptions): Promise<CeilingResult> {
             await new Promise((r) => setTimeout(r, 20 * attempt))
             continue
           }
-          // 404 (deleted) and 409 (written since listed) need nothing more, as for the migrator.
+          // 404 (deleted) and 409 (written since listed; for an apply also deleted: uid
+          // mismatch) need nothing more, as for the migrator.
           if (res.status === 200 || res.status === 404 || res.status === 409) written++
           else failed++
         } catch {

@@ -10,6 +10,7 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
+import type { KubeHttp, KubeRequest } from '../../src/kube/http.js'
 import type { CeilingOptions } from './ceiling.js'
 import { LatencyHistogram, memoryOf } from './stats.js'
 
@@ -42,6 +43,10 @@ export interface OursChildOutput {
   /** CPU time (user + system) the process spent in the migration. */
   cpuMs: number
   storedVersionsAfter: string[]
+  /** The requests it sent, by kind ({@link requestKind}), retries included. */
+  requests: Record<string, number>
+  /** The migration result's `conversion` report, when the product gives one. */
+  conversion: unknown
 }
 
 export interface CeilingChildOutput {
@@ -54,6 +59,41 @@ export interface CeilingChildOutput {
   baselineRssMb: number | null
   peakRssMb: number | null
   cpuMs: number
+}
+
+/**
+ * `METHOD target[ content type][ metadata-only]`, target being `CRD`, `<version> list` or
+ * `<version> object[ status]` of the migrated resource, `discovery`, or another resource's plural.
+ */
+function requestKind(req: KubeRequest, plural: string): string {
+  const path = req.path.replace(/\?.*$/, '')
+  const own = new RegExp(`^/apis/[^/]+/([^/]+)/(?:namespaces/[^/]+/)?${plural}(/[^/]+)?(/status)?$`).exec(path)
+  let target: string
+  if (path.startsWith('/apis/apiextensions.k8s.io/')) target = `CRD${path.endsWith('/status') ? ' status' : ''}`
+  else if (own) target = `${own[1]} ${own[2] ? 'object' : 'list'}${own[3] ? ' status' : ''}`
+  else if (/^\/apis?(\/[^/]+){0,2}$/.test(path)) target = 'discovery'
+  else {
+    const segments = path.replace(/\/namespaces\/[^/]+\//, '/').split('/')
+    target = segments[1] === 'api' ? (segments[3] ?? path) : (segments[4] ?? path)
+  }
+  const type = req.contentType ? ` ${req.contentType.replace(/^application\//, '').replace(/\+.*$/, '')}` : ''
+  const meta = req.accept?.includes('as=PartialObjectMetadata') ? ' metadata-only' : ''
+  return `${req.method} ${target}${type}${meta}`
+}
+
+/** Counts what `http` sends, by {@link requestKind}. */
+function tapRequests(http: KubeHttp, plural: string): Record<string, number> {
+  const counts: Record<string, number> = {}
+  const methods = http as unknown as Record<'request' | 'requestRaw', (req: KubeRequest) => Promise<unknown>>
+  for (const name of ['request', 'requestRaw'] as const) {
+    const send = methods[name].bind(http)
+    methods[name] = (req: KubeRequest) => {
+      const kind = requestKind(req, plural)
+      counts[kind] = (counts[kind] ?? 0) + 1
+      return send(req)
+    }
+  }
+  return counts
 }
 
 async function ours(input: OursChildInput): Promise<OursChildOutput> {
@@ -75,6 +115,7 @@ async function ours(input: OursChildInput): Promise<OursChildOutput> {
   }
   // As `crd-migrator migrate` does (src/cli/migrate.ts).
   const http = kubeHttp(input.kubeconfigPath, { maxSockets: Math.max(settings.concurrency, 4) * 2 })
+  const requests = tapRequests(http, input.crd.slice(0, input.crd.indexOf('.')))
   const logger = pino({ level: 'warn' }, pino.destination(2))
   const metrics = new MigratorMetrics(new Registry())
   // Tap the observations the migrator makes anyway, for exact quantiles (prom-client's
@@ -138,6 +179,9 @@ async function ours(input: OursChildInput): Promise<OursChildOutput> {
     peakRssMb: peak?.peakRssMb ?? null,
     cpuMs: (cpu.user + cpu.system) / 1000,
     storedVersionsAfter: result.storedVersionsAfter,
+    requests,
+    // Read loosely: the product's result may or may not have it.
+    conversion: (result as { conversion?: unknown }).conversion ?? null,
   }
 }
 

@@ -1,8 +1,39 @@
+import type { ConversionProbe } from './conversion.js'
 import type { MachineInfo } from './stats.js'
 import type { WebhookCaseResult } from './webhook-load.js'
 import type { EtcdProof } from './fixtures.js'
 
-export type Tool = 'ours-default' | 'ours-best' | 'ours-sweep' | 'ceiling' | 'ceiling-sweep' | 'ksvm' | 'ksvm-manifest' | 'ksvm-default'
+export type Tool =
+  'ours-default' | 'ours-best' | 'ours-sweep' | 'ceiling' | 'ceiling-apply' | 'ceiling-sweep' | 'ksvm' | 'ksvm-manifest' | 'ksvm-default'
+
+/** What the conversion webhook saw of one run of the conversion case. */
+export interface RunConversion {
+  /** The webhook's delay before each answer during the run. */
+  webhookDelayMs: number
+  /** The no-op write the migrator sent (ours: as its requests showed). */
+  write: string
+  /** ConversionReviews from just before the migrating process started until the webhook was quiet for 0.5 s after it exited. */
+  reviews: number
+  /** Objects in those reviews. */
+  objects: number
+  /** Objects converted, by `from→to`. */
+  byDirection: Record<string, number>
+  reviewsPerObject: number
+  objectsPerReview: number | null
+  /** Of `reviews`, those that came after the migrating process had exited. */
+  reviewsAfterExit: number
+  /** How long after the migrating process exited the last review came (the API server's watch caches catching up). */
+  lastReviewAfterExitMs: number
+  /** Setup, not counted above: reviews while the N objects were created at v1, and for the storage flip (its probe object included). */
+  setupReviews: { create: number; flip: number }
+  /** How many objects carried each managedFields entry (`manager operation version`) before and after the run. */
+  managedFieldsBefore: Record<string, number>
+  managedFieldsAfter: Record<string, number>
+  /** ours: the requests it sent, by kind (`method target content-type`). */
+  requests?: Record<string, number>
+  /** ours: the migration result's `conversion` report, when the product gives one. */
+  productReport?: unknown
+}
 
 export interface MigrationRun {
   size: number
@@ -27,6 +58,27 @@ export interface MigrationRun {
   outcome: string
   etcd: EtcdProof
   notes?: string
+  /** The conversion case only. */
+  conversion?: RunConversion
+}
+
+/** The conversion-webhook case: the same migration with a CRD whose v1 and v2 convert through a webhook. */
+export interface ConversionCase {
+  /** What converts, where it runs. */
+  webhook: string
+  sizes: number[]
+  /** Webhook delays the runs were made with (0 and the slow one). */
+  delaysMs: number[]
+  runs: MigrationRun[]
+  ratios: Array<{
+    size: number
+    delayMs: number
+    oursBestVsCeiling: number | null
+    oursDefaultVsCeiling: number | null
+    /** The ceiling writing with server-side apply vs with a merge patch. */
+    ceilingApplyVsCeiling: number | null
+  }>
+  probe: ConversionProbe | null
 }
 
 export interface Target {
@@ -61,6 +113,8 @@ export interface BenchResult {
     ksvmTool: Tool | null
   }>
   webhook: { pinned: boolean; cases: WebhookCaseResult[] } | null
+  /** The conversion-webhook case (null when skipped); its runs are not in `migrations`. */
+  conversion: ConversionCase | null
   targets: Target[]
   allProvedInEtcd: boolean
 }
@@ -125,9 +179,12 @@ export function renderMarkdown(r: BenchResult): string {
       )
     }
   }
-  lines.push('')
-  lines.push('| target | wanted | measured | met |')
-  lines.push('|---|---|---|---|')
+  if (r.conversion) renderConversion(r.conversion, lines)
+  if (r.targets.length) {
+    lines.push('')
+    lines.push('| target | wanted | measured | met |')
+    lines.push('|---|---|---|---|')
+  }
   for (const t of r.targets) lines.push(`| ${t.name} | ${t.target} | ${t.value} | ${t.met === null ? 'n/a' : t.met ? 'yes' : '**no**'} |`)
   if (r.ksvm) {
     lines.push('')
@@ -136,4 +193,74 @@ export function renderMarkdown(r: BenchResult): string {
     )
   }
   return `${lines.join('\n')}\n`
+}
+
+const censusText = (c: Record<string, number>) =>
+  Object.entries(c)
+    .map(([k, n]) => `\`${k}\` ${int(n)}`)
+    .join(', ') || 'none'
+
+function renderConversion(c: ConversionCase, lines: string[]): void {
+  lines.push('')
+  lines.push(
+    `Conversion webhook case: ${c.webhook} Same starting state (N objects created at v1, storage flipped to v2), then migrated; the etcd proof also checks every stored object's v2 shape (spec.template.containers[0].image and spec.template.replicas as created, no spec.image or spec.replicas). Reviews are counted from just before the migrating process starts until the webhook has been quiet for 0.5 s after it exits (ours: its whole run, freeze to unfreeze). "ceiling-apply" = the ceiling writing with a server-side apply of an empty configuration instead of a merge patch. Both ceilings run at ours-best's concurrency: through a webhook the rate is latency-bound and follows the writes in flight.`,
+  )
+  lines.push('')
+  lines.push(
+    '| objects | webhook delay | migrator | settings | write | rewrite s | objects/s | p50 ms | p99 ms | reviews / object | v1→v2 / object | v2→v1 / object | objects / review | failed | whole run s | etcd: all at v2, v2 shape |',
+  )
+  lines.push('|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|')
+  for (const run of c.runs) {
+    const v = run.conversion!
+    const per = (k: string) => fmt((v.byDirection[k] ?? 0) / run.size, 2)
+    const shape = run.etcd.shape
+    lines.push(
+      `| ${int(run.size)} | ${v.webhookDelayMs} ms | ${run.tool} | ${run.settings} | ${v.write} | ${fmt(run.rewriteMs / 1000, 2)} | ${int(run.objectsPerSecond)} | ${fmt(run.p50Ms, 2)} | ${fmt(run.p99Ms, 2)} | ${fmt(v.reviewsPerObject, 2)} | ${per('v1→v2')} | ${per('v2→v1')} | ${fmt(v.objectsPerReview, 2)} | ${run.failedWrites ?? 'n/a'} | ${fmt(run.wallMs / 1000, 2)} | ${run.etcd.allV2 ? `yes (${int(run.etcd.total)}, shape ${int(shape?.ok)})` : `NO ${JSON.stringify(run.etcd.byApiVersion)}${shape?.firstBad ? `; ${shape.firstBad}` : ''}`} |`,
+    )
+  }
+  lines.push('')
+  lines.push('| objects | webhook delay | ours best / ceiling | ours default / ceiling | ceiling-apply / ceiling |')
+  lines.push('|---:|---:|---:|---:|---:|')
+  for (const x of c.ratios)
+    lines.push(
+      `| ${int(x.size)} | ${x.delayMs} ms | ${fmt(x.oursBestVsCeiling, 2)} | ${fmt(x.oursDefaultVsCeiling, 2)} | ${fmt(x.ceilingApplyVsCeiling, 2)} |`,
+    )
+  if (c.runs.length) {
+    const befores = new Set(c.runs.map((m) => censusText(m.conversion!.managedFieldsBefore)))
+    lines.push('')
+    lines.push(
+      `managedFields of the objects before each run (entries \`manager operation version\`: objects): ${befores.size === 1 ? `${[...befores][0]} (every run)` : c.runs.map((m) => `${m.tool} ${m.conversion!.webhookDelayMs} ms: ${censusText(m.conversion!.managedFieldsBefore)}`).join('; ')}. After: ${c.runs.map((m) => `${m.tool} ${m.conversion!.webhookDelayMs} ms: ${censusText(m.conversion!.managedFieldsAfter)}`).join('; ')}.`,
+    )
+    const setup = c.runs[0]!.conversion!.setupReviews
+    lines.push('')
+    lines.push(
+      `Setup (not counted in the runs), first run: creating ${int(c.runs[0]!.size)} objects at v1 cost ${int(setup.create)} reviews, the storage flip ${int(setup.flip)}. Reviews after the migrating process exited (the API server's v1 watch cache still converting the writes' events, one at a time), and when the last one came: ${c.runs.map((m) => `${m.tool} ${m.conversion!.webhookDelayMs} ms: ${m.conversion!.reviewsAfterExit} in ${fmt(m.conversion!.lastReviewAfterExitMs / 1000, 1)} s`).join(', ')}.`,
+    )
+    for (const m of c.runs.filter((x) => x.conversion?.requests)) {
+      lines.push('')
+      lines.push(
+        `Requests of ${m.tool} (${m.conversion!.webhookDelayMs} ms): ${Object.entries(m.conversion!.requests!)
+          .map(([k, n]) => `${k}: ${int(n)}`)
+          .join(', ')}.`,
+      )
+    }
+  }
+  if (c.probe) {
+    lines.push('')
+    lines.push(`Where the ConversionReviews come from (probe, group ${c.probe.group}): ${c.probe.notes}`)
+    lines.push('')
+    lines.push(
+      '| objects | managedFields before | request | HTTP | rv moved | managedFields after | reviews by the answer | reviews in all | by direction | objects / review |',
+    )
+    lines.push('|---|---|---|---:|---|---|---:|---:|---|---:|')
+    for (const row of c.probe.rows) {
+      lines.push(
+        `| ${row.objects} | ${row.managedFields.map((f) => `\`${f}\``).join(', ') || 'none'} | ${row.request} | ${row.status} | ${row.rvMoved === null ? 'n/a' : row.rvMoved ? 'yes' : 'no'} | ${row.managedFieldsAfter === null ? 'n/a' : row.managedFieldsAfter.map((f) => `\`${f}\``).join(', ') || 'none'} | ${row.inRequest} | ${row.reviews} | ${
+          Object.entries(row.byDirection)
+            .map(([k, n]) => `${k} ${n}`)
+            .join(', ') || '-'
+        } | ${row.reviews ? fmt(row.objectsConverted / row.reviews, 2) : 'n/a'} |`,
+      )
+    }
+  }
 }

@@ -29,8 +29,10 @@ export type RewriteWrite = 'merge-patch' | 'apply'
  *   While the webhook is down, an update whose managedFields the API server cannot convert
  *   is still stored, with every managedFields entry dropped (fieldmanager UpdateNoErrors);
  *   an apply fails instead, so an outage costs a retry and never ownership. It owns no
- *   field, so it leaves no entry; with a uid precondition it never creates an object that
- *   was deleted meanwhile (409 "uid mismatch"), so it needs no `create` permission.
+ *   field, so it leaves no entry (on an object with no managedFields at all the API server
+ *   records a `before-first-apply` entry, as for any first apply); with a uid
+ *   precondition it never creates an object that was deleted meanwhile (409 "uid
+ *   mismatch"), so it needs no `create` permission.
  */
 export function makeRewriteHandler(
   ctx: WriteContext,
