@@ -126,6 +126,9 @@ export async function waitForStorageEverywhere(
   }
 }
 
+/** Fallback reasons already said in this process: the warning comes once, later runs log it at debug. */
+const said = new Set<string>()
+
 async function single(
   http: KubeHttp,
   crd: Crd,
@@ -134,7 +137,9 @@ async function single(
   listed: number,
   reason: string,
 ): Promise<StorageSwitchReport> {
-  o.logger.warn({ reason }, 'checking the storage version on one API server only (plus the settle time)')
+  const level = said.has(reason) ? 'debug' : 'warn'
+  said.add(reason)
+  o.logger[level]({ reason }, 'checking the storage version on one API server only (plus the settle time)')
   await waitForStorageVersion(http, crd, version, {
     timeoutMs: o.timeoutMs,
     settleMs: o.settleMs,

@@ -6,7 +6,7 @@
  * object loses managedFields), objects the webhook refuses (named, the others migrated),
  * and a slow webhook.
  */
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { promisify } from 'node:util'
 import PQueue from 'p-queue'
 import { pino } from 'pino'
@@ -302,10 +302,26 @@ t.test('crd-migrator migrate waits for a conversion webhook that is down, then g
   t.match(gaveUp?.stdout, 'nothing was frozen')
   t.notOk(MIGRATING in ((await getCrd(f.http, f.crd.metadata.name)).metadata.annotations ?? {}), 'and nothing is')
 
-  const back = sleep(3_000).then(() => f.webhook.setMode('up'))
-  const done = await cli('--conversion-wait-seconds', '60')
-  await back
-  t.match(done.stderr, 'waiting for conversion webhook', 'it waited')
-  t.match(done.stdout, `${f.crd.metadata.name}: Succeeded`, 'and migrated once the webhook answered')
+  // Back up only once the CLI says it waits (its start-up alone can take seconds).
+  const child = spawn(
+    process.execPath,
+    ['dist/cli/main.js', 'migrate', f.crd.metadata.name, '--kubeconfig', f.cp.kubeconfigPath, '--conversion-wait-seconds', '60'],
+    { cwd: process.cwd() },
+  )
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()))
+  const waited = new Promise<void>((resolve) =>
+    child.stderr.on('data', (c: Buffer) => {
+      stderr += c.toString()
+      if (stderr.includes('waiting for conversion webhook')) resolve()
+    }),
+  )
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+  await Promise.race([waited, exited])
+  t.match(stderr, 'waiting for conversion webhook', 'it waited')
+  await f.webhook.setMode('up')
+  t.equal(await exited, 0, 'exit 0')
+  t.match(stdout, `${f.crd.metadata.name}: Succeeded`, 'and migrated once the webhook answered')
   assertV2Shape(t, await readEtcd(f), 10)
 })
