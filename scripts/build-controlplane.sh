@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-controller-manager (from the same Kubernetes module), etcd
-# and etcdctl from Go modules at pinned versions into a per-version cache outside the
-# repository. Safe to run concurrently: a lock file makes every caller after the first
-# wait for the first build and then reuse it. A cache made before kube-controller-manager
-# was part of it gets only that binary added.
+# Builds kube-apiserver, etcd and etcdctl from Go modules at pinned versions into a
+# per-version cache outside the repository. Safe to run concurrently: a lock file makes
+# every caller after the first wait for the first build and then reuse it.
 #
 # Usage: scripts/build-controlplane.sh            (prints the bin directory on stdout)
 # Env:   KUBE_VERSION, ETCD_VERSION override the pins; CRD_MIGRATOR_CACHE the cache root.
@@ -18,8 +16,7 @@ log() { echo "[controlplane-build] $*" >&2; }
 source "$(dirname "$0")/lib/build-common.sh"
 bin_dir="$cache_root/bin/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
 
-have_core() { [ -x "$bin_dir/kube-apiserver" ] && [ -x "$bin_dir/etcd" ] && [ -x "$bin_dir/etcdctl" ]; }
-have_all() { have_core && [ -x "$bin_dir/kube-controller-manager" ]; }
+have_all() { [ -x "$bin_dir/kube-apiserver" ] && [ -x "$bin_dir/etcd" ] && [ -x "$bin_dir/etcdctl" ]; }
 
 if have_all; then echo "$bin_dir"; exit 0; fi
 
@@ -28,9 +25,12 @@ take_build_lock "$cache_root/bin/.build.lock" "the control-plane binaries"
 if have_all; then echo "$bin_dir"; exit 0; fi
 
 work="$cache_root/build/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
-rm -rf "$work"; mkdir -p "$work/kube" "$work/etcd"
+rm -rf "$work"; mkdir -p "$work/kube" "$work/etcd" "$bin_dir.tmp"
 start=$(date +%s)
 
+# --- kube-apiserver --------------------------------------------------------------------
+# k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with local
+# paths, which do not apply to a dependent module; map each one to its published v0.X.Y.
 log "resolving k8s.io/kubernetes@$KUBE_VERSION"
 kube_gomod=$(cd "$work/kube" && go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/^\s*"GoMod": "\(.*\)",\?$/\1/p')
 staging_version="v0.${KUBE_VERSION#v1.}"
@@ -53,25 +53,9 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags="$ldflags -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
   ldflags="$ldflags -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
 done
-build_kube() { # <command> <output>
-  (cd "$work/kube" && CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "$ldflags" -o "$2" "k8s.io/kubernetes/cmd/$1")
-}
-
-if have_core; then
-  # Only kube-controller-manager is missing (a cache from before it was built here).
-  log "building kube-controller-manager $KUBE_VERSION"
-  build_kube kube-controller-manager "$bin_dir/kube-controller-manager.tmp"
-  mv "$bin_dir/kube-controller-manager.tmp" "$bin_dir/kube-controller-manager"; rm -rf "$work"
-  log "built in $(( $(date +%s) - start ))s into $bin_dir"
-  echo "$bin_dir"
-  exit 0
-fi
-
-mkdir -p "$bin_dir.tmp"
 log "building kube-apiserver $KUBE_VERSION (a cold build takes 10+ minutes on 2 cores)"
-build_kube kube-apiserver "$bin_dir.tmp/kube-apiserver"
-log "building kube-controller-manager $KUBE_VERSION"
-build_kube kube-controller-manager "$bin_dir.tmp/kube-controller-manager"
+(cd "$work/kube" && CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "$ldflags" \
+  -o "$bin_dir.tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
 
 # --- etcd and etcdctl --------------------------------------------------------------------
 log "building etcd and etcdctl $ETCD_VERSION"
