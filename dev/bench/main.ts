@@ -107,8 +107,8 @@ counted), load-tests the webhook with vegeta, and writes <out>/latest.json and
   --skip-conversion          no conversion-webhook case
   --conversion-only          the conversion-webhook case alone: no sweeps, no plain-CRD
                              or KSVM runs (ours-best and the ceiling at the first --sweep value)
-  --conversion-sizes 1000    object counts of the conversion case (default 1000; --smoke: 50)
-  --conversion-delay MS      the slow webhook's delay per ConversionReview (default 50;
+  --conversion-sizes 1000    object counts of the conversion case (default 1000; --smoke: 30)
+  --conversion-delay MS      the slow webhook's delay per ConversionReview (default 50, --smoke: 0;
                              0 = no slow-webhook runs)
   --skip-conversion-probe    no per-request probe of ConversionReview costs
   --controlplane-state FILE  use a running control plane (npm run cluster) instead of starting one
@@ -134,8 +134,8 @@ const sizes = flags['skip-migrations'] || conversionOnly ? [] : sizeList(flags.s
 const conversionSizes =
   flags['skip-migrations'] || (flags['skip-conversion'] && !conversionOnly)
     ? []
-    : sizeList(flags['conversion-sizes'] ?? (smoke ? '50' : '1000'))
-const conversionDelayMs = Number(flags['conversion-delay'] ?? 50)
+    : sizeList(flags['conversion-sizes'] ?? (smoke ? '30' : '1000'))
+const conversionDelayMs = Number(flags['conversion-delay'] ?? (smoke ? 0 : 50))
 if (!Number.isFinite(conversionDelayMs) || conversionDelayMs < 0) {
   process.stderr.write(`bench: --conversion-delay takes milliseconds (0 or more), not ${flags['conversion-delay']}\n`)
   process.exit(2)
