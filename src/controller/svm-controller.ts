@@ -63,7 +63,12 @@ export class StorageVersionMigrationController {
           if (!isFinished(svm)) this.queue.add(svm.metadata.name)
         },
         onDeleted: (svm) => this.stopIfRunning(svm.metadata.name, svm.metadata.uid),
-        onError: (err) => log.warn({ err }, 'StorageVersionMigration watch failed; retrying'),
+        onError: (err) =>
+          isNotFound(err)
+            ? log.warn(
+                'StorageVersionMigration objects are not served (migration.k8s.io/v1alpha1): install their CRD (chart: storageVersionMigrations.installCRD) or turn off --storage-version-migrations; retrying',
+              )
+            : log.warn({ err }, 'StorageVersionMigration watch failed; retrying'),
       },
       signal,
     )

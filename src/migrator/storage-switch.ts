@@ -50,6 +50,10 @@ interface Crd {
 const UNREACHABLE =
   /^(ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|ERR_TLS_CERT_ALTNAME_INVALID|UNABLE_TO_VERIFY_LEAF_SIGNATURE|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|CERT_HAS_EXPIRED|ERR_SSL_WRONG_VERSION_NUMBER)$/
 
+function isTimeout(err: unknown): boolean {
+  return err instanceof Error && (err.name === 'TimeoutError' || (err as { code?: unknown }).code === 'ETIMEDOUT')
+}
+
 function isUnreachable(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code
   return typeof code === 'string' && UNREACHABLE.test(code)
@@ -90,7 +94,10 @@ export async function waitForStorageEverywhere(
           }
         }),
       )
-      if (round === 0 && answers.every((a) => 'err' in a && isUnreachable(a.err))) {
+      // None answers at all: from here the servers cannot be reached one by one (refused,
+      // or dropped by a firewall: timeouts). One that answers while another does not is a
+      // lagging server, waited for.
+      if (round === 0 && answers.every((a) => 'err' in a && (isUnreachable(a.err) || isTimeout(a.err)))) {
         const first = answers[0] as { c: { name: string }; err: unknown }
         return single(
           http,
