@@ -1,5 +1,5 @@
 import os from 'node:os'
-import type { KubeHttp } from './http.js'
+import { ContentType, type KubeHttp } from './http.js'
 import type { CustomResourceDefinition } from './types.js'
 
 export type EventType = 'Normal' | 'Warning'
@@ -8,12 +8,30 @@ export interface EventRecorder {
   record(crd: CustomResourceDefinition, type: EventType, reason: string, message: string): Promise<void>
 }
 
+/** What the migrator was doing when an Event happened (events.k8s.io/v1 `action`). */
+const ACTIONS: Record<string, string> = {
+  MigrationStarted: 'Migrate',
+  MigrationSucceeded: 'Migrate',
+  MigrationFailed: 'Migrate',
+  MigrationBlocked: 'Preflight',
+  ConversionWebhookUnavailable: 'Migrate',
+  FrozenByAnotherMigrator: 'Observe',
+}
+
+/** The same Event again within this long becomes a series (count, lastObservedTime), not a new object. */
+const SERIES_WINDOW_MS = 30 * 60_000
+
+export const EVENTS_API = '/apis/events.k8s.io/v1/namespaces/default/events'
+
 /**
- * core/v1 Events about CRDs. CRDs are cluster-scoped, so, like kubectl and
- * client-go do for cluster-scoped objects, the Events go to the `default` namespace, where
- * `kubectl describe crd` finds them.
+ * events.k8s.io/v1 Events about CRDs, with `action`, and a series instead of a new object
+ * when the same thing happens again (a migration blocked every retry). CRDs are
+ * cluster-scoped, so, like client-go does for cluster-scoped objects, the Events go to the
+ * `default` namespace, where `kubectl describe crd` and `kubectl events` find them.
  */
 export class KubeEventRecorder implements EventRecorder {
+  private readonly series = new Map<string, { name: string; count: number; first: number }>()
+
   constructor(
     private readonly http: KubeHttp,
     private readonly component = 'crd-migrator',
@@ -22,33 +40,61 @@ export class KubeEventRecorder implements EventRecorder {
   ) {}
 
   async record(crd: CustomResourceDefinition, type: EventType, reason: string, message: string): Promise<void> {
-    const now = new Date().toISOString()
-    const event = {
-      apiVersion: 'v1',
-      kind: 'Event',
-      metadata: { generateName: `${crd.metadata.name}.`, namespace: 'default' },
-      involvedObject: {
-        apiVersion: 'apiextensions.k8s.io/v1',
-        kind: 'CustomResourceDefinition',
-        name: crd.metadata.name,
-        uid: crd.metadata.uid,
-        resourceVersion: crd.metadata.resourceVersion,
-      },
-      reason,
-      message: message.slice(0, 1024),
-      type,
-      source: { component: this.component, host: this.instance },
-      reportingComponent: this.component,
-      reportingInstance: this.instance,
-      firstTimestamp: now,
-      lastTimestamp: now,
-      count: 1,
-    }
+    const note = message.slice(0, 1024)
+    const key = JSON.stringify([crd.metadata.uid, type, reason, note])
+    const now = Date.now()
     try {
-      await this.http.request({ method: 'POST', path: '/api/v1/namespaces/default/events', body: event })
+      const earlier = this.series.get(key)
+      if (earlier && now - earlier.first < SERIES_WINDOW_MS) {
+        earlier.count++
+        await this.http.request({
+          method: 'PATCH',
+          path: `${EVENTS_API}/${encodeURIComponent(earlier.name)}`,
+          contentType: ContentType.mergePatch,
+          body: { series: { count: earlier.count, lastObservedTime: microTime(now) } },
+        })
+        return
+      }
+      const created = await this.http.request<{ metadata: { name: string } }>({
+        method: 'POST',
+        path: EVENTS_API,
+        body: {
+          apiVersion: 'events.k8s.io/v1',
+          kind: 'Event',
+          // Named like client-go names them: <object>.<time in hex> (a generateName may not end in '.').
+          metadata: { name: eventName(crd.metadata.name, now), namespace: 'default' },
+          eventTime: microTime(now),
+          reportingController: `crd-migrator.io/${this.component}`,
+          reportingInstance: this.instance.slice(0, 128),
+          action: ACTIONS[reason] ?? 'Migrate',
+          reason,
+          regarding: {
+            apiVersion: 'apiextensions.k8s.io/v1',
+            kind: 'CustomResourceDefinition',
+            name: crd.metadata.name,
+            uid: crd.metadata.uid,
+            resourceVersion: crd.metadata.resourceVersion,
+          },
+          note,
+          type,
+        },
+      })
+      this.series.set(key, { name: created.body.metadata.name, count: 1, first: now })
     } catch (err) {
       // An Event is a courtesy to the operator; failing to write one must not fail a migration.
+      this.series.delete(key)
       this.onError(err)
     }
   }
+}
+
+/** `<object>.<time in hex>`, as client-go names Events, within the 253 characters of a name. */
+function eventName(object: string, ms: number): string {
+  const suffix = (BigInt(ms) * 1_000_000n + (process.hrtime.bigint() % 1_000_000n)).toString(16)
+  return `${object.slice(0, 252 - suffix.length).replace(/[.-]+$/, '')}.${suffix}`
+}
+
+/** MicroTime: RFC 3339 with microseconds, as events.k8s.io/v1 requires for eventTime. */
+function microTime(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z')
 }

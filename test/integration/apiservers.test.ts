@@ -76,6 +76,9 @@ function queueWrites(crd: CustomResourceDefinition, ns: string, count: number): 
 
 /** Pauses server 3, queues writes to it, flips storage through server 1; the writes settle once 3 resumes. */
 async function pausedThroughTheFlip(cp: ControlPlane, crd: CustomResourceDefinition, ns: string): Promise<{ queued: Promise<unknown> }> {
+  // Open (and TLS-handshake) the connections first, as a busy client would have them:
+  // requests sent on them while the server is paused are in its socket buffers when it wakes.
+  await Promise.all(Array.from({ length: 64 }, () => third!.request({ method: 'GET', path: '/version' })))
   await cp.pauseApiserver(3)
   const queued = queueWrites(crd, ns, 100)
   await flip(first!, crd)
@@ -93,36 +96,44 @@ t.test('every API server is listed in default/kubernetes and asked', async (t) =
 })
 
 t.test('the race with a single-server check: writes through a lagging server land at v1 after storedVersions says [v2]', async (t) => {
-  const { group, ns, crd } = await fixture(100)
-  const { queued } = await pausedThroughTheFlip(cp, crd, ns)
-  let result: MigrationResult
-  try {
-    // Asking only server 1 is the single-server check of before (and of the fallback).
-    result = await migrateCrd(crd.metadata.name, defaultSettings({ apiServerEndpoints: [cp.apiservers[0]!.server] }), {
-      http: first!,
-      logger,
-      owner: 'ha-test',
-    })
-  } finally {
-    await cp.resumeApiserver(3)
+  // Whether the woken server handles its queued writes before its informer sees the flip is
+  // a race (on a loaded machine the informer sometimes wins): up to three tries.
+  const tries: number[] = []
+  for (let round = 1; round <= 3 && !tries.some((n) => n > 0); round++) {
+    const { group, ns, crd } = await fixture(50)
+    const { queued } = await pausedThroughTheFlip(cp, crd, ns)
+    let result: MigrationResult
+    try {
+      // Asking only server 1 is the single-server check of before (and of the fallback).
+      result = await migrateCrd(crd.metadata.name, defaultSettings({ apiServerEndpoints: [cp.apiservers[0]!.server] }), {
+        http: first!,
+        logger,
+        owner: 'ha-test',
+      })
+    } finally {
+      await cp.resumeApiserver(3)
+    }
+    // Server 3 wakes up with its old storage: the writes queued to it, and those a client
+    // sends until its informer catches up, are stored at v1.
+    const ref = refFor(crd, 'v1')
+    const want = storageVersionHash(group, 'v2', 'Widget')
+    for (let i = 0; i < 500; i++) {
+      await third!.request({
+        method: 'POST',
+        path: objectPath(ref, ns, `loop-${i}`).replace(/\/[^/]+$/, ''),
+        body: { apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name: `loop-${i}`, namespace: ns }, spec: { loop: i } },
+      })
+      if (i % 5 === 4 && (await servedStorageVersionHash(third!, group, 'v1', 'widgets')) === want) break
+    }
+    await queued
+    t.equal(result.outcome, 'Succeeded', `try ${round}: the migration believed it was done`)
+    t.same((await getCrd(first!, crd.metadata.name)).status?.storedVersions, ['v2'])
+    tries.push((await storedVersionsInEtcd(cp, group, 'widgets')).get(`${group}/v1`) ?? 0)
   }
-  // Server 3 wakes up with its old storage: the writes queued to it, and those a client
-  // sends until its informer catches up, are stored at v1.
-  const ref = refFor(crd, 'v1')
-  const want = storageVersionHash(group, 'v2', 'Widget')
-  for (let i = 0; i < 500; i++) {
-    await third!.request({
-      method: 'POST',
-      path: objectPath(ref, ns, `loop-${i}`).replace(/\/[^/]+$/, ''),
-      body: { apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name: `loop-${i}`, namespace: ns }, spec: { loop: i } },
-    })
-    if (i % 5 === 4 && (await servedStorageVersionHash(third!, group, 'v1', 'widgets')) === want) break
-  }
-  await queued
-  t.equal(result.outcome, 'Succeeded', 'the migration believed it was done')
-  t.same((await getCrd(first!, crd.metadata.name)).status?.storedVersions, ['v2'])
-  const stored = await storedVersionsInEtcd(cp, group, 'widgets')
-  t.ok((stored.get(`${group}/v1`) ?? 0) > 0, `yet etcd holds ${stored.get(`${group}/v1`) ?? 0} object(s) at v1: the race is real`)
+  t.ok(
+    tries.some((n) => n > 0),
+    `yet etcd held objects at v1 (per try: ${tries.join(', ')}): the race is real`,
+  )
 })
 
 t.test('asking every API server: the run waits for the paused one, names it, and leaves only v2 in etcd', async (t) => {

@@ -920,7 +920,7 @@ for (const scenario of scenarios) {
       ])
       const events = manifests.find((m) => m.kind === 'Role' && m.metadata.namespace === 'default')!
       t.same(rulesOf(events), [
-        { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+        { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
         { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['get', 'list'] },
       ])
     })
@@ -1010,7 +1010,8 @@ t.test('RBAC, created for real, allows what the migrator does and nothing else',
     ],
     ['create its Lease', { group: 'coordination.k8s.io', resource: 'leases', verb: 'create', namespace: ns }],
     ['renew its Lease', { group: 'coordination.k8s.io', resource: 'leases', verb: 'update', namespace: ns, name: lease }],
-    ['create Events in default', { group: '', resource: 'events', verb: 'create', namespace: 'default' }],
+    ['create Events in default', { group: 'events.k8s.io', resource: 'events', verb: 'create', namespace: 'default' }],
+    ['add to an Event series in default', { group: 'events.k8s.io', resource: 'events', verb: 'patch', namespace: 'default' }],
     [
       'list the API servers (EndpointSlices in default)',
       { group: 'discovery.k8s.io', resource: 'endpointslices', verb: 'list', namespace: 'default' },
@@ -1040,7 +1041,8 @@ t.test('RBAC, created for real, allows what the migrator does and nothing else',
     ],
     ['renew another Lease', { group: 'coordination.k8s.io', resource: 'leases', verb: 'update', namespace: ns, name: 'someone-else' }],
     ['create a Lease elsewhere', { group: 'coordination.k8s.io', resource: 'leases', verb: 'create', namespace: 'kube-system' }],
-    ['create Events elsewhere', { group: '', resource: 'events', verb: 'create', namespace: 'kube-system' }],
+    ['create Events elsewhere', { group: 'events.k8s.io', resource: 'events', verb: 'create', namespace: 'kube-system' }],
+    ['create core/v1 Events (events.k8s.io only)', { group: '', resource: 'events', verb: 'create', namespace: 'default' }],
     ['list EndpointSlices elsewhere', { group: 'discovery.k8s.io', resource: 'endpointslices', verb: 'list', namespace: 'kube-system' }],
     [
       'change EndpointSlices',

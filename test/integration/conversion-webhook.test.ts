@@ -301,6 +301,15 @@ t.test('crd-migrator migrate waits for a conversion webhook that is down, then g
   t.match(gaveUp?.stdout, `${f.crd.metadata.name}: Blocked (CRDM_CONVERSION_OUTAGE)`, 'the summary says Blocked')
   t.match(gaveUp?.stdout, 'nothing was frozen')
   t.notOk(MIGRATING in ((await getCrd(f.http, f.crd.metadata.name)).metadata.annotations ?? {}), 'and nothing is')
+  // Each try recorded MigrationBlocked again: one events.k8s.io Event, its series counting the tries.
+  const events = (
+    await f.http.request<{
+      items: Array<{ reason: string; action: string; reportingController: string; regarding: { name: string }; series?: { count: number } }>
+    }>({ method: 'GET', path: '/apis/events.k8s.io/v1/namespaces/default/events' })
+  ).body.items.filter((e) => e.regarding.name === f.crd.metadata.name && e.reason === 'MigrationBlocked')
+  t.equal(events.length, 1, 'one MigrationBlocked Event for all the tries')
+  t.match(events[0], { action: 'Preflight', reportingController: 'crd-migrator.io/crd-migrator' })
+  t.ok((events[0]?.series?.count ?? 0) >= 2, `its series counts the tries (${events[0]?.series?.count})`)
 
   // Back up only once the CLI says it waits (its start-up alone can take seconds).
   const child = spawn(
