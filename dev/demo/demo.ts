@@ -250,7 +250,8 @@ async function grantMigrator(cp: ControlPlane): Promise<void> {
     { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions'], verbs: ['get', 'list', 'watch', 'patch'] },
     { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions/status'], verbs: ['patch'] },
     { apiGroups: [GROUP], resources: ['*'], verbs: ['get', 'list', 'patch'] },
-    { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+    { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
+    { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['get', 'list'] },
   ]
   await cp.apiRequest('/apis/rbac.authorization.k8s.io/v1/clusterroles', {
     method: 'POST',
