@@ -68,21 +68,12 @@ export class MigrationController {
     const watching = this.watchLoop(signal)
     const resync = this.resyncLoop(signal)
     try {
-      while (!signal.aborted) {
-        const name = await this.queue.next(signal)
-        if (name === undefined) break
-        try {
-          await this.reconcile(name, signal)
-        } catch (err) {
-          if (signal.aborted) break
-          const delay = this.queue.addRateLimited(name)
-          log.error({ crd: name, err, retryInMs: delay }, 'reconcile failed')
-        } finally {
-          this.queue.done(name)
-        }
-      }
+      await this.queue.process(
+        signal,
+        (name) => this.reconcile(name, signal),
+        (name, err, retryInMs) => log.error({ crd: name, err, retryInMs }, 'reconcile failed'),
+      )
     } finally {
-      this.queue.shutdown()
       await Promise.allSettled([watching, resync])
       log.info('migration controller stopped')
     }

@@ -88,6 +88,34 @@ export class WorkQueue {
     if (this.dirty.delete(name)) this.add(name)
   }
 
+  /**
+   * The worker loop of a controller: hands each queued name to `reconcile`, one at a
+   * time, until `signal` aborts; a name whose reconcile throws is queued again after its
+   * backoff (`onFailure` is told the delay). Shuts the queue down when it returns.
+   */
+  async process(
+    signal: AbortSignal,
+    reconcile: (name: string) => Promise<unknown>,
+    onFailure: (name: string, err: unknown, retryInMs: number) => void,
+  ): Promise<void> {
+    try {
+      while (!signal.aborted) {
+        const name = await this.next(signal)
+        if (name === undefined) break
+        try {
+          await reconcile(name)
+        } catch (err) {
+          if (signal.aborted) break
+          onFailure(name, err, this.addRateLimited(name))
+        } finally {
+          this.done(name)
+        }
+      }
+    } finally {
+      this.shutdown()
+    }
+  }
+
   shutdown(): void {
     for (const t of this.timers.values()) clearTimeout(t)
     this.timers.clear()

@@ -73,21 +73,12 @@ export class StorageVersionMigrationController {
       signal,
     )
     try {
-      while (!signal.aborted) {
-        const name = await this.queue.next(signal)
-        if (name === undefined) break
-        try {
-          await this.reconcile(name, signal)
-        } catch (err) {
-          if (signal.aborted) break
-          const delay = this.queue.addRateLimited(name)
-          log.error({ svm: name, err, retryInMs: delay }, 'StorageVersionMigration reconcile failed')
-        } finally {
-          this.queue.done(name)
-        }
-      }
+      await this.queue.process(
+        signal,
+        (name) => this.reconcile(name, signal),
+        (name, err, retryInMs) => log.error({ svm: name, err, retryInMs }, 'StorageVersionMigration reconcile failed'),
+      )
     } finally {
-      this.queue.shutdown()
       await watching
       log.info('StorageVersionMigration controller stopped')
     }
