@@ -7,20 +7,10 @@
 import { randomUUID } from 'node:crypto'
 import https from 'node:https'
 import { CrdMigratorError } from '../errors.js'
-import { conversionStrategy } from './conversion.js'
+import { conversionWebhookConfig, type WebhookClientConfig } from './conversion.js'
 import type { CustomResourceDefinition } from './types.js'
 
 type Obj = Record<string, unknown>
-
-interface WebhookClientConfig {
-  url?: string
-  caBundle?: string
-  service?: { namespace?: string; name?: string; port?: number; path?: string }
-}
-
-interface CrdConversion {
-  webhook?: { clientConfig?: WebhookClientConfig; conversionReviewVersions?: string[] }
-}
 
 /** Where kube-apiserver would send the ConversionReview: the URL, or the Service's in-cluster name. */
 export function conversionWebhookUrl(config: WebhookClientConfig): URL {
@@ -32,11 +22,11 @@ export function conversionWebhookUrl(config: WebhookClientConfig): URL {
 
 export async function convertObjects(crd: CustomResourceDefinition, objects: Obj[], version: string, timeoutMs = 10_000): Promise<Obj[]> {
   const desiredAPIVersion = `${crd.spec.group}/${version}`
-  if (conversionStrategy(crd) === 'None') return objects.map((o) => ({ ...o, apiVersion: desiredAPIVersion }))
-  const webhook = (crd.spec.conversion as CrdConversion).webhook
-  const config = webhook?.clientConfig ?? {}
+  const webhook = conversionWebhookConfig(crd)
+  if (!webhook) return objects.map((o) => ({ ...o, apiVersion: desiredAPIVersion }))
+  const config = webhook.clientConfig
   const url = conversionWebhookUrl(config)
-  const reviewVersion = (webhook?.conversionReviewVersions ?? ['v1']).includes('v1') ? 'v1' : 'v1beta1'
+  const reviewVersion = webhook.reviewVersions.includes('v1') ? 'v1' : 'v1beta1'
   const uid = randomUUID()
   const review = {
     apiVersion: `apiextensions.k8s.io/${reviewVersion}`,

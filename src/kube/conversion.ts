@@ -15,16 +15,18 @@ import type { CustomResourceDefinition, ManagedFieldsEntry } from './types.js'
 
 export type ConversionStrategy = 'None' | 'Webhook'
 
-interface WebhookClientConfig {
+export interface WebhookClientConfig {
   url?: string
+  caBundle?: string
   service?: { namespace?: string; name?: string; port?: number; path?: string }
 }
 
 interface CrdConversion {
   strategy?: string
-  webhook?: { clientConfig?: WebhookClientConfig }
+  webhook?: { clientConfig?: WebhookClientConfig; conversionReviewVersions?: string[] }
   /** apiextensions v1beta1 spelling, still accepted on read. */
   webhookClientConfig?: WebhookClientConfig
+  conversionReviewVersions?: string[]
 }
 
 /** `None` unless the CRD converts through a webhook. */
@@ -32,16 +34,27 @@ export function conversionStrategy(crd: CustomResourceDefinition): ConversionStr
   return (crd.spec.conversion as CrdConversion | undefined)?.strategy === 'Webhook' ? 'Webhook' : 'None'
 }
 
+/** The CRD's conversion webhook (where, and which ConversionReview versions it speaks); undefined with strategy None. */
+export function conversionWebhookConfig(
+  crd: CustomResourceDefinition,
+): { clientConfig: WebhookClientConfig; reviewVersions: string[] } | undefined {
+  if (conversionStrategy(crd) !== 'Webhook') return undefined
+  const conversion = crd.spec.conversion as CrdConversion
+  return {
+    clientConfig: conversion.webhook?.clientConfig ?? conversion.webhookClientConfig ?? {},
+    reviewVersions: conversion.webhook?.conversionReviewVersions ?? conversion.conversionReviewVersions ?? ['v1'],
+  }
+}
+
 /**
  * The CRD's conversion webhook as people name it: `service <ns>/<name>:<port><path>` or
  * its URL; undefined with strategy None.
  */
 export function conversionWebhookOf(crd: CustomResourceDefinition): string | undefined {
-  if (conversionStrategy(crd) !== 'Webhook') return undefined
-  const conversion = crd.spec.conversion as CrdConversion
-  const config = conversion.webhook?.clientConfig ?? conversion.webhookClientConfig
-  if (config?.url) return config.url
-  const svc = config?.service
+  const config = conversionWebhookConfig(crd)?.clientConfig
+  if (!config) return undefined
+  if (config.url) return config.url
+  const svc = config.service
   if (svc?.name) return `service ${svc.namespace ?? 'default'}/${svc.name}:${svc.port ?? 443}${svc.path ?? ''}`
   return 'an unnamed webhook'
 }

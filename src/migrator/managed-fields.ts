@@ -56,7 +56,8 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v)
 }
 
-const entryIdentity = (e: ManagedFieldsEntry): string =>
+/** Manager, operation, subresource and version: the API server keeps one entry per identity. */
+export const entryIdentity = (e: ManagedFieldsEntry): string =>
   JSON.stringify([e.manager ?? '', e.operation ?? '', e.subresource ?? '', e.apiVersion ?? ''])
 
 /**

@@ -4,7 +4,7 @@ import { ManagedFieldsDroppedError } from '../kube/conversion.js'
 import { Accept, ContentType, isConflict, isFailedPatchTest, isNotFound, KubeApiError, type KubeHttp } from '../kube/http.js'
 import { apiVersionOf, listOrderKey, objectPath, type ResourceRef } from '../kube/paths.js'
 import type { ManagedFieldsEntry, PartialObjectMetadata } from '../kube/types.js'
-import { cleanManagedFields, managedFieldsPatch, type ManagedFieldsPolicy } from './managed-fields.js'
+import { cleanManagedFields, entryIdentity, managedFieldsPatch, type ManagedFieldsPolicy } from './managed-fields.js'
 import { withRetry, type RetryOptions } from './retry.js'
 import type { Outcome } from './walker.js'
 
@@ -171,7 +171,6 @@ export function makeCleanupHandler(
  * write created since (same manager, operation, subresource and version: ours wins).
  */
 function withEntriesAddedSince(restore: ManagedFieldsEntry[], current: readonly ManagedFieldsEntry[] | undefined): ManagedFieldsEntry[] {
-  const identity = (e: ManagedFieldsEntry) => JSON.stringify([e.manager ?? '', e.operation ?? '', e.subresource ?? '', e.apiVersion ?? ''])
-  const known = new Set(restore.map(identity))
-  return [...restore, ...(current ?? []).filter((e) => !known.has(identity(e)))]
+  const known = new Set(restore.map(entryIdentity))
+  return [...restore, ...(current ?? []).filter((e) => !known.has(entryIdentity(e)))]
 }
