@@ -138,6 +138,23 @@ async function state(http: KubeHttp, ns: string) {
   return { revisions, vms, byName: new Map(revisions.map((r) => [r.metadata.name, r])) }
 }
 
+/** The replacement a run creates for `old` (at v1beta1), made by hand as a run that died would leave it. */
+async function createReplacement(http: KubeHttp, ns: string, old: Revision): Promise<string> {
+  const name = `${old.metadata.name}-v1beta1`
+  await http.request({
+    method: 'POST',
+    path: revisionsPath(ns),
+    body: {
+      apiVersion: 'apps/v1',
+      kind: 'ControllerRevision',
+      metadata: { name, labels: { ...old.metadata.labels, [VERSION_LABEL]: 'v1beta1' }, ownerReferences: old.metadata.ownerReferences },
+      data: { ...old.data, apiVersion: 'instancetype.kubevirt.io/v1beta1' },
+      revision: 1,
+    },
+  })
+  return name
+}
+
 async function namespace(t: Test): Promise<{ http: KubeHttp; ns: string }> {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
@@ -201,41 +218,9 @@ t.test('a run that died mid-phase is finished by the next one; a stash nobody po
   const first = await state(http, ns)
 
   // What kill -9 leaves behind. Stash 0: its replacement was created, no referrer moved yet.
-  const r0 = first.byName.get(made[0]!.revision)!
-  const replacement0 = `${made[0]!.revision}-v1beta1`
-  await http.request({
-    method: 'POST',
-    path: revisionsPath(ns),
-    body: {
-      apiVersion: 'apps/v1',
-      kind: 'ControllerRevision',
-      metadata: {
-        name: replacement0,
-        labels: { ...r0.metadata.labels, [VERSION_LABEL]: 'v1beta1' },
-        ownerReferences: r0.metadata.ownerReferences,
-      },
-      data: { ...r0.data, apiVersion: 'instancetype.kubevirt.io/v1beta1' },
-      revision: 1,
-    },
-  })
+  const replacement0 = await createReplacement(http, ns, first.byName.get(made[0]!.revision)!)
   // Stash 1: replacement created and the VM moved, the old revision not yet deleted.
-  const r1 = first.byName.get(made[1]!.revision)!
-  const replacement1 = `${made[1]!.revision}-v1beta1`
-  await http.request({
-    method: 'POST',
-    path: revisionsPath(ns),
-    body: {
-      apiVersion: 'apps/v1',
-      kind: 'ControllerRevision',
-      metadata: {
-        name: replacement1,
-        labels: { ...r1.metadata.labels, [VERSION_LABEL]: 'v1beta1' },
-        ownerReferences: r1.metadata.ownerReferences,
-      },
-      data: { ...r1.data, apiVersion: 'instancetype.kubevirt.io/v1beta1' },
-      revision: 1,
-    },
-  })
+  const replacement1 = await createReplacement(http, ns, first.byName.get(made[1]!.revision)!)
   await http.request({
     method: 'PATCH',
     path: `${vmsPath(ns)}/${made[1]!.vm}`,
