@@ -69,6 +69,18 @@ t.test('managedFields of an unserved version break server-side apply until the c
     ['v2'],
     'v1 is removed from the CRD',
   )
+  // The API server's custom-resource handler picks up the CRD change asynchronously; it
+  // has once it answers 404 for v1 (until then an apply may still convert through v1).
+  const deadline = Date.now() + 30_000
+  for (;;) {
+    const gone = await http.request({ method: 'GET', path: `/apis/${group}/v1/namespaces/${ns}/widgets` }).then(
+      () => false,
+      (err: unknown) => err instanceof KubeApiError && err.status === 404,
+    )
+    if (gone) break
+    if (Date.now() > deadline) throw new Error('the API server still serves v1 30 s after its removal')
+    await new Promise((r) => setTimeout(r, 50))
+  }
 
   const broken = await apply(http, v2, ns, 'shared', 'alice', { color: 'green' }).then(
     () => undefined,
