@@ -3,13 +3,12 @@ import { Command, CommanderError, Option } from 'commander'
 import { pino, type Logger } from 'pino'
 import type { Config } from '../config/schema.js'
 import { ConfigError, describeError, errorCode } from '../errors.js'
-import { writeLocalWebhookConfiguration } from '../webhook/configuration.js'
-import { runMigrateCommand } from './migrate.js'
 import { OUTPUT_FORMATS, outputFormat } from './output.js'
 import { addConfigOptions, configFromOptions } from './options.js'
-import { serve } from './serve.js'
 import { VERSION } from '../version.js'
-import { runStatusCommand } from './status.js'
+
+// Each command's module is imported when it runs: `migrate` and `status` never load the
+// webhook server and the metrics registry, `--version` and `--help` load neither (start-up time).
 
 const program = new Command()
   .name('crd-migrator')
@@ -43,6 +42,7 @@ addConfigOptions(program.command('serve'))
   .action(async (opts: Record<string, unknown>) => {
     const config = configFromOptions(opts)
     const log = logger(config, false)
+    const { serve } = await import('./serve.js')
     const handle = await serve(config, log)
     const signal = shutdownSignal(log)
     await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }))
@@ -87,6 +87,7 @@ addConfigOptions(
     if (resources.length > 0 && opts.dryRun) throw new ConfigError('migrate: --dry-run plans CRDs only, not --resource')
     const config = configFromOptions({ logLevel: 'warn', ...opts })
     const log = logger(config, true)
+    const { runMigrateCommand } = await import('./migrate.js')
     process.exitCode = await runMigrateCommand(names, config, log, {
       resources,
       dryRun: Boolean(opts.dryRun),
@@ -97,7 +98,9 @@ addConfigOptions(
     })
   })
 
-addConfigOptions(program.command('status'), (s) => ['kubeconfig', 'migrating-annotation', 'selector', 'crds', 'log-level'].includes(s.flag))
+addConfigOptions(program.command('status'), (s) =>
+  ['kubeconfig', 'context', 'migrating-annotation', 'selector', 'crds', 'log-level'].includes(s.flag),
+)
   .description('show managed CRDs: storage version, storedVersions, freeze, phase, progress and last result')
   .argument('[crd...]', 'only these CRDs, managed or not (default: every managed CRD)')
   .addOption(outputOption())
@@ -105,6 +108,7 @@ addConfigOptions(program.command('status'), (s) => ['kubeconfig', 'migrating-ann
   .action(async (names: string[], opts: Record<string, unknown>) => {
     const format = outputFormat(opts)
     const config = configFromOptions(opts)
+    const { runStatusCommand } = await import('./status.js')
     process.exitCode = await runStatusCommand(config, process.stdout, { format, names })
   })
 
@@ -141,6 +145,7 @@ program
             .filter(Boolean)
     const migratorUsers = list(opts.migratorUsers)
     const migratorGroups = list(opts.migratorGroups)
+    const { writeLocalWebhookConfiguration } = await import('../webhook/configuration.js')
     await writeLocalWebhookConfiguration({
       caCertFile: opts.ca,
       host: opts.host,

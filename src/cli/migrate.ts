@@ -37,7 +37,11 @@ const BLOCKED_RETRY_MS = 5_000
 
 /** `crd-migrator migrate CRD...`: one migration per CRD, in turn. Returns the exit code. */
 export async function runMigrateCommand(names: string[], config: Config, logger: Logger, options: MigrateCommandOptions): Promise<number> {
-  const http = kubeHttp(config.kubeconfig, { maxSockets: Math.max(config.migrator.concurrency, 4) * 2, userAgent: userAgent('migrate') })
+  const http = kubeHttp(config.kubeconfig, {
+    context: config.context,
+    maxSockets: Math.max(config.migrator.concurrency, 4) * 2,
+    userAgent: userAgent('migrate'),
+  })
   const owner = `cli:${os.userInfo().username}@${os.hostname()}`
   try {
     const format = options.format ?? 'text'

@@ -72,7 +72,11 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
   const stop = new AbortController()
   let stopped: Promise<void> = Promise.resolve()
   if (config.migrator.enabled) {
-    const http = kubeHttp(config.kubeconfig, { maxSockets: Math.max(config.migrator.concurrency, 4) * 2, userAgent: userAgent('serve') })
+    const http = kubeHttp(config.kubeconfig, {
+      context: config.context,
+      maxSockets: Math.max(config.migrator.concurrency, 4) * 2,
+      userAgent: userAgent('serve'),
+    })
     const log = logger.child({ component: 'migrator' })
     const shared = {
       http,

@@ -1,8 +1,12 @@
 /**
- * Kubernetes label selector matching (equality- and set-based), for choosing managed
- * CRDs from one watch of all CRDs.
+ * Kubernetes label selector matching (equality- and set-based), and which CRDs the
+ * controller lists and watches: the API server filters by the same selector, and by name.
  */
 import { CrdMigratorError } from '../errors.js'
+import type { ListWatchFilter } from '../kube/watch.js'
+
+/** Above this many `--crds` names, one watch of all CRDs (filtered here) replaces a watch per name. */
+export const MAX_NAME_WATCHES = 10
 
 type Requirement = { op: 'exists' | 'notexists'; key: string } | { op: 'in' | 'notin'; key: string; values: Set<string> }
 
@@ -11,6 +15,8 @@ export class LabelSelector {
 
   static parse(selector: string): LabelSelector {
     const requirements: Requirement[] = []
+    const invalid = (why: string) =>
+      new CrdMigratorError('CRDM_LABEL_SELECTOR', `invalid label selector ${JSON.stringify(selector)}: ${why}`)
     for (const part of splitTopLevel(selector)) {
       const text = part.trim()
       if (text === '') continue
@@ -33,10 +39,16 @@ export class LabelSelector {
       } else if ((m = text.match(/^([^\s!=()]+)$/))) {
         requirements.push({ op: 'exists', key: m[1]! })
       } else {
-        throw new CrdMigratorError(
-          'CRDM_LABEL_SELECTOR',
-          `invalid label selector ${JSON.stringify(selector)}: cannot parse ${JSON.stringify(text)}`,
-        )
+        throw invalid(`cannot parse ${JSON.stringify(text)}`)
+      }
+    }
+    // The API server parses the selector too (it filters the watch): refuse here what it would refuse there.
+    for (const r of requirements) {
+      if (!isLabelKey(r.key))
+        throw invalid(`${JSON.stringify(r.key)} is not a label key (an optional DNS prefix and /, then 1-63 of A-Z a-z 0-9 - _ .)`)
+      for (const value of 'values' in r ? r.values : []) {
+        if (!LABEL_VALUE.test(value))
+          throw invalid(`${JSON.stringify(value)} is not a label value (at most 63 of A-Z a-z 0-9 - _ ., alphanumeric at both ends)`)
       }
     }
     return new LabelSelector(requirements)
@@ -64,6 +76,18 @@ export class LabelSelector {
   }
 }
 
+const LABEL_NAME = /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/
+const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/
+
+/** A qualified name: `name` or `prefix/name`, the prefix a DNS subdomain of at most 253 characters. */
+function isLabelKey(key: string): boolean {
+  const slash = key.indexOf('/')
+  if (slash < 0) return LABEL_NAME.test(key)
+  const prefix = key.slice(0, slash)
+  return prefix.length <= 253 && DNS_SUBDOMAIN.test(prefix) && LABEL_NAME.test(key.slice(slash + 1))
+}
+
 function splitTopLevel(s: string): string[] {
   const parts: string[] = []
   let depth = 0
@@ -87,11 +111,28 @@ function splitTopLevel(s: string): string[] {
  */
 export class CrdSelection {
   private readonly selector: LabelSelector | undefined
+  private readonly labelSelector: string
   private readonly names: ReadonlySet<string>
 
   constructor(selection: { labelSelector: string; names: readonly string[] }) {
-    this.selector = selection.labelSelector.trim() === '' ? undefined : LabelSelector.parse(selection.labelSelector)
+    this.labelSelector = selection.labelSelector.trim()
+    this.selector = this.labelSelector === '' ? undefined : LabelSelector.parse(selection.labelSelector)
     this.names = new Set(selection.names)
+  }
+
+  /**
+   * The lists and watches that see every selected CRD and, as far as the API server can
+   * filter, no other: one by label selector, and one per name (field selectors cannot
+   * say "any of these names"). Past {@link MAX_NAME_WATCHES} names, one watch of every
+   * CRD instead, filtered here: each name watch holds a connection and lists on every
+   * (re)start, which costs more than the unselected CRDs do. Empty when nothing is selected.
+   */
+  watchFilters(): ListWatchFilter[] {
+    if (this.names.size > MAX_NAME_WATCHES) return [{}]
+    return [
+      ...(this.labelSelector === '' ? [] : [{ labelSelector: this.labelSelector }]),
+      ...[...this.names].map((name) => ({ fieldSelector: `metadata.name=${name}` })),
+    ]
   }
 
   selects(crd: { metadata: { name: string; labels?: Record<string, string> } }): boolean {

@@ -1,29 +1,112 @@
-import { existsSync } from 'node:fs'
-import { KubeConfig } from '@kubernetes/client-node'
+import { existsSync, readFileSync } from 'node:fs'
+import { homedir } from 'node:os'
+import { delimiter, join } from 'node:path'
+import { isIPv6 } from 'node:net'
 import { KubeHttp, type KubeHttpOptions } from './http.js'
-import { CrdMigratorError } from '../errors.js'
+import { mergeKubeconfigs, parseKubeconfig, resolveContext, type KubeContext, type Kubeconfig } from './kubeconfig.js'
+import { CrdMigratorError, errorMessage } from '../errors.js'
 
-/**
- * Loads credentials the way kubectl does: an explicit file, else $KUBECONFIG, else
- * ~/.kube/config, else the in-cluster service account.
- */
-export function loadKubeConfig(file?: string): KubeConfig {
-  const kc = new KubeConfig()
-  if (file) {
-    if (!existsSync(file)) throw new CrdMigratorError('CRDM_KUBECONFIG', `kubeconfig ${file} does not exist`)
-    kc.loadFromFile(file)
-  } else {
-    kc.loadFromDefault()
-  }
-  if (!kc.getCurrentCluster()) {
-    throw new CrdMigratorError(
-      'CRDM_KUBECONFIG',
-      'no Kubernetes cluster configured: pass --kubeconfig, set KUBECONFIG, or run inside a cluster',
-    )
-  }
-  return kc
+/** Where a pod's service-account credentials are mounted. */
+export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount'
+
+export interface LoadKubeConfigOptions {
+  /** The context to use instead of the kubeconfig's current-context (`--context`). */
+  context?: string | undefined
+  /** For tests: the environment ($KUBECONFIG, KUBERNETES_SERVICE_HOST/PORT), the home directory, the service-account mount. */
+  env?: NodeJS.ProcessEnv
+  homeDir?: string
+  serviceAccountDir?: string
 }
 
-export function kubeHttp(file?: string, options?: KubeHttpOptions): KubeHttp {
-  return new KubeHttp(loadKubeConfig(file), options)
+/**
+ * Loads credentials the way kubectl does: an explicit file, else the files of $KUBECONFIG
+ * (merged: the first to define a name wins), else ~/.kube/config, else the in-cluster
+ * service account; then the context `--context` names, or current-context.
+ */
+export function loadKubeConfig(file?: string, options: LoadKubeConfigOptions = {}): KubeContext {
+  const env = options.env ?? process.env
+  if (file) {
+    if (!existsSync(file)) throw new CrdMigratorError('CRDM_KUBECONFIG', `kubeconfig ${file} does not exist`)
+    return resolveContext(readKubeconfig(file), options.context)
+  }
+  const listed = (env['KUBECONFIG'] ?? '').split(delimiter).filter((f) => f !== '')
+  if (listed.length > 0) {
+    // kubectl skips listed files that do not exist; one that exists must parse.
+    const present = listed.filter((f) => existsSync(f))
+    if (present.length === 0) {
+      throw new CrdMigratorError('CRDM_KUBECONFIG', `none of the files in KUBECONFIG exists: ${listed.join(', ')}`)
+    }
+    const configs = present.map(readKubeconfig)
+    const merged = configs.length === 1 ? configs[0]! : mergeKubeconfigs(configs, `kubeconfig files ${present.join(', ')} (KUBECONFIG)`)
+    return resolveContext(merged, options.context)
+  }
+  const home = join(options.homeDir ?? homedir(), '.kube', 'config')
+  if (existsSync(home)) return resolveContext(readKubeconfig(home), options.context)
+  const inCluster = inClusterContext(env, options.serviceAccountDir ?? SERVICE_ACCOUNT_DIR)
+  if (inCluster) {
+    if (options.context) {
+      throw new CrdMigratorError(
+        'CRDM_KUBECONFIG',
+        `context ${JSON.stringify(options.context)} (--context): there is no kubeconfig here, only the in-cluster service account`,
+      )
+    }
+    return inCluster
+  }
+  throw new CrdMigratorError(
+    'CRDM_KUBECONFIG',
+    `no Kubernetes cluster configured: pass --kubeconfig, set KUBECONFIG, write ${home}, or run inside a cluster`,
+  )
+}
+
+function readKubeconfig(file: string): Kubeconfig {
+  let source: string
+  try {
+    source = readFileSync(file, 'utf8')
+  } catch (err) {
+    throw new CrdMigratorError('CRDM_KUBECONFIG', `cannot read kubeconfig ${file}: ${errorMessage(err)}`, { cause: err })
+  }
+  return parseKubeconfig(source, file)
+}
+
+/**
+ * The pod's own credentials, as client-go's InClusterConfig: the API server from
+ * KUBERNETES_SERVICE_HOST/PORT, the mounted CA, and the mounted token, a file re-read as
+ * the kubelet rotates it. Undefined outside a pod.
+ */
+export function inClusterContext(env: NodeJS.ProcessEnv, dir: string): KubeContext | undefined {
+  const tokenFile = join(dir, 'token')
+  if (!existsSync(tokenFile)) return undefined
+  const host = env['KUBERNETES_SERVICE_HOST']
+  const port = env['KUBERNETES_SERVICE_PORT']
+  if (!host || !port) {
+    throw new CrdMigratorError(
+      'CRDM_KUBECONFIG',
+      `found a service-account token (${tokenFile}) but KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set: cannot find the API server`,
+    )
+  }
+  const namespaceFile = join(dir, 'namespace')
+  const namespace = existsSync(namespaceFile) ? readFileSync(namespaceFile, 'utf8').trim() : undefined
+  const name = 'in-cluster'
+  return {
+    name,
+    cluster: {
+      name,
+      server: new URL(`https://${isIPv6(host) ? `[${host}]` : host}:${port}`),
+      certificateAuthority: join(dir, 'ca.crt'),
+      insecureSkipTlsVerify: false,
+    },
+    user: { name, tokenFile },
+    ...(namespace ? { namespace } : {}),
+    origin: `in-cluster service account (${dir})`,
+  }
+}
+
+export interface KubeHttpFactoryOptions extends KubeHttpOptions {
+  /** The kubeconfig context to use instead of current-context (`--context`). */
+  context?: string | undefined
+}
+
+export function kubeHttp(file?: string, options: KubeHttpFactoryOptions = {}): KubeHttp {
+  const { context, ...httpOptions } = options
+  return new KubeHttp(loadKubeConfig(file, { context }), httpOptions)
 }

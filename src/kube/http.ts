@@ -1,17 +1,19 @@
 import https from 'node:https'
-import { isIP } from 'node:net'
-import { checkServerIdentity, type PeerCertificate } from 'node:tls'
 import http from 'node:http'
-import type { KubeConfig } from '@kubernetes/client-node'
 import { CrdMigratorError } from '../errors.js'
 import { FIELD_MANAGER, userAgent } from '../version.js'
+import { Credentials, type AuthHeaders, type ClientCertificate } from './credentials.js'
+import { parseKubeconfig, resolveContext, urlHost, type KubeContext } from './kubeconfig.js'
+import { createAgent, explainTlsError, retireAgent, tlsOptions, type KubeTlsOptions } from './transport.js'
+
+export type { KubeTlsOptions } from './transport.js'
 
 /**
- * A small keep-alive HTTPS client for the migrator's hot path (metadata-only lists and
- * no-op patches). client-node's generated APIs build a fresh Agent for every request and
- * (de)serialise through their model classes; for tens of thousands of writes we want one
- * pooled connection set and raw JSON. Authentication still comes from client-node's
- * KubeConfig (kubeconfig files, in-cluster service-account tokens, exec plugins).
+ * A small keep-alive HTTPS client, the one transport of the product: one pooled connection
+ * set and raw JSON for tens of thousands of writes. Who it talks to and as whom comes from
+ * a kubeconfig context (kubeconfig.ts, client.ts); credentials.ts keeps the credentials
+ * current (token and certificate files re-read, exec plugins run again), transport.ts
+ * builds the pools (CA, tls-server-name, proxy-url).
  */
 
 export const ContentType = {
@@ -80,6 +82,7 @@ export const isNotFound = (err: unknown): boolean => err instanceof KubeApiError
 export const isConflict = (err: unknown): boolean => err instanceof KubeApiError && err.status === 409
 export const isGone = (err: unknown): boolean => err instanceof KubeApiError && err.status === 410
 export const isTooManyRequests = (err: unknown): boolean => err instanceof KubeApiError && err.status === 429
+export const isForbidden = (err: unknown): boolean => err instanceof KubeApiError && err.status === 403
 
 /** A JSON Patch `test` operation that failed: the API server answers 422 with this text. */
 export function isFailedPatchTest(err: unknown): boolean {
@@ -112,16 +115,7 @@ export interface RawKubeResponse {
   body: string
 }
 
-/** The TLS settings of a connection to the API server (for an https.Agent). */
-export interface KubeTlsOptions {
-  ca?: https.AgentOptions['ca']
-  cert?: https.AgentOptions['cert']
-  key?: https.AgentOptions['key']
-  rejectUnauthorized?: boolean
-  servername?: string
-}
-
-/** How to reach and authenticate to the API server, as client-node's KubeConfig says. */
+/** How to reach and authenticate to the API server, as the kubeconfig says. */
 export interface KubeConnection {
   server: URL
   /** Authentication headers (bearer token, basic auth); empty with client certificates. */
@@ -130,33 +124,31 @@ export interface KubeConnection {
 }
 
 /**
- * Resolves the current context of `kubeConfig` into a server URL, TLS settings and
- * authentication headers, through client-node (kubeconfig files, in-cluster
- * service-account tokens, exec plugins). Tokens expire: call it again to refresh them.
+ * A resolved kubeconfig context (src/kube/client.ts loadKubeConfig), or anything that
+ * exports a kubeconfig: @kubernetes/client-node's KubeConfig, which the tooling and the
+ * tests build, qualifies.
  */
-export async function kubeConnection(kubeConfig: KubeConfig): Promise<KubeConnection> {
-  const cluster = kubeConfig.getCurrentCluster()
-  if (!cluster) throw new CrdMigratorError('CRDM_KUBECONFIG', 'kubeconfig has no current cluster: set a current-context')
-  const opts: https.RequestOptions = { headers: {} }
-  await kubeConfig.applyToHTTPSOptions(opts)
+export type KubeconfigSource = KubeContext | { exportConfig(): string }
+
+export function kubeContextOf(source: KubeconfigSource): KubeContext {
+  return 'exportConfig' in source ? resolveContext(parseKubeconfig(source.exportConfig())) : source
+}
+
+/**
+ * The current context of `source` as a server URL, TLS settings and authentication
+ * headers, for a client of its own (the bench's ceiling). Tokens expire: call it again to
+ * refresh them.
+ */
+export async function kubeConnection(source: KubeconfigSource): Promise<KubeConnection> {
+  const context = kubeContextOf(source)
+  const credentials = await new Credentials(context, { refreshMs: 0 }).current()
   const headers: Record<string, string> = {}
-  for (const [k, v] of Object.entries(opts.headers ?? {})) if (typeof v === 'string') headers[k] = v
-  if (opts.auth) headers.Authorization = `Basic ${Buffer.from(opts.auth).toString('base64')}`
-  return {
-    server: new URL(cluster.server),
-    headers,
-    tls: {
-      ca: opts.ca,
-      cert: opts.cert,
-      key: opts.key,
-      ...(opts.rejectUnauthorized !== undefined ? { rejectUnauthorized: opts.rejectUnauthorized } : {}),
-      ...(opts.servername ? { servername: opts.servername } : {}),
-    },
-  }
+  for (const [k, v] of Object.entries(credentials.headers)) headers[k] = typeof v === 'string' ? v : v.join(', ')
+  return { server: context.cluster.server, headers, tls: tlsOptions(context.cluster, credentials.clientCertificate) }
 }
 
 export interface KubeHttpOptions {
-  /** Upper bound of pooled sockets; the migrator sets this to its write concurrency. */
+  /** Upper bound of pooled sockets for requests; the migrator sets this to its write concurrency. Watches have their own. */
   maxSockets?: number
   /** The User-Agent of every request; default `crd-migrator/<version> (library)`. */
   userAgent?: string
@@ -165,64 +157,72 @@ export interface KubeHttpOptions {
    * for the kubeconfig's server name (one API server of several behind one name).
    */
   endpoint?: URL
-  /** How often credentials (tokens from files or exec plugins) are re-read. */
+  /** How often token and client-certificate files are read again (rotation). */
   credentialRefreshMs?: number
   defaultTimeoutMs?: number
 }
 
+/** The pools of one set of credentials: requests share `requests`; each watch holds a socket of `streams`. */
+interface Pools {
+  requests: http.Agent
+  streams: http.Agent
+  clientCertificate: ClientCertificate | undefined
+}
+
+interface Connected {
+  pools: Pools
+  headers: AuthHeaders
+  generation: number
+}
+
 export class KubeHttp {
   readonly server: URL
-  private readonly kubeConfig: KubeConfig
-  private agent: https.Agent | http.Agent | undefined
-  private authHeaders: Record<string, string> = {}
-  private credentialsLoadedAt = 0
+  readonly context: KubeContext
+  private readonly credentials: Credentials
+  private pools: Pools | undefined
+  private readonly retired = new Set<http.Agent>()
   private readonly options: Required<Omit<KubeHttpOptions, 'endpoint'>>
   /** Set for a client of one API server by address: the name its certificate is checked against. */
   private readonly identityHost: string | undefined
 
-  constructor(kubeConfig: KubeConfig, options: KubeHttpOptions = {}) {
-    const cluster = kubeConfig.getCurrentCluster()
-    if (!cluster) throw new CrdMigratorError('CRDM_KUBECONFIG', 'kubeconfig has no current cluster: set a current-context')
-    this.kubeConfig = kubeConfig
-    const configured = new URL(cluster.server)
+  /** `shared`: the credentials of the client this one is a sibling of (see {@link forEndpoint}). */
+  constructor(source: KubeconfigSource, options: KubeHttpOptions = {}, shared?: Credentials) {
+    this.context = kubeContextOf(source)
+    const configured = this.context.cluster.server
     this.server = options.endpoint ?? configured
-    this.identityHost = options.endpoint ? configured.hostname.replace(/^\[|\]$/g, '') : undefined
+    this.identityHost = options.endpoint ? urlHost(configured) : undefined
     this.options = {
       maxSockets: options.maxSockets ?? 64,
       credentialRefreshMs: options.credentialRefreshMs ?? 60_000,
       defaultTimeoutMs: options.defaultTimeoutMs ?? 60_000,
       userAgent: options.userAgent ?? userAgent('library'),
     }
+    this.credentials = shared ?? new Credentials(this.context, { refreshMs: this.options.credentialRefreshMs })
   }
 
-  private async ensureCredentials(): Promise<void> {
-    if (this.agent && Date.now() - this.credentialsLoadedAt < this.options.credentialRefreshMs) return
-    const connection = await kubeConnection(this.kubeConfig)
-    this.authHeaders = connection.headers
-    if (!this.agent) {
-      const common = { keepAlive: true, maxSockets: this.options.maxSockets, maxFreeSockets: this.options.maxSockets }
-      const identity = this.identityHost
-      this.agent =
-        this.server.protocol === 'http:'
-          ? new http.Agent(common)
-          : new https.Agent({
-              ...common,
-              ...connection.tls,
-              ...(identity !== undefined
-                ? {
-                    ...(isIP(identity) ? {} : { servername: connection.tls.servername ?? identity }),
-                    checkServerIdentity: (_host: string, cert: PeerCertificate) =>
-                      checkServerIdentity(connection.tls.servername ?? identity, cert),
-                  }
-                : {}),
-            })
+  /** Credentials as they are now, and pools holding the current client certificate (new pools when it changed). */
+  private async connect(): Promise<Connected> {
+    const credentials = await this.credentials.current()
+    if (!this.pools || this.pools.clientCertificate !== credentials.clientCertificate) {
+      const make = (maxSockets: number) =>
+        createAgent(this.server, this.context.cluster, credentials.clientCertificate, { maxSockets, identityHost: this.identityHost })
+      const next = { requests: make(this.options.maxSockets), streams: make(Infinity), clientCertificate: credentials.clientCertificate }
+      if (this.pools) {
+        // Forget retired pools whose last socket has closed; close() ends the others.
+        for (const agent of this.retired) if (Object.keys(agent.sockets).length === 0) this.retired.delete(agent)
+        for (const agent of [this.pools.requests, this.pools.streams]) {
+          retireAgent(agent)
+          this.retired.add(agent)
+        }
+      }
+      this.pools = next
     }
-    this.credentialsLoadedAt = Date.now()
+    return { pools: this.pools, headers: credentials.headers, generation: credentials.generation }
   }
 
   /** A client of the same cluster and credentials that talks to one API server by address. */
   forEndpoint(endpoint: URL, options: Omit<KubeHttpOptions, 'endpoint'> = {}): KubeHttp {
-    return new KubeHttp(this.kubeConfig, { ...this.options, ...options, endpoint })
+    return new KubeHttp(this.context, { ...this.options, ...options, endpoint }, this.credentials)
   }
 
   url(path: string, query?: KubeRequest['query']): URL {
@@ -260,7 +260,6 @@ export class KubeHttp {
   }
 
   private async exchange(req: KubeRequest): Promise<{ url: URL; status: number; headers: http.IncomingHttpHeaders; text: string }> {
-    await this.ensureCredentials()
     // Every write names its field manager (the writes that set their own keep theirs).
     const write = req.method === 'POST' || req.method === 'PUT' || req.method === 'PATCH'
     const url = this.url(
@@ -268,33 +267,61 @@ export class KubeHttp {
       write && req.query?.['fieldManager'] === undefined ? { ...req.query, fieldManager: FIELD_MANAGER } : req.query,
     )
     const payload = req.body === undefined ? undefined : Buffer.from(typeof req.body === 'string' ? req.body : JSON.stringify(req.body))
-    const headers: Record<string, string | number> = {
-      ...this.authHeaders,
-      Accept: req.accept ?? Accept.json,
-      'User-Agent': this.options.userAgent,
+    for (let attempt = 1; ; attempt++) {
+      const connected = await this.connect()
+      const answer = await this.send(url, req, payload, connected)
+      if (this.retryUnauthorized(answer.status, attempt, connected)) continue
+      return { url, ...answer }
     }
+  }
+
+  /**
+   * A 401 to credentials that can change (a token file, an exec plugin, certificate files):
+   * load them again and send the request once more, as client-go does for exec plugins.
+   */
+  private retryUnauthorized(status: number, attempt: number, connected: Connected): boolean {
+    if (status !== 401 || attempt > 1 || !this.credentials.renewable) return false
+    this.credentials.refused(connected.generation)
+    return true
+  }
+
+  private headersFor(connected: Connected, accept: string | undefined): http.OutgoingHttpHeaders {
+    return { ...connected.headers, Accept: accept ?? Accept.json, 'User-Agent': this.options.userAgent }
+  }
+
+  private send(
+    url: URL,
+    req: KubeRequest,
+    payload: Buffer | undefined,
+    connected: Connected,
+  ): Promise<{ status: number; headers: http.IncomingHttpHeaders; text: string }> {
+    const headers = this.headersFor(connected, req.accept)
     if (payload) {
       headers['Content-Type'] = req.contentType ?? ContentType.json
       headers['Content-Length'] = payload.length
     }
     const lib = url.protocol === 'http:' ? http : https
-    return await new Promise((resolve, reject) => {
+    return new Promise((resolve, reject) => {
       const r = lib.request(
         url,
-        { method: req.method, headers, agent: this.agent, signal: req.signal, timeout: req.timeoutMs ?? this.options.defaultTimeoutMs },
+        {
+          method: req.method,
+          headers,
+          agent: connected.pools.requests,
+          signal: req.signal,
+          timeout: req.timeoutMs ?? this.options.defaultTimeoutMs,
+        },
         (res) => {
           const chunks: Buffer[] = []
           res.on('data', (c: Buffer) => chunks.push(c))
           res.on('error', reject)
-          res.on('end', () =>
-            resolve({ url, status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }),
-          )
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }))
         },
       )
       r.on('timeout', () =>
         r.destroy(Object.assign(new Error(`${req.method} ${url.pathname}: timed out`), { name: 'TimeoutError', code: 'ETIMEDOUT' })),
       )
-      r.on('error', reject)
+      r.on('error', (err) => reject(explainTlsError(err, this.server, this.context.cluster)))
       if (payload) r.write(payload)
       r.end()
     })
@@ -302,16 +329,31 @@ export class KubeHttp {
 
   /**
    * Opens a streaming request (a watch) and hands each newline-delimited JSON value to
-   * `onEvent`. Resolves when the server ends the stream.
+   * `onEvent`. Resolves when the server ends the stream. Streams have a pool of their own,
+   * so watches never wait for (or hold) a socket of the request pool.
    */
   async stream(req: Omit<KubeRequest, 'body'>, onEvent: (event: unknown) => void): Promise<void> {
-    await this.ensureCredentials()
     const url = this.url(req.path, req.query)
+    for (let attempt = 1; ; attempt++) {
+      const connected = await this.connect()
+      const status = await this.openStream(url, req, connected, onEvent)
+      if (this.retryUnauthorized(status.unauthorized ? 401 : 0, attempt, connected)) continue
+      if (status.error) throw status.error
+      return
+    }
+  }
+
+  private openStream(
+    url: URL,
+    req: Omit<KubeRequest, 'body'>,
+    connected: Connected,
+    onEvent: (event: unknown) => void,
+  ): Promise<{ unauthorized?: boolean; error?: KubeApiError }> {
     const lib = url.protocol === 'http:' ? http : https
-    await new Promise<void>((resolve, reject) => {
+    return new Promise((resolve, reject) => {
       const r = lib.request(
         url,
-        { method: req.method, headers: { ...this.authHeaders, Accept: req.accept ?? Accept.json }, agent: this.agent, signal: req.signal },
+        { method: req.method, headers: this.headersFor(connected, req.accept), agent: connected.pools.streams, signal: req.signal },
         (res) => {
           const status = res.statusCode ?? 0
           if (status < 200 || status >= 300) {
@@ -325,7 +367,7 @@ export class KubeHttp {
               } catch {
                 /* not JSON */
               }
-              reject(new KubeApiError(status, req.method, url.pathname, body, undefined))
+              resolve({ unauthorized: status === 401, error: new KubeApiError(status, req.method, url.pathname, body, undefined) })
             })
             return
           }
@@ -347,17 +389,18 @@ export class KubeHttp {
             }
           })
           res.on('error', reject)
-          res.on('end', resolve)
-          res.on('close', resolve)
+          res.on('end', () => resolve({}))
+          res.on('close', () => resolve({}))
         },
       )
-      r.on('error', (err) => (req.signal?.aborted ? resolve() : reject(err)))
+      r.on('error', (err) => (req.signal?.aborted ? resolve({}) : reject(explainTlsError(err, this.server, this.context.cluster))))
       r.end()
     })
   }
 
   close(): void {
-    this.agent?.destroy()
-    this.agent = undefined
+    for (const agent of [this.pools?.requests, this.pools?.streams, ...this.retired]) agent?.destroy()
+    this.retired.clear()
+    this.pools = undefined
   }
 }

@@ -1,7 +1,9 @@
 /**
  * List, then watch from the list's resourceVersion, and list again when the watch
  * expires (410): the informer loop of client-go, small. Every object of the list and
- * every event goes to `onObject`; deletions to `onDeleted`.
+ * every event goes to `onObject`; deletions to `onDeleted`. The list is read in pages
+ * (limit/continue), so a cluster with thousands of objects is never one response; a
+ * label or field selector makes the API server send only the objects it matches.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import { isGone, type KubeHttp } from './http.js'
@@ -16,24 +18,76 @@ export interface ListWatchHandlers<T extends Watched> {
   onError: (err: unknown) => void
 }
 
+/** What the API server filters on, for the list and the watch alike. */
+export interface ListWatchFilter {
+  labelSelector?: string | undefined
+  fieldSelector?: string | undefined
+}
+
+export interface ListWatchOptions extends ListWatchFilter {
+  /** Objects per list page; default 500, client-go's pager's. */
+  pageSize?: number | undefined
+}
+
+export const DEFAULT_LIST_PAGE_SIZE = 500
+
+/**
+ * Every object of `path` the filter matches, a page at a time; returns the list's
+ * resourceVersion (every page of one list has the first page's). A continue token that
+ * expired (410) is thrown: the caller lists again from the start.
+ */
+export async function listPages<T extends Watched>(
+  http: KubeHttp,
+  path: string,
+  onPage: (items: T[]) => void,
+  options: ListWatchOptions & { signal?: AbortSignal | undefined } = {},
+): Promise<string> {
+  let token: string | undefined
+  let resourceVersion: string
+  do {
+    const page = (
+      await http.request<{ items?: T[]; metadata: { resourceVersion: string; continue?: string } }>({
+        method: 'GET',
+        path,
+        query: {
+          labelSelector: options.labelSelector,
+          fieldSelector: options.fieldSelector,
+          limit: options.pageSize ?? DEFAULT_LIST_PAGE_SIZE,
+          continue: token,
+        },
+        signal: options.signal,
+      })
+    ).body
+    onPage(page.items ?? [])
+    resourceVersion = page.metadata.resourceVersion
+    token = page.metadata.continue || undefined
+  } while (token)
+  return resourceVersion
+}
+
 export async function listAndWatch<T extends Watched>(
   http: KubeHttp,
   path: string,
   handlers: ListWatchHandlers<T>,
   signal: AbortSignal,
+  options: ListWatchOptions = {},
 ): Promise<void> {
+  const filter = { labelSelector: options.labelSelector, fieldSelector: options.fieldSelector }
   let resourceVersion: string | undefined
   let failures = 0
+  let relisting = false
   while (!signal.aborted) {
     try {
       if (resourceVersion === undefined) {
-        const list = (await http.request<{ items: T[]; metadata: { resourceVersion: string } }>({ method: 'GET', path, signal })).body
-        for (const object of list.items) handlers.onObject(object)
-        resourceVersion = list.metadata.resourceVersion
+        resourceVersion = await listPages<T>(http, path, (items) => items.forEach((o) => handlers.onObject(o)), {
+          ...options,
+          signal,
+        })
         failures = 0
+        relisting = false
       }
       await http.stream(
-        { method: 'GET', path, query: { watch: 1, resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300 }, signal },
+        { method: 'GET', path, query: { ...filter, watch: 1, resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300 }, signal },
         (raw) => {
           const event = raw as { type: string; object: T & { code?: number } }
           if (event.type === 'ERROR') {
@@ -47,6 +101,13 @@ export async function listAndWatch<T extends Watched>(
       )
     } catch (err) {
       if (signal.aborted) return
+      if (isGone(err) && !relisting) {
+        // An expired continue token or watch resourceVersion: list again, now (once; a list
+        // that is gone again counts as a failure below).
+        resourceVersion = undefined
+        relisting = true
+        continue
+      }
       if (isGone(err)) resourceVersion = undefined
       handlers.onError(err)
       // 1 s, doubling to 30 s while it keeps failing (e.g. a CRD that is not installed).

@@ -1,0 +1,350 @@
+/**
+ * What a kubeconfig says, read the way kubectl reads it: the file(s) parsed and checked,
+ * several files merged (the first to define a name, or current-context, wins), paths made
+ * absolute against the file that holds them, and one context chosen (--context, else
+ * current-context). Our own reader on purpose: @kubernetes/client-node's KubeConfig loads
+ * its whole generated API with it (~90 MB and ~1 s at start-up, for a few YAML fields).
+ * Where the files are found (flag, $KUBECONFIG, ~/.kube/config, in-cluster) is client.ts.
+ */
+import { dirname, isAbsolute, join } from 'node:path'
+import { isIP } from 'node:net'
+import { parse as parseYaml } from 'yaml'
+import { z } from 'zod'
+import { CrdMigratorError, errorMessage } from '../errors.js'
+
+/** `client.authentication.k8s.io` versions of exec credential plugins we speak. */
+export const EXEC_API_VERSIONS = ['client.authentication.k8s.io/v1', 'client.authentication.k8s.io/v1beta1'] as const
+/** The cluster extension handed to exec plugins with provideClusterInfo (as client-go does). */
+const EXEC_CLUSTER_EXTENSION = 'client.authentication.k8s.io/exec'
+
+export interface KubeCluster {
+  name: string
+  server: URL
+  /** PEM of the CA, or the absolute path of a file holding it (data wins, as in kubectl). */
+  certificateAuthorityData?: string
+  certificateAuthority?: string
+  insecureSkipTlsVerify: boolean
+  tlsServerName?: string
+  proxyUrl?: URL
+  /** The `client.authentication.k8s.io/exec` extension, passed to exec plugins that ask for cluster info. */
+  execExtension?: unknown
+}
+
+export interface KubeExec {
+  /** Absolute when the kubeconfig gave a relative path (`./bin/plugin`); a bare name is looked up in PATH. */
+  command: string
+  args: string[]
+  env: { name: string; value: string }[]
+  apiVersion: (typeof EXEC_API_VERSIONS)[number]
+  interactiveMode: 'Never' | 'IfAvailable' | 'Always'
+  provideClusterInfo: boolean
+  installHint?: string
+}
+
+export interface KubeUser {
+  name: string
+  /** PEM data, or absolute paths of files re-read as they rotate (data wins). */
+  clientCertificateData?: string
+  clientKeyData?: string
+  clientCertificate?: string
+  clientKey?: string
+  token?: string
+  /** Absolute path of a token file, re-read (the in-cluster service-account token rotates). */
+  tokenFile?: string
+  username?: string
+  password?: string
+  exec?: KubeExec
+  /** The oidc auth-provider's id-token, used as a bearer token (not refreshed). */
+  oidcIdToken?: string
+  impersonate?: { user?: string; uid?: string; groups: string[]; extra: Record<string, string[]> }
+}
+
+/** One resolved context: the cluster to talk to and who to be. */
+export interface KubeContext {
+  name: string
+  cluster: KubeCluster
+  user: KubeUser
+  namespace?: string
+  /** Where it came from, for messages: `kubeconfig /home/me/.kube/config`. */
+  origin: string
+}
+
+/** One or several kubeconfig files, merged. */
+export interface Kubeconfig {
+  clusters: Map<string, KubeCluster>
+  users: Map<string, KubeUser>
+  contexts: Map<string, { cluster: string; user: string; namespace?: string }>
+  currentContext?: string
+  origin: string
+}
+
+const text = z.string()
+const optionalText = text.nullish()
+const list = <T extends z.ZodType>(item: T) => z.array(item).nullish()
+
+const FileSchema = z.looseObject({
+  clusters: list(
+    z.looseObject({
+      name: text.min(1),
+      cluster: z.looseObject({
+        server: text.min(1),
+        'certificate-authority': optionalText,
+        'certificate-authority-data': optionalText,
+        'insecure-skip-tls-verify': z.boolean().nullish(),
+        'tls-server-name': optionalText,
+        'proxy-url': optionalText,
+        extensions: list(z.looseObject({ name: text, extension: z.unknown() })),
+      }),
+    }),
+  ),
+  users: list(
+    z.looseObject({
+      name: text.min(1),
+      user: z
+        .looseObject({
+          'client-certificate': optionalText,
+          'client-certificate-data': optionalText,
+          'client-key': optionalText,
+          'client-key-data': optionalText,
+          token: optionalText,
+          tokenFile: optionalText,
+          username: optionalText,
+          password: optionalText,
+          as: optionalText,
+          'as-uid': optionalText,
+          'as-groups': list(text),
+          'as-user-extra': z.record(text, z.array(text)).nullish(),
+          'auth-provider': z.looseObject({ name: text, config: z.record(text, text).nullish() }).nullish(),
+          exec: z
+            .looseObject({
+              command: text.min(1),
+              args: list(text),
+              env: list(z.looseObject({ name: text.min(1), value: text })),
+              apiVersion: text,
+              installHint: optionalText,
+              provideClusterInfo: z.boolean().nullish(),
+              interactiveMode: z.enum(['Never', 'IfAvailable', 'Always']).nullish(),
+            })
+            .nullish(),
+        })
+        .nullish(),
+    }),
+  ),
+  contexts: list(
+    z.looseObject({
+      name: text.min(1),
+      context: z.looseObject({ cluster: text.min(1), user: optionalText, namespace: optionalText }),
+    }),
+  ),
+  'current-context': optionalText,
+})
+
+type FileData = z.infer<typeof FileSchema>
+type FileUser = NonNullable<NonNullable<FileData['users']>[number]['user']>
+
+const fail = (message: string, cause?: unknown) => new CrdMigratorError('CRDM_KUBECONFIG', message, cause === undefined ? {} : { cause })
+
+/**
+ * Parses one kubeconfig. `file` is where it was read from: relative paths in it (CA,
+ * certificates, keys, token files, an exec command with a `/`) are relative to its directory.
+ */
+export function parseKubeconfig(source: string, file?: string): Kubeconfig {
+  const origin = file ? `kubeconfig ${file}` : 'kubeconfig'
+  let doc: unknown
+  try {
+    doc = parseYaml(source)
+  } catch (err) {
+    throw fail(`${origin} is not valid YAML: ${errorMessage(err)}`, err)
+  }
+  const parsed = FileSchema.safeParse(doc ?? {})
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((i) => `${i.path.map(String).join('.') || '(top level)'}: ${i.message}`)
+    throw fail(`${origin} is not a valid kubeconfig: ${issues.join('; ')}`)
+  }
+  const data = parsed.data
+  const dir = file ? dirname(file) : undefined
+  const path = (p: string | null | undefined) => (p ? (dir && !isAbsolute(p) ? join(dir, p) : p) : undefined)
+  const config: Kubeconfig = { clusters: new Map(), users: new Map(), contexts: new Map(), origin }
+  for (const { name, cluster } of data.clusters ?? []) {
+    if (config.clusters.has(name)) continue
+    const where = `${origin}: cluster "${name}"`
+    config.clusters.set(name, {
+      name,
+      server: serverUrl(cluster.server, where),
+      ...definedOnly({
+        certificateAuthorityData: decodeBase64(cluster['certificate-authority-data'], `${where}: certificate-authority-data`),
+        certificateAuthority: path(cluster['certificate-authority']),
+        tlsServerName: cluster['tls-server-name'] || undefined,
+        proxyUrl: cluster['proxy-url'] ? proxyUrl(cluster['proxy-url'], where) : undefined,
+        execExtension: cluster.extensions?.find((e) => e.name === EXEC_CLUSTER_EXTENSION)?.extension,
+      }),
+      insecureSkipTlsVerify: cluster['insecure-skip-tls-verify'] === true,
+    })
+    const c = config.clusters.get(name)!
+    if (c.insecureSkipTlsVerify && (c.certificateAuthority || c.certificateAuthorityData)) {
+      throw fail(`${where}: insecure-skip-tls-verify and a certificate-authority cannot both be set (kubectl refuses it too)`)
+    }
+  }
+  for (const { name, user } of data.users ?? []) {
+    if (!config.users.has(name)) config.users.set(name, userFrom(name, user ?? {}, `${origin}: user "${name}"`, path))
+  }
+  for (const { name, context } of data.contexts ?? []) {
+    if (config.contexts.has(name)) continue
+    config.contexts.set(name, {
+      cluster: context.cluster,
+      user: context.user ?? '',
+      ...definedOnly({ namespace: context.namespace || undefined }),
+    })
+  }
+  if (data['current-context']) config.currentContext = data['current-context']
+  return config
+}
+
+function userFrom(name: string, u: FileUser, where: string, path: (p: string | null | undefined) => string | undefined): KubeUser {
+  const user: KubeUser = {
+    name,
+    ...definedOnly({
+      clientCertificateData: decodeBase64(u['client-certificate-data'], `${where}: client-certificate-data`),
+      clientKeyData: decodeBase64(u['client-key-data'], `${where}: client-key-data`),
+      clientCertificate: path(u['client-certificate']),
+      clientKey: path(u['client-key']),
+      token: u.token || undefined,
+      tokenFile: path(u.tokenFile),
+      username: u.username ?? undefined,
+      password: u.password ?? undefined,
+    }),
+  }
+  if ((user.username !== undefined || user.password !== undefined) && (user.token || user.tokenFile)) {
+    throw fail(`${where}: username/password and a token cannot both be set`)
+  }
+  const hasCert = user.clientCertificate !== undefined || user.clientCertificateData !== undefined
+  const hasKey = user.clientKey !== undefined || user.clientKeyData !== undefined
+  if (hasCert !== hasKey) throw fail(`${where}: a client certificate needs its key, and a key its certificate`)
+  if (u.as || u['as-uid'] || (u['as-groups']?.length ?? 0) > 0 || Object.keys(u['as-user-extra'] ?? {}).length > 0) {
+    user.impersonate = {
+      ...definedOnly({ user: u.as || undefined, uid: u['as-uid'] || undefined }),
+      groups: u['as-groups'] ?? [],
+      extra: u['as-user-extra'] ?? {},
+    }
+  }
+  const provider = u['auth-provider']
+  if (provider && u.exec) throw fail(`${where}: auth-provider and exec cannot both be set`)
+  if (provider) {
+    const idToken = provider.config?.['id-token']
+    if (provider.name !== 'oidc' || !idToken) {
+      throw fail(
+        `${where}: auth-provider "${provider.name}" is not supported (kubectl dropped the gcp and azure ones in 1.26); ` +
+          'use an exec credential plugin instead (gke-gcloud-auth-plugin, kubelogin, aws eks get-token, ...)',
+      )
+    }
+    user.oidcIdToken = idToken
+  }
+  if (u.exec) {
+    const e = u.exec
+    const apiVersion = EXEC_API_VERSIONS.find((v) => v === e.apiVersion)
+    if (!apiVersion) {
+      throw fail(`${where}: exec apiVersion ${JSON.stringify(e.apiVersion)} is not supported; use one of ${EXEC_API_VERSIONS.join(', ')}`)
+    }
+    // client-go resolves a command with a path separator against the kubeconfig's directory; a bare name goes through PATH.
+    const command = e.command.includes('/') ? (path(e.command) ?? e.command) : e.command
+    user.exec = {
+      command,
+      args: e.args ?? [],
+      env: (e.env ?? []).map(({ name: n, value }) => ({ name: n, value })),
+      apiVersion,
+      interactiveMode: e.interactiveMode ?? 'IfAvailable',
+      provideClusterInfo: e.provideClusterInfo === true,
+      ...definedOnly({ installHint: e.installHint || undefined }),
+    }
+  }
+  return user
+}
+
+/** Several kubeconfigs as one, kubectl's way: the first file to define a name (or current-context) wins. */
+export function mergeKubeconfigs(configs: readonly Kubeconfig[], origin: string): Kubeconfig {
+  const merged: Kubeconfig = { clusters: new Map(), users: new Map(), contexts: new Map(), origin }
+  for (const c of configs) {
+    for (const [k, v] of c.clusters) if (!merged.clusters.has(k)) merged.clusters.set(k, v)
+    for (const [k, v] of c.users) if (!merged.users.has(k)) merged.users.set(k, v)
+    for (const [k, v] of c.contexts) if (!merged.contexts.has(k)) merged.contexts.set(k, v)
+    merged.currentContext ??= c.currentContext
+  }
+  return merged
+}
+
+/** The context named `requested` (--context), else current-context, with its cluster and user. */
+export function resolveContext(config: Kubeconfig, requested?: string): KubeContext {
+  const names = [...config.contexts.keys()]
+  const known = names.length > 0 ? `; it has ${names.map((n) => JSON.stringify(n)).join(', ')}` : '; it defines no context'
+  const name = requested || config.currentContext
+  if (!name) throw fail(`${config.origin} has no current-context: pass --context${known}`)
+  const context = config.contexts.get(name)
+  if (!context) {
+    throw fail(
+      requested
+        ? `context ${JSON.stringify(name)} (--context) is not in the ${config.origin}${known}`
+        : `current-context ${JSON.stringify(name)} is not in the ${config.origin}${known}`,
+    )
+  }
+  const cluster = config.clusters.get(context.cluster)
+  if (!cluster)
+    throw fail(
+      `context ${JSON.stringify(name)} names cluster ${JSON.stringify(context.cluster)}, which the ${config.origin} does not define`,
+    )
+  let user: KubeUser = { name: '' }
+  if (context.user) {
+    const found = config.users.get(context.user)
+    if (!found)
+      throw fail(`context ${JSON.stringify(name)} names user ${JSON.stringify(context.user)}, which the ${config.origin} does not define`)
+    user = found
+  }
+  return { name, cluster, user, origin: config.origin, ...definedOnly({ namespace: context.namespace }) }
+}
+
+function serverUrl(server: string, where: string): URL {
+  let url: URL
+  try {
+    url = new URL(server)
+  } catch {
+    throw fail(`${where}: server ${JSON.stringify(server)} is not a URL such as https://10.0.0.1:6443`)
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:')
+    throw fail(`${where}: server ${JSON.stringify(server)} must be https:// (or http://)`)
+  return url
+}
+
+function proxyUrl(proxy: string, where: string): URL {
+  let url: URL
+  try {
+    url = new URL(proxy)
+  } catch {
+    throw fail(`${where}: proxy-url ${JSON.stringify(proxy)} is not a URL such as http://proxy.example.com:3128`)
+  }
+  // Node's built-in proxy support tunnels through http(s) proxies; SOCKS would need a library.
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw fail(
+      `${where}: proxy-url ${JSON.stringify(proxy)}: only http:// and https:// proxies are supported, not ${url.protocol.replace(/:$/, '')}`,
+    )
+  }
+  return url
+}
+
+function decodeBase64(value: string | null | undefined, where: string): string | undefined {
+  if (!value) return undefined
+  const compact = value.replace(/\s+/g, '')
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(compact)) throw fail(`${where} is not base64`)
+  return Buffer.from(compact, 'base64').toString('utf8')
+}
+
+/** `host` of a URL without IPv6 brackets, as TLS checks it. */
+export function urlHost(url: URL): string {
+  return url.hostname.replace(/^\[|\]$/g, '')
+}
+
+/** A TLS server name may not be an IP address (RFC 6066); those are checked against the certificate only. */
+export const isServerName = (host: string): boolean => host !== '' && isIP(host) === 0
+
+/** The object without its undefined values (so optional properties stay absent). */
+function definedOnly<T extends Record<string, unknown>>(o: T): { [K in keyof T]?: Exclude<T[K], undefined> } {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as { [K in keyof T]?: Exclude<T[K], undefined> }
+}

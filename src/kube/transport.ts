@@ -1,0 +1,141 @@
+/**
+ * Connection pools to one API server, as a kubeconfig cluster says: its CA (or
+ * insecure-skip-tls-verify), tls-server-name, proxy-url, and the user's client certificate.
+ * And TLS failures turned into errors that say which kubeconfig setting to look at.
+ */
+import http from 'node:http'
+import https from 'node:https'
+import { readFileSync } from 'node:fs'
+import { checkServerIdentity, type PeerCertificate } from 'node:tls'
+import { CrdMigratorError, errorMessage } from '../errors.js'
+import type { ClientCertificate } from './credentials.js'
+import { isServerName, urlHost, type KubeCluster } from './kubeconfig.js'
+
+export interface AgentOptions {
+  /** Pooled sockets at most (Infinity: one per stream, for watches). */
+  maxSockets: number
+  /**
+   * Set when the client talks to one API server by address (KubeHttp.forEndpoint): the
+   * certificate is checked for this name, the kubeconfig's server host, instead.
+   */
+  identityHost?: string | undefined
+}
+
+/** The TLS settings of a connection to the API server. */
+export interface KubeTlsOptions {
+  ca?: string | Buffer
+  cert?: string | Buffer
+  key?: string | Buffer
+  rejectUnauthorized?: boolean
+  servername?: string
+}
+
+/** The cluster's TLS settings with the user's certificate; reads the CA file (so call it when building a pool). */
+export function tlsOptions(cluster: KubeCluster, clientCertificate: ClientCertificate | undefined): KubeTlsOptions {
+  const tls: KubeTlsOptions = {}
+  const ca = cluster.certificateAuthorityData ?? (cluster.certificateAuthority ? readCa(cluster) : undefined)
+  if (ca !== undefined) tls.ca = ca
+  if (clientCertificate) {
+    tls.cert = clientCertificate.cert
+    tls.key = clientCertificate.key
+  }
+  if (cluster.insecureSkipTlsVerify) tls.rejectUnauthorized = false
+  if (cluster.tlsServerName && isServerName(cluster.tlsServerName)) tls.servername = cluster.tlsServerName
+  return tls
+}
+
+/** A keep-alive pool for `server` (the cluster's, or one API server's address). */
+export function createAgent(
+  server: URL,
+  cluster: KubeCluster,
+  clientCertificate: ClientCertificate | undefined,
+  options: AgentOptions,
+): http.Agent | https.Agent {
+  const common: http.AgentOptions = {
+    keepAlive: true,
+    maxSockets: options.maxSockets,
+    maxFreeSockets: Number.isFinite(options.maxSockets) ? options.maxSockets : 256,
+    // proxy-url: Node's own proxy support (CONNECT tunnels for https). No NO_PROXY: the
+    // kubeconfig sends this cluster through the proxy, whatever the environment says.
+    ...(cluster.proxyUrl ? { proxyEnv: { HTTPS_PROXY: cluster.proxyUrl.href, HTTP_PROXY: cluster.proxyUrl.href } } : {}),
+  }
+  if (server.protocol === 'http:') return new http.Agent(common)
+  const tls = tlsOptions(cluster, clientCertificate)
+  // The name the certificate must cover: tls-server-name, else the kubeconfig's server host
+  // (also when talking to one API server by address).
+  const expected = cluster.tlsServerName ?? options.identityHost
+  return new https.Agent({
+    ...common,
+    ...tls,
+    ...(expected !== undefined
+      ? {
+          ...(tls.servername === undefined && isServerName(expected) ? { servername: expected } : {}),
+          checkServerIdentity: (_host: string, cert: PeerCertificate) => checkServerIdentity(expected, cert),
+        }
+      : {}),
+  })
+}
+
+/**
+ * Stops an agent from taking new requests on its idle sockets and closes each busy one
+ * when its request ends: in-flight requests and watches finish on the old credentials.
+ */
+export function retireAgent(agent: http.Agent): void {
+  agent.keepSocketAlive = () => false
+  for (const sockets of Object.values(agent.freeSockets)) for (const socket of sockets ?? []) socket.destroy()
+}
+
+function readCa(cluster: KubeCluster): Buffer {
+  try {
+    return readFileSync(cluster.certificateAuthority!)
+  } catch (err) {
+    throw new CrdMigratorError(
+      'CRDM_KUBECONFIG',
+      `cannot read certificate-authority ${cluster.certificateAuthority} of cluster ${JSON.stringify(cluster.name)}: ${errorMessage(err)}`,
+      { cause: err },
+    )
+  }
+}
+
+const UNTRUSTED = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'CERT_SIGNATURE_FAILURE',
+  'CERT_HAS_EXPIRED',
+  'CERT_NOT_YET_VALID',
+  'CERT_UNTRUSTED',
+  'CERT_REJECTED',
+])
+
+/**
+ * A certificate the client refuses is a setting to fix, not something to retry: the error
+ * says so, naming the kubeconfig field. Any other error is returned as it is.
+ */
+export function explainTlsError(err: unknown, server: URL, cluster: KubeCluster): unknown {
+  const e = err as { code?: unknown; reason?: unknown; cert?: { subjectaltname?: unknown } } | null
+  const code = typeof e?.code === 'string' ? e.code : undefined
+  if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') {
+    const names = typeof e?.cert?.subjectaltname === 'string' ? ` (it covers ${e.cert.subjectaltname})` : ''
+    const checked = cluster.tlsServerName ?? urlHost(server)
+    return new CrdMigratorError(
+      'CRDM_KUBECONFIG',
+      `TLS: the certificate of the API server at ${server.host} does not cover ${JSON.stringify(checked)}${names}; ` +
+        (cluster.tlsServerName
+          ? `fix tls-server-name of cluster ${JSON.stringify(cluster.name)} in the kubeconfig`
+          : `set tls-server-name of cluster ${JSON.stringify(cluster.name)} in the kubeconfig to a name it covers`),
+      { cause: err },
+    )
+  }
+  if (code !== undefined && UNTRUSTED.has(code)) {
+    return new CrdMigratorError(
+      'CRDM_KUBECONFIG',
+      `TLS: the certificate of the API server at ${server.host} is not trusted (${errorMessage(err)}); ` +
+        `check certificate-authority(-data) of cluster ${JSON.stringify(cluster.name)} in the kubeconfig`,
+      { cause: err },
+    )
+  }
+  return err
+}
