@@ -33,9 +33,13 @@ program
         return String(n)
       }),
   )
-  .action(async (opts: { apiservers: string }) => {
+  .option(
+    '--controller-manager',
+    'also run kube-controller-manager with the garbage collector and the built-in storage version migrator (storagemigration.k8s.io)',
+  )
+  .action(async (opts: { apiservers: string; controllerManager?: boolean }) => {
     const { runClusterCommand } = await import('./controlplane/cluster-command.js')
-    process.exitCode = await runClusterCommand({ apiservers: Number(opts.apiservers) })
+    process.exitCode = await runClusterCommand({ apiservers: Number(opts.apiservers), controllerManager: opts.controllerManager === true })
   })
 
 program

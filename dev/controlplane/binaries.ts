@@ -1,10 +1,10 @@
 /**
- * Locates (building on first use) kube-apiserver, etcd and etcdctl via
+ * Locates (building on first use) kube-apiserver, kube-controller-manager, etcd and etcdctl via
  * scripts/build-controlplane.sh, which caches them per version outside the repository.
  */
 import { runBuildScript } from './build-script.js'
 import { accessSync, constants, existsSync, readFileSync } from 'node:fs'
-import { dirname, join } from 'node:path'
+import { basename, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 export interface ControlPlaneBinaries {
@@ -12,6 +12,10 @@ export interface ControlPlaneBinaries {
   kubeApiserver: string
   etcd: string
   etcdctl: string
+  /** Absent from a `CRD_MIGRATOR_BIN_DIR` without it; only tests that start it need it. */
+  kubeControllerManager: string | undefined
+  /** Kubernetes minor version of the binaries, from the cache directory's name (`kube-v1.37.2-…`); undefined when unknown. */
+  kubeMinor: number | undefined
 }
 
 /** Root of this package (the directory holding its package.json), from this module's URL. */
@@ -37,6 +41,14 @@ export function buildScriptPath(): string {
 }
 
 function binariesIn(binDir: string): ControlPlaneBinaries {
+  const executable = (f: string): boolean => {
+    try {
+      accessSync(f, constants.X_OK)
+      return true
+    } catch {
+      return false
+    }
+  }
   const b = {
     binDir,
     kubeApiserver: join(binDir, 'kube-apiserver'),
@@ -44,13 +56,11 @@ function binariesIn(binDir: string): ControlPlaneBinaries {
     etcdctl: join(binDir, 'etcdctl'),
   }
   for (const f of [b.kubeApiserver, b.etcd, b.etcdctl]) {
-    try {
-      accessSync(f, constants.X_OK)
-    } catch {
-      throw new Error(`control-plane binary missing or not executable: ${f}`)
-    }
+    if (!executable(f)) throw new Error(`control-plane binary missing or not executable: ${f}`)
   }
-  return b
+  const kcm = join(binDir, 'kube-controller-manager')
+  const minor = /kube-v1\.(\d+)\./.exec(basename(binDir))?.[1]
+  return { ...b, kubeControllerManager: executable(kcm) ? kcm : undefined, kubeMinor: minor === undefined ? undefined : Number(minor) }
 }
 
 let pending: Promise<ControlPlaneBinaries> | undefined
@@ -75,7 +85,7 @@ async function resolveBinaries(): Promise<ControlPlaneBinaries> {
   const script = buildScriptPath()
   const stdout = await runBuildScript(
     script,
-    'to build the local control plane (kube-apiserver, etcd); or set CRD_MIGRATOR_BIN_DIR to a directory holding kube-apiserver, etcd and etcdctl',
+    'to build the local control plane (kube-apiserver, kube-controller-manager, etcd); or set CRD_MIGRATOR_BIN_DIR to a directory holding kube-apiserver, etcd and etcdctl (and kube-controller-manager for the tests that start it)',
   )
   const binDir = stdout.trim().split('\n').at(-1)?.trim()
   if (!binDir) throw new Error(`${script} did not print the binary directory`)

@@ -4,7 +4,10 @@
  */
 import { startControlPlane, type ControlPlaneOptions } from './controlplane.js'
 
-export interface ClusterCommandOptions extends Pick<ControlPlaneOptions, 'apiservers' | 'extraApiserverFlags' | 'readyTimeoutMs'> {
+export interface ClusterCommandOptions extends Pick<
+  ControlPlaneOptions,
+  'apiservers' | 'controllerManager' | 'extraApiserverFlags' | 'readyTimeoutMs'
+> {
   /** Where the shell snippet goes; default stdout. Progress goes to stderr. */
   out?: NodeJS.WritableStream
   /** Also write the state file for `attachControlPlane` here. */
@@ -57,6 +60,9 @@ export async function runClusterCommand(opts: ClusterCommandOptions = {}): Promi
     lines.push(
       `# etcd:   ${cp.etcdEndpoint}`,
       `# admin:  ${cp.adminUser.name} (groups: ${cp.adminUser.groups.join(', ')})`,
+      ...(cp.logFiles?.controllerManager
+        ? [`# kube-controller-manager (built-in storage version migrator) log: ${cp.logFiles.controllerManager}`]
+        : []),
       several
         ? `# logs:   ${cp.logFiles?.etcd ?? '-'} (the API servers' above)`
         : `# logs:   ${cp.logFiles ? `${cp.logFiles.apiserver} ${cp.logFiles.etcd}` : '-'}`,

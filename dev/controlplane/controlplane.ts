@@ -21,6 +21,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { get as httpsGet } from 'node:https'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { KubeConfig } from '@kubernetes/client-node'
@@ -55,6 +56,15 @@ export interface ControlPlaneOptions {
    * `default/kubernetes` EndpointSlice lists them all.
    */
   apiservers?: number
+  /**
+   * Also run kube-controller-manager with the garbage collector and the built-in storage
+   * version migrator (KEP-4192), as user `system:kube-controller-manager` with one
+   * ServiceAccount per controller (`--use-service-account-credentials`, as kubeadm runs it),
+   * so the migrator's writes come from `system:serviceaccount:kube-system:storage-version-migrator-controller`.
+   * Before Kubernetes 1.37 the feature gate and the `storagemigration.k8s.io/v1beta1` API are
+   * switched on for it. Default off: most tests need no controllers.
+   */
+  controllerManager?: boolean
   /** Merged over the default kube-apiserver flags (of every server). */
   extraApiserverFlags?: FlagOverrides
   /** Merged over the default etcd flags. */
@@ -150,6 +160,14 @@ export interface StartupTimings {
   apiserverReadyMs?: number[]
 }
 
+export interface LogFiles {
+  etcd: string
+  apiserver: string
+  apiservers: string[]
+  /** Set when started with `controllerManager`. */
+  controllerManager?: string
+}
+
 export interface ControlPlane {
   /** True when this process started (and will stop) the processes. */
   readonly owned: boolean
@@ -167,7 +185,7 @@ export interface ControlPlane {
   /** Only set on the owner. */
   readonly timings: StartupTimings | undefined
   /** Only set on the owner. `apiserver` is the first server's log, `apiservers` every server's in index order. */
-  readonly logFiles: { etcd: string; apiserver: string; apiservers: string[] } | undefined
+  readonly logFiles: LogFiles | undefined
 
   /** A client certificate for `name` in `groups`, and a kubeconfig using it. */
   mintUser(name: string, groups?: readonly string[]): Promise<UserCredentials>
@@ -199,6 +217,14 @@ export interface ControlPlane {
   pauseApiserver(index: number): Promise<void>
   /** Owner only: SIGCONT API server `index` after {@link pauseApiserver}. */
   resumeApiserver(index: number): Promise<void>
+  /** Owner only (started with `controllerManager`): stop kube-controller-manager (SIGTERM; `graceMs` as for the API server). */
+  stopControllerManager(opts?: StopOptions): Promise<void>
+  /** Owner only (started with `controllerManager`): start it again and wait for its /healthz. */
+  startControllerManager(): Promise<void>
+  /** Owner only: SIGSTOP kube-controller-manager, freezing whatever it is doing (a migration mid-run). */
+  pauseControllerManager(): Promise<void>
+  /** Owner only: SIGCONT it after {@link pauseControllerManager}. */
+  resumeControllerManager(): Promise<void>
   /**
    * Owner only: stop etcd; the API server keeps running and its requests start failing.
    * A graceful etcd stop waits for the API server's watch streams (about 7s); pass
@@ -256,7 +282,7 @@ abstract class ControlPlaneBase implements ControlPlane {
   readonly server: string
   readonly kubeconfigPath: string
   timings: StartupTimings | undefined
-  logFiles: { etcd: string; apiserver: string; apiservers: string[] } | undefined
+  logFiles: LogFiles | undefined
   private userSeq = 0
   /** One client per API server and set of credentials (by certificate), made on first use. */
   private readonly clients = new Map<string, KubeHttp>()
@@ -360,6 +386,10 @@ abstract class ControlPlaneBase implements ControlPlane {
   abstract resumeApiserver(index: number): Promise<void>
   abstract stopEtcd(opts?: StopOptions): Promise<void>
   abstract startEtcd(): Promise<void>
+  abstract stopControllerManager(opts?: StopOptions): Promise<void>
+  abstract startControllerManager(): Promise<void>
+  abstract pauseControllerManager(): Promise<void>
+  abstract resumeControllerManager(): Promise<void>
   abstract stop(): Promise<void>
 }
 
@@ -409,9 +439,63 @@ function publishedAddresses(list: EndpointSliceList, port: number): string[] {
   return [...out].sort()
 }
 
+/** kube-controller-manager of an owned control plane (see {@link ControlPlaneOptions.controllerManager}). */
+interface ControllerManagerSlot {
+  flags: Record<string, string>
+  env: NodeJS.ProcessEnv
+  /** Its secure port on 127.0.0.1 (/healthz). */
+  port: number
+  logFile: string
+  pidFile: string
+  process: ManagedProcess | undefined
+}
+
+const KCM_CONTROLLERS = ['garbage-collector-controller', 'storage-version-migrator-controller']
+
+/** Flags, and the apiserver flags they need, for kube-controller-manager running the built-in storage version migrator. */
+function controllerManagerFlags(
+  kubeMinor: number | undefined,
+  kubeconfig: string,
+  port: number,
+  certDir: string,
+): { flags: Record<string, string>; env: NodeJS.ProcessEnv; apiserverFlags: Record<string, string> } {
+  const flags: Record<string, string> = {
+    kubeconfig,
+    'bind-address': '127.0.0.1',
+    'secure-port': String(port),
+    'cert-dir': certDir,
+    controllers: KCM_CONTROLLERS.join(','),
+    'use-service-account-credentials': 'true',
+    'leader-elect': 'false',
+  }
+  // GA and on by default from 1.37; beta (off) before.
+  if (kubeMinor !== undefined && kubeMinor < 37) {
+    flags['feature-gates'] = 'StorageVersionMigrator=true'
+    return {
+      flags,
+      env: { ...process.env, KUBE_FEATURE_InformerResourceVersion: 'true', KUBE_FEATURE_InOrderInformers: 'true' },
+      apiserverFlags: { 'feature-gates': 'StorageVersionMigrator=true', 'runtime-config': 'storagemigration.k8s.io/v1beta1=true' },
+    }
+  }
+  return { flags, env: process.env, apiserverFlags: {} }
+}
+
+/** Whether an HTTPS /healthz answers 200 (the controller manager's self-signed serving certificate is not checked). */
+function httpsHealthy(url: string, timeoutMs: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const req = httpsGet(url, { rejectUnauthorized: false, timeout: timeoutMs }, (res) => {
+      res.resume()
+      resolve(res.statusCode === 200)
+    })
+    req.on('timeout', () => req.destroy())
+    req.on('error', () => resolve(false))
+  })
+}
+
 class OwnedControlPlane extends ControlPlaneBase {
   readonly owned = true
   private etcd: ManagedProcess | undefined
+  private kcm: ControllerManagerSlot | undefined
   private stopped = false
 
   constructor(
@@ -460,6 +544,55 @@ class OwnedControlPlane extends ControlPlaneBase {
 
   async stopEtcd(opts: StopOptions = {}): Promise<void> {
     await this.etcd?.stop(opts.graceMs)
+  }
+
+  /** Before the first start: what to run (see {@link controllerManagerFlags}). */
+  setControllerManager(slot: ControllerManagerSlot): void {
+    this.kcm = slot
+    this.logFiles = { ...this.logFiles!, controllerManager: slot.logFile }
+  }
+
+  async startControllerManager(): Promise<void> {
+    this.assertLive()
+    const kcm = this.kcm
+    if (!kcm) throw new Error('this control plane was started without controllerManager: true')
+    if (kcm.process?.running) return
+    const command = this.bins.kubeControllerManager
+    if (!command) {
+      throw new Error(
+        `kube-controller-manager is not in ${this.bins.binDir}; scripts/build-controlplane.sh builds it next to kube-apiserver`,
+      )
+    }
+    kcm.process = ManagedProcess.start({
+      name: 'kube-controller-manager',
+      command,
+      args: toArgs(kcm.flags),
+      env: kcm.env,
+      logFile: kcm.logFile,
+      pidFile: kcm.pidFile,
+    })
+    const deadline = Date.now() + this.readyTimeoutMs
+    for (;;) {
+      if (!kcm.process.running) throw this.startupError('kube-controller-manager exited during startup', kcm.process)
+      if (await httpsHealthy(`https://127.0.0.1:${kcm.port}/healthz`, 1_000)) return
+      if (Date.now() > deadline) throw this.startupError(`kube-controller-manager not healthy after ${this.readyTimeoutMs}ms`, kcm.process)
+      await sleep(POLL_MS)
+    }
+  }
+
+  async stopControllerManager(opts: StopOptions = {}): Promise<void> {
+    await this.kcm?.process?.stop(opts.graceMs)
+  }
+
+  async pauseControllerManager(): Promise<void> {
+    this.assertLive()
+    if (!this.kcm?.process?.running) throw new Error('kube-controller-manager is not running')
+    this.kcm.process.pause()
+  }
+
+  async resumeControllerManager(): Promise<void> {
+    this.assertLive()
+    this.kcm?.process?.resume()
   }
 
   async startApiserver(opts: StartApiserverOptions = {}): Promise<void> {
@@ -524,6 +657,7 @@ class OwnedControlPlane extends ControlPlaneBase {
 
   /** Stop every process, leave the temp dir and the loopback addresses alone. */
   async stopProcesses(): Promise<void> {
+    await this.kcm?.process?.stop()
     await Promise.all(this.slots.map(async (s) => s.process?.stop()))
     await this.etcd?.stop()
   }
@@ -713,6 +847,18 @@ class AttachedControlPlane extends ControlPlaneBase {
   startEtcd(): Promise<void> {
     return this.notOwned()
   }
+  stopControllerManager(): Promise<void> {
+    return this.notOwned()
+  }
+  startControllerManager(): Promise<void> {
+    return this.notOwned()
+  }
+  pauseControllerManager(): Promise<void> {
+    return this.notOwned()
+  }
+  resumeControllerManager(): Promise<void> {
+    return this.notOwned()
+  }
 
   async stop(): Promise<void> {
     this.closeClients()
@@ -746,6 +892,9 @@ function apiserverDefaults(
     'secure-port': String(securePort),
     'service-cluster-ip-range': '10.0.0.0/24',
     'allow-privileged': 'true',
+    // A loopback address cannot be published in the default/kubernetes EndpointSlice
+    // (1.37 refuses to start with it; older servers skipped it): publish nothing then.
+    ...(address.startsWith('127.') ? { 'endpoint-reconciler-type': 'none' } : {}),
   }
 }
 
@@ -775,6 +924,9 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
   }
   const bins = await ensureBinaries()
   const binariesMs = Date.now() - t0
+  if (opts.controllerManager && !bins.kubeControllerManager) {
+    throw new Error(`controllerManager: kube-controller-manager is not in ${bins.binDir} (scripts/build-controlplane.sh builds it)`)
+  }
 
   const dir = await mkdtemp(join(tmpdir(), 'crd-migrator-cp-'))
   removeDirAtExit(dir)
@@ -844,6 +996,10 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     saPub: join(layout.certDir, 'sa.pub'),
   }
   const adminKubeconfig = join(dir, 'admin.kubeconfig')
+  const kcmKubeconfig = join(dir, 'kube-controller-manager.kubeconfig')
+  const kcm = opts.controllerManager
+    ? controllerManagerFlags(bins.kubeMinor, kcmKubeconfig, (await freePorts(1))[0]!, join(dir, 'kcm-certs'))
+    : undefined
   const slots: ApiserverSlot[] = addresses.map((address, i) => {
     const index = i + 1
     const name = several ? `kube-apiserver-${index}` : 'kube-apiserver'
@@ -856,7 +1012,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       },
       name,
       hostname: several ? name : undefined,
-      flags: merge(apiserverDefaults(address, securePort, etcdEndpoint, layout, paths), opts.extraApiserverFlags),
+      flags: merge(apiserverDefaults(address, securePort, etcdEndpoint, layout, paths), kcm?.apiserverFlags, opts.extraApiserverFlags),
       logFile: join(dir, `${name}.log`),
       pidFile: join(layout.runDir, `${name}.pid`),
       overrides: undefined,
@@ -879,6 +1035,16 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     guard,
     readyTimeoutMs,
   )
+  if (kcm) {
+    cp.setControllerManager({
+      flags: kcm.flags,
+      env: kcm.env,
+      port: Number(kcm.flags['secure-port']),
+      logFile: join(dir, 'kube-controller-manager.log'),
+      pidFile: join(layout.runDir, 'kube-controller-manager.pid'),
+      process: undefined,
+    })
+  }
 
   try {
     log(`starting etcd on ${etcdEndpoint}`)
@@ -907,6 +1073,14 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
         ...slots.map((s) =>
           writeKubeconfig(s.endpoint.kubeconfigPath, { server: s.endpoint.server, caPem: ca.certPem, user: ADMIN.name, ...admin }),
         ),
+        // The controller manager's own identity (bootstrap RBAC binds system:kube-controller-manager to it).
+        ...(kcm
+          ? [
+              issueClientCert(ca, 'system:kube-controller-manager', []).then((c) =>
+                writeKubeconfig(kcmKubeconfig, { server: servers[0]!, caPem: ca.certPem, user: 'system:kube-controller-manager', ...c }),
+              ),
+            ]
+          : []),
       ])
       cp.setCredentials(ca, admin)
     })()
@@ -917,6 +1091,10 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
         : `etcd healthy after ${etcdReadyMs}ms; starting kube-apiserver on ${servers[0]}`,
     )
     await cp.startApiserver()
+    if (kcm) {
+      await cp.startControllerManager()
+      log(`kube-controller-manager healthy after ${Date.now() - t0}ms (controllers: ${KCM_CONTROLLERS.join(', ')})`)
+    }
     const readyMs = Date.now() - t0
     cp.timings = several
       ? { binariesMs, etcdReadyMs, readyMs, apiserverReadyMs: cp.apiserverReadyAt().map((at) => (at ?? t0) - t0) }

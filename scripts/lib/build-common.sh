@@ -7,7 +7,7 @@ cache_root="${CRD_MIGRATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/crd-migrator}"
 require_go() {
   command -v go >/dev/null && return 0
   log "Go is required $*."
-  log "Install Go 1.25 or newer (https://go.dev/doc/install) and retry."
+  log "Install Go 1.26 or newer (https://go.dev/doc/install) and retry."
   exit 3
 }
 
