@@ -35,6 +35,10 @@ export const ERROR_CODES = {
   CRDM_STASH_FAILED: 'stashed copy not migrated',
   /** The resource to migrate (a StorageVersionMigration's or `migrate --resource`) is not served. */
   CRDM_RESOURCE_NOT_FOUND: 'resource not found',
+  /** engine builtin: the API server serves no storagemigration.k8s.io, or kube-controller-manager did not start the migration in time. */
+  CRDM_BUILTIN_UNAVAILABLE: 'built-in storage version migrator unavailable',
+  /** engine builtin: the built-in StorageVersionMigration failed or was deleted. */
+  CRDM_BUILTIN_FAILED: 'built-in storage version migration failed',
   /** The CRD's storage version or generation changed under the freeze. */
   CRDM_CRD_CHANGED: 'CRD changed during the migration',
   /** The run was stopped (shutdown, leadership lost, Ctrl-C). */

@@ -73,11 +73,15 @@ export const CrdOptionsSchema = z.strictObject({
   skipPhases: z.array(PhaseName).default([]),
   concurrency: z.number().int().min(1).max(1024).optional(),
   qps: z.number().min(0).optional(),
+  /** Who rewrites the objects of this CRD (phase StorageVersionMigration); default migrator.engine. */
+  engine: z.enum(['own', 'builtin']).optional(),
 })
 
 export const ConfigSchema = z.strictObject({
   /** Path to a kubeconfig; in-cluster config or $KUBECONFIG when unset. */
   kubeconfig: z.string().min(1).optional(),
+  /** Kubeconfig context to use; the kubeconfig's current-context when unset. */
+  context: z.string().min(1).optional(),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   annotations: z
     .strictObject({
@@ -172,7 +176,8 @@ export const ConfigSchema = z.strictObject({
           names: z.array(z.string().min(1)).default([]),
         })
         .prefault({}),
-      concurrency: z.number().int().min(1).max(1024).default(16),
+      /** Writes in flight at most: the cap of the adaptive limit (migrator/adaptive-concurrency.ts). */
+      concurrency: z.number().int().min(1).max(1024).default(64),
       /** Writes started per second across a migration; 0 for no client-side limit. */
       qps: z.number().min(0).default(500),
       pageSize: z.number().int().min(1).max(10000).default(500),
@@ -195,6 +200,15 @@ export const ConfigSchema = z.strictObject({
       apiServerEndpoints: z.array(z.url({ protocol: /^https?$/ })).default([]),
       /** Every API server must store the new version within this long after a storage flip. */
       storageSwitchTimeoutSeconds: z.number().min(1).default(120),
+      /**
+       * Who rewrites the objects (phase StorageVersionMigration): `own` (our writer) or
+       * `builtin` (a storagemigration.k8s.io StorageVersionMigration run by
+       * kube-controller-manager, inside our freeze, preflight, storage-switch and
+       * storedVersions checks and cleanup).
+       */
+      engine: z.enum(['own', 'builtin']).default('own'),
+      /** engine builtin: a run fails when kube-controller-manager has not started its StorageVersionMigration within this long. */
+      builtinStartTimeoutSeconds: z.number().min(1).default(120),
       /** `migrate` waits this long for a conversion webhook that is down before freezing, then gives up. */
       conversionWaitSeconds: z.number().min(0).default(180),
       /**

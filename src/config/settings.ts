@@ -24,6 +24,13 @@ export const SETTINGS: readonly Setting[] = [
     description: 'kubeconfig file; when unset, $KUBECONFIG, ~/.kube/config, then the in-cluster service account',
   },
   {
+    path: 'context',
+    flag: 'context',
+    env: 'CRD_MIGRATOR_CONTEXT',
+    kind: 'string',
+    description: "kubeconfig context to use instead of the kubeconfig's current-context",
+  },
+  {
     path: 'logLevel',
     flag: 'log-level',
     env: 'CRD_MIGRATOR_LOG_LEVEL',
@@ -128,7 +135,7 @@ export const SETTINGS: readonly Setting[] = [
     flag: 'concurrency',
     env: 'CRD_MIGRATOR_CONCURRENCY',
     kind: 'int',
-    description: 'writes in flight at most, per migration',
+    description: 'writes in flight at most, per migration: the cap of the adaptive limit',
   },
   {
     path: 'migrator.qps',
@@ -186,6 +193,21 @@ export const SETTINGS: readonly Setting[] = [
     env: 'CRD_MIGRATOR_STORAGE_SWITCH_TIMEOUT_SECONDS',
     kind: 'number',
     description: 'how long every API server may take to store the new version after a storage flip',
+  },
+  {
+    path: 'migrator.engine',
+    flag: 'engine',
+    env: 'CRD_MIGRATOR_ENGINE',
+    kind: 'string',
+    description:
+      "who rewrites the objects: own (crd-migrator's writer) or builtin (Kubernetes' StorageVersionMigration, run by kube-controller-manager, inside crd-migrator's freeze and checks)",
+  },
+  {
+    path: 'migrator.builtinStartTimeoutSeconds',
+    flag: 'builtin-start-timeout-seconds',
+    env: 'CRD_MIGRATOR_BUILTIN_START_TIMEOUT_SECONDS',
+    kind: 'number',
+    description: 'engine builtin: a run fails when kube-controller-manager has not started its StorageVersionMigration within this long',
   },
   {
     path: 'migrator.conversionWaitSeconds',

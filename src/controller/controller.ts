@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
 import type { Config } from '../config/schema.js'
-import { getCrd, listCrds } from '../kube/crds.js'
+import { getCrd } from '../kube/crds.js'
 import type { EventRecorder } from '../kube/events.js'
 import { isNotFound, type KubeHttp } from '../kube/http.js'
-import { listAndWatch } from '../kube/watch.js'
+import { listAndWatch, listPages } from '../kube/watch.js'
 import { CRD_API } from '../kube/paths.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import type { CheckpointSeal } from '../migrator/checkpoint-seal.js'
@@ -17,6 +17,7 @@ import { WorkQueue } from './queue.js'
 import type { RunLock } from './run-lock.js'
 import { CrdSelection } from './selector.js'
 import { readCrdState } from '../state/crd-state.js'
+import { storageMigratingCondition } from '../kube/builtin-migrations.js'
 
 export interface ControllerDeps {
   http: KubeHttp
@@ -43,8 +44,12 @@ export class MigrationController {
   private readonly queue = new WorkQueue()
   private readonly selection: CrdSelection
   private readonly reportedForeign = new Set<string>()
-  /** Generation last queued per CRD: our own annotation writes must not re-trigger us. */
-  private readonly seenGeneration = new Map<string, number | undefined>()
+  /**
+   * Generation (and built-in migration condition) last queued per CRD: our own annotation
+   * writes must not re-trigger us, but kube-controller-manager finishing a built-in
+   * migration (StorageMigrating True -> False, storedVersions narrowed) must.
+   */
+  private readonly seenGeneration = new Map<string, string>()
   /**
    * The CRD uid and generation this process found needing nothing (it migrated them, or
    * looked at every object). Kept in memory on purpose: the last-result and
@@ -126,7 +131,8 @@ export class MigrationController {
     if (result.outcome === 'Failed' || result.outcome === 'Blocked') {
       const delay = this.queue.addRateLimited(name)
       logger.warn({ crd: name, reason: result.reason, retryInMs: delay }, `migration ${result.outcome.toLowerCase()}; will retry`)
-    } else if (result.skipReason === 'in-progress') {
+    } else if (result.skipReason === 'in-progress' || result.skipReason === 'builtin-migration') {
+      // A built-in migration's end also re-queues it through the watch (its condition changes).
       this.queue.addAfter(name, config.migrator.takeoverAfterSeconds * 1000)
     } else {
       this.queue.forget(name)
@@ -153,8 +159,9 @@ export class MigrationController {
 
   private onChange(crd: CustomResourceDefinition): void {
     const name = crd.metadata.name
-    if (this.seenGeneration.has(name) && this.seenGeneration.get(name) === crd.metadata.generation) return
-    this.seenGeneration.set(name, crd.metadata.generation)
+    const key = `${crd.metadata.generation ?? 0}/${storageMigratingCondition(crd)?.status ?? '-'}/${(crd.status?.storedVersions ?? []).join(',')}`
+    if (this.seenGeneration.get(name) === key) return
+    this.seenGeneration.set(name, key)
     this.queue.add(name)
   }
 
@@ -163,27 +170,50 @@ export class MigrationController {
       await sleep(this.deps.config.migrator.resyncSeconds * 1000, undefined, { signal }).catch(() => {})
       if (signal.aborted) return
       try {
-        for (const crd of await listCrds(this.deps.http)) if (this.selects(crd)) this.queue.add(crd.metadata.name)
+        for (const filter of this.selection.watchFilters()) {
+          await listPages<CustomResourceDefinition>(
+            this.deps.http,
+            CRD_API,
+            (crds) => {
+              for (const crd of crds) if (this.selects(crd)) this.queue.add(crd.metadata.name)
+            },
+            { ...filter, pageSize: CRD_PAGE_SIZE, signal },
+          )
+        }
       } catch (err) {
+        if (signal.aborted) return
         this.deps.logger.warn({ err }, 'resync list of CRDs failed')
       }
     }
   }
 
+  /**
+   * One list-and-watch per filter of the selection (by label, by name), so the API server
+   * sends only the CRDs we manage; the check here still applies, for the one unfiltered
+   * watch that replaces many name watches.
+   */
   private async watchLoop(signal: AbortSignal): Promise<void> {
-    await listAndWatch<CustomResourceDefinition>(
-      this.deps.http,
-      CRD_API,
-      {
-        onObject: (crd) => {
-          if (this.selects(crd)) this.onChange(crd)
-        },
-        onDeleted: (crd) => this.seenGeneration.delete(crd.metadata.name),
-        onError: (err) => this.deps.logger.warn({ err }, 'CRD watch failed; retrying'),
-      },
-      signal,
+    await Promise.all(
+      this.selection.watchFilters().map((filter) =>
+        listAndWatch<CustomResourceDefinition>(
+          this.deps.http,
+          CRD_API,
+          {
+            onObject: (crd) => {
+              if (this.selects(crd)) this.onChange(crd)
+            },
+            onDeleted: (crd) => this.seenGeneration.delete(crd.metadata.name),
+            onError: (err) => this.deps.logger.warn({ err, filter }, 'CRD watch failed; retrying'),
+          },
+          signal,
+          { ...filter, pageSize: CRD_PAGE_SIZE },
+        ),
+      ),
     )
   }
 }
+
+/** CRDs per list page: a CRD with a big schema is hundreds of kilobytes, so fewer than the default 500. */
+const CRD_PAGE_SIZE = 50
 
 const upToDateKey = (uid: string | undefined, generation: number | undefined) => `${uid ?? ''}/${generation ?? 0}`

@@ -63,7 +63,10 @@ export function conditionForResult(result: MigrationResult, now = new Date()): {
     return { condition: condition('Succeeded', 'True', 'UpToDate', result.reason, now), finished: true }
   if (result.outcome === 'Blocked')
     return { condition: condition('Running', 'False', 'ConversionWebhookUnavailable', result.reason, now), finished: false }
-  if (result.outcome === 'Skipped' && (result.skipReason === 'in-progress' || result.skipReason === 'frozen-by-another'))
+  if (
+    result.outcome === 'Skipped' &&
+    (result.skipReason === 'in-progress' || result.skipReason === 'frozen-by-another' || result.skipReason === 'builtin-migration')
+  )
     return { condition: condition('Running', 'False', 'Waiting', result.reason, now), finished: false }
   const reason = result.errorCode ?? (result.outcome === 'Skipped' ? 'NotMigratable' : 'Failed')
   return { condition: condition('Failed', 'True', reason, result.reason, now), finished: true }

@@ -33,6 +33,10 @@ export interface MigrationSettings {
   apiServerEndpoints?: readonly string[]
   /** A run fails when the CRD's conversion webhook stays down this long (default 5 min). */
   conversionOutageLimitMs?: number
+  /** Who rewrites the objects: our writer (default) or a built-in StorageVersionMigration. */
+  engine?: 'own' | 'builtin'
+  /** engine builtin: fail when kube-controller-manager has not started the migration within this long (default 120 s). */
+  builtinStartTimeoutMs?: number
 }
 
 export interface MigrationContext {
@@ -51,7 +55,7 @@ export interface MigrationContext {
 /** Blocked: not started, because the CRD's conversion webhook does not answer (nothing was frozen). */
 export type MigrationOutcome = 'Succeeded' | 'Failed' | 'Skipped' | 'Blocked'
 /** Why a run was Skipped, as a value callers can branch on (the reason text is for people). */
-export type SkipReason = 'blocked' | 'frozen-by-another' | 'in-progress' | 'up-to-date'
+export type SkipReason = 'blocked' | 'frozen-by-another' | 'builtin-migration' | 'in-progress' | 'up-to-date'
 
 /** A phase's walk, plus what the phase counted itself. */
 export type CleanupResult = WalkResult & {
@@ -60,6 +64,15 @@ export type CleanupResult = WalkResult & {
   entriesRelabelled?: number
   /** Objects whose conversion the CRD's webhook refused (all of them, not only the recorded failures). */
   conversionRefused?: number
+}
+
+/** The built-in StorageVersionMigration a run delegated its storage phase to. */
+export interface BuiltinPhaseReport {
+  name: string
+  /** Its last Succeeded (or Running) message, e.g. "Migration completed". */
+  message: string | undefined
+  /** From its creation until it succeeded. */
+  durationMs: number
 }
 
 /** How the CRD's conversion webhook behaved during a run. */
@@ -85,6 +98,8 @@ export interface MigrationResult {
   storedVersionsBefore: string[]
   storedVersionsAfter: string[]
   storage?: WalkResult & { conversionRefused?: number }
+  /** engine builtin: the StorageVersionMigration (storagemigration.k8s.io) that rewrote the objects. */
+  builtin?: BuiltinPhaseReport
   /** Phase StashedObjectMigration (copies in other objects), when rules apply to the CRD. */
   stashes?: StashResult
   cleanup?: CleanupResult

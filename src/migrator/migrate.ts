@@ -26,6 +26,9 @@ import { waitForStorageEverywhere, type StorageSwitchReport } from './storage-sw
 import { rulesForGroup, type StashRule } from './stashes/rules.js'
 import { runStashPhase, type StashResult } from './stashes/stash-phase.js'
 import { narrowStoredVersions } from './stored-versions.js'
+import { builtinActivity, builtinBusyReason, releaseHeldBuiltinMigrations, runBuiltinStoragePhase } from './builtin-engine.js'
+import { isForbidden } from '../kube/http.js'
+import { storageMigratingCondition } from '../kube/builtin-migrations.js'
 
 export type { MigrationContext, MigrationOutcome, MigrationResult, MigrationSettings, SkipReason } from './context.js'
 
@@ -126,11 +129,20 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
       await state.phase(Phase.StorageVersionMigration)
       // Every API server must store the new version before any object is rewritten.
       result.apiServers = await storageSwitched(current, storageVersion, settings, ctx, state)
-      result.storage = await runPhase(Phase.StorageVersionMigration, { kind: 'crd', crd: current, storageVersion }, settings, ctx, {
-        ...run,
-        resumeAfter: frozen.resumeAfter,
-      })
-      failOnObjects(result.storage, 'could not be rewritten')
+      if (settings.engine === 'builtin') {
+        // kube-controller-manager rewrites the objects; everything around it stays ours.
+        result.builtin = await runBuiltinStoragePhase(current, settings, ctx, state)
+        log.info(
+          { builtinMigration: result.builtin.name, durationMs: result.builtin.durationMs },
+          'built-in StorageVersionMigration succeeded',
+        )
+      } else {
+        result.storage = await runPhase(Phase.StorageVersionMigration, { kind: 'crd', crd: current, storageVersion }, settings, ctx, {
+          ...run,
+          resumeAfter: frozen.resumeAfter,
+        })
+        failOnObjects(result.storage, 'could not be rewritten')
+      }
     }
     // 3b. Copies stashed in other objects, before storedVersions says the old version can go.
     if (stashRules.length > 0) {
@@ -182,6 +194,7 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
     )
     result.leftFrozen = !lifted
   }
+  if (!result.leftFrozen) await releaseHeldBuiltinMigrations(ctx, current)
   ctx.metrics?.migrations.inc({ result: result.outcome })
   await ctx.events?.record(
     await latestCrd(current, ctx),
@@ -210,6 +223,10 @@ async function decideRun(
   const verdict = decideFreeze(readCrdState(crd, settings.migratingAnnotation), ctx.owner, storageVersion, settings.takeoverAfterMs)
   if (verdict.action === 'foreign') return { skip: 'frozen-by-another', reason: verdict.reason }
   if (verdict.action === 'wait') return { skip: 'in-progress', reason: verdict.reason }
+  if (verdict.action === 'freeze') {
+    const busy = await builtinBusy(crd, ctx)
+    if (busy) return { skip: 'builtin-migration', reason: busy }
+  }
 
   const runStorage = settings.phases.includes(Phase.StorageVersionMigration) && (plan.storageMigrationNeeded || verdict.action === 'resume')
   const runCleanup = settings.phases.includes(Phase.CleanupManagedFields)
@@ -234,6 +251,24 @@ async function decideRun(
     }
   }
   return { storageVersion, verdict, runStorage, stashRules, runCleanup }
+}
+
+/**
+ * Why Kubernetes' own migrator keeps us off this CRD now (one migrator at a time), or
+ * undefined. Without permission to list its StorageVersionMigrations only the CRD's
+ * StorageMigrating condition is looked at (said in the log).
+ */
+async function builtinBusy(crd: CustomResourceDefinition, ctx: MigrationContext): Promise<string | undefined> {
+  try {
+    return builtinBusyReason(await builtinActivity(ctx.http, crd))
+  } catch (err) {
+    if (!isForbidden(err)) throw err
+    ctx.logger.warn(
+      { crd: crd.metadata.name, err },
+      'cannot list storagemigration.k8s.io StorageVersionMigrations (RBAC); only the CRD condition tells whether the built-in migrator runs',
+    )
+    return builtinBusyReason({ condition: storageMigratingCondition(crd), migrations: [] })
+  }
 }
 
 /**

@@ -9,6 +9,7 @@ export function countsText(result: MigrationResult): string {
     if (c.resumed) parts.push(`resumed=${c.resumed}`)
     if (result.storage.conversionRefused) parts.push(`conversionRefused=${result.storage.conversionRefused}`)
   }
+  if (result.builtin) parts.push(`builtinMigration=${result.builtin.name}`)
   if (result.stashes) {
     const c = result.stashes.counts
     parts.push(`stashesMigrated=${c.migrated}`, `stashesCurrent=${c.current}`, `stashesFailed=${c.failed}`)
@@ -29,6 +30,10 @@ export function summarize(result: MigrationResult): string {
   if (result.storage)
     parts.push(
       `${result.storage.counts.seen} object(s) rewritten in ${result.storageVersion}, storedVersions ${JSON.stringify(result.storedVersionsAfter)}`,
+    )
+  if (result.builtin)
+    parts.push(
+      `objects rewritten in ${result.storageVersion} by the built-in StorageVersionMigration ${result.builtin.name} in ${(result.builtin.durationMs / 1000).toFixed(1)}s, storedVersions ${JSON.stringify(result.storedVersionsAfter)}`,
     )
   if (result.stashes)
     parts.push(

@@ -21,6 +21,8 @@ export function settingsFor(config: Config, crdName: string): MigrationSettings 
     takeoverAfterMs: m.takeoverAfterSeconds * 1000,
     conversionOutageLimitMs: m.conversionOutageLimitSeconds * 1000,
     storageSettleTimeoutMs: m.storageSwitchTimeoutSeconds * 1000,
+    engine: own?.engine ?? m.engine,
+    builtinStartTimeoutMs: m.builtinStartTimeoutSeconds * 1000,
     ...(m.apiServerEndpoints.length ? { apiServerEndpoints: m.apiServerEndpoints } : {}),
     ...(m.stashPresets.length || m.stashes.length ? { stashes: resolveStashRules(m.stashPresets, m.stashes) } : {}),
   }

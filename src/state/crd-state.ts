@@ -33,6 +33,12 @@ export const StateAnnotation = {
   lastDuration: `${STATE_PREFIX}last-duration`,
   observedGeneration: `${STATE_PREFIX}observed-generation`,
   finishedAt: `${STATE_PREFIX}finished-at`,
+  /**
+   * While frozen: the built-in StorageVersionMigration (storagemigration.k8s.io) this run
+   * created for its storage phase (`--engine builtin`). The webhook lets
+   * kube-controller-manager mark the CRD StorageMigrating only then.
+   */
+  builtinMigration: `${STATE_PREFIX}builtin-migration`,
 } as const
 
 /** Whether an annotation key is one of the migrator's state keys. */
@@ -59,6 +65,8 @@ export interface CrdState {
   progress: string | undefined
   lastResult: string | undefined
   lastDuration: string | undefined
+  /** The built-in StorageVersionMigration this run delegated its storage phase to. */
+  builtinMigration: string | undefined
   /** Whether the CRD carries the migrating annotation (any value) or any state key. */
   carriesState: boolean
 }
@@ -81,6 +89,7 @@ export function readCrdState(crd: CustomResourceDefinition, migratingAnnotation:
     progress: text(StateAnnotation.progress),
     lastResult: text(StateAnnotation.lastResult),
     lastDuration: text(StateAnnotation.lastDuration),
+    builtinMigration: text(StateAnnotation.builtinMigration),
     carriesState: a[migratingAnnotation] !== undefined || Object.keys(a).some(isStateAnnotation),
   }
 }
@@ -142,7 +151,13 @@ export function freezePatch(
     // by a run of another storage version) must never make this run skip objects.
     [StateAnnotation.checkpoint]: null,
     [StateAnnotation.checkpointSeal]: null,
+    [StateAnnotation.builtinMigration]: null,
   }
+}
+
+/** Names the built-in StorageVersionMigration the storage phase is delegated to (`--engine builtin`). */
+export function builtinMigrationPatch(name: string): AnnotationPatch {
+  return { [StateAnnotation.builtinMigration]: name }
 }
 
 /** Takes over a freeze of ours whose owner went quiet. */
@@ -179,6 +194,15 @@ export interface RunOutcome {
   frozenGeneration: number
 }
 
+/** What only a running migration needs; removed after a success (kept after a failure, to show where it stopped). */
+const RUN_SCOPED = [
+  StateAnnotation.phase,
+  StateAnnotation.progress,
+  StateAnnotation.startedAt,
+  StateAnnotation.targetStorageVersion,
+  StateAnnotation.frozenGeneration,
+] as const
+
 /** Lifts the freeze and records the result. */
 export function unfreezePatch(migratingAnnotation: string, run: RunOutcome, now = new Date()): AnnotationPatch {
   const patch: AnnotationPatch = {
@@ -187,13 +211,19 @@ export function unfreezePatch(migratingAnnotation: string, run: RunOutcome, now 
     [StateAnnotation.heartbeat]: null,
     [StateAnnotation.checkpoint]: null,
     [StateAnnotation.checkpointSeal]: null,
-    [StateAnnotation.phase]: run.outcome,
+    [StateAnnotation.builtinMigration]: null,
+    [StateAnnotation.phase]: run.outcome === 'Succeeded' ? null : run.outcome,
     [StateAnnotation.lastResult]: run.outcome === 'Succeeded' ? 'Succeeded' : `Failed: ${truncate(run.reason, 200)}`,
     [StateAnnotation.lastCounts]: run.counts,
     [StateAnnotation.lastDuration]: `${(run.durationMs / 1000).toFixed(1)}s`,
     [StateAnnotation.finishedAt]: now.toISOString(),
   }
-  if (run.outcome === 'Succeeded') patch[StateAnnotation.observedGeneration] = String(run.frozenGeneration)
+  if (run.outcome === 'Succeeded') {
+    patch[StateAnnotation.observedGeneration] = String(run.frozenGeneration)
+    // A success leaves a compact record (result, counts, duration, when, generation); the
+    // run's working state goes, so GitOps tools and `kubectl describe` see little of us.
+    for (const key of RUN_SCOPED) patch[key] = null
+  }
   return patch
 }
 

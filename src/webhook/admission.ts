@@ -40,11 +40,22 @@
  *   fail closed, and the API server never sends such a review for a valid CRD. Annotation
  *   values are strings in every object the API server stores, so no real review is
  *   refused for that (found by test/integration/fuzz-webhook.test.ts).
+ * - Kubernetes' own migrator (kube-controller-manager, storagemigration.k8s.io) marks a CRD
+ *   `StorageMigrating=True` while it migrates it. That freezes the storage version and
+ *   deletion exactly like our annotation (judged on the OLD object too), so an upgrade
+ *   cannot move storage under either migrator. storedVersions are not guarded then: the
+ *   built-in migrator narrows them itself when it is done.
+ * - One migrator at a time: while our annotation freezes a CRD, setting its
+ *   StorageMigrating condition to True (kube-controller-manager promoting a built-in
+ *   migration) is refused, unless our run delegated its storage phase to the built-in
+ *   migrator (the `builtin-migration` state annotation, which only the migrator writes).
+ *   kube-controller-manager retries, and starts once we lift the freeze.
  * - Names from the request are shortened in messages: a CRD name is at most 253
  *   characters, and a longer one must not make the answer or the log grow with it.
  */
 import { CONFIG_DEFAULTS } from '../config/schema.js'
-import { isStateAnnotation, MIGRATING_VALUE, STATE_PREFIX } from '../state/crd-state.js'
+import { isStateAnnotation, MIGRATING_VALUE, STATE_PREFIX, StateAnnotation } from '../state/crd-state.js'
+import { STORAGE_MIGRATING } from '../kube/builtin-migrations.js'
 import { isListedUser, type UserIdentity } from '../config/identities.js'
 import { isObject, type JsonObject } from './json.js'
 
@@ -74,6 +85,7 @@ export const DENIAL_REASONS = [
   'stored-versions-frozen',
   'annotation-guarded',
   'delete-frozen',
+  'builtin-migration-deferred',
   'malformed-object',
   'internal-error',
 ] as const
@@ -197,15 +209,18 @@ function updateViolations(input: AdmissionInput, ctx: DecisionContext): Violatio
   const object = input.object as JsonObject
   const oldObject = input.oldObject as JsonObject
   const frozen = isFrozen(oldObject, policy)
+  const builtin = builtinMigrating(oldObject)
 
   const violations: Violation[] = []
-  if (frozen) {
-    const storage = storageViolation(oldObject, object, ctx)
+  if (frozen || builtin) {
+    const storage = storageViolation(oldObject, object, ctx, frozen ? 'annotation' : 'builtin')
     if (storage) violations.push(storage)
-    if (!ctx.identity.migrator) {
-      const stored = storedVersionsViolation(oldObject, object, input.subResource, ctx)
-      if (stored) violations.push(stored)
-    }
+  }
+  if (frozen && !ctx.identity.migrator) {
+    const stored = storedVersionsViolation(oldObject, object, input.subResource, ctx)
+    if (stored) violations.push(stored)
+    const deferred = builtinDeferredViolation(oldObject, object, ctx)
+    if (deferred) violations.push(deferred)
   }
   if (ctx.identity.migrator) return violations
   const oldValue = annotationValue(oldObject, policy.migratingAnnotation)
@@ -237,21 +252,32 @@ function deleteViolations(input: AdmissionInput, ctx: DecisionContext): Violatio
     objectViolation(input.oldObject, 'oldObject', 'DELETE', crdName) ??
     unreadableMarker(input.oldObject as JsonObject, 'oldObject', crdName, policy)
   if (shape) return [shape]
-  if (!isFrozen(input.oldObject as JsonObject, policy)) return []
+  const oldObject = input.oldObject as JsonObject
+  const by: FreezeSource | undefined = isFrozen(oldObject, policy) ? 'annotation' : builtinMigrating(oldObject) ? 'builtin' : undefined
+  if (by === undefined) return []
   return [
     {
       reason: 'delete-frozen',
       summary: `delete of frozen CRD ${crdName}`,
       message:
         `CustomResourceDefinition "${crdName}" is frozen for a storage version migration ` +
-        `(annotation ${policy.migratingAnnotation}="${policy.migratingValue}"); deleting it now ` +
-        `would delete all of its custom resources mid-migration, and nobody may. ${whatToDo(ctx)}`,
+        `(${frozenBy(by, ctx)}); deleting it now ` +
+        `would delete all of its custom resources mid-migration, and nobody may. ${whatToDo(ctx, by)}`,
     },
   ]
 }
 
-function storageViolation(oldObject: JsonObject, object: JsonObject, ctx: DecisionContext): Violation | undefined {
-  const { crdName, policy } = ctx
+/** Which migrator froze a CRD: ours (the migrating annotation) or kube-controller-manager's (StorageMigrating=True). */
+type FreezeSource = 'annotation' | 'builtin'
+
+function frozenBy(by: FreezeSource, ctx: DecisionContext): string {
+  return by === 'annotation'
+    ? `annotation ${ctx.policy.migratingAnnotation}="${ctx.policy.migratingValue}"`
+    : `condition ${STORAGE_MIGRATING}=True: Kubernetes' built-in StorageVersionMigration runs`
+}
+
+function storageViolation(oldObject: JsonObject, object: JsonObject, ctx: DecisionContext, by: FreezeSource): Violation | undefined {
+  const { crdName } = ctx
   const change = versionSetChange(storageVersions, oldObject, object, crdName, 'storage versions')
   if (change === undefined || 'reason' in change) return change
   const { before, after } = change
@@ -260,10 +286,39 @@ function storageViolation(oldObject: JsonObject, object: JsonObject, ctx: Decisi
     summary: `storage version ${formatVersions(before)} -> ${formatVersions(after)} on frozen CRD ${crdName}`,
     message:
       `CustomResourceDefinition "${crdName}" is frozen for a storage version migration ` +
-      `(annotation ${policy.migratingAnnotation}="${policy.migratingValue}"): changing the ` +
+      `(${frozenBy(by, ctx)}): changing the ` +
       `storage version from ${formatVersions(before)} to ${formatVersions(after)} is not allowed ` +
-      `while the migration runs, for any user. ${whatToDo(ctx)}`,
+      `while the migration runs, for any user. ${whatToDo(ctx, by)}`,
   }
+}
+
+/**
+ * kube-controller-manager marking the CRD StorageMigrating while our freeze holds: two
+ * migrators at once. Refused unless our run handed its storage phase to it.
+ */
+function builtinDeferredViolation(oldObject: JsonObject, object: JsonObject, ctx: DecisionContext): Violation | undefined {
+  if (builtinMigrating(oldObject) || !builtinMigrating(object)) return undefined
+  const delegated = annotationsOf(oldObject)?.[StateAnnotation.builtinMigration]
+  if (typeof delegated === 'string' && delegated !== '') return undefined
+  const { crdName, policy } = ctx
+  return {
+    reason: 'builtin-migration-deferred',
+    summary: `${STORAGE_MIGRATING}=True on CRD ${crdName} frozen by crd-migrator`,
+    message:
+      `CustomResourceDefinition "${crdName}" is being migrated by crd-migrator (annotation ` +
+      `${policy.migratingAnnotation}="${policy.migratingValue}"); ${describeUser(ctx.user)} may not start another ` +
+      `storage version migration of it (condition ${STORAGE_MIGRATING}=True) until that one is done. ` +
+      `The built-in StorageVersionMigration is retried by kube-controller-manager and runs after it.`,
+  }
+}
+
+/** The old object's StorageMigrating condition is True (a condition list that cannot be read counts as not). */
+function builtinMigrating(crd: JsonObject): boolean {
+  const status = crd['status']
+  if (!isObject(status)) return false
+  const conditions = status['conditions']
+  if (!Array.isArray(conditions)) return false
+  return conditions.some((c) => isObject(c) && c['type'] === STORAGE_MIGRATING && c['status'] === 'True')
 }
 
 function storedVersionsViolation(
@@ -516,8 +571,16 @@ function listShort(items: readonly string[], max = 10): string {
   return items.length > max ? `${shown.join(', ')} and ${items.length - max} more` : shown.join(', ')
 }
 
-function whatToDo(ctx: DecisionContext): string {
+function whatToDo(ctx: DecisionContext, by: FreezeSource = 'annotation'): string {
   const { crdName, policy } = ctx
+  if (by === 'builtin') {
+    return (
+      `Wait for the migration to finish (kubectl get storageversionmigrations.storagemigration.k8s.io); ` +
+      `kube-controller-manager sets ${STORAGE_MIGRATING}=False then. If none runs any more (a StorageVersionMigration ` +
+      `deleted mid-run leaves the condition behind), set the condition to False, as the README shows ` +
+      `("crd-migrator and the built-in StorageVersionMigration").`
+    )
+  }
   return (
     `Wait for the migration to finish (the migrator removes the annotation), or see its state in ` +
     `the CRD's ${STATE_PREFIX}* annotations: kubectl get crd ${crdName} -o jsonpath='{.metadata.annotations}'. ` +

@@ -19,7 +19,9 @@
  *   breaks KEP-2855's cert-manager cycle: cert-manager's own CRDs can be upgraded
  *   whenever they are not being migrated, even if our certificate expired. Removing
  *   state annotations of a CRD that is not frozen is not sent (the webhook allows it, so
- *   installers that replace whole CRDs do not depend on the webhook). `object` is null
+ *   installers that replace whole CRDs do not depend on the webhook). Also sent: spec
+ *   changes and deletes of a CRD whose old object says `StorageMigrating=True` (Kubernetes'
+ *   own migrator runs on it). `object` is null
  *   for DELETE and `oldObject` is null for CREATE, so both sides are guarded with
  *   `!= null`: an error under failurePolicy: Fail rejects the request.
  * - a second matchCondition skips the webhook for the migrator's own identities
@@ -43,6 +45,7 @@ import { DEFAULT_MIGRATING_ANNOTATION, DEFAULT_MIGRATOR_USERS } from '../config/
 import { ANNOTATION_KEY } from '../config/schema.js'
 import { CrdMigratorError } from '../errors.js'
 import { STATE_PREFIX } from '../state/crd-state.js'
+import { STORAGE_MIGRATING } from '../kube/builtin-migrations.js'
 import { CREDENTIAL_ID_EXTRA, isServiceAccountUsername, SERVICE_ACCOUNT_CREDENTIAL_PREFIX } from '../config/identities.js'
 
 export const DEFAULT_WEBHOOK_CONFIGURATION_NAME = 'crd-migrator.crd-migrator.io'
@@ -127,7 +130,13 @@ export function migrationStateMatchExpression(annotationKey: string): string {
     `(object != null && has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.startsWith('${STATE_PREFIX}') && ` +
     `(oldObject == null || !has(oldObject.metadata.annotations) || !(k in oldObject.metadata.annotations) || ` +
     `oldObject.metadata.annotations[k] != object.metadata.annotations[k])))`
-  return `${carries('object')} || ${carries('oldObject')} || ${setsState}`
+  // Kubernetes' own migrator runs on the CRD: spec changes and deletes are judged (its own
+  // status writes change no spec and are not sent, so it can always finish).
+  const builtinMigrating =
+    `(oldObject != null && has(oldObject.status) && has(oldObject.status.conditions) && ` +
+    `oldObject.status.conditions.exists(c, c.type == '${STORAGE_MIGRATING}' && c.status == 'True') && ` +
+    `(object == null || object.spec != oldObject.spec))`
+  return `${carries('object')} || ${carries('oldObject')} || ${setsState} || ${builtinMigrating}`
 }
 
 /**

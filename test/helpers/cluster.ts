@@ -17,7 +17,7 @@ import { getCrd } from '../../src/kube/crds.js'
 import { waitForStorageVersion } from '../../src/kube/discovery.js'
 import { ContentType, KubeHttp } from '../../src/kube/http.js'
 import { CRD_API, crdPath, objectPath, type ResourceRef } from '../../src/kube/paths.js'
-import type { CustomResourceDefinition } from '../../src/kube/types.js'
+import type { CustomResourceDefinition, ManagedFieldsEntry } from '../../src/kube/types.js'
 import type { MigrationSettings } from '../../src/migrator/migrate.js'
 import { ALL_PHASES } from '../../src/migrator/plan.js'
 import { startWebhookServer, type RunningWebhookServer } from '../../src/webhook/server.js'
@@ -365,6 +365,24 @@ async function waitWebhookActive(cp: ControlPlane, hook: TestWebhook): Promise<v
       .catch(() => {})
     await deleteCrd(http, probe.metadata.name)
   }
+}
+
+/** A server-side apply of `spec` to one object through `ref.version`, as field manager `manager` (forced). */
+export function serverSideApply(
+  http: KubeHttp,
+  ref: ResourceRef,
+  ns: string,
+  name: string,
+  manager: string,
+  spec: Record<string, unknown>,
+) {
+  return http.request<{ metadata: { managedFields?: ManagedFieldsEntry[] }; spec: Record<string, unknown> }>({
+    method: 'PATCH',
+    path: objectPath(ref, ns, name),
+    query: { fieldManager: manager, force: true },
+    contentType: ContentType.applyPatch,
+    body: { apiVersion: `${ref.group}/${ref.version}`, kind: ref.kind, metadata: { name, namespace: ns }, spec },
+  })
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))

@@ -13,14 +13,24 @@ import { pino } from 'pino'
 import t, { type Test } from 'tap'
 import { startConversionWebhook, type ConversionWebhook } from '../../dev/conversion/webhook.js'
 import { getCrd } from '../../src/kube/crds.js'
-import { ContentType, type KubeHttp } from '../../src/kube/http.js'
+import type { KubeHttp } from '../../src/kube/http.js'
 import { objectPath, type ResourceRef } from '../../src/kube/paths.js'
 import type { CustomResourceDefinition, ManagedFieldsEntry } from '../../src/kube/types.js'
 import { migrateCrd, type MigrationSettings } from '../../src/migrator/migrate.js'
 import { Phase } from '../../src/migrator/plan.js'
 import { settled } from '../../src/migrator/walker.js'
 import { StateAnnotation } from '../../src/state/crd-state.js'
-import { createCrd, createNamespace, crdManifest, defaultSettings, httpFor, refFor, setStorageVersion, sleep } from '../helpers/cluster.js'
+import {
+  createCrd,
+  createNamespace,
+  crdManifest,
+  defaultSettings,
+  httpFor,
+  refFor,
+  setStorageVersion,
+  sleep,
+  serverSideApply as apply,
+} from '../helpers/cluster.js'
 import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
 import type { ControlPlane } from '../../dev/controlplane/controlplane.js'
 
@@ -40,16 +50,6 @@ interface Fixture {
 const imageOf = (i: number) => `registry.example.com/app-${i}:1.${i % 7}`
 const replicasOf = (i: number) => 1 + (i % 5)
 const indexOf = (name: string) => Number(name.slice(name.lastIndexOf('-') + 1))
-
-function apply(http: KubeHttp, ref: ResourceRef, ns: string, name: string, manager: string, spec: Record<string, unknown>) {
-  return http.request<{ metadata: { managedFields?: ManagedFieldsEntry[] }; spec: Record<string, unknown> }>({
-    method: 'PATCH',
-    path: objectPath(ref, ns, name),
-    query: { fieldManager: manager, force: true },
-    contentType: ContentType.applyPatch,
-    body: { apiVersion: `${ref.group}/${ref.version}`, kind: ref.kind, metadata: { name, namespace: ns }, spec },
-  })
-}
 
 /**
  * A CRD with `versions` (v1 shape: spec.replicas/image; v2: spec.template), `storage`

@@ -2,24 +2,23 @@ import t from 'tap'
 import { pino } from 'pino'
 import { startConversionWebhook } from '../../dev/conversion/webhook.js'
 import { getCrd } from '../../src/kube/crds.js'
-import { ContentType, KubeApiError, type KubeHttp } from '../../src/kube/http.js'
-import { objectPath, type ResourceRef } from '../../src/kube/paths.js'
+import { ContentType, KubeApiError } from '../../src/kube/http.js'
+import { objectPath } from '../../src/kube/paths.js'
 import type { ManagedFieldsEntry } from '../../src/kube/types.js'
 import { migrateCrd } from '../../src/migrator/migrate.js'
-import { createCrd, createNamespace, crdManifest, defaultSettings, httpFor, refFor, setStorageVersion } from '../helpers/cluster.js'
+import {
+  createCrd,
+  createNamespace,
+  crdManifest,
+  defaultSettings,
+  httpFor,
+  refFor,
+  setStorageVersion,
+  serverSideApply as apply,
+} from '../helpers/cluster.js'
 import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
 
 const logger = pino({ level: 'silent' })
-
-function apply(http: KubeHttp, ref: ResourceRef, ns: string, name: string, manager: string, spec: Record<string, unknown>) {
-  return http.request<{ metadata: { managedFields: ManagedFieldsEntry[] } }>({
-    method: 'PATCH',
-    path: objectPath(ref, ns, name),
-    query: { fieldManager: manager, force: true },
-    contentType: ContentType.applyPatch,
-    body: { apiVersion: `${ref.group}/${ref.version}`, kind: ref.kind, metadata: { name, namespace: ns }, spec },
-  })
-}
 
 // A webhook-converted CRD: its entries of unserved versions are removed (and seeded when
 // none would remain); under conversion None they are relabelled (migrate-ownership-none).

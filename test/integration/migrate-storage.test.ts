@@ -82,7 +82,20 @@ t.test('2,000 namespaced objects move from v1 to v2 under the freeze, and stored
   t.notOk(DEFAULT_MIGRATING_ANNOTATION in a, 'the freeze is gone')
   t.equal(a[StateAnnotation.lastResult], 'Succeeded')
   t.equal(a[StateAnnotation.observedGeneration], String(after.metadata.generation))
-  t.equal(a[StateAnnotation.progress], '2000/2000')
+  t.match(a[StateAnnotation.lastCounts], /^rewritten=2000 /, 'the compact record counts every object')
+  t.strictSame(
+    Object.keys(a)
+      .filter((k) => k.startsWith('crd-migrator.io/'))
+      .sort(),
+    [
+      StateAnnotation.finishedAt,
+      StateAnnotation.lastCounts,
+      StateAnnotation.lastDuration,
+      StateAnnotation.lastResult,
+      StateAnnotation.observedGeneration,
+    ].sort(),
+    'after a success only the compact record stays on the CRD',
+  )
   t.same(
     Object.fromEntries(await storedVersionsInEtcd(cp, group, 'widgets')),
     { [`${group}/v2`]: 2000 },

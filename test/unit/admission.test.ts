@@ -58,6 +58,20 @@ function withStored(object: ReturnType<typeof crd>, storedVersions: string[]) {
   return { ...object, status: { storedVersions } }
 }
 
+/** The condition kube-controller-manager's built-in migrator writes on the CRD. */
+function withCondition(object: object, status: 'True' | 'False') {
+  const condition = { type: 'StorageMigrating', status, reason: status === 'True' ? 'MigrationRunning' : 'MigrationSucceeded' }
+  const previous = (object as { status?: Record<string, unknown> }).status ?? {}
+  return { ...object, status: { ...previous, conditions: [condition] } }
+}
+
+/** kube-controller-manager's built-in migrator, with --use-service-account-credentials. */
+const kcmSvm = {
+  username: 'system:serviceaccount:kube-system:storage-version-migrator-controller',
+  groups: ['system:serviceaccounts', 'system:serviceaccounts:kube-system', 'system:authenticated'],
+  extra: { 'authentication.kubernetes.io/credential-id': ['JTI=0d6b1a3c'] },
+}
+
 interface Row {
   name: string
   operation?: AdmissionOperation
@@ -867,6 +881,149 @@ const rows: Row[] = [
     allowed: false,
     reason: 'storage-version-frozen',
     includes: ['"gadgets.example.com"'],
+  },
+  // --- Kubernetes' own migrator (StorageMigrating=True on the old object) ----------
+  {
+    name: 'built-in migration running: storage flip refused, for everyone',
+    old: withCondition(
+      crd({
+        versions: [
+          ['v1alpha1', true],
+          ['v1', false],
+        ],
+      }),
+      'True',
+    ),
+    new: crd({
+      versions: [
+        ['v1alpha1', false],
+        ['v1', true],
+      ],
+    }),
+    user: admin,
+    allowed: false,
+    reason: 'storage-version-frozen',
+    includes: [
+      NAME,
+      'StorageMigrating=True',
+      'built-in StorageVersionMigration',
+      'from v1alpha1 to v1',
+      'storageversionmigrations.storagemigration.k8s.io',
+    ],
+  },
+  {
+    name: 'built-in migration running: delete refused',
+    operation: 'DELETE',
+    old: withCondition(crd(), 'True'),
+    allowed: false,
+    reason: 'delete-frozen',
+    includes: ['StorageMigrating=True'],
+  },
+  {
+    name: 'built-in migration finished (StorageMigrating=False): storage flip allowed',
+    old: withCondition(
+      crd({
+        versions: [
+          ['v1alpha1', true],
+          ['v1', false],
+        ],
+      }),
+      'False',
+    ),
+    new: crd({
+      versions: [
+        ['v1alpha1', false],
+        ['v1', true],
+      ],
+    }),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'built-in migration running: it narrows storedVersions itself (no annotation freeze): allowed',
+    subResource: 'status',
+    user: kcmSvm,
+    old: withCondition(withStored(crd(), ['v1alpha1', 'v1']), 'True'),
+    new: withCondition(withStored(crd(), ['v1']), 'False'),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'built-in migration running: unrelated spec change allowed',
+    old: withCondition(crd({ shortNames: ['wd'] }), 'True'),
+    new: crd({ shortNames: ['wdg'] }),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'our freeze: kube-controller-manager marking the CRD StorageMigrating is deferred',
+    subResource: 'status',
+    user: kcmSvm,
+    old: frozenV1,
+    new: withCondition(frozenV1, 'True'),
+    allowed: false,
+    reason: 'builtin-migration-deferred',
+    includes: [NAME, 'StorageMigrating=True', 'after it'],
+    code: 403,
+  },
+  {
+    name: 'our freeze: break-glass cannot start a built-in migration either',
+    subResource: 'status',
+    user: admin,
+    old: frozenV1,
+    new: withCondition(frozenV1, 'True'),
+    allowed: false,
+    reason: 'builtin-migration-deferred',
+  },
+  {
+    name: 'our freeze delegated to the built-in migrator (engine builtin): StorageMigrating=True allowed',
+    subResource: 'status',
+    user: kcmSvm,
+    old: crd({ annotations: { ...FROZEN, 'crd-migrator.io/builtin-migration': 'crd-migrator-widgets-g2-abcde' } }),
+    new: withCondition(crd({ annotations: { ...FROZEN, 'crd-migrator.io/builtin-migration': 'crd-migrator-widgets-g2-abcde' } }), 'True'),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'our freeze delegated: the built-in migrator may not narrow storedVersions under it (we do, after our checks)',
+    subResource: 'status',
+    user: kcmSvm,
+    old: withCondition(
+      withStored(crd({ annotations: { ...FROZEN, 'crd-migrator.io/builtin-migration': 'x' } }), ['v1alpha1', 'v1']),
+      'True',
+    ),
+    new: withCondition(withStored(crd({ annotations: { ...FROZEN, 'crd-migrator.io/builtin-migration': 'x' } }), ['v1']), 'False'),
+    allowed: false,
+    reason: 'stored-versions-frozen',
+  },
+  {
+    name: 'our freeze delegated: its condition write leaving storedVersions as we set them is allowed',
+    subResource: 'status',
+    user: kcmSvm,
+    old: withCondition(withStored(crd({ annotations: { ...FROZEN, 'crd-migrator.io/builtin-migration': 'x' } }), ['v1']), 'True'),
+    new: withCondition(withStored(crd({ annotations: { ...FROZEN, 'crd-migrator.io/builtin-migration': 'x' } }), ['v1']), 'False'),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'a StorageMigrating condition that is not a list is not read as a freeze',
+    old: {
+      ...crd({
+        versions: [
+          ['v1alpha1', true],
+          ['v1', false],
+        ],
+      }),
+      status: { conditions: 'StorageMigrating' },
+    },
+    new: crd({
+      versions: [
+        ['v1alpha1', false],
+        ['v1', true],
+      ],
+    }),
+    allowed: true,
+    reason: 'allowed',
   },
 ]
 

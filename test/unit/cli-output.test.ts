@@ -105,6 +105,7 @@ t.test('statusRows: which CRDs are shown', async (t) => {
       progress: '-',
       lastResult: '-',
       duration: '-',
+      builtin: '?',
     },
     'selected by label',
   )
@@ -120,6 +121,7 @@ t.test('statusRows: which CRDs are shown', async (t) => {
       progress: '120/400',
       lastResult: '-',
       duration: '-',
+      builtin: '?',
     },
     'our freeze, with its owner',
   )
@@ -174,6 +176,7 @@ t.test('formatTable aligns columns', async (t) => {
       progress: '1/2',
       lastResult: '-',
       duration: '-',
+      builtin: 'Running crd-migrator-a-g2-x1',
     },
     {
       name: 'b.example.com',
@@ -184,13 +187,14 @@ t.test('formatTable aligns columns', async (t) => {
       progress: '-',
       lastResult: 'Failed: 3 object(s)',
       duration: '1.5s',
+      builtin: '-',
     },
   ]
   const text = formatTable(rows)
   t.ok(text.endsWith('\n'), 'ends with a newline')
   const lines = text.slice(0, -1).split('\n')
   t.equal(lines.length, 3, 'header and two rows')
-  const headers = ['NAME', 'STORAGE', 'STORED', 'FROZEN', 'PHASE', 'PROGRESS', 'LAST RESULT', 'DURATION']
+  const headers = ['NAME', 'STORAGE', 'STORED', 'FROZEN', 'PHASE', 'PROGRESS', 'LAST RESULT', 'DURATION', 'BUILT-IN MIGRATION']
   const starts = headers.map((h) => lines[0]!.indexOf(h))
   t.equal(starts[0], 0, 'NAME first')
   t.strictSame(
@@ -198,7 +202,7 @@ t.test('formatTable aligns columns', async (t) => {
     starts,
     'headers in order',
   )
-  const keys: (keyof StatusRow)[] = ['name', 'storage', 'storedVersions', 'frozen', 'phase', 'progress', 'lastResult', 'duration']
+  const keys: (keyof StatusRow)[] = ['name', 'storage', 'storedVersions', 'frozen', 'phase', 'progress', 'lastResult', 'duration', 'builtin']
   for (const [r, row] of rows.entries()) {
     const line = lines[r + 1]!
     for (const [i, key] of keys.entries()) {
@@ -212,7 +216,7 @@ t.test('formatTable aligns columns', async (t) => {
 })
 
 t.test('formatTable with no rows is the header', async (t) => {
-  t.equal(formatTable([]), 'NAME  STORAGE  STORED  FROZEN  PHASE  PROGRESS  LAST RESULT  DURATION\n')
+  t.equal(formatTable([]), 'NAME  STORAGE  STORED  FROZEN  PHASE  PROGRESS  LAST RESULT  DURATION  BUILT-IN MIGRATION\n')
 })
 
 const counts = (c: Partial<WalkCounts>): WalkCounts => ({

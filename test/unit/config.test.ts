@@ -40,7 +40,7 @@ t.test('defaults', async (t) => {
   t.equal(c.webhook.certFile, '/tls/tls.crt')
   t.equal(c.webhook.keyFile, '/tls/tls.key')
   t.equal(c.metrics.port, 8080, 'metrics.port')
-  t.equal(c.migrator.concurrency, 16, 'migrator.concurrency')
+  t.equal(c.migrator.concurrency, 64, 'migrator.concurrency')
   t.equal(c.migrator.qps, 500, 'migrator.qps')
   t.equal(c.migrator.pageSize, 500, 'migrator.pageSize')
   t.equal(c.migrator.maxAttempts, 8, 'migrator.maxAttempts')
@@ -370,6 +370,7 @@ t.test('settingsFor', async (t) => {
       '      useStatusSubresource: true',
       '    gadgets.example.com:',
       '      skipPhases: [StorageVersionMigration]',
+      '      engine: builtin',
     ].join('\n'),
   )
   const config = loadConfig({ file })
@@ -389,6 +390,8 @@ t.test('settingsFor', async (t) => {
       takeoverAfterMs: 45_000,
       conversionOutageLimitMs: 300_000,
       storageSettleTimeoutMs: 120_000,
+      engine: 'own',
+      builtinStartTimeoutMs: 120_000,
     },
     'per-CRD overrides, qps 0 included',
   )
@@ -398,6 +401,12 @@ t.test('settingsFor', async (t) => {
   t.equal(gadgets.concurrency, 8, 'global concurrency')
   t.equal(gadgets.qps, 100, 'global qps')
   t.equal(gadgets.useStatusSubresource, false)
+  t.equal(gadgets.engine, 'builtin', 'per-CRD engine')
+  t.throws(
+    () => loadConfig({ flags: { 'migrator.engine': 'kcm' } }),
+    /migrator\.engine: .*"own" \| "builtin"|migrator\.engine: Invalid option/,
+    'an engine that does not exist is refused, naming the field',
+  )
 
   const other = settingsFor(config, 'others.example.com')
   t.strictSame(other.phases, ['StorageVersionMigration', 'StashedObjectMigration'], 'only the global skip')
@@ -411,7 +420,7 @@ t.test('settingsFor', async (t) => {
     'all phases by default, in order',
   )
   t.equal(plain.migratingAnnotation, 'ksvm.sigs.k8s.io/migrating')
-  t.equal(plain.concurrency, 16)
+  t.equal(plain.concurrency, 64)
   t.equal(plain.qps, 500)
   t.equal(plain.progressIntervalMs, 5000)
   t.equal(plain.takeoverAfterMs, 30_000)

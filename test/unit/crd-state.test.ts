@@ -54,6 +54,7 @@ const unfrozen: CrdState = {
   progress: undefined,
   lastResult: undefined,
   lastDuration: undefined,
+  builtinMigration: undefined,
   carriesState: false,
 }
 
@@ -248,6 +249,7 @@ t.test('freezePatch', async (t) => {
     'crd-migrator.io/progress': null,
     'crd-migrator.io/checkpoint': null,
     'crd-migrator.io/checkpoint-seal': null,
+    'crd-migrator.io/builtin-migration': null,
   })
   const custom = freezePatch('example.com/frozen', 'cli:me@host', 'v1', 1, at)
   t.equal(custom['example.com/frozen'], 'true', 'custom migrating key')
@@ -272,6 +274,7 @@ t.test('freezePatch', async (t) => {
       progress: undefined,
       lastResult: undefined,
       lastDuration: undefined,
+      builtinMigration: undefined,
       carriesState: true,
     },
     'round trip',
@@ -287,16 +290,24 @@ t.test('unfreezePatch lifts the freeze and records the outcome', async (t) => {
     'crd-migrator.io/heartbeat': null,
     'crd-migrator.io/checkpoint': null,
     'crd-migrator.io/checkpoint-seal': null,
-    'crd-migrator.io/phase': 'Succeeded',
+    'crd-migrator.io/builtin-migration': null,
     'crd-migrator.io/last-result': 'Succeeded',
     'crd-migrator.io/last-counts': 'rewritten=3',
     'crd-migrator.io/last-duration': '1.2s',
     'crd-migrator.io/finished-at': '2024-05-06T07:08:09.123Z',
     'crd-migrator.io/observed-generation': '7',
+    // A success leaves only the compact record above.
+    'crd-migrator.io/phase': null,
+    'crd-migrator.io/progress': null,
+    'crd-migrator.io/started-at': null,
+    'crd-migrator.io/target-storage-version': null,
+    'crd-migrator.io/frozen-generation': null,
   })
   const failed = unfreezePatch(KEY, { outcome: 'Failed', reason: 'x'.repeat(500), counts: '', durationMs: 0, frozenGeneration: 7 }, at)
   t.equal(failed['crd-migrator.io/last-result']?.length, 'Failed: '.length + 200, 'the reason is cut to 200 characters')
   t.notOk('crd-migrator.io/observed-generation' in failed, 'a failed run does not mark the generation as handled')
+  t.equal(failed['crd-migrator.io/phase'], 'Failed', 'a failure keeps its working state, to show where it stopped')
+  t.notOk('crd-migrator.io/started-at' in failed)
 })
 
 t.test('progressPatch writes the checkpoint with its seal only when given one', async (t) => {

@@ -1,0 +1,171 @@
+/**
+ * Living with Kubernetes' own storage version migrator (kube/builtin-migrations.ts):
+ * - before freezing, a CRD the built-in migrator works on (StorageMigrating=True, or a
+ *   pending or running StorageVersionMigration for its resource) is left alone;
+ * - with `engine: builtin` our storage phase creates a built-in StorageVersionMigration and
+ *   waits for it, inside our freeze, preflight, storage-switch and storedVersions checks;
+ * - after our freeze is lifted, built-in migrations it held back are nudged so
+ *   kube-controller-manager runs them now rather than after its backoff.
+ */
+import { setTimeout as sleep } from 'node:timers/promises'
+import { patchCrdAnnotations } from '../kube/crds.js'
+import {
+  builtinMigrationApi,
+  builtinMigrationMessage,
+  builtinMigrationState,
+  BUILTIN_MIGRATION_GROUP,
+  createBuiltinMigration,
+  deleteBuiltinMigration,
+  getBuiltinMigration,
+  isActive,
+  listBuiltinMigrations,
+  migrationsFor,
+  nudgeBuiltinMigration,
+  storageMigratingCondition,
+  STORAGE_MIGRATING,
+  type BuiltinMigration,
+} from '../kube/builtin-migrations.js'
+import type { CrdCondition, CustomResourceDefinition } from '../kube/types.js'
+import { CrdMigratorError } from '../errors.js'
+import { builtinMigrationPatch, STATE_PREFIX } from '../state/crd-state.js'
+import type { BuiltinPhaseReport, MigrationContext, MigrationSettings } from './context.js'
+import type { StateWriter } from './state-writer.js'
+
+/** What the built-in migrator is doing with a CRD's resource. */
+export interface BuiltinActivity {
+  /** The served version of storagemigration.k8s.io; undefined: the API is absent (then nothing else is set). */
+  api: string | undefined
+  /** The CRD's StorageMigrating condition, when it has one. */
+  condition: CrdCondition | undefined
+  /** Its StorageVersionMigrations for this CRD's resource, oldest first. */
+  migrations: BuiltinMigration[]
+}
+
+export async function builtinActivity(http: MigrationContext['http'], crd: CustomResourceDefinition): Promise<BuiltinActivity> {
+  const condition = storageMigratingCondition(crd)
+  const api = await builtinMigrationApi(http)
+  if (api === undefined) return { api, condition, migrations: [] }
+  const migrations = migrationsFor(await listBuiltinMigrations(http, api), crd.spec.group, crd.spec.names.plural)
+  return { api, condition, migrations }
+}
+
+/**
+ * Why our run must not start now, or undefined. `ours` names a migration this run created
+ * itself (a resumed `engine: builtin` run), which does not count as someone else's.
+ */
+export function builtinBusyReason(activity: Pick<BuiltinActivity, 'condition' | 'migrations'>, ours?: string): string | undefined {
+  const others = activity.migrations.filter((m) => isActive(m) && m.metadata.name !== ours)
+  const running = others.find((m) => builtinMigrationState(m) === 'Running')
+  if (running) return `the built-in StorageVersionMigration ${running.metadata.name} runs on this resource`
+  if (activity.condition?.status === 'True' && ours === undefined) {
+    return `the CRD says ${STORAGE_MIGRATING}=True (${activity.condition.message ?? activity.condition.reason ?? 'built-in migration running'})`
+  }
+  const pending = others[0]
+  if (pending) return `the built-in StorageVersionMigration ${pending.metadata.name} waits to run on this resource`
+  return undefined
+}
+
+const POLL_MS = 1_000
+
+/**
+ * Phase StorageVersionMigration through kube-controller-manager: create a built-in
+ * StorageVersionMigration for the CRD's resource (named on the CRD first, so the webhook
+ * lets kube-controller-manager mark the CRD StorageMigrating under our freeze), wait until
+ * it succeeds, fail when it fails, is deleted, or is not started in time. Aborting deletes it.
+ */
+export async function runBuiltinStoragePhase(
+  crd: CustomResourceDefinition,
+  settings: MigrationSettings,
+  ctx: MigrationContext,
+  state: StateWriter,
+): Promise<BuiltinPhaseReport> {
+  const name = crd.metadata.name
+  const log = ctx.logger.child({ crd: name })
+  const api = await builtinMigrationApi(ctx.http)
+  if (api === undefined) {
+    throw new CrdMigratorError(
+      'CRDM_BUILTIN_UNAVAILABLE',
+      `engine builtin: the API server serves no ${BUILTIN_MIGRATION_GROUP} (Kubernetes 1.37, or 1.35–1.36 with the StorageVersionMigrator feature gate and the v1beta1 API enabled)`,
+    )
+  }
+  const migrationName = builtinMigrationName(name, crd.metadata.generation ?? 0)
+  // Named on the CRD before it exists: kube-controller-manager may promote it at once.
+  await patchCrdAnnotations(ctx.http, name, builtinMigrationPatch(migrationName))
+  const created = await createBuiltinMigration(
+    ctx.http,
+    api,
+    { group: crd.spec.group, resource: crd.spec.names.plural },
+    { name: migrationName, labels: { 'app.kubernetes.io/managed-by': 'crd-migrator', [`${STATE_PREFIX}crd`]: crdLabel(name) } },
+  )
+  const createdAt = Date.now()
+  log.info({ builtinMigration: migrationName, api }, 'built-in StorageVersionMigration created; waiting for kube-controller-manager')
+  await state.waiting(`built-in StorageVersionMigration ${migrationName}: waiting for kube-controller-manager`)
+  let lastMessage: string | undefined
+  try {
+    for (;;) {
+      ctx.signal?.throwIfAborted()
+      const current = await getBuiltinMigration(ctx.http, api, migrationName)
+      if (current === undefined || current.metadata.uid !== created.metadata.uid) {
+        throw new CrdMigratorError(
+          'CRDM_BUILTIN_FAILED',
+          `the built-in StorageVersionMigration ${migrationName} was deleted before it finished`,
+        )
+      }
+      const phase = builtinMigrationState(current)
+      const message = builtinMigrationMessage(current)
+      if (phase === 'Succeeded') return { name: migrationName, message, durationMs: Date.now() - createdAt }
+      if (phase === 'Failed') {
+        throw new CrdMigratorError(
+          'CRDM_BUILTIN_FAILED',
+          `the built-in StorageVersionMigration ${migrationName} failed: ${message ?? 'no message'}`,
+        )
+      }
+      if (phase === 'Pending' && Date.now() - createdAt > (settings.builtinStartTimeoutMs ?? 120_000)) {
+        throw new CrdMigratorError(
+          'CRDM_BUILTIN_UNAVAILABLE',
+          `kube-controller-manager did not start the built-in StorageVersionMigration ${migrationName} within ` +
+            `${Math.round((settings.builtinStartTimeoutMs ?? 120_000) / 1000)}s: is its storage-version-migrator-controller running?`,
+        )
+      }
+      if (message !== lastMessage && message !== undefined) {
+        lastMessage = message
+        await state.waiting(`built-in StorageVersionMigration ${migrationName}: ${message}`)
+      }
+      await sleep(POLL_MS, undefined, ctx.signal ? { signal: ctx.signal } : {})
+    }
+  } catch (err) {
+    // Not finished: take it away, so kube-controller-manager does not start it after our freeze is gone.
+    await deleteBuiltinMigration(ctx.http, api, migrationName).catch((e: unknown) =>
+      log.warn({ err: e, builtinMigration: migrationName }, 'could not delete the unfinished built-in StorageVersionMigration'),
+    )
+    throw err
+  }
+}
+
+/**
+ * After our freeze: kube-controller-manager's attempts to start these were refused while
+ * it held, and it retries with a growing backoff; a touch makes it look again now.
+ */
+export async function releaseHeldBuiltinMigrations(ctx: MigrationContext, crd: CustomResourceDefinition): Promise<void> {
+  try {
+    const activity = await builtinActivity(ctx.http, crd)
+    if (activity.api === undefined) return
+    for (const m of activity.migrations.filter((x) => builtinMigrationState(x) === 'Pending')) {
+      await nudgeBuiltinMigration(ctx.http, activity.api, m.metadata.name, `${STATE_PREFIX}released-at`)
+      ctx.logger.info({ crd: crd.metadata.name, builtinMigration: m.metadata.name }, 'built-in StorageVersionMigration may start now')
+    }
+  } catch (err) {
+    ctx.logger.warn({ crd: crd.metadata.name, err }, 'could not look for built-in StorageVersionMigrations waiting for this CRD')
+  }
+}
+
+/** `crd-migrator-<crd>-g<generation>-<random>`, within the 253 characters of a name. */
+export function builtinMigrationName(crdName: string, generation: number, random = Math.random().toString(36).slice(2, 7)): string {
+  const suffix = `-g${generation}-${random}`
+  return `crd-migrator-${crdName.slice(0, 253 - 'crd-migrator-'.length - suffix.length)}${suffix}`
+}
+
+/** A label value (63 characters at most, alphanumeric at both ends) naming the CRD. */
+function crdLabel(crdName: string): string {
+  return crdName.slice(0, 63).replace(/[^A-Za-z0-9]+$/, '')
+}
