@@ -5,15 +5,17 @@
 #   - cert-manager's CustomResourceDefinitions, taken from the cert-manager Go module
 #     (its deploy/crds/ directory ships in the module zip), so the kube-apiserver can
 #     check the chart's Issuer and Certificate in a server-side dry-run;
-#   - the Prometheus Operator's ServiceMonitor CRD, from the prometheus-operator Go module
-#     (example/prometheus-operator-crd/), for the chart's optional ServiceMonitor.
+#   - the Prometheus Operator's ServiceMonitor and PrometheusRule CRDs, from the
+#     prometheus-operator Go module (example/prometheus-operator-crd/), for the chart's
+#     optional ServiceMonitor and PrometheusRule.
 # Safe to run concurrently: a lock file makes every caller after the first wait for the
 # first build and then reuse it.
 #
 # Usage: scripts/build-tools.sh
-#   prints three lines on stdout:  helm=<path of the helm binary>
+#   prints four lines on stdout:   helm=<path of the helm binary>
 #                                  cert-manager-crds=<directory of CRD YAML files>
 #                                  servicemonitor-crd=<CRD YAML file>
+#                                  prometheusrule-crd=<CRD YAML file>
 # Env:   HELM_VERSION, CERT_MANAGER_VERSION, PROMETHEUS_OPERATOR_VERSION override the pins;
 #        CRD_MIGRATOR_CACHE the cache root.
 set -euo pipefail
@@ -29,12 +31,16 @@ helm_dir="$cache_root/tools/helm-$HELM_VERSION"
 crds_dir="$cache_root/tools/cert-manager-$CERT_MANAGER_VERSION/crds"
 sm_dir="$cache_root/tools/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION"
 sm_crd="$sm_dir/monitoring.coreos.com_servicemonitors.yaml"
+pr_crd="$sm_dir/monitoring.coreos.com_prometheusrules.yaml"
 
 have_helm() { [ -x "$helm_dir/helm" ]; }
 have_crds() { [ -f "$crds_dir/.complete" ]; }
-have_sm() { [ -s "$sm_crd" ]; }
+have_sm() { [ -s "$sm_crd" ] && [ -s "$pr_crd" ]; }
 have_all() { have_helm && have_crds && have_sm; }
-report() { echo "helm=$helm_dir/helm"; echo "cert-manager-crds=$crds_dir"; echo "servicemonitor-crd=$sm_crd"; }
+report() {
+  echo "helm=$helm_dir/helm"; echo "cert-manager-crds=$crds_dir"
+  echo "servicemonitor-crd=$sm_crd"; echo "prometheusrule-crd=$pr_crd"
+}
 
 if have_all; then report; exit 0; fi
 
@@ -93,16 +99,19 @@ if ! have_crds; then
   rm -rf "$crds_dir"; mv "$crds_dir.tmp" "$crds_dir"
 fi
 
-# --- ServiceMonitor CRD ------------------------------------------------------------------
+# --- ServiceMonitor and PrometheusRule CRDs ----------------------------------------------
 if ! have_sm; then
-  log "fetching the ServiceMonitor CRD from prometheus-operator $PROMETHEUS_OPERATOR_VERSION's Go module"
-  src="$(module_dir "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION")/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"
-  if [ ! -s "$src" ]; then
-    log "no $src: the prometheus-operator module layout changed; update scripts/build-tools.sh"
-    exit 1
-  fi
+  log "fetching the ServiceMonitor and PrometheusRule CRDs from prometheus-operator $PROMETHEUS_OPERATOR_VERSION's Go module"
+  src_dir="$(module_dir "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION")/example/prometheus-operator-crd"
   mkdir -p "$sm_dir"
-  cat "$src" > "$sm_crd.tmp" && mv "$sm_crd.tmp" "$sm_crd"
+  for dest in "$sm_crd" "$pr_crd"; do
+    src="$src_dir/$(basename "$dest")"
+    if [ ! -s "$src" ]; then
+      log "no $src: the prometheus-operator module layout changed; update scripts/build-tools.sh"
+      exit 1
+    fi
+    cat "$src" > "$dest.tmp" && mv "$dest.tmp" "$dest"
+  done
 fi
 
 rm -rf "$work"

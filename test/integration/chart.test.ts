@@ -13,25 +13,37 @@
  * migrator.builtInResources must grant exactly the resources it lists, and the stash rules
  * (migrator.stashPresets / migrator.stashes, phase StashedObjectMigration) exactly their
  * stashes (get, list, create, delete) and referrers (get, list, patch).
+ * The operators' options (issue #18): the `helm test` hook (rendered, dry-run, and its
+ * script run against the real API server with the chart's RBAC and a real webhook), the
+ * NetworkPolicy, hostNetwork, the PrometheusRule and the Grafana dashboard (whose
+ * expressions may name only metrics the code registers), and the app.kubernetes.io labels
+ * on every object of every render.
  *
- * helm and the CRDs come from scripts/build-tools.sh (built from Go modules on first use).
+ * helm and the CRDs (cert-manager's, ServiceMonitor, PrometheusRule) come from
+ * scripts/build-tools.sh (built from Go modules on first use).
  * Regenerate the plain manifests with: CRD_MIGRATOR_UPDATE_PLAIN_MANIFESTS=1 npx tap test/integration/chart.test.ts
  */
 import { spawn, spawnSync } from 'node:child_process'
+import { existsSync } from 'node:fs'
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { isDeepStrictEqual } from 'node:util'
+import { collectDefaultMetrics, Registry } from 'prom-client'
 import t from 'tap'
 import { parse, parseAllDocuments } from 'yaml'
 import { loadConfig } from '../../src/config/load.js'
 import { PHASE_NAMES, STASH_PRESETS } from '../../src/config/schema.js'
+import { MigratorMetrics } from '../../src/migrator/metrics.js'
 import { PRESETS, resolveStashRules, type StashRule } from '../../src/migrator/stashes/rules.js'
 import { generateDevCertificates } from '../../dev/certs/devcerts.js'
-import { renderWebhookConfiguration, type WebhookConfigurationOptions } from '../../src/webhook/configuration.js'
+import { renderWebhookConfiguration, WEBHOOK_NAME, type WebhookConfigurationOptions } from '../../src/webhook/configuration.js'
+import { createWebhookMetrics } from '../../src/webhook/metrics.js'
 import { ensureTools, type ChartTools } from '../../dev/controlplane/tools.js'
+import { startTestWebhook } from '../helpers/cluster.js'
 import { clientsFor, getControlPlane, uniqueName, waitForCrdReady } from '../helpers/controlplane.js'
+import { selectorsIn, selectorsInTemplateQuery, type Selector } from '../helpers/promql.js'
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
 const chartDir = join(repoRoot, 'charts', 'crd-migrator')
@@ -49,7 +61,15 @@ const PLAIN_HEADER = [
 ].join('\n')
 
 /** Labels the chart adds to every object, beyond those of renderWebhookConfiguration(). */
-const CHART_ONLY_LABELS = ['helm.sh/chart', 'app.kubernetes.io/instance', 'app.kubernetes.io/version', 'app.kubernetes.io/managed-by']
+const CHART_ONLY_LABELS = [
+  'helm.sh/chart',
+  'app.kubernetes.io/instance',
+  'app.kubernetes.io/version',
+  'app.kubernetes.io/part-of',
+  'app.kubernetes.io/managed-by',
+]
+/** The recommended labels (kubernetes.io/docs/concepts/overview/working-with-objects/common-labels) every rendered object carries. */
+const APP_LABELS = ['name', 'instance', 'version', 'component', 'part-of', 'managed-by'].map((l) => `app.kubernetes.io/${l}`)
 
 /**
  * WebhookConfigurationOptions['service'] is typed from the frozen defaults (literal types),
@@ -116,6 +136,17 @@ async function template(release: string, namespace: string, values: object): Pro
 }
 
 const ids = (ms: Manifest[]) => ms.map((m) => `${m.kind}/${m.metadata.name}`)
+/** A `helm test` hook object (templates/tests/), rendered by `helm template` with the rest. */
+const isTestHook = (m: Manifest) => m.metadata.annotations?.['helm.sh/hook'] === 'test'
+/** Cluster-scoped kinds the chart renders (FlowSchemas: apiPriorityAndFairness.*). */
+const CLUSTER_KINDS = [
+  'ClusterRole',
+  'ClusterRoleBinding',
+  'ValidatingWebhookConfiguration',
+  'CustomResourceDefinition',
+  'FlowSchema',
+  'PriorityLevelConfiguration',
+]
 function one(ms: Manifest[], kind: string, name?: string): Manifest {
   const found = ms.filter((m) => m.kind === kind && (name === undefined || m.metadata.name === name))
   if (found.length !== 1) throw new Error(`expected one ${kind}${name ? `/${name}` : ''}, got ${ids(found).join(', ') || 'none'}`)
@@ -185,20 +216,30 @@ async function applyCrdFile(file: string): Promise<string[]> {
   return names
 }
 
+/** The PrometheusRule CRD, which scripts/build-tools.sh fetches with the ServiceMonitor's (ensureTools() does not name it). */
+function prometheusRuleCrdFile(): string {
+  const r = spawnSync('bash', [join(repoRoot, 'scripts', 'build-tools.sh')], { encoding: 'utf8' })
+  if (r.status !== 0) throw new Error(`scripts/build-tools.sh failed (${r.status}): ${r.stderr}`)
+  const file = /^prometheusrule-crd=(.+)$/m.exec(r.stdout)?.[1]
+  if (!file || !existsSync(file)) throw new Error(`scripts/build-tools.sh printed no prometheusrule-crd=<existing file>: ${r.stdout}`)
+  return file
+}
+
 let crdsInstalled: Promise<string[]> | undefined
-/** cert-manager's CRDs and the ServiceMonitor CRD, server-side applied (idempotent), ready. */
+/** cert-manager's CRDs and the ServiceMonitor and PrometheusRule CRDs, server-side applied (idempotent), ready. */
 function installThirdPartyCrds(): Promise<string[]> {
   crdsInstalled ??= (async () => {
     const files = (await readdir(tools.certManagerCrdsDir)).filter((f) => f.endsWith('.yaml')).map((f) => join(tools.certManagerCrdsDir, f))
     const names: string[] = []
-    for (const f of [...files, tools.serviceMonitorCrd]) names.push(...(await applyCrdFile(f)))
+    for (const f of [...files, tools.serviceMonitorCrd, prometheusRuleCrdFile()]) names.push(...(await applyCrdFile(f)))
     for (const name of names) await waitForCrdReady(cp, admin.apiext, name, 60_000)
     return names
   })()
   return crdsInstalled
 }
 
-async function createNamespace(name: string): Promise<void> {
+/** Pods here must meet the Pod Security Standard `level` (enforced on Pods): restricted unless said otherwise. */
+async function createNamespace(name: string, level: 'restricted' | 'privileged' = 'restricted'): Promise<void> {
   const res = await cp.apiRequest('/api/v1/namespaces', {
     method: 'POST',
     body: {
@@ -206,8 +247,7 @@ async function createNamespace(name: string): Promise<void> {
       kind: 'Namespace',
       metadata: {
         name,
-        // Pods here must meet the restricted Pod Security Standard (enforced on Pods).
-        labels: { 'pod-security.kubernetes.io/enforce': 'restricted', 'pod-security.kubernetes.io/enforce-version': 'latest' },
+        labels: { 'pod-security.kubernetes.io/enforce': level, 'pod-security.kubernetes.io/enforce-version': 'latest' },
       },
     },
   })
@@ -219,7 +259,12 @@ async function createNamespace(name: string): Promise<void> {
  * admission enforces the namespace's restricted level on Pods only). Returns kind/name ->
  * HTTP status.
  */
-async function dryRunAll(t: T, manifests: Manifest[], namespace: string): Promise<Record<string, number>> {
+async function dryRunAll(
+  t: T,
+  manifests: Manifest[],
+  namespace: string,
+  level: 'restricted' | 'privileged' = 'restricted',
+): Promise<Record<string, number>> {
   const results: Record<string, number> = {}
   for (const m of manifests) {
     const res = m.kind === 'CustomResourceDefinition' ? await dryRunApply(m) : await dryRunCreate(m, namespace)
@@ -237,15 +282,16 @@ async function dryRunAll(t: T, manifests: Manifest[], namespace: string): Promis
     spec: template.spec,
   } as Manifest
   const res = await dryRunCreate(pod, namespace)
-  results[`Pod/${pod.metadata.name} (from the Deployment, restricted namespace)`] = res.status
-  t.equal(res.status, 201, 'the pod template passes PodSecurity "restricted" admission', {
+  results[`Pod/${pod.metadata.name} (from the Deployment, ${level} namespace)`] = res.status
+  t.equal(res.status, 201, `the pod template passes PodSecurity "${level}" admission`, {
     body: res.status >= 300 ? res.body.slice(0, 2000) : undefined,
   })
   return results
 }
 
+/** The server's config file (the ConfigMap named like the Deployment; others hold the dashboard or the test). */
 function configOf(t: T, manifests: Manifest[]) {
-  const cm = one(manifests, 'ConfigMap')
+  const cm = one(manifests, 'ConfigMap', one(manifests, 'Deployment').metadata.name)
   const text = (cm['data'] as Record<string, string>)['config.yaml']!
   t.ok(text, 'the ConfigMap carries config.yaml')
   return { text, raw: parse(text) as Record<string, unknown> }
@@ -306,6 +352,8 @@ interface Scenario {
   kinds: string[]
   /** The ClusterRole's stash rules (the last ones), exactly; none when unset. */
   stashRules?: Rule[]
+  /** The Pod Security level the pods need (hostNetwork: privileged); restricted when unset. */
+  podSecurity?: 'privileged'
 }
 
 /** The ClusterRole rules of a stash's source and of a referrer. */
@@ -360,6 +408,17 @@ const defaultKinds = (release: string) =>
     'ValidatingWebhookConfiguration/F.crd-migrator.io',
   ].map((k) => k.replace(/F/, `${release}-crd-migrator`))
 
+/** The objects of the `helm test` hook (tests.enabled) of a release whose full name is F, in namespace NS. */
+const testKinds = (fullname: string) =>
+  [
+    'ServiceAccount/F-test',
+    'ClusterRole/F-test',
+    'ClusterRoleBinding/F-test',
+    'CustomResourceDefinition/probes.F.NS.helm-test.crd-migrator.io',
+    'ConfigMap/F-test',
+    'Pod/F-test',
+  ].map((k) => k.replace(/F/g, fullname))
+
 /** renderWebhookConfiguration() options of a release with default values. */
 const defaultWebhook = (release: string) => (ns: string) => ({
   mode: 'service' as const,
@@ -368,6 +427,49 @@ const defaultWebhook = (release: string) => (ns: string) => ({
   certManagerCertificate: `${ns}/${release}-crd-migrator-serving`,
   migratorUsers: [`system:serviceaccount:${ns}:${release}-crd-migrator`],
 })
+
+/** A NetworkPolicyPeer: kube-apiserver as static pods (kubeadm). */
+const KUBE_APISERVER_PODS = {
+  namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } },
+  podSelector: { matchLabels: { component: 'kube-apiserver' } },
+}
+/** An egress rule for cluster DNS. */
+const DNS_EGRESS = {
+  to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } } }],
+  ports: [
+    { protocol: 'UDP', port: 53 },
+    { protocol: 'TCP', port: 53 },
+  ],
+}
+/** Where the operators' scenario puts its Grafana dashboard (created before the dry run). */
+const DASHBOARD_NAMESPACE = uniqueName('chart-grafana')
+/** Every operators' option of issue #18 at once, nothing at its default. */
+const OPS_VALUES = {
+  metrics: { serviceMonitor: { enabled: true } },
+  networkPolicy: {
+    enabled: true,
+    apiServerCIDRs: ['10.0.0.0/16', 'fd00:10::/64'],
+    apiServerPeers: [KUBE_APISERVER_PODS],
+    metricsFrom: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }],
+    egress: { enabled: true, apiServerPorts: [6443], extraRules: [DNS_EGRESS] },
+  },
+  prometheusRule: {
+    enabled: true,
+    frozenCrdMinutes: 30,
+    certificateExpiryDays: 5,
+    refusalsPerMinute: 2,
+    labels: { release: 'prometheus' },
+    alertLabels: { team: 'platform', severity: 'critical' },
+  },
+  grafanaDashboard: {
+    enabled: true,
+    namespace: DASHBOARD_NAMESPACE,
+    sidecarLabel: 'dashboards.example.com/grafana',
+    sidecarLabelValue: 'yes',
+    annotations: { grafana_folder: 'Kubernetes' },
+  },
+  tests: { enabled: true },
+}
 
 /** An explicit stash rule, every field set (README's example, limited to two namespaces). */
 const EXPLICIT_STASH_RULE = {
@@ -565,6 +667,9 @@ const scenarios: Scenario[] = [
       rbac: { managedGroups: ['example.com'] },
       serviceAccount: { automountServiceAccountToken: true },
       storageVersionMigrations: { enabled: true },
+      // The webhook alone calls nobody: egress enabled leaves no rule at all.
+      networkPolicy: { enabled: true, apiServerPeers: [KUBE_APISERVER_PODS], egress: { enabled: true } },
+      tests: { enabled: true },
     },
     webhook: (ns) => ({
       mode: 'service',
@@ -585,7 +690,33 @@ const scenarios: Scenario[] = [
       'Issuer/wh-crd-migrator-ca',
       'PodDisruptionBudget/wh-crd-migrator',
       'ValidatingWebhookConfiguration/wh-crd-migrator.crd-migrator.io',
+      'NetworkPolicy/wh-crd-migrator',
+      ...testKinds('wh-crd-migrator'),
     ],
+  },
+  {
+    name: "operators' options: NetworkPolicy (ingress and egress), PrometheusRule, Grafana dashboard elsewhere, helm test",
+    release: 'ops',
+    values: OPS_VALUES,
+    webhook: defaultWebhook('ops'),
+    kinds: [
+      ...defaultKinds('ops'),
+      'ServiceMonitor/ops-crd-migrator',
+      'NetworkPolicy/ops-crd-migrator',
+      'PrometheusRule/ops-crd-migrator',
+      'ConfigMap/ops-crd-migrator-dashboard',
+      ...testKinds('ops-crd-migrator'),
+    ],
+  },
+  {
+    // For API servers that cannot reach pod IPs: the pods on the node's network, on ports
+    // of the operator's choosing, which the Service (by port name) and the probes follow.
+    name: "hostNetwork: the node's network and ports, ClusterFirstWithHostNet, a privileged namespace",
+    release: 'hn',
+    values: { hostNetwork: true, webhook: { port: 19443 }, metrics: { port: 19080 } },
+    podSecurity: 'privileged',
+    webhook: defaultWebhook('hn'),
+    kinds: defaultKinds('hn'),
   },
   {
     // KubeVirt's instancetype revisions: the preset stands for its source and referrers.
@@ -636,6 +767,16 @@ const SVM_RULES: Rule[] = [
   { apiGroups: ['migration.k8s.io'], resources: ['storageversionmigrations/status'], verbs: ['get', 'patch', 'update'] },
 ]
 
+/**
+ * The ClusterRole's first rules, in every render with the migrator (migrator.engine own):
+ * CRDs, their status, and kube-apiserver's own StorageVersionMigrations (one migrator at a time).
+ */
+const BASE_RULES: Rule[] = [
+  { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions'], verbs: ['get', 'list', 'watch', 'patch'] },
+  { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions/status'], verbs: ['patch'] },
+  { apiGroups: ['storagemigration.k8s.io'], resources: ['storageversionmigrations'], verbs: ['get', 'list', 'patch'] },
+]
+
 /** Where the chart mounts the state-key Secret (config migrator.stateKeyFile is <dir>/key). */
 const STATE_KEY_DIR = '/var/run/crd-migrator/state-key'
 const RBAC_KINDS = ['ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding']
@@ -648,10 +789,21 @@ function stateKeySecretName(scenario: Scenario, manifests: Manifest[]): string {
 /** kind/name -> dry-run status, per scenario, printed at the end (the report reads it). */
 const dryRunReport: Record<string, Record<string, number>> = {}
 
+/** API Priority and Fairness objects (templates/flowschema.yaml, apiPriorityAndFairness.*), checked by kind only here. */
+const APF_KINDS = ['FlowSchema', 'PriorityLevelConfiguration']
+const chartDefaults = parse(await readFile(join(chartDir, 'values.yaml'), 'utf8')) as Record<string, any>
+/** Whether a render with `values` has API Priority and Fairness objects: where the chart has them, enabled, with the migrator. */
+function apfExpected(values: Record<string, any>): boolean {
+  const enabled = values['apiPriorityAndFairness']?.enabled ?? chartDefaults['apiPriorityAndFairness']?.enabled ?? false
+  return existsSync(join(chartDir, 'templates', 'flowschema.yaml')) && enabled === true && migratorEnabled(values)
+}
+
 for (const scenario of scenarios) {
   t.test(scenario.name, async (t) => {
     const ns = uniqueName('chart')
-    const manifests = await template(scenario.release, ns, scenario.values)
+    const rendered = await template(scenario.release, ns, scenario.values)
+    // What `helm install` installs; the `helm test` hook has its own subtest.
+    const manifests = rendered.filter((m) => !isTestHook(m))
 
     t.test('helm lint --strict', async (t) => {
       const r = await helm(['lint', chartDir, '--strict', '--namespace', ns, ...(await valuesArgs(scenario.values))])
@@ -660,15 +812,23 @@ for (const scenario of scenarios) {
     })
 
     t.test('renders the expected objects', async (t) => {
-      t.same(ids(manifests).sort(), scenario.kinds.map((k) => k.replace('NS', ns)).sort())
-      for (const m of manifests) {
-        if (m.kind.startsWith('Cluster') || m.kind === 'ValidatingWebhookConfiguration' || m.kind === 'CustomResourceDefinition') {
+      t.same(ids(rendered.filter((m) => !APF_KINDS.includes(m.kind))).sort(), scenario.kinds.map((k) => k.replace('NS', ns)).sort())
+      t.equal(
+        rendered.some((m) => APF_KINDS.includes(m.kind)),
+        apfExpected(scenario.values),
+        'API Priority and Fairness objects where the chart has them, enabled, with the migrator',
+      )
+      const dashboardNamespace = scenario.values['grafanaDashboard']?.namespace || ns
+      for (const m of rendered) {
+        if (CLUSTER_KINDS.includes(m.kind)) {
           t.notOk(m.metadata.namespace, `${m.kind} is cluster-scoped`)
         } else if (m.kind === 'Role' || m.kind === 'RoleBinding') {
           t.ok(
             m.metadata.namespace === ns || (m.metadata.namespace === 'default' && m.metadata.name.endsWith('-events')),
             `${m.kind}/${m.metadata.name} namespace`,
           )
+        } else if (m.kind === 'ConfigMap' && m.metadata.name.endsWith('-dashboard')) {
+          t.equal(m.metadata.namespace, dashboardNamespace, `${m.kind}/${m.metadata.name} is in grafanaDashboard.namespace`)
         } else {
           t.equal(m.metadata.namespace, ns, `${m.kind}/${m.metadata.name} is in the release namespace`)
         }
@@ -762,8 +922,8 @@ for (const scenario of scenarios) {
       } else {
         t.equal(config.migrator.selector.labelSelector, 'crd-migrator.io/managed=true')
         t.same(config.identities.breakGlassGroups, ['system:masters'])
-        t.equal(config.webhook.port, 9443)
-        t.equal(config.metrics.port, 8080)
+        t.equal(config.webhook.port, v['webhook']?.port ?? 9443)
+        t.equal(config.metrics.port, v['metrics']?.port ?? 8080)
       }
     })
 
@@ -816,6 +976,13 @@ for (const scenario of scenarios) {
       if (monitor)
         t.match(monitor['spec'], { endpoints: [{ port: 'metrics', path: '/metrics' }] }, 'the ServiceMonitor scrapes the ops listener')
       t.equal((one(manifests, 'Deployment')['spec'] as { replicas: number }).replicas, scenario.values['replicaCount'] ?? 2)
+      if (scenario.values['hostNetwork']) {
+        t.equal(spec['hostNetwork'], true, "hostNetwork: on the node's network")
+        t.equal(spec['dnsPolicy'], 'ClusterFirstWithHostNet', 'still resolving cluster names')
+      } else {
+        t.notOk('hostNetwork' in spec, 'the pod network')
+        t.notOk('dnsPolicy' in spec, 'the default DNS policy')
+      }
 
       const enabled = migratorEnabled(scenario.values)
       t.equal(spec['automountServiceAccountToken'], enabled, `pod: ServiceAccount token mounted only with the migrator (${enabled})`)
@@ -874,20 +1041,17 @@ for (const scenario of scenarios) {
           'no ControllerRevision or KubeVirt rule without stash rules',
         )
       }
-      t.same(cr.slice(0, 2), [
-        { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions'], verbs: ['get', 'list', 'watch', 'patch'] },
-        { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions/status'], verbs: ['patch'] },
-      ])
+      t.same(cr.slice(0, BASE_RULES.length), BASE_RULES)
       if (scenario.values['rbac']?.allGroups) {
-        t.same(cr.slice(2), [{ apiGroups: ['*'], resources: ['*'], verbs: ['get', 'list', 'patch'] }])
+        t.same(cr.slice(BASE_RULES.length), [{ apiGroups: ['*'], resources: ['*'], verbs: ['get', 'list', 'patch'] }])
       } else if (svmEnabled(scenario.values)) {
-        t.same(cr.slice(2), [
+        t.same(cr.slice(BASE_RULES.length), [
           { apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'patch'] },
           { apiGroups: ['apps'], resources: ['deployments'], verbs: ['get', 'list', 'patch'] },
           ...SVM_RULES,
         ])
       } else if (scenario.values['rbac']?.managedGroups) {
-        t.same(cr.slice(2), [
+        t.same(cr.slice(BASE_RULES.length), [
           { apiGroups: ['example.com'], resources: ['*'], verbs: ['get', 'list', 'patch'] },
           { apiGroups: ['stable.example.org'], resources: ['*'], verbs: ['get', 'list', 'patch'] },
           { apiGroups: ['gateway.networking.k8s.io'], resources: ['*'], verbs: ['get', 'list', 'patch'] },
@@ -896,7 +1060,7 @@ for (const scenario of scenarios) {
           { apiGroups: ['example.com'], resources: ['widgets/status'], verbs: ['patch'] },
         ])
       } else {
-        t.equal(cr.length, 2, 'no custom-resource access until the operator names groups (stash rules aside)')
+        t.equal(cr.length, BASE_RULES.length, 'no custom-resource access until the operator names groups (stash rules aside)')
       }
       if (!svmEnabled(scenario.values)) {
         t.notOk(
@@ -925,13 +1089,552 @@ for (const scenario of scenarios) {
       ])
     })
 
+    if (scenario.values['hostNetwork']) {
+      t.test('Pod Security: host networking needs a privileged namespace (README)', async (t) => {
+        const restricted = uniqueName('chart-hn')
+        await createNamespace(restricted)
+        const deployment = one(manifests, 'Deployment')
+        const template = (deployment['spec'] as { template: { metadata: object; spec: object } }).template
+        const pod = {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { ...template.metadata, name: 'hn', namespace: restricted },
+          spec: template.spec,
+        }
+        const res = await dryRunCreate(pod, restricted)
+        t.equal(res.status, 403, 'refused in a restricted namespace')
+        t.match(res.body, /hostNetwork=true/, 'for host networking')
+      })
+    }
+
+    if (scenario.values['tests']?.enabled) {
+      t.test('the helm test hook: a restricted Pod of the chart image, with a narrow identity of its own', async (t) => {
+        checkTestHook(t, rendered, ns)
+      })
+    }
+
     t.test('server-side dry-run on the kube-apiserver', async (t) => {
       await installThirdPartyCrds()
-      await createNamespace(ns)
-      dryRunReport[scenario.name] = await dryRunAll(t, manifests, ns)
+      await createNamespace(ns, scenario.podSecurity)
+      if (scenario.values['grafanaDashboard']?.namespace) await createNamespace(scenario.values['grafanaDashboard'].namespace)
+      dryRunReport[scenario.name] = await dryRunAll(t, rendered, ns, scenario.podSecurity)
     })
   })
 }
+
+// --- the `helm test` hook ------------------------------------------------------------------
+
+const HELM_TEST_SCRIPT_FILE = join(chartDir, 'files', 'helm-test.mjs')
+const HELM_TEST_SCRIPT = await readFile(HELM_TEST_SCRIPT_FILE, 'utf8')
+
+interface TestChecks {
+  webhook: { name: string; crd: string; annotation: string }
+  subject: { user: string; groups: string[] }
+  access: Array<{ allowed: boolean; what: string; attributes: Record<string, string> }>
+}
+
+/** The hook's checks.json, from its ConfigMap. */
+function testChecksOf(hooks: Manifest[]): TestChecks {
+  return JSON.parse((one(hooks, 'ConfigMap')['data'] as Record<string, string>)['checks.json']!) as TestChecks
+}
+
+/** The hook's objects: hooks all, the Pod last and kept, the others gone once it passes; the narrowest RBAC. */
+function checkTestHook(t: T, rendered: Manifest[], ns: string): void {
+  const hooks = rendered.filter(isTestHook)
+  const installed = rendered.filter((m) => !isTestHook(m))
+  const fullname = one(installed, 'Deployment').metadata.name
+  t.same(
+    ids(hooks).sort(),
+    testKinds(fullname)
+      .map((k) => k.replace('NS', ns))
+      .sort(),
+    'the hook objects',
+  )
+  const pod = one(hooks, 'Pod')
+  const weight = (m: Manifest) => Number(m.metadata.annotations?.['helm.sh/hook-weight'] ?? '0')
+  for (const m of hooks.filter((m) => m !== pod)) {
+    t.ok(weight(m) < weight(pod), `${m.kind} is created before the Pod`)
+    t.equal(
+      m.metadata.annotations?.['helm.sh/hook-delete-policy'],
+      'before-hook-creation,hook-succeeded',
+      `${m.kind}: gone once the test passes`,
+    )
+  }
+  t.equal(pod.metadata.annotations?.['helm.sh/hook-delete-policy'], 'before-hook-creation', 'the Pod stays, for its log')
+  const spec = pod['spec'] as Record<string, any>
+  const server = podSpec(installed)
+  const container = spec['containers'][0]
+  t.equal(container.image, server['containers'][0].image, "the chart's own image")
+  t.same(container.command, ['/nodejs/bin/node', '/etc/crd-migrator-test/helm-test.mjs'], 'runs files/helm-test.mjs')
+  t.same(container.securityContext, server['containers'][0].securityContext, "the server's container security context")
+  t.same(spec['securityContext'], server['securityContext'], "the server's pod security context")
+  t.equal(spec['restartPolicy'], 'Never')
+  t.equal(spec['serviceAccountName'], `${fullname}-test`, "its own ServiceAccount, not the migrator's")
+  t.equal(one(hooks, 'ServiceAccount').metadata.name, `${fullname}-test`)
+  const probe = one(hooks, 'CustomResourceDefinition')
+  t.equal(probe.metadata.name, `probes.${fullname}.${ns}.helm-test.crd-migrator.io`, 'a probe CRD of its own, per release')
+  t.same(
+    rulesOf(one(hooks, 'ClusterRole')),
+    [
+      { apiGroups: ['authorization.k8s.io'], resources: ['subjectaccessreviews'], verbs: ['create'] },
+      {
+        apiGroups: ['apiextensions.k8s.io'],
+        resources: ['customresourcedefinitions'],
+        resourceNames: [probe.metadata.name],
+        verbs: ['patch'],
+      },
+    ],
+    'it may ask SubjectAccessReviews and patch its probe CRD, nothing more',
+  )
+  t.same(one(hooks, 'ClusterRoleBinding')['subjects'], [{ kind: 'ServiceAccount', name: `${fullname}-test`, namespace: ns }])
+  t.equal(
+    (one(hooks, 'ConfigMap')['data'] as Record<string, string>)['helm-test.mjs'],
+    HELM_TEST_SCRIPT,
+    'the script is files/helm-test.mjs',
+  )
+  const checks = testChecksOf(hooks)
+  t.same(checks.webhook, { name: WEBHOOK_NAME, crd: probe.metadata.name, annotation: 'crd-migrator.io/helm-test' }, 'the webhook check')
+  t.equal(
+    checks.subject.user,
+    `system:serviceaccount:${ns}:${one(installed, 'ServiceAccount').metadata.name}`,
+    "the migrator's ServiceAccount",
+  )
+  t.ok(
+    checks.access.some((c) => c.allowed === false),
+    'it checks what the migrator may not do, too',
+  )
+}
+
+/** Runs files/helm-test.mjs as a pod would, against the control plane: the ServiceAccount token in saDir, checks.json in checksFile. */
+function runHelmTestScript(saDir: string, checksFile: string): Promise<{ code: number | null; output: string }> {
+  const server = new URL(cp.apiservers[0]!.server)
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [HELM_TEST_SCRIPT_FILE], {
+      env: {
+        PATH: process.env['PATH'],
+        KUBERNETES_SERVICE_HOST: server.hostname,
+        KUBERNETES_SERVICE_PORT: server.port,
+        CRD_MIGRATOR_TEST_SA_DIR: saDir,
+        CRD_MIGRATOR_TEST_CHECKS: checksFile,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let output = ''
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (output += d))
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (output += d))
+    child.on('error', reject)
+    child.on('close', (code) => resolve({ code, output }))
+  })
+}
+
+/** Polls until `probe` answers `want` (RBAC reaches the authorizer a moment after it is written). */
+async function waitFor(what: string, probe: () => Promise<boolean>, want = true, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while ((await probe()) !== want) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`)
+    await new Promise((r) => setTimeout(r, 200))
+  }
+}
+
+t.test(
+  'the helm test script, run against the real API server: passes with the RBAC and a webhook that judges, fails without either',
+  async (t) => {
+    const ns = uniqueName('chart-ht')
+    await createNamespace(ns)
+    const release = uniqueName('ht')
+    // Every kind of grant checks.json covers: managed groups, named CRDs with /status, built-in
+    // resources, StorageVersionMigrations, stash rules, leader election.
+    const mig = scenarios.find((s) => s.release === 'mig')!.values
+    const values = {
+      ...mig,
+      migrator: {
+        ...mig['migrator'],
+        builtInResources: [{ group: 'apps', resource: 'deployments' }],
+        stashPresets: ['kubevirt-instancetypes'],
+      },
+      storageVersionMigrations: { enabled: true, installCRD: false },
+      tests: { enabled: true },
+    }
+    const rendered = await template(release, ns, values)
+    const installed = rendered.filter((m) => !isTestHook(m))
+    const hooks = rendered.filter(isTestHook)
+    const checks = testChecksOf(hooks)
+    t.ok(checks.access.length >= 20, `${checks.access.length} access checks`)
+    for (const attrs of [
+      { verb: 'patch', group: 'example.net', resource: 'gadgets' },
+      { verb: 'patch', group: 'example.com', resource: 'widgets', subresource: 'status' },
+      { verb: 'patch', group: 'apps', resource: 'deployments' },
+      { verb: 'watch', group: 'migration.k8s.io', resource: 'storageversionmigrations' },
+      { verb: 'create', group: 'apps', resource: 'controllerrevisions' },
+    ])
+      t.ok(
+        checks.access.some((c) => c.allowed && isDeepStrictEqual(c.attributes, attrs)),
+        `checks.json asks for ${attrs.verb} ${attrs.resource}${'subresource' in attrs ? '/status' : ''}`,
+      )
+
+    // The migrator's RBAC, and the hook's own objects, for real. The probe CRD carries the
+    // test webhook's scope label: on this shared API server the webhook sees only its own CRDs.
+    const can = await createRbacOf(t, installed, ns)
+    const scope = uniqueName('ht')
+    const probe = structuredClone(one(hooks, 'CustomResourceDefinition'))
+    probe.metadata.labels = { ...probe.metadata.labels, 'crd-migrator-test/webhook': scope }
+    for (const m of [one(hooks, 'ServiceAccount'), one(hooks, 'ClusterRole'), one(hooks, 'ClusterRoleBinding'), probe]) {
+      const path = await collectionPath(m, ns)
+      const res = await cp.apiRequest(path, { method: 'POST', body: m })
+      t.equal(res.status, 201, `create ${m.kind}/${m.metadata.name}`, { body: res.status >= 300 ? res.body : undefined })
+      t.teardown(async () => {
+        await cp.apiRequest(`${path}/${m.metadata.name}`, { method: 'DELETE' })
+      })
+    }
+    const testSa = one(hooks, 'ServiceAccount').metadata.name
+    const tokenRes = await cp.apiRequest(`/api/v1/namespaces/${ns}/serviceaccounts/${testSa}/token`, {
+      method: 'POST',
+      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
+    })
+    t.equal(tokenRes.status, 201, "the test ServiceAccount's token")
+    const saDir = await mkdtemp(join(scratch, 'sa-'))
+    await writeFile(join(saDir, 'token'), (tokenRes.json as { status: { token: string } }).status.token)
+    await writeFile(join(saDir, 'ca.crt'), cp.caPem)
+    const checksFile = join(saDir, 'checks.json')
+    await writeFile(checksFile, JSON.stringify(checks))
+    const crds = { group: 'apiextensions.k8s.io', resource: 'customresourcedefinitions' }
+    await waitFor("the migrator's RBAC in effect", () => can({ ...crds, verb: 'patch', name: 'x.example.com' }))
+
+    // In order, each on the state the one before left: the subtests are awaited.
+    const webhookLine = /^(ok {2}|FAIL) {2}the API server called webhook storage-freeze\.crd-migrator\.io.*$/m
+    await t.test('no webhook configured: the forged annotation gets through, and the test says so', async (t) => {
+      const run = await runHelmTestScript(saDir, checksFile)
+      t.equal(run.code, 1, 'exit 1', { output: run.output })
+      t.match(run.output, webhookLine)
+      t.match(
+        run.output,
+        /FAIL {2}the API server called webhook[^\n]*\n {6}the dry run was ALLOWED/,
+        'the webhook check failed: not sent to a webhook',
+      )
+      t.match(run.output, new RegExp(`1 of ${checks.access.length + 1} checks FAILED`))
+    })
+
+    const hook = await startTestWebhook(cp, scope, { migratorUsers: [checks.subject.user] })
+    await t.test('the webhook answers and the RBAC is right: every check passes', async (t) => {
+      const run = await runHelmTestScript(saDir, checksFile)
+      t.equal(run.code, 0, 'exit 0', { output: run.output })
+      t.comment(`helm-test.mjs said:\n${run.output}`)
+      t.match(
+        run.output,
+        /^ok {4}the API server called webhook [^\n]*\n {6}admission webhook "storage-freeze\.crd-migrator\.io" denied the request/m,
+      )
+      t.match(run.output, /crd-migrator\.io\/helm-test/, "the webhook's message names the forged annotation")
+      t.match(run.output, new RegExp(`all ${checks.access.length + 1} checks passed`))
+      t.notMatch(run.output, /FAIL/)
+    })
+
+    await t.test("the migrator's ClusterRoleBinding gone: its permissions fail, the webhook check still passes", async (t) => {
+      const fullname = one(installed, 'Deployment').metadata.name
+      const res = await cp.apiRequest(`/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${fullname}`, { method: 'DELETE' })
+      t.equal(res.status, 200, 'deleted')
+      await waitFor("the migrator's ClusterRole out of effect", () => can({ ...crds, verb: 'patch', name: 'x.example.com' }), false)
+      const run = await runHelmTestScript(saDir, checksFile)
+      t.equal(run.code, 1, 'exit 1', { output: run.output })
+      t.match(run.output, /^ok {4}the API server called webhook/m)
+      t.match(
+        run.output,
+        /^FAIL {2}\S+ can patch customresourcedefinitions\.apiextensions\.k8s\.io any\.example\.com \(the freeze and its progress\)\n {6}it CANNOT/m,
+      )
+      t.match(run.output, /^ok {4}\S+ can create leases\.coordination\.k8s\.io in /m, 'the namespaced Roles still hold')
+    })
+
+    await t.test('the webhook down: the API server cannot reach it, and the test says so', async (t) => {
+      await hook.stopServer()
+      const run = await runHelmTestScript(saDir, checksFile)
+      t.equal(run.code, 1, 'exit 1', { output: run.output })
+      t.match(
+        run.output,
+        /^FAIL {2}the API server called webhook[^\n]*\n {6}the API server could not reach the webhook[^\n]*failed calling webhook/m,
+      )
+    })
+  },
+)
+
+// --- labels ----------------------------------------------------------------------------------
+
+t.test('every object of every render carries the app.kubernetes.io labels', async (t) => {
+  // Every scenario, and every option on at once (with a nameOverride).
+  const renders: Array<[string, string, Record<string, any>]> = scenarios.map((s) => [s.name, s.release, s.values])
+  renders.push([
+    'everything on, nameOverride',
+    'all',
+    {
+      ...OPS_VALUES,
+      nameOverride: 'migrator',
+      storageVersionMigrations: { enabled: true },
+      migrator: { stashPresets: ['kubevirt-instancetypes'] },
+    },
+  ])
+  renders.push([
+    'webhook only, helm test',
+    'who',
+    { migrator: { enabled: false }, tests: { enabled: true }, grafanaDashboard: { enabled: true } },
+  ])
+  for (const [what, release, values] of renders) {
+    const rendered = await template(release, 'labels-ns', values)
+    const name = values['nameOverride'] ?? 'crd-migrator'
+    for (const m of rendered) {
+      const labels = m.metadata.labels ?? {}
+      const id = `${what}: ${m.kind}/${m.metadata.name}`
+      t.same(
+        APP_LABELS.filter((l) => !labels[l]),
+        [],
+        `${id} has every app.kubernetes.io label`,
+      )
+      // The ValidatingWebhookConfiguration's name and component are renderWebhookConfiguration()'s.
+      t.equal(labels['app.kubernetes.io/name'], m.kind === 'ValidatingWebhookConfiguration' ? 'crd-migrator' : name, `${id}: name`)
+      t.equal(labels['app.kubernetes.io/instance'], release, `${id}: instance`)
+      t.equal(labels['app.kubernetes.io/part-of'], 'crd-migrator', `${id}: part-of`)
+      t.equal(labels['app.kubernetes.io/managed-by'], 'Helm', `${id}: managed-by`)
+      t.equal(labels['app.kubernetes.io/version'], '0.1.0', `${id}: version (appVersion)`)
+      if (m.kind === 'Deployment') {
+        const pod = (m['spec'] as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels
+        t.same(
+          APP_LABELS.filter((l) => !pod[l]),
+          [],
+          `${id}: its pods too`,
+        )
+      }
+    }
+    const components = new Set(rendered.map((m) => m.metadata.labels?.['app.kubernetes.io/component']))
+    t.ok(components.has('server'), `${what}: components ${[...components].join(', ')}`)
+  }
+})
+
+t.test("the test Pod is none of the server's pods: not in the PodDisruptionBudget, not behind the Service's ports", async (t) => {
+  const rendered = await template('sel', 'sel-ns', { tests: { enabled: true } })
+  const testPod = one(rendered.filter(isTestHook), 'Pod')
+  const labels = testPod.metadata.labels!
+  const pdb = one(rendered, 'PodDisruptionBudget')['spec'] as {
+    selector: { matchLabels: Record<string, string>; matchExpressions: Array<{ key: string; operator: string; values: string[] }> }
+  }
+  const matches = (l: Record<string, string>) =>
+    Object.entries(pdb.selector.matchLabels).every(([k, v]) => l[k] === v) &&
+    pdb.selector.matchExpressions.every((e) => e.operator === 'NotIn' && !e.values.includes(l[e.key] ?? ''))
+  t.notOk(matches(labels), 'the PodDisruptionBudget does not count the test Pod')
+  const serverPod = (one(rendered, 'Deployment')['spec'] as { template: { metadata: { labels: Record<string, string> } } }).template
+    .metadata.labels
+  t.ok(matches(serverPod), 'it counts the server pods')
+  t.ok(
+    matches({ 'app.kubernetes.io/name': 'crd-migrator', 'app.kubernetes.io/instance': 'sel' }),
+    'and pods of a release from before the component label',
+  )
+  // The Service targets named ports the test Pod does not have: it gets no traffic.
+  const ports = (one(rendered, 'Service')['spec'] as { ports: Array<{ targetPort: string }> }).ports.map((p) => p.targetPort)
+  const testPorts = ((testPod['spec'] as { containers: Array<{ ports?: Array<{ name: string }> }> }).containers[0]!.ports ?? []).map(
+    (p) => p.name,
+  )
+  t.same(
+    ports.filter((p) => testPorts.includes(p)),
+    [],
+    'no port of the Service is a port of the test Pod',
+  )
+})
+
+// --- monitoring: the metrics the dashboard and the alerts may name ----------------------------
+
+/** Label names of each metric the code registers (the /metrics of `crd-migrator serve`), by series name. */
+async function exportedMetrics(): Promise<Map<string, string[]>> {
+  const registry = new Registry()
+  new MigratorMetrics(registry)
+  createWebhookMetrics(registry)
+  collectDefaultMetrics({ register: registry })
+  const series = new Map<string, string[]>()
+  for (const { name, type } of await registry.getMetricsAsJSON()) {
+    // prom-client keeps each metric's label names on the instance, untyped.
+    const labelNames = (registry.getSingleMetric(name) as unknown as { labelNames?: string[] }).labelNames ?? []
+    if (String(type) === 'histogram') {
+      series.set(`${name}_bucket`, [...labelNames, 'le'])
+      series.set(`${name}_sum`, labelNames)
+      series.set(`${name}_count`, labelNames)
+    } else {
+      series.set(name, labelNames)
+    }
+  }
+  return series
+}
+
+/** Labels Prometheus adds to every scraped series (ServiceMonitor targets). */
+const TARGET_LABELS = ['namespace', 'pod', 'instance', 'job', 'service', 'container', 'endpoint']
+
+function checkSelectors(t: T, where: string, selectors: Selector[], exported: Map<string, string[]>): void {
+  t.ok(selectors.length > 0, `${where}: selects a metric`)
+  for (const { metric, labels } of selectors) {
+    const known = exported.get(metric)
+    t.ok(known, `${where}: ${metric} is a metric the code exports`)
+    if (known)
+      t.same(
+        labels.filter((l) => !known.includes(l) && !TARGET_LABELS.includes(l)),
+        [],
+        `${where}: ${metric} has the labels matched`,
+      )
+  }
+}
+
+t.test('every crd_migrator_* metric of src/ is among those this file instantiates', async (t) => {
+  const exported = await exportedMetrics()
+  const srcDir = join(repoRoot, 'src')
+  const files = (await readdir(srcDir, { recursive: true })).filter((f) => f.endsWith('.ts'))
+  const named: string[] = []
+  for (const f of files) {
+    const text = await readFile(join(srcDir, f), 'utf8')
+    if (!text.includes('prom-client')) continue
+    for (const m of text.matchAll(/'(crd_migrator_[a-z0-9_]+)'/g)) named.push(`${f}: ${m[1]}`)
+  }
+  t.ok(named.length >= 17, `${named.length} metric names in src/`)
+  // A histogram exports <name>_bucket, _sum and _count.
+  const registered = (name: string) => exported.has(name) || exported.has(`${name}_bucket`)
+  t.same(
+    named.filter((n) => !registered(n.split(': ')[1]!)),
+    [],
+    'a metric module this test does not instantiate (add it to exportedMetrics())',
+  )
+})
+
+t.test('the PromQL checker has teeth', async (t) => {
+  const exported = await exportedMetrics()
+  t.same(
+    selectorsIn('sum by (crd) (rate(crd_migrator_objects_total{namespace="x",outcome!~"a|b"}[5m])) > 0').map((s) => s.metric),
+    ['crd_migrator_objects_total'],
+  )
+  t.same(selectorsIn('x_total{a="1"} unless x_total offset 15m'), [
+    { metric: 'x_total', labels: ['a'] },
+    { metric: 'x_total', labels: [] },
+  ])
+  t.notOk(exported.get('crd_migrator_objekts_total'), 'a misspelt metric is not exported')
+  t.throws(() => selectorsIn('rato(crd_migrator_objects_total[5m])'), /unknown PromQL function rato/)
+  t.throws(() => selectorsIn('sum(rate(crd_migrator_objects_total[5m])'), /unclosed/)
+  t.throws(() => selectorsIn('crd_migrator_objects_total / $scale'), /\$variable/)
+  t.same(exported.get('crd_migrator_migrations_total'), ['result'])
+  t.same(exported.get('crd_migrator_write_duration_seconds_bucket'), ['phase', 'le'])
+})
+
+t.test('the Grafana dashboard: valid JSON, the panels operators need, only metrics the code exports', async (t) => {
+  const exported = await exportedMetrics()
+  const text = await readFile(join(chartDir, 'files', 'dashboard.json'), 'utf8')
+  const dashboard = JSON.parse(text) as {
+    uid: string
+    title: string
+    panels: Array<{
+      type: string
+      title: string
+      datasource?: { uid: string }
+      targets?: Array<{ expr: string; datasource?: { uid: string } }>
+    }>
+    templating: { list: Array<{ name: string; type: string; query: string | { query: string } }> }
+  }
+  t.equal(dashboard.uid, 'crd-migrator')
+  const panels = dashboard.panels.filter((p) => p.type !== 'row')
+  const titles = panels.map((p) => p.title)
+  for (const wanted of [/progress/i, /objects per second/i, /throttl/i, /admission decisions/i, /webhook latency/i, /certificate/i])
+    t.ok(
+      titles.some((x) => wanted.test(x)),
+      `a panel for ${wanted.source}`,
+    )
+  for (const p of panels) {
+    t.ok(p.targets?.length, `${p.title}: has queries`)
+    t.equal(p.datasource?.uid, '${datasource}', `${p.title}: the dashboard's data source variable`)
+    for (const target of p.targets ?? []) checkSelectors(t, `${p.title}: ${target.expr}`, selectorsIn(target.expr), exported)
+  }
+  for (const v of dashboard.templating.list.filter((v) => v.type === 'query')) {
+    const query = typeof v.query === 'string' ? v.query : v.query.query
+    checkSelectors(t, `variable ${v.name}`, selectorsInTemplateQuery(query), exported)
+  }
+
+  // The chart ships it as it is, where and how Grafana's sidecar finds it.
+  const rendered = await template('ops', 'ops-ns', OPS_VALUES)
+  const cm = one(rendered, 'ConfigMap', 'ops-crd-migrator-dashboard')
+  t.equal((cm['data'] as Record<string, string>)['crd-migrator.json'], text.replace(/\n$/, ''), 'files/dashboard.json, unchanged')
+  t.equal(cm.metadata.namespace, DASHBOARD_NAMESPACE, 'in grafanaDashboard.namespace')
+  t.equal(cm.metadata.labels?.['dashboards.example.com/grafana'], 'yes', 'the sidecar label')
+  t.same(cm.metadata.annotations, { grafana_folder: 'Kubernetes' })
+  const byDefault = one(await template('d', 'd-ns', { grafanaDashboard: { enabled: true } }), 'ConfigMap', 'd-crd-migrator-dashboard')
+  t.equal(byDefault.metadata.labels?.['grafana_dashboard'], '1', 'grafana_dashboard: "1" by default')
+  t.equal(byDefault.metadata.namespace, 'd-ns', 'in the release namespace by default')
+})
+
+t.test('the PrometheusRule: the alerts, their thresholds from values, only metrics the code exports', async (t) => {
+  const exported = await exportedMetrics()
+  type AlertRule = { alert: string; expr: string; for?: string; labels: Record<string, string>; annotations: Record<string, string> }
+  const rulesIn = (ms: Manifest[]) =>
+    (one(ms, 'PrometheusRule')['spec'] as { groups: Array<{ rules: AlertRule[] }> }).groups.flatMap((g) => g.rules)
+  const rule = one(await template('ops', 'ops-ns', OPS_VALUES), 'PrometheusRule')
+  t.same(rule.metadata.labels?.['release'], 'prometheus', 'prometheusRule.labels')
+  const rules = rulesIn([rule])
+  const byName = Object.fromEntries(rules.map((r) => [r.alert, r]))
+  t.same(Object.keys(byName).sort(), [
+    'CrdMigratorCrdFrozenTooLong',
+    'CrdMigratorForeignFreeze',
+    'CrdMigratorMigrationFailed',
+    'CrdMigratorWebhookCertificateExpiresSoon',
+    'CrdMigratorWebhookCertificateRejected',
+    'CrdMigratorWebhookErrors',
+    'CrdMigratorWebhookRefusals',
+  ])
+  for (const r of rules) {
+    checkSelectors(t, `${r.alert}: ${r.expr}`, selectorsIn(r.expr), exported)
+    for (const s of selectorsIn(r.expr).filter((s) => s.metric.startsWith('crd_migrator_')))
+      t.ok(s.labels.includes('namespace'), `${r.alert}: ${s.metric} of the release namespace only`)
+    t.match(r.expr, /namespace="ops-ns"/)
+    t.same(r.labels, { team: 'platform', severity: 'critical' }, `${r.alert}: alertLabels, severity overridden`)
+    t.ok(r.annotations['summary'] && r.annotations['description'], `${r.alert}: summary and description`)
+  }
+  t.equal(byName['CrdMigratorCrdFrozenTooLong']!.for, '30m', 'prometheusRule.frozenCrdMinutes')
+  t.equal(byName['CrdMigratorForeignFreeze']!.for, '30m', 'prometheusRule.frozenCrdMinutes')
+  t.match(byName['CrdMigratorWebhookCertificateExpiresSoon']!.expr, /< 5 \* 86400$/, 'prometheusRule.certificateExpiryDays')
+  t.match(byName['CrdMigratorWebhookRefusals']!.expr, /\* 60 > 2$/, 'prometheusRule.refusalsPerMinute')
+  t.match(
+    byName['CrdMigratorCrdFrozenTooLong']!.annotations['summary'],
+    /\{\{ \$labels\.crd \}\} .* 30 minutes/,
+    "Prometheus' templating passed through",
+  )
+  const defaults = rulesIn(await template('d', 'd-ns', { prometheusRule: { enabled: true } }))
+  t.same(defaults.find((r) => r.alert === 'CrdMigratorCrdFrozenTooLong')?.for, '60m', 'frozenCrdMinutes: 60 by default')
+  t.same(defaults[0]!.labels, { severity: 'warning' }, 'severity warning by default')
+})
+
+t.test('the NetworkPolicy: the API server to the webhook port, scrapers to the metrics port, egress to the API servers', async (t) => {
+  const policyOf = async (values: object) =>
+    one(await template('np', 'np-ns', values), 'NetworkPolicy')['spec'] as {
+      podSelector: { matchLabels: Record<string, string> }
+      policyTypes: string[]
+      ingress: Array<{ from: unknown[]; ports: unknown[] }>
+      egress?: Array<{ to: unknown[]; ports: unknown[] }>
+    }
+  const ops = await policyOf(OPS_VALUES)
+  const apiServer = [{ ipBlock: { cidr: '10.0.0.0/16' } }, { ipBlock: { cidr: 'fd00:10::/64' } }, KUBE_APISERVER_PODS]
+  t.same(ops.podSelector.matchLabels, { 'app.kubernetes.io/name': 'crd-migrator', 'app.kubernetes.io/instance': 'np' }, 'the server pods')
+  t.same(ops.policyTypes, ['Ingress', 'Egress'])
+  t.same(ops.ingress, [
+    { from: apiServer, ports: [{ protocol: 'TCP', port: 'webhook' }] },
+    { from: OPS_VALUES.networkPolicy.metricsFrom, ports: [{ protocol: 'TCP', port: 'metrics' }] },
+  ])
+  t.same(
+    ops.egress,
+    [{ to: apiServer, ports: [{ protocol: 'TCP', port: 6443 }] }, DNS_EGRESS],
+    'the API servers on apiServerPorts, then extraRules',
+  )
+
+  const ingressOnly = await policyOf({ networkPolicy: { enabled: true, apiServerCIDRs: ['192.168.0.10/32'] } })
+  t.same(ingressOnly.policyTypes, ['Ingress'], 'egress unrestricted by default')
+  t.same(
+    ingressOnly.ingress,
+    [{ from: [{ ipBlock: { cidr: '192.168.0.10/32' } }], ports: [{ protocol: 'TCP', port: 'webhook' }] }],
+    'no metrics ingress without metricsFrom',
+  )
+  t.notOk('egress' in ingressOnly)
+  const webhookOnly = await policyOf({
+    migrator: { enabled: false },
+    networkPolicy: { enabled: true, apiServerCIDRs: ['192.168.0.10/32'], egress: { enabled: true } },
+  })
+  t.same(webhookOnly.egress, [], 'webhook only: no egress at all')
+  t.same(ids((await template('np', 'np-ns', {})).filter((m) => m.kind === 'NetworkPolicy')), [], 'none by default')
+})
 
 t.test('the dry-run check has teeth: broken objects are refused', async (t) => {
   await installThirdPartyCrds()
@@ -1083,8 +1786,8 @@ t.test('RBAC of storageVersionMigrations and builtInResources, created for real:
     ['delete every StorageVersionMigration', { ...svms, verb: 'deletecollection' }],
     ['update (PUT) a StorageVersionMigration', { ...svms, verb: 'update', name: 'm' }],
     [
-      "kube-apiserver's own StorageVersionMigrations (storagemigration.k8s.io)",
-      { group: 'storagemigration.k8s.io', resource: 'storageversionmigrations', verb: 'list' },
+      "create kube-apiserver's own StorageVersionMigrations (storagemigration.k8s.io; migrator.engine=builtin only)",
+      { group: 'storagemigration.k8s.io', resource: 'storageversionmigrations', verb: 'create' },
     ],
     ['watch Secrets (only get, list, patch)', { group: '', resource: 'secrets', verb: 'watch' }],
     ['create a Secret', { group: '', resource: 'secrets', verb: 'create', namespace: 'team-a' }],
@@ -1195,7 +1898,7 @@ t.test("the chart's stash presets and phases are the migrator's", async (t) => {
       const cr = rulesOf(one(await template('p', 'p-ns', { migrator: values }), 'ClusterRole'))
       const expected = stashRbac([PRESETS[preset]])
       t.same(cr.slice(cr.length - expected.length), expected, `${preset} (${Object.keys(values)[0]}): the rules of PRESETS['${preset}']`)
-      t.equal(cr.length, 2 + expected.length, `${preset}: nothing more`)
+      t.equal(cr.length, BASE_RULES.length + expected.length, `${preset}: nothing more`)
     }
   }
   // Every phase, skipped everywhere and per CRD, renders and loads.
@@ -1267,9 +1970,11 @@ t.test("the chart's StorageVersionMigration CRD is kube-storage-version-migrator
     rendered.metadata.labels,
     {
       'app.kubernetes.io/name': 'crd-migrator',
+      'app.kubernetes.io/component': 'crd',
       'helm.sh/chart': 'crd-migrator-0.1.0',
       'app.kubernetes.io/instance': 'crd',
       'app.kubernetes.io/version': '0.1.0',
+      'app.kubernetes.io/part-of': 'crd-migrator',
       'app.kubernetes.io/managed-by': 'Helm',
     },
     "the chart's labels",
@@ -1317,7 +2022,7 @@ t.test('the StorageVersionMigration CRD renders only with storageVersionMigratio
   // builtInResources alone (e.g. a StorageVersionMigration someone else reconciles): the rules, nothing of KSVM.
   const manifests = await template('svm', 'svm-ns', { migrator: { builtInResources: [{ group: 'batch', resource: 'cronjobs' }] } })
   t.same(
-    rulesOf(one(manifests, 'ClusterRole')).slice(2),
+    rulesOf(one(manifests, 'ClusterRole')).slice(BASE_RULES.length),
     [{ apiGroups: ['batch'], resources: ['cronjobs'], verbs: ['get', 'list', 'patch'] }],
     'builtInResources alone: exactly its rule',
   )
@@ -1587,6 +2292,43 @@ t.test('bad values are refused with a message', async (t) => {
       { extraConfig: { migrator: { stashes: [] } } },
       /extraConfig\.migrator\.stashes may not be set: set the chart value migrator\.stashes instead/,
     ],
+    // The operators' options (issue #18).
+    [
+      'a NetworkPolicy without the API server as a source',
+      { networkPolicy: { enabled: true } },
+      /networkPolicy\.enabled needs networkPolicy\.apiServerCIDRs or networkPolicy\.apiServerPeers: the API server calls the webhook from there/,
+    ],
+    [
+      'a NetworkPolicy that would keep the ServiceMonitor out',
+      { networkPolicy: { enabled: true, apiServerCIDRs: ['10.0.0.0/8'] }, metrics: { serviceMonitor: { enabled: true } } },
+      /networkPolicy\.enabled with metrics\.serviceMonitor\.enabled needs networkPolicy\.metricsFrom/,
+    ],
+    [
+      'a NetworkPolicy for pods on the host network',
+      { hostNetwork: true, networkPolicy: { enabled: true, apiServerCIDRs: ['10.0.0.0/8'] } },
+      /networkPolicy\.enabled does nothing with hostNetwork=true/,
+    ],
+    [
+      'no API server port to reach (values.schema.json)',
+      { networkPolicy: { enabled: true, apiServerCIDRs: ['10.0.0.0/8'], egress: { enabled: true, apiServerPorts: [] } } },
+      /at '\/networkPolicy\/egress\/apiServerPorts': minItems/,
+    ],
+    [
+      "the dashboard's sidecar label as one of the chart's",
+      { grafanaDashboard: { enabled: true, sidecarLabel: 'app.kubernetes.io/name' } },
+      /grafanaDashboard\.sidecarLabel: "app\.kubernetes\.io\/name" is one of the chart's own labels/,
+    ],
+    [
+      'a dashboard namespace that is no namespace name (values.schema.json)',
+      { grafanaDashboard: { enabled: true, namespace: 'Grafana Dashboards' } },
+      /at '\/grafanaDashboard\/namespace': 'Grafana Dashboards' does not match pattern/,
+    ],
+    [
+      'a CRD frozen for 0 minutes (values.schema.json)',
+      { prometheusRule: { frozenCrdMinutes: 0 } },
+      /at '\/prometheusRule\/frozenCrdMinutes': minimum/,
+    ],
+    ['a misspelt tests value (values.schema.json)', { tests: { enable: true } }, /additional properties 'enable' not allowed/],
   ]
   for (const [what, values, message] of cases) {
     const r = await helm(['template', 'x', chartDir, ...(await valuesArgs(values))])
@@ -1745,10 +2487,12 @@ t.test('every API group kube-apiserver serves is refused; CRD groups under k8s.i
     served.includes('apps') && served.includes('apiextensions.k8s.io') && served.includes('rbac.authorization.k8s.io'),
     `built-in groups found: ${served.join(', ')}`,
   )
+  // The default control plane is v1.37; CRD_MIGRATOR_KUBE_VERSION=v1.35.4 runs this on the oldest we support.
+  const version = ((await cp.apiRequest('/version')).json as { gitVersion: string }).gitVersion
   t.same(
     served.filter((g) => g !== '' && !inTemplate.includes(g)),
     [],
-    'the chart knows every group kube-apiserver v1.35 serves',
+    `the chart knows every group kube-apiserver ${version} serves (the list covers v1.35 to v1.37)`,
   )
   for (const group of new Set([...served, ...inTemplate])) {
     const r = await helm(['template', 'x', chartDir, ...(await valuesArgs({ rbac: { managedGroups: [group] } }))])

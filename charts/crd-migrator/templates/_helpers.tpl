@@ -33,12 +33,21 @@ component labels (from src/webhook/configuration.ts) plus the chart-only ones be
 helm.sh/chart: {{ include "crd-migrator.chart" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: crd-migrator
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
+{{/* The labels of a resource of the server: the pods and what they run on (Deployment,
+Service, config, ServiceAccount, PodDisruptionBudget, NetworkPolicy, state key). */}}
 {{- define "crd-migrator.labels" -}}
-app.kubernetes.io/name: {{ include "crd-migrator.name" . }}
-{{ include "crd-migrator.chartLabels" . }}
+{{ include "crd-migrator.componentLabels" (dict "context" . "component" "server") }}
+{{- end }}
+
+{{/* The labels of a resource of another component: (dict "context" $ "component" "rbac"). */}}
+{{- define "crd-migrator.componentLabels" -}}
+app.kubernetes.io/name: {{ include "crd-migrator.name" .context }}
+app.kubernetes.io/component: {{ .component }}
+{{ include "crd-migrator.chartLabels" .context }}
 {{- end }}
 
 {{- define "crd-migrator.serviceAccountName" -}}
@@ -91,8 +100,9 @@ with; test/unit/annotation-key.test.ts keeps the two equal.
 {{- end }}
 
 {{/*
-API groups kube-apiserver serves itself (Kubernetes v1.35, every alpha and beta group
-included, plus the legacy and review-only groups of k8s.io/api). No CRD lives in them, so
+API groups kube-apiserver serves itself (Kubernetes v1.35 to v1.37, every alpha and beta
+group included, e.g. lifecycle.k8s.io, alpha since v1.37; plus the legacy and review-only
+groups of k8s.io/api). No CRD lives in them, so
 rbac.managedGroups and the CRDs of migrator.names / migrator.crds may not name them:
 get/list/patch there would reach Pods, Secrets, RBAC or webhook configurations. Only these
 exact names: CRDs in other *.k8s.io groups (gateway.networking.k8s.io,
@@ -118,6 +128,7 @@ snapshot.storage.k8s.io, *.x-k8s.io) are allowed.
   "flowcontrol.apiserver.k8s.io"
   "imagepolicy.k8s.io"
   "internal.apiserver.k8s.io"
+  "lifecycle.k8s.io"
   "networking.k8s.io"
   "node.k8s.io"
   "policy"
@@ -376,6 +387,7 @@ The crd-migrator config file (see src/config/schema.ts), built from values. POD_
     "selector" (dict "labelSelector" .Values.migrator.selector "names" .Values.migrator.names)
     "concurrency" (int .Values.migrator.concurrency)
     "qps" .Values.migrator.qps
+    "engine" .Values.migrator.engine
     "skipPhases" .Values.migrator.skipPhases
     "crds" (deepCopy .Values.migrator.crds))
   "leaderElection" (dict "enabled" .Values.leaderElection.enabled "leaseName" (include "crd-migrator.leaseName" .))
