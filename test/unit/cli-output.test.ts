@@ -202,7 +202,17 @@ t.test('formatTable aligns columns', async (t) => {
     starts,
     'headers in order',
   )
-  const keys: (keyof StatusRow)[] = ['name', 'storage', 'storedVersions', 'frozen', 'phase', 'progress', 'lastResult', 'duration', 'builtin']
+  const keys: (keyof StatusRow)[] = [
+    'name',
+    'storage',
+    'storedVersions',
+    'frozen',
+    'phase',
+    'progress',
+    'lastResult',
+    'duration',
+    'builtin',
+  ]
   for (const [r, row] of rows.entries()) {
     const line = lines[r + 1]!
     for (const [i, key] of keys.entries()) {

@@ -68,22 +68,25 @@ t.test('url variant for local development carries the CA', async (t) => {
   t.throws(() => renderWebhookConfiguration({ mode: 'url', url: 'http://127.0.0.1:9443/validate-crd' }), /must be https/)
 })
 
-t.test('matchConditions test old and new object for the annotation, new state annotations and a running built-in migration, null-safe', async (t) => {
-  const expression = migrationStateMatchExpression('example.com/frozen')
-  t.equal(
-    expression,
-    "(object != null && has(object.metadata.annotations) && 'example.com/frozen' in object.metadata.annotations) || " +
-      "(oldObject != null && has(oldObject.metadata.annotations) && 'example.com/frozen' in oldObject.metadata.annotations) || " +
-      "(object != null && has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.startsWith('crd-migrator.io/') && " +
-      '(oldObject == null || !has(oldObject.metadata.annotations) || !(k in oldObject.metadata.annotations) || ' +
-      'oldObject.metadata.annotations[k] != object.metadata.annotations[k]))) || ' +
-      "(oldObject != null && has(oldObject.status) && has(oldObject.status.conditions) && oldObject.status.conditions.exists(c, c.type == 'StorageMigrating' && c.status == 'True') && " +
-      '(object == null || object.spec != oldObject.spec))',
-  )
-  const config = renderWebhookConfiguration({ mode: 'service', annotationKey: 'example.com/frozen' })
-  t.same(config.webhooks[0]!.matchConditions[0], { name: 'migration-state-involved', expression })
-  t.throws(() => migrationStateMatchExpression("x' || true || 'y"), /not a valid annotation key/)
-})
+t.test(
+  'matchConditions test old and new object for the annotation, new state annotations and a running built-in migration, null-safe',
+  async (t) => {
+    const expression = migrationStateMatchExpression('example.com/frozen')
+    t.equal(
+      expression,
+      "(object != null && has(object.metadata.annotations) && 'example.com/frozen' in object.metadata.annotations) || " +
+        "(oldObject != null && has(oldObject.metadata.annotations) && 'example.com/frozen' in oldObject.metadata.annotations) || " +
+        "(object != null && has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.startsWith('crd-migrator.io/') && " +
+        '(oldObject == null || !has(oldObject.metadata.annotations) || !(k in oldObject.metadata.annotations) || ' +
+        'oldObject.metadata.annotations[k] != object.metadata.annotations[k]))) || ' +
+        "(oldObject != null && has(oldObject.status) && has(oldObject.status.conditions) && oldObject.status.conditions.exists(c, c.type == 'StorageMigrating' && c.status == 'True') && " +
+        '(object == null || object.spec != oldObject.spec))',
+    )
+    const config = renderWebhookConfiguration({ mode: 'service', annotationKey: 'example.com/frozen' })
+    t.same(config.webhooks[0]!.matchConditions[0], { name: 'migration-state-involved', expression })
+    t.throws(() => migrationStateMatchExpression("x' || true || 'y"), /not a valid annotation key/)
+  },
+)
 
 t.test('writeLocalWebhookConfiguration writes the url variant with the dev CA', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'crd-migrator-webhook-config-'))
