@@ -5,6 +5,7 @@
  *   child.js ceiling < json CeilingOptions on stdin    -> one JSON line on stdout
  *   child.js webhook                                   -> sends {url} over IPC, serves until SIGTERM
  *   child.js webhook-floor                             -> the same, for a bare node:https floor
+ *   child.js foreground < json ForegroundOptions       -> sends {ready} over IPC; on {stop} sends its ForegroundSamples, exits
  * The input comes on stdin, not in argv: the ceiling's carries a client key.
  */
 import { mkdtemp, rm } from 'node:fs/promises'
@@ -12,6 +13,7 @@ import os from 'node:os'
 import path from 'node:path'
 import type { KubeHttp, KubeRequest } from '../../src/kube/http.js'
 import type { CeilingOptions } from './ceiling.js'
+import type { ForegroundOptions } from './foreground.js'
 import { LatencyHistogram, memoryOf } from './stats.js'
 
 // Each mode imports only what it runs, so a run's peak RSS is not inflated by modules of
@@ -23,6 +25,8 @@ export interface OursChildInput {
   /** Overrides of the default settings (concurrency, qps); none = the defaults. */
   concurrency?: number
   qps?: number
+  /** Count the requests by kind (the conversion case): off otherwise, it costs CPU on every write. */
+  countRequests?: boolean
 }
 
 export interface OursChildOutput {
@@ -34,16 +38,20 @@ export interface OursChildOutput {
   wallMs: number
   /** The StorageVersionMigration phase alone (list + writes), from crd_migrator_phase_duration_seconds. */
   storagePhaseMs: number | null
+  /** When each phase ran (Date.now() at its start and end), and the run itself. */
+  timeline: Array<{ what: string; from: number; to: number }>
   cleanupPhaseMs: number | null
   /** Per-write latency of the storage phase, from the observations of crd_migrator_write_duration_seconds. */
   latency: ReturnType<LatencyHistogram['summary']>
   throttled: number
+  /** The storage phase's adaptive concurrency limit (crd_migrator_concurrency_limit): time-weighted mean, highest, last. */
+  concurrencyLimit: { mean: number; max: number; final: number } | null
   baselineRssMb: number | null
   peakRssMb: number | null
   /** CPU time (user + system) the process spent in the migration. */
   cpuMs: number
   storedVersionsAfter: string[]
-  /** The requests it sent, by kind ({@link requestKind}), retries included. */
+  /** The requests it sent, by kind ({@link requestKind}), retries included (with countRequests; else empty). */
   requests: Record<string, number>
   /** The migration result's `conversion` report, when the product gives one. */
   conversion: unknown
@@ -65,12 +73,12 @@ export interface CeilingChildOutput {
  * `METHOD target[ content type][ metadata-only]`, target being `CRD`, `<version> list` or
  * `<version> object[ status]` of the migrated resource, `discovery`, or another resource's plural.
  */
-function requestKind(req: KubeRequest, plural: string): string {
+function requestKind(req: KubeRequest, own: RegExp): string {
   const path = req.path.replace(/\?.*$/, '')
-  const own = new RegExp(`^/apis/[^/]+/([^/]+)/(?:namespaces/[^/]+/)?${plural}(/[^/]+)?(/status)?$`).exec(path)
+  const match = own.exec(path)
   let target: string
   if (path.startsWith('/apis/apiextensions.k8s.io/')) target = `CRD${path.endsWith('/status') ? ' status' : ''}`
-  else if (own) target = `${own[1]} ${own[2] ? 'object' : 'list'}${own[3] ? ' status' : ''}`
+  else if (match) target = `${match[1]} ${match[2] ? 'object' : 'list'}${match[3] ? ' status' : ''}`
   else if (/^\/apis?(\/[^/]+){0,2}$/.test(path)) target = 'discovery'
   else {
     const segments = path.replace(/\/namespaces\/[^/]+\//, '/').split('/')
@@ -84,11 +92,13 @@ function requestKind(req: KubeRequest, plural: string): string {
 /** Counts what `http` sends, by {@link requestKind}. */
 function tapRequests(http: KubeHttp, plural: string): Record<string, number> {
   const counts: Record<string, number> = {}
+  // Compiled once: the tap runs in the measured process, on every write.
+  const own = new RegExp(`^/apis/[^/]+/([^/]+)/(?:namespaces/[^/]+/)?${plural}(/[^/]+)?(/status)?$`)
   const methods = http as unknown as Record<'request' | 'requestRaw', (req: KubeRequest) => Promise<unknown>>
   for (const name of ['request', 'requestRaw'] as const) {
     const send = methods[name].bind(http)
     methods[name] = (req: KubeRequest) => {
-      const kind = requestKind(req, plural)
+      const kind = requestKind(req, own)
       counts[kind] = (counts[kind] ?? 0) + 1
       return send(req)
     }
@@ -115,24 +125,49 @@ async function ours(input: OursChildInput): Promise<OursChildOutput> {
   }
   // As `crd-migrator migrate` does (src/cli/migrate.ts).
   const http = kubeHttp(input.kubeconfigPath, { maxSockets: Math.max(settings.concurrency, 4) * 2 })
-  const requests = tapRequests(http, input.crd.slice(0, input.crd.indexOf('.')))
+  const requests = input.countRequests ? tapRequests(http, input.crd.slice(0, input.crd.indexOf('.'))) : {}
   const logger = pino({ level: 'warn' }, pino.destination(2))
   const metrics = new MigratorMetrics(new Registry())
   // Tap the observations the migrator makes anyway, for exact quantiles (prom-client's
   // buckets are too coarse for a 2 ms p50) and the phase durations.
   const latency = new LatencyHistogram()
   const phaseMs: Record<string, number> = {}
+  const timeline: OursChildOutput['timeline'] = []
   const writeObserve = metrics.writeDuration.observe.bind(metrics.writeDuration) as (...a: unknown[]) => void
   ;(metrics.writeDuration as { observe: (...a: unknown[]) => void }).observe = (...a: unknown[]) => {
     const [labels, value] = a as [{ phase?: string }, number]
     if (labels?.phase === Phase.StorageVersionMigration) latency.record(value)
     writeObserve(...a)
   }
+  // The write path binds its series once (labels({phase})): tap what that hands out too.
+  const bind = metrics.writeDuration.labels.bind(metrics.writeDuration) as (...a: unknown[]) => { observe: (v: number) => void }
+  ;(metrics.writeDuration as unknown as { labels: (...a: unknown[]) => unknown }).labels = (...a: unknown[]) => {
+    const child = bind(...a)
+    if ((a[0] as { phase?: string } | undefined)?.phase !== Phase.StorageVersionMigration) return child
+    return {
+      ...child,
+      observe: (value: number) => {
+        latency.record(value)
+        child.observe(value)
+      },
+    }
+  }
   const phaseObserve = metrics.phaseDuration.observe.bind(metrics.phaseDuration) as (...a: unknown[]) => void
   ;(metrics.phaseDuration as { observe: (...a: unknown[]) => void }).observe = (...a: unknown[]) => {
     const [labels, value] = a as [{ phase?: string }, number]
-    if (labels?.phase) phaseMs[labels.phase] = value * 1000
+    if (labels?.phase) {
+      phaseMs[labels.phase] = value * 1000
+      timeline.push({ what: labels.phase, from: Math.round(Date.now() - value * 1000), to: Date.now() })
+    }
     phaseObserve(...a)
+  }
+  // The storage phase's limit over time, from the gauge the migrator sets anyway.
+  const limitTrace: Array<[number, number]> = []
+  const limitSet = metrics.concurrencyLimit.set.bind(metrics.concurrencyLimit) as (...a: unknown[]) => void
+  ;(metrics.concurrencyLimit as { set: (...a: unknown[]) => void }).set = (...a: unknown[]) => {
+    const [labels, value] = a as [{ phase?: string }, number]
+    if (labels?.phase === Phase.StorageVersionMigration) limitTrace.push([performance.now(), value])
+    limitSet(...a)
   }
   let throttled = 0
   const inc = metrics.throttled.inc.bind(metrics.throttled)
@@ -143,6 +178,7 @@ async function ours(input: OursChildInput): Promise<OursChildOutput> {
 
   const baseline = memoryOf('self')
   const owner = `bench:${os.hostname()}:${process.pid}`
+  const startedAt = Date.now()
   const started = performance.now()
   const cpu0 = process.cpuUsage()
   const result = await migrateCrd(input.crd, settings, {
@@ -154,6 +190,7 @@ async function ours(input: OursChildInput): Promise<OursChildOutput> {
   })
   const wallMs = performance.now() - started
   const cpu = process.cpuUsage(cpu0)
+  const storageMs = phaseMs[Phase.StorageVersionMigration]
   const peak = memoryOf('self')
   http.close()
   // With --expose-gc (profiling only): what stays reachable after the run, to tell a leak
@@ -172,9 +209,11 @@ async function ours(input: OursChildInput): Promise<OursChildOutput> {
     counts: { ...(result.storage?.counts ?? {}) },
     wallMs,
     storagePhaseMs: phaseMs[Phase.StorageVersionMigration] ?? null,
+    timeline: [{ what: 'migrateCrd', from: startedAt, to: Date.now() }, ...timeline],
     cleanupPhaseMs: phaseMs[Phase.CleanupManagedFields] ?? null,
     latency: latency.summary(),
     throttled,
+    concurrencyLimit: limitSummary(limitTrace, storageMs === undefined ? undefined : limitTrace[0]![0] + storageMs),
     baselineRssMb: baseline?.rssMb ?? null,
     peakRssMb: peak?.peakRssMb ?? null,
     cpuMs: (cpu.user + cpu.system) / 1000,
@@ -183,6 +222,21 @@ async function ours(input: OursChildInput): Promise<OursChildOutput> {
     // Read loosely: the product's result may or may not have it.
     conversion: (result as { conversion?: unknown }).conversion ?? null,
   }
+}
+
+/** Time-weighted mean, highest and last value of a limit set at the given times, until `end`. */
+function limitSummary(trace: Array<[number, number]>, end: number | undefined): OursChildOutput['concurrencyLimit'] {
+  if (!trace.length) return null
+  const stop = end ?? trace.at(-1)![0]
+  let weighted = 0
+  for (let i = 0; i < trace.length; i++) {
+    const [at, value] = trace[i]!
+    const until = Math.min(stop, trace[i + 1]?.[0] ?? stop)
+    weighted += value * Math.max(0, until - at)
+  }
+  const span = stop - trace[0]![0]
+  const values = trace.map(([, v]) => v)
+  return { mean: span > 0 ? Math.round((weighted / span) * 10) / 10 : values.at(-1)!, max: Math.max(...values), final: values.at(-1)! }
 }
 
 async function ceiling(input: CeilingOptions): Promise<CeilingChildOutput> {
@@ -275,6 +329,17 @@ async function webhookFloor(): Promise<void> {
   })
 }
 
+/** The good-neighbour case's foreground client (foreground.ts), until the parent says stop. */
+async function foreground(input: ForegroundOptions): Promise<void> {
+  const { startForeground } = await import('./foreground.js')
+  const run = startForeground(input)
+  process.once('message', (m) => {
+    if ((m as { stop?: boolean }).stop) void run.stop().then((samples) => process.send?.({ samples }, () => process.exit(0)))
+  })
+  process.once('disconnect', () => process.exit(0))
+  process.send?.({ ready: true })
+}
+
 async function stdinJson<T>(): Promise<T> {
   const chunks: Buffer[] = []
   for await (const c of process.stdin) chunks.push(c as Buffer)
@@ -287,7 +352,8 @@ try {
   else if (mode === 'ceiling') process.stdout.write(`${JSON.stringify(await ceiling(await stdinJson<CeilingOptions>()))}\n`)
   else if (mode === 'webhook') await webhook()
   else if (mode === 'webhook-floor') await webhookFloor()
-  else throw new Error(`unknown mode ${String(mode)}: ours, ceiling, webhook or webhook-floor`)
+  else if (mode === 'foreground') await foreground(await stdinJson<ForegroundOptions>())
+  else throw new Error(`unknown mode ${String(mode)}: ours, ceiling, webhook, webhook-floor or foreground`)
 } catch (err) {
   process.stderr.write(`bench child ${String(mode)}: ${err instanceof Error ? err.stack : String(err)}\n`)
   process.exit(1)

@@ -16,13 +16,14 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { loadKubeConfig } from '../../src/kube/client.js'
-import { KubeHttp, kubeConnection } from '../../src/kube/http.js'
+import { KubeApiError, KubeHttp, kubeConnection } from '../../src/kube/http.js'
 import { attachControlPlane, startControlPlane, type ControlPlane } from '../controlplane/controlplane.js'
 import { startConversionWebhook, type ConversionWebhook } from '../conversion/webhook.js'
 import { ceilingConnection, type CeilingOptions } from './ceiling.js'
 import type { CeilingChildOutput, OursChildInput, OursChildOutput } from './child.js'
 import { reviewCount, reviewsSince, runConversionProbe, settleReviews } from './conversion.js'
 import {
+  BENCH_NAMESPACES,
   createBenchCrd,
   createWidgets,
   deleteBenchCrd,
@@ -35,16 +36,26 @@ import {
   proveStoredAtV2,
 } from './fixtures.js'
 import { ensureKsvm, installKsvmCrd, KSVM_MODULE, runKsvm, type KsvmBuild } from './ksvm.js'
+import { serviceAccountIdentity } from '../controlplane/service-account.js'
+import { classify, FLOWCONTROL_API, flowControlObjects, installFlowControl, nominalSeats, removeFlowControl } from './apf.js'
+import {
+  FOREGROUND_CONFIGMAPS,
+  foregroundStats,
+  type ForegroundOptions,
+  type ForegroundSamples,
+  type ForegroundStats,
+} from './foreground.js'
 import {
   renderMarkdown,
   type BenchResult,
   type ConversionCase,
   type MigrationRun,
+  type NeighbourCase,
   type RunConversion,
   type Target,
   type Tool,
 } from './report.js'
-import { loadAverage, machineInfo, round } from './stats.js'
+import { loadAverage, machineInfo, round, sampleLoad, sleep } from './stats.js'
 import { runWebhookBench } from './webhook-load.js'
 
 const log = (s: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${s}\n`)
@@ -73,6 +84,12 @@ const BENCH_OPTIONS = {
   'conversion-delay': { type: 'string' },
   'skip-conversion-probe': { type: 'boolean', default: false },
   'child-node-options': { type: 'string' },
+  repeat: { type: 'string' },
+  'skip-neighbour': { type: 'boolean', default: false },
+  'neighbour-size': { type: 'string' },
+  'foreground-rate': { type: 'string' },
+  'foreground-idle-seconds': { type: 'string' },
+  'apf-shares': { type: 'string' },
   help: { type: 'boolean', short: 'h', default: false },
 } as const
 
@@ -94,7 +111,7 @@ ceiling with a CRD converting through an HTTPS conversion webhook (ConversionRev
 counted), load-tests the webhook with vegeta, and writes <out>/latest.json and
 <out>/latest.md.
 
-  --sizes 1000,10000,50000   object counts (default; --smoke: 200)
+  --sizes 1000,10000,50000,100000  object counts (default; --smoke: 200)
   --sweep 16,32,64           concurrencies tried on the smallest size (--smoke: 16)
   --out DIR                  where the results go (default bench/results)
   --skip-ksvm                no kube-storage-version-migrator runs
@@ -103,6 +120,8 @@ counted), load-tests the webhook with vegeta, and writes <out>/latest.json and
   --ksvm-default-max N       largest size for KSVM at client-go's default QPS (default 1000)
   --skip-webhook             no webhook load test
   --webhook-seconds S        seconds per webhook case (default 10; --smoke: 1)
+  --repeat N                 attacks per webhook case, ours and the floor taking turns; the
+                             results are the medians (default 3; --smoke: 1)
   --skip-migrations          only the webhook load test (no control plane)
   --skip-conversion          no conversion-webhook case
   --conversion-only          the conversion-webhook case alone: no sweeps, no plain-CRD
@@ -111,6 +130,13 @@ counted), load-tests the webhook with vegeta, and writes <out>/latest.json and
   --conversion-delay MS      the slow webhook's delay per ConversionReview (default 50, --smoke: 0;
                              0 = no slow-webhook runs)
   --skip-conversion-probe    no per-request probe of ConversionReview costs
+  --skip-neighbour           no good-neighbour case (foreground client, with and without
+                             the chart's API Priority and Fairness objects)
+  --neighbour-size N         objects migrated in the good-neighbour case (default 10000; --smoke: 100)
+  --foreground-rate R        the foreground client's requests per second (default 40)
+  --foreground-idle-seconds S  how long the foreground runs alone first (default 20; --smoke: 2)
+  --apf-shares N             nominalConcurrencyShares of the migrator's priority level
+                             (default: the chart's values.yaml)
   --controlplane-state FILE  use a running control plane (npm run cluster) instead of starting one
   --child-node-options=FLAGS node flags for the ours and ceiling processes, e.g.
                              --child-node-options=--max-old-space-size=128 (note the =)
@@ -130,7 +156,7 @@ const sizeList = (text: string) =>
     .filter((n) => n > 0)
     .sort((a, b) => a - b)
 const conversionOnly = flags['conversion-only']
-const sizes = flags['skip-migrations'] || conversionOnly ? [] : sizeList(flags.sizes ?? (smoke ? '200' : '1000,10000,50000'))
+const sizes = flags['skip-migrations'] || conversionOnly ? [] : sizeList(flags.sizes ?? (smoke ? '200' : '1000,10000,50000,100000'))
 const conversionSizes =
   flags['skip-migrations'] || (flags['skip-conversion'] && !conversionOnly)
     ? []
@@ -145,6 +171,23 @@ const ksvmManifestMax = Number(flags['ksvm-manifest-max'] ?? (smoke ? 0 : 10_000
 const ksvmDefaultMax = Number(flags['ksvm-default-max'] ?? (smoke ? 0 : 1000))
 const webhookSeconds = Number(flags['webhook-seconds'] ?? (smoke ? 1 : 10))
 const outDir = path.resolve(flags.out)
+/** A flag's whole number >= `min`, or the default; anything else stops the bench with a message. */
+function intFlag(name: keyof typeof BENCH_OPTIONS, fallback: number, min = 1): number {
+  const text = flags[name] as string | undefined
+  if (text === undefined) return fallback
+  const n = Number(text)
+  if (!Number.isInteger(n) || n < min) {
+    process.stderr.write(`bench: --${name} takes a whole number of at least ${min}, not ${text}\n`)
+    process.exit(2)
+  }
+  return n
+}
+const repeat = intFlag('repeat', smoke ? 1 : 3)
+const neighbourSize =
+  flags['skip-neighbour'] || flags['skip-migrations'] || conversionOnly ? 0 : intFlag('neighbour-size', smoke ? 100 : 10_000)
+const foregroundRate = intFlag('foreground-rate', 40)
+const foregroundIdleSeconds = intFlag('foreground-idle-seconds', smoke ? 2 : 20)
+const apfShares = flags['apf-shares'] === undefined ? undefined : intFlag('apf-shares', 0)
 const childNodeOptions = (flags['child-node-options'] ?? '').split(/\s+/).filter(Boolean)
 
 function runChild<T>(mode: 'ours' | 'ceiling', input: unknown, timeoutMs: number): Promise<T> {
@@ -168,9 +211,28 @@ function runChild<T>(mode: 'ours' | 'ceiling', input: unknown, timeoutMs: number
   })
 }
 
+/** The foreground client in its own process (child.js foreground), running until stop(). */
+async function startForegroundChild(input: ForegroundOptions): Promise<{ stop(): Promise<ForegroundSamples> }> {
+  const child = spawn(process.execPath, [CHILD_JS, 'foreground'], { stdio: ['pipe', 'ignore', 'inherit', 'ipc'] })
+  child.stdin!.end(JSON.stringify(input))
+  const exited = new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`the foreground child exited (${code})`))))
+  exited.catch(() => {}) // observed through the races below
+  await Promise.race([new Promise((resolve) => child.once('message', resolve)), exited])
+  return {
+    async stop() {
+      const samples = new Promise<ForegroundSamples>((resolve) =>
+        child.once('message', (m) => resolve((m as { samples: ForegroundSamples }).samples)),
+      )
+      child.send({ stop: true })
+      return Promise.race([samples, exited])
+    },
+  }
+}
+
 async function main(): Promise<void> {
   const startedAt = new Date().toISOString()
   const before = loadAverage()
+  const load = sampleLoad()
   log(
     `sizes ${sizes.join(', ') || 'none'}; sweep ${sweep.join('/')}; conversion case ${conversionSizes.length ? `${conversionSizes.join(', ')} objects, webhook delay 0${conversionDelayMs ? ` and ${conversionDelayMs}` : ''} ms` : 'skipped'}; load average ${before.join(' ')}`,
   )
@@ -190,13 +252,13 @@ async function main(): Promise<void> {
   let webhook: BenchResult['webhook'] = null
   if (!flags['skip-webhook']) {
     // First, while nothing else of ours runs: the server gets a core to itself.
-    webhook = await runWebhookBench({ durationSeconds: webhookSeconds, fixedRate10k: 2000, fixedRate1m: 20, pinned: true, log })
+    webhook = await runWebhookBench({ durationSeconds: webhookSeconds, fixedRate10k: 2000, fixedRate1m: 20, pinned: true, repeat, log })
   }
 
   const runs = flags['skip-migrations']
-    ? { migrations: [], bestConcurrency: null, ceilingConcurrency: null, conversion: null }
+    ? { migrations: [], bestConcurrency: null, ceilingConcurrency: null, conversion: null, neighbour: null, identity: null }
     : await runMigrations(machine, ksvm)
-  const result = summarize({ startedAt, before, machine, webhook, ksvm, ksvmNote, ...runs })
+  const result = summarize({ startedAt, before, loadDuring: load.stop(), machine, webhook, ksvm, ksvmNote, ...runs })
   await mkdir(outDir, { recursive: true })
   await writeFile(path.join(outDir, 'latest.json'), `${JSON.stringify(result, null, 2)}\n`)
   await writeFile(path.join(outDir, 'latest.md'), renderMarkdown(result))
@@ -214,6 +276,8 @@ async function runMigrations(
   bestConcurrency: number | null
   ceilingConcurrency: number | null
   conversion: ConversionCase | null
+  neighbour: NeighbourCase | null
+  identity: BenchResult['identity']
 }> {
   let cp: ControlPlane
   if (flags['controlplane-state']) {
@@ -228,15 +292,32 @@ async function runMigrations(
   // The conversion case's webhook, in this process (the API server calls it); the
   // migrators' processes know nothing of it.
   let webhook: ConversionWebhook | undefined
+  let migratorHttp: KubeHttp | undefined
   try {
     machine.kubeVersion = await kubeVersion(http)
-    machine.etcdVersion = 'v3.6.5'
+    machine.etcdVersion = await etcdVersion(cp.etcdEndpoint)
     await ensureNamespaces(http)
     if (ksvm) await installKsvmCrd(http, ksvm.crd)
     const runId = `${Date.now().toString(36)}`
     let seq = 0
     const logsDir = path.join(os.tmpdir(), `crd-migrator-bench-${runId}`)
     await mkdir(logsDir, { recursive: true })
+    // The migrating processes run as a ServiceAccount, as the chart's pods do: the admin
+    // kubeconfig is system:masters, which API Priority and Fairness exempts from
+    // everything, so neither the good-neighbour case nor the speeds would be what a
+    // cluster sees.
+    const sa = await serviceAccountIdentity(cp, 'crd-migrator-bench', 'crd-migrator', path.join(logsDir, 'migrator.kubeconfig'), {
+      clusterRole: 'cluster-admin',
+    })
+    const migratorKc = loadKubeConfig(sa.kubeconfigPath)
+    migratorHttp = new KubeHttp(migratorKc)
+    // A bulk request (any resource but the chart's "control" ones), to see its priority level.
+    const bulkProbe = `/api/v1/namespaces/${BENCH_NAMESPACES[0]}/configmaps?limit=1`
+    const levelOf = levelNames(http)
+    const identity = { migrator: sa.username, priorityLevel: await levelOf((await classify(migratorHttp, bulkProbe)).priorityLevelUid) }
+    if (identity.priorityLevel === 'exempt')
+      throw new Error(`${sa.username} is exempt from API Priority and Fairness: the bench would not measure what a cluster sees`)
+    log(`migrators run as ${sa.username}, APF priority level ${identity.priorityLevel}`)
 
     /**
      * A fresh CRD with `size` objects at v1, storage flipped to v2; with `conv`, the CRD
@@ -304,6 +385,12 @@ async function runMigrations(
         conv.webhook.setDelay(0)
       }
     }
+    /**
+     * After a plain run (proved): its CRD and objects go, so the API server's watch caches
+     * and etcd do not carry every earlier run's objects into the next (100,000 objects per
+     * run add up). Waited for: the deletion is work of the API server.
+     */
+    const dropCrd = (group: string, size: number) => deleteBenchCrd(http, group, 180_000 + size * 10)
     /** After a conversion run (proved, counted): its CRD goes, so nothing of it is counted in the next. */
     const dropConversionCrd = async (group: string, size: number, conv: Conv) => {
       await deleteBenchCrd(http, group)
@@ -335,15 +422,24 @@ async function runMigrations(
       }
     }
 
-    const runOurs = async (size: number, tool: Tool, concurrency?: number, qps?: number, conv?: Conv): Promise<MigrationRun> => {
+    const runOurs = async (
+      size: number,
+      tool: Tool,
+      concurrency?: number,
+      qps?: number,
+      conv?: Conv,
+      around: Around = (run) => run(),
+    ): Promise<MigrationRun> => {
       const { group, createMs, setup } = await prepare(size, tool, conv)
       const input: OursChildInput = {
-        kubeconfigPath: cp.kubeconfigPath,
+        kubeconfigPath: sa.kubeconfigPath,
         crd: `${PLURAL}.${group}`,
         ...(concurrency !== undefined ? { concurrency } : {}),
         ...(qps !== undefined ? { qps } : {}),
+        ...(conv ? { countRequests: true } : {}),
       }
-      const c = await counted(size, () => runChild<OursChildOutput>('ours', input, timeoutFor(size, conv)), conv)
+      const loadStart = os.loadavg()[0]!
+      const c = await counted(size, () => around(() => runChild<OursChildOutput>('ours', input, timeoutFor(size, conv))), conv)
       const r = c.r
       const rewriteMs = r.storagePhaseMs ?? r.wallMs
       const run: MigrationRun = {
@@ -362,6 +458,10 @@ async function runMigrations(
         cpuMsPer1000: round((r.cpuMs / size) * 1000, 0),
         failedWrites: r.counts['failed'] ?? null,
         outcome: r.outcome,
+        load: { start: round(loadStart)!, end: round(os.loadavg()[0]!)! },
+        concurrencyLimit: r.concurrencyLimit,
+        throttled: r.throttled,
+        timeline: r.timeline,
         etcd: await prove(group, size, conv),
         notes: `storedVersions after: ${JSON.stringify(r.storedVersionsAfter)}; counts ${JSON.stringify(r.counts)}; throttled ${r.throttled}; managedFields phase ${round((r.cleanupPhaseMs ?? 0) / 1000, 2)} s`,
       }
@@ -371,6 +471,8 @@ async function runMigrations(
           ...(r.conversion ? { productReport: r.conversion } : {}),
         })
         await dropConversionCrd(group, size, conv)
+      } else {
+        await dropCrd(group, size)
       }
       log(
         `${tool} N=${size}${conv ? ` (conversion, webhook delay ${conv.delayMs} ms)` : ''}: ${r.outcome}, storage phase ${round(rewriteMs / 1000, 2)} s = ${Math.round(run.objectsPerSecond)}/s, whole run ${round(r.wallMs / 1000, 2)} s, p50 ${r.latency.p50Ms} ms p99 ${r.latency.p99Ms} ms, peak RSS ${r.peakRssMb} MB, etcd v2 ${run.etcd.allV2}${reviewsText(run)}`,
@@ -382,8 +484,9 @@ async function runMigrations(
       const { group, createMs, setup } = await prepare(size, tool, conv)
       const write = tool === 'ceiling-apply' ? 'apply' : 'merge-patch'
       // Resolved per run (a token may expire), the way every KubeHttp resolves it.
-      const connection = ceilingConnection(await kubeConnection(kc))
+      const connection = ceilingConnection(await kubeConnection(migratorKc))
       const input: CeilingOptions = { connection, group, version: 'v2', plural: PLURAL, kind: KIND, concurrency, pageSize: 500, write }
+      const loadStart = os.loadavg()[0]!
       const c = await counted(size, () => runChild<CeilingChildOutput>('ceiling', input, timeoutFor(size, conv)), conv)
       const r = c.r
       const run: MigrationRun = {
@@ -402,12 +505,15 @@ async function runMigrations(
         cpuMsPer1000: round((r.cpuMs / size) * 1000, 0),
         failedWrites: r.failed,
         outcome: r.failed ? 'Failed' : 'Succeeded',
+        load: { start: round(loadStart)!, end: round(os.loadavg()[0]!)! },
         etcd: await prove(group, size, conv),
         notes: `listed ${r.listed}, retries ${r.retries}`,
       }
       if (conv && setup) {
         run.conversion = await conversionOf(group, size, conv, setup, c, write)
         await dropConversionCrd(group, size, conv)
+      } else {
+        await dropCrd(group, size)
       }
       log(
         `${tool} N=${size}${conv ? ` (conversion, webhook delay ${conv.delayMs} ms)` : ''} concurrency ${concurrency}: ${round(r.wallMs / 1000, 2)} s = ${Math.round(run.objectsPerSecond)}/s, p50 ${r.latency.p50Ms} ms p99 ${r.latency.p99Ms} ms, peak RSS ${r.peakRssMb} MB, etcd v2 ${run.etcd.allV2}${reviewsText(run)}`,
@@ -417,9 +523,10 @@ async function runMigrations(
 
     const runKsvmOnce = async (size: number, tool: Tool, limits: { qps?: number; burst?: number }): Promise<MigrationRun> => {
       const { group, createMs } = await prepare(size, tool)
+      const loadStart = os.loadavg()[0]!
       const r = await runKsvm(http, {
         migrator: ksvm!.migrator,
-        kubeconfigPath: cp.kubeconfigPath,
+        kubeconfigPath: sa.kubeconfigPath,
         group,
         version: 'v2',
         resource: PLURAL,
@@ -448,9 +555,11 @@ async function runMigrations(
         cpuMsPer1000: r.cpuMs === null ? null : round((r.cpuMs / size) * 1000, 0),
         failedWrites: r.outcome === 'Succeeded' ? 0 : null,
         outcome: r.outcome,
+        load: { start: round(loadStart)!, end: round(os.loadavg()[0]!)! },
         etcd: await prove(group, size),
         notes: `${r.message}; flags ${r.flags.join(' ')}`,
       }
+      await dropCrd(group, size)
       log(
         `${tool} N=${size}: ${r.outcome}, rewrite ${round(r.rewriteMs / 1000, 2)} s = ${Math.round(run.objectsPerSecond)}/s (created->Succeeded ${round(r.wallMs / 1000, 2)} s), peak RSS ${r.peakRssMb} MB, etcd v2 ${run.etcd.allV2}`,
       )
@@ -496,7 +605,11 @@ async function runMigrations(
       }
     }
 
-    // 3. The conversion case: ceiling (merge patch and apply) and ours through the
+    // 3. The good-neighbour case: a foreground tenant alone, then during a migration by ours
+    // at its defaults without and with the chart's API Priority and Fairness objects.
+    const neighbour = neighbourSize > 0 ? await runNeighbour(neighbourSize) : null
+
+    // 4. The conversion case: ceiling (merge patch and apply) and ours through the
     // webhook, answering at once and slowly.
     let conversion: ConversionCase | null = null
     if (conversionSizes.length) {
@@ -550,11 +663,165 @@ async function runMigrations(
       bestConcurrency: sizes.length || conversion ? bestConcurrency : null,
       ceilingConcurrency: sizes.length || conversion ? ceilingConcurrency : null,
       conversion,
+      neighbour,
+      identity,
+    }
+
+    async function runNeighbour(size: number): Promise<NeighbourCase> {
+      // The foreground tenant: a client certificate outside system:masters (global-default),
+      // allowed to read and patch one ConfigMap.
+      const namespace = 'bench-foreground'
+      const configMap = 'foreground'
+      const configMaps = Array.from({ length: FOREGROUND_CONFIGMAPS }, (_, i) => `${configMap}-${i}`)
+      const user = await cp.mintUser('bench-foreground')
+      for (const [collection, body] of [
+        ['/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }],
+        ...configMaps.map(
+          (name) =>
+            [
+              `/api/v1/namespaces/${namespace}/configmaps`,
+              { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name }, data: { seq: '0' } },
+            ] as const,
+        ),
+        [
+          `/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace}/roles`,
+          {
+            apiVersion: 'rbac.authorization.k8s.io/v1',
+            kind: 'Role',
+            metadata: { name: 'foreground' },
+            rules: [{ apiGroups: [''], resources: ['configmaps'], resourceNames: configMaps, verbs: ['get', 'patch'] }],
+          },
+        ],
+        [
+          `/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace}/rolebindings`,
+          {
+            apiVersion: 'rbac.authorization.k8s.io/v1',
+            kind: 'RoleBinding',
+            metadata: { name: 'foreground' },
+            roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'foreground' },
+            subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user.name }],
+          },
+        ],
+      ] as const) {
+        await http.request({ method: 'POST', path: collection, body }).catch((err: unknown) => {
+          if (!(err instanceof KubeApiError && err.status === 409)) throw err
+        })
+      }
+      const userKc = loadKubeConfig(user.kubeconfigPath)
+      const userHttp = new KubeHttp(userKc)
+      const foregroundLevel = await levelOf(
+        (await classify(userHttp, `/api/v1/namespaces/${namespace}/configmaps/${configMaps[0]}`)).priorityLevelUid,
+      )
+      userHttp.close()
+      if (foregroundLevel === 'exempt') throw new Error(`the foreground user ${user.name} is exempt from API Priority and Fairness`)
+      const input: ForegroundOptions = {
+        connection: ceilingConnection(await kubeConnection(userKc)),
+        namespace,
+        configMap,
+        ratePerSecond: foregroundRate,
+      }
+      let fg: ForegroundSamples | undefined
+      const withForeground: Around = async (run) => {
+        const child = await startForegroundChild(input)
+        try {
+          return await run()
+        } finally {
+          fg = await child.stop()
+        }
+      }
+      // The requests sent while the migration ran (migrateCrd, freeze to unfreeze), not
+      // while its process loaded its modules: on this machine that is CPU taken from the
+      // API server, in a cluster it happens on another node.
+      const during = (run: MigrationRun) => {
+        const span = run.timeline?.find((x) => x.what === 'migrateCrd')
+        return foregroundStats(fg!, span?.from, span?.to)
+      }
+
+      log(`good neighbour: the foreground (${user.name}, ${foregroundLevel}) alone for ${foregroundIdleSeconds} s at ${foregroundRate}/s`)
+      const idle = await withForeground(() => sleep(foregroundIdleSeconds * 1000)).then(() => foregroundStats(fg!))
+      log(`good neighbour: idle p50 ${idle.p50Ms} ms, p99 ${idle.p99Ms} ms (${idle.requests} requests, ${idle.errors} errors)`)
+      const withoutLevel = await levelOf((await classify(migratorHttp!, bulkProbe)).priorityLevelUid)
+      const without = await runOurs(size, 'ours-neighbour', undefined, undefined, undefined, withForeground)
+      const fgWithout = during(without)
+      log(
+        `good neighbour: without the FlowSchema, foreground p99 ${fgWithout.p99Ms} ms; migration ${Math.round(without.objectsPerSecond)}/s`,
+      )
+
+      const objects = await flowControlObjects({
+        name: `crd-migrator-bench-${runId}`,
+        serviceAccount: { namespace: sa.namespace, name: sa.name },
+        ...(apfShares !== undefined ? { nominalConcurrencyShares: apfShares } : {}),
+      })
+      const created = await installFlowControl(http, migratorHttp!, objects, bulkProbe)
+      const level = created.find((o) => o.kind === 'PriorityLevelConfiguration')!
+      let withRun: MigrationRun
+      let fgWith: ForegroundStats
+      let seats: number | null
+      let withLevel: string
+      try {
+        seats = await nominalSeats(http, level.metadata.name)
+        withLevel = await levelOf((await classify(migratorHttp!, bulkProbe)).priorityLevelUid)
+        withRun = await runOurs(size, 'ours-neighbour-apf', undefined, undefined, undefined, withForeground)
+        fgWith = during(withRun)
+      } finally {
+        await removeFlowControl(http, migratorHttp!, created, bulkProbe)
+      }
+      log(
+        `good neighbour: with the FlowSchema (${seats ?? '?'} seats), foreground p99 ${fgWith.p99Ms} ms; migration ${Math.round(withRun.objectsPerSecond)}/s`,
+      )
+      const ratio = (a: number | null, b: number | null) => (a !== null && b !== null && b > 0 ? round(a / b, 2) : null)
+      return {
+        size,
+        foreground: {
+          user: user.name,
+          priorityLevel: foregroundLevel,
+          ratePerSecond: foregroundRate,
+          what: `reads (GET) and writes (merge PATCH) ${FOREGROUND_CONFIGMAPS} ConfigMaps ${namespace}/${configMap}-N in turn, alternately, open loop,`,
+        },
+        migrator: { user: sa.username, priorityLevelWithout: withoutLevel, priorityLevelWith: withLevel },
+        flowControl: {
+          priorityLevel: level.metadata.name,
+          nominalConcurrencyShares: (level.spec['limited'] as { nominalConcurrencyShares: number }).nominalConcurrencyShares,
+          nominalSeats: seats,
+          flowSchemas: created.filter((o) => o.kind === 'FlowSchema').map((o) => o.metadata.name),
+        },
+        idle,
+        without: { foreground: fgWithout, migration: without },
+        with: { foreground: fgWith, migration: withRun },
+        p99RatioWithout: ratio(fgWithout.p99Ms, idle.p99Ms),
+        p99RatioWith: ratio(fgWith.p99Ms, idle.p99Ms),
+        throughputLoss: without.objectsPerSecond > 0 ? round(1 - withRun.objectsPerSecond / without.objectsPerSecond, 3) : null,
+      }
     }
   } finally {
     await webhook?.stop()
+    migratorHttp?.close()
     http.close()
     if (cp.owned) await cp.stop()
+  }
+}
+
+/** Runs a migrating process, possibly with something around it (the foreground client). */
+type Around = <T>(run: () => Promise<T>) => Promise<T>
+
+/** etcd's own version, from its /version endpoint. */
+async function etcdVersion(endpoint: string): Promise<string> {
+  const res = await fetch(`${endpoint}/version`)
+  return `v${((await res.json()) as { etcdserver?: string }).etcdserver ?? '?'}`
+}
+
+/** Names of APF priority levels by uid (the response headers carry uids), looked up once each. */
+function levelNames(http: KubeHttp): (uid: string) => Promise<string> {
+  const names = new Map<string, string>()
+  return async (uid) => {
+    if (!names.has(uid)) {
+      const list = await http.request<{ items: Array<{ metadata: { name: string; uid: string } }> }>({
+        method: 'GET',
+        path: `${FLOWCONTROL_API}/prioritylevelconfigurations`,
+      })
+      for (const item of list.body.items) names.set(item.metadata.uid, item.metadata.name)
+    }
+    return names.get(uid) ?? `unknown (${uid || 'no APF headers'})`
   }
 }
 
@@ -586,9 +853,12 @@ function reviewsText(run: MigrationRun): string {
 function summarize(x: {
   startedAt: string
   before: number[]
+  loadDuring: BenchResult['loadDuring']
   machine: BenchResult['machine']
   webhook: BenchResult['webhook']
   conversion: ConversionCase | null
+  neighbour: NeighbourCase | null
+  identity: BenchResult['identity']
   migrations: MigrationRun[]
   bestConcurrency: number | null
   ceilingConcurrency: number | null
@@ -615,53 +885,7 @@ function summarize(x: {
       ksvmTool: k?.tool ?? null,
     }
   })
-  const targets: Target[] = []
-  const worst = (vals: Array<number | null>) => {
-    const v = vals.filter((n): n is number => n !== null)
-    return v.length ? Math.min(...v) : null
-  }
-  if (x.migrations.length) {
-    const ceil = worst(ratios.map((r) => r.oursBestVsCeiling))
-    targets.push({
-      name: 'ours (best concurrency) vs ceiling',
-      target: '>= 0.9x',
-      value: ratios.map((r) => `${r.size}: ${r.oursBestVsCeiling ?? 'n/a'}x`).join(', '),
-      met: ceil === null ? null : ceil >= 0.9,
-    })
-    const vsK = worst(ratios.map((r) => r.oursBestVsKsvm))
-    if (x.migrations.some((m) => m.tool.startsWith('ksvm')))
-      targets.push({
-        name: 'ours (best) vs KSVM (its fastest config)',
-        target: '>= 3x',
-        value: ratios.map((r) => `${r.size}: ${r.oursBestVsKsvm ?? 'n/a'}x (ceiling: ${r.ceilingVsKsvm ?? 'n/a'}x)`).join(', '),
-        met: vsK === null ? null : vsK >= 3,
-      })
-    const lo = sizes.includes(10_000) ? 10_000 : sizes[0]!
-    const hi = sizes[sizes.length - 1]!
-    for (const tool of ['ours-best', 'ours-default'] as const) {
-      const a = find(lo, tool)?.peakRssMb
-      const b = find(hi, tool)?.peakRssMb
-      const growth = a && b && hi !== lo ? round((b / a - 1) * 100, 1) : null
-      targets.push({
-        name: hi > lo ? `peak RSS growth of ${tool}, ${lo} -> ${hi} objects` : `peak RSS growth of ${tool} (needs a size above ${lo})`,
-        target: '< 20%',
-        value: growth === null ? 'n/a' : `${a} -> ${b} MB (${growth >= 0 ? '+' : ''}${growth}%)`,
-        met: growth === null ? null : growth < 20,
-      })
-    }
-  }
-  const hook = x.webhook?.cases.filter((c) => c.crd === '10KB' && c.mode === 'fixed' && c.server === 'ours') ?? []
-  const floor = x.webhook?.cases.find((c) => c.crd === '10KB' && c.mode === 'fixed' && c.server === 'floor')
-  const p99 = hook.length ? Math.max(...hook.map((c) => c.p99Ms)) : null
-  const hookValue = hook.map((c) => `${c.decision}: ${c.p99Ms} ms at ${Math.round(c.requestsPerSecond)} req/s`).join(', ')
-  if (x.webhook)
-    targets.push({
-      name: `webhook p99 at ${hook[0]?.targetRate ?? 2000} req/s, 10 KB CRD`,
-      target: '< 2 ms',
-      value: hookValue ? `${hookValue}${floor ? ` (floor: ${floor.p99Ms} ms)` : ''}` : 'n/a',
-      met: p99 === null ? null : p99 < 2,
-    })
-
+  const targets = issueTargets(x, find)
   return {
     version: 1,
     startedAt: x.startedAt,
@@ -691,10 +915,146 @@ function summarize(x: {
     ratios,
     webhook: x.webhook,
     conversion: x.conversion,
+    neighbour: x.neighbour,
+    identity: x.identity,
+    loadDuring: x.loadDuring,
     targets,
-    allProvedInEtcd: [...x.migrations, ...(x.conversion?.runs ?? [])].every((m) => m.etcd.allV2),
+    allProvedInEtcd: [
+      ...x.migrations,
+      ...(x.conversion?.runs ?? []),
+      ...(x.neighbour ? [x.neighbour.without.migration, x.neighbour.with.migration] : []),
+    ].every((m) => m.etcd.allV2),
   }
 }
+
+/**
+ * The targets of issue #19, each a ratio inside this run: memory (vs KSVM, growth with
+ * size), speed, tail latency and client CPU at the defaults (vs the ceiling), the good
+ * neighbour (foreground p99 vs idle, throughput lost to the FlowSchema), the webhook (p99
+ * vs the floor). Sizes of 10,000 and more count when the run has them, else every size.
+ */
+function issueTargets(
+  x: { migrations: MigrationRun[]; neighbour: NeighbourCase | null; webhook: BenchResult['webhook'] },
+  find: (size: number, tool: Tool) => MigrationRun | undefined,
+): Target[] {
+  const targets: Target[] = []
+  const big = sizes.filter((n) => n >= 10_000)
+  const counted = big.length ? big : sizes
+  const each = (f: (size: number) => { value: string; ratio: number | null } | null) => {
+    const rows = counted
+      .map((size) => ({ size, r: f(size) }))
+      .filter((row): row is { size: number; r: { value: string; ratio: number | null } } => row.r !== null)
+    const ratios = rows.map((row) => row.r.ratio).filter((n): n is number => n !== null)
+    return { value: rows.map((row) => `${int(row.size)}: ${row.r.value}`).join('; ') || 'n/a', ratios }
+  }
+  const x2 = (n: number | null) => (n === null ? 'n/a' : `${n}×`)
+  if (x.migrations.length) {
+    // Memory.
+    const memSize = sizes.includes(10_000) ? 10_000 : sizes[0]!
+    const od = find(memSize, 'ours-default')
+    const ks = find(memSize, 'ksvm')
+    const memRatio = od?.peakRssMb && ks?.peakRssMb ? round(od.peakRssMb / ks.peakRssMb, 2) : null
+    targets.push({
+      name: `peak RSS of ours at the defaults vs KSVM, ${int(memSize)} objects`,
+      target: '≤ 2.5×',
+      value: od && ks ? `${od.peakRssMb} MB vs ${ks.peakRssMb} MB = ${x2(memRatio)}` : 'n/a (needs KSVM)',
+      met: memRatio === null ? null : memRatio <= 2.5,
+    })
+    const hi = sizes[sizes.length - 1]!
+    for (const tool of ['ours-default', 'ours-best'] as const) {
+      const a = find(memSize, tool)?.peakRssMb
+      const b = find(hi, tool)?.peakRssMb
+      const growth = a && b && hi > memSize ? round((b / a - 1) * 100, 1) : null
+      targets.push({
+        name: `peak RSS growth of ${tool}, ${int(memSize)} -> ${int(hi)} objects`,
+        target: '< 10%',
+        value: growth === null ? `n/a (needs a size above ${int(memSize)})` : `${a} -> ${b} MB (${growth >= 0 ? '+' : ''}${growth}%)`,
+        met: growth === null ? null : growth < 10,
+      })
+    }
+    // Speed, tail and CPU at the defaults, against the ceiling of the same size.
+    const speed = each((size) => {
+      const o = find(size, 'ours-default')
+      const c = find(size, 'ceiling')
+      if (!o || !c) return null
+      const r = round(o.objectsPerSecond / c.objectsPerSecond, 2)
+      return { value: `${Math.round(o.objectsPerSecond)} vs ${Math.round(c.objectsPerSecond)}/s = ${x2(r)}`, ratio: r }
+    })
+    targets.push({
+      name: 'objects/s of ours at the defaults vs the ceiling',
+      target: '≥ 0.95×',
+      value: speed.value,
+      met: speed.ratios.length ? Math.min(...speed.ratios) >= 0.95 : null,
+    })
+    const tail = each((size) => {
+      const o = find(size, 'ours-default')
+      const c = find(size, 'ceiling')
+      if (!o?.p99Ms || !c?.p99Ms) return null
+      const r = round(o.p99Ms / c.p99Ms, 2)
+      return { value: `${o.p99Ms} vs ${c.p99Ms} ms = ${x2(r)}`, ratio: r }
+    })
+    targets.push({
+      name: 'p99 write latency of ours at the defaults vs the ceiling',
+      target: '≤ 1.5×',
+      value: tail.value,
+      met: tail.ratios.length ? Math.max(...tail.ratios) <= 1.5 : null,
+    })
+    const cpu = each((size) => {
+      const o = find(size, 'ours-default')
+      const c = find(size, 'ceiling')
+      if (!o?.cpuMsPer1000 || !c?.cpuMsPer1000) return null
+      const r = round(o.cpuMsPer1000 / c.cpuMsPer1000, 2)
+      return { value: `${o.cpuMsPer1000} vs ${c.cpuMsPer1000} ms = ${x2(r)}`, ratio: r }
+    })
+    targets.push({
+      name: 'client CPU per 1,000 objects, ours at the defaults vs the ceiling',
+      target: '≤ 1.1×',
+      value: cpu.value,
+      met: cpu.ratios.length ? Math.max(...cpu.ratios) <= 1.1 : null,
+    })
+  }
+  const n = x.neighbour
+  if (n) {
+    targets.push({
+      name: `foreground p99 during a migration with the FlowSchema vs idle (${int(n.size)} objects)`,
+      target: '≤ 2×',
+      value: `${n.with.foreground.p99Ms} vs ${n.idle.p99Ms} ms = ${x2(n.p99RatioWith)} (without the FlowSchema: ${n.without.foreground.p99Ms} ms = ${x2(n.p99RatioWithout)})`,
+      met: n.p99RatioWith === null ? null : n.p99RatioWith <= 2,
+    })
+    targets.push({
+      name: 'migration throughput lost to the FlowSchema',
+      target: '≤ 15%',
+      value:
+        n.throughputLoss === null
+          ? 'n/a'
+          : `${Math.round(n.with.migration.objectsPerSecond)} vs ${Math.round(n.without.migration.objectsPerSecond)}/s = ${round(n.throughputLoss * 100, 1)}%`,
+      met: n.throughputLoss === null ? null : n.throughputLoss <= 0.15,
+    })
+  }
+  if (x.webhook) {
+    for (const [crd, wanted] of [
+      ['10KB', 1.2],
+      ['1MB', 1.5],
+    ] as const) {
+      const ours = x.webhook.cases.filter((c) => c.crd === crd && c.mode === 'fixed' && c.server === 'ours')
+      const floor = x.webhook.cases.find((c) => c.crd === crd && c.mode === 'fixed' && c.server === 'floor')
+      const worst = ours.length ? Math.max(...ours.map((c) => c.p99Ms)) : null
+      const r = worst !== null && floor ? round(worst / floor.p99Ms, 2) : null
+      targets.push({
+        name: `webhook p99 at ${ours[0]?.targetRate ?? '?'} req/s, ${crd === '10KB' ? '10 KB' : '1 MB'} CRD, vs the bare node:https floor${x.webhook.repeat > 1 ? ` (medians of ${x.webhook.repeat})` : ''}`,
+        target: `≤ ${wanted}×`,
+        value:
+          ours.length && floor
+            ? `${ours.map((c) => `${c.decision} ${c.p99Ms} ms`).join(', ')} vs floor ${floor.p99Ms} ms = ${x2(r)}`
+            : 'n/a',
+        met: r === null ? null : r <= wanted,
+      })
+    }
+  }
+  return targets
+}
+
+const int = (n: number) => n.toLocaleString('en-US')
 
 // Ctrl-C / SIGTERM: exit through process.exit so the 'exit' hooks (KSVM child, control
 // plane) run.

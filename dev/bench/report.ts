@@ -1,10 +1,21 @@
 import type { ConversionProbe } from './conversion.js'
-import type { MachineInfo } from './stats.js'
+import type { ForegroundStats } from './foreground.js'
+import type { LoadSummary, MachineInfo } from './stats.js'
 import type { WebhookCaseResult } from './webhook-load.js'
 import type { EtcdProof } from './fixtures.js'
 
 export type Tool =
-  'ours-default' | 'ours-best' | 'ours-sweep' | 'ceiling' | 'ceiling-apply' | 'ceiling-sweep' | 'ksvm' | 'ksvm-manifest' | 'ksvm-default'
+  | 'ours-default'
+  | 'ours-best'
+  | 'ours-sweep'
+  | 'ours-neighbour'
+  | 'ours-neighbour-apf'
+  | 'ceiling'
+  | 'ceiling-apply'
+  | 'ceiling-sweep'
+  | 'ksvm'
+  | 'ksvm-manifest'
+  | 'ksvm-default'
 
 /** What the conversion webhook saw of one run of the conversion case. */
 export interface RunConversion {
@@ -60,6 +71,36 @@ export interface MigrationRun {
   notes?: string
   /** The conversion case only. */
   conversion?: RunConversion
+  /** 1-minute load average when the run started (setup done) and when it ended. */
+  load?: { start: number; end: number }
+  /** ours: the adaptive concurrency limit during the storage phase (crd_migrator_concurrency_limit). */
+  concurrencyLimit?: { final: number; mean: number; max: number } | null
+  /** ours: 429 answers it got. */
+  throttled?: number
+  /** ours: when the run and each phase ran (Date.now()). */
+  timeline?: Array<{ what: string; from: number; to: number }>
+}
+
+/**
+ * The good-neighbour case: a foreground client (another, non-exempt tenant) measured idle,
+ * during a migration by ours at its defaults without the chart's FlowSchema, and with it.
+ */
+export interface NeighbourCase {
+  size: number
+  /** Who the foreground is, what it does, and the priority level APF put it in. */
+  foreground: { user: string; priorityLevel: string; ratePerSecond: number; what: string }
+  /** The migrator's identity and its priority level without / with the FlowSchema. */
+  migrator: { user: string; priorityLevelWithout: string; priorityLevelWith: string }
+  /** The objects installed for the "with" run (from charts/crd-migrator/files/flowcontrol.yaml). */
+  flowControl: { priorityLevel: string; nominalConcurrencyShares: number; nominalSeats: number | null; flowSchemas: string[] }
+  idle: ForegroundStats
+  without: { foreground: ForegroundStats; migration: MigrationRun }
+  with: { foreground: ForegroundStats; migration: MigrationRun }
+  /** Foreground p99 over its idle p99. */
+  p99RatioWithout: number | null
+  p99RatioWith: number | null
+  /** 1 - objects/s with the FlowSchema over objects/s without. */
+  throughputLoss: number | null
 }
 
 /** The conversion-webhook case: the same migration with a CRD whose v1 and v2 convert through a webhook. */
@@ -112,9 +153,15 @@ export interface BenchResult {
     ceilingVsKsvm: number | null
     ksvmTool: Tool | null
   }>
-  webhook: { pinned: boolean; cases: WebhookCaseResult[] } | null
+  webhook: { pinned: boolean; repeat: number; cases: WebhookCaseResult[] } | null
   /** The conversion-webhook case (null when skipped); its runs are not in `migrations`. */
   conversion: ConversionCase | null
+  /** The good-neighbour case (null when skipped); its runs are not in `migrations`. */
+  neighbour: NeighbourCase | null
+  /** Who the migrating processes ran as: a ServiceAccount, never system:masters (exempt from APF). */
+  identity: { migrator: string; priorityLevel: string } | null
+  /** The 1-minute load average, sampled every 5 s from start to end. */
+  loadDuring: LoadSummary
   targets: Target[]
   allProvedInEtcd: boolean
 }
@@ -128,20 +175,25 @@ export function renderMarkdown(r: BenchResult): string {
   const lines: string[] = []
   lines.push(
     `Machine: ${m.cpuModel}, ${m.cores} cores, ${m.memoryGb} GB RAM, ${m.os}; Node ${m.node}; kube-apiserver ${m.kubeVersion ?? '?'} + etcd ${m.etcdVersion ?? '?'} (local, loopback, same machine). ` +
-      `Load average before/after: ${r.loadAverage.before.join(' ')} / ${r.loadAverage.after.join(' ')}. Run ${r.startedAt}${r.smoke ? ' (smoke sizes)' : ''}.` +
-      (r.childNodeOptions.length ? ` Ours and the ceiling ran with node ${r.childNodeOptions.join(' ')}.` : ''),
+      `Load average before/after: ${r.loadAverage.before.join(' ')} / ${r.loadAverage.after.join(' ')}; during the run (1-minute, every 5 s): ${loadText(r.loadDuring)}. Run ${r.startedAt}${r.smoke ? ' (smoke sizes)' : ''}.` +
+      (r.childNodeOptions.length ? ` Ours and the ceiling ran with node ${r.childNodeOptions.join(' ')}.` : '') +
+      (r.identity
+        ? ` The migrators ran as ${r.identity.migrator} (APF priority level ${r.identity.priorityLevel}; system:masters would be exempt).`
+        : ''),
   )
+  if (r.targets.length) {
+    lines.push('')
+    lines.push('| target | wanted | measured | met |')
+    lines.push('|---|---|---|---|')
+    for (const t of r.targets) lines.push(`| ${t.name} | ${t.target} | ${t.value} | ${t.met === null ? 'n/a' : t.met ? 'yes' : '**no**'} |`)
+  }
   if (r.migrations.length) {
     lines.push('')
     lines.push(
-      '| objects | migrator | settings | rewrite s | objects/s | p50 ms | p99 ms | peak RSS MB | client CPU ms / 1k obj | failed | whole run s | etcd: all at v2 |',
+      '| objects | migrator | settings | rewrite s | objects/s | p50 ms | p99 ms | peak RSS MB | client CPU ms / 1k obj | failed | whole run s | load | etcd: all at v2 |',
     )
-    lines.push('|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|')
-    for (const run of r.migrations.filter((x) => !x.tool.endsWith('-sweep'))) {
-      lines.push(
-        `| ${int(run.size)} | ${run.tool} | ${run.settings} | ${fmt(run.rewriteMs / 1000, 2)} | ${int(run.objectsPerSecond)} | ${fmt(run.p50Ms, 2)} | ${fmt(run.p99Ms, 2)} | ${fmt(run.peakRssMb)} | ${int(run.cpuMsPer1000)} | ${run.failedWrites ?? 'n/a'} | ${fmt(run.wallMs / 1000, 2)} | ${run.etcd.allV2 ? `yes (${int(run.etcd.total)})` : `NO ${JSON.stringify(run.etcd.byApiVersion)}`} |`,
-      )
-    }
+    lines.push('|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|')
+    for (const run of r.migrations.filter((x) => !x.tool.endsWith('-sweep'))) lines.push(runRow(run))
     const sweep = r.migrations.filter((x) => x.tool === 'ours-sweep')
     if (sweep.length) {
       lines.push('')
@@ -168,24 +220,21 @@ export function renderMarkdown(r: BenchResult): string {
   if (r.webhook) {
     lines.push('')
     lines.push(
-      `Webhook \`/validate-crd\` over HTTPS, server ${r.webhook.pinned ? 'pinned to core 1 and vegeta (the load generator) to core 0 with taskset' : 'and vegeta NOT pinned (no taskset)'}; fixed rate = open loop, saturation = as fast as the connections are answered; AdmissionReview = UPDATE of a frozen CRD with object + oldObject. "floor" = a bare node:https server that only reads and JSON.parses the review and answers allowed: what any Node webhook pays here.`,
+      `Webhook \`/validate-crd\` over HTTPS, server ${r.webhook.pinned ? 'pinned to core 1 and vegeta (the load generator) to core 0 with taskset' : 'and vegeta NOT pinned (no taskset)'}; fixed rate = open loop, saturation = as fast as the connections are answered; AdmissionReview = UPDATE of a frozen CRD with object + oldObject. "floor" = a bare node:https server that only reads and JSON.parses the review and answers allowed: what any Node webhook pays here.${r.webhook.repeat > 1 ? ` Each case ran ${r.webhook.repeat} times, ours and the floor taking turns; the figures are the medians (errors summed), the p99 of every repetition in the last column.` : ''}`,
     )
     lines.push('')
-    lines.push('| server | CRD | review body | decision | load | req/s | p50 ms | p90 ms | p99 ms | max ms | errors/non-2xx |')
-    lines.push('|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|')
+    lines.push(
+      '| server | CRD | review body | decision | load | req/s | p50 ms | p90 ms | p99 ms | max ms | errors/non-2xx | p99 of each repetition |',
+    )
+    lines.push('|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|')
     for (const c of r.webhook.cases) {
       lines.push(
-        `| ${c.server} | ${c.crd} | ${fmt(c.bodyBytes / 1024, 0)} KB | ${c.server === 'floor' ? 'n/a' : c.decision} | ${c.mode === 'fixed' ? `${c.targetRate} req/s` : `saturation (${c.connections} conns)`} | ${int(c.requestsPerSecond)} | ${fmt(c.p50Ms, 2)} | ${fmt(c.p90Ms, 2)} | ${fmt(c.p99Ms, 2)} | ${fmt(c.maxMs, 2)} | ${c.errors}/${c.non2xx} |`,
+        `| ${c.server} | ${c.crd} | ${fmt(c.bodyBytes / 1024, 0)} KB | ${c.server === 'floor' ? 'n/a' : c.decision} | ${c.mode === 'fixed' ? `${c.targetRate} req/s` : `saturation (${c.connections} conns)`} | ${int(c.requestsPerSecond)} | ${fmt(c.p50Ms, 2)} | ${fmt(c.p90Ms, 2)} | ${fmt(c.p99Ms, 2)} | ${fmt(c.maxMs, 2)} | ${c.errors}/${c.non2xx} | ${c.repeats ? c.repeats.map((x) => fmt(x.p99Ms, 2)).join(', ') : '-'} |`,
       )
     }
   }
+  if (r.neighbour) renderNeighbour(r.neighbour, lines)
   if (r.conversion) renderConversion(r.conversion, lines)
-  if (r.targets.length) {
-    lines.push('')
-    lines.push('| target | wanted | measured | met |')
-    lines.push('|---|---|---|---|')
-  }
-  for (const t of r.targets) lines.push(`| ${t.name} | ${t.target} | ${t.value} | ${t.met === null ? 'n/a' : t.met ? 'yes' : '**no**'} |`)
   if (r.ksvm) {
     lines.push('')
     lines.push(
@@ -193,6 +242,45 @@ export function renderMarkdown(r: BenchResult): string {
     )
   }
   return `${lines.join('\n')}\n`
+}
+
+function runRow(run: MigrationRun): string {
+  const limit = run.concurrencyLimit
+    ? `; adaptive limit mean ${fmt(run.concurrencyLimit.mean, 0)}, max ${run.concurrencyLimit.max}, last ${run.concurrencyLimit.final}`
+    : ''
+  const throttled = run.throttled ? `; ${int(run.throttled)} × 429` : ''
+  return `| ${int(run.size)} | ${run.tool} | ${run.settings}${limit}${throttled} | ${fmt(run.rewriteMs / 1000, 2)} | ${int(run.objectsPerSecond)} | ${fmt(run.p50Ms, 2)} | ${fmt(run.p99Ms, 2)} | ${fmt(run.peakRssMb)} | ${int(run.cpuMsPer1000)} | ${run.failedWrites ?? 'n/a'} | ${fmt(run.wallMs / 1000, 2)} | ${run.load ? `${fmt(run.load.start, 2)} → ${fmt(run.load.end, 2)}` : 'n/a'} | ${run.etcd.allV2 ? `yes (${int(run.etcd.total)})` : `NO ${JSON.stringify(run.etcd.byApiVersion)}`} |`
+}
+
+function loadText(l: LoadSummary): string {
+  return l.samples ? `min ${fmt(l.min, 2)}, mean ${fmt(l.mean, 2)}, max ${fmt(l.max, 2)} (${l.samples} samples)` : 'not sampled'
+}
+
+function renderNeighbour(n: NeighbourCase, lines: string[]): void {
+  const fg = (s: ForegroundStats) => `${fmt(s.p50Ms, 2)} / ${fmt(s.p99Ms, 2)} / ${fmt(s.maxMs, 2)}`
+  lines.push('')
+  lines.push(
+    `Good neighbour (${int(n.size)} objects, ours at its defaults): the foreground client ${n.foreground.user} (APF priority level ${n.foreground.priorityLevel}) ${n.foreground.what} at ${n.foreground.ratePerSecond} requests/s, alone, then during a migration (the requests sent from the freeze to the unfreeze, not while the migrating process loaded its modules) without and with the chart's API Priority and Fairness objects (files/flowcontrol.yaml: priority level ${n.flowControl.priorityLevel}, nominalConcurrencyShares ${n.flowControl.nominalConcurrencyShares}, ${n.flowControl.nominalSeats ?? '?'} seats; FlowSchemas ${n.flowControl.flowSchemas.join(', ')}). The migrator (${n.migrator.user}) was in ${n.migrator.priorityLevelWithout} without them and in ${n.migrator.priorityLevelWith} with them.`,
+  )
+  lines.push('')
+  lines.push(
+    '| phase | foreground requests | errors | foreground p50 / p99 / max ms | p99 / idle p99 | migration objects/s | migration p50 / p99 ms | 429s |',
+  )
+  lines.push('|---|---:|---:|---:|---:|---:|---:|---:|')
+  lines.push(`| idle | ${int(n.idle.requests)} | ${n.idle.errors} | ${fg(n.idle)} | 1.00 | n/a | n/a | n/a |`)
+  for (const [name, x, ratio] of [
+    ['migration, no FlowSchema', n.without, n.p99RatioWithout],
+    ['migration, with FlowSchema', n.with, n.p99RatioWith],
+  ] as const) {
+    lines.push(
+      `| ${name} | ${int(x.foreground.requests)} | ${x.foreground.errors} | ${fg(x.foreground)} | ${fmt(ratio, 2)} | ${int(x.migration.objectsPerSecond)} | ${fmt(x.migration.p50Ms, 2)} / ${fmt(x.migration.p99Ms, 2)} | ${x.migration.throttled ?? 0} |`,
+    )
+  }
+  lines.push('')
+  const slow = (x: ForegroundStats) => x.slowest.map((s) => `${fmt(s.ms, 0)} ms at ${fmt(s.atSeconds, 1)} s`).join(', ')
+  lines.push(
+    `Migration throughput lost to the FlowSchema: ${n.throughputLoss === null ? 'n/a' : `${fmt(n.throughputLoss * 100, 1)}%`}. The slowest foreground requests (seconds after the migration started): without ${slow(n.without.foreground)}; with ${slow(n.with.foreground)}.`,
+  )
 }
 
 const censusText = (c: Record<string, number>) =>

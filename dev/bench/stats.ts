@@ -95,6 +95,35 @@ export function loadAverage(): number[] {
   return os.loadavg().map((l) => round(l, 2)!)
 }
 
+export interface LoadSummary {
+  samples: number
+  min: number | null
+  mean: number | null
+  max: number | null
+}
+
+/**
+ * Samples the 1-minute load average every `intervalMs` until stopped: the machine's load
+ * during a run, for the results (on a shared machine it explains outliers).
+ */
+export function sampleLoad(intervalMs = 5000): { stop(): LoadSummary } {
+  const samples: number[] = [os.loadavg()[0]!]
+  const timer = setInterval(() => samples.push(os.loadavg()[0]!), intervalMs)
+  timer.unref()
+  return {
+    stop() {
+      clearInterval(timer)
+      samples.push(os.loadavg()[0]!)
+      return {
+        samples: samples.length,
+        min: round(Math.min(...samples)),
+        mean: round(samples.reduce((a, b) => a + b, 0) / samples.length),
+        max: round(Math.max(...samples)),
+      }
+    },
+  }
+}
+
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
 
 let clockTicks: number | undefined

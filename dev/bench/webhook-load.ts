@@ -43,6 +43,11 @@ export interface WebhookCaseResult {
   requests: number
   errors: number
   non2xx: number
+  /**
+   * With --repeat N > 1: every repetition's figures, in order; the figures above are then
+   * their medians (errors and non2xx: sums).
+   */
+  repeats?: LoadStats[]
 }
 
 export interface WebhookBenchOptions {
@@ -50,6 +55,8 @@ export interface WebhookBenchOptions {
   fixedRate10k: number
   fixedRate1m: number
   pinned: boolean
+  /** Attacks per case (default 1); ours and the floor take turns, so drift of the machine hits both alike. */
+  repeat?: number
   log: (s: string) => void
 }
 /** A CRD whose schema has `properties` leaf fields: roughly 115 bytes of JSON each. */
@@ -175,7 +182,34 @@ interface VegetaReport {
   errors: string[] | null
 }
 
-type LoadStats = Pick<WebhookCaseResult, 'requestsPerSecond' | 'p50Ms' | 'p90Ms' | 'p99Ms' | 'maxMs' | 'requests' | 'errors' | 'non2xx'>
+export type LoadStats = Pick<
+  WebhookCaseResult,
+  'requestsPerSecond' | 'p50Ms' | 'p90Ms' | 'p99Ms' | 'maxMs' | 'requests' | 'errors' | 'non2xx'
+>
+
+const median = (values: number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 ? sorted[mid]! : round((sorted[mid - 1]! + sorted[mid]!) / 2, 3)!
+}
+
+/** One attack's figures, or the medians of several (errors summed). */
+export function medianStats(runs: LoadStats[]): LoadStats & { repeats?: LoadStats[] } {
+  if (runs.length === 1) return runs[0]!
+  const m = (k: keyof LoadStats) => median(runs.map((r) => r[k]))
+  const sum = (k: keyof LoadStats) => runs.reduce((n, r) => n + r[k], 0)
+  return {
+    requestsPerSecond: m('requestsPerSecond'),
+    p50Ms: m('p50Ms'),
+    p90Ms: m('p90Ms'),
+    p99Ms: m('p99Ms'),
+    maxMs: m('maxMs'),
+    requests: sum('requests'),
+    errors: sum('errors'),
+    non2xx: sum('non2xx'),
+    repeats: runs,
+  }
+}
 
 /**
  * One vegeta attack: `rate` requests/s (0 = as fast as `connections` connections allow)
@@ -230,11 +264,15 @@ async function attack(
   }
 }
 
-export async function runWebhookBench(o: WebhookBenchOptions): Promise<{ pinned: boolean; cases: WebhookCaseResult[] }> {
+export async function runWebhookBench(o: WebhookBenchOptions): Promise<{ pinned: boolean; repeat: number; cases: WebhookCaseResult[] }> {
   const pinned = o.pinned && hasTaskset()
+  const repeat = Math.max(1, o.repeat ?? 1)
   const vegeta = await ensureVegeta({ log: o.log })
   const dir = await mkdtemp(path.join(os.tmpdir(), 'crd-migrator-bench-vegeta-'))
   const cases: WebhookCaseResult[] = []
+  // Both servers at once, on the same core: the idle one costs nothing, and taking turns
+  // case by case (and repetition by repetition) keeps a drifting machine from favouring either.
+  const servers = new Map<WebhookServerKind, { child: ChildProcess; url: string; warmedUp: boolean }>()
   try {
     // Each CRD and its two reviews are built once (the 1 MB one takes ~0.6 s) and sent to
     // both servers.
@@ -259,22 +297,42 @@ export async function runWebhookBench(o: WebhookBenchOptions): Promise<{ pinned:
         reviews.push({ crd, crdBytes, fixedRate, decision, body, bodyFile })
       }
     }
-    for (const server of ['ours', 'floor'] as const) {
-      const { child, url } = await startServerChild(server, pinned)
-      try {
-        let warmedUp = false
-        // The floor decides nothing: one review per size is enough to price transport and parsing.
-        for (const { crd, crdBytes, fixedRate, decision, body, bodyFile } of reviews.filter(
-          (r) => server === 'ours' || r.decision === 'allowed',
-        )) {
-          const check = await post(url, body)
-          if (check.status !== 200 || (server === 'ours' && check.allowed !== (decision === 'allowed'))) {
-            throw new Error(`${server} webhook answered ${check.status} allowed=${String(check.allowed)} to the ${crd} ${decision} review`)
+    for (const kind of ['ours', 'floor'] as const) servers.set(kind, { ...(await startServerChild(kind, pinned)), warmedUp: false })
+    for (const { crd, crdBytes, fixedRate, decision, body, bodyFile } of reviews) {
+      // The floor decides nothing: the allowed review of each size prices transport and parsing.
+      const kinds = decision === 'allowed' ? (['ours', 'floor'] as const) : (['ours'] as const)
+      const connections = crd === '1MB' ? 4 : 16
+      const targets = new Map<WebhookServerKind, string>()
+      for (const server of kinds) {
+        const { url } = servers.get(server)!
+        const check = await post(url, body)
+        if (check.status !== 200 || (server === 'ours' && check.allowed !== (decision === 'allowed'))) {
+          throw new Error(`${server} webhook answered ${check.status} allowed=${String(check.allowed)} to the ${crd} ${decision} review`)
+        }
+        const targetsFile = path.join(dir, `${server}-${crd}-${decision}.targets`)
+        await writeFile(targetsFile, `POST ${url}${VALIDATE_PATH}\nContent-Type: application/json\n@${bodyFile}\n`)
+        targets.set(server, targetsFile)
+        // Warm-up, not recorded: JIT, connections, TLS sessions, Fastify's caches. The
+        // first case of a fresh process gets a longer one at saturation, or its tail
+        // would carry the optimizing compiler's work and the others' would not.
+        const s = servers.get(server)!
+        if (!s.warmedUp) await attack(vegeta, pinned, targetsFile, 0, Math.min(3, o.durationSeconds), connections)
+        s.warmedUp = true
+        await attack(vegeta, pinned, targetsFile, fixedRate, Math.min(2, o.durationSeconds), connections)
+      }
+      for (const mode of ['fixed', 'saturation'] as const) {
+        const rate = mode === 'fixed' ? fixedRate : 0
+        const runs = new Map<WebhookServerKind, LoadStats[]>(kinds.map((k) => [k, []]))
+        for (let r = 1; r <= repeat; r++) {
+          for (const server of kinds) {
+            o.log(
+              `webhook ${server} ${crd} ${decision}: ${mode === 'fixed' ? `fixed rate ${fixedRate} req/s` : `saturation, ${connections} connections`} for ${o.durationSeconds}s${repeat > 1 ? ` (${r}/${repeat})` : ''}`,
+            )
+            runs.get(server)!.push(await attack(vegeta, pinned, targets.get(server)!, rate, o.durationSeconds, connections))
           }
-          const targetsFile = path.join(dir, `${server}-${crd}-${decision}.targets`)
-          await writeFile(targetsFile, `POST ${url}${VALIDATE_PATH}\nContent-Type: application/json\n@${bodyFile}\n`)
-          const connections = crd === '1MB' ? 4 : 16
-          const common = {
+        }
+        for (const server of kinds) {
+          cases.push({
             server,
             crd,
             crdBytes,
@@ -282,34 +340,16 @@ export async function runWebhookBench(o: WebhookBenchOptions): Promise<{ pinned:
             decision,
             connections,
             durationSeconds: o.durationSeconds,
-          }
-          // Warm-up, not recorded: JIT, connections, TLS sessions, Fastify's caches. The
-          // first case of a fresh process gets a longer one at saturation, or its tail
-          // would carry the optimizing compiler's work and the others' would not.
-          if (!warmedUp) await attack(vegeta, pinned, targetsFile, 0, Math.min(3, o.durationSeconds), connections)
-          warmedUp = true
-          await attack(vegeta, pinned, targetsFile, fixedRate, Math.min(2, o.durationSeconds), connections)
-          o.log(`webhook ${server} ${crd} ${decision}: fixed rate ${fixedRate} req/s for ${o.durationSeconds}s`)
-          cases.push({
-            ...common,
-            mode: 'fixed',
-            targetRate: fixedRate,
-            ...(await attack(vegeta, pinned, targetsFile, fixedRate, o.durationSeconds, connections)),
-          })
-          o.log(`webhook ${server} ${crd} ${decision}: saturation, ${connections} connections, for ${o.durationSeconds}s`)
-          cases.push({
-            ...common,
-            mode: 'saturation',
-            targetRate: null,
-            ...(await attack(vegeta, pinned, targetsFile, 0, o.durationSeconds, connections)),
+            mode,
+            targetRate: mode === 'fixed' ? fixedRate : null,
+            ...medianStats(runs.get(server)!),
           })
         }
-      } finally {
-        child.kill('SIGTERM')
       }
     }
   } finally {
+    for (const { child } of servers.values()) child.kill('SIGTERM')
     await rm(dir, { recursive: true, force: true })
   }
-  return { pinned, cases }
+  return { pinned, repeat, cases }
 }

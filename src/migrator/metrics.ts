@@ -4,6 +4,7 @@ export class MigratorMetrics {
   readonly objects: Counter<'crd' | 'phase' | 'outcome'>
   readonly remaining: Gauge<'crd' | 'phase'>
   readonly writesInFlight: Gauge
+  readonly concurrencyLimit: Gauge<'crd' | 'phase'>
   readonly writeDuration: Histogram<'phase'>
   readonly throttled: Counter
   readonly phaseDuration: Histogram<'crd' | 'phase' | 'result'>
@@ -30,6 +31,12 @@ export class MigratorMetrics {
     this.writesInFlight = new Gauge({
       name: 'crd_migrator_writes_in_flight',
       help: 'Writes to custom resources currently in flight.',
+      registers,
+    })
+    this.concurrencyLimit = new Gauge({
+      name: 'crd_migrator_concurrency_limit',
+      help: 'Writes allowed in flight now by the running phase: its adaptive limit, at most the configured concurrency.',
+      labelNames: ['crd', 'phase'],
       registers,
     })
     this.writeDuration = new Histogram({

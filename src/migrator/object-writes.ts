@@ -47,18 +47,22 @@ export function makeRewriteHandler(
 ): (item: PartialObjectMetadata) => Promise<Outcome> {
   const apiVersion = apiVersionOf(ctx.ref)
   const apply = write === 'apply'
+  const contentType = apply ? ContentType.applyPatch : ContentType.mergePatch
+  const query = apply ? { fieldManager: FIELD_MANAGER } : undefined
   return async (item) => {
     const { name, namespace, uid, resourceVersion } = item.metadata
     const metadata = apply ? { name, ...(namespace ? { namespace } : {}), uid, resourceVersion } : { uid, resourceVersion }
+    const body = { apiVersion, kind: ctx.ref.kind, metadata }
+    const path = objectPath(ctx.ref, namespace, name, useStatusSubresource ? 'status' : undefined)
     try {
       const res = await withRetry(
         () =>
           ctx.http.request<PartialObjectMetadata>({
             method: 'PATCH',
-            path: objectPath(ctx.ref, namespace, name, useStatusSubresource ? 'status' : undefined),
-            ...(apply ? { query: { fieldManager: FIELD_MANAGER } } : {}),
-            body: { apiVersion, kind: ctx.ref.kind, metadata },
-            contentType: apply ? ContentType.applyPatch : ContentType.mergePatch,
+            path,
+            ...(query ? { query } : {}),
+            body,
+            contentType,
             // Only metadata back: we need the new resourceVersion, not the object.
             accept: Accept.partialObjectMetadata,
           }),

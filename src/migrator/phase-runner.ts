@@ -10,6 +10,7 @@ import { CrdMigratorError, describeError } from '../errors.js'
 import type { ConversionGate } from './conversion-gate.js'
 import type { CustomResourceDefinition, PartialObjectMetadata } from '../kube/types.js'
 import type { CleanupResult, MigrationContext, MigrationSettings } from './context.js'
+import type { MigratorMetrics } from './metrics.js'
 import { managedFieldsPolicy, needsManagedFieldsCleanup } from './managed-fields.js'
 import { makeCleanupHandler, makeRewriteHandler, type RewriteWrite, type WriteContext } from './object-writes.js'
 import { Phase } from './plan.js'
@@ -59,8 +60,13 @@ export async function runPhase(
   const started = Date.now()
   const crd = target.kind === 'crd' ? target.crd : undefined
   const name = target.kind === 'crd' ? target.crd.metadata.name : target.name
-  // Caps the writes in flight below the configured concurrency while the API server throttles.
-  const gate = new ThrottleGate({ maxConcurrency: settings.concurrency })
+  const labels = { crd: name, phase }
+  // The writes in flight: an adaptive limit under the configured concurrency (retry.ts).
+  const gate = new ThrottleGate({
+    maxConcurrency: settings.concurrency,
+    onLimitChange: (limit) => ctx.metrics?.concurrencyLimit.set(labels, limit),
+  })
+  ctx.metrics?.concurrencyLimit.set(labels, gate.concurrencyLimit)
   const write: WriteContext = {
     http: ctx.http,
     ref: target.kind === 'crd' ? resourceRef(target.crd, target.storageVersion) : target.ref,
@@ -105,12 +111,12 @@ export async function runPhase(
       throw failure
     }
   }
-  const labels = { crd: name, phase }
   const pages = listMetadata(ctx.http, write.ref, {
     pageSize: settings.pageSize,
     signal: ctx.signal,
-    // List pages ride out throttling and transient errors like the writes, through the same gate.
-    fetchPage: (fetch) => withRetry(fetch, write.retry),
+    // List pages ride out throttling and transient errors like the writes, through the same
+    // gate; their latency is not a write's, so it does not steer the limit.
+    fetchPage: (fetch) => withRetry(fetch, { ...write.retry, sampleLatency: false }),
     // A page the webhook refuses to convert to the storage version is listed through the
     // versions its objects may still be stored in; the refused objects then fail one by one.
     alternateVersions: (crd?.status?.storedVersions ?? []).filter(
@@ -119,9 +125,16 @@ export async function runPhase(
     listThroughAlternate: isConversionRefusal,
     onRestart: (after) => ctx.logger.warn({ crd: name, after }, 'list continue token expired; listing again after the last key seen'),
   })
+  // Per object: metric series bound once (no label hashing per write), one progress text.
+  const m = ctx.metrics
+  const outcomes = m && boundOutcomes(m, labels)
+  const writeDuration = m?.writeDuration.labels({ phase })
+  // A gauge read at each scrape: set four times a second, not after every object.
+  let remainingSetAt = Number.NEGATIVE_INFINITY
   try {
     const result = await walkObjects(pages, handler, {
       concurrency: settings.concurrency,
+      concurrencyLimit: () => gate.concurrencyLimit,
       qps: settings.qps,
       ...(resumeAfter !== undefined ? { resumeAfter } : {}),
       signal: ctx.signal,
@@ -129,19 +142,27 @@ export async function runPhase(
       ...(policy
         ? {
             skip: (item: PartialObjectMetadata) => !needsManagedFieldsCleanup(item.metadata.managedFields, policy),
-            onSkipped: () => ctx.metrics?.objects.inc({ ...labels, outcome: 'skipped' }),
+            onSkipped: () => outcomes?.skipped.inc(),
           }
         : {}),
-      onWriteStart: () => ctx.metrics?.writesInFlight.inc(),
-      onWriteEnd: (outcome: Outcome | 'failed', seconds: number) => {
-        ctx.metrics?.writesInFlight.dec()
-        ctx.metrics?.writeDuration.observe({ phase }, seconds)
-        ctx.metrics?.objects.inc({ ...labels, outcome })
-      },
+      ...(m
+        ? {
+            onWriteStart: () => m.writesInFlight.inc(),
+            onWriteEnd: (outcome: Outcome | 'failed', seconds: number) => {
+              m.writesInFlight.dec()
+              writeDuration!.observe(seconds)
+              outcomes![outcome].inc()
+            },
+          }
+        : {}),
       onProgress: (progress) => {
-        ctx.metrics?.remaining.set(labels, Math.max(0, (progress.total ?? progress.counts.seen) - settled(progress)))
+        const now = performance.now()
+        if (m && now - remainingSetAt >= 250) {
+          remainingSetAt = now
+          m.remaining.set(labels, Math.max(0, (progress.total ?? progress.counts.seen) - settled(progress)))
+        }
         ctx.onProgress?.(phase, progress)
-        void state?.progress(phase, progress)
+        state?.progress(phase, progress)
       },
     })
     await state?.progress(phase, { counts: result.counts, total: result.counts.seen, checkpoint: result.checkpoint, inFlight: 0 }, true)
@@ -155,5 +176,17 @@ export async function runPhase(
     throw err
   } finally {
     ctx.metrics?.remaining.remove(labels)
+    ctx.metrics?.concurrencyLimit.remove(labels)
+    if (gate.decisions)
+      ctx.logger.debug({ crd: name, phase, limit: gate.concurrencyLimit, decisions: gate.decisions }, 'adaptive concurrency')
   }
+}
+
+/** crd_migrator_objects_total of one phase, a series per outcome, bound once. */
+function boundOutcomes(metrics: MigratorMetrics, labels: { crd: string; phase: Phase }) {
+  const outcomes = ['rewritten', 'current', 'skipped', 'gone', 'conflict', 'failed'] as const
+  return Object.fromEntries(outcomes.map((outcome) => [outcome, metrics.objects.labels({ ...labels, outcome })])) as Record<
+    (typeof outcomes)[number],
+    { inc: () => void }
+  >
 }

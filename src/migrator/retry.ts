@@ -1,23 +1,25 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { classifyConversionError } from '../kube/conversion.js'
 import { isRetryable, isTooManyRequests, KubeApiError } from '../kube/http.js'
+import { AdaptiveConcurrency, type AdaptiveSettings } from './adaptive-concurrency.js'
 import type { ConversionGate } from './conversion-gate.js'
 
 export interface ThrottleGateOptions {
   /**
-   * Most requests in flight through the gate (the migration's concurrency). A 429 halves
-   * the gate's own limit, which then grows back by one per `increaseIntervalMs` without a
-   * 429. Default: unlimited (the gate only pauses).
+   * Most requests in flight through the gate: the migration's concurrency, the cap of its
+   * adaptive limit (adaptive-concurrency.ts). Default: unlimited (the gate only pauses).
    */
   maxConcurrency?: number
-  /** Default 1000 ms. */
-  increaseIntervalMs?: number
+  /** Tuning of the adaptive limit (tests); `false` keeps the limit at the cap, a 429 still halves it. */
+  adaptive?: Omit<AdaptiveSettings, 'max'> | false
+  /** Told each time the limit changes. */
+  onLimitChange?: (limit: number) => void
+  /** The clock of slots and latencies (tests); default performance.now. */
+  now?: () => number
 }
 
-/** A slot of the gate, held by one request attempt. */
-export interface GateSlot {
-  readonly startedAt: number
-}
+/** A slot of the gate, held by one request attempt: when it was taken (the gate's clock, performance.now()). */
+export type GateSlot = number
 
 /**
  * Shared by every request of a migration: when the API server answers 429 with
@@ -26,47 +28,55 @@ export interface GateSlot {
  *
  * Pausing alone is not enough: when the pause ends, every writer would start at once,
  * the server (still at its limit) would refuse all but a few, and the next pause would
- * follow at once; with a busy API server the migration would make a few writes per
- * second and run out of attempts. So the gate also caps the requests in flight, AIMD
- * style: a 429 halves the cap (once per pause, however many requests of the same burst
- * were refused), and a period without 429 raises it by one, up to the configured
- * concurrency. Time-based growth, not per success, because a server that accepts N
- * requests at a time answers N+1 with a 429 within milliseconds.
+ * follow at once. So the gate also caps the requests in flight, with a limit that adapts
+ * to the answers (AdaptiveConcurrency): a 429 halves it (once per burst, however many
+ * requests of the same burst were refused), latency near its floor grows it, latency
+ * rising past the tolerance shrinks it, never above the configured concurrency.
  */
 export class ThrottleGate {
   private resumeAt = 0
   throttled = 0
-  private limit: number
-  private readonly maxLimit: number
-  private readonly increaseIntervalMs: number
-  private lastChange = 0
+  private readonly adaptive: AdaptiveConcurrency | undefined
+  private readonly fixedLimit: number
   private inFlight = 0
   private readonly waiters = new Set<() => void>()
+  private readonly now: () => number
 
   constructor(options: ThrottleGateOptions = {}) {
-    this.maxLimit = Math.max(1, options.maxConcurrency ?? Number.POSITIVE_INFINITY)
-    this.limit = this.maxLimit
-    this.increaseIntervalMs = options.increaseIntervalMs ?? 1000
+    this.now = options.now ?? (() => performance.now())
+    const max = options.maxConcurrency
+    this.fixedLimit = max === undefined ? Number.POSITIVE_INFINITY : Math.max(1, max)
+    if (max !== undefined) {
+      const tuning = options.adaptive === false ? { initial: max, tolerance: Number.POSITIVE_INFINITY } : options.adaptive
+      this.adaptive = new AdaptiveConcurrency(
+        { ...tuning, max },
+        (limit) => {
+          this.wakeAll()
+          options.onLimitChange?.(limit)
+        },
+        this.now,
+      )
+    }
   }
 
   /** The current cap on requests in flight (Infinity when unlimited). */
   get concurrencyLimit(): number {
-    return this.limit
+    return this.adaptive?.limit ?? this.fixedLimit
+  }
+
+  /** The adaptive limit's decisions so far (none without a cap). */
+  get decisions(): AdaptiveConcurrency['decisions'] | undefined {
+    return this.adaptive?.decisions
   }
 
   /**
-   * Pause everyone for `seconds`. With `slot` (the attempt that got the 429), the cap is
-   * halved unless it was already lowered after that attempt started.
+   * Pause everyone for `seconds`. With `slot` (the attempt that got the 429), the limit is
+   * halved unless it was already lowered after that attempt started; without, it is halved.
    */
   pauseFor(seconds: number, slot?: GateSlot): void {
     this.throttled++
-    const now = Date.now()
-    this.resumeAt = Math.max(this.resumeAt, now + seconds * 1000)
-    if (Number.isFinite(this.limit) && (slot === undefined || slot.startedAt >= this.lastChange)) {
-      this.limit = Math.max(1, Math.floor(this.limit / 2))
-      // Growth is counted from the end of the pause, not from the 429.
-      this.lastChange = this.resumeAt
-    }
+    this.resumeAt = Math.max(this.resumeAt, Date.now() + seconds * 1000)
+    this.adaptive?.throttled(slot ?? this.now())
   }
 
   async wait(signal?: AbortSignal): Promise<void> {
@@ -75,26 +85,36 @@ export class ThrottleGate {
     }
   }
 
-  /** Waits for the pause to end and for a free slot under the cap. */
+  /** A slot at once when there is no pause and one is free under the limit; else undefined (then acquire). */
+  tryAcquire(): GateSlot | undefined {
+    if (this.inFlight >= this.concurrencyLimit || this.resumeAt > Date.now()) return undefined
+    this.inFlight++
+    this.adaptive?.started(this.inFlight)
+    return this.now()
+  }
+
+  /** Waits for the pause to end and for a free slot under the limit. */
   async acquire(signal?: AbortSignal): Promise<GateSlot> {
     for (;;) {
       await this.wait(signal)
-      if (this.inFlight < this.limit) {
-        this.inFlight++
-        return { startedAt: Date.now() }
-      }
+      const slot = this.tryAcquire()
+      if (slot !== undefined) return slot
       await this.park(signal)
     }
   }
 
-  /** Gives the slot back; `throttled` when its attempt got a 429 (call pauseFor too). */
-  release(_slot: GateSlot, throttled = false): void {
+  /**
+   * Gives the slot back. `throttled` when its attempt got a 429 (call pauseFor too);
+   * `sample` false for answers that say nothing about the writes' latency (list pages).
+   */
+  release(slot: GateSlot, throttled = false, sample = true): void {
     this.inFlight = Math.max(0, this.inFlight - 1)
-    const now = Date.now()
-    if (!throttled && this.limit < this.maxLimit && now - this.lastChange >= this.increaseIntervalMs) {
-      this.limit = Math.min(this.maxLimit, this.limit + 1)
-      this.lastChange = now
-    }
+    if (!throttled && sample) this.adaptive?.answered(slot, this.now() - slot)
+    this.wakeAll()
+  }
+
+  private wakeAll(): void {
+    if (this.waiters.size === 0) return
     const waiters = [...this.waiters]
     this.waiters.clear()
     for (const wake of waiters) wake()
@@ -133,6 +153,8 @@ export interface RetryOptions {
    */
   conversion?: ConversionGate
   signal?: AbortSignal
+  /** Whether the answers' latency feeds the gate's adaptive limit (default true; false for list pages). */
+  sampleLatency?: boolean
   /** Told about each 429 (for metrics). */
   onThrottled?: () => void
   onRetry?: (err: unknown, attempt: number) => void
@@ -166,23 +188,27 @@ export async function withRetry<T>(fn: () => Promise<T>, options: RetryOptions):
   const max = options.maxDelayMs ?? 10_000
   const gate = options.gate
   const conversionGate = options.conversion
+  const sample = options.sampleLatency !== false
   for (let attempt = 1; ; attempt++) {
     const pass = conversionGate ? await conversionGate.acquire(options.signal) : undefined
-    let slot: GateSlot | undefined
-    try {
-      slot = gate ? await gate.acquire(options.signal) : undefined
-    } catch (err) {
-      if (pass) conversionGate!.released(pass)
-      throw err
+    // Most attempts find a free slot: taken without a promise (this runs once per write).
+    let slot: GateSlot | undefined = gate?.tryAcquire()
+    if (gate && slot === undefined) {
+      try {
+        slot = await gate.acquire(options.signal)
+      } catch (err) {
+        if (pass) conversionGate!.released(pass)
+        throw err
+      }
     }
     try {
       const result = await fn()
-      if (slot) gate!.release(slot)
+      if (slot !== undefined) gate!.release(slot, false, sample)
       if (pass) conversionGate!.succeeded(pass)
       return result
     } catch (err) {
       const throttled = isTooManyRequests(err)
-      if (slot) gate!.release(slot, throttled)
+      if (slot !== undefined) gate!.release(slot, throttled, sample)
       const conversion = classifyConversionError(err)
       if (pass) {
         if (conversion?.kind === 'outage') {

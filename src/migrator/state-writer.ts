@@ -10,7 +10,8 @@ import { Phase } from './plan.js'
 import { settled, type WalkProgress } from './walker.js'
 
 export class StateWriter {
-  private latest: { phase: Phase; progress: string; checkpoint: string | undefined } | undefined
+  /** The phase and its live progress (the walker updates it in place); read when written. */
+  private latest: { phase: Phase; progress: WalkProgress } | undefined
   private written = ''
   private pending: Promise<unknown> = Promise.resolve()
   private readonly timer: NodeJS.Timeout
@@ -31,10 +32,15 @@ export class StateWriter {
     await this.write(phasePatch(phase))
   }
 
-  /** Remembers the latest progress; the timer writes it. `final` writes it now. */
-  async progress(phase: Phase, p: WalkProgress, final = false): Promise<void> {
-    this.latest = { phase, progress: `${settled(p)}/${p.total ?? '?'}`, checkpoint: p.checkpoint }
-    if (final) await this.flush()
+  /**
+   * Remembers the latest progress; the timer writes it. Called after every object, so it
+   * only keeps a reference: the text is made when written. `final` writes it now.
+   */
+  progress(phase: Phase, p: WalkProgress, final?: false): void
+  progress(phase: Phase, p: WalkProgress, final: true): Promise<void>
+  progress(phase: Phase, p: WalkProgress, final = false): Promise<void> | void {
+    if (this.latest?.phase !== phase || this.latest.progress !== p) this.latest = { phase, progress: p }
+    if (final) return this.flush()
   }
 
   /** Says what the run waits for (in the progress annotation), now. */
@@ -51,11 +57,12 @@ export class StateWriter {
     const latest = this.latest
     let patch: AnnotationPatch = {}
     if (latest) {
+      const p = latest.progress
       const checkpoint =
         latest.phase === Phase.StorageVersionMigration
-          ? { key: latest.checkpoint, seal: latest.checkpoint === undefined ? null : this.sealCheckpoint(latest.checkpoint) }
+          ? { key: p.checkpoint, seal: p.checkpoint === undefined ? null : this.sealCheckpoint(p.checkpoint) }
           : undefined
-      patch = progressPatch(latest.progress, checkpoint)
+      patch = progressPatch(`${settled(p)}/${p.total ?? '?'}`, checkpoint)
     }
     const key = JSON.stringify(patch)
     // Heartbeat even without news, so a slow phase is not mistaken for a dead run.

@@ -1,8 +1,8 @@
-import PQueue from 'p-queue'
 import type { MetadataPage } from '../kube/list-metadata.js'
 import { listOrderKey } from '../kube/paths.js'
 import type { PartialObjectMetadata } from '../kube/types.js'
 import { CrdMigratorError, describeError } from '../errors.js'
+import { TaskRunner } from './task-runner.js'
 
 /** What happened to one object. */
 export type Outcome =
@@ -45,7 +45,13 @@ export function settled(p: WalkProgress): number {
 }
 
 export interface WalkOptions {
+  /** Handlers running at most (the cap). */
   concurrency: number
+  /**
+   * The limit in force now, at most `concurrency` (the throttle gate's adaptive limit):
+   * read after every object, so handlers beyond it are not started only to wait.
+   */
+  concurrencyLimit?: () => number
   /** Writes started per second; 0 for no client-side limit. */
   qps: number
   /** Objects with a list key at or before this one were finished by an earlier run. */
@@ -82,10 +88,10 @@ export async function walkObjects(
   handle: (item: PartialObjectMetadata) => Promise<Outcome>,
   options: WalkOptions,
 ): Promise<WalkResult> {
-  const queue = new PQueue({
-    concurrency: Math.max(1, options.concurrency),
-    ...(options.qps > 0 ? { intervalCap: Math.max(1, Math.round(options.qps)), interval: 1000, carryoverIntervalCount: true } : {}),
-  })
+  const cap = Math.max(1, options.concurrency)
+  // The adaptive limit, never above the cap.
+  const currentLimit = () => Math.min(cap, Math.max(1, options.concurrencyLimit?.() ?? cap))
+  const queue = new TaskRunner(currentLimit(), options.qps > 0 ? Math.max(1, Math.round(options.qps)) : 0)
   const counts: WalkCounts = { seen: 0, rewritten: 0, current: 0, skipped: 0, gone: 0, conflict: 0, failed: 0, resumed: 0 }
   const failures: ObjectFailure[] = []
   const maxFailures = options.maxRecordedFailures ?? 100
@@ -93,13 +99,17 @@ export async function walkObjects(
   let firstError: unknown
 
   // Low watermark: sequence numbers are handed out in list order; `finished` holds those
-  // done ahead of the watermark.
+  // done ahead of the watermark. A failed object never finishes, so the watermark can
+  // never pass the first one: nothing after it is tracked any more (a run with a failure
+  // early on would otherwise keep every later key until it ends).
   let nextSeq = 0
   let watermarkSeq = -1
+  let firstFailedSeq = Number.POSITIVE_INFINITY
   let checkpoint = options.resumeAfter
   const keyBySeq = new Map<number, string>()
   const finished = new Set<number>()
   const finish = (seq: number) => {
+    if (seq > firstFailedSeq) return
     finished.add(seq)
     while (finished.has(watermarkSeq + 1)) {
       watermarkSeq++
@@ -108,8 +118,24 @@ export async function walkObjects(
       keyBySeq.delete(watermarkSeq)
     }
   }
-  // Called after every object: hands out the live counters rather than copies.
-  const progress = (): WalkProgress => ({ counts, total, checkpoint, inFlight: queue.pending })
+  const failedAt = (seq: number) => {
+    if (seq >= firstFailedSeq) return
+    firstFailedSeq = seq
+    for (const s of finished) if (s > seq) finished.delete(s)
+    for (const s of keyBySeq.keys()) if (s > seq) keyBySeq.delete(s)
+  }
+  // Called after every object: one object with the live counters, updated in place.
+  const view: WalkProgress = { counts, total, checkpoint, inFlight: 0 }
+  const progress = (): WalkProgress => {
+    view.total = total
+    view.checkpoint = checkpoint
+    view.inFlight = queue.pending
+    return view
+  }
+  const followLimit = () => {
+    const limit = currentLimit()
+    if (queue.limit !== limit) queue.limit = limit
+  }
 
   const highWater = Math.max(64, options.concurrency * 4)
   for await (const page of pages) {
@@ -120,7 +146,7 @@ export async function walkObjects(
       counts.seen++
       const key = listOrderKey(item.metadata.namespace, item.metadata.name)
       const seq = nextSeq++
-      keyBySeq.set(seq, key)
+      if (seq < firstFailedSeq) keyBySeq.set(seq, key)
       if (options.resumeAfter !== undefined && key <= options.resumeAfter) {
         counts.resumed++
         finish(seq)
@@ -132,7 +158,7 @@ export async function walkObjects(
         options.onSkipped?.()
         continue
       }
-      void queue.add(async () => {
+      queue.add(async () => {
         if (options.signal?.aborted || firstError) return
         const started = performance.now()
         options.onWriteStart?.()
@@ -146,17 +172,19 @@ export async function walkObjects(
         } catch (err) {
           outcome = 'failed'
           counts.failed++
+          failedAt(seq)
           if (failures.length < maxFailures) failures.push({ key, error: describeError(err) })
           if (isFatal(err)) firstError ??= err
         }
         options.onWriteEnd?.(outcome, (performance.now() - started) / 1000)
         options.onProgress?.(progress())
+        if (options.concurrencyLimit) followLimit()
       })
     }
     options.onProgress?.(progress())
-    await queue.onSizeLessThan(highWater)
+    await queue.whenSizeBelow(highWater)
   }
-  await queue.onIdle()
+  await queue.whenIdle()
   options.signal?.throwIfAborted()
   // eslint-disable-next-line @typescript-eslint/only-throw-error -- the handler's own error, passed on as it was
   if (firstError) throw firstError

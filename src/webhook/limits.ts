@@ -49,6 +49,8 @@ export function jsonShapeLimits(bodyLimitBytes: number): JsonShapeLimits {
   }
 }
 
+/** Bytes of a string scanned one by one before jumping with indexOf (see checkJsonShape). */
+const SHORT_STRING = 64
 const QUOTE = 0x22
 const BACKSLASH = 0x5c
 const OPEN_ARRAY = 0x5b
@@ -72,12 +74,28 @@ export function checkJsonShape(body: Buffer, limits: JsonShapeLimits): JsonShape
   for (let i = 0; i < length; i++) {
     const c = body[i]
     if (c === QUOTE) {
-      // Jump to the closing quote: one preceded by an even run of backslashes.
-      for (;;) {
-        const end = body.indexOf(QUOTE, i + 1)
-        if (end < 0) return undefined // unterminated string: JSON.parse refuses it
+      // To the closing quote: byte by byte through the first bytes (most strings of a
+      // review are short, and a Buffer.indexOf call per string cost more than the whole
+      // rest of the scan), then jumping with indexOf through a long one.
+      const short = Math.min(length, i + 1 + SHORT_STRING)
+      let j = i + 1
+      for (; j < short; j++) {
+        const b = body[j]
+        if (b === QUOTE) break
+        if (b === BACKSLASH) j++ // the escaped byte is never the end
+      }
+      if (j < short) {
+        i = j
+        continue
+      }
+      if (j >= length) return undefined // unterminated string: JSON.parse refuses it
+      // Long: the closing quote is one preceded by an even run of backslashes.
+      for (let from = j - 1; ;) {
+        const end = body.indexOf(QUOTE, from + 1)
+        if (end < 0) return undefined
         let backslashes = 0
         while (body[end - 1 - backslashes] === BACKSLASH) backslashes++
+        from = end
         i = end
         if (backslashes % 2 === 0) break
       }

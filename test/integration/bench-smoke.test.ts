@@ -98,12 +98,47 @@ t.test('npm run bench --smoke: every migrator moves every object to v2, proved i
     t.equal(c.non2xx + c.errors, 0, `webhook ${c.server} ${c.crd} ${c.decision} ${c.mode}: no errors`)
     t.ok(c.p50Ms > 0 && c.p50Ms <= c.p99Ms && c.p99Ms <= c.maxMs, `webhook ${c.server} ${c.crd} ${c.decision} ${c.mode}: p50 <= p99 <= max`)
   }
-  t.match(
-    result.targets.at(-1),
-    { name: /^webhook p99/, value: /allowed: .* ms .*denied: .* ms .*\(floor: .* ms\)/ },
-    'the webhook target names ours and the floor',
+  t.equal(result.webhook?.repeat, 1, 'smoke: one attack per webhook case')
+  for (const crd of ['10 KB', '1 MB'])
+    t.ok(
+      result.targets.some(
+        (x) => x.name.startsWith('webhook p99') && x.name.includes(crd) && /allowed .* ms, denied .* ms vs floor .* ms/.test(x.value),
+      ),
+      `the webhook target of the ${crd} CRD names ours and the floor`,
+    )
+  t.same(
+    result.targets.map((x) => x.target),
+    ['≤ 2.5×', '< 10%', '< 10%', '≥ 0.95×', '≤ 1.5×', '≤ 1.1×', '≤ 2×', '≤ 15%', '≤ 1.2×', '≤ 1.5×'],
+    "issue #19's targets: memory vs KSVM and growth, speed, tail and CPU vs the ceiling, the good neighbour, the webhook",
   )
-  t.equal(result.targets.length, ksvmCached ? 5 : 4, 'ceiling, RSS x2, webhook, and KSVM when it ran')
+  t.match(result.loadDuring, { samples: Number, min: Number, max: Number }, 'the machine load during the run')
+  t.match(
+    result.identity,
+    { migrator: 'system:serviceaccount:crd-migrator-bench:crd-migrator', priorityLevel: 'workload-low' },
+    'not exempt from APF',
+  )
+
+  // The good neighbour: the foreground alone, then with a migration without and with the chart's FlowSchema.
+  const n = result.neighbour!
+  t.ok(n, 'the good-neighbour case ran')
+  t.equal(n.size, 100)
+  t.equal(n.foreground.priorityLevel, 'global-default', 'the foreground is an ordinary authenticated user')
+  t.equal(n.migrator.priorityLevelWithout, 'workload-low')
+  t.equal(n.migrator.priorityLevelWith, n.flowControl.priorityLevel, "with the FlowSchema, the migrator's requests are in its level")
+  t.ok((n.flowControl.nominalSeats ?? 0) >= 1, `the level has seats (${n.flowControl.nominalSeats})`)
+  for (const [phase, stats] of [
+    ['idle', n.idle],
+    ['without', n.without.foreground],
+    ['with', n.with.foreground],
+  ] as const) {
+    t.ok(stats.requests > 0 && stats.errors === 0, `foreground ${phase}: ${stats.requests} requests, no errors`)
+    t.ok((stats.p50Ms ?? 0) > 0 && (stats.p99Ms ?? 0) >= (stats.p50Ms ?? 0), `foreground ${phase}: p50 <= p99`)
+  }
+  for (const m of [n.without.migration, n.with.migration]) {
+    t.equal(m.outcome, 'Succeeded', `${m.tool}: succeeded`)
+    t.ok(m.etcd.allV2 && m.etcd.total === 100, `${m.tool}: all 100 at v2 in etcd`)
+  }
+  t.type(n.throughputLoss, 'number')
 
   const md = await readFile(path.join(out, 'latest.md'), 'utf8')
   t.match(md, /\| objects \| migrator \| settings \| rewrite s \| objects\/s \|/)

@@ -305,6 +305,65 @@ t.test('a failed object holds the checkpoint back', async (t) => {
   )
 })
 
+t.test('objects before a failed one still move the checkpoint when they finish after it', async (t) => {
+  // c fails at once while a and b are still in flight: the watermark must still reach b.
+  const { pages } = pagesOf([[item('a'), item('b'), item('c'), item('d'), item('e')]])
+  const result = await walkObjects(
+    pages,
+    async (i) => {
+      if (i.metadata.name === 'c') throw new Error('webhook denied')
+      if (i.metadata.name < 'c') await sleep(30)
+      return 'rewritten'
+    },
+    { concurrency: 3, qps: 0 },
+  )
+  t.equal(result.counts.failed, 1)
+  t.equal(result.counts.rewritten, 4)
+  t.equal(result.checkpoint, 'b', 'up to the object before the failed one, never past it')
+})
+
+t.test('a second failure before the first moves the stop point back', async (t) => {
+  const { pages } = pagesOf([[item('a'), item('b'), item('c'), item('d')]])
+  const result = await walkObjects(
+    pages,
+    async (i) => {
+      if (i.metadata.name === 'd') throw new Error('first to fail')
+      if (i.metadata.name === 'b') {
+        await sleep(20)
+        throw new Error('fails later, but comes first')
+      }
+      return 'rewritten'
+    },
+    { concurrency: 4, qps: 0 },
+  )
+  t.equal(result.counts.failed, 2)
+  t.equal(result.checkpoint, 'a')
+})
+
+t.test('concurrencyLimit: handlers follow the limit in force, never above the cap', async (t) => {
+  const { pages } = pagesOf([names(40).map((n) => item(n)), names(40, 'm').map((n) => item(n))])
+  let limit = 2
+  let inFlight = 0
+  let done = 0
+  const peaks = { before: 0, after: 0 }
+  const result = await walkObjects(
+    pages,
+    async () => {
+      inFlight++
+      const phase = limit === 2 ? 'before' : 'after'
+      peaks[phase] = Math.max(peaks[phase], inFlight)
+      await sleep(2)
+      inFlight--
+      if (++done === 25) limit = 50 // above the cap of 6
+      return 'rewritten'
+    },
+    { concurrency: 6, concurrencyLimit: () => limit, qps: 0 },
+  )
+  t.equal(result.counts.rewritten, 80)
+  t.ok(peaks.before <= 2, `at most 2 in flight while the limit is 2 (peak ${peaks.before})`)
+  t.equal(peaks.after, 6, 'up to the cap once the limit is above it')
+})
+
 t.test('total from remainingItemCount', async (t) => {
   const progress: WalkProgress[] = []
   const { pages } = pagesOf(

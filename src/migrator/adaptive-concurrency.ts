@@ -1,0 +1,218 @@
+/**
+ * Adaptive concurrency of a migration's writes: how many requests may be in flight,
+ * decided from what the API server's answers say, up to the configured concurrency (the
+ * cap). A fixed number is either too low for a big API server or too high for a busy one:
+ * past its knee, more writes in flight add only latency (for us and for every other
+ * client) and no throughput.
+ *
+ * The signal is the latency of our own writes against its floor (the lowest latency seen,
+ * measured at the start, when few writes are in flight). Requests that wait in the API
+ * server (for its CPU, for etcd, in an API Priority and Fairness queue) show up as latency
+ * above the floor; an API server whose throughput still grows with more writes in flight
+ * keeps the latency low. So, one decision per window of answers:
+ * - slow start: double the limit while the latency stays under half the tolerance;
+ * - additive increase: one more while the latency stays within `tolerance` times the
+ *   floor and the limit was reached (a limit nobody uses says nothing);
+ * - multiplicative decrease: a quarter less when the latency rises past the tolerance
+ *   (plus a margin, so noise does not flap it);
+ * - a 429 halves it at once (throttled()), once per burst of 429s.
+ *
+ * `decideLimit` is the decision as a pure function (tested by tables);
+ * AdaptiveConcurrency collects the windows and applies it.
+ */
+
+export interface AdaptiveSettings {
+  /** The cap: the configured concurrency. */
+  max: number
+  /** Default 1. */
+  min?: number
+  /** Where the limit starts (default 1, so the floor is measured with little in flight). */
+  initial?: number
+  /** The limit grows while a window's median latency is at most this many times the floor. Default {@link DEFAULT_TOLERANCE}. */
+  tolerance?: number
+  /** Answers per window at least (and at least the limit). Default 16. */
+  minSamples?: number
+}
+
+/**
+ * How far above its floor the latency may go while the limit still grows. Measured on
+ * kube-apiserver + etcd (npm run bench): throughput still grows, slowly, with writes in
+ * flight far past the point where latency starts to rise (etcd batches concurrent
+ * writes); at about this multiple of the floor it is within a few percent of its maximum,
+ * and beyond it nearly all of the extra latency is waiting.
+ */
+export const DEFAULT_TOLERANCE = 8
+/** Decrease only past tolerance × this: the dead band keeps noise from flapping the limit. */
+export const DECREASE_MARGIN = 1.25
+export const DECREASE_FACTOR = 0.75
+
+/** One window of answers, all to requests started under the same limit. */
+export interface LatencyWindow {
+  /** The limit while those requests were sent. */
+  limit: number
+  /** How many answers. */
+  samples: number
+  /** Their median latency. */
+  medianMs: number
+  /** Whether the requests in flight reached the limit during the window (else demand, not the limit, bounded them). */
+  saturated: boolean
+}
+
+export interface LimitState {
+  limit: number
+  /** Lowest window median seen so far; null before the first window. */
+  floorMs: number | null
+  /** Doubling until the latency first rises past half the tolerance, or a 429. */
+  slowStart: boolean
+}
+
+export type LimitDecision = 'slow-start' | 'increase' | 'hold' | 'idle' | 'decrease'
+
+interface Resolved {
+  max: number
+  min: number
+  initial: number
+  tolerance: number
+  minSamples: number
+}
+
+function resolve(s: AdaptiveSettings): Resolved {
+  const max = Math.max(1, Math.floor(s.max))
+  const min = Math.min(max, Math.max(1, Math.floor(s.min ?? 1)))
+  return {
+    max,
+    min,
+    initial: Math.min(max, Math.max(min, Math.floor(s.initial ?? 1))),
+    tolerance: s.tolerance ?? DEFAULT_TOLERANCE,
+    minSamples: Math.max(1, Math.floor(s.minSamples ?? 16)),
+  }
+}
+
+export function initialLimitState(settings: AdaptiveSettings): LimitState {
+  return { limit: resolve(settings).initial, floorMs: null, slowStart: true }
+}
+
+/** The next limit after a window of answers, and why. */
+export function decideLimit(
+  state: LimitState,
+  window: LatencyWindow,
+  settings: AdaptiveSettings,
+): { state: LimitState; decision: LimitDecision } {
+  const s = resolve(settings)
+  const floorMs = Math.max(Number.EPSILON, state.floorMs === null ? window.medianMs : Math.min(state.floorMs, window.medianMs))
+  const ratio = window.medianMs / floorMs
+  const next = (limit: number, slowStart: boolean, decision: LimitDecision) => ({
+    state: { limit: Math.min(s.max, Math.max(s.min, limit)), floorMs, slowStart },
+    decision,
+  })
+  if (ratio > s.tolerance * DECREASE_MARGIN) return next(Math.floor(state.limit * DECREASE_FACTOR), false, 'decrease')
+  if (ratio > s.tolerance) return next(state.limit, false, 'hold')
+  // A limit nobody reached says nothing about a higher one.
+  if (!window.saturated) return next(state.limit, state.slowStart, 'idle')
+  if (state.slowStart && ratio <= s.tolerance / 2) return next(state.limit * 2, true, 'slow-start')
+  return next(state.limit + 1, false, 'increase')
+}
+
+/** After a 429: half the limit, slow start over. */
+export function throttledLimit(state: LimitState, settings: AdaptiveSettings): LimitState {
+  const s = resolve(settings)
+  return { ...state, limit: Math.max(s.min, Math.floor(state.limit / 2)), slowStart: false }
+}
+
+/**
+ * Collects answers into windows and applies {@link decideLimit}. Only answers to requests
+ * started since the window opened count: they all went out under the window's limit.
+ */
+export class AdaptiveConcurrency {
+  private state: LimitState
+  private readonly settings: AdaptiveSettings
+  private readonly minSamples: number
+  private windowStart: number
+  private samples: Float64Array
+  private count = 0
+  private saturated = false
+  private lastDecrease = Number.NEGATIVE_INFINITY
+  /** Decisions so far, by kind (for logs and tests). */
+  readonly decisions: Record<LimitDecision | 'throttled', number> = {
+    'slow-start': 0,
+    increase: 0,
+    hold: 0,
+    idle: 0,
+    decrease: 0,
+    throttled: 0,
+  }
+
+  constructor(
+    settings: AdaptiveSettings,
+    private readonly onChange?: (limit: number) => void,
+    private readonly now: () => number = () => performance.now(),
+  ) {
+    this.settings = settings
+    this.minSamples = resolve(settings).minSamples
+    this.state = initialLimitState(settings)
+    this.windowStart = this.now()
+    this.samples = new Float64Array(Math.max(this.minSamples, resolve(settings).max))
+  }
+
+  get limit(): number {
+    return this.state.limit
+  }
+
+  get floorMs(): number | null {
+    return this.state.floorMs
+  }
+
+  /** Call when a request is sent with `inFlight` requests (this one included) in flight. */
+  started(inFlight: number): void {
+    if (inFlight >= this.state.limit) this.saturated = true
+  }
+
+  /** An answer (anything but a 429) to a request sent at `startedAt` (this clock), after `latencyMs`. */
+  answered(startedAt: number, latencyMs: number): void {
+    if (startedAt < this.windowStart) return
+    this.samples[this.count++] = latencyMs
+    if (this.count >= Math.max(this.minSamples, this.state.limit) || this.count === this.samples.length) this.closeWindow()
+  }
+
+  /**
+   * A 429 to a request sent at `startedAt`: halves the limit, unless it was already
+   * lowered after that request went out (one burst of 429s is one decrease).
+   */
+  throttled(startedAt: number): void {
+    if (startedAt <= this.lastDecrease) return
+    this.decisions.throttled++
+    this.apply(throttledLimit(this.state, this.settings))
+    this.lastDecrease = this.now()
+  }
+
+  private closeWindow(): void {
+    const window: LatencyWindow = {
+      limit: this.state.limit,
+      samples: this.count,
+      medianMs: median(this.samples.subarray(0, this.count)),
+      saturated: this.saturated,
+    }
+    const { state, decision } = decideLimit(this.state, window, this.settings)
+    this.decisions[decision]++
+    if (decision === 'decrease') this.lastDecrease = this.now()
+    this.apply(state)
+  }
+
+  private apply(state: LimitState): void {
+    const changed = state.limit !== this.state.limit
+    this.state = state
+    this.count = 0
+    this.saturated = false
+    if (!changed) return
+    // Answers to requests sent under the old limit say nothing about the new one.
+    this.windowStart = this.now()
+    if (this.samples.length < state.limit) this.samples = new Float64Array(state.limit)
+    this.onChange?.(state.limit)
+  }
+}
+
+function median(values: Float64Array): number {
+  const sorted = Float64Array.from(values).sort()
+  const mid = sorted.length >> 1
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}
