@@ -9,9 +9,6 @@
  * its bulk requests and in workload-low (where it is without the chart) for its Lease and
  * CRD requests; another ServiceAccount and system:masters are untouched.
  */
-import { spawn } from 'node:child_process'
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
@@ -22,6 +19,7 @@ import { classify, FLOWCONTROL_API, flowControlObjects, type FlowControlObject }
 import { serviceAccountIdentity } from '../../dev/controlplane/service-account.js'
 import { ensureTools, type ChartTools } from '../../dev/controlplane/tools.js'
 import { getControlPlane, uniqueName } from '../helpers/controlplane.js'
+import { scratchHelm } from '../helpers/helm.js'
 
 const chartDir = fileURLToPath(new URL('../../charts/crd-migrator/', import.meta.url))
 
@@ -31,32 +29,10 @@ const tools: ChartTools = await ensureTools()
 const cp = await getControlPlane()
 t.setTimeout(Number(process.env['TAP_TIMEOUT'] ?? '600') * 1000)
 
-const scratch = await mkdtemp(join(tmpdir(), 'crd-migrator-chart-apf-'))
-t.teardown(() => rm(scratch, { recursive: true, force: true }))
-const helmEnv = {
-  ...process.env,
-  HELM_CACHE_HOME: join(scratch, 'helm', 'cache'),
-  HELM_CONFIG_HOME: join(scratch, 'helm', 'config'),
-  HELM_DATA_HOME: join(scratch, 'helm', 'data'),
-}
+const { scratch, run: helm, valuesArgs } = await scratchHelm(tools.helm, 'crd-migrator-chart-apf-')
 
-function helm(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(tools.helm, args, { env: helmEnv, stdio: ['ignore', 'pipe', 'pipe'] })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d))
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
-    child.on('error', reject)
-    child.on('close', (code) => resolve({ code, stdout, stderr }))
-  })
-}
-
-let valuesFiles = 0
 async function render(release: string, namespace: string, values: object) {
-  const file = join(scratch, `values-${++valuesFiles}.json`)
-  await writeFile(file, JSON.stringify(values))
-  return helm(['template', release, chartDir, '--namespace', namespace, '--values', file])
+  return helm(['template', release, chartDir, '--namespace', namespace, ...(await valuesArgs(values))])
 }
 
 /** The rendered FlowSchemas and PriorityLevelConfigurations, by kind/name. */

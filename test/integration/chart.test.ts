@@ -25,8 +25,7 @@
  */
 import { spawn, spawnSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { isDeepStrictEqual } from 'node:util'
@@ -43,6 +42,7 @@ import { createWebhookMetrics } from '../../src/webhook/metrics.js'
 import { ensureTools, type ChartTools } from '../../dev/controlplane/tools.js'
 import { startTestWebhook } from '../helpers/cluster.js'
 import { clientsFor, getControlPlane, uniqueName, waitForCrdReady } from '../helpers/controlplane.js'
+import { scratchHelm } from '../helpers/helm.js'
 import { selectorsIn, selectorsInTemplateQuery, type Selector } from '../helpers/promql.js'
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
@@ -95,34 +95,7 @@ const cp = await getControlPlane()
 t.setTimeout(Number(process.env['TAP_TIMEOUT'] ?? '600') * 1000)
 const admin = clientsFor(cp.kubeconfigPath)
 
-const scratch = await mkdtemp(join(tmpdir(), 'crd-migrator-chart-'))
-t.teardown(() => rm(scratch, { recursive: true, force: true }))
-// Keep helm's caches and config out of $HOME.
-const helmEnv = {
-  ...process.env,
-  HELM_CACHE_HOME: join(scratch, 'helm', 'cache'),
-  HELM_CONFIG_HOME: join(scratch, 'helm', 'config'),
-  HELM_DATA_HOME: join(scratch, 'helm', 'data'),
-}
-
-function helm(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(tools.helm, args, { env: helmEnv, stdio: ['ignore', 'pipe', 'pipe'] })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d))
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
-    child.on('error', reject)
-    child.on('close', (code) => resolve({ code, stdout, stderr }))
-  })
-}
-
-let valuesFiles = 0
-async function valuesArgs(values: object): Promise<string[]> {
-  const file = join(scratch, `values-${++valuesFiles}.json`) // JSON is YAML
-  await writeFile(file, JSON.stringify(values))
-  return ['--values', file]
-}
+const { scratch, run: helm, valuesArgs } = await scratchHelm(tools.helm, 'crd-migrator-chart-')
 
 async function templateRaw(release: string, namespace: string, values: object): Promise<string> {
   const r = await helm(['template', release, chartDir, '--namespace', namespace, ...(await valuesArgs(values))])
@@ -297,8 +270,9 @@ function configOf(t: T, manifests: Manifest[]) {
   return { text, raw: parse(text) as Record<string, unknown> }
 }
 
+let configFiles = 0
 async function loadRenderedConfig(text: string) {
-  const file = join(scratch, `config-${++valuesFiles}.yaml`)
+  const file = join(scratch, `config-${++configFiles}.yaml`)
   await writeFile(file, text)
   return loadConfig({ file, env: {} })
 }
