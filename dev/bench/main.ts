@@ -16,7 +16,7 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { loadKubeConfig } from '../../src/kube/client.js'
-import { KubeApiError, KubeHttp, kubeConnection } from '../../src/kube/http.js'
+import { ContentType, KubeHttp, kubeConnection } from '../../src/kube/http.js'
 import { attachControlPlane, startControlPlane, type ControlPlane } from '../controlplane/controlplane.js'
 import { startConversionWebhook, type ConversionWebhook } from '../conversion/webhook.js'
 import { ceilingConnection, type CeilingOptions } from './ceiling.js'
@@ -703,8 +703,13 @@ async function runMigrations(
           },
         ],
       ] as const) {
-        await http.request({ method: 'POST', path: collection, body }).catch((err: unknown) => {
-          if (!(err instanceof KubeApiError && err.status === 409)) throw err
+        // Applied, not created: a control plane kept from an earlier run (--controlplane-state) has them already, maybe older.
+        await http.request({
+          method: 'PATCH',
+          path: `${collection}/${body.metadata.name}`,
+          query: { fieldManager: 'crd-migrator-bench', force: true },
+          body,
+          contentType: ContentType.applyPatch,
         })
       }
       const userKc = loadKubeConfig(user.kubeconfigPath)
@@ -740,6 +745,8 @@ async function runMigrations(
       log(`good neighbour: the foreground (${user.name}, ${foregroundLevel}) alone for ${foregroundIdleSeconds} s at ${foregroundRate}/s`)
       const idle = await withForeground(() => sleep(foregroundIdleSeconds * 1000)).then(() => foregroundStats(fg!))
       log(`good neighbour: idle p50 ${idle.p50Ms} ms, p99 ${idle.p99Ms} ms (${idle.requests} requests, ${idle.errors} errors)`)
+      if (idle.errors > 0)
+        throw new Error(`the foreground client's requests fail (${idle.errors} of ${idle.requests}) with nothing else running`)
       const withoutLevel = await levelOf((await classify(migratorHttp!, bulkProbe)).priorityLevelUid)
       const without = await runOurs(size, 'ours-neighbour', undefined, undefined, undefined, withForeground)
       const fgWithout = during(without)

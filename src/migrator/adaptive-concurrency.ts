@@ -30,7 +30,7 @@ export interface AdaptiveSettings {
   initial?: number
   /** The limit grows while a window's median latency is at most this many times the floor. Default {@link DEFAULT_TOLERANCE}. */
   tolerance?: number
-  /** Answers per window at least (and at least the limit). Default 16. */
+  /** Answers per window at least (and at least the limit; at most four per request in flight). Default 16. */
   minSamples?: number
 }
 
@@ -41,7 +41,7 @@ export interface AdaptiveSettings {
  * writes); at about this multiple of the floor it is within a few percent of its maximum,
  * and beyond it nearly all of the extra latency is waiting.
  */
-export const DEFAULT_TOLERANCE = 8
+export const DEFAULT_TOLERANCE = 12
 /** Decrease only past tolerance × this: the dead band keeps noise from flapping the limit. */
 export const DECREASE_MARGIN = 1.25
 export const DECREASE_FACTOR = 0.75
@@ -171,7 +171,11 @@ export class AdaptiveConcurrency {
   answered(startedAt: number, latencyMs: number): void {
     if (startedAt < this.windowStart) return
     this.samples[this.count++] = latencyMs
-    if (this.count >= Math.max(this.minSamples, this.state.limit) || this.count === this.samples.length) this.closeWindow()
+    // At least the limit (every request in flight answered once), and minSamples, but no
+    // more than four rounds at a small limit: a write through a slow conversion webhook
+    // takes half a second, and slow start must not take minutes.
+    const needed = Math.max(this.state.limit, Math.min(this.minSamples, 4 * this.state.limit))
+    if (this.count >= needed || this.count === this.samples.length) this.closeWindow()
   }
 
   /**

@@ -232,3 +232,19 @@ t.test('AdaptiveConcurrency: one decrease per burst of 429s', async (t) => {
   t.equal(c.limit, 10, 'a 429 to a request sent after the decrease halves it again')
   t.equal(c.decisions.throttled, 2)
 })
+
+t.test('AdaptiveConcurrency: at a small limit a window is four answers per request in flight, not minSamples', async (t) => {
+  const clock = { now: 0 }
+  const c = new AdaptiveConcurrency({ max: 64 }, undefined, () => clock.now)
+  c.started(1)
+  for (let i = 0; i < 3; i++) c.answered(0, 400)
+  t.equal(c.limit, 1, 'three answers of a slow write: no decision yet')
+  c.answered(0, 400)
+  t.equal(c.limit, 2, 'the fourth closes the window (slow start)')
+  clock.now = 1
+  for (let i = 0; i < 8; i++) {
+    c.started(2)
+    c.answered(1, 400)
+  }
+  t.equal(c.limit, 4, 'eight at 2 in flight')
+})
