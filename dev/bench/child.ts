@@ -12,6 +12,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import type { KubeHttp, KubeRequest } from '../../src/kube/http.js'
+import type { MigratorMetrics } from '../../src/migrator/metrics.js'
 import type { CeilingOptions } from './ceiling.js'
 import type { ForegroundOptions } from './foreground.js'
 import { LatencyHistogram, memoryOf } from './stats.js'
@@ -108,12 +109,10 @@ function tapRequests(http: KubeHttp, plural: string): Record<string, number> {
 
 async function ours(input: OursChildInput): Promise<OursChildOutput> {
   const { pino } = await import('pino')
-  const { Registry } = await import('prom-client')
   const { ConfigSchema } = await import('../../src/config/schema.js')
   const { kubeHttp } = await import('../../src/kube/client.js')
   const { KubeEventRecorder } = await import('../../src/kube/events.js')
   const { migrateCrd } = await import('../../src/migrator/migrate.js')
-  const { MigratorMetrics } = await import('../../src/migrator/metrics.js')
   const { Phase } = await import('../../src/migrator/plan.js')
   const { settingsFor } = await import('../../src/migrator/settings.js')
   const config = ConfigSchema.parse({})
@@ -127,54 +126,30 @@ async function ours(input: OursChildInput): Promise<OursChildOutput> {
   const http = kubeHttp(input.kubeconfigPath, { maxSockets: Math.max(settings.concurrency, 4) * 2 })
   const requests = input.countRequests ? tapRequests(http, input.crd.slice(0, input.crd.indexOf('.'))) : {}
   const logger = pino({ level: 'warn' }, pino.destination(2))
-  const metrics = new MigratorMetrics(new Registry())
-  // Tap the observations the migrator makes anyway, for exact quantiles (prom-client's
-  // buckets are too coarse for a 2 ms p50) and the phase durations.
+  // `crd-migrator migrate` runs without a metrics registry (it serves none, and does not
+  // load prom-client). The bench needs a few of the observations the migrator makes
+  // anyway (exact write-latency quantiles: prom-client's buckets are too coarse for a 2 ms
+  // p50; phase durations; the adaptive limit over time; 429s), so it hands the migrator
+  // a tap in the registry's place that records those and ignores the rest.
   const latency = new LatencyHistogram()
   const phaseMs: Record<string, number> = {}
   const timeline: OursChildOutput['timeline'] = []
-  const writeObserve = metrics.writeDuration.observe.bind(metrics.writeDuration) as (...a: unknown[]) => void
-  ;(metrics.writeDuration as { observe: (...a: unknown[]) => void }).observe = (...a: unknown[]) => {
-    const [labels, value] = a as [{ phase?: string }, number]
-    if (labels?.phase === Phase.StorageVersionMigration) latency.record(value)
-    writeObserve(...a)
-  }
-  // The write path binds its series once (labels({phase})): tap what that hands out too.
-  const bind = metrics.writeDuration.labels.bind(metrics.writeDuration) as (...a: unknown[]) => { observe: (v: number) => void }
-  ;(metrics.writeDuration as unknown as { labels: (...a: unknown[]) => unknown }).labels = (...a: unknown[]) => {
-    const child = bind(...a)
-    if ((a[0] as { phase?: string } | undefined)?.phase !== Phase.StorageVersionMigration) return child
-    return {
-      ...child,
-      observe: (value: number) => {
-        latency.record(value)
-        child.observe(value)
-      },
-    }
-  }
-  const phaseObserve = metrics.phaseDuration.observe.bind(metrics.phaseDuration) as (...a: unknown[]) => void
-  ;(metrics.phaseDuration as { observe: (...a: unknown[]) => void }).observe = (...a: unknown[]) => {
-    const [labels, value] = a as [{ phase?: string }, number]
-    if (labels?.phase) {
+  const limitTrace: Array<[number, number]> = []
+  let throttled = 0
+  const metrics = metricsTap({
+    writeDuration: (labels, value) => {
+      if (labels.phase === Phase.StorageVersionMigration) latency.record(value)
+    },
+    phaseDuration: (labels, value) => {
+      if (!labels.phase) return
       phaseMs[labels.phase] = value * 1000
       timeline.push({ what: labels.phase, from: Math.round(Date.now() - value * 1000), to: Date.now() })
-    }
-    phaseObserve(...a)
-  }
-  // The storage phase's limit over time, from the gauge the migrator sets anyway.
-  const limitTrace: Array<[number, number]> = []
-  const limitSet = metrics.concurrencyLimit.set.bind(metrics.concurrencyLimit) as (...a: unknown[]) => void
-  ;(metrics.concurrencyLimit as { set: (...a: unknown[]) => void }).set = (...a: unknown[]) => {
-    const [labels, value] = a as [{ phase?: string }, number]
-    if (labels?.phase === Phase.StorageVersionMigration) limitTrace.push([performance.now(), value])
-    limitSet(...a)
-  }
-  let throttled = 0
-  const inc = metrics.throttled.inc.bind(metrics.throttled)
-  metrics.throttled.inc = ((...a: Parameters<typeof inc>) => {
-    throttled++
-    inc(...a)
-  }) as typeof metrics.throttled.inc
+    },
+    concurrencyLimit: (labels, value) => {
+      if (labels.phase === Phase.StorageVersionMigration) limitTrace.push([performance.now(), value])
+    },
+    throttled: () => throttled++,
+  })
 
   const baseline = memoryOf('self')
   const owner = `bench:${os.hostname()}:${process.pid}`
@@ -222,6 +197,49 @@ async function ours(input: OursChildInput): Promise<OursChildOutput> {
     // Read loosely: the product's result may or may not have it.
     conversion: (result as { conversion?: unknown }).conversion ?? null,
   }
+}
+
+type Labels = Record<string, string | undefined>
+type Observe = (labels: Labels, value: number) => void
+
+/**
+ * Something shaped like MigratorMetrics (src/migrator/metrics.ts) without prom-client:
+ * every metric takes inc/dec/set/observe/remove, directly or through labels(...), and
+ * passes the named ones to `taps` (value 1 for inc).
+ */
+function metricsTap(taps: Partial<Record<keyof MigratorMetrics, Observe>>): MigratorMetrics {
+  const series = (name: keyof MigratorMetrics, bound: Labels) => {
+    const tap = taps[name]
+    const call = (value: number) => tap?.(bound, value)
+    return {
+      inc: (value = 1) => call(value),
+      dec: () => {},
+      set: (value: number) => call(value),
+      observe: (value: number) => call(value),
+    }
+  }
+  const metric = (name: keyof MigratorMetrics) => {
+    const tap = taps[name]
+    // set(labels, value) / observe(labels, value) / inc(labels?, value?) / inc(value?)
+    const record = (a: unknown, b: unknown) => {
+      if (!tap) return
+      if (typeof a === 'object' && a !== null) tap(a as Labels, typeof b === 'number' ? b : 1)
+      else tap({}, typeof a === 'number' ? a : 1)
+    }
+    return {
+      labels: (labels: Labels) => series(name, labels),
+      inc: record,
+      dec: () => {},
+      set: record,
+      observe: record,
+      remove: () => {},
+    }
+  }
+  const cache: Record<string, ReturnType<typeof metric>> = {}
+  const handler: ProxyHandler<object> = {
+    get: (_target, name) => (typeof name === 'string' ? (cache[name] ??= metric(name as keyof MigratorMetrics)) : undefined),
+  }
+  return new Proxy({}, handler) as MigratorMetrics
 }
 
 /** Time-weighted mean, highest and last value of a limit set at the given times, until `end`. */

@@ -57,6 +57,7 @@ import {
 } from './report.js'
 import { loadAverage, machineInfo, round, sampleLoad, sleep } from './stats.js'
 import { runWebhookBench } from './webhook-load.js'
+import { productNodeFlags } from './product-flags.js'
 
 const log = (s: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${s}\n`)
 const CHILD_JS = fileURLToPath(new URL('./child.js', import.meta.url))
@@ -76,6 +77,7 @@ const BENCH_OPTIONS = {
   'ksvm-if-cached': { type: 'boolean', default: false },
   'ksvm-manifest-max': { type: 'string' },
   'ksvm-default-max': { type: 'string' },
+  'ours-only-above': { type: 'string' },
   'webhook-seconds': { type: 'string' },
   'skip-migrations': { type: 'boolean', default: false },
   'skip-conversion': { type: 'boolean', default: false },
@@ -118,6 +120,8 @@ counted), load-tests the webhook with vegeta, and writes <out>/latest.json and
   --ksvm-if-cached           run KSVM only if scripts/build-ksvm.sh already built it
   --ksvm-manifest-max N      largest size for KSVM at its manifest's QPS (default 10000)
   --ksvm-default-max N       largest size for KSVM at client-go's default QPS (default 1000)
+  --ours-only-above N        sizes above N run ours at its defaults alone (its peak-RSS
+                             growth), without the ceiling, ours-best or KSVM (default: none)
   --skip-webhook             no webhook load test
   --webhook-seconds S        seconds per webhook case (default 10; --smoke: 1)
   --repeat N                 attacks per webhook case, ours and the floor taking turns; the
@@ -188,11 +192,15 @@ const neighbourSize =
 const foregroundRate = intFlag('foreground-rate', 40)
 const foregroundIdleSeconds = intFlag('foreground-idle-seconds', smoke ? 2 : 20)
 const apfShares = flags['apf-shares'] === undefined ? undefined : intFlag('apf-shares', 0)
+const oursOnlyAbove = flags['ours-only-above'] === undefined ? Infinity : intFlag('ours-only-above', 0)
 const childNodeOptions = (flags['child-node-options'] ?? '').split(/\s+/).filter(Boolean)
+/** Ours runs with the flags the product's executable sets (productNodeFlags), then any given; the ceiling with Node's defaults. */
+const oursNodeFlags = productNodeFlags()
 
 function runChild<T>(mode: 'ours' | 'ceiling', input: unknown, timeoutMs: number): Promise<T> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...childNodeOptions, CHILD_JS, mode], { stdio: ['pipe', 'pipe', 'inherit'] })
+    const nodeFlags = mode === 'ours' ? [...oursNodeFlags, ...childNodeOptions] : childNodeOptions
+    const child = spawn(process.execPath, [...nodeFlags, CHILD_JS, mode], { stdio: ['pipe', 'pipe', 'inherit'] })
     child.stdin.on('error', () => {}) // a child that dies early: its exit code says so below
     child.stdin.end(JSON.stringify(input))
     let out = ''
@@ -595,6 +603,10 @@ async function runMigrations(
 
     // 2. Every size: ceiling, ours best, ours default, KSVM.
     for (const size of sizes) {
+      if (size > oursOnlyAbove) {
+        migrations.push(await runOurs(size, 'ours-default'))
+        continue
+      }
       migrations.push(await runCeilingOnce(size, ceilingConcurrency))
       migrations.push(await runOurs(size, 'ours-best', bestConcurrency, 0))
       migrations.push(await runOurs(size, 'ours-default'))
@@ -900,6 +912,7 @@ function summarize(x: {
     command: `node dist-dev/dev/bench/main.js ${process.argv.slice(2).join(' ')}`.trim(),
     smoke,
     childNodeOptions,
+    oursNodeFlags,
     machine: x.machine,
     loadAverage: { before: x.before, after: loadAverage() },
     sizes,

@@ -137,6 +137,8 @@ export interface BenchResult {
   smoke: boolean
   /** Node flags the ours and ceiling processes ran with (--child-node-options). */
   childNodeOptions: string[]
+  /** The node flags of the product's executable, which ours ran with (before childNodeOptions). */
+  oursNodeFlags?: string[]
   machine: MachineInfo
   loadAverage: { before: number[]; after: number[] }
   sizes: number[]
@@ -176,6 +178,9 @@ export function renderMarkdown(r: BenchResult): string {
   lines.push(
     `Machine: ${m.cpuModel}, ${m.cores} cores, ${m.memoryGb} GB RAM, ${m.os}; Node ${m.node}; kube-apiserver ${m.kubeVersion ?? '?'} + etcd ${m.etcdVersion ?? '?'} (local, loopback, same machine). ` +
       `Load average before/after: ${r.loadAverage.before.join(' ')} / ${r.loadAverage.after.join(' ')}; during the run (1-minute, every 5 s): ${loadText(r.loadDuring)}. Run ${r.startedAt}${r.smoke ? ' (smoke sizes)' : ''}.` +
+      (r.oursNodeFlags?.length
+        ? ` Ours ran with the product's node flags ${r.oursNodeFlags.join(' ')} (its executable's shebang and the image's ENTRYPOINT).`
+        : '') +
       (r.childNodeOptions.length ? ` Ours and the ceiling ran with node ${r.childNodeOptions.join(' ')}.` : '') +
       (r.identity
         ? ` The migrators ran as ${r.identity.migrator} (APF priority level ${r.identity.priorityLevel}; system:masters would be exempt).`

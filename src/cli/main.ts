@@ -1,6 +1,7 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --max-semi-space-size=2
 import { Command, CommanderError, Option } from 'commander'
-import { pino, type Logger } from 'pino'
+import type { Logger } from 'pino'
+import { createLogger } from '../log.js'
 import type { Config } from '../config/schema.js'
 import { ConfigError, describeError, errorCode } from '../errors.js'
 import { OUTPUT_FORMATS, outputFormat } from './output.js'
@@ -20,8 +21,9 @@ const program = new Command()
   )
   .showHelpAfterError()
 
-function logger(config: Config, toStderr: boolean): Logger {
-  return pino({ level: config.logLevel, base: { name: 'crd-migrator' } }, pino.destination(toStderr ? 2 : 1))
+/** `serve` logs to stdout, buffered; the short commands to stderr, line by line (log.ts). */
+function logger(config: Config, command: 'serve' | 'short'): Logger {
+  return command === 'serve' ? createLogger({ level: config.logLevel }) : createLogger({ level: config.logLevel, fd: 2, sync: true })
 }
 
 /** Aborts on the first SIGINT/SIGTERM; a second one exits at once. */
@@ -41,7 +43,7 @@ addConfigOptions(program.command('serve'))
   .description('serve the validating webhook and, on the replica holding the Lease, run the migration controller')
   .action(async (opts: Record<string, unknown>) => {
     const config = configFromOptions(opts)
-    const log = logger(config, false)
+    const log = logger(config, 'serve')
     const { serve } = await import('./serve.js')
     const handle = await serve(config, log)
     const signal = shutdownSignal(log)
@@ -86,7 +88,7 @@ addConfigOptions(
     if (names.length === 0 && resources.length === 0) throw new ConfigError('migrate: name at least one CRD, or --resource')
     if (resources.length > 0 && opts.dryRun) throw new ConfigError('migrate: --dry-run plans CRDs only, not --resource')
     const config = configFromOptions({ logLevel: 'warn', ...opts })
-    const log = logger(config, true)
+    const log = logger(config, 'short')
     const { runMigrateCommand } = await import('./migrate.js')
     process.exitCode = await runMigrateCommand(names, config, log, {
       resources,

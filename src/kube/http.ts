@@ -322,8 +322,8 @@ export class KubeHttp {
         r.destroy(Object.assign(new Error(`${req.method} ${url.pathname}: timed out`), { name: 'TimeoutError', code: 'ETIMEDOUT' })),
       )
       r.on('error', (err) => reject(explainTlsError(err, this.server, this.context.cluster)))
-      if (payload) r.write(payload)
-      r.end()
+      // One call: the body goes out with the headers in one write (one TLS record).
+      r.end(payload)
     })
   }
 

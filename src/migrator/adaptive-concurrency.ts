@@ -35,13 +35,16 @@ export interface AdaptiveSettings {
 }
 
 /**
- * How far above its floor the latency may go while the limit still grows. Measured on
- * kube-apiserver + etcd (npm run bench): throughput still grows, slowly, with writes in
- * flight far past the point where latency starts to rise (etcd batches concurrent
- * writes); at about this multiple of the floor it is within a few percent of its maximum,
- * and beyond it nearly all of the extra latency is waiting.
+ * How far above its floor the latency may go while the limit still grows. Past the knee
+ * (throughput at its maximum X), Little's law makes latency grow with the writes in flight
+ * N as N / X, so the knee sits where latency / floor = N × (rate of one write alone) / X.
+ * Measured on kube-apiserver + etcd (npm run bench, 2 cores): one write alone ~100/s,
+ * X 200–350/s, knee 12–16 in flight, so 5–8× the floor. 8 lets the limit reach the knee
+ * (etcd batches concurrent writes, so throughput still creeps up a little past it); 12
+ * let it climb to 2–4× the knee on a slower API server (mean 53 in flight, p99 2.5× the
+ * ceiling's) for no throughput.
  */
-export const DEFAULT_TOLERANCE = 12
+export const DEFAULT_TOLERANCE = 8
 /** Decrease only past tolerance × this: the dead band keeps noise from flapping the limit. */
 export const DECREASE_MARGIN = 1.25
 export const DECREASE_FACTOR = 0.75

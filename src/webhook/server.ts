@@ -17,7 +17,8 @@ import { performance } from 'node:perf_hooks'
 import type { ServerOptions as HttpsServerOptions, Server as HttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify'
-import { pino, type Logger } from 'pino'
+import type { Logger } from 'pino'
+import { createLogger } from '../log.js'
 import { Registry } from 'prom-client'
 import { CONFIG_DEFAULTS, type Config } from '../config/schema.js'
 import { CrdMigratorError, errorMessage } from '../errors.js'
@@ -94,7 +95,7 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions, webho
   const metrics = webhookMetrics ?? createWebhookMetrics(registry)
   const bodyLimit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES
   const shapeLimits = jsonShapeLimits(bodyLimit)
-  const logger = options.logger ?? pino({ level: options.logLevel ?? CONFIG_DEFAULTS.logLevel })
+  const logger = options.logger ?? createLogger({ level: options.logLevel ?? CONFIG_DEFAULTS.logLevel })
   const timeouts: ServerTimeouts = { ...SERVER_TIMEOUTS, ...options.timeouts }
   let shuttingDown = false
 
@@ -290,7 +291,7 @@ export interface RunningWebhookServer {
 
 export async function startWebhookServer(options: StartWebhookServerOptions): Promise<RunningWebhookServer> {
   const host = options.host ?? CONFIG_DEFAULTS.webhook.host
-  const logger = options.logger ?? pino({ level: options.logLevel ?? CONFIG_DEFAULTS.logLevel })
+  const logger = options.logger ?? createLogger({ level: options.logLevel ?? CONFIG_DEFAULTS.logLevel })
 
   const registry = options.registry ?? new Registry()
   const metrics = createWebhookMetrics(registry)

@@ -44,10 +44,13 @@ export const TLS12_CIPHERS = [
 ] as const
 
 /**
- * TLS 1.3 suites: Node's (OpenSSL's) defaults, all AEAD. Named here because `ciphers`
+ * TLS 1.3 suites: Node's (OpenSSL's) defaults, all AEAD, in the order Go's servers and
+ * Mozilla's guidelines use: AES-128-GCM first. With honorCipherOrder our order decides,
+ * and OpenSSL's (AES-256 first) cost every review's decryption ~40% more for no gain the
+ * API server (Go, which itself prefers AES-128) asks for. Named here because `ciphers`
  * sets both lists, and one without TLS_* names would turn TLS 1.3 off.
  */
-export const TLS13_CIPHERSUITES = ['TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256', 'TLS_AES_128_GCM_SHA256'] as const
+export const TLS13_CIPHERSUITES = ['TLS_AES_128_GCM_SHA256', 'TLS_CHACHA20_POLY1305_SHA256', 'TLS_AES_256_GCM_SHA384'] as const
 
 /** Options of every secure context we serve with: at start-up and on each reload. */
 export const TLS_CONTEXT_OPTIONS = Object.freeze({

@@ -10,6 +10,7 @@ import { join, posix } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { parse } from 'yaml'
+import { nodeFlagsOfShebang } from '../../dev/bench/product-flags.js'
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
 const read = (p: string) => readFileSync(join(repoRoot, p), 'utf8')
@@ -252,9 +253,15 @@ t.test('the entry point is the built crd-migrator CLI, running `serve`', async (
   const cmd = runtime.instructions.filter((i) => i.op === 'CMD').at(-1)
   t.ok(entrypoint && entrypoint.args.startsWith('['), 'ENTRYPOINT in exec form (no shell)')
   t.ok(cmd && cmd.args.startsWith('['), 'CMD in exec form')
-  const [node, script, ...extra] = JSON.parse(entrypoint!.args) as string[]
+  const [node, ...rest] = JSON.parse(entrypoint!.args) as string[]
   t.equal(node, '/nodejs/bin/node', 'distroless node')
+  const flags = rest.filter((a) => a.startsWith('--'))
+  const [script, ...extra] = rest.filter((a) => !a.startsWith('--'))
   t.same(extra, [])
+  t.same(rest, [...flags, script], 'node flags, then the script')
+  // The image runs node with the flags the crd-migrator executable sets itself (its
+  // shebang), which the bench runs ours with: one set of V8 settings everywhere.
+  t.same(flags, nodeFlagsOfShebang(read('src/cli/main.ts')), "the node flags of the executable's shebang")
   t.equal(script, pkg.bin['crd-migrator'], 'the package.json bin target')
   const workdir = workdirAt(runtime, Infinity)
   const copiedTo = runtime.instructions.filter((i) => i.op === 'COPY').map((i) => posix.resolve(workdir, parseCopy(i.args).dest))
