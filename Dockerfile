@@ -39,5 +39,5 @@ COPY package.json ./
 USER 65532:65532
 # 9443: the webhook (HTTPS); 8080: /metrics, /healthz, /readyz (HTTP).
 EXPOSE 9443 8080
-ENTRYPOINT ["/nodejs/bin/node", "--max-semi-space-size=2", "dist/cli/main.js"]
+ENTRYPOINT ["/nodejs/bin/node", "dist/cli/main.js"]
 CMD ["serve"]

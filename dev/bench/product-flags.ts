@@ -12,10 +12,10 @@ export function nodeFlagsOfShebang(text: string): string[] {
 }
 
 /**
- * The node flags `crd-migrator` runs with wherever it is installed: its executable's
- * shebang (src/cli/main.ts; the Dockerfile's ENTRYPOINT repeats them, which
- * test/unit/dockerfile.test.ts checks). The bench runs ours with them, so it measures
- * what users run.
+ * The node flags the `crd-migrator` executable runs with (`crd-migrator migrate`): its
+ * shebang (src/cli/main.ts). The bench runs ours with them, so it measures what users run.
+ * The image's ENTRYPOINT (`serve`: the webhook) sets none (test/unit/dockerfile.test.ts),
+ * so the bench's webhook runs with Node's defaults.
  */
 export function productNodeFlags(): string[] {
   return nodeFlagsOfShebang(readFileSync(new URL('../../../src/cli/main.ts', import.meta.url), 'utf8'))

@@ -179,7 +179,7 @@ export function renderMarkdown(r: BenchResult): string {
     `Machine: ${m.cpuModel}, ${m.cores} cores, ${m.memoryGb} GB RAM, ${m.os}; Node ${m.node}; kube-apiserver ${m.kubeVersion ?? '?'} + etcd ${m.etcdVersion ?? '?'} (local, loopback, same machine). ` +
       `Load average before/after: ${r.loadAverage.before.join(' ')} / ${r.loadAverage.after.join(' ')}; during the run (1-minute, every 5 s): ${loadText(r.loadDuring)}. Run ${r.startedAt}${r.smoke ? ' (smoke sizes)' : ''}.` +
       (r.oursNodeFlags?.length
-        ? ` Ours ran with the product's node flags ${r.oursNodeFlags.join(' ')} (its executable's shebang and the image's ENTRYPOINT).`
+        ? ` Ours ran with the node flags of the crd-migrator executable, ${r.oursNodeFlags.join(' ')} (its shebang; the image runs serve, and the webhook here, without).`
         : '') +
       (r.childNodeOptions.length ? ` Ours and the ceiling ran with node ${r.childNodeOptions.join(' ')}.` : '') +
       (r.identity

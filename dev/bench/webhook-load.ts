@@ -20,7 +20,6 @@ import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
 import { VALIDATE_PATH } from '../../src/webhook/server.js'
 import { round } from './stats.js'
 import { ensureVegeta } from './vegeta.js'
-import { productNodeFlags } from './product-flags.js'
 
 export type WebhookServerKind = 'ours' | 'floor'
 
@@ -166,8 +165,8 @@ function hasTaskset(): boolean {
 async function startServerChild(kind: WebhookServerKind, pinned: boolean): Promise<{ child: ChildProcess; url: string }> {
   const childJs = fileURLToPath(new URL('./child.js', import.meta.url))
   const mode = kind === 'ours' ? 'webhook' : 'webhook-floor'
-  // Ours with the product's node flags (what `crd-migrator serve` runs with), the floor with Node's defaults.
-  const node = [process.execPath, ...(kind === 'ours' ? productNodeFlags() : []), childJs, mode]
+  // Both with Node's defaults: the image runs `serve` without node flags (Dockerfile).
+  const node = [process.execPath, childJs, mode]
   const [cmd, args] = pinned ? ['taskset', ['-c', '1', ...node]] : [node[0]!, node.slice(1)]
   const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
   const url = await new Promise<string>((resolve, reject) => {
