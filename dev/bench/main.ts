@@ -993,45 +993,46 @@ function issueTargets(
       })
     }
     // Speed, tail and CPU at the defaults, against the ceiling of the same size.
-    const speed = each((size) => {
-      const o = find(size, 'ours-default')
-      const c = find(size, 'ceiling')
-      if (!o || !c) return null
-      const r = round(o.objectsPerSecond / c.objectsPerSecond, 2)
-      return { value: `${Math.round(o.objectsPerSecond)} vs ${Math.round(c.objectsPerSecond)}/s = ${x2(r)}`, ratio: r }
-    })
-    targets.push({
-      name: 'objects/s of ours at the defaults vs the ceiling',
-      target: '≥ 0.95×',
-      value: speed.value,
-      met: speed.ratios.length ? Math.min(...speed.ratios) >= 0.95 : null,
-    })
-    const tail = each((size) => {
-      const o = find(size, 'ours-default')
-      const c = find(size, 'ceiling')
-      if (!o?.p99Ms || !c?.p99Ms) return null
-      const r = round(o.p99Ms / c.p99Ms, 2)
-      return { value: `${o.p99Ms} vs ${c.p99Ms} ms = ${x2(r)}`, ratio: r }
-    })
-    targets.push({
-      name: 'p99 write latency of ours at the defaults vs the ceiling',
-      target: '≤ 1.5×',
-      value: tail.value,
-      met: tail.ratios.length ? Math.max(...tail.ratios) <= 1.5 : null,
-    })
-    const cpu = each((size) => {
-      const o = find(size, 'ours-default')
-      const c = find(size, 'ceiling')
-      if (!o?.cpuMsPer1000 || !c?.cpuMsPer1000) return null
-      const r = round(o.cpuMsPer1000 / c.cpuMsPer1000, 2)
-      return { value: `${o.cpuMsPer1000} vs ${c.cpuMsPer1000} ms = ${x2(r)}`, ratio: r }
-    })
-    targets.push({
-      name: 'client CPU per 1,000 objects, ours at the defaults vs the ceiling',
-      target: '≤ 1.1×',
-      value: cpu.value,
-      met: cpu.ratios.length ? Math.max(...cpu.ratios) <= 1.1 : null,
-    })
+    // `metric` gives undefined where a run did not measure it (that size is left out).
+    const againstCeiling = (
+      name: string,
+      target: string,
+      metric: (run: MigrationRun) => number | undefined,
+      show: (ours: number, ceiling: number) => string,
+      met: (ratios: number[]) => boolean,
+    ) => {
+      const rows = each((size) => {
+        const o = find(size, 'ours-default')
+        const c = find(size, 'ceiling')
+        const ours = o && metric(o)
+        const ceiling = c && metric(c)
+        if (ours === undefined || ceiling === undefined) return null
+        const r = round(ours / ceiling, 2)
+        return { value: `${show(ours, ceiling)} = ${x2(r)}`, ratio: r }
+      })
+      targets.push({ name, target, value: rows.value, met: rows.ratios.length ? met(rows.ratios) : null })
+    }
+    againstCeiling(
+      'objects/s of ours at the defaults vs the ceiling',
+      '≥ 0.95×',
+      (run) => run.objectsPerSecond,
+      (ours, ceiling) => `${Math.round(ours)} vs ${Math.round(ceiling)}/s`,
+      (ratios) => Math.min(...ratios) >= 0.95,
+    )
+    againstCeiling(
+      'p99 write latency of ours at the defaults vs the ceiling',
+      '≤ 1.5×',
+      (run) => run.p99Ms || undefined,
+      (ours, ceiling) => `${ours} vs ${ceiling} ms`,
+      (ratios) => Math.max(...ratios) <= 1.5,
+    )
+    againstCeiling(
+      'client CPU per 1,000 objects, ours at the defaults vs the ceiling',
+      '≤ 1.1×',
+      (run) => run.cpuMsPer1000 || undefined,
+      (ours, ceiling) => `${ours} vs ${ceiling} ms`,
+      (ratios) => Math.max(...ratios) <= 1.1,
+    )
   }
   const n = x.neighbour
   if (n) {

@@ -166,8 +166,7 @@ async function startServerChild(kind: WebhookServerKind, pinned: boolean): Promi
   const childJs = fileURLToPath(new URL('./child.js', import.meta.url))
   const mode = kind === 'ours' ? 'webhook' : 'webhook-floor'
   // Both with Node's defaults: the image runs `serve` without node flags (Dockerfile).
-  const node = [process.execPath, childJs, mode]
-  const [cmd, args] = pinned ? ['taskset', ['-c', '1', ...node]] : [node[0]!, node.slice(1)]
+  const [cmd, args] = pinned ? ['taskset', ['-c', '1', process.execPath, childJs, mode]] : [process.execPath, [childJs, mode]]
   const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
   const url = await new Promise<string>((resolve, reject) => {
     child.once('message', (m) => resolve((m as { url: string }).url))

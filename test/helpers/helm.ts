@@ -3,17 +3,13 @@
  * config in a scratch directory of the test file (never $HOME), and values given as JSON
  * files (JSON is YAML).
  */
-import { spawn } from 'node:child_process'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
+import { runProcess, type ProcessResult } from './run-process.js'
 
-export interface HelmResult {
-  code: number | null
-  stdout: string
-  stderr: string
-}
+export type HelmResult = ProcessResult
 
 export interface Helm {
   /** The scratch directory, removed when the file's tests end. */
@@ -35,16 +31,7 @@ export async function scratchHelm(helmBinary: string, prefix: string): Promise<H
   let valuesFiles = 0
   return {
     scratch,
-    run: (args) =>
-      new Promise((resolve, reject) => {
-        const child = spawn(helmBinary, args, { env, stdio: ['ignore', 'pipe', 'pipe'] })
-        let stdout = ''
-        let stderr = ''
-        child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d))
-        child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
-        child.on('error', reject)
-        child.on('close', (code) => resolve({ code, stdout, stderr }))
-      }),
+    run: (args) => runProcess(helmBinary, args, { env }),
     valuesArgs: async (values) => {
       const file = join(scratch, `values-${++valuesFiles}.json`)
       await writeFile(file, JSON.stringify(values))

@@ -6,7 +6,7 @@
  * this test's budget, so the smoke run uses it only when scripts/build-ksvm.sh has already
  * built it (`--ksvm-if-cached`); the script itself is still exercised here (`--check`).
  */
-import { spawn, spawnSync } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
@@ -15,22 +15,13 @@ import type { BenchResult } from '../../dev/bench/report.js'
 import { ensureBinaries } from '../../dev/controlplane/controlplane.js'
 import { buildDev, devBuildIsStale } from '../../scripts/dev-build.mjs'
 import { CONTROLPLANE_ENV } from '../helpers/controlplane.js'
+import { runProcess } from '../helpers/run-process.js'
 
 const root = process.cwd()
 /** The bench runs compiled (dist-dev/, the tooling build), with child processes. */
 const benchJs = path.join(root, 'dist-dev', 'dev', 'bench', 'main.js')
 
-function run(cmd: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d))
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
-    child.on('error', reject)
-    child.on('close', (code) => resolve({ code, stdout, stderr }))
-  })
-}
+const run = (cmd: string, args: string[]) => runProcess(cmd, args, { cwd: root })
 
 t.test('scripts/build-ksvm.sh --check answers without building', async (t) => {
   const r = spawnSync('bash', [path.join(root, 'scripts', 'build-ksvm.sh'), '--check'], { encoding: 'utf8' })

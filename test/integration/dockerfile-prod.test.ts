@@ -6,7 +6,6 @@
  * cache), then run the built CLI from there: `--help`, every run-time module import, and
  * `serve` (webhook only) answering /readyz and stopping on SIGTERM.
  */
-import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { cp as copy, mkdtemp, readdir, readFile, rm, stat, symlink } from 'node:fs/promises'
 import { createServer } from 'node:net'
@@ -15,28 +14,12 @@ import { join, relative } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import t from 'tap'
 import { generateDevCertificates } from '../../dev/certs/devcerts.js'
+import { runProcess } from '../helpers/run-process.js'
 import { spawnServe } from '../helpers/serve-process.js'
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
 
-interface Run {
-  code: number | null
-  signal: NodeJS.Signals | null
-  stdout: string
-  stderr: string
-}
-
-function run(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = process.env): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d))
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
-    child.on('error', reject)
-    child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }))
-  })
-}
+const run = (cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = process.env) => runProcess(cmd, args, { cwd, env })
 
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
