@@ -175,7 +175,7 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
     log.error({ err, code: result.errorCode }, 'migration failed')
   } finally {
     // 5. Unfreeze, whatever happened.
-    state.stop()
+    await state.stop()
     if (conversion && webhook !== undefined)
       result.conversion = { webhook, outages: conversion.outages, outageSeconds: Math.round(conversion.outageMs / 100) / 10 }
     result.durationMs = Date.now() - started

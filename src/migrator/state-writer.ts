@@ -14,6 +14,7 @@ export class StateWriter {
   private latest: { phase: Phase; progress: WalkProgress } | undefined
   private written = ''
   private pending: Promise<unknown> = Promise.resolve()
+  private stopped = false
   private readonly timer: NodeJS.Timeout
 
   /** `sealCheckpoint` makes the seal a resumed run checks (null: none can be made). */
@@ -49,8 +50,14 @@ export class StateWriter {
     await this.write(progressPatch(text))
   }
 
-  stop(): void {
+  /**
+   * No write starts after this, and the one in flight has landed when it resolves: the
+   * unfreeze that follows removes these annotations, and a late write would put them back.
+   */
+  async stop(): Promise<void> {
     clearInterval(this.timer)
+    this.stopped = true
+    await this.pending
   }
 
   private flush(): Promise<void> {
@@ -73,6 +80,7 @@ export class StateWriter {
 
   private write(patch: AnnotationPatch): Promise<void> {
     const next = this.pending.then(async () => {
+      if (this.stopped) return
       try {
         await patchCrdAnnotations(this.ctx.http, this.name, { ...patch, ...heartbeatPatch() })
       } catch (err) {
