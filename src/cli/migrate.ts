@@ -1,6 +1,5 @@
 import os from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
-import cliProgress from 'cli-progress'
 import type { Logger } from 'pino'
 import type { Config } from '../config/schema.js'
 import { describeError } from '../errors.js'
@@ -15,7 +14,7 @@ import { migrateCrd, type MigrationResult } from '../migrator/migrate.js'
 import { migrateResource } from '../migrator/migrate-resource.js'
 import type { Phase } from '../migrator/plan.js'
 import { settingsFor } from '../migrator/settings.js'
-import { settled, type WalkProgress } from '../migrator/walker.js'
+import type { WalkProgress } from '../migrator/walker.js'
 
 export interface MigrateCommandOptions {
   /** Resources named kubectl style (`secrets`, `deployments.apps`), migrated after the CRDs. */
@@ -66,8 +65,10 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
     let failed = 0
     const checkpointSeal = await loadCheckpointSeal(config.migrator.stateKeyFile, logger)
     const targets = [...names.map((name) => ({ name, crd: true })), ...(options.resources ?? []).map((name) => ({ name, crd: false }))]
+    // Only a terminal gets a bar: pipes and pods never load cli-progress (memory).
+    const ProgressBar = options.progressBar ? (await import('./progress-bar.js')).ProgressBar : undefined
     for (const { name, crd } of targets) {
-      const bar = options.progressBar ? new ProgressBar(name) : undefined
+      const bar = ProgressBar ? new ProgressBar(name) : undefined
       try {
         const ctx = {
           http,
@@ -109,40 +110,6 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
     return failed ? 1 : 0
   } finally {
     http.close()
-  }
-}
-
-class ProgressBar {
-  private readonly bar = new cliProgress.SingleBar(
-    {
-      format: '{crd} {phase} [{bar}] {value}/{total} {rate}/s',
-      hideCursor: true,
-      clearOnComplete: true,
-      stream: process.stderr,
-    },
-    cliProgress.Presets.shades_classic,
-  )
-  private phase: string | undefined
-  private readonly started = Date.now()
-
-  constructor(private readonly crd: string) {}
-
-  update(phase: Phase, p: WalkProgress): void {
-    const total = Math.max(p.total ?? 0, p.counts.seen)
-    const value = settled(p)
-    const rate = Math.round(value / Math.max(0.001, (Date.now() - this.started) / 1000))
-    if (this.phase !== phase) {
-      if (this.phase) this.bar.stop()
-      this.phase = phase
-      this.bar.start(total, value, { crd: this.crd, phase, rate })
-    } else {
-      this.bar.setTotal(total)
-      this.bar.update(value, { rate })
-    }
-  }
-
-  stop(): void {
-    if (this.phase) this.bar.stop()
   }
 }
 
