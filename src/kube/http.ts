@@ -4,6 +4,7 @@ import { CrdMigratorError } from '../errors.js'
 import { FIELD_MANAGER, userAgent } from '../version.js'
 import { Credentials, type AuthHeaders, type ClientCertificate } from './credentials.js'
 import { parseKubeconfig, resolveContext, urlHost, type KubeContext } from './kubeconfig.js'
+import { proxyFromEnvironment, type ProxyEnvironment } from './proxy-env.js'
 import { createAgent, explainTlsError, retireAgent, tlsOptions, type KubeTlsOptions } from './transport.js'
 
 export type { KubeTlsOptions } from './transport.js'
@@ -160,6 +161,8 @@ export interface KubeHttpOptions {
   /** How often token and client-certificate files are read again (rotation). */
   credentialRefreshMs?: number
   defaultTimeoutMs?: number
+  /** Where HTTPS_PROXY, HTTP_PROXY and NO_PROXY are read when the kubeconfig has no proxy-url (default process.env). */
+  environment?: ProxyEnvironment
 }
 
 /** The pools of one set of credentials: requests share `requests`; each watch holds a socket of `streams`. */
@@ -181,9 +184,12 @@ export class KubeHttp {
   private readonly credentials: Credentials
   private pools: Pools | undefined
   private readonly retired = new Set<http.Agent>()
-  private readonly options: Required<Omit<KubeHttpOptions, 'endpoint'>>
+  private readonly options: Required<Omit<KubeHttpOptions, 'endpoint' | 'environment'>>
+  private readonly environment: ProxyEnvironment
   /** Set for a client of one API server by address: the name its certificate is checked against. */
   private readonly identityHost: string | undefined
+  /** The proxy every connection to `server` tunnels through, if any. */
+  readonly proxy: URL | undefined
 
   /** `shared`: the credentials of the client this one is a sibling of (see {@link forEndpoint}). */
   constructor(source: KubeconfigSource, options: KubeHttpOptions = {}, shared?: Credentials) {
@@ -191,6 +197,9 @@ export class KubeHttp {
     const configured = this.context.cluster.server
     this.server = options.endpoint ?? configured
     this.identityHost = options.endpoint ? urlHost(configured) : undefined
+    this.environment = options.environment ?? process.env
+    // As client-go: the kubeconfig's proxy-url, else the environment's for this server.
+    this.proxy = this.context.cluster.proxyUrl ?? proxyFromEnvironment(this.server, this.environment)
     this.options = {
       maxSockets: options.maxSockets ?? 64,
       credentialRefreshMs: options.credentialRefreshMs ?? 60_000,
@@ -205,7 +214,11 @@ export class KubeHttp {
     const credentials = await this.credentials.current()
     if (!this.pools || this.pools.clientCertificate !== credentials.clientCertificate) {
       const make = (maxSockets: number) =>
-        createAgent(this.server, this.context.cluster, credentials.clientCertificate, { maxSockets, identityHost: this.identityHost })
+        createAgent(this.server, this.context.cluster, credentials.clientCertificate, {
+          maxSockets,
+          identityHost: this.identityHost,
+          proxy: this.proxy,
+        })
       const next = { requests: make(this.options.maxSockets), streams: make(Infinity), clientCertificate: credentials.clientCertificate }
       if (this.pools) {
         // Forget retired pools whose last socket has closed; close() ends the others.
@@ -222,7 +235,7 @@ export class KubeHttp {
 
   /** A client of the same cluster and credentials that talks to one API server by address. */
   forEndpoint(endpoint: URL, options: Omit<KubeHttpOptions, 'endpoint'> = {}): KubeHttp {
-    return new KubeHttp(this.context, { ...this.options, ...options, endpoint }, this.credentials)
+    return new KubeHttp(this.context, { ...this.options, environment: this.environment, ...options, endpoint }, this.credentials)
   }
 
   url(path: string, query?: KubeRequest['query']): URL {

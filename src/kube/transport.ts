@@ -1,6 +1,6 @@
 /**
  * Connection pools to one API server, as a kubeconfig cluster says: its CA (or
- * insecure-skip-tls-verify), tls-server-name, proxy-url, and the user's client certificate.
+ * insecure-skip-tls-verify), tls-server-name, the proxy, and the user's client certificate.
  * And TLS failures turned into errors that say which kubeconfig setting to look at.
  */
 import http from 'node:http'
@@ -19,6 +19,8 @@ export interface AgentOptions {
    * certificate is checked for this name, the kubeconfig's server host, instead.
    */
   identityHost?: string | undefined
+  /** The proxy to tunnel through: the kubeconfig's proxy-url, else the environment's (proxy-env.ts). */
+  proxy?: URL | undefined
 }
 
 /** The TLS settings of a connection to the API server. */
@@ -55,9 +57,9 @@ export function createAgent(
     keepAlive: true,
     maxSockets: options.maxSockets,
     maxFreeSockets: Number.isFinite(options.maxSockets) ? options.maxSockets : 256,
-    // proxy-url: Node's own proxy support (CONNECT tunnels for https). No NO_PROXY: the
-    // kubeconfig sends this cluster through the proxy, whatever the environment says.
-    ...(cluster.proxyUrl ? { proxyEnv: { HTTPS_PROXY: cluster.proxyUrl.href, HTTP_PROXY: cluster.proxyUrl.href } } : {}),
+    // Node's own proxy support (CONNECT tunnels for https), given the one proxy already
+    // chosen for this server: NO_PROXY was applied then (proxy-env.ts), proxy-url ignores it.
+    ...(options.proxy ? { proxyEnv: { HTTPS_PROXY: options.proxy.href, HTTP_PROXY: options.proxy.href } } : {}),
   }
   if (server.protocol === 'http:') return new http.Agent(common)
   const tls = tlsOptions(cluster, clientCertificate)

@@ -308,6 +308,42 @@ t.test('proxy-url: requests and watches go through the proxy (the server name re
   await t.rejects(whoAmI(client(file, {}, 'direct')), 'without the proxy the same kubeconfig does not work')
 })
 
+t.test('HTTPS_PROXY and NO_PROXY: used as client-go does when the kubeconfig names no proxy-url', async (t) => {
+  const cp = await getControlPlane()
+  const server = new URL(cp.server)
+  const proxy = await startConnectProxy({ 'kubernetes.default': server.hostname })
+  const user = await cp.mintUser(uniqueName('envproxy'), ['system:masters'])
+  const dir = await tempDir()
+  const cluster = { server: `https://kubernetes.default:${server.port}`, 'certificate-authority-data': b64(cp.caPem) }
+  const userData = { 'client-certificate-data': b64(user.certPem), 'client-key-data': b64(user.keyPem) }
+  const file = await writeKubeconfig(path.join(dir, 'config'), [
+    { name: 'direct', cluster, user: userData },
+    { name: 'proxied', cluster: { ...cluster, 'proxy-url': proxy.url }, user: userData },
+  ])
+
+  const viaEnv = client(file, { environment: { HTTPS_PROXY: proxy.url, NO_PROXY: 'example.com,10.96.0.0/12' } }, 'direct')
+  t.equal(await whoAmI(viaEnv), user.name, 'HTTPS_PROXY carries the requests')
+  t.same(new Set(proxy.tunnels), new Set([`kubernetes.default:${server.port}`]), 'through the proxy, to the kubeconfig server')
+
+  const tunnels = proxy.tunnels.length
+  const bypassed = client(file, { environment: { HTTPS_PROXY: proxy.url, NO_PROXY: '.example.com,default' } }, 'direct')
+  await t.rejects(whoAmI(bypassed), 'NO_PROXY covering the server: direct, where the name does not resolve')
+  t.equal(proxy.tunnels.length, tunnels, 'and no tunnel was opened')
+
+  const kubeconfigWins = client(file, { environment: { HTTPS_PROXY: 'http://127.0.0.1:9', NO_PROXY: '*' } }, 'proxied')
+  t.equal(await whoAmI(kubeconfigWins), user.name, "proxy-url wins over the environment's proxy and NO_PROXY")
+  t.ok(proxy.tunnels.length > tunnels, 'through the kubeconfig proxy')
+
+  const loopback = new KubeHttp(loadKubeConfig(cp.kubeconfigPath), { environment: { HTTPS_PROXY: 'http://127.0.0.1:9' } })
+  t.teardown(() => loopback.close())
+  t.ok(await whoAmI(loopback), 'a loopback API server is never proxied (the proxy in HTTPS_PROXY does not listen)')
+
+  t.throws(() => client(file, { environment: { HTTPS_PROXY: 'socks5://127.0.0.1:1080' } }, 'direct'), {
+    code: 'CRDM_KUBECONFIG',
+    message: /HTTPS_PROXY "socks5:\/\/127\.0\.0\.1:1080": only http:\/\/ and https:\/\/ proxies are supported/,
+  })
+})
+
 t.test('in-cluster: the service-account token file is read again when it rotates, and at once on 401', async (t) => {
   const cp = await getControlPlane()
   const admin = httpFor(cp.kubeconfigPath)
