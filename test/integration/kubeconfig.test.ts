@@ -285,11 +285,15 @@ t.test('tls-server-name: the API server reached at an address its certificate do
   })
 })
 
-t.test('proxy-url: requests and watches go through the proxy (the server name resolves only there)', async (t) => {
+/**
+ * An API server named kubernetes.default, a name only a test proxy resolves, and a
+ * kubeconfig with two contexts for it: `proxied` (proxy-url set) and `direct` (none).
+ */
+async function behindProxy(userPrefix: string) {
   const cp = await getControlPlane()
   const server = new URL(cp.server)
   const proxy = await startConnectProxy({ 'kubernetes.default': server.hostname })
-  const user = await cp.mintUser(uniqueName('proxy'), ['system:masters'])
+  const user = await cp.mintUser(uniqueName(userPrefix), ['system:masters'])
   const dir = await tempDir()
   const cluster = { server: `https://kubernetes.default:${server.port}`, 'certificate-authority-data': b64(cp.caPem) }
   const userData = { 'client-certificate-data': b64(user.certPem), 'client-key-data': b64(user.keyPem) }
@@ -297,6 +301,11 @@ t.test('proxy-url: requests and watches go through the proxy (the server name re
     { name: 'proxied', cluster: { ...cluster, 'proxy-url': proxy.url }, user: userData },
     { name: 'direct', cluster, user: userData },
   ])
+  return { cp, server, proxy, user, file }
+}
+
+t.test('proxy-url: requests and watches go through the proxy (the server name resolves only there)', async (t) => {
+  const { server, proxy, user, file } = await behindProxy('proxy')
   const http = client(file, {}, 'proxied')
   for (let i = 0; i < 3; i++) t.equal(await whoAmI(http), user.name)
   const afterRequests = proxy.tunnels.length
@@ -309,17 +318,7 @@ t.test('proxy-url: requests and watches go through the proxy (the server name re
 })
 
 t.test('HTTPS_PROXY and NO_PROXY: used as client-go does when the kubeconfig names no proxy-url', async (t) => {
-  const cp = await getControlPlane()
-  const server = new URL(cp.server)
-  const proxy = await startConnectProxy({ 'kubernetes.default': server.hostname })
-  const user = await cp.mintUser(uniqueName('envproxy'), ['system:masters'])
-  const dir = await tempDir()
-  const cluster = { server: `https://kubernetes.default:${server.port}`, 'certificate-authority-data': b64(cp.caPem) }
-  const userData = { 'client-certificate-data': b64(user.certPem), 'client-key-data': b64(user.keyPem) }
-  const file = await writeKubeconfig(path.join(dir, 'config'), [
-    { name: 'direct', cluster, user: userData },
-    { name: 'proxied', cluster: { ...cluster, 'proxy-url': proxy.url }, user: userData },
-  ])
+  const { cp, server, proxy, user, file } = await behindProxy('envproxy')
 
   const viaEnv = client(file, { environment: { HTTPS_PROXY: proxy.url, NO_PROXY: 'example.com,10.96.0.0/12' } }, 'direct')
   t.equal(await whoAmI(viaEnv), user.name, 'HTTPS_PROXY carries the requests')
