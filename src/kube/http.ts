@@ -1,9 +1,10 @@
 import https from 'node:https'
-import http from 'node:http'
+import type { Agent, IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http'
 import { CrdMigratorError } from '../errors.js'
 import { FIELD_MANAGER, userAgent } from '../version.js'
 import { Credentials, type AuthHeaders, type ClientCertificate } from './credentials.js'
 import { parseKubeconfig, resolveContext, urlHost, type KubeContext } from './kubeconfig.js'
+import { http } from './node-http.js'
 import { proxyFromEnvironment, type ProxyEnvironment } from './proxy-env.js'
 import { createAgent, explainTlsError, retireAgent, tlsOptions, type KubeTlsOptions } from './transport.js'
 
@@ -44,7 +45,7 @@ export interface KubeRequest {
 
 export interface KubeResponse<T = unknown> {
   status: number
-  headers: http.IncomingHttpHeaders
+  headers: IncomingHttpHeaders
   body: T
 }
 
@@ -112,7 +113,7 @@ export function isRetryable(err: unknown): boolean {
 /** A response of any status, the body as text: see {@link KubeHttp.requestRaw}. */
 export interface RawKubeResponse {
   status: number
-  headers: http.IncomingHttpHeaders
+  headers: IncomingHttpHeaders
   body: string
 }
 
@@ -167,8 +168,8 @@ export interface KubeHttpOptions {
 
 /** The pools of one set of credentials: requests share `requests`; each watch holds a socket of `streams`. */
 interface Pools {
-  requests: http.Agent
-  streams: http.Agent
+  requests: Agent
+  streams: Agent
   clientCertificate: ClientCertificate | undefined
 }
 
@@ -183,7 +184,7 @@ export class KubeHttp {
   readonly context: KubeContext
   private readonly credentials: Credentials
   private pools: Pools | undefined
-  private readonly retired = new Set<http.Agent>()
+  private readonly retired = new Set<Agent>()
   private readonly options: Required<Omit<KubeHttpOptions, 'endpoint' | 'environment'>>
   private readonly environment: ProxyEnvironment
   /** Set for a client of one API server by address: the name its certificate is checked against. */
@@ -272,7 +273,7 @@ export class KubeHttp {
     return { status, headers, body: text }
   }
 
-  private async exchange(req: KubeRequest): Promise<{ url: URL; status: number; headers: http.IncomingHttpHeaders; text: string }> {
+  private async exchange(req: KubeRequest): Promise<{ url: URL; status: number; headers: IncomingHttpHeaders; text: string }> {
     // Every write names its field manager (the writes that set their own keep theirs).
     const write = req.method === 'POST' || req.method === 'PUT' || req.method === 'PATCH'
     const url = this.url(
@@ -298,7 +299,7 @@ export class KubeHttp {
     return true
   }
 
-  private headersFor(connected: Connected, accept: string | undefined): http.OutgoingHttpHeaders {
+  private headersFor(connected: Connected, accept: string | undefined): OutgoingHttpHeaders {
     return { ...connected.headers, Accept: accept ?? Accept.json, 'User-Agent': this.options.userAgent }
   }
 
@@ -307,7 +308,7 @@ export class KubeHttp {
     req: KubeRequest,
     payload: Buffer | undefined,
     connected: Connected,
-  ): Promise<{ status: number; headers: http.IncomingHttpHeaders; text: string }> {
+  ): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
     const headers = this.headersFor(connected, req.accept)
     if (payload) {
       headers['Content-Type'] = req.contentType ?? ContentType.json

@@ -3,12 +3,13 @@
  * insecure-skip-tls-verify), tls-server-name, the proxy, and the user's client certificate.
  * And TLS failures turned into errors that say which kubeconfig setting to look at.
  */
-import http from 'node:http'
+import type { Agent, AgentOptions as HttpAgentOptions } from 'node:http'
 import https from 'node:https'
 import { readFileSync } from 'node:fs'
 import { checkServerIdentity, type PeerCertificate } from 'node:tls'
 import { CrdMigratorError, errorMessage } from '../errors.js'
 import type { ClientCertificate } from './credentials.js'
+import { http } from './node-http.js'
 import { isServerName, urlHost, type KubeCluster } from './kubeconfig.js'
 
 export interface AgentOptions {
@@ -52,8 +53,8 @@ export function createAgent(
   cluster: KubeCluster,
   clientCertificate: ClientCertificate | undefined,
   options: AgentOptions,
-): http.Agent | https.Agent {
-  const common: http.AgentOptions = {
+): Agent {
+  const common: HttpAgentOptions = {
     keepAlive: true,
     maxSockets: options.maxSockets,
     maxFreeSockets: Number.isFinite(options.maxSockets) ? options.maxSockets : 256,
@@ -82,7 +83,7 @@ export function createAgent(
  * Stops an agent from taking new requests on its idle sockets and closes each busy one
  * when its request ends: in-flight requests and watches finish on the old credentials.
  */
-export function retireAgent(agent: http.Agent): void {
+export function retireAgent(agent: Agent): void {
   agent.keepSocketAlive = () => false
   for (const sockets of Object.values(agent.freeSockets)) for (const socket of sockets ?? []) socket.destroy()
 }
