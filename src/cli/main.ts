@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=2
+#!/usr/bin/env -S node --max-semi-space-size=2 --heap-growing-percent=20
 import { Command, CommanderError, Option } from 'commander'
 import type { Logger } from 'pino'
 import { createLogger } from '../log.js'
