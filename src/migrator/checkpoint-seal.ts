@@ -14,7 +14,7 @@
  * read-only container), from memory, so only this process's own checkpoints are trusted.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
-import { mkdir, readFile, writeFile } from 'node:fs/promises'
+import { link, mkdir, readFile, unlink, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import type { Logger } from 'pino'
@@ -101,8 +101,7 @@ export async function loadCheckpointSeal(stateKeyFile: string | undefined, logge
   }
   try {
     await mkdir(path.dirname(file), { recursive: true, mode: 0o700 })
-    // 'wx': when two processes start at once, one creates the file and the other reads it.
-    await writeFile(file, randomBytes(32).toString('base64url'), { mode: 0o600, flag: 'wx' })
+    await publishKey(file)
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') return fallback(logger, file, err)
   }
@@ -110,6 +109,22 @@ export async function loadCheckpointSeal(stateKeyFile: string | undefined, logge
     return CheckpointSeal.fromKey(trimKey(await readFile(file)), file)
   } catch (err) {
     return fallback(logger, file, err)
+  }
+}
+
+/**
+ * Creates `file` holding a new key, whole or not at all: the key is written to a file of
+ * its own, then hard-linked to the name, which fails with EEXIST when another process got
+ * there first. Creating the name itself with O_EXCL and writing into it left a moment in
+ * which a second process starting at once read an empty key and fell back to one in memory.
+ */
+async function publishKey(file: string): Promise<void> {
+  const temporary = `${file}.${process.pid}.${randomBytes(6).toString('hex')}`
+  await writeFile(temporary, randomBytes(32).toString('base64url'), { mode: 0o600, flag: 'wx' })
+  try {
+    await link(temporary, file)
+  } finally {
+    await unlink(temporary).catch(() => {})
   }
 }
 

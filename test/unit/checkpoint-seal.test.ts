@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
@@ -72,6 +72,46 @@ t.test('loadCheckpointSeal without a file: the default file is created once and 
   t.ok(b.verify(binding, 'x/y', mac), 'two processes starting at once share the key')
   t.ok((await loadCheckpointSeal(undefined, logger)).verify(binding, 'x/y', mac), 'a later run trusts it too')
   t.ok((await readFile(file)).length >= 32)
+})
+
+t.test('loadCheckpointSeal: loaders starting at once all get the one key, never an empty or a private one', async (t) => {
+  // fs.writeFile opens (creating the file) and then writes. The key file used to be
+  // created under its final name that way, so a loader starting at the same moment could
+  // read it empty and fall back to a key of its own (CI caught it once). Here every
+  // writeFile waits between the two steps, which makes that moment long enough to hit.
+  const real = await import('node:fs/promises')
+  const slowWriteFile: typeof real.writeFile = async (file, data, options) => {
+    const flag = typeof options === 'object' && options?.flag ? options.flag : 'w'
+    const mode = typeof options === 'object' && options?.mode !== undefined ? options.mode : 0o666
+    const handle = await real.open(file as string, flag, mode)
+    try {
+      await new Promise((r) => setTimeout(r, 20))
+      await handle.writeFile(data)
+    } finally {
+      await handle.close()
+    }
+  }
+  const seals = await t.mockImport<typeof import('../../src/migrator/checkpoint-seal.js')>('../../src/migrator/checkpoint-seal.js', {
+    'node:fs/promises': { ...real, writeFile: slowWriteFile },
+  })
+  const root = await mkdtemp(join(tmpdir(), 'seal-race-'))
+  t.teardown(() => rm(root, { recursive: true, force: true }))
+  const saved = process.env['XDG_STATE_HOME']
+  t.teardown(() => {
+    if (saved === undefined) delete process.env['XDG_STATE_HOME']
+    else process.env['XDG_STATE_HOME'] = saved
+  })
+  const { logger, lines } = capturingLogger()
+  let disagreements = 0
+  for (let round = 0; round < 5; round++) {
+    process.env['XDG_STATE_HOME'] = join(root, String(round))
+    const loaded = await Promise.all(Array.from({ length: 4 }, () => seals.loadCheckpointSeal(undefined, logger)))
+    const mac = loaded[0]!.seal(binding, 'x/y')
+    disagreements += loaded.filter((s) => !s.verify(binding, 'x/y', mac) || s.source !== defaultStateKeyFile()).length
+  }
+  t.equal(disagreements, 0, 'every loader of a round shares the key from the file')
+  t.same(lines(), [], 'no loader fell back to memory')
+  t.same(await readdir(join(root, '0', 'crd-migrator')), ['state.key'], 'no temporary file is left behind')
 })
 
 t.test('loadCheckpointSeal falls back to memory where the default file cannot be written', async (t) => {
