@@ -51,6 +51,8 @@ export interface OursChildOutput {
   peakRssMb: number | null
   /** CPU time (user + system) the process spent in the migration. */
   cpuMs: number
+  /** CPU time of the StorageVersionMigration phase alone (list + writes: the ceiling's work); null when it did not run. */
+  storagePhaseCpuMs: number | null
   storedVersionsAfter: string[]
   /** The requests it sent, by kind ({@link requestKind}), retries included (with countRequests; else empty). */
   requests: Record<string, number>
@@ -136,17 +138,26 @@ async function ours(input: OursChildInput): Promise<OursChildOutput> {
   const timeline: OursChildOutput['timeline'] = []
   const limitTrace: Array<[number, number]> = []
   let throttled = 0
+  // CPU at the storage phase's start (its limit is first set) and end (its duration observed).
+  let storageCpuStart: NodeJS.CpuUsage | undefined
+  let storagePhaseCpuMs: number | null = null
   const metrics = metricsTap({
     writeDuration: (labels, value) => {
       if (labels.phase === Phase.StorageVersionMigration) latency.record(value)
     },
     phaseDuration: (labels, value) => {
       if (!labels.phase) return
+      if (labels.phase === Phase.StorageVersionMigration && storageCpuStart) {
+        const used = process.cpuUsage(storageCpuStart)
+        storagePhaseCpuMs = (used.user + used.system) / 1000
+      }
       phaseMs[labels.phase] = value * 1000
       timeline.push({ what: labels.phase, from: Math.round(Date.now() - value * 1000), to: Date.now() })
     },
     concurrencyLimit: (labels, value) => {
-      if (labels.phase === Phase.StorageVersionMigration) limitTrace.push([performance.now(), value])
+      if (labels.phase !== Phase.StorageVersionMigration) return
+      storageCpuStart ??= process.cpuUsage()
+      limitTrace.push([performance.now(), value])
     },
     throttled: () => throttled++,
   })
@@ -192,6 +203,7 @@ async function ours(input: OursChildInput): Promise<OursChildOutput> {
     baselineRssMb: baseline?.rssMb ?? null,
     peakRssMb: peak?.peakRssMb ?? null,
     cpuMs: (cpu.user + cpu.system) / 1000,
+    storagePhaseCpuMs,
     storedVersionsAfter: result.storedVersionsAfter,
     requests,
     // Read loosely: the product's result may or may not have it.

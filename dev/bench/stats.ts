@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import os from 'node:os'
+import path from 'node:path'
 
 /**
  * A latency histogram with constant memory (log-scale buckets, 2% wide, 10 µs to ~70 s),
@@ -138,5 +139,46 @@ export function cpuMsOf(pid: number): number | null {
     return ((Number(fields[11]) + Number(fields[12])) / clockTicks) * 1000
   } catch {
     return null
+  }
+}
+
+export interface QuietOptions {
+  /** CPU of all of them together, in percent of one core, at most. Default 15. */
+  maxCpuPercent?: number
+  /** Over a window this long. Default 1000 ms. */
+  windowMs?: number
+  /** Give up (and say so) after this long. Default 60 s. */
+  timeoutMs?: number
+}
+
+/**
+ * Waits until the processes whose pid files are in `runDir` (the local control plane:
+ * kube-apiserver, etcd, kube-controller-manager) use little CPU over a whole window.
+ * After a storage flip kube-apiserver builds the CRD's storage anew, and its watch cache
+ * lists and decodes every object again: on 2 cores that took a second or more, and a run
+ * started at once was charged for it (the good-neighbour case saw its slowest foreground
+ * requests there, before the migration had written anything). Returns how long it waited
+ * and the last window's CPU, or `timedOut`.
+ */
+export async function waitForQuietProcesses(
+  runDir: string,
+  o: QuietOptions = {},
+): Promise<{ waitedMs: number; cpuPercent: number; timedOut: boolean }> {
+  const maxPercent = o.maxCpuPercent ?? 15
+  const windowMs = o.windowMs ?? 1000
+  const timeoutMs = o.timeoutMs ?? 60_000
+  const pids = readdirSync(runDir)
+    .filter((f) => f.endsWith('.pid'))
+    .map((f) => Number(readFileSync(path.join(runDir, f), 'utf8').trim()))
+    .filter((pid) => Number.isInteger(pid) && pid > 0)
+  const total = () => pids.reduce((sum, pid) => sum + (cpuMsOf(pid) ?? 0), 0)
+  const started = performance.now()
+  for (;;) {
+    const before = total()
+    const t0 = performance.now()
+    await sleep(windowMs)
+    const percent = ((total() - before) / (performance.now() - t0)) * 100
+    if (percent <= maxPercent) return { waitedMs: performance.now() - started, cpuPercent: percent, timedOut: false }
+    if (performance.now() - started > timeoutMs) return { waitedMs: performance.now() - started, cpuPercent: percent, timedOut: true }
   }
 }
