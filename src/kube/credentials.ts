@@ -60,6 +60,11 @@ export class Credentials {
   }
 
   /** The credentials to send now; loads them when due (cheap otherwise: a few comparisons). */
+  /** The credentials, when they need no reload now (most requests): no promise to wait on. */
+  fresh(): CredentialSnapshot | undefined {
+    return this.snapshot && !this.due() ? this.snapshot : undefined
+  }
+
   async current(): Promise<CredentialSnapshot> {
     if (this.snapshot && !this.due()) return this.snapshot
     this.loading ??= this.reload().finally(() => {
