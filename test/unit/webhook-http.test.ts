@@ -330,7 +330,37 @@ t.test('each review logs one line with uid, crd, user, operation, decision, reas
     reason: 'storage-version-frozen',
     msg: 'admission denied',
   })
-  t.match(lines[1], { user: DEFAULT_MIGRATOR_USERS[0], decision: 'allowed', reason: 'allowed' })
+  // A plain allowance at debug, a denial at info.
+  t.match(lines[1], { level: 20, user: DEFAULT_MIGRATOR_USERS[0], decision: 'allowed', reason: 'allowed', msg: 'admission allowed' })
+})
+
+t.test('at info, a plain allowance logs nothing; a denial and a break-glass allowance (with warnings) log a line', async (t) => {
+  const { logger, lines } = capturingLogger('info')
+  const app = buildWebhookApp({ logger, policy: { breakGlassGroups: ['break-glass'] } })
+  t.teardown(() => app.close())
+  const migrator = {
+    username: DEFAULT_MIGRATOR_USERS[0],
+    groups: [],
+    extra: { 'authentication.kubernetes.io/credential-id': ['JTI=0b0c5d6e-0000-4000-8000-000000000001'] },
+  }
+  const allowed = await post(app, review({ userInfo: migrator, oldObject: crd('v1'), object: crd('v1', FROZEN) }))
+  t.equal(allowed.json().response.allowed, true)
+  const denied = await post(app, review())
+  t.equal(denied.json().response.allowed, false)
+  const breakGlass = await post(
+    app,
+    review({ userInfo: { username: 'oncall', groups: ['break-glass'] }, oldObject: crd('v1', FROZEN), object: crd('v1') }),
+  )
+  t.equal(breakGlass.json().response.allowed, true)
+  t.ok(breakGlass.json().response.warnings?.length, 'the break-glass allowance carries a warning')
+  const logged = lines().filter((l) => l['uid'] === UID)
+  t.same(
+    logged.map((l) => [l['level'], l['user'], l['decision']]),
+    [
+      [30, 'alice', 'denied'],
+      [30, 'oncall', 'allowed'],
+    ],
+  )
 })
 
 t.test('POST /validate-crd only: no health or metrics routes on the webhook, unknown routes 404', async (t) => {
