@@ -27,6 +27,7 @@ import { DEFAULT_ADMISSION_POLICY, crdNameOf, isDenialReason, type AdmissionDeci
 import { checkJsonShape, jsonShapeLimits, LOG_MESSAGE_MAX, truncateForLog, truncateListForLog, type JsonShapeViolation } from './limits.js'
 import { createWebhookMetrics, type WebhookMetrics } from './metrics.js'
 import { parseAdmissionReview, reviewAdmission, toAdmissionReviewResponse } from './review.js'
+import { RepeatSampler } from './repeat-sampler.js'
 import { CertificateWatcher, TLS_CONTEXT_OPTIONS } from './tls.js'
 
 export const VALIDATE_PATH = '/validate-crd'
@@ -75,6 +76,8 @@ export interface WebhookAppOptions {
   bodyLimitBytes?: number
   /** Overrides of SERVER_TIMEOUTS. */
   timeouts?: Partial<ServerTimeouts>
+  /** Which repeated review lines are left out of the log (tests pass one with a short window). */
+  repeatSampler?: RepeatSampler
 }
 
 interface BuiltApp {
@@ -98,6 +101,7 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions, webho
   const logger = options.logger ?? createLogger({ level: options.logLevel ?? CONFIG_DEFAULTS.logLevel })
   const timeouts: ServerTimeouts = { ...SERVER_TIMEOUTS, ...options.timeouts }
   let shuttingDown = false
+  const repeats = options.repeatSampler ?? new RepeatSampler()
 
   const app = Fastify({
     loggerInstance: logger,
@@ -204,12 +208,17 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions, webho
     if (!logger.isLevelEnabled(level)) return reply.send(toAdmissionReviewResponse(review.uid, decision))
     // Everything from the request is cut for the log: a 7 MB name logged in full, in three
     // fields, made one review a 21 MB log line.
-    const crd = crdNameOf(review)
+    const crdName = crdNameOf(review)
+    const crd = crdName === undefined ? undefined : truncateForLog(crdName)
+    const user = truncateForLog(review.userInfo.username)
+    // The same refusal of the same user over and over is one line per window (repeat-sampler.ts).
+    const leftOut = repeats.admit(`${review.operation}\n${decision.reason}\n${user}\n${crd ?? ''}`)
+    if (leftOut === undefined) return reply.send(toAdmissionReviewResponse(review.uid, decision))
     request.log[level](
       {
         uid: truncateForLog(review.uid),
-        crd: crd === undefined ? undefined : truncateForLog(crd),
-        user: truncateForLog(review.userInfo.username),
+        crd,
+        user,
         groups: truncateListForLog(review.userInfo.groups),
         operation: review.operation,
         ...(review.subResource ? { subResource: truncateForLog(review.subResource) } : {}),
@@ -219,6 +228,7 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions, webho
         ...(decision.message ? { detail: truncateForLog(decision.message, LOG_MESSAGE_MAX) } : {}),
         ...(decision.warnings ? { warnings: truncateListForLog(decision.warnings, undefined, LOG_MESSAGE_MAX) } : {}),
         durationMs: Math.round(seconds * 1e6) / 1e3,
+        ...(leftOut > 0 ? { repeatsNotLogged: leftOut } : {}),
       },
       decision.allowed ? 'admission allowed' : 'admission denied',
     )

@@ -5,6 +5,7 @@ import { DEFAULT_MIGRATING_ANNOTATION, DEFAULT_MIGRATOR_USERS } from '../../src/
 import { LOG_MESSAGE_MAX, LOG_STRING_MAX, MAX_JSON_DEPTH } from '../../src/webhook/limits.js'
 import { buildWebhookApp, DEFAULT_BODY_LIMIT_BYTES, type WebhookAppOptions } from '../../src/webhook/server.js'
 import { capturingLogger } from '../helpers/log-capture.js'
+import { RepeatSampler } from '../../src/webhook/repeat-sampler.js'
 
 const UID = 'a9b1c2d3-0000-4000-8000-000000000001'
 const FROZEN = { [DEFAULT_MIGRATING_ANNOTATION]: 'true' }
@@ -360,6 +361,30 @@ t.test('at info, a plain allowance logs nothing; a denial and a break-glass allo
       [30, 'alice', 'denied'],
       [30, 'oncall', 'allowed'],
     ],
+  )
+})
+
+t.test('the same denial over and over is one line per window; the next one says how many were left out', async (t) => {
+  let now = 0
+  const { app, logs, registry } = makeApp(t, { repeatSampler: new RepeatSampler(10_000, 1024, () => now) })
+  for (let i = 0; i < 5; i++) t.equal((await post(app, review())).json().response.allowed, false)
+  // Another user's denial is a line of its own.
+  await post(app, review({ userInfo: { username: 'bob', groups: [] } }))
+  now = 10_000
+  await post(app, review())
+  const denied = logs.lines().filter((l) => l['msg'] === 'admission denied')
+  t.same(
+    denied.map((l) => [l['user'], l['repeatsNotLogged']]),
+    [
+      ['alice', undefined],
+      ['bob', undefined],
+      ['alice', 4],
+    ],
+  )
+  t.match(
+    await registry.metrics(),
+    /crd_migrator_admission_reviews_total\{[^}]*decision="denied"[^}]*\} 7$/m,
+    'the metrics count every review',
   )
 })
 
