@@ -36,7 +36,8 @@ const scope = uniqueName('holes')
 const ns = uniqueName('holes')
 const saName = 'crd-migrator'
 const saUser = `system:serviceaccount:${ns}:${saName}`
-const logs = capturingLogger('info')
+// debug: these checks read every review the webhook answered, plain allowances included.
+const logs = capturingLogger('debug')
 await createNamespace(admin, ns)
 const hook = await startTestWebhook(cp, scope, { migratorUsers: ['migrator', saUser], logger: logs.logger })
 
