@@ -59,14 +59,15 @@ export class Credentials {
     this.renewable = Boolean(u.tokenFile || u.clientCertificate || u.clientKey || (u.exec && !u.token && !u.tokenFile))
   }
 
-  /** The credentials to send now; loads them when due (cheap otherwise: a few comparisons). */
   /** The credentials, when they need no reload now (most requests): no promise to wait on. */
   fresh(): CredentialSnapshot | undefined {
     return this.snapshot && !this.due() ? this.snapshot : undefined
   }
 
+  /** The credentials to send now; loads them when due (cheap otherwise: a few comparisons). */
   async current(): Promise<CredentialSnapshot> {
-    if (this.snapshot && !this.due()) return this.snapshot
+    const fresh = this.fresh()
+    if (fresh) return fresh
     this.loading ??= this.reload().finally(() => {
       this.loading = undefined
     })

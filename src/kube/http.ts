@@ -35,6 +35,16 @@ export const Accept = {
 /** A path node:http can send as it is: no character that needs escaping (anything else goes through URL). */
 const PLAIN_PATH = /^\/[A-Za-z0-9\-._~!$&'()*+,;=:@/%]*$/
 
+/** The query parameters that are sent: undefined and empty values are left out. */
+function queryEntries(query: KubeRequest['query']): Array<[string, string]> {
+  const entries: Array<[string, string]> = []
+  for (const k in query) {
+    const v = query[k]
+    if (v !== undefined && v !== '') entries.push([k, String(v)])
+  }
+  return entries
+}
+
 export interface KubeRequest {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
   path: string
@@ -259,7 +269,7 @@ export class KubeHttp {
 
   url(path: string, query?: KubeRequest['query']): URL {
     const url = new URL(this.basePath + path, this.server)
-    for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v))
+    for (const [k, v] of queryEntries(query)) url.searchParams.set(k, v)
     return url
   }
 
@@ -274,16 +284,8 @@ export class KubeHttp {
       return { path: url.pathname + url.search, pathname: url.pathname }
     }
     const pathname = this.basePath + path
-    let search = ''
-    if (query) {
-      const params = new URLSearchParams()
-      for (const k in query) {
-        const v = query[k]
-        if (v !== undefined && v !== '') params.set(k, String(v))
-      }
-      search = params.size ? `?${params.toString()}` : ''
-    }
-    return { path: pathname + search, pathname }
+    const params = new URLSearchParams(queryEntries(query))
+    return { path: params.size ? `${pathname}?${params.toString()}` : pathname, pathname }
   }
 
   async request<T = unknown>(req: KubeRequest): Promise<KubeResponse<T>> {

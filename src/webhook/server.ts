@@ -16,7 +16,7 @@
 import { performance } from 'node:perf_hooks'
 import type { ServerOptions as HttpsServerOptions, Server as HttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
-import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify'
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import { createLogger } from '../log.js'
 import { Registry } from 'prom-client'
@@ -26,7 +26,7 @@ import type { ReadinessCheck } from '../health/plugin.js'
 import { DEFAULT_ADMISSION_POLICY, crdNameOf, isDenialReason, type AdmissionDecision, type AdmissionPolicy } from './admission.js'
 import { checkJsonShape, jsonShapeLimits, LOG_MESSAGE_MAX, truncateForLog, truncateListForLog, type JsonShapeViolation } from './limits.js'
 import { createWebhookMetrics, type WebhookMetrics } from './metrics.js'
-import { parseAdmissionReview, reviewAdmission, toAdmissionReviewResponse } from './review.js'
+import { parseAdmissionReview, reviewAdmission, toAdmissionReviewResponse, type AdmissionRequest } from './review.js'
 import { RepeatSampler } from './repeat-sampler.js'
 import { CertificateWatcher, TLS_CONTEXT_OPTIONS } from './tls.js'
 
@@ -166,6 +166,41 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions, webho
 
   app.setNotFoundHandler((request, reply) => reply.code(404).send({ error: `no route for ${request.method} ${request.url}` }))
 
+  /** The review's log line, if it gets one (level, repeats). */
+  const logReview = (log: FastifyBaseLogger, review: AdmissionRequest, decision: AdmissionDecision, seconds: number) => {
+    // Denials and allowances with warnings (break-glass) are logged at info; a plain
+    // allowance at debug: it is most of what a busy webhook answers, the API server's
+    // audit log has it, and formatting its line cost more than the decision (npm run bench).
+    const level = decision.allowed && !decision.warnings ? 'debug' : 'info'
+    if (!logger.isLevelEnabled(level)) return
+    // Everything from the request is cut for the log: a 7 MB name logged in full, in three
+    // fields, made one review a 21 MB log line.
+    const crdName = crdNameOf(review)
+    const crd = crdName === undefined ? undefined : truncateForLog(crdName)
+    const user = truncateForLog(review.userInfo.username)
+    // The same refusal of the same user over and over is one line per window (repeat-sampler.ts).
+    const leftOut = repeats.admit(`${review.operation}\n${decision.reason}\n${user}\n${crd ?? ''}`)
+    if (leftOut === undefined) return
+    log[level](
+      {
+        uid: truncateForLog(review.uid),
+        crd,
+        user,
+        groups: truncateListForLog(review.userInfo.groups),
+        operation: review.operation,
+        ...(review.subResource ? { subResource: truncateForLog(review.subResource) } : {}),
+        dryRun: review.dryRun ?? false,
+        decision: decision.allowed ? 'allowed' : 'denied',
+        reason: decision.reason,
+        ...(decision.message ? { detail: truncateForLog(decision.message, LOG_MESSAGE_MAX) } : {}),
+        ...(decision.warnings ? { warnings: truncateListForLog(decision.warnings, undefined, LOG_MESSAGE_MAX) } : {}),
+        durationMs: Math.round(seconds * 1e6) / 1e3,
+        ...(leftOut > 0 ? { repeatsNotLogged: leftOut } : {}),
+      },
+      decision.allowed ? 'admission allowed' : 'admission denied',
+    )
+  }
+
   // Not async: the answer is ready when the handler returns, so it is sent at once
   // (reply.send) instead of through a promise per review. A throw still reaches the error
   // handler (Fastify catches it).
@@ -201,37 +236,7 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions, webho
       seconds,
       isDenialReason(decision.reason) ? decision.reason : undefined,
     )
-    // Denials and allowances with warnings (break-glass) are logged at info; a plain
-    // allowance at debug: it is most of what a busy webhook answers, the API server's
-    // audit log has it, and formatting its line cost more than the decision (npm run bench).
-    const level = decision.allowed && !decision.warnings ? 'debug' : 'info'
-    if (!logger.isLevelEnabled(level)) return reply.send(toAdmissionReviewResponse(review.uid, decision))
-    // Everything from the request is cut for the log: a 7 MB name logged in full, in three
-    // fields, made one review a 21 MB log line.
-    const crdName = crdNameOf(review)
-    const crd = crdName === undefined ? undefined : truncateForLog(crdName)
-    const user = truncateForLog(review.userInfo.username)
-    // The same refusal of the same user over and over is one line per window (repeat-sampler.ts).
-    const leftOut = repeats.admit(`${review.operation}\n${decision.reason}\n${user}\n${crd ?? ''}`)
-    if (leftOut === undefined) return reply.send(toAdmissionReviewResponse(review.uid, decision))
-    request.log[level](
-      {
-        uid: truncateForLog(review.uid),
-        crd,
-        user,
-        groups: truncateListForLog(review.userInfo.groups),
-        operation: review.operation,
-        ...(review.subResource ? { subResource: truncateForLog(review.subResource) } : {}),
-        dryRun: review.dryRun ?? false,
-        decision: decision.allowed ? 'allowed' : 'denied',
-        reason: decision.reason,
-        ...(decision.message ? { detail: truncateForLog(decision.message, LOG_MESSAGE_MAX) } : {}),
-        ...(decision.warnings ? { warnings: truncateListForLog(decision.warnings, undefined, LOG_MESSAGE_MAX) } : {}),
-        durationMs: Math.round(seconds * 1e6) / 1e3,
-        ...(leftOut > 0 ? { repeatsNotLogged: leftOut } : {}),
-      },
-      decision.allowed ? 'admission allowed' : 'admission denied',
-    )
+    logReview(request.log, review, decision, seconds)
     return reply.send(toAdmissionReviewResponse(review.uid, decision))
   })
 
