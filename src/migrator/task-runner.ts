@@ -1,6 +1,8 @@
 /**
- * Runs the walker's per-object tasks: at most `limit` at once, at most `qps` started in
- * any one-second window (0: no limit), in the order they were added. This is what
+ * Runs the walker's per-object tasks: at most `limit` at once, started at `qps` per
+ * second at most (0: no limit), in the order they were added. The rate is a token bucket
+ * (as client-go's): steady starts, bursts of a tenth of a second's worth at most, not a
+ * second's worth at the start of every one-second window followed by a pause. This is what
  * p-queue did for the walker, without its per-task promise, events and timer checks: it
  * runs once per object of every migration, and the migrator's CPU per object is measured
  * against the simplest possible client (npm run bench, "client CPU").
@@ -11,8 +13,9 @@ export class TaskRunner {
   private readonly queue: Array<(() => Promise<unknown>) | undefined> = []
   private head = 0
   private running = 0
-  private windowStart = Number.NEGATIVE_INFINITY
-  private startedInWindow = 0
+  private readonly burst: number
+  private tokens: number
+  private refilledAt: number
   private timer: NodeJS.Timeout | undefined
   private watchers: Array<{ ready: () => boolean; resolve: () => void }> = []
   private readonly finished = () => {
@@ -24,7 +27,11 @@ export class TaskRunner {
     private concurrency: number,
     private readonly qps: number,
     private readonly now: () => number = () => performance.now(),
-  ) {}
+  ) {
+    this.burst = Math.max(1, qps / 10)
+    this.tokens = this.burst
+    this.refilledAt = now()
+  }
 
   /** Tasks running now. */
   get pending(): number {
@@ -82,15 +89,13 @@ export class TaskRunner {
     if (this.watchers.length) this.notify()
   }
 
-  /** Counts a start in the current one-second window; false (and a timer for the next window) when it is full. */
+  /** Takes a start from the bucket; false (and a timer for when the next one is there) when it is empty. */
   private takeStart(): boolean {
     const now = this.now()
-    if (now - this.windowStart >= 1000) {
-      this.windowStart = now
-      this.startedInWindow = 0
-    }
-    if (this.startedInWindow < this.qps) {
-      this.startedInWindow++
+    this.tokens = Math.min(this.burst, this.tokens + ((now - this.refilledAt) * this.qps) / 1000)
+    this.refilledAt = now
+    if (this.tokens >= 1) {
+      this.tokens--
       return true
     }
     this.timer ??= setTimeout(
@@ -98,7 +103,7 @@ export class TaskRunner {
         this.timer = undefined
         this.pump()
       },
-      Math.max(1, this.windowStart + 1000 - now),
+      Math.max(1, Math.ceil(((1 - this.tokens) * 1000) / this.qps)),
     )
     return false
   }

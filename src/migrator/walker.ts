@@ -91,7 +91,7 @@ export async function walkObjects(
   const cap = Math.max(1, options.concurrency)
   // The adaptive limit, never above the cap.
   const currentLimit = () => Math.min(cap, Math.max(1, options.concurrencyLimit?.() ?? cap))
-  const queue = new TaskRunner(currentLimit(), options.qps > 0 ? Math.max(1, Math.round(options.qps)) : 0)
+  const queue = new TaskRunner(currentLimit(), Math.max(0, options.qps))
   const counts: WalkCounts = { seen: 0, rewritten: 0, current: 0, skipped: 0, gone: 0, conflict: 0, failed: 0, resumed: 0 }
   const failures: ObjectFailure[] = []
   const maxFailures = options.maxRecordedFailures ?? 100

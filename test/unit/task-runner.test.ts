@@ -63,20 +63,56 @@ t.test('whenSizeBelow and whenIdle', async (t) => {
   t.ok(true, 'idle once all finished')
 })
 
-t.test('qps: at most that many started in any one-second window', async (t) => {
-  const runner = new TaskRunner(100, 5)
+/** Start times (ms from now) of `n` tasks added at once to a runner with this qps. */
+async function startTimes(qps: number, n: number): Promise<{ atOnce: number; starts: number[] }> {
+  const runner = new TaskRunner(1000, qps)
   const started = performance.now()
   const starts: number[] = []
-  for (let i = 0; i < 12; i++)
+  for (let i = 0; i < n; i++)
     runner.add(async () => {
       starts.push(performance.now() - started)
     })
-  t.equal(starts.length, 5, 'five at once')
+  const atOnce = starts.length
   await runner.whenIdle()
-  while (starts.length < 12) await new Promise((r) => setTimeout(r, 50))
-  // Lower bounds only: a slow machine starts later, never earlier.
-  t.ok(starts[5]! >= 990, `the sixth waited for the next window (${Math.round(starts[5]!)} ms)`)
-  t.ok(starts[10]! >= 1990, `the eleventh for the one after (${Math.round(starts[10]!)} ms)`)
+  while (starts.length < n) await new Promise((r) => setTimeout(r, 20))
+  return { atOnce, starts }
+}
+
+t.test('qps: a steady rate from a token bucket, bursts of a tenth of a second at most', async (t) => {
+  // 5/s: a burst of one (never less), then one every 200 ms. Lower bounds only: a slow
+  // machine starts later, never earlier (timers may fire a millisecond early).
+  const slow = await startTimes(5, 8)
+  t.equal(slow.atOnce, 1, 'one at once')
+  for (let k = 1; k < 8; k++)
+    t.ok(slow.starts[k]! >= k * 200 - 2, `start ${k + 1} at ${Math.round(slow.starts[k]!)} ms, not before ${k * 200}`)
+  t.ok(slow.starts.filter((ms) => ms < 1000).length <= 5, 'at most five in the first second')
+
+  // 100/s: ten at once, then one every 10 ms; not a second's worth at once.
+  const fast = await startTimes(100, 40)
+  t.equal(fast.atOnce, 10, 'a tenth of a second of starts at once')
+  t.ok(fast.starts[39]! >= 300 - 2, `the 40th waited for 30 more tokens (${Math.round(fast.starts[39]!)} ms)`)
+
+  // A fraction per second is a rate too: 2.5/s is one every 400 ms.
+  const fraction = await startTimes(2.5, 3)
+  t.equal(fraction.atOnce, 1)
+  t.ok(fraction.starts[2]! >= 800 - 2, `the third at ${Math.round(fraction.starts[2]!)} ms`)
+})
+
+t.test('qps with an injected clock: tokens come back with time, up to the burst', async (t) => {
+  let clock = 0
+  const runner = new TaskRunner(1000, 50, () => clock)
+  const log: string[] = []
+  const gates = Array.from({ length: 12 }, (_, i) => gated(log, `t${i}`))
+  for (const g of gates.slice(0, 8)) runner.add(g.task)
+  t.equal(log.length, 5, 'burst of 5 (a tenth of 50/s)')
+  clock += 40 // two tokens back
+  runner.add(gates[8]!.task)
+  t.equal(log.length, 7, 'two more after 40 ms')
+  clock += 10_000 // a long pause refills to the burst, not beyond
+  for (const g of gates.slice(9)) runner.add(g.task)
+  t.equal(log.length, 12, 'the five waiting start: the bucket held five, not 500')
+  for (const g of gates) g.release()
+  await runner.whenIdle()
 })
 
 t.test('many tasks: the queue is compacted and nothing is lost', async (t) => {
