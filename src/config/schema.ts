@@ -178,8 +178,11 @@ export const ConfigSchema = z.strictObject({
         .prefault({}),
       /** Writes in flight at most: the cap of the adaptive limit (migrator/adaptive-concurrency.ts). */
       concurrency: z.number().int().min(1).max(1024).default(64),
-      /** Writes started per second across a migration; 0 for no client-side limit. */
-      qps: z.number().min(0).default(500),
+      /**
+       * Writes started per second across a migration; 0 for no fixed limit, the default:
+       * the adaptive limit follows the API server, and the chart's APF level shares it.
+       */
+      qps: z.number().min(0).default(0),
       pageSize: z.number().int().min(1).max(10000).default(500),
       maxAttempts: z.number().int().min(1).max(100).default(8),
       progressIntervalSeconds: z.number().min(0.1).default(5),

@@ -142,7 +142,7 @@ export const SETTINGS: readonly Setting[] = [
     flag: 'qps',
     env: 'CRD_MIGRATOR_QPS',
     kind: 'number',
-    description: 'writes started per second at most (0: no limit)',
+    description: 'writes started per second at most (0: no fixed rate, the adaptive limit alone)',
   },
   { path: 'migrator.pageSize', flag: 'page-size', env: 'CRD_MIGRATOR_PAGE_SIZE', kind: 'int', description: 'objects per list page' },
   {
