@@ -252,6 +252,8 @@ async function grantMigrator(cp: ControlPlane): Promise<void> {
     { apiGroups: [GROUP], resources: ['*'], verbs: ['get', 'list', 'patch'] },
     { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
     { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['get', 'list'] },
+    // Whether Kubernetes' own migrator is working on the CRD (the chart's rule, engine own).
+    { apiGroups: ['storagemigration.k8s.io'], resources: ['storageversionmigrations'], verbs: ['get', 'list', 'patch'] },
   ]
   await cp.apiRequest('/apis/rbac.authorization.k8s.io/v1/clusterroles', {
     method: 'POST',
