@@ -367,7 +367,11 @@ async function waitWebhookActive(cp: ControlPlane, hook: TestWebhook): Promise<v
   }
 }
 
-/** A server-side apply of `spec` to one object through `ref.version`, as field manager `manager` (forced). */
+/**
+ * A server-side apply of `spec` to one object through `ref.version`, as field manager
+ * `manager` (forced); with `dryRun`, checked by the API server (field manager included)
+ * and not stored.
+ */
 export function serverSideApply(
   http: KubeHttp,
   ref: ResourceRef,
@@ -375,11 +379,12 @@ export function serverSideApply(
   name: string,
   manager: string,
   spec: Record<string, unknown>,
+  options: { dryRun?: boolean } = {},
 ) {
   return http.request<{ metadata: { managedFields?: ManagedFieldsEntry[] }; spec: Record<string, unknown> }>({
     method: 'PATCH',
     path: objectPath(ref, ns, name),
-    query: { fieldManager: manager, force: true },
+    query: { fieldManager: manager, force: true, ...(options.dryRun ? { dryRun: 'All' } : {}) },
     contentType: ContentType.applyPatch,
     body: { apiVersion: `${ref.group}/${ref.version}`, kind: ref.kind, metadata: { name, namespace: ns }, spec },
   })
