@@ -28,6 +28,32 @@ export async function etcdVersionsByKey(cp: ControlPlane, group: string, plural:
   return out
 }
 
+/**
+ * etcdVersionsByKey once it holds still: the same for `stableMs` in reads `everyMs` apart.
+ * After a client is killed, the writes it had sent may still be in the API server (queued
+ * for its CPU on a busy machine) and land later; what etcd holds "at the kill" is what
+ * it holds once they have.
+ */
+export async function settledEtcdVersions(
+  cp: ControlPlane,
+  group: string,
+  plural: string,
+  { stableMs = 1500, everyMs = 250, timeoutMs = 60_000 } = {},
+): Promise<Map<string, string>> {
+  const deadline = Date.now() + timeoutMs
+  let last = await etcdVersionsByKey(cp, group, plural)
+  let stableSince = Date.now()
+  for (;;) {
+    await new Promise((r) => setTimeout(r, everyMs))
+    const now = await etcdVersionsByKey(cp, group, plural)
+    const same = now.size === last.size && [...now].every(([k, v]) => last.get(k) === v)
+    if (!same) stableSince = Date.now()
+    else if (Date.now() - stableSince >= stableMs) return now
+    if (Date.now() > deadline) throw new Error(`etcd's ${group}/${plural} still changing ${timeoutMs} ms on`)
+    last = now
+  }
+}
+
 /** apiVersion -> number of objects, from a per-key map. */
 export function countVersions(byKey: Map<string, string>): Record<string, number> {
   const counts: Record<string, number> = {}

@@ -22,7 +22,7 @@ import { collectionPath, type ResourceRef } from '../../src/kube/paths.js'
 import type { PartialObjectMetadataList } from '../../src/kube/types.js'
 import { createCrd, createNamespace, createObjects, crdManifest, httpFor, refFor, setStorageVersion, sleep } from '../helpers/cluster.js'
 import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
-import { countVersions, etcdVersionsByKey } from '../helpers/faults.js'
+import { countVersions, etcdVersionsByKey, settledEtcdVersions } from '../helpers/faults.js'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const cliJs = join(root, 'dist', 'cli', 'main.js')
@@ -110,9 +110,11 @@ t.test('kill -9 of `crd-migrator migrate` mid-phase; the next run resumes from t
   t.equal(exit, 'SIGKILL', 'the first run died by SIGKILL')
   t.ok(killedAt.done < N, 'before the end of the phase')
 
-  // --- between the runs: the freeze and its checkpoint stay; storedVersions still lists v1
-  // (writes the killed process had already sent are let to land first)
-  await sleep(300)
+  // --- between the runs: the freeze and its checkpoint stay; storedVersions still lists v1.
+  // The writes the killed process had already sent land first (a fixed 300 ms was too
+  // short on a busy machine: one landed after the etcd read, and the second run found it
+  // current, not at v1).
+  const etcdAtKill = await settledEtcdVersions(cp, group, 'widgets')
   const afterKill = await getCrd(http, name)
   const a = afterKill.metadata.annotations ?? {}
   t.equal(a[DEFAULT_MIGRATING_ANNOTATION], 'true', 'the CRD is still frozen')
@@ -121,7 +123,6 @@ t.test('kill -9 of `crd-migrator migrate` mid-phase; the next run resumes from t
   const checkpoint = a[StateAnnotation.checkpoint]!
   t.ok(checkpoint >= killedAt.checkpoint, `with a checkpoint (${checkpoint})`)
   t.same(afterKill.status?.storedVersions, ['v1', 'v2'], 'storedVersions still lists v1')
-  const etcdAtKill = await etcdVersionsByKey(cp, group, 'widgets')
   const atKill = countVersions(etcdAtKill)
   t.ok((atKill[`${group}/v1`] ?? 0) > 0 && (atKill[`${group}/v2`] ?? 0) > 0, `etcd holds a mix after the kill: ${JSON.stringify(atKill)}`)
   const upToCheckpoint = [...etcdAtKill.keys()].filter((k) => k <= checkpoint)
