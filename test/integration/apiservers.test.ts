@@ -222,7 +222,9 @@ t.test('leader election across API servers: one leader at a time, the other take
     leading.splice(leading.indexOf(identity), 1)
   }
   const a = elector(first!, 'a-via-server-1').run(stopA.signal, lead('a'))
-  await sleep(1_500)
+  // b starts once a leads (on evidence: a busy machine may take longer than any fixed wait).
+  const aLeads = Date.now() + 15_000
+  while (!leading.includes('a') && Date.now() < aLeads) await sleep(50)
   const b = elector(third!, 'b-via-server-3').run(stopB.signal, lead('b'))
   await sleep(3_000)
   t.same(leading, ['a'], 'the first candidate leads; the one talking to another server waits')
