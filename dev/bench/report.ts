@@ -260,7 +260,7 @@ function runRow(run: MigrationRun): string {
     ? `; adaptive limit mean ${fmt(run.concurrencyLimit.mean, 0)}, max ${run.concurrencyLimit.max}, last ${run.concurrencyLimit.final}`
     : ''
   const throttled = run.throttled ? `; ${int(run.throttled)} × 429` : ''
-  return `| ${int(run.size)} | ${run.tool} | ${run.settings}${limit}${throttled} | ${fmt(run.rewriteMs / 1000, 2)} | ${int(run.objectsPerSecond)} | ${fmt(run.p50Ms, 2)} | ${fmt(run.p99Ms, 2)} | ${fmt(run.peakRssMb)} | ${run.rewriteCpuMsPer1000 != null && run.tool !== 'ceiling' && run.tool !== 'ceiling-apply' ? `${int(run.rewriteCpuMsPer1000)} / ` : ''}${int(run.cpuMsPer1000)} | ${run.failedWrites ?? 'n/a'} | ${fmt(run.wallMs / 1000, 2)} | ${run.load ? `${fmt(run.load.start, 2)} → ${fmt(run.load.end, 2)}` : 'n/a'} | ${run.etcd.allV2 ? `yes (${int(run.etcd.total)})` : `NO ${JSON.stringify(run.etcd.byApiVersion)}`} |`
+  return `| ${int(run.size)} | ${run.tool} | ${run.settings}${limit}${throttled} | ${fmt(run.rewriteMs / 1000, 2)} | ${int(run.objectsPerSecond)} | ${fmt(run.p50Ms, 2)} | ${fmt(run.p99Ms, 2)} | ${fmt(run.peakRssMb)} | ${run.rewriteCpuMsPer1000 != null && run.rewriteCpuMsPer1000 !== run.cpuMsPer1000 ? `${int(run.rewriteCpuMsPer1000)} / ` : ''}${int(run.cpuMsPer1000)} | ${run.failedWrites ?? 'n/a'} | ${fmt(run.wallMs / 1000, 2)} | ${run.load ? `${fmt(run.load.start, 2)} → ${fmt(run.load.end, 2)}` : 'n/a'} | ${run.etcd.allV2 ? `yes (${int(run.etcd.total)})` : `NO ${JSON.stringify(run.etcd.byApiVersion)}`} |`
 }
 
 function loadText(l: LoadSummary): string {
