@@ -30,6 +30,7 @@ import {
   TEST_SCOPE_LABEL,
 } from '../helpers/cluster.js'
 import { startPrivateControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+import { until } from '../helpers/until.js'
 
 const logger = pino({ level: 'silent' })
 const cp = await startPrivateControlPlane({ apiservers: 3 })
@@ -223,8 +224,12 @@ t.test('leader election across API servers: one leader at a time, the other take
   }
   const a = elector(first!, 'a-via-server-1').run(stopA.signal, lead('a'))
   // b starts once a leads (on evidence: a busy machine may take longer than any fixed wait).
-  const aLeads = Date.now() + 15_000
-  while (!leading.includes('a') && Date.now() < aLeads) await sleep(50)
+  await until(
+    'candidate a to lead',
+    15_000,
+    async () => leading.includes('a'),
+    (leads) => leads,
+  )
   const b = elector(third!, 'b-via-server-3').run(stopB.signal, lead('b'))
   await sleep(3_000)
   t.same(leading, ['a'], 'the first candidate leads; the one talking to another server waits')

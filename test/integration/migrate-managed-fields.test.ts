@@ -17,6 +17,7 @@ import {
   serverSideApply as apply,
 } from '../helpers/cluster.js'
 import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+import { until } from '../helpers/until.js'
 
 const logger = pino({ level: 'silent' })
 /** What the API server says when an object's managedFields name a version the CRD no longer has. */
@@ -75,16 +76,16 @@ t.test('managedFields of an unserved version break server-side apply until the c
   // resource, whose field manager still converts through v1 until it is rebuilt. Evidence
   // of the second is an apply that no longer goes through: tried as a dry run, so the
   // objects and their managedFields stay as they are.
-  const deadline = Date.now() + 30_000
-  for (;;) {
-    const refused = await apply(http, v2, ns, 'shared', 'alice', { color: 'green' }, { dryRun: true }).then(
-      () => false,
-      (err: unknown) => err instanceof KubeApiError && V1_CONVERSION_ERROR.test(err.message),
-    )
-    if (refused) break
-    if (Date.now() > deadline) throw new Error('server-side apply still converts through v1 30 s after its removal from the CRD')
-    await new Promise((r) => setTimeout(r, 50))
-  }
+  await until(
+    'a dry-run server-side apply refused with the conversion error after v1 left the CRD',
+    30_000,
+    () =>
+      apply(http, v2, ns, 'shared', 'alice', { color: 'green' }, { dryRun: true }).then(
+        () => 'accepted',
+        (err: unknown) => (err instanceof KubeApiError && V1_CONVERSION_ERROR.test(err.message) ? 'refused' : String(err)),
+      ),
+    (outcome) => outcome === 'refused',
+  )
 
   const broken = await apply(http, v2, ns, 'shared', 'alice', { color: 'green' }).then(
     () => undefined,
