@@ -137,13 +137,15 @@ export function needsManagedFieldsCleanup(entries: readonly ManagedFieldsEntry[]
 }
 
 /**
- * The JSON Patch that swaps the managedFields list, guarded by a `test` of the
- * resourceVersion so a concurrent writer makes the API server refuse it (422) rather
- * than us overwriting ownership recorded after our read.
+ * The JSON Patch that swaps the managedFields list, carrying the resourceVersion we read:
+ * a patched object with a resourceVersion is an optimistic-concurrency precondition, so a
+ * concurrent writer makes the API server answer 409 Conflict rather than us overwriting
+ * ownership recorded after our read. (Not a `test` operation: a failed test answers a
+ * bare 422 that reads like any other refusal.)
  */
 export function managedFieldsPatch(resourceVersion: string, managedFields: ManagedFieldsEntry[]): Operation[] {
   const ops: Operation[] = [
-    { op: 'test', path: '/metadata/resourceVersion', value: resourceVersion },
+    { op: 'replace', path: '/metadata/resourceVersion', value: resourceVersion },
     { op: 'replace', path: '/metadata/managedFields', value: managedFields },
   ]
   const error = jsonpatch.validate(ops, { metadata: { resourceVersion, managedFields: [] } })

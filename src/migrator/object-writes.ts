@@ -1,7 +1,7 @@
 import { CrdMigratorError, errorMessage } from '../errors.js'
 import { FIELD_MANAGER } from '../version.js'
 import { ManagedFieldsDroppedError } from '../kube/conversion.js'
-import { Accept, ContentType, isConflict, isFailedPatchTest, isNotFound, KubeApiError, type KubeHttp } from '../kube/http.js'
+import { Accept, ContentType, isConflict, isNotFound, isUnprocessable, type KubeHttp } from '../kube/http.js'
 import { apiVersionOf, listOrderKey, objectPath, type ResourceRef } from '../kube/paths.js'
 import type { ManagedFieldsEntry, PartialObjectMetadata } from '../kube/types.js'
 import { cleanManagedFields, entryIdentity, managedFieldsPatch, type ManagedFieldsPolicy } from './managed-fields.js'
@@ -40,16 +40,20 @@ export function makeRewriteHandler(
   write: RewriteWrite = 'merge-patch',
   /**
    * An apply fails on managedFields entries of a version the CRD no longer defines
-   * (kubernetes/kubernetes#111937). This removes them, a write that stores the object in
-   * the storage version too.
+   * (kubernetes/kubernetes#111937). Objects the list shows with such entries get this
+   * instead: a write that removes them and stores the object in the storage version too.
    */
-  dropUndefinedVersions?: (item: PartialObjectMetadata) => Promise<Outcome>,
+  undefinedVersions?: { present: (item: PartialObjectMetadata) => boolean; drop: (item: PartialObjectMetadata) => Promise<Outcome> },
 ): (item: PartialObjectMetadata) => Promise<Outcome> {
   const apiVersion = apiVersionOf(ctx.ref)
   const apply = write === 'apply'
   const contentType = apply ? ContentType.applyPatch : ContentType.mergePatch
   const query = apply ? { fieldManager: FIELD_MANAGER } : undefined
   return async (item) => {
+    if (apply && undefinedVersions?.present(item)) {
+      const outcome = await undefinedVersions.drop(item)
+      if (outcome !== 'skipped') return outcome
+    }
     const { name, namespace, uid, resourceVersion } = item.metadata
     const metadata = apply ? { name, ...(namespace ? { namespace } : {}), uid, resourceVersion } : { uid, resourceVersion }
     const body = { apiVersion, kind: ctx.ref.kind, metadata }
@@ -70,38 +74,46 @@ export function makeRewriteHandler(
       )
       return res.body?.metadata?.resourceVersion === resourceVersion ? 'current' : 'rewritten'
     } catch (err) {
-      // Deleted, or written by someone else since we listed it: either way no old
-      // encoding of this object is left behind by it.
-      if (isNotFound(err) || isDeletedUnderApply(err)) return 'gone'
-      if (isConflict(err)) return 'conflict'
-      if (apply && dropUndefinedVersions && isUndefinedVersionError(err)) {
-        const outcome = await dropUndefinedVersions(item)
-        if (outcome !== 'skipped') return outcome
-      }
+      if (isNotFound(err)) return 'gone'
+      // Written by someone else since we listed it (stored in the storage version by that
+      // write), or deleted and perhaps created again (a uid precondition answers 409 too):
+      // either way no old encoding of this object is left behind by it. Which of the two,
+      // the object itself says.
+      if (isConflict(err)) return (await readMetadata(ctx, item))?.metadata.uid === uid ? 'conflict' : 'gone'
       throw err
     }
   }
 }
 
-/** The API server met a managedFields entry of a version its CRD does not define. */
-function isUndefinedVersionError(err: unknown): boolean {
-  return err instanceof KubeApiError && /invalid group\/version/.test(err.message)
-}
-
-/** An apply with a uid precondition to an object that no longer exists. */
-function isDeletedUnderApply(err: unknown): boolean {
-  return err instanceof KubeApiError && err.status === 409 && /uid mismatch.*no existing object/s.test(err.message)
+/** The object's metadata as it is now, or undefined when it is gone. */
+async function readMetadata(ctx: WriteContext, item: PartialObjectMetadata): Promise<PartialObjectMetadata | undefined> {
+  try {
+    const res = await withRetry(
+      () =>
+        ctx.http.request<PartialObjectMetadata>({
+          method: 'GET',
+          path: objectPath(ctx.ref, item.metadata.namespace, item.metadata.name),
+          accept: Accept.partialObjectMetadata,
+        }),
+      ctx.retry,
+    )
+    return res.body
+  } catch (err) {
+    if (isNotFound(err)) return undefined
+    throw err
+  }
 }
 
 /**
- * Removes managedFields entries of unserved versions with a JSON Patch that first tests
- * the resourceVersion; when someone wrote in between, re-read and try again.
+ * Removes managedFields entries of unserved versions with a JSON Patch that carries the
+ * resourceVersion we read as a precondition; when someone wrote in between, read the
+ * object again and retry on what is there now.
  */
 export function makeCleanupHandler(
   ctx: WriteContext,
   policy: ManagedFieldsPolicy,
   onCleaned: (entries: { removed: number; relabelled: number }) => void,
-  maxConflicts = 5,
+  maxConflicts = 8,
 ): (item: PartialObjectMetadata) => Promise<Outcome> {
   return async (item) => {
     let meta = item.metadata
@@ -142,29 +154,20 @@ export function makeCleanupHandler(
         return 'rewritten'
       } catch (err) {
         if (isNotFound(err)) return 'gone'
-        if (mustRestore && !(isConflict(err) || isFailedPatchTest(err)))
+        // 409: someone wrote since our read. 422: our patch was refused, or (from a server
+        // that answers a stale precondition that way) someone wrote: the object says which.
+        const maybeStale = isConflict(err) || isUnprocessable(err)
+        if (mustRestore && !maybeStale)
           throw new CrdMigratorError(
             'CRDM_CONVERSION_OUTAGE',
             `${errorMessage(err)}; the API server dropped the managedFields of ${key} while the conversion webhook was down, and they could not be put back: ${JSON.stringify(mustRestore)}`,
             { cause: err },
           )
-        if (!(isConflict(err) || isFailedPatchTest(err)) || attempt >= maxConflicts) throw err
-      }
-      try {
-        meta = (
-          await withRetry(
-            () =>
-              ctx.http.request<PartialObjectMetadata>({
-                method: 'GET',
-                path: objectPath(ctx.ref, meta.namespace, meta.name),
-                accept: Accept.partialObjectMetadata,
-              }),
-            ctx.retry,
-          )
-        ).body.metadata
-      } catch (err) {
-        if (isNotFound(err)) return 'gone'
-        throw err
+        if (!maybeStale || attempt >= maxConflicts) throw err
+        const now = await readMetadata(ctx, { metadata: meta })
+        if (!now) return 'gone'
+        if (isUnprocessable(err) && now.metadata.resourceVersion === resourceVersion) throw err
+        meta = now.metadata
       }
     }
   }

@@ -19,7 +19,7 @@
 import { isDeepStrictEqual } from 'node:util'
 import { CrdMigratorError, describeError } from '../../errors.js'
 import { convertObjects } from '../../kube/conversion-review.js'
-import { ContentType, isConflict, isFailedPatchTest, isNotFound, type KubeHttp } from '../../kube/http.js'
+import { ContentType, isConflict, isNotFound, isUnprocessable, type KubeHttp } from '../../kube/http.js'
 import { apiVersionOf, collectionPath, groupVersionPath, listOrderKey, objectPath, type ResourceRef } from '../../kube/paths.js'
 import { resolveResource } from '../../kube/resources.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
@@ -131,12 +131,14 @@ export async function runStashPhase(
           retry,
         )
       } catch (err) {
-        if (!(isFailedPatchTest(err) || isConflict(err) || isNotFound(err))) throw err
-        // Changed since we read it: fine if it now names the replacement (or is gone).
+        // Gone, or refused: a failed `test` of the pointer answers a bare 422, like any
+        // other refusal of the patch, so the referrer as it is now says which it was.
         if (isNotFound(err)) return
+        if (!(isUnprocessable(err) || isConflict(err))) throw err
         const now = (await withRetry(() => ctx.http.request<Obj>({ method: 'GET', path }), retry)).body
         const value = valueAt(now, pointer)
         if (value === to) return
+        if (value === from) throw err // the test held: the patch itself was refused
         throw new CrdMigratorError(
           'CRDM_STASH_FAILED',
           `referrer ${listOrderKey(r.object.metadata.namespace, r.object.metadata.name)} changed meanwhile (${pointer} is now ${JSON.stringify(value)}); the old stash is kept`,
