@@ -1,11 +1,21 @@
 import { Accept, isGone, type KubeHttp } from './http.js'
-import { collectionPath, listOrderKey, type ResourceRef } from './paths.js'
+import { collectionPath, CRD_API, listOrderKey, type ResourceRef } from './paths.js'
 import type { PartialObjectMetadata, PartialObjectMetadataList } from './types.js'
+import { continueAfter, continueFrom, findUnreadableKey, unreadableKeys, type Probe } from './unreadable.js'
+
+/** An object the API server could not list (see unreadable.ts), by its list-order key. */
+export interface UnreadableObject {
+  key: string
+  /** The list's error. */
+  error: unknown
+}
 
 export interface MetadataPage {
   items: PartialObjectMetadata[]
   /** Objects the API server says are still to come after this page, when it knows. */
   remainingItemCount: number | undefined
+  /** Objects at this point of the list that the API server could not read. */
+  unreadable?: UnreadableObject[]
 }
 
 export interface ListMetadataOptions {
@@ -23,6 +33,12 @@ export interface ListMetadataOptions {
    */
   alternateVersions?: readonly string[]
   listThroughAlternate?: (err: unknown) => boolean
+  /**
+   * A failed page that particular objects failed (their conversion webhook refused them):
+   * the list narrows down to each such object, hands it out as unreadable and goes on
+   * after it. Other errors end the list.
+   */
+  unreadable?: (err: unknown) => boolean
 }
 
 /**
@@ -39,43 +55,68 @@ export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: L
   let continueToken: string | undefined
   let lastKey: string | undefined
   let restarted = false
+  // Narrowed while a page holds an unreadable object, widened again after it.
+  let limit = options.pageSize
+  // The list's snapshot and what it said remains after lastKey: to continue past an unreadable object.
+  let snapshot: string | undefined
+  let remainingAfterLast: number | undefined
+  const requestPage = async (version: string, query: { limit: number; continue: string | undefined }) =>
+    (
+      await http.request<PartialObjectMetadataList>({
+        method: 'GET',
+        path: collectionPath({ ...ref, version }),
+        query,
+        accept: Accept.partialObjectMetadataList,
+        signal: options.signal,
+      })
+    ).body
+  // Through the storage version, else through each alternate the error allows.
+  const anyVersion = (query: { limit: number; continue: string | undefined }) =>
+    fetchPage(async () => {
+      try {
+        return await requestPage(ref.version, query)
+      } catch (err) {
+        const alternate = options.listThroughAlternate
+        if (!alternate?.(err)) throw err
+        for (const version of options.alternateVersions ?? []) {
+          try {
+            return await requestPage(version, query)
+          } catch (other) {
+            if (!alternate(other)) throw other
+          }
+        }
+        throw err
+      }
+    })
   for (;;) {
     options.signal?.throwIfAborted()
     let list: PartialObjectMetadataList
-    const requestPage = async (version: string) =>
-      (
-        await http.request<PartialObjectMetadataList>({
-          method: 'GET',
-          path: collectionPath({ ...ref, version }),
-          query: { limit: options.pageSize, continue: continueToken },
-          accept: Accept.partialObjectMetadataList,
-          signal: options.signal,
-        })
-      ).body
     try {
-      list = await fetchPage(async () => {
-        try {
-          return await requestPage(ref.version)
-        } catch (err) {
-          const alternate = options.listThroughAlternate
-          if (!alternate?.(err)) throw err
-          for (const version of options.alternateVersions ?? []) {
-            try {
-              return await requestPage(version)
-            } catch (other) {
-              if (!alternate(other)) throw other
-            }
-          }
-          throw err
-        }
-      })
+      list = await anyVersion({ limit, continue: continueToken })
     } catch (err) {
-      if (!isGone(err) || continueToken === undefined) throw err
-      options.onRestart?.(lastKey)
-      continueToken = undefined
-      restarted = true
+      if (isGone(err) && continueToken !== undefined) {
+        options.onRestart?.(lastKey)
+        continueToken = undefined
+        restarted = true
+        continue
+      }
+      if (!options.unreadable?.(err)) throw err
+      // Narrow the page down to its first object; that one is then the unreadable one.
+      if (limit > 1) {
+        limit = Math.ceil(limit / 2)
+        continue
+      }
+      snapshot ??= await currentResourceVersion(http, options)
+      const skipped = await unreadableAfter(lastKey, err, snapshot, restarted ? undefined : remainingAfterLast)
+      lastKey = skipped.key
+      remainingAfterLast = skipped.remaining
+      continueToken = continueAfter(skipped.key, snapshot)
+      if (!(restarted && lastKey !== undefined && skipped.key <= lastKey))
+        yield { items: [], remainingItemCount: undefined, unreadable: [{ key: skipped.key, error: err }] }
       continue
     }
+    limit = Math.min(options.pageSize, limit * 2)
+    snapshot = list.metadata?.resourceVersion || snapshot
     let items = list.items ?? []
     if (restarted && lastKey !== undefined) {
       const after = lastKey
@@ -83,8 +124,57 @@ export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: L
     }
     const tail = items[items.length - 1]
     if (tail) lastKey = listOrderKey(tail.metadata.namespace, tail.metadata.name)
-    yield { items, remainingItemCount: restarted ? undefined : list.metadata?.remainingItemCount }
     continueToken = list.metadata?.continue || undefined
+    remainingAfterLast = continueToken ? list.metadata?.remainingItemCount : 0
+    yield { items, remainingItemCount: restarted ? undefined : list.metadata?.remainingItemCount }
     if (!continueToken) return
   }
+
+  /**
+   * The unreadable object right after `after`: named by the error (1.32+), else found by
+   * probing (unreadable.ts) and skipped only when the list's counts prove it is the one
+   * object between `after` and the next readable one; otherwise the list ends with `err`.
+   */
+  async function unreadableAfter(
+    after: string | undefined,
+    err: unknown,
+    rv: string,
+    remaining: number | undefined,
+  ): Promise<{ key: string; remaining: number | undefined }> {
+    const named = unreadableKeys(err, ref)[0]
+    if (named !== undefined) {
+      if (after !== undefined && named <= after) throw err
+      return { key: named, remaining: undefined }
+    }
+    if (remaining === undefined) throw err
+    let remainingFromProbe = 0
+    const probe = async (start: string): Promise<Probe> => {
+      try {
+        const page = await anyVersion({ limit: 1, continue: continueFrom(start, rv) })
+        const found = page.items?.length ?? 0
+        remainingFromProbe = found + (page.metadata?.continue ? (page.metadata.remainingItemCount ?? Number.NaN) : 0)
+        return found ? 'readable' : 'end'
+      } catch (probeErr) {
+        if (options.unreadable?.(probeErr)) return 'unreadable'
+        throw probeErr
+      }
+    }
+    const key = await findUnreadableKey(after, probe)
+    if (key === undefined || (await probe(`${key}\u0000`)) === 'unreadable' || remaining - remainingFromProbe !== 1) throw err
+    return { key, remaining: remainingFromProbe }
+  }
+}
+
+/** The API server's current resourceVersion (etcd's revision), read from a list of one CRD. */
+async function currentResourceVersion(http: KubeHttp, options: ListMetadataOptions): Promise<string> {
+  const fetchPage = options.fetchPage ?? (<T>(f: () => Promise<T>) => f())
+  const list = await fetchPage(() =>
+    http.request<PartialObjectMetadataList>({
+      method: 'GET',
+      path: CRD_API,
+      query: { limit: 1 },
+      accept: Accept.partialObjectMetadataList,
+    }),
+  )
+  return list.body.metadata.resourceVersion ?? '0'
 }

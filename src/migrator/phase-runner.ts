@@ -49,6 +49,20 @@ function undefinedVersionsPolicy(crd: CustomResourceDefinition, storageVersion: 
   }
 }
 
+/** Finds and removes managedFields entries of versions the CRD does not define (see makeRewriteHandler). */
+function undefinedVersionsDrop(
+  write: WriteContext,
+  crd: CustomResourceDefinition,
+  settings: MigrationSettings,
+  count: (cleaned: { removed: number; relabelled: number }) => void,
+) {
+  const policy = undefinedVersionsPolicy(crd, write.ref.version, settings)
+  return {
+    present: (item: PartialObjectMetadata) => needsManagedFieldsCleanup(item.metadata.managedFields, policy),
+    drop: makeCleanupHandler(write, policy, count),
+  }
+}
+
 export async function runPhase(
   phase: Phase,
   target: PhaseTarget,
@@ -88,27 +102,24 @@ export async function runPhase(
   const policy = phase === Phase.CleanupManagedFields && crd ? managedFieldsPolicy(crd, write.ref.version, settings) : undefined
   const writeObject = policy
     ? makeCleanupHandler(write, policy, count)
-    : makeRewriteHandler(
-        write,
-        settings.useStatusSubresource,
-        run.rewrite,
-        crd && makeCleanupHandler(write, undefinedVersionsPolicy(crd, write.ref.version, settings), count),
-      )
+    : makeRewriteHandler(write, settings.useStatusSubresource, run.rewrite, crd && undefinedVersionsDrop(write, crd, settings, count))
   // Every failed object is logged (the result keeps the first 100); a refusal by the
   // conversion webhook is named as such.
+  const objectFailed = (key: string, err: unknown): unknown => {
+    const conversion = classifyConversionError(err)
+    const failure =
+      conversion?.kind === 'refused'
+        ? new CrdMigratorError('CRDM_CONVERSION_REFUSED', `the conversion webhook refused it: ${conversion.detail}`, { cause: err })
+        : err
+    if (conversion?.kind === 'refused') conversionRefused++
+    ctx.logger.warn({ crd: name, phase, object: key, error: describeError(failure) }, 'object failed')
+    return failure
+  }
   const handler = async (item: PartialObjectMetadata) => {
     try {
       return await writeObject(item)
     } catch (err) {
-      const key = listOrderKey(item.metadata.namespace, item.metadata.name)
-      const conversion = classifyConversionError(err)
-      const failure =
-        conversion?.kind === 'refused'
-          ? new CrdMigratorError('CRDM_CONVERSION_REFUSED', `the conversion webhook refused it: ${conversion.detail}`, { cause: err })
-          : err
-      if (conversion?.kind === 'refused') conversionRefused++
-      ctx.logger.warn({ crd: name, phase, object: key, error: describeError(failure) }, 'object failed')
-      throw failure
+      throw objectFailed(listOrderKey(item.metadata.namespace, item.metadata.name), err)
     }
   }
   const pages = listMetadata(ctx.http, write.ref, {
@@ -123,6 +134,8 @@ export async function runPhase(
       (v) => v !== write.ref.version && crd?.spec.versions.some((d) => d.name === v && d.served),
     ),
     listThroughAlternate: isConversionRefusal,
+    // Objects no version can list (refused, and their stored version unserved) fail one by one.
+    unreadable: isConversionRefusal,
     onRestart: (after) => ctx.logger.warn({ crd: name, after }, 'list continue token expired; listing again after the last key seen'),
   })
   // Per object: metric series bound once (no label hashing per write), one progress text.
@@ -138,6 +151,10 @@ export async function runPhase(
       qps: settings.qps,
       ...(resumeAfter !== undefined ? { resumeAfter } : {}),
       signal: ctx.signal,
+      onUnreadable: (object) => {
+        outcomes?.failed.inc()
+        return objectFailed(object.key, object.error)
+      },
       // Objects with nothing to clean are settled from the list, not paced at --qps.
       ...(policy
         ? {

@@ -1,4 +1,4 @@
-import type { MetadataPage } from '../kube/list-metadata.js'
+import type { MetadataPage, UnreadableObject } from '../kube/list-metadata.js'
 import { listOrderKey } from '../kube/paths.js'
 import type { PartialObjectMetadata } from '../kube/types.js'
 import { CrdMigratorError, describeError } from '../errors.js'
@@ -67,6 +67,11 @@ export interface WalkOptions {
    */
   skip?: (item: PartialObjectMetadata) => boolean
   onSkipped?: () => void
+  /**
+   * An object the list could not read: counted as failed, recorded with the error this
+   * returns (default the list's own).
+   */
+  onUnreadable?: (object: UnreadableObject) => unknown
   onWriteStart?: () => void
   onWriteEnd?: (outcome: Outcome | 'failed', seconds: number) => void
 }
@@ -142,6 +147,14 @@ export async function walkObjects(
     options.signal?.throwIfAborted()
     if (firstError) break
     if (page.remainingItemCount !== undefined) total = counts.seen + page.items.length + page.remainingItemCount
+    for (const object of page.unreadable ?? []) {
+      counts.seen++
+      counts.failed++
+      const seq = nextSeq++
+      failedAt(seq)
+      const error = options.onUnreadable ? options.onUnreadable(object) : object.error
+      if (failures.length < maxFailures) failures.push({ key: object.key, error: describeError(error) })
+    }
     for (const item of page.items) {
       counts.seen++
       const key = listOrderKey(item.metadata.namespace, item.metadata.name)
