@@ -64,6 +64,8 @@ export type CleanupResult = WalkResult & {
   entriesRelabelled?: number
   /** Objects whose conversion the CRD's webhook refused (all of them, not only the recorded failures). */
   conversionRefused?: number
+  /** Writes refused because someone wrote the object after we read it, each then read and written again. */
+  staleWrites?: number
 }
 
 /** The built-in StorageVersionMigration a run delegated its storage phase to. */

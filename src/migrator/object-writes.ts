@@ -13,6 +13,8 @@ export interface WriteContext {
   /** The resource addressed through its storage version. */
   ref: ResourceRef
   retry: RetryOptions
+  /** A write found the object changed since it was read (it is read again and the write retried). */
+  onStale?: () => void
 }
 
 /** How the storage phase's no-op write is sent: see makeRewriteHandler. */
@@ -167,6 +169,7 @@ export function makeCleanupHandler(
         const now = await readMetadata(ctx, { metadata: meta })
         if (!now) return 'gone'
         if (isUnprocessable(err) && now.metadata.resourceVersion === resourceVersion) throw err
+        ctx.onStale?.()
         meta = now.metadata
       }
     }

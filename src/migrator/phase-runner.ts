@@ -81,6 +81,7 @@ export async function runPhase(
     onLimitChange: (limit) => ctx.metrics?.concurrencyLimit.set(labels, limit),
   })
   ctx.metrics?.concurrencyLimit.set(labels, gate.concurrencyLimit)
+  let staleWrites = 0
   const write: WriteContext = {
     http: ctx.http,
     ref: target.kind === 'crd' ? resourceRef(target.crd, target.storageVersion) : target.ref,
@@ -91,6 +92,7 @@ export async function runPhase(
       onThrottled: () => ctx.metrics?.throttled.inc(),
       onRetry: (err, attempt) => ctx.logger.debug({ crd: name, err, attempt }, 'retrying write'),
     },
+    onStale: () => staleWrites++,
   }
   let entriesRemoved = 0
   let entriesRelabelled = 0
@@ -187,7 +189,7 @@ export async function runPhase(
       { ...labels, result: result.counts.failed > 0 ? 'Failed' : 'Succeeded' },
       (Date.now() - started) / 1000,
     )
-    return { ...result, entriesRemoved, entriesRelabelled, conversionRefused }
+    return { ...result, entriesRemoved, entriesRelabelled, conversionRefused, staleWrites }
   } catch (err) {
     ctx.metrics?.phaseDuration.observe({ ...labels, result: 'Failed' }, (Date.now() - started) / 1000)
     throw err

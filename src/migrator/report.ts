@@ -20,6 +20,7 @@ export function countsText(result: MigrationResult): string {
       `managedFieldsEntriesRemoved=${result.cleanup.entriesRemoved}`,
       ...(result.cleanup.entriesRelabelled ? [`managedFieldsEntriesRelabelled=${result.cleanup.entriesRelabelled}`] : []),
       `cleanupFailed=${result.cleanup.counts.failed}`,
+      ...(result.cleanup.staleWrites ? [`cleanupRetriedAfterConcurrentWrite=${result.cleanup.staleWrites}`] : []),
     )
   if (result.conversion?.outages) parts.push(`conversionOutages=${result.conversion.outages}`)
   return parts.join(' ')
