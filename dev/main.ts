@@ -21,10 +21,11 @@ program
   .addOption(
     new Option(
       '--apiservers <n>',
-      'kube-apiservers sharing the etcd, as in an HA cluster. More than 1 needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN): ' +
-        'server i listens on 198.18.R.i, a free /24 of the benchmarking range added to the loopback interface ' +
-        '(removed on exit), all on one port, each with its own hostname (kube-apiserver-<i>, in its own UTS ' +
-        'namespace), and all listed in the default/kubernetes EndpointSlice; 1 listens on 127.0.0.1',
+      'kube-apiservers sharing the etcd, as in an HA cluster. More than 1 needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and ' +
+        'runs in a network namespace of its own (ip netns, removed on exit; the host network is untouched): server i ' +
+        "listens on 198.18.R.i of the benchmarking range on that namespace's loopback interface, all on one port, each " +
+        'with its own hostname (kube-apiserver-<i>, in its own UTS namespace), and all listed in the default/kubernetes ' +
+        'EndpointSlice; reach them with `ip netns exec <name> ...` (printed); 1 listens on 127.0.0.1',
     )
       .default('1')
       .argParser((v: string) => {

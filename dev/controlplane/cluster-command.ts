@@ -1,8 +1,11 @@
 /**
  * `npm run cluster` (dev/main.ts `cluster`): start a local control plane for manual use, print how to reach it,
- * and stop it cleanly on Ctrl-C / SIGTERM.
+ * and stop it cleanly on Ctrl-C / SIGTERM. With several API servers the command first runs
+ * itself again inside a network namespace of its own (netns.ts), where the servers' addresses
+ * live, and says how to get in there (`ip netns exec <name> ...`).
  */
-import { startControlPlane, type ControlPlaneOptions } from './controlplane.js'
+import { ensureBinaries, startControlPlane, type ControlPlaneOptions } from './controlplane.js'
+import { runInNetworkNamespace } from './netns.js'
 
 export interface ClusterCommandOptions extends Pick<
   ControlPlaneOptions,
@@ -16,12 +19,26 @@ export interface ClusterCommandOptions extends Pick<
 
 const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const
 
-/** Resolves with the process exit code once the control plane has been stopped. */
+/**
+ * Resolves with the process exit code once the control plane has been stopped. With several
+ * API servers, call it only as the process's command (the CLI): outside a network namespace
+ * of the harness it runs `process.argv` again inside one and exits with that run's status.
+ */
 export async function runClusterCommand(opts: ClusterCommandOptions = {}): Promise<number> {
   const out = opts.out ?? process.stdout
   const err = (msg: string): void => {
     process.stderr.write(`${msg}\n`)
   }
+  const several = (opts.apiservers ?? 1) > 1
+  const netns = several
+    ? await runInNetworkNamespace({
+        prepare: () => {
+          err('building the control plane first if needed (the first run takes several minutes)...')
+          return ensureBinaries()
+        },
+        log: err,
+      })
+    : undefined
 
   // Handle the signals ourselves before anything starts (the harness then leaves them to us).
   let received: NodeJS.Signals | undefined
@@ -37,7 +54,6 @@ export async function runClusterCommand(opts: ClusterCommandOptions = {}): Promi
   for (const s of SIGNALS) process.on(s, onSignal)
 
   try {
-    const several = (opts.apiservers ?? 1) > 1
     err(
       `starting etcd and ${several ? `${opts.apiservers} kube-apiservers` : 'kube-apiserver'} ` +
         '(the first run builds them, which takes several minutes)...',
@@ -49,6 +65,13 @@ export async function runClusterCommand(opts: ClusterCommandOptions = {}): Promi
       `# crd-migrator local control plane (ready in ${cp.timings?.readyMs ?? '?'}ms; Ctrl-C stops it)`,
       `export KUBECONFIG=${cp.kubeconfigPath}`,
     ]
+    if (netns) {
+      lines.push(
+        `# network namespace ${netns}: these addresses (and etcd's) exist only in there; run commands in it, e.g.`,
+        `#   ip netns exec ${netns} kubectl --kubeconfig ${cp.kubeconfigPath} get endpointslices`,
+        `#   ip netns exec ${netns} $SHELL`,
+      )
+    }
     if (several) {
       lines.push(`# ${cp.apiservers.length} API servers on one etcd, each in the default/kubernetes EndpointSlice (KUBECONFIG: the first):`)
       for (const a of cp.apiservers) {

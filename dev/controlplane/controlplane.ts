@@ -8,12 +8,16 @@
  *   await cp.stop()
  *
  * `startControlPlane({ apiservers: 3 })` starts three kube-apiservers on the one etcd, as in
- * an HA cluster: each on its own local address 198.18.R.i (see loopback.ts; needs root),
- * all on the same port, each in its own UTS namespace with hostname `kube-apiserver-<i>`
- * (so each has its own identity lease), each publishing itself in the `default/kubernetes`
- * EndpointSlice. `cp.apiservers` lists them (1-based `index`); `cp.server` and
- * `cp.kubeconfigPath` are the first one's. With one server (the default) it listens on
- * 127.0.0.1 and is not published there (the API server refuses loopback endpoints).
+ * an HA cluster: each on its own address 198.18.R.i (see loopback.ts; needs root), all on
+ * the same port, each in its own UTS namespace with hostname `kube-apiserver-<i>` (so each
+ * has its own identity lease), each publishing itself in the `default/kubernetes`
+ * EndpointSlice. Those addresses exist only in a network namespace of the harness, so the
+ * calling process must run in one (`await runInNetworkNamespace()` first, see netns.ts; a
+ * test file imports test/helpers/network-namespace.ts first): etcd, the servers and
+ * whatever the caller starts are in there with it, and the host's network is untouched.
+ * `cp.apiservers` lists them (1-based `index`); `cp.server` and `cp.kubeconfigPath` are the
+ * first one's. With one server (the default) it listens on 127.0.0.1 (of whichever namespace
+ * the caller is in) and is not published there (the API server refuses loopback endpoints).
  *
  * One process can own a control plane and share it: `cp.writeStateFile(path)`, then any
  * other process `attachControlPlane(path)` gets the same interface without owning the
@@ -31,16 +35,9 @@ import { customResourceKey, etcdGet, etcdHealthy, etcdListKeys } from './etcd.js
 import { renderKubeconfig, writeKubeconfig } from './kubeconfig.js'
 import { createCa, createServiceAccountKeyPair, issueClientCert, issueServingCert, type CertKeyPair } from './pki.js'
 import { claimLoopbackAddresses, releaseLoopbackAddresses, utsNamespacesWork } from './loopback.js'
+import { currentNetworkNamespace } from './netns.js'
 import { freePorts } from './ports.js'
-import {
-  ManagedProcess,
-  releaseAddressesAtExit,
-  releaseDirAtExit,
-  removeAddressesAtExit,
-  removeDirAtExit,
-  startGuard,
-  type Guard,
-} from './process.js'
+import { ManagedProcess, releaseDirAtExit, removeDirAtExit, startGuard, type Guard } from './process.js'
 
 export { ensureBinaries, type ControlPlaneBinaries } from './binaries.js'
 
@@ -50,8 +47,9 @@ export type FlagOverrides = Record<string, string | null>
 export interface ControlPlaneOptions {
   /**
    * How many kube-apiservers share the etcd. Default 1: one server on 127.0.0.1. More than
-   * one: server i on 198.18.R.i (a free /24 of 198.18.0.0/15 added to `lo`, which needs
-   * CAP_NET_ADMIN: the start fails otherwise), all on one port, each in its own UTS
+   * one: only in a network namespace of the harness (see netns.ts: the start fails
+   * elsewhere), server i on 198.18.R.i (a free /24 of 198.18.0.0/15 added to that
+   * namespace's `lo`, which needs CAP_NET_ADMIN), all on one port, each in its own UTS
    * namespace (hostname `kube-apiserver-<i>`); ready once each answers /readyz and the
    * `default/kubernetes` EndpointSlice lists them all.
    */
@@ -122,6 +120,8 @@ export interface ControlPlaneState {
   kubeconfigPath: string
   /** Every API server (absent in state files of older harnesses: then the one at `server`). */
   apiservers?: ApiserverEndpoint[]
+  /** The harness network namespace it runs in (see {@link ControlPlane.networkNamespace}). */
+  networkNamespace?: string
   caCertPath: string
   caKeyPath: string
   adminCertPath: string
@@ -178,6 +178,11 @@ export interface ControlPlane {
   readonly server: string
   /** Every API server, in index order (one entry unless started with `apiservers`). */
   readonly apiservers: readonly ApiserverEndpoint[]
+  /**
+   * The harness network namespace (netns.ts) its processes run in, and its addresses exist
+   * in: always set with several API servers; undefined when started in the host's.
+   */
+  readonly networkNamespace: string | undefined
   readonly caPem: string
   readonly adminUser: { name: string; groups: string[] }
   /** `http://127.0.0.1:<port>` */
@@ -278,6 +283,7 @@ function safeFileName(s: string): string {
 /** Shared read-only behaviour of owned and attached control planes. */
 abstract class ControlPlaneBase implements ControlPlane {
   abstract readonly owned: boolean
+  abstract readonly networkNamespace: string | undefined
   readonly adminUser = { name: ADMIN.name, groups: [...ADMIN.groups] }
   readonly server: string
   readonly kubeconfigPath: string
@@ -494,6 +500,7 @@ function httpsHealthy(url: string, timeoutMs: number): Promise<boolean> {
 
 class OwnedControlPlane extends ControlPlaneBase {
   readonly owned = true
+  readonly networkNamespace = currentNetworkNamespace()
   private etcd: ManagedProcess | undefined
   private kcm: ControllerManagerSlot | undefined
   private stopped = false
@@ -503,7 +510,7 @@ class OwnedControlPlane extends ControlPlaneBase {
     private readonly layout: OwnedLayout,
     private readonly etcdFlags: Record<string, string>,
     private readonly slots: readonly ApiserverSlot[],
-    /** Added to `lo` for several servers; removed on stop. */
+    /** Added to the network namespace's `lo` for several servers; removed on stop. */
     private readonly loopbackAddresses: readonly string[],
     etcdEndpoint: string,
     ca: CertKeyPair,
@@ -662,11 +669,9 @@ class OwnedControlPlane extends ControlPlaneBase {
     await this.etcd?.stop()
   }
 
-  /** Remove the loopback addresses of several servers from `lo`. */
+  /** Remove the addresses of several servers from the namespace's `lo` (at exit they go with the namespace). */
   async releaseAddresses(): Promise<void> {
-    if (this.loopbackAddresses.length === 0) return
     await releaseLoopbackAddresses(this.loopbackAddresses)
-    releaseAddressesAtExit(this.loopbackAddresses)
   }
 
   async writeStateFile(path: string): Promise<void> {
@@ -675,6 +680,7 @@ class OwnedControlPlane extends ControlPlaneBase {
       server: this.server,
       kubeconfigPath: this.kubeconfigPath,
       apiservers: this.apiservers.map((a) => ({ ...a })),
+      ...(this.networkNamespace ? { networkNamespace: this.networkNamespace } : {}),
       caCertPath: this.layout.caCertPath,
       caKeyPath: this.layout.caKeyPath,
       adminCertPath: this.layout.adminCertPath,
@@ -795,6 +801,7 @@ class OwnedControlPlane extends ControlPlaneBase {
 
 class AttachedControlPlane extends ControlPlaneBase {
   readonly owned = false
+  readonly networkNamespace: string | undefined
 
   constructor(
     private readonly state: ControlPlaneState,
@@ -812,6 +819,7 @@ class AttachedControlPlane extends ControlPlaneBase {
       admin,
       usersDir,
     )
+    this.networkNamespace = state.networkNamespace
   }
 
   async writeStateFile(path: string): Promise<void> {
@@ -914,6 +922,13 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
   }
   const several = count > 1
   if (several) {
+    if (currentNetworkNamespace() === undefined) {
+      throw new Error(
+        'several API servers listen on addresses of their own, which exist only in a network namespace of the harness ' +
+          '(the host keeps its network configuration): run in one first, `await runInNetworkNamespace()` from ' +
+          'dev/controlplane/netns.ts at the top of the process (a test file imports test/helpers/network-namespace.ts first)',
+      )
+    }
     const uts = utsNamespacesWork()
     if (!uts.ok) {
       throw new Error(
@@ -955,17 +970,14 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
   } else {
     try {
       ;[etcdClientPort, etcdPeerPort] = (await freePorts(2)) as [number, number]
+      // On the namespace's lo, so they need no cleanup at exit: they go with the namespace.
       loopbackAddresses = await claimLoopbackAddresses(count)
-      removeAddressesAtExit(loopbackAddresses)
-      // For the guard (process.ts), should this process die without cleaning up.
-      await writeFile(join(layout.runDir, 'lo-addresses'), `${loopbackAddresses.join('\n')}\n`)
       // The addresses are new, so a port free on the first is free on all of them (a wildcard listener would block every one).
       ;[securePort] = (await freePorts(1, loopbackAddresses[0])) as [number]
       addresses = loopbackAddresses
     } catch (err) {
       guard.disarm()
       await releaseLoopbackAddresses(loopbackAddresses)
-      releaseAddressesAtExit(loopbackAddresses)
       await rm(dir, { recursive: true, force: true })
       releaseDirAtExit(dir)
       throw err
@@ -1124,6 +1136,12 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
 export async function attachControlPlane(stateFile: string): Promise<ControlPlane> {
   const state = JSON.parse(await readFile(stateFile, 'utf8')) as ControlPlaneState
   if (state.version !== 1) throw new Error(`${stateFile}: unsupported control-plane state version ${String(state.version)}`)
+  if (state.networkNamespace !== undefined && currentNetworkNamespace() !== state.networkNamespace) {
+    throw new Error(
+      `${stateFile}: this control plane runs in network namespace ${state.networkNamespace}, unreachable from this process ` +
+        `(${currentNetworkNamespace() ?? "the host's namespace"}); attach from a process inside it (ip netns exec ${state.networkNamespace} ...)`,
+    )
+  }
   const [caCert, caKey, adminCert, adminKey] = await Promise.all(
     [state.caCertPath, state.caKeyPath, state.adminCertPath, state.adminKeyPath].map((p) => readFile(p, 'utf8')),
   )

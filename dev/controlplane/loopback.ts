@@ -5,14 +5,16 @@
  * Endpoints and EndpointSlice, except a loopback one (127/8 and ::1 are refused there), so
  * servers on 127.0.0.1 never show up. Instead, each control plane with several servers
  * claims a /24 of the benchmarking range 198.18.0.0/15 (RFC 2544, never routed) and adds
- * `198.18.R.1` ... `198.18.R.N` as /32s to the loopback interface, where they are local and
- * reachable from this host only. That needs CAP_NET_ADMIN (root).
+ * `198.18.R.1` ... `198.18.R.N` as /32s to the loopback interface OF THE HARNESS'S NETWORK
+ * NAMESPACE this process runs in (netns.ts): never the host's, which claiming and releasing
+ * refuse to touch. They exist, and are reachable, only in there, and vanish with it.
  *
  * Claiming is atomic: `ip addr add` of an address that exists fails, so two control planes
- * starting at once (tap runs files in parallel) never share a /24. The addresses carry the
- * label `lo:crdm<pid>` (the owner's pid) so `ip addr show dev lo` says whose they are.
+ * of one namespace never share a /24. The addresses carry the label `lo:crdm<pid>` (the
+ * owner's pid) so `ip addr show dev lo` says whose they are.
  */
 import { execFile, spawnSync } from 'node:child_process'
+import { currentNetworkNamespace } from './netns.js'
 
 /** First two octets of every claimed address. */
 export const LOOPBACK_PREFIX = '198.18'
@@ -53,6 +55,7 @@ export async function loopbackIpv4Addresses(): Promise<string[]> {
  */
 export async function claimLoopbackAddresses(count: number): Promise<string[]> {
   if (!Number.isInteger(count) || count < 1 || count > 254) throw new Error(`cannot claim ${count} loopback addresses (1 to 254)`)
+  assertInNetworkNamespace('add addresses to')
   let existing: string[]
   try {
     existing = await loopbackIpv4Addresses()
@@ -82,7 +85,7 @@ export async function claimLoopbackAddresses(count: number): Promise<string[]> {
       }
       throw new Error(
         `\`ip addr add ${address}/32 dev lo\` failed: ${res.output}. Several API servers (apiservers > 1) need CAP_NET_ADMIN ` +
-          '(e.g. root) to add non-loopback addresses to the loopback interface: the API server refuses 127.0.0.0/8 in the ' +
+          '(e.g. root) to add non-loopback addresses to the loopback interface of their network namespace: the API server refuses 127.0.0.0/8 in the ' +
           'default/kubernetes EndpointSlice. Run as root, or start a single API server (apiservers: 1).',
       )
     }
@@ -92,14 +95,21 @@ export async function claimLoopbackAddresses(count: number): Promise<string[]> {
   throw new Error(`no free /24 in ${LOOPBACK_PREFIX}.0.0/16 on lo after ${ATTEMPTS} attempts (see \`ip -4 addr show dev lo\`)`)
 }
 
-/** Remove the addresses from `lo` (missing ones are fine). */
+/** Remove the addresses from the namespace's `lo` (missing ones are fine). */
 export async function releaseLoopbackAddresses(addresses: readonly string[]): Promise<void> {
+  if (addresses.length === 0) return
+  assertInNetworkNamespace('delete addresses from')
   await Promise.all(addresses.map((a) => ip(['addr', 'del', `${a}/32`, 'dev', 'lo'])))
 }
 
-/** Synchronous {@link releaseLoopbackAddresses}, for exit hooks. */
-export function releaseLoopbackAddressesSync(addresses: Iterable<string>): void {
-  for (const a of addresses) spawnSync('ip', ['addr', 'del', `${a}/32`, 'dev', 'lo'], { stdio: 'ignore', timeout: 5_000 })
+/** The one guard between these `ip addr` calls and the host's loopback interface. */
+function assertInNetworkNamespace(what: string): void {
+  if (currentNetworkNamespace() === undefined) {
+    throw new Error(
+      `refusing to ${what} the loopback interface outside a network namespace of the harness (the host's network ` +
+        'configuration is never changed): several API servers run in one, see runInNetworkNamespace() in dev/controlplane/netns.ts',
+    )
+  }
 }
 
 /** Whether this process may give a child its own UTS namespace (`unshare --uts`, CAP_SYS_ADMIN). */

@@ -1,19 +1,21 @@
 /**
  * Child-process plumbing for the local control plane: log files, pid files, graceful stop,
  * pause (SIGSTOP) and resume, and three layers against leaked etcd / kube-apiserver
- * processes (and the loopback addresses of a several-API-server control plane):
+ * processes (and the network namespaces of netns.ts, where several API servers run):
  *  1. a process 'exit' hook that SIGKILLs every live child, removes the temp dirs and
- *     deletes the loopback addresses
+ *     deletes the network namespaces
  *  2. SIGINT/SIGTERM/SIGHUP handlers doing the same, installed only when nobody else handles
  *     the signal (so we never swallow a signal that e.g. tap or a CLI wants to handle)
- *  3. a tiny detached `sh` guard per control plane that blocks reading a pipe from us and,
- *     when this process dies in any way (even SIGKILL), terminates the pids recorded in the
- *     run directory, deletes the addresses listed in `run/lo-addresses` and removes the temp dir.
+ *  3. a tiny detached `sh` guard per control plane (and per namespace) that blocks reading a
+ *     pipe from us and, when this process dies in any way (even SIGKILL), terminates the pids
+ *     recorded in the run directory, deletes the network namespace named in `run/netns` once
+ *     nothing runs in it any more (SIGKILL to what still does after 5 s) and removes the temp dir.
+ * The loopback addresses of several API servers need no cleanup of their own: they exist only
+ * in such a namespace and go with it.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { closeSync, openSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
 import type { Socket } from 'node:net'
-import { releaseLoopbackAddressesSync } from './loopback.js'
 
 export interface ProcessSpec {
   /** Short name used in messages ("etcd", "kube-apiserver"). */
@@ -34,15 +36,14 @@ export interface ExitInfo {
 
 const liveProcesses = new Set<ManagedProcess>()
 const ownedDirs = new Set<string>()
-const ownedAddresses = new Set<string>()
+const ownedNamespaces = new Set<string>()
 let hooksInstalled = false
 
 function cleanupSync(): void {
   for (const p of liveProcesses) p.killSync()
-  if (ownedAddresses.size > 0) {
-    releaseLoopbackAddressesSync(ownedAddresses)
-    ownedAddresses.clear()
-  }
+  // What still runs inside keeps a deleted namespace alive, nameless, until it exits.
+  for (const n of ownedNamespaces) spawnSync('ip', ['netns', 'del', n], { stdio: 'ignore', timeout: 5_000 })
+  ownedNamespaces.clear()
   for (const d of ownedDirs) {
     try {
       rmSync(d, { recursive: true, force: true })
@@ -79,14 +80,14 @@ export function releaseDirAtExit(dir: string): void {
   ownedDirs.delete(dir)
 }
 
-/** Delete these loopback addresses at process exit unless released with {@link releaseAddressesAtExit}. */
-export function removeAddressesAtExit(addresses: readonly string[]): void {
+/** `ip netns del` this namespace at process exit unless released with {@link releaseNetworkNamespaceAtExit}. */
+export function removeNetworkNamespaceAtExit(name: string): void {
   installExitHooks()
-  for (const a of addresses) ownedAddresses.add(a)
+  ownedNamespaces.add(name)
 }
 
-export function releaseAddressesAtExit(addresses: readonly string[]): void {
-  for (const a of addresses) ownedAddresses.delete(a)
+export function releaseNetworkNamespaceAtExit(name: string): void {
+  ownedNamespaces.delete(name)
 }
 
 export class ManagedProcess {
@@ -247,8 +248,13 @@ for sig in TERM KILL; do
   done
   [ "$sig" = TERM ] && sleep 3
 done
-if [ -f "$dir/run/lo-addresses" ]; then
-  while read -r a; do [ -n "$a" ] && ip addr del "$a/32" dev lo 2>/dev/null; done < "$dir/run/lo-addresses"
+if [ -f "$dir/run/netns" ]; then
+  ns=$(cat "$dir/run/netns")
+  # what runs in it (a control plane's processes, whose own guard needs ~3 s) ends first
+  i=0
+  while [ -n "$(ip netns pids "$ns" 2>/dev/null)" ] && [ "$i" -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+  for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+  ip netns del "$ns" 2>/dev/null
 fi
 rm -rf "$dir"
 `
@@ -260,8 +266,8 @@ export interface Guard {
 
 /**
  * Start the parent-death guard for `dir`: when this Node process dies (however), it
- * terminates the pids in `<dir>/run/*.pid`, deletes the loopback addresses listed in
- * `<dir>/run/lo-addresses` (one a line) and removes `dir`.
+ * terminates the pids in `<dir>/run/*.pid`, deletes the network namespace named in
+ * `<dir>/run/netns` (after what runs in it has ended, or been killed 5 s later) and removes `dir`.
  */
 export function startGuard(dir: string): Guard {
   const guard = spawn('sh', ['-c', GUARD_SCRIPT, 'crd-migrator-devenv-guard', dir], {

@@ -6,7 +6,9 @@
  * (`npx tap test/integration/x.test.ts`), getControlPlane() starts a private one and stops it
  * when the test file ends. Tests share the control plane, and tap runs files in parallel:
  * every test uses its own CRD group (uniqueGroup) and namespaces (uniqueName), and anything
- * that stops or restarts processes must use startPrivateControlPlane().
+ * that stops or restarts processes must use startPrivateControlPlane(). A file running in a
+ * network namespace of its own (helpers/network-namespace.ts) cannot reach the shared one and
+ * gets a private one too.
  */
 import { randomBytes } from 'node:crypto'
 import { ApiException, ApiextensionsV1Api, CustomObjectsApi, KubeConfig, type V1CustomResourceDefinition } from '@kubernetes/client-node'
@@ -18,6 +20,7 @@ import {
   type ControlPlane,
   type ControlPlaneOptions,
 } from '../../dev/controlplane/controlplane.js'
+import { currentNetworkNamespace } from '../../dev/controlplane/netns.js'
 
 export const CONTROLPLANE_ENV = 'CRD_MIGRATOR_TEST_CONTROLPLANE'
 
@@ -30,7 +33,8 @@ function refreshTapTimeout(): void {
  * A control plane owned by this test file: started now, stopped when the file's tests end.
  * Use it for tests that stop or restart etcd / kube-apiserver, or need special flags.
  * `{ apiservers: 3 }` starts three API servers on one etcd, each in the `default/kubernetes`
- * EndpointSlice (needs root: they listen on addresses added to `lo`; see ControlPlaneOptions).
+ * EndpointSlice (needs root, and the file to run in a network namespace of its own: import
+ * helpers/network-namespace.ts first; see ControlPlaneOptions).
  */
 export async function startPrivateControlPlane(opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
   // A cold binary build takes minutes; do not let tap's per-file timeout kill it.
@@ -47,7 +51,8 @@ let shared: Promise<ControlPlane> | undefined
 /** The run's shared control plane (or a private one when this file runs alone). */
 export function getControlPlane(): Promise<ControlPlane> {
   shared ??= (async () => {
-    const stateFile = process.env[CONTROLPLANE_ENV]
+    // The shared control plane is in the host's network namespace.
+    const stateFile = currentNetworkNamespace() ? undefined : process.env[CONTROLPLANE_ENV]
     if (stateFile) {
       const cp = await attachControlPlane(stateFile)
       t.teardown(() => cp.stop())

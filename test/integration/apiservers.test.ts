@@ -2,8 +2,11 @@
  * Three kube-apiservers on one etcd (each on its own address, all listed in the
  * default/kubernetes EndpointSlice). One is paused through a storage flip, with writes
  * queued to it: checking only the server the migrator talks to lets those writes land in
- * the old version after storedVersions says [v2]; asking every server does not.
+ * the old version after storedVersions says [v2]; asking every server does not. The file
+ * runs in a network namespace of its own (helpers/network-namespace.ts), with the servers,
+ * their addresses, the webhook and the migrator under test.
  */
+import '../helpers/network-namespace.js'
 import PQueue from 'p-queue'
 import { pino } from 'pino'
 import t from 'tap'
