@@ -5,7 +5,7 @@
 #
 # Usage: scripts/build-controlplane.sh            (prints the bin directory on stdout)
 # Env:   CRD_MIGRATOR_KUBE_VERSION picks the Kubernetes release (default the newest we test,
-#        v1.37.2; v1.35.4 is the oldest the README claims); ETCD_VERSION overrides its etcd;
+#        v1.37.2; v1.30.14 is the oldest the README claims and tests); ETCD_VERSION overrides its etcd;
 #        CRD_MIGRATOR_CACHE the cache root. (KUBE_VERSION is still read, for old callers.)
 set -euo pipefail
 
@@ -15,6 +15,7 @@ case "$KUBE_VERSION" in
   v1.37.*) default_etcd=v3.7.0 ;;
   v1.36.*) default_etcd=v3.6.8 ;;
   v1.35.*) default_etcd=v3.6.5 ;;
+  v1.30.*) default_etcd=v3.5.10 ;;
   *) default_etcd="" ;;
 esac
 ETCD_VERSION="${ETCD_VERSION:-$default_etcd}"

@@ -63,20 +63,28 @@ function binariesIn(binDir: string): ControlPlaneBinaries {
   return { ...b, kubeControllerManager: executable(kcm) ? kcm : undefined, kubeMinor: minor === undefined ? undefined : Number(minor) }
 }
 
-let pending: Promise<ControlPlaneBinaries> | undefined
+/** Per version asked for (the environment the build script reads), so one process can run several. */
+const pending = new Map<string, Promise<ControlPlaneBinaries>>()
 
 /**
  * Paths of kube-apiserver, etcd and etcdctl. `CRD_MIGRATOR_BIN_DIR` points at prebuilt
  * binaries and skips the build; otherwise scripts/build-controlplane.sh builds them once (it
  * takes a lock, so concurrent callers wait for one build) and prints the cache directory. Its
- * progress goes to our stderr. Memoized per process.
+ * progress goes to our stderr. Memoized per process and version (CRD_MIGRATOR_KUBE_VERSION,
+ * ETCD_VERSION).
  */
 export function ensureBinaries(): Promise<ControlPlaneBinaries> {
-  pending ??= resolveBinaries().catch((err: unknown) => {
-    pending = undefined
-    throw err
-  })
-  return pending
+  const env = process.env
+  const key = [env['CRD_MIGRATOR_BIN_DIR'], env['CRD_MIGRATOR_KUBE_VERSION'] ?? env['KUBE_VERSION'], env['ETCD_VERSION']].join('|')
+  let binaries = pending.get(key)
+  if (!binaries) {
+    binaries = resolveBinaries().catch((err: unknown) => {
+      pending.delete(key)
+      throw err
+    })
+    pending.set(key, binaries)
+  }
+  return binaries
 }
 
 async function resolveBinaries(): Promise<ControlPlaneBinaries> {

@@ -474,13 +474,14 @@ function controllerManagerFlags(
     'use-service-account-credentials': 'true',
     'leader-elect': 'false',
   }
-  // GA and on by default from 1.37; beta (off) before.
+  // GA and on by default from 1.37; beta (off) in 1.35-1.36, alpha (v1alpha1) before.
   if (kubeMinor !== undefined && kubeMinor < 37) {
     flags['feature-gates'] = 'StorageVersionMigrator=true'
+    const api = kubeMinor < 35 ? 'storagemigration.k8s.io/v1alpha1' : 'storagemigration.k8s.io/v1beta1'
     return {
       flags,
       env: { ...process.env, KUBE_FEATURE_InformerResourceVersion: 'true', KUBE_FEATURE_InOrderInformers: 'true' },
-      apiserverFlags: { 'feature-gates': 'StorageVersionMigrator=true', 'runtime-config': 'storagemigration.k8s.io/v1beta1=true' },
+      apiserverFlags: { 'feature-gates': 'StorageVersionMigrator=true', 'runtime-config': `${api}=true` },
     }
   }
   return { flags, env: process.env, apiserverFlags: {} }

@@ -37,6 +37,7 @@ import {
   type TestWebhook,
   serverSideApply as apply,
 } from '../helpers/cluster.js'
+import { ensureBinaries } from '../../dev/controlplane/controlplane.js'
 import { startPrivateControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
 
 const logger = pino({ level: 'silent' })
@@ -55,12 +56,14 @@ let shared: Promise<Setup | { skip: string }> | undefined
 /** One control plane with kube-controller-manager for the whole file. */
 function setupOnce() {
   shared ??= (async () => {
+    // Asked of the binaries before anything starts: the built-in migrator's API differs by
+    // version (v1alpha1 before 1.35), and an older control plane is not worth starting.
+    const { kubeMinor } = await ensureBinaries()
+    if (kubeMinor !== undefined && kubeMinor < 37) {
+      return { skip: `kube-controller-manager 1.${kubeMinor} writes no StorageMigrating condition (it arrived in 1.37)` }
+    }
     const cp = await startPrivateControlPlane({ controllerManager: true })
     const http = httpFor(cp.kubeconfigPath)
-    const version = (await cp.apiRequest('/version')).json as { minor: string; gitVersion: string }
-    if (Number.parseInt(version.minor, 10) < 37) {
-      return { skip: `kube-controller-manager ${version.gitVersion} writes no StorageMigrating condition (it arrived in 1.37)` }
-    }
     const webhook = await startTestWebhook(cp, 'builtin', { migratorUsers: ['migrator'] })
     const api = await builtinMigrationApi(http)
     if (!api) throw new Error('this kube-apiserver serves no storagemigration.k8s.io')

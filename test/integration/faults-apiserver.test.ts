@@ -36,18 +36,20 @@ import {
   setStorageVersion,
   sleep,
 } from '../helpers/cluster.js'
+import { ensureBinaries } from '../../dev/controlplane/controlplane.js'
 import { kubeConfigFromFile, startPrivateControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
 import { capturingLogger, compactEtcd, countVersions, etcdVersionsByKey, migratorIdentity } from '../helpers/faults.js'
 
 const DEFAULT_MAX_ATTEMPTS = ConfigSchema.parse({}).migrator.maxAttempts
 
+const { kubeMinor } = await ensureBinaries()
 const cp = await startPrivateControlPlane({
   extraApiserverFlags: {
     // Paginated lists are otherwise continued from the watch cache's snapshots (beta and
     // on in 1.34+), which outlive an etcd compaction; off, continue pages come from etcd
     // and an old token is answered 410 Gone, as on older API servers or once a snapshot
-    // has expired.
-    'feature-gates': 'ListFromCacheSnapshot=false',
+    // has expired. Older servers do not know the gate (and do that anyway).
+    ...(kubeMinor === undefined || kubeMinor >= 34 ? { 'feature-gates': 'ListFromCacheSnapshot=false' } : {}),
     // Tiny in-flight limits (APF replaces them when on). system:masters is exempt.
     'enable-priority-and-fairness': 'false',
     'max-requests-inflight': '2',
