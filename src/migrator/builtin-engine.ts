@@ -120,11 +120,11 @@ export async function runBuiltinStoragePhase(
           `the built-in StorageVersionMigration ${migrationName} failed: ${message ?? 'no message'}`,
         )
       }
-      if (phase === 'Pending' && Date.now() - createdAt > (settings.builtinStartTimeoutMs ?? 120_000)) {
+      if (phase === 'Pending' && Date.now() - createdAt > settings.builtinStartTimeoutMs) {
         throw new CrdMigratorError(
           'CRDM_BUILTIN_UNAVAILABLE',
           `kube-controller-manager did not start the built-in StorageVersionMigration ${migrationName} within ` +
-            `${Math.round((settings.builtinStartTimeoutMs ?? 120_000) / 1000)}s: is its storage-version-migrator-controller running?`,
+            `${Math.round(settings.builtinStartTimeoutMs / 1000)}s: is its storage-version-migrator-controller running?`,
         )
       }
       if (message !== lastMessage && message !== undefined) {

@@ -23,20 +23,20 @@ export interface MigrationSettings {
   rewriteServedManagedFields: boolean
   /** How long an owner may go without a heartbeat before its freeze is taken over. */
   takeoverAfterMs: number
-  /** How long the new storage version must be visible in discovery before objects are rewritten (default 2 s). */
+  /** How long the new storage version must be visible in discovery before objects are rewritten (default STORAGE_SETTLE_MS). */
   storageSettleMs?: number
-  /** Give up waiting for the API server to switch storage after this long (default 60 s). */
-  storageSettleTimeoutMs?: number
+  /** Give up waiting for the API servers to switch storage after this long (migrator.storageSwitchTimeoutSeconds). */
+  storageSettleTimeoutMs: number
   /** Where copies of custom resources are stashed (phase StashedObjectMigration); only rules of the CRD's group apply. */
   stashes?: readonly StashRule[]
   /** The API servers to ask one by one (URLs) instead of the default/kubernetes EndpointSlices'. */
   apiServerEndpoints?: readonly string[]
-  /** A run fails when the CRD's conversion webhook stays down this long (default 5 min). */
-  conversionOutageLimitMs?: number
+  /** A run fails when the CRD's conversion webhook stays down this long (migrator.conversionOutageLimitSeconds). */
+  conversionOutageLimitMs: number
   /** Who rewrites the objects: our writer (default) or a built-in StorageVersionMigration. */
   engine?: 'own' | 'builtin'
-  /** engine builtin: fail when kube-controller-manager has not started the migration within this long (default 120 s). */
-  builtinStartTimeoutMs?: number
+  /** engine builtin: fail when kube-controller-manager has not started the migration within this long (migrator.builtinStartTimeoutSeconds). */
+  builtinStartTimeoutMs: number
 }
 
 export interface MigrationContext {

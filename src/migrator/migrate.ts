@@ -22,7 +22,7 @@ import { requestRetry, withRetry } from './retry.js'
 import { scanManagedFields } from './scan.js'
 import type { WalkResult } from './walker.js'
 import { StateWriter } from './state-writer.js'
-import { waitForStorageEverywhere, type StorageSwitchReport } from './storage-switch.js'
+import { STORAGE_SETTLE_MS, waitForStorageEverywhere, type StorageSwitchReport } from './storage-switch.js'
 import { rulesForGroup, type StashRule } from './stashes/rules.js'
 import { runStashPhase, type StashResult } from './stashes/stash-phase.js'
 import { narrowStoredVersions } from './stored-versions.js'
@@ -319,8 +319,8 @@ async function storageSwitched(
     { group: crd.spec.group, plural: crd.spec.names.plural, kind: crd.spec.names.kind },
     storageVersion,
     {
-      timeoutMs: settings.storageSettleTimeoutMs ?? 60_000,
-      settleMs: settings.storageSettleMs ?? 2_000,
+      timeoutMs: settings.storageSettleTimeoutMs,
+      settleMs: settings.storageSettleMs ?? STORAGE_SETTLE_MS,
       signal: ctx.signal,
       endpoints: settings.apiServerEndpoints,
       logger: ctx.logger.child({ crd: crd.metadata.name }),
@@ -343,7 +343,7 @@ function conversionGate(
   const log = ctx.logger.child({ crd: name, webhook })
   return new ConversionGate({
     webhook,
-    outageLimitMs: settings.conversionOutageLimitMs ?? 300_000,
+    outageLimitMs: settings.conversionOutageLimitMs,
     onOutage: (failure) => {
       log.warn({ detail: failure.detail }, 'conversion webhook does not answer; every request paused until it does')
       ctx.metrics?.conversionOutages.inc({ crd: name })

@@ -27,6 +27,13 @@ export interface StorageSwitchReport {
   fallbackReason?: string
 }
 
+/**
+ * How long every API server must have agreed on the new storage version before objects are
+ * rewritten: the watch caches and storage of a server that just switched settle for a
+ * moment (not a setting; tests pass their own).
+ */
+export const STORAGE_SETTLE_MS = 2_000
+
 export interface StorageSwitchOptions {
   timeoutMs: number
   settleMs: number

@@ -18,8 +18,9 @@ import { waitForStorageVersion } from '../../src/kube/discovery.js'
 import { ContentType, KubeHttp } from '../../src/kube/http.js'
 import { CRD_API, crdPath, objectPath, type ResourceRef } from '../../src/kube/paths.js'
 import type { CustomResourceDefinition, ManagedFieldsEntry } from '../../src/kube/types.js'
+import { ConfigSchema } from '../../src/config/schema.js'
 import type { MigrationSettings } from '../../src/migrator/migrate.js'
-import { ALL_PHASES } from '../../src/migrator/plan.js'
+import { settingsFor } from '../../src/migrator/settings.js'
 import { startWebhookServer, type RunningWebhookServer } from '../../src/webhook/server.js'
 
 export const TEST_SCOPE_LABEL = 'crd-migrator-test/webhook'
@@ -32,18 +33,17 @@ export function httpFor(kubeconfigPath: string): KubeHttp {
   return http
 }
 
+/**
+ * A migration's settings as the product's defaults make them (the config schema, through
+ * settingsFor), with what the tests change on purpose: fewer writes in flight and attempts
+ * (a shared, 2-core control plane), progress and the storage settle more often.
+ */
 export function defaultSettings(overrides: Partial<MigrationSettings> = {}): MigrationSettings {
   return {
-    migratingAnnotation: DEFAULT_MIGRATING_ANNOTATION,
-    phases: ALL_PHASES,
-    useStatusSubresource: false,
+    ...settingsFor(ConfigSchema.parse({}), ''),
     concurrency: 16,
-    qps: 0,
-    pageSize: 500,
     maxAttempts: 5,
     progressIntervalMs: 500,
-    rewriteServedManagedFields: false,
-    takeoverAfterMs: 30_000,
     storageSettleMs: 1000,
     ...overrides,
   }
