@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
 import { isConflict, isNotFound, type KubeHttp } from '../kube/http.js'
+import { collectionPath, objectPath, type ResourceRef } from '../kube/paths.js'
 
 export interface LeaderElectionOptions {
   namespace: string
@@ -22,6 +23,8 @@ interface Lease {
   }
 }
 
+const LEASES: ResourceRef = { group: 'coordination.k8s.io', version: 'v1', plural: 'leases', kind: 'Lease', namespaced: true }
+
 /** MicroTime as the API server wants it: RFC 3339 with microseconds. */
 const microTime = (d = new Date()) => d.toISOString().replace('Z', '000Z')
 
@@ -41,7 +44,7 @@ export class LeaderElector {
   ) {}
 
   private get path(): string {
-    return `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(this.options.namespace)}/leases/${encodeURIComponent(this.options.name)}`
+    return objectPath(LEASES, this.options.namespace, this.options.name)
   }
 
   /**
@@ -110,7 +113,7 @@ export class LeaderElector {
       try {
         await this.http.request({
           method: 'POST',
-          path: this.path.slice(0, this.path.lastIndexOf('/')),
+          path: collectionPath(LEASES, this.options.namespace),
           body: {
             apiVersion: 'coordination.k8s.io/v1',
             kind: 'Lease',

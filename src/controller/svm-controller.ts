@@ -11,7 +11,7 @@ import type { Config } from '../config/schema.js'
 import { errorCode, errorMessage } from '../errors.js'
 import type { EventRecorder } from '../kube/events.js'
 import { ContentType, isNotFound, type KubeHttp } from '../kube/http.js'
-import type { ResourceRef } from '../kube/paths.js'
+import { objectPath, type ResourceRef } from '../kube/paths.js'
 import { describeResourceName, resolveResource } from '../kube/resources.js'
 import { listAndWatch } from '../kube/watch.js'
 import type { CheckpointSeal } from '../migrator/checkpoint-seal.js'
@@ -27,6 +27,7 @@ import {
   conditionForResult,
   isFinished,
   SVM_API,
+  SVM_RESOURCE,
   targetOf,
   type StorageVersionMigration,
   type SvmCondition,
@@ -163,7 +164,8 @@ export class StorageVersionMigrationController {
 
   private async get(name: string): Promise<StorageVersionMigration | undefined> {
     try {
-      return (await this.deps.http.request<StorageVersionMigration>({ method: 'GET', path: `${SVM_API}/${encodeURIComponent(name)}` })).body
+      return (await this.deps.http.request<StorageVersionMigration>({ method: 'GET', path: objectPath(SVM_RESOURCE, undefined, name) }))
+        .body
     } catch (err) {
       if (isNotFound(err)) return undefined
       throw err
@@ -175,7 +177,7 @@ export class StorageVersionMigrationController {
     try {
       await this.deps.http.request({
         method: 'PATCH',
-        path: `${SVM_API}/${encodeURIComponent(svm.metadata.name)}/status`,
+        path: objectPath(SVM_RESOURCE, undefined, svm.metadata.name, 'status'),
         contentType: ContentType.mergePatch,
         body: { metadata: { uid: svm.metadata.uid }, status: { conditions: [next] } },
       })

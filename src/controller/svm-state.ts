@@ -5,11 +5,19 @@
  * message), as pure functions.
  */
 import type { MigrationResult } from '../migrator/context.js'
+import { collectionPath, type ResourceRef } from '../kube/paths.js'
 import type { ResourceName } from '../kube/resources.js'
 
 export const SVM_GROUP = 'migration.k8s.io'
 export const SVM_VERSION = 'v1alpha1'
-export const SVM_API = `/apis/${SVM_GROUP}/${SVM_VERSION}/storageversionmigrations`
+export const SVM_RESOURCE: ResourceRef = {
+  group: SVM_GROUP,
+  version: SVM_VERSION,
+  plural: 'storageversionmigrations',
+  kind: 'StorageVersionMigration',
+  namespaced: false,
+}
+export const SVM_API = collectionPath(SVM_RESOURCE)
 
 export type SvmConditionType = 'Running' | 'Succeeded' | 'Failed'
 

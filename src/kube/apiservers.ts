@@ -5,6 +5,7 @@
  */
 import { isIP } from 'node:net'
 import type { KubeHttp } from './http.js'
+import { collectionPath } from './paths.js'
 
 interface EndpointSlice {
   addressType?: string
@@ -12,7 +13,7 @@ interface EndpointSlice {
   ports?: Array<{ name?: string; port?: number }>
 }
 
-export const APISERVER_SLICES = '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices'
+export const APISERVER_SLICES = collectionPath({ group: 'discovery.k8s.io', version: 'v1', plural: 'endpointslices' }, 'default')
 
 /** `https://<address>:<port>` of every ready endpoint of the slices, deduplicated, in order. */
 export function endpointsFromSlices(slices: readonly EndpointSlice[]): URL[] {

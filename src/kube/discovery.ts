@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { KubeHttp } from './http.js'
+import { groupVersionPath } from './paths.js'
 import { CrdMigratorError } from '../errors.js'
 
 /** The API server's storage version hash of a group/version/kind (k8s.io/apiserver discovery). */
@@ -18,9 +19,7 @@ export async function servedStorageVersionHash(
   version: string,
   plural: string,
 ): Promise<string | undefined> {
-  const list = (
-    await http.request<APIResourceList>({ method: 'GET', path: `/apis/${encodeURIComponent(group)}/${encodeURIComponent(version)}` })
-  ).body
+  const list = (await http.request<APIResourceList>({ method: 'GET', path: groupVersionPath({ group, version }) })).body
   return list.resources?.find((r) => r.name === plural)?.storageVersionHash
 }
 

@@ -1,5 +1,6 @@
 import os from 'node:os'
 import { ContentType, type KubeHttp } from './http.js'
+import { collectionPath, objectPath, type ResourceRef } from './paths.js'
 import type { CustomResourceDefinition } from './types.js'
 
 export type EventType = 'Normal' | 'Warning'
@@ -21,7 +22,9 @@ const ACTIONS: Record<string, string> = {
 /** The same Event again within this long becomes a series (count, lastObservedTime), not a new object. */
 const SERIES_WINDOW_MS = 30 * 60_000
 
-export const EVENTS_API = '/apis/events.k8s.io/v1/namespaces/default/events'
+const EVENTS: ResourceRef = { group: 'events.k8s.io', version: 'v1', plural: 'events', kind: 'Event', namespaced: true }
+
+export const EVENTS_API = collectionPath(EVENTS, 'default')
 
 /**
  * events.k8s.io/v1 Events about CRDs, with `action`, and a series instead of a new object
@@ -49,7 +52,7 @@ export class KubeEventRecorder implements EventRecorder {
         earlier.count++
         await this.http.request({
           method: 'PATCH',
-          path: `${EVENTS_API}/${encodeURIComponent(earlier.name)}`,
+          path: objectPath(EVENTS, 'default', earlier.name),
           contentType: ContentType.mergePatch,
           body: { series: { count: earlier.count, lastObservedTime: microTime(now) } },
         })

@@ -27,19 +27,26 @@ export function resourceRef(crd: CustomResourceDefinition, version: string): Res
   }
 }
 
+/** `/apis/<group>`: a group's discovery document (its versions, the preferred one). */
+export function groupPath(group: string): string {
+  return `/apis/${enc(group)}`
+}
+
 /** `/apis/<group>/<version>`, or `/api/<version>` for the core group (''). */
 export function groupVersionPath(ref: Pick<ResourceRef, 'group' | 'version'>): string {
   return ref.group === '' ? `/api/${enc(ref.version)}` : `/apis/${enc(ref.group)}/${enc(ref.version)}`
 }
 
-/** The all-namespaces collection path. */
-export function collectionPath(ref: ResourceRef): string {
-  return `${groupVersionPath(ref)}/${enc(ref.plural)}`
+/** The collection path: of all namespaces, or of `namespace` when one is given. */
+export function collectionPath(ref: Pick<ResourceRef, 'group' | 'version' | 'plural'>, namespace?: string): string {
+  const ns = namespace === undefined ? '' : `/namespaces/${enc(namespace)}`
+  return `${groupVersionPath(ref)}${ns}/${enc(ref.plural)}`
 }
 
+/** One object's path; `namespace` counts for a namespaced resource only. */
 export function objectPath(ref: ResourceRef, namespace: string | undefined, name: string, subresource?: 'status'): string {
-  const ns = ref.namespaced ? `/namespaces/${enc(namespace ?? '')}` : ''
-  return `${groupVersionPath(ref)}${ns}/${enc(ref.plural)}/${enc(name)}${subresource ? `/${subresource}` : ''}`
+  const collection = collectionPath(ref, ref.namespaced ? (namespace ?? '') : undefined)
+  return `${collection}/${enc(name)}${subresource ? `/${subresource}` : ''}`
 }
 
 /** The order in which the API server lists objects (etcd key order), as a comparable key. */

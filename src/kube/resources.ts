@@ -5,7 +5,7 @@
  */
 import { CrdMigratorError } from '../errors.js'
 import { isNotFound, type KubeHttp } from './http.js'
-import { groupVersionPath, type ResourceRef } from './paths.js'
+import { groupPath, groupVersionPath, type ResourceRef } from './paths.js'
 
 export interface ResourceName {
   group: string
@@ -52,9 +52,7 @@ export async function resolveResource(http: KubeHttp, name: ResourceName): Promi
 async function preferredVersion(http: KubeHttp, group: string): Promise<string> {
   if (group === '') return 'v1'
   try {
-    const g = (
-      await http.request<{ preferredVersion?: { version?: string } }>({ method: 'GET', path: `/apis/${encodeURIComponent(group)}` })
-    ).body
+    const g = (await http.request<{ preferredVersion?: { version?: string } }>({ method: 'GET', path: groupPath(group) })).body
     if (g.preferredVersion?.version) return g.preferredVersion.version
   } catch (err) {
     if (!isNotFound(err)) throw err

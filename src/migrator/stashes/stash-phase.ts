@@ -20,7 +20,7 @@ import { isDeepStrictEqual } from 'node:util'
 import { CrdMigratorError, describeError } from '../../errors.js'
 import { convertObjects } from '../../kube/conversion-review.js'
 import { ContentType, isConflict, isNotFound, isUnprocessable, type KubeHttp } from '../../kube/http.js'
-import { apiVersionOf, collectionPath, groupVersionPath, listOrderKey, objectPath, type ResourceRef } from '../../kube/paths.js'
+import { apiVersionOf, collectionPath, listOrderKey, objectPath, type ResourceRef } from '../../kube/paths.js'
 import { resolveResource } from '../../kube/resources.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
 import type { MigrationContext, MigrationSettings } from '../context.js'
@@ -151,7 +151,7 @@ export async function runStashPhase(
 
 /** Creates the replacement, or finds it made by an earlier run, with the same content. */
 async function ensureStash(http: KubeHttp, source: ResourceRef, body: StashObject, rule: StashRule, retry: RetryOptions): Promise<void> {
-  const collection = objectPath(source, body.metadata.namespace, body.metadata.name).replace(/\/[^/]+$/, '')
+  const collection = collectionPath(source, source.namespaced ? body.metadata.namespace : undefined)
   try {
     await withRetry(
       () => http.request({ method: 'POST', path: collection, body: { apiVersion: apiVersionOf(source), kind: source.kind, ...body } }),
@@ -196,9 +196,7 @@ async function* listObjects<T>(
   namespaces: readonly string[],
   retry: RetryOptions,
 ): AsyncGenerator<T> {
-  const paths = namespaces.length
-    ? namespaces.map((ns) => `${groupVersionPath(ref)}/namespaces/${encodeURIComponent(ns)}/${encodeURIComponent(ref.plural)}`)
-    : [collectionPath(ref)]
+  const paths = namespaces.length ? namespaces.map((ns) => collectionPath(ref, ns)) : [collectionPath(ref)]
   for (const path of paths) {
     let token: string | undefined
     do {
