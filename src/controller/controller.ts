@@ -4,7 +4,8 @@ import type { Config } from '../config/schema.js'
 import { getCrd } from '../kube/crds.js'
 import type { EventRecorder } from '../kube/events.js'
 import { isNotFound, type KubeHttp } from '../kube/http.js'
-import { listAndWatch, listPages } from '../kube/watch.js'
+import { listPages } from '../kube/list-pages.js'
+import { listAndWatch } from '../kube/watch.js'
 import { CRD_API } from '../kube/paths.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import type { CheckpointSeal } from '../migrator/checkpoint-seal.js'
@@ -171,14 +172,12 @@ export class MigrationController {
       if (signal.aborted) return
       try {
         for (const filter of this.selection.watchFilters()) {
-          await listPages<CustomResourceDefinition>(
-            this.deps.http,
-            CRD_API,
-            (crds) => {
-              for (const crd of crds) if (this.selects(crd)) this.queue.add(crd.metadata.name)
-            },
-            { ...filter, pageSize: CRD_PAGE_SIZE, signal },
-          )
+          const pages = listPages<CustomResourceDefinition>(this.deps.http, CRD_API, {
+            query: { labelSelector: filter.labelSelector, fieldSelector: filter.fieldSelector },
+            pageSize: CRD_PAGE_SIZE,
+            signal,
+          })
+          for await (const page of pages) for (const crd of page.items) if (this.selects(crd)) this.queue.add(crd.metadata.name)
         }
       } catch (err) {
         if (signal.aborted) return

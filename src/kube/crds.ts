@@ -1,4 +1,5 @@
 import { ContentType, type KubeHttp } from './http.js'
+import { listPages } from './list-pages.js'
 import { crdPath, CRD_API } from './paths.js'
 import type { CustomResourceDefinition } from './types.js'
 
@@ -8,18 +9,8 @@ export async function getCrd(http: KubeHttp, name: string): Promise<CustomResour
 
 export async function listCrds(http: KubeHttp, labelSelector?: string): Promise<CustomResourceDefinition[]> {
   const items: CustomResourceDefinition[] = []
-  let token: string | undefined
-  do {
-    const page = (
-      await http.request<{ items: CustomResourceDefinition[]; metadata: { continue?: string } }>({
-        method: 'GET',
-        path: CRD_API,
-        query: { limit: 250, continue: token, labelSelector },
-      })
-    ).body
+  for await (const page of listPages<CustomResourceDefinition>(http, CRD_API, { pageSize: 250, query: { labelSelector } }))
     items.push(...page.items)
-    token = page.metadata.continue || undefined
-  } while (token)
   return items
 }
 

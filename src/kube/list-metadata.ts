@@ -1,6 +1,7 @@
 import { Accept, isGone, type KubeHttp } from './http.js'
 import { collectionPath, CRD_API, listOrderKey, type ResourceRef } from './paths.js'
-import type { PartialObjectMetadata, PartialObjectMetadataList } from './types.js'
+import { followPages, pageRequest, type ListPage, type PageRequest } from './list-pages.js'
+import type { PartialObjectMetadata } from './types.js'
 import { continueAfter, continueFrom, findUnreadableKey, unreadableKeys, type Probe } from './unreadable.js'
 
 /** An object the API server could not list (see unreadable.ts), by its list-order key. */
@@ -60,27 +61,24 @@ export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: L
   // The list's snapshot and what it said remains after lastKey: to continue past an unreadable object.
   let snapshot: string | undefined
   let remainingAfterLast: number | undefined
-  const requestPage = async (version: string, query: { limit: number; continue: string | undefined }) =>
-    (
-      await http.request<PartialObjectMetadataList>({
-        method: 'GET',
-        path: collectionPath({ ...ref, version }),
-        query,
-        accept: Accept.partialObjectMetadataList,
-        signal: options.signal,
-      })
-    ).body
+  const throughVersion = (version: string) =>
+    pageRequest<PartialObjectMetadata>(http, collectionPath({ ...ref, version }), {
+      accept: Accept.partialObjectMetadataList,
+      signal: options.signal,
+    })
+  const storage = throughVersion(ref.version)
+  const alternates = (options.alternateVersions ?? []).map(throughVersion)
   // Through the storage version, else through each alternate the error allows.
-  const anyVersion = (query: { limit: number; continue: string | undefined }) =>
+  const anyVersion: PageRequest<PartialObjectMetadata> = (query) =>
     fetchPage(async () => {
       try {
-        return await requestPage(ref.version, query)
+        return await storage(query)
       } catch (err) {
         const alternate = options.listThroughAlternate
         if (!alternate?.(err)) throw err
-        for (const version of options.alternateVersions ?? []) {
+        for (const request of alternates) {
           try {
-            return await requestPage(version, query)
+            return await request(query)
           } catch (other) {
             if (!alternate(other)) throw other
           }
@@ -89,45 +87,51 @@ export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: L
       }
     })
   for (;;) {
-    options.signal?.throwIfAborted()
-    let list: PartialObjectMetadataList
-    try {
-      list = await anyVersion({ limit, continue: continueToken })
-    } catch (err) {
-      if (isGone(err) && continueToken !== undefined) {
-        options.onRestart?.(lastKey)
-        continueToken = undefined
-        restarted = true
-        continue
+    // The list from continueToken on, `limit` objects a page, until it ends or a page fails;
+    // a failed page starts it again (from the start, narrower, or after an unreadable object).
+    const pages = followPages(anyVersion, { pageSize: () => limit, continue: continueToken, signal: options.signal })
+    for (;;) {
+      let next: IteratorResult<ListPage<PartialObjectMetadata>>
+      try {
+        next = await pages.next()
+      } catch (err) {
+        if (isGone(err) && continueToken !== undefined) {
+          options.onRestart?.(lastKey)
+          continueToken = undefined
+          restarted = true
+          break
+        }
+        if (!options.unreadable?.(err)) throw err
+        // Narrow the page down to its first object; that one is then the unreadable one.
+        if (limit > 1) {
+          limit = Math.ceil(limit / 2)
+          break
+        }
+        snapshot ??= await currentResourceVersion(http, options)
+        const skipped = await unreadableAfter(lastKey, err, snapshot, restarted ? undefined : remainingAfterLast)
+        lastKey = skipped.key
+        remainingAfterLast = skipped.remaining
+        continueToken = continueAfter(skipped.key, snapshot)
+        if (!(restarted && lastKey !== undefined && skipped.key <= lastKey))
+          yield { items: [], remainingItemCount: undefined, unreadable: [{ key: skipped.key, error: err }] }
+        break
       }
-      if (!options.unreadable?.(err)) throw err
-      // Narrow the page down to its first object; that one is then the unreadable one.
-      if (limit > 1) {
-        limit = Math.ceil(limit / 2)
-        continue
+      if (next.done) return
+      const list = next.value
+      limit = Math.min(options.pageSize, limit * 2)
+      snapshot = list.metadata.resourceVersion || snapshot
+      let items = list.items
+      if (restarted && lastKey !== undefined) {
+        const after = lastKey
+        items = items.filter((i) => listOrderKey(i.metadata.namespace, i.metadata.name) > after)
       }
-      snapshot ??= await currentResourceVersion(http, options)
-      const skipped = await unreadableAfter(lastKey, err, snapshot, restarted ? undefined : remainingAfterLast)
-      lastKey = skipped.key
-      remainingAfterLast = skipped.remaining
-      continueToken = continueAfter(skipped.key, snapshot)
-      if (!(restarted && lastKey !== undefined && skipped.key <= lastKey))
-        yield { items: [], remainingItemCount: undefined, unreadable: [{ key: skipped.key, error: err }] }
-      continue
+      const tail = items[items.length - 1]
+      if (tail) lastKey = listOrderKey(tail.metadata.namespace, tail.metadata.name)
+      continueToken = list.metadata.continue || undefined
+      remainingAfterLast = continueToken ? list.metadata.remainingItemCount : 0
+      yield { items, remainingItemCount: restarted ? undefined : list.metadata.remainingItemCount }
+      if (!continueToken) return
     }
-    limit = Math.min(options.pageSize, limit * 2)
-    snapshot = list.metadata?.resourceVersion || snapshot
-    let items = list.items ?? []
-    if (restarted && lastKey !== undefined) {
-      const after = lastKey
-      items = items.filter((i) => listOrderKey(i.metadata.namespace, i.metadata.name) > after)
-    }
-    const tail = items[items.length - 1]
-    if (tail) lastKey = listOrderKey(tail.metadata.namespace, tail.metadata.name)
-    continueToken = list.metadata?.continue || undefined
-    remainingAfterLast = continueToken ? list.metadata?.remainingItemCount : 0
-    yield { items, remainingItemCount: restarted ? undefined : list.metadata?.remainingItemCount }
-    if (!continueToken) return
   }
 
   /**
@@ -151,8 +155,8 @@ export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: L
     const probe = async (start: string): Promise<Probe> => {
       try {
         const page = await anyVersion({ limit: 1, continue: continueFrom(start, rv) })
-        const found = page.items?.length ?? 0
-        remainingFromProbe = found + (page.metadata?.continue ? (page.metadata.remainingItemCount ?? Number.NaN) : 0)
+        const found = page.items.length
+        remainingFromProbe = found + (page.metadata.continue ? (page.metadata.remainingItemCount ?? Number.NaN) : 0)
         return found ? 'readable' : 'end'
       } catch (probeErr) {
         if (options.unreadable?.(probeErr)) return 'unreadable'
@@ -168,13 +172,7 @@ export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: L
 /** The API server's current resourceVersion (etcd's revision), read from a list of one CRD. */
 async function currentResourceVersion(http: KubeHttp, options: ListMetadataOptions): Promise<string> {
   const fetchPage = options.fetchPage ?? (<T>(f: () => Promise<T>) => f())
-  const list = await fetchPage(() =>
-    http.request<PartialObjectMetadataList>({
-      method: 'GET',
-      path: CRD_API,
-      query: { limit: 1 },
-      accept: Accept.partialObjectMetadataList,
-    }),
-  )
-  return list.body.metadata.resourceVersion ?? '0'
+  const crds = pageRequest<PartialObjectMetadata>(http, CRD_API, { accept: Accept.partialObjectMetadataList })
+  const list = await fetchPage(() => crds({ limit: 1, continue: undefined }))
+  return list.metadata.resourceVersion ?? '0'
 }

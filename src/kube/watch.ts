@@ -7,6 +7,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import { isGone, type KubeHttp } from './http.js'
+import { listPages } from './list-pages.js'
 
 export interface Watched {
   metadata: { name: string; resourceVersion?: string }
@@ -32,36 +33,26 @@ export interface ListWatchOptions extends ListWatchFilter {
 export const DEFAULT_LIST_PAGE_SIZE = 500
 
 /**
- * Every object of `path` the filter matches, a page at a time; returns the list's
- * resourceVersion (every page of one list has the first page's). A continue token that
- * expired (410) is thrown: the caller lists again from the start.
+ * Hands every object of `path` the filter matches to `onObject`, a page at a time; returns
+ * the list's resourceVersion. A continue token that expired (410) is thrown: the caller
+ * lists again from the start.
  */
-export async function listPages<T extends Watched>(
+async function listEach<T extends Watched>(
   http: KubeHttp,
   path: string,
-  onPage: (items: T[]) => void,
+  onObject: (object: T) => void,
   options: ListWatchOptions & { signal?: AbortSignal | undefined } = {},
-): Promise<string> {
-  let token: string | undefined
-  let resourceVersion: string
-  do {
-    const page = (
-      await http.request<{ items?: T[]; metadata: { resourceVersion: string; continue?: string } }>({
-        method: 'GET',
-        path,
-        query: {
-          labelSelector: options.labelSelector,
-          fieldSelector: options.fieldSelector,
-          limit: options.pageSize ?? DEFAULT_LIST_PAGE_SIZE,
-          continue: token,
-        },
-        signal: options.signal,
-      })
-    ).body
-    onPage(page.items ?? [])
+): Promise<string | undefined> {
+  let resourceVersion: string | undefined
+  const pages = listPages<T>(http, path, {
+    query: { labelSelector: options.labelSelector, fieldSelector: options.fieldSelector },
+    pageSize: options.pageSize ?? DEFAULT_LIST_PAGE_SIZE,
+    signal: options.signal,
+  })
+  for await (const page of pages) {
+    for (const object of page.items) onObject(object)
     resourceVersion = page.metadata.resourceVersion
-    token = page.metadata.continue || undefined
-  } while (token)
+  }
   return resourceVersion
 }
 
@@ -79,10 +70,7 @@ export async function listAndWatch<T extends Watched>(
   while (!signal.aborted) {
     try {
       if (resourceVersion === undefined) {
-        resourceVersion = await listPages<T>(http, path, (items) => items.forEach((o) => handlers.onObject(o)), {
-          ...options,
-          signal,
-        })
+        resourceVersion = await listEach<T>(http, path, (o) => handlers.onObject(o), { ...options, signal })
         failures = 0
         relisting = false
       }

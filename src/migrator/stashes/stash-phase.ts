@@ -20,6 +20,7 @@ import { isDeepStrictEqual } from 'node:util'
 import { CrdMigratorError, describeError } from '../../errors.js'
 import { convertObjects } from '../../kube/conversion-review.js'
 import { ContentType, isConflict, isNotFound, isUnprocessable, type KubeHttp } from '../../kube/http.js'
+import { followPages, pageRequest } from '../../kube/list-pages.js'
 import { apiVersionOf, collectionPath, listOrderKey, objectPath, type ResourceRef } from '../../kube/paths.js'
 import { resolveResource } from '../../kube/resources.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
@@ -198,22 +199,9 @@ async function* listObjects<T>(
 ): AsyncGenerator<T> {
   const paths = namespaces.length ? namespaces.map((ns) => collectionPath(ref, ns)) : [collectionPath(ref)]
   for (const path of paths) {
-    let token: string | undefined
-    do {
-      const page = (
-        await withRetry(
-          () =>
-            http.request<{ items?: T[]; metadata?: { continue?: string } }>({
-              method: 'GET',
-              path,
-              query: { limit: 250, continue: token, labelSelector },
-            }),
-          retry,
-        )
-      ).body
-      for (const item of page.items ?? []) yield item
-      token = page.metadata?.continue || undefined
-    } while (token)
+    const request = pageRequest<T>(http, path, { query: { labelSelector } })
+    for await (const page of followPages<T>((query) => withRetry(() => request(query), retry), { pageSize: 250 }))
+      for (const item of page.items) yield item
   }
 }
 

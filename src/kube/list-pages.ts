@@ -1,0 +1,75 @@
+/**
+ * Lists read a page at a time (limit/continue), so memory holds a page and never a
+ * collection of thousands of objects. The one loop that follows continue tokens is
+ * {@link followPages}; {@link listPages} is it for one path. listMetadata (list-metadata.ts)
+ * steers the same loop: it narrows and widens its pages, lists through other versions and
+ * starts again from tokens of its own.
+ */
+import type { KubeHttp, KubeRequest } from './http.js'
+import type { ListMeta } from './types.js'
+
+/** One page of a list: its items (none: empty) and its metadata (continue, resourceVersion, remainingItemCount). */
+export interface ListPage<T> {
+  items: T[]
+  metadata: ListMeta
+}
+
+/** What one page request asks for. */
+export interface PageQuery {
+  limit: number
+  continue: string | undefined
+}
+
+/** Sends one page request. */
+export type PageRequest<T> = (page: PageQuery) => Promise<ListPage<T>>
+
+export interface PageRequestOptions {
+  /** The list's media type, e.g. Accept.partialObjectMetadataList; default JSON. */
+  accept?: string | undefined
+  /** Other query parameters, sent with every page: labelSelector, fieldSelector. */
+  query?: KubeRequest['query']
+  signal?: AbortSignal | undefined
+}
+
+export interface FollowPagesOptions {
+  /** Objects per page; a function is asked before each page (a lister that narrows and widens its pages). */
+  pageSize: number | (() => number)
+  /** Where to start: a continue token; default the list's beginning. */
+  continue?: string | undefined
+  /** Checked before each page. */
+  signal?: AbortSignal | undefined
+}
+
+/** A GET of one page of the list at `path`. */
+export function pageRequest<T>(http: KubeHttp, path: string, options: PageRequestOptions = {}): PageRequest<T> {
+  return async (page) => {
+    const { body } = await http.request<{ items?: T[] | null; metadata?: ListMeta }>({
+      method: 'GET',
+      path,
+      query: { ...options.query, limit: page.limit, continue: page.continue },
+      accept: options.accept,
+      signal: options.signal,
+    })
+    return { items: body.items ?? [], metadata: body.metadata ?? {} }
+  }
+}
+
+/**
+ * The pages of a list, from `options.continue` to the list's end, each asked for with the
+ * continue token of the one before. An error ends it (a continue token that expired is a
+ * 410 Gone): the caller lists again, from the start or from a token of its own.
+ */
+export async function* followPages<T>(request: PageRequest<T>, options: FollowPagesOptions): AsyncGenerator<ListPage<T>> {
+  let token = options.continue
+  do {
+    options.signal?.throwIfAborted()
+    const page = await request({ limit: typeof options.pageSize === 'function' ? options.pageSize() : options.pageSize, continue: token })
+    yield page
+    token = page.metadata.continue || undefined
+  } while (token)
+}
+
+/** Every page of the list at `path`. Every page of one list carries the first page's resourceVersion. */
+export function listPages<T>(http: KubeHttp, path: string, options: PageRequestOptions & FollowPagesOptions): AsyncGenerator<ListPage<T>> {
+  return followPages(pageRequest<T>(http, path, options), options)
+}
