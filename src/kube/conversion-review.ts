@@ -2,12 +2,12 @@
  * Converts objects the way the API server does for a CRD, for objects the API server
  * never sees as custom resources (copies stashed inside other objects): strategy None
  * only changes apiVersion; Webhook sends a ConversionReview to the CRD's conversion
- * webhook, trusting its caBundle, as kube-apiserver would.
+ * webhook, trusting its caBundle, as kube-apiserver would (transport.ts postToWebhook).
  */
 import { randomUUID } from 'node:crypto'
-import https from 'node:https'
 import { CrdMigratorError } from '../errors.js'
 import { conversionWebhookConfig, type WebhookClientConfig } from './conversion.js'
+import { postToWebhook } from './transport.js'
 import type { CustomResourceDefinition } from './types.js'
 
 type Obj = Record<string, unknown>
@@ -51,39 +51,22 @@ function refused(url: URL, message: string): CrdMigratorError {
   return new CrdMigratorError('CRDM_CONVERSION_REFUSED', `conversion webhook ${url.href} refused: ${message}`)
 }
 
-function post(url: URL, caBundle: string | undefined, body: unknown, timeoutMs: number): Promise<unknown> {
-  const payload = Buffer.from(JSON.stringify(body))
-  return new Promise((resolve, reject) => {
-    const req = https.request(
-      url,
-      {
-        method: 'POST',
-        headers: { 'Content-Type': 'application/json', Accept: 'application/json', 'Content-Length': payload.length },
-        // Without a caBundle kube-apiserver trusts the system roots; so does this.
-        ...(caBundle ? { ca: Buffer.from(caBundle, 'base64').toString('utf8') } : {}),
-        timeout: timeoutMs,
-        // A connection per review: stashes are few, and a pooled socket the webhook closed meanwhile would fail the review.
-        agent: false,
-      },
-      (res) => {
-        const chunks: Buffer[] = []
-        res.on('data', (c: Buffer) => chunks.push(c))
-        res.on('error', reject)
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8')
-          if ((res.statusCode ?? 0) >= 300) return reject(unavailable(url, `HTTP ${res.statusCode}: ${text.slice(0, 200)}`))
-          try {
-            resolve(JSON.parse(text))
-          } catch {
-            reject(unavailable(url, 'the answer is not JSON'))
-          }
-        })
-      },
-    )
-    req.on('timeout', () => req.destroy(unavailable(url, `no answer within ${timeoutMs} ms`)))
-    req.on('error', (err) => reject(err instanceof CrdMigratorError ? err : unavailable(url, err.message)))
-    req.end(payload)
-  })
+async function post(url: URL, caBundle: string | undefined, body: unknown, timeoutMs: number): Promise<unknown> {
+  const answer = await postToWebhook(
+    url,
+    body,
+    { caBundle, timeoutMs },
+    {
+      timedOut: () => unavailable(url, `no answer within ${timeoutMs} ms`),
+      explain: (err) => (err instanceof CrdMigratorError ? err : unavailable(url, err.message)),
+    },
+  )
+  if (answer.status >= 300) throw unavailable(url, `HTTP ${answer.status}: ${answer.text.slice(0, 200)}`)
+  try {
+    return JSON.parse(answer.text)
+  } catch {
+    throw unavailable(url, 'the answer is not JSON')
+  }
 }
 
 function unavailable(url: URL, message: string): CrdMigratorError {

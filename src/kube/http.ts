@@ -7,7 +7,7 @@ import { Credentials, type AuthHeaders, type ClientCertificate } from './credent
 import { parseKubeconfig, resolveContext, urlHost, type KubeContext } from './kubeconfig.js'
 import { http } from './node-http.js'
 import { proxyFromEnvironment, type ProxyEnvironment } from './proxy-env.js'
-import { createAgent, explainTlsError, retireAgent, tlsOptions, type KubeTlsOptions } from './transport.js'
+import { createAgent, explainTlsError, retireAgent, roundTrip, tlsOptions, type RoundTripAnswer, type KubeTlsOptions } from './transport.js'
 
 export type { KubeTlsOptions } from './transport.js'
 
@@ -351,7 +351,7 @@ export class KubeHttp {
     return { status, headers, body: text }
   }
 
-  private async exchange(req: KubeRequest): Promise<{ pathname: string; status: number; headers: IncomingHttpHeaders; text: string }> {
+  private async exchange(req: KubeRequest): Promise<RoundTripAnswer & { pathname: string }> {
     // Every write names its field manager (the writes that set their own keep theirs).
     const write = req.method === 'POST' || req.method === 'PUT' || req.method === 'PATCH'
     const target = this.target(
@@ -382,43 +382,28 @@ export class KubeHttp {
     return { ...connected.headers, Accept: accept ?? Accept.json, 'User-Agent': this.options.userAgent }
   }
 
-  private send(
-    path: string,
-    req: KubeRequest,
-    payload: string | undefined,
-    connected: Connected,
-  ): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
+  private send(path: string, req: KubeRequest, payload: string | undefined, connected: Connected): Promise<RoundTripAnswer> {
     const headers = this.headersFor(connected, req.accept)
     if (payload !== undefined) {
       headers['Content-Type'] = req.contentType ?? ContentType.json
       headers['Content-Length'] = Buffer.byteLength(payload)
     }
-    const lib = this.origin.protocol === 'http:' ? http : https
-    return new Promise((resolve, reject) => {
-      const r = lib.request(
-        {
-          ...this.origin,
-          path,
-          method: req.method,
-          headers,
-          agent: connected.pools.requests,
-          signal: req.signal,
-          timeout: req.timeoutMs ?? this.options.defaultTimeoutMs,
-        },
-        (res) => {
-          const chunks: Buffer[] = []
-          res.on('data', (c: Buffer) => chunks.push(c))
-          res.on('error', reject)
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }))
-        },
-      )
-      r.on('timeout', () =>
-        r.destroy(Object.assign(new Error(`${req.method} ${req.path}: timed out`), { name: 'TimeoutError', code: 'ETIMEDOUT' })),
-      )
-      r.on('error', (err) => reject(explainTlsError(err, this.server, this.context.cluster)))
-      // One call: the body goes out with the headers in one write (one TLS record).
-      r.end(payload)
-    })
+    return roundTrip(
+      {
+        ...this.origin,
+        path,
+        method: req.method,
+        headers,
+        agent: connected.pools.requests,
+        signal: req.signal,
+        timeout: req.timeoutMs ?? this.options.defaultTimeoutMs,
+      },
+      payload,
+      {
+        timedOut: () => Object.assign(new Error(`${req.method} ${req.path}: timed out`), { name: 'TimeoutError', code: 'ETIMEDOUT' }),
+        explain: (err) => explainTlsError(err, this.server, this.context.cluster),
+      },
+    )
   }
 
   /**

@@ -2,9 +2,14 @@
  * Connection pools to one API server, as a kubeconfig cluster says: its CA (or
  * insecure-skip-tls-verify), tls-server-name, the proxy, and the user's client certificate.
  * And TLS failures turned into errors that say which kubeconfig setting to look at.
+ *
+ * The one place that builds TLS settings and agents and sends a request: the API server's
+ * requests (KubeHttp) and the ConversionReviews sent to a CRD's webhook
+ * ({@link postToWebhook}) alike go through {@link roundTrip}.
  */
-import type { Agent, AgentOptions as HttpAgentOptions } from 'node:http'
+import type { Agent, AgentOptions as HttpAgentOptions, IncomingHttpHeaders } from 'node:http'
 import https from 'node:https'
+import { urlToHttpOptions } from 'node:url'
 import { readFileSync } from 'node:fs'
 import { checkServerIdentity, type PeerCertificate } from 'node:tls'
 import { CrdMigratorError, errorMessage } from '../errors.js'
@@ -77,6 +82,77 @@ export function createAgent(
         }
       : {}),
   })
+}
+
+/** A request's whole answer, the body as text. */
+export interface RoundTripAnswer {
+  status: number
+  headers: IncomingHttpHeaders
+  text: string
+}
+
+export interface RoundTripErrors {
+  /** The error a request fails with when its socket idles past `timeout`. */
+  timedOut: () => Error
+  /** What a request error is turned into (e.g. {@link explainTlsError}); the timedOut error too. */
+  explain?: (err: Error) => unknown
+}
+
+/**
+ * Sends one request (http: or https: by `options.protocol`) and reads its whole answer,
+ * whatever its status. The body goes out with the headers in one write (one TLS record).
+ */
+export function roundTrip(
+  options: https.RequestOptions,
+  payload: string | Buffer | undefined,
+  errors: RoundTripErrors,
+): Promise<RoundTripAnswer> {
+  const lib = options.protocol === 'http:' ? http : https
+  return new Promise((resolve, reject) => {
+    const r = lib.request(options, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (c: Buffer) => chunks.push(c))
+      res.on('error', reject)
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }))
+    })
+    r.on('timeout', () => r.destroy(errors.timedOut()))
+    r.on('error', (err) => reject(errors.explain ? errors.explain(err) : err))
+    r.end(payload)
+  })
+}
+
+/**
+ * The TLS settings of a webhook a CRD names, as kube-apiserver trusts it: the CRD's
+ * caBundle (base64 PEM), else the system roots. Nothing of the kubeconfig.
+ */
+export function webhookTlsOptions(caBundle: string | undefined): KubeTlsOptions {
+  return caBundle ? { ca: Buffer.from(caBundle, 'base64').toString('utf8') } : {}
+}
+
+/**
+ * One JSON POST to a webhook a CRD names (its conversion webhook), as kube-apiserver sends
+ * it: TLS as {@link webhookTlsOptions}, no credentials, no proxy. A connection per call:
+ * such calls are few, and a pooled socket the webhook closed meanwhile would fail one.
+ */
+export function postToWebhook(
+  url: URL,
+  body: unknown,
+  options: { caBundle: string | undefined; timeoutMs: number },
+  errors: RoundTripErrors,
+): Promise<RoundTripAnswer> {
+  const payload = Buffer.from(JSON.stringify(body))
+  return roundTrip(
+    {
+      ...urlToHttpOptions(url),
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Accept: 'application/json', 'Content-Length': payload.length },
+      ...webhookTlsOptions(options.caBundle),
+      timeout: options.timeoutMs,
+      agent: false,
+    },
+    payload,
+    errors,
+  )
 }
 
 /**
