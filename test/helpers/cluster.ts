@@ -22,6 +22,7 @@ import { ConfigSchema } from '../../src/config/schema.js'
 import type { MigrationSettings } from '../../src/migrator/migrate.js'
 import { settingsFor } from '../../src/migrator/settings.js'
 import { startWebhookServer, type RunningWebhookServer } from '../../src/webhook/server.js'
+import { until } from './until.js'
 
 export const TEST_SCOPE_LABEL = 'crd-migrator-test/webhook'
 
@@ -87,29 +88,30 @@ export function crdManifest(o: CrdSpecOptions): CustomResourceDefinition {
 
 export async function createCrd(http: KubeHttp, crd: CustomResourceDefinition): Promise<CustomResourceDefinition> {
   await http.request({ method: 'POST', path: CRD_API, body: crd })
-  const deadline = Date.now() + 30_000
-  for (;;) {
-    const current = await getCrd(http, crd.metadata.name)
-    if (current.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) {
-      // Established means the API is registered; give discovery/storage a moment to serve it.
-      await waitServed(http, current)
-      return current
-    }
-    if (Date.now() > deadline) throw new Error(`CRD ${crd.metadata.name} not Established`)
-    await sleep(50)
-  }
+  const current = await until(
+    `CRD ${crd.metadata.name} Established`,
+    30_000,
+    () => getCrd(http, crd.metadata.name),
+    (c) => c.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') === true,
+    { everyMs: 50 },
+  )
+  // Established means the API is registered; give discovery/storage a moment to serve it.
+  await waitServed(http, current)
+  return current
 }
 
 async function waitServed(http: KubeHttp, crd: CustomResourceDefinition): Promise<void> {
   const version = crd.spec.versions.find((v) => v.served)!.name
-  for (let i = 0; i < 100; i++) {
-    try {
-      await http.request({ method: 'GET', path: `/apis/${crd.spec.group}/${version}/${crd.spec.names.plural}`, query: { limit: 1 } })
-      return
-    } catch {
-      await sleep(50)
-    }
-  }
+  const path = `/apis/${crd.spec.group}/${version}/${crd.spec.names.plural}`
+  await until(
+    `a list of ${path} to answer`,
+    30_000,
+    () => http.request({ method: 'GET', path, query: { limit: 1 } }),
+    () => true,
+    {
+      everyMs: 50,
+    },
+  )
 }
 
 export async function deleteCrd(http: KubeHttp, name: string): Promise<void> {
@@ -341,19 +343,24 @@ async function waitWebhookActive(cp: ControlPlane, hook: TestWebhook): Promise<v
   const probe = crdManifest({ group: `probe-${hook.scope}.example.com`, versions: ['v1'], storage: 'v1', labels: hook.labels })
   probe.metadata.annotations = { [DEFAULT_MIGRATING_ANNOTATION]: 'true' }
   await http.request({ method: 'POST', path: CRD_API, body: probe })
+  let probes = 0
   try {
-    for (let i = 0; i < 200; i++) {
-      const before = await hook.reviews()
-      await http.request({
-        method: 'PATCH',
-        path: crdPath(probe.metadata.name),
-        body: { metadata: { labels: { probe: String(i) } } },
-        contentType: ContentType.mergePatch,
-      })
-      if ((await hook.reviews()) > before) return
-      await sleep(50)
-    }
-    throw new Error('the webhook configuration never took effect')
+    await until(
+      'the webhook configuration to take effect (a review of a CRD patch)',
+      30_000,
+      async () => {
+        const before = await hook.reviews()
+        await http.request({
+          method: 'PATCH',
+          path: crdPath(probe.metadata.name),
+          body: { metadata: { labels: { probe: String(probes++) } } },
+          contentType: ContentType.mergePatch,
+        })
+        return (await hook.reviews()) > before
+      },
+      (reviewed) => reviewed,
+      { everyMs: 50 },
+    )
   } finally {
     await http
       .request({
@@ -390,4 +397,8 @@ export function serverSideApply(
   })
 }
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+/**
+ * A fixed pause, for the few places where time itself is what a test is about (an outage
+ * of a given length, a schedule): waits on evidence are until() and consistently().
+ */
+export { setTimeout as sleep } from 'node:timers/promises'

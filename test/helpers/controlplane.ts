@@ -21,6 +21,7 @@ import {
   type ControlPlaneOptions,
 } from '../../dev/controlplane/controlplane.js'
 import { currentNetworkNamespace } from '../../dev/controlplane/netns.js'
+import { until } from './until.js'
 
 export const CONTROLPLANE_ENV = 'CRD_MIGRATOR_TEST_CONTROLPLANE'
 
@@ -101,16 +102,12 @@ export async function waitForCrdEstablished(
   name: string,
   timeoutMs = 30_000,
 ): Promise<V1CustomResourceDefinition> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const crd = await apiext.readCustomResourceDefinition({ name })
-    const established = crd.status?.conditions?.find((c) => c.type === 'Established')
-    if (established?.status === 'True') return crd
-    if (Date.now() > deadline) {
-      throw new Error(`CRD ${name} not Established after ${timeoutMs}ms: ${JSON.stringify(crd.status?.conditions ?? [])}`)
-    }
-    await new Promise((r) => setTimeout(r, 100))
-  }
+  return until(
+    `CRD ${name} Established`,
+    timeoutMs,
+    () => apiext.readCustomResourceDefinition({ name }),
+    (crd) => crd.status?.conditions?.find((c) => c.type === 'Established')?.status === 'True',
+  )
 }
 
 /**
@@ -130,12 +127,15 @@ export async function waitForCrdReady(
   const crd = await waitForCrdEstablished(apiext, name, timeoutMs)
   for (const v of crd.spec.versions.filter((v) => v.served)) {
     const path = `/apis/${crd.spec.group}/${v.name}/${crd.spec.names.plural}?limit=1`
-    for (;;) {
-      const res = await cp.apiRequest(path)
-      if (res.status === 200) break
-      if (Date.now() > deadline) throw new Error(`GET ${path}: HTTP ${res.status} after ${timeoutMs}ms: ${res.body.slice(0, 300)}`)
-      await new Promise((r) => setTimeout(r, 100))
-    }
+    await until(
+      `GET ${path} to answer 200`,
+      Math.max(deadline - Date.now(), 0),
+      async () => {
+        const res = await cp.apiRequest(path)
+        return { status: res.status, body: res.body.slice(0, 300) }
+      },
+      (res) => res.status === 200,
+    )
   }
   return crd
 }

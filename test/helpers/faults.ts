@@ -9,6 +9,7 @@ import { etcdPost } from '../../dev/controlplane/etcd.js'
 import { KubeHttp } from '../../src/kube/http.js'
 import { listOrderKey } from '../../src/kube/paths.js'
 import { kubeConfigFromFile } from './controlplane.js'
+import { until } from './until.js'
 
 /** `namespace/name` (the migrator's list key) -> apiVersion stored in etcd. */
 export async function etcdVersionsByKey(cp: ControlPlane, group: string, plural: string): Promise<Map<string, string>> {
@@ -40,18 +41,22 @@ export async function settledEtcdVersions(
   plural: string,
   { stableMs = 1500, everyMs = 250, timeoutMs = 60_000 } = {},
 ): Promise<Map<string, string>> {
-  const deadline = Date.now() + timeoutMs
   let last = await etcdVersionsByKey(cp, group, plural)
   let stableSince = Date.now()
-  for (;;) {
-    await new Promise((r) => setTimeout(r, everyMs))
-    const now = await etcdVersionsByKey(cp, group, plural)
-    const same = now.size === last.size && [...now].every(([k, v]) => last.get(k) === v)
-    if (!same) stableSince = Date.now()
-    else if (Date.now() - stableSince >= stableMs) return now
-    if (Date.now() > deadline) throw new Error(`etcd's ${group}/${plural} still changing ${timeoutMs} ms on`)
-    last = now
-  }
+  const settled = await until(
+    `etcd's ${group}/${plural} to hold still for ${stableMs} ms`,
+    timeoutMs,
+    async () => {
+      const now = await etcdVersionsByKey(cp, group, plural)
+      const same = now.size === last.size && [...now].every(([k, v]) => last.get(k) === v)
+      if (!same) stableSince = Date.now()
+      last = now
+      return { now, stableForMs: Date.now() - stableSince }
+    },
+    ({ stableForMs }) => stableForMs >= stableMs,
+    { everyMs },
+  )
+  return settled.now
 }
 
 /** apiVersion -> number of objects, from a per-key map. */

@@ -5,13 +5,14 @@
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
 import type { Test } from 'tap'
+import { until } from './until.js'
 
 export interface ServeProcess {
   child: ChildProcessWithoutNullStreams
   /** stdout and stderr so far. */
   output(): string
   exited: Promise<[number | null, NodeJS.Signals | null]>
-  /** Polls GET /readyz every 100 ms until 200, the child exits, or `attempts` run out. */
+  /** Polls GET /readyz every 100 ms until 200 (true), the child exits or `attempts` polls' time runs out (false). */
   waitReady(attempts: number): Promise<boolean>
 }
 
@@ -25,16 +26,18 @@ export function spawnServe(t: Test, args: string[], options: { cwd: string; env:
   t.teardown(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
   })
-  const waitReady = async (attempts: number) => {
-    for (let i = 0; i < attempts && child.exitCode === null; i++) {
-      try {
-        if ((await fetch(`http://127.0.0.1:${options.metricsPort}/readyz`)).status === 200) return true
-      } catch {
-        // not listening yet
-      }
-      await new Promise((r) => setTimeout(r, 100))
-    }
-    return false
-  }
+  const waitReady = (attempts: number) =>
+    until(
+      'GET /readyz to answer 200, or the child to exit',
+      attempts * 100,
+      async () => {
+        if (child.exitCode !== null) return false
+        return (await fetch(`http://127.0.0.1:${options.metricsPort}/readyz`)).status === 200
+      },
+      (ready) => ready || child.exitCode !== null,
+    ).then(
+      (ready) => ready,
+      () => false,
+    )
   return { child, output: () => output, exited, waitReady }
 }
