@@ -4,6 +4,7 @@ import { KubeApiError } from '../../src/kube/http.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import { ConversionGate } from '../../src/migrator/conversion-gate.js'
 import { withRetry } from '../../src/migrator/retry.js'
+import { consistently } from '../helpers/until.js'
 
 const PREFIX = 'conversion webhook for example.com/v1, Kind=Widget failed: '
 const apiError = (status: number, message: string) =>
@@ -108,7 +109,13 @@ t.test('ConversionGate: closed passes everyone; an outage lets one trial through
     waiterPassed = true
     return p
   })
-  await new Promise((r) => setTimeout(r, 20))
+  // Checked all along, not once after a pause.
+  await consistently(
+    'nobody else to pass while the trial is in flight',
+    200,
+    async () => waiterPassed,
+    (passed) => !passed,
+  )
   t.notOk(waiterPassed, 'nobody else passes while the trial is in flight')
   c.advance(3_000)
   gate.succeeded(trial)

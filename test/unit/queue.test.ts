@@ -1,7 +1,8 @@
 import { getEventListeners } from 'node:events'
-import { setTimeout as sleep } from 'node:timers/promises'
+import { setImmediate as nextTurn } from 'node:timers/promises'
 import t from 'tap'
 import { WorkQueue } from '../../src/controller/queue.js'
+import { consistently, until } from '../helpers/until.js'
 
 /** Resolves with the next name, or 'timeout' when none comes within `ms`. */
 async function nextWithin(q: WorkQueue, ms: number): Promise<string | undefined> {
@@ -111,8 +112,20 @@ t.test('addAfter: one timer per name', async (t) => {
   const q = new WorkQueue()
   q.addAfter('a', 20)
   q.addAfter('a', 20)
-  await sleep(50)
-  t.equal(q.length, 1, 'queued once')
+  await until(
+    'a to be queued',
+    5_000,
+    async () => q.length,
+    (n) => n > 0,
+  )
+  // Past both timers' 20 ms: still once.
+  const length = await consistently(
+    'a queued once',
+    200,
+    async () => q.length,
+    (n) => n === 1,
+  )
+  t.equal(length, 1, 'queued once')
   t.equal(await nextWithin(q, 20), 'a')
 })
 
@@ -121,17 +134,24 @@ t.test('shutdown cancels pending timers', async (t) => {
   q.addRateLimited('a')
   q.addAfter('b', 10)
   q.shutdown()
-  await sleep(40)
-  t.equal(q.length, 0, 'nothing arrived')
+  // Well past the timers' 10 ms, checked all along.
+  const length = await consistently(
+    'nothing to arrive after shutdown',
+    200,
+    async () => q.length,
+    (n) => n === 0,
+  )
+  t.equal(length, 0, 'nothing arrived')
 })
 
 t.test('two workers waiting at once are both served', async (t) => {
   const q = new WorkQueue()
   const first = nextWithin(q, 200)
   const second = nextWithin(q, 200)
-  await sleep(5)
+  // A turn of the event loop between the steps: each waiter is served before the next add.
+  await nextTurn()
   q.add('a')
-  await sleep(5)
+  await nextTurn()
   q.add('b')
   const got = (await Promise.all([first, second])).sort()
   t.strictSame(got, ['a', 'b'], 'each waiting worker gets a name', {})
@@ -142,7 +162,7 @@ t.test('waiting does not pile up abort listeners', async (t) => {
   const ac = new AbortController()
   for (let i = 0; i < 15; i++) {
     const pending = q.next(ac.signal)
-    await sleep(1)
+    await nextTurn()
     q.add(`n${i}`)
     t.equal(await pending, `n${i}`)
     q.done(`n${i}`)

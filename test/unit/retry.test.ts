@@ -1,7 +1,7 @@
-import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { isConflict, isGone, isUnprocessable, isNotFound, isRetryable, isTooManyRequests, KubeApiError } from '../../src/kube/http.js'
 import { ThrottleGate, withRetry } from '../../src/migrator/retry.js'
+import { consistently } from '../helpers/until.js'
 
 const apiError = (status: number, body: unknown = { kind: 'Status', message: `status ${status}` }, retryAfter?: string) =>
   new KubeApiError(status, 'PATCH', '/apis/example.com/v1/namespaces/default/widgets/w', body, retryAfter)
@@ -262,7 +262,13 @@ t.test('ThrottleGate.acquire waits for a free slot under the cap, and gives up o
     third = true
     return slot
   })
-  await sleep(20)
+  // Checked all along, not once after a pause.
+  await consistently(
+    'a third request to wait while two are in flight',
+    200,
+    async () => third,
+    (passed) => !passed,
+  )
   t.equal(third, false, 'a third request waits while two are in flight')
   gate.release(a)
   const c = await pending

@@ -4,6 +4,7 @@ import { conditionForResult, isFinished, targetOf, type StorageVersionMigration 
 import { collectionPath, objectPath } from '../../src/kube/paths.js'
 import { describeResourceName, parseResourceName } from '../../src/kube/resources.js'
 import type { MigrationResult } from '../../src/migrator/context.js'
+import { until } from '../helpers/until.js'
 
 const svm = (
   spec: StorageVersionMigration['spec'],
@@ -93,13 +94,25 @@ t.test('paths of the core group', async (t) => {
 t.test('RunLock: one run per key at a time, others in parallel', async (t) => {
   const lock = new RunLock()
   const log: string[] = []
-  const task = (name: string, ms: number) => async () => {
-    log.push(`${name}+`)
-    await new Promise((r) => setTimeout(r, ms))
-    log.push(`${name}-`)
-    return name
-  }
-  const results = await Promise.all([lock.run('a', task('a1', 30)), lock.run('a', task('a2', 1)), lock.run('b', task('b1', 5))])
+  const task =
+    (name: string, gate: Promise<void> = Promise.resolve()) =>
+    async () => {
+      log.push(`${name}+`)
+      await gate
+      log.push(`${name}-`)
+      return name
+    }
+  // a1 holds key a until b1 has run start to end: b1 must not wait for it.
+  let releaseA1!: () => void
+  const a1Released = new Promise<void>((resolve) => (releaseA1 = resolve))
+  const running = Promise.all([lock.run('a', task('a1', a1Released)), lock.run('a', task('a2')), lock.run('b', task('b1'))])
+  await until(
+    'b1 to run while a1 holds key a',
+    5_000,
+    async () => [...log],
+    (l) => l.includes('b1-'),
+  ).finally(releaseA1)
+  const results = await running
   t.same(results, ['a1', 'a2', 'b1'])
   t.ok(log.indexOf('a1-') < log.indexOf('a2+'), 'the second run of a key starts after the first ended')
   t.ok(log.indexOf('b1+') < log.indexOf('a1-'), 'another key does not wait')

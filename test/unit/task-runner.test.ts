@@ -1,5 +1,6 @@
 import t from 'tap'
 import { TaskRunner } from '../../src/migrator/task-runner.js'
+import { Watermark } from '../helpers/until.js'
 
 /** A task that waits until released; records its start. */
 function gated(log: string[], name: string) {
@@ -68,13 +69,15 @@ async function startTimes(qps: number, n: number): Promise<{ atOnce: number; sta
   const runner = new TaskRunner(1000, qps)
   const started = performance.now()
   const starts: number[] = []
+  const startedCount = new Watermark()
   for (let i = 0; i < n; i++)
     runner.add(async () => {
       starts.push(performance.now() - started)
+      startedCount.add()
     })
   const atOnce = starts.length
   await runner.whenIdle()
-  while (starts.length < n) await new Promise((r) => setTimeout(r, 20))
+  await startedCount.reached(n)
   return { atOnce, starts }
 }
 

@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import type { MetadataPage } from '../../src/kube/list-metadata.js'
 import type { PartialObjectMetadata } from '../../src/kube/types.js'
@@ -26,6 +25,20 @@ function pagesOf(
 }
 
 const snapshot = (p: WalkProgress) => ({ ...p, counts: { ...p.counts } })
+
+/**
+ * A handler's "work": one turn of the event loop, after every promise callback queued so
+ * far, so handlers in flight overlap and the walker's bookkeeping of whatever settled has
+ * run. Where a test needs one handler to finish after another, it waits for that one.
+ */
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve))
+
+/** A promise and the function that resolves it. */
+function signal(): { promise: Promise<void>; fire: () => void } {
+  let fire!: () => void
+  const promise = new Promise<void>((resolve) => (fire = resolve))
+  return { promise, fire }
+}
 
 t.test('counts per outcome, failures with key and message', async (t) => {
   const outcomes: Record<string, Outcome | Error> = {
@@ -159,7 +172,7 @@ t.test('concurrency is never exceeded', async (t) => {
     async () => {
       inFlight++
       peak = Math.max(peak, inFlight)
-      await sleep(Math.random() * 4)
+      await nextTurn()
       inFlight--
       return 'rewritten'
     },
@@ -184,7 +197,7 @@ t.test('concurrency below 1 runs one at a time', async (t) => {
     pagesOf([names(5).map((n) => item(n))]).pages,
     async () => {
       peak = Math.max(peak, ++inFlight)
-      await sleep(1)
+      await nextTurn()
       inFlight--
       return 'current'
     },
@@ -266,13 +279,19 @@ t.test('the checkpoint is a low watermark', async (t) => {
     if (keys.some((k) => !unfinished.has(k) && (p.checkpoint === undefined || k > p.checkpoint))) lagged = true
   }
   const { pages } = pagesOf([keys.slice(0, 12).map((n) => item(n)), keys.slice(12).map((n) => item(n))])
+  // Every sixth item finishes only after the five behind it (all six fit in flight at once),
+  // so later ones finish first.
+  const followersDone = keys.map(() => 0)
+  const followersFinished = keys.map(() => signal())
   const result = await walkObjects(
     pages,
     async (i) => {
       const index = keys.indexOf(i.metadata.name)
-      // Earlier items take longer, so later ones finish first.
-      await sleep((index % 6 === 0 ? 20 : 1) + Math.random() * 3)
+      const leader = index - (index % 6)
+      if (index === leader) await followersFinished[leader]!.promise
+      else await nextTurn()
       unfinished.delete(i.metadata.name)
+      if (index !== leader && ++followersDone[leader]! === 5) followersFinished[leader]!.fire()
       return 'rewritten'
     },
     { concurrency: 6, qps: 0, onProgress },
@@ -308,11 +327,16 @@ t.test('a failed object holds the checkpoint back', async (t) => {
 t.test('objects before a failed one still move the checkpoint when they finish after it', async (t) => {
   // c fails at once while a and b are still in flight: the watermark must still reach b.
   const { pages } = pagesOf([[item('a'), item('b'), item('c'), item('d'), item('e')]])
+  const cFailed = signal()
   const result = await walkObjects(
     pages,
     async (i) => {
-      if (i.metadata.name === 'c') throw new Error('webhook denied')
-      if (i.metadata.name < 'c') await sleep(30)
+      if (i.metadata.name === 'c') {
+        cFailed.fire()
+        throw new Error('webhook denied')
+      }
+      // a and b finish after c's failure is booked (the turn after it was thrown).
+      if (i.metadata.name < 'c') await cFailed.promise.then(nextTurn)
       return 'rewritten'
     },
     { concurrency: 3, qps: 0 },
@@ -324,12 +348,16 @@ t.test('objects before a failed one still move the checkpoint when they finish a
 
 t.test('a second failure before the first moves the stop point back', async (t) => {
   const { pages } = pagesOf([[item('a'), item('b'), item('c'), item('d')]])
+  const dFailed = signal()
   const result = await walkObjects(
     pages,
     async (i) => {
-      if (i.metadata.name === 'd') throw new Error('first to fail')
+      if (i.metadata.name === 'd') {
+        dFailed.fire()
+        throw new Error('first to fail')
+      }
       if (i.metadata.name === 'b') {
-        await sleep(20)
+        await dFailed.promise.then(nextTurn)
         throw new Error('fails later, but comes first')
       }
       return 'rewritten'
@@ -352,7 +380,7 @@ t.test('concurrencyLimit: handlers follow the limit in force, never above the ca
       inFlight++
       const phase = limit === 2 ? 'before' : 'after'
       peaks[phase] = Math.max(peaks[phase], inFlight)
-      await sleep(2)
+      await nextTurn()
       inFlight--
       if (++done === 25) limit = 50 // above the cap of 6
       return 'rewritten'
@@ -419,7 +447,7 @@ t.test('a 401 aborts the walk', async (t) => {
       pages,
       async (i) => {
         handled.push(i.metadata.name)
-        await new Promise((resolve) => setImmediate(resolve))
+        await nextTurn()
         if (i.metadata.name === 'a001') throw unauthorized
         return 'rewritten'
       },
@@ -488,7 +516,7 @@ t.test('an abort signal rejects the walk', async (t) => {
     async () => {
       calls++
       if (calls === 3) ac.abort()
-      await sleep(1)
+      await nextTurn()
       return 'rewritten'
     },
     { concurrency: 1, qps: 0, signal: ac.signal },
@@ -509,7 +537,7 @@ t.test('the next page is not pulled while the queue is full', async (t) => {
   const result = await walkObjects(
     pages,
     async () => {
-      await new Promise((resolve) => setImmediate(resolve))
+      await nextTurn()
       finished++
       return 'current'
     },

@@ -25,6 +25,7 @@ import {
   type CertificatePair,
 } from '../../src/webhook/tls.js'
 import { capturingLogger } from '../helpers/log-capture.js'
+import { consistently, until } from '../helpers/until.js'
 
 const root = await mkdtemp(join(tmpdir(), 'crd-migrator-tls-'))
 t.teardown(() => rm(root, { recursive: true, force: true }))
@@ -173,15 +174,13 @@ const allowed = (got: Got) =>
 /** The failing readiness checks of the server (what the ops listener's /readyz would name). */
 const failing = (server: RunningWebhookServer) => readinessReport(server.readiness).failing
 
+/** What `probe` returns once it returns something (not undefined, not an error). */
 async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 5000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await probe().catch(() => undefined)
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
+  return (await until(what, timeoutMs, probe, (value) => value !== undefined, { everyMs: 50 }))!
 }
+
+/** The fingerprint of the certificate a new connection gets. */
+const servedFingerprint = async (server: RunningWebhookServer) => (await servedCertificate(server, first.caCertPem)).fingerprint256
 
 t.test('generateDevCertificates: CA-signed serving certificate with the service names', async (t) => {
   const certs: DevCertificates = first
@@ -278,12 +277,20 @@ t.test('a half-written pair is ignored until a consistent pair is there', async 
   // New certificate, old key: what a writer renaming tls.crt before tls.key leaves behind.
   await publish(dir, { cert: second.certPem, key: first.keyPem })
   t.equal(await server.certificates.reload(), 'invalid', 'the reloader rejects the pair')
-  await new Promise((r) => setTimeout(r, 200))
-  t.equal((await servedCertificate(server, first.caCertPem)).fingerprint256, fingerprint(first.certPem), 'still the first certificate')
+  const mismatchWarnings = () =>
+    logs
+      .lines()
+      .filter((l) => l['level'] === 40 && String((l['err'] as { message?: string } | undefined)?.message).includes('does not match'))
+  // Through the file events the half-written pair raises, checked all along.
+  await consistently(
+    'the first certificate served, ready, at most one warning',
+    200,
+    async () => ({ served: await servedFingerprint(server), failing: failing(server), warnings: mismatchWarnings().length }),
+    (v) => v.served === fingerprint(first.certPem) && v.failing.length === 0 && v.warnings <= 1,
+  )
+  t.equal(await servedFingerprint(server), fingerprint(first.certPem), 'still the first certificate')
   t.same(failing(server), [], 'still ready')
-  const warnings = logs
-    .lines()
-    .filter((l) => l['level'] === 40 && String((l['err'] as { message?: string } | undefined)?.message).includes('does not match'))
+  const warnings = mismatchWarnings()
   t.equal(warnings.length, 1, 'warned once, not once per event')
 
   await publish(dir, { cert: second.certPem, key: second.keyPem })
@@ -384,10 +391,17 @@ t.test('an expired pair is not swapped in: the current one keeps serving, one wa
   await publish(dir, expired)
   t.equal(await server.certificates.reload(), 'invalid', 'the reloader refuses it')
   t.equal(await server.certificates.reload(), 'invalid', 'again on the next poll')
-  await new Promise((r) => setTimeout(r, 200))
-  t.equal((await servedCertificate(server, first.caCertPem)).fingerprint256, fingerprint(first.certPem), 'still the first certificate')
+  const expiredWarnings = () => logs.lines().filter((l) => l['level'] === 40 && l['reason'] === 'expired')
+  // Through the file events the expired pair raises, checked all along.
+  await consistently(
+    'the first certificate served, ready, at most one warning',
+    200,
+    async () => ({ served: await servedFingerprint(server), failing: failing(server), warnings: expiredWarnings().length }),
+    (v) => v.served === fingerprint(first.certPem) && v.failing.length === 0 && v.warnings <= 1,
+  )
+  t.equal(await servedFingerprint(server), fingerprint(first.certPem), 'still the first certificate')
   t.same(failing(server), [], 'still ready')
-  const warnings = logs.lines().filter((l) => l['level'] === 40 && l['reason'] === 'expired')
+  const warnings = expiredWarnings()
   t.equal(warnings.length, 1, 'warned once for this pair, not once per event or poll')
   t.match(warnings[0], {
     msg: 'ignoring unusable certificate/key; still serving the previous certificate',
@@ -451,8 +465,14 @@ t.test('starts with only an expired pair: serves nothing, not ready, says why; r
     .filter((l) => l['level'] === 40 && l['msg'] === 'no usable serving certificate at startup; waiting for one (not ready)')
   t.equal(startup.length, 1, 'one clear log line')
   t.match(startup[0], { reason: 'expired', err: { message: /the certificate expired at/ } })
-  await new Promise((r) => setTimeout(r, 500))
-  t.equal(logs.lines().filter((l) => l['level'] === 40).length, 1, 'polls do not repeat it')
+  // Two polls and more (every 200 ms), checked all along.
+  const repeated = await consistently(
+    'one warning through the polls',
+    500,
+    async () => logs.lines().filter((l) => l['level'] === 40).length,
+    (n) => n === 1,
+  )
+  t.equal(repeated, 1, 'polls do not repeat it')
   const metrics = await registry.metrics()
   t.equal(rejected(metrics, 'expired'), 1, 'counted')
   t.notMatch(metrics, /crd_migrator_webhook_certificate_expiry_timestamp_seconds\{/, 'no certificate in the expiry gauge')
