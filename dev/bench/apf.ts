@@ -11,7 +11,8 @@
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { parse } from 'yaml'
-import { KubeApiError, type KubeHttp } from '../../src/kube/http.js'
+import { type KubeHttp } from '../../src/kube/http.js'
+import { KubeApiError } from '../../src/kube/api-errors.js'
 import { packageRoot } from '../controlplane/binaries.js'
 import { sleep } from './stats.js'
 

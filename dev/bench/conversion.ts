@@ -7,7 +7,8 @@
  * see every review of every CRD pointing at it, so a count is only meaningful while one
  * thing at a time talks to such a CRD (the bench runs one migration at a time).
  */
-import { Accept, ContentType, KubeApiError, type KubeHttp } from '../../src/kube/http.js'
+import { Accept, ContentType, type KubeHttp } from '../../src/kube/http.js'
+import { KubeApiError } from '../../src/kube/api-errors.js'
 import { collectionPath, objectPath } from '../../src/kube/paths.js'
 import type { PartialObjectMetadata, PartialObjectMetadataList } from '../../src/kube/types.js'
 import type { ConversionStats, ConversionWebhook } from '../conversion/webhook.js'

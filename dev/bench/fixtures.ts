@@ -7,7 +7,8 @@
  * stored v2 shape of each object against what was created.
  */
 import { getCrd } from '../../src/kube/crds.js'
-import { Accept, ContentType, isRetryable, KubeApiError, type KubeHttp } from '../../src/kube/http.js'
+import { Accept, ContentType, type KubeHttp } from '../../src/kube/http.js'
+import { isRetryable, KubeApiError } from '../../src/kube/api-errors.js'
 import { collectionPath, CRD_API, crdPath, objectPath, type ResourceRef } from '../../src/kube/paths.js'
 import type { CustomResourceDefinition, ManagedFieldsEntry, PartialObjectMetadataList } from '../../src/kube/types.js'
 import { etcdGet, etcdRangeValues } from '../controlplane/etcd.js'

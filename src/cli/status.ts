@@ -12,7 +12,8 @@ import {
   STORAGE_MIGRATING,
   type BuiltinMigration,
 } from '../kube/builtin-migrations.js'
-import { isForbidden, type KubeHttp } from '../kube/http.js'
+import { type KubeHttp } from '../kube/http.js'
+import { isForbidden } from '../kube/api-errors.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { planCrd } from '../migrator/plan.js'
 import { describeFreeze, readCrdState } from '../state/crd-state.js'

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
-import { isConflict, isNotFound, type KubeHttp } from '../kube/http.js'
+import { type KubeHttp } from '../kube/http.js'
+import { isConflict, isNotFound } from '../kube/api-errors.js'
 import { collectionPath, objectPath, type ResourceRef } from '../kube/paths.js'
 
 export interface LeaderElectionOptions {

@@ -13,7 +13,8 @@
  * a running object leaves the condition True (nothing cleans it up).
  */
 import type { CrdCondition, CustomResourceDefinition } from './types.js'
-import { ContentType, isNotFound, type KubeHttp } from './http.js'
+import { ContentType, type KubeHttp } from './http.js'
+import { isNotFound } from './api-errors.js'
 
 export const BUILTIN_MIGRATION_GROUP = 'storagemigration.k8s.io'
 /** The CRD condition kube-controller-manager keeps while it migrates the CRD's resource. */

@@ -10,7 +10,7 @@
  * pauses and waits. The second is a refusal of the objects in that review.
  */
 import { CrdMigratorError } from '../errors.js'
-import { KubeApiError } from './http.js'
+import { KubeApiError } from './api-errors.js'
 import type { CustomResourceDefinition, ManagedFieldsEntry } from './types.js'
 
 export type ConversionStrategy = 'None' | 'Webhook'

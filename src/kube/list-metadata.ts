@@ -1,4 +1,5 @@
-import { Accept, isGone, type KubeHttp } from './http.js'
+import { Accept, type KubeHttp } from './http.js'
+import { isGone } from './api-errors.js'
 import { collectionPath, CRD_API, listOrderKey, type ResourceRef } from './paths.js'
 import { followPages, pageRequest, type ListPage, type PageRequest } from './list-pages.js'
 import type { PartialObjectMetadata } from './types.js'

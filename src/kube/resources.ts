@@ -4,7 +4,8 @@
  * `{group, version, resource}`. Gives its kind, scope and the version to address it by.
  */
 import { CrdMigratorError } from '../errors.js'
-import { isNotFound, type KubeHttp } from './http.js'
+import { type KubeHttp } from './http.js'
+import { isNotFound } from './api-errors.js'
 import { groupPath, groupVersionPath, type ResourceRef } from './paths.js'
 
 export interface ResourceName {

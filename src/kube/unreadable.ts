@@ -17,7 +17,7 @@
  *   1.30 to 1.37). The server checks it (`path.Clean` of the start key, a resourceVersion
  *   not compacted) as it checks its own.
  */
-import { statusCauses } from './http.js'
+import { statusCauses } from './api-errors.js'
 import type { ResourceRef } from './paths.js'
 
 /**

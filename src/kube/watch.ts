@@ -6,7 +6,8 @@
  * label or field selector makes the API server send only the objects it matches.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
-import { isGone, type KubeHttp } from './http.js'
+import { type KubeHttp } from './http.js'
+import { isGone } from './api-errors.js'
 import { listPages } from './list-pages.js'
 
 export interface Watched {

@@ -10,7 +10,8 @@
  * converts it.
  */
 import { classifyConversionError, conversionStrategy, conversionWebhookOf, type ConversionFailure } from '../kube/conversion.js'
-import { Accept, isNotFound, type KubeHttp } from '../kube/http.js'
+import { Accept, type KubeHttp } from '../kube/http.js'
+import { isNotFound } from '../kube/api-errors.js'
 import { listMetadata } from '../kube/list-metadata.js'
 import { objectPath, resourceRef } from '../kube/paths.js'
 import type { CustomResourceDefinition, PartialObjectMetadata } from '../kube/types.js'

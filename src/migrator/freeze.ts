@@ -3,7 +3,7 @@
  * in state/crd-state.ts; this is the I/O, with the retries each step needs.
  */
 import { getCrd, patchCrdAnnotations } from '../kube/crds.js'
-import { isNotFound } from '../kube/http.js'
+import { isNotFound } from '../kube/api-errors.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { freezePatch, readCrdState, takeOverPatch, unfreezePatch, type FreezeVerdict, type RunOutcome } from '../state/crd-state.js'
 import { type CheckpointBinding, type CheckpointSeal } from './checkpoint-seal.js'

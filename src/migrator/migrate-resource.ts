@@ -8,7 +8,8 @@
  */
 import { errorCode, errorMessage } from '../errors.js'
 import { getCrd } from '../kube/crds.js'
-import { isNotFound, type KubeHttp } from '../kube/http.js'
+import { type KubeHttp } from '../kube/http.js'
+import { isNotFound } from '../kube/api-errors.js'
 import type { ResourceRef } from '../kube/paths.js'
 import { describeResourceName, resolveResource, type ResourceName } from '../kube/resources.js'
 import type { MigrationContext, MigrationResult, MigrationSettings } from './context.js'

@@ -27,7 +27,7 @@ import { rulesForGroup, type StashRule } from './stashes/rules.js'
 import { runStashPhase, type StashResult } from './stashes/stash-phase.js'
 import { narrowStoredVersions } from './stored-versions.js'
 import { builtinActivity, builtinBusyReason, releaseHeldBuiltinMigrations, runBuiltinStoragePhase } from './builtin-engine.js'
-import { isForbidden } from '../kube/http.js'
+import { isForbidden } from '../kube/api-errors.js'
 import { storageMigratingCondition } from '../kube/builtin-migrations.js'
 
 export type { MigrationContext, MigrationOutcome, MigrationResult, MigrationSettings, SkipReason } from './context.js'

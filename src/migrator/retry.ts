@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { classifyConversionError } from '../kube/conversion.js'
-import { isRetryable, isTooManyRequests, KubeApiError } from '../kube/http.js'
+import { isRetryable, isTooManyRequests, KubeApiError } from '../kube/api-errors.js'
 import { AdaptiveConcurrency, type AdaptiveSettings } from './adaptive-concurrency.js'
 import type { ConversionGate } from './conversion-gate.js'
 

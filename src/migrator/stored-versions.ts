@@ -5,7 +5,7 @@
  * were rewritten.
  */
 import { getCrd, patchStoredVersions } from '../kube/crds.js'
-import { isConflict } from '../kube/http.js'
+import { isConflict } from '../kube/api-errors.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { CrdMigratorError } from '../errors.js'
 import type { MigrationContext } from './context.js'

@@ -17,7 +17,8 @@ import {
   type BuiltinMigration,
 } from '../../src/kube/builtin-migrations.js'
 import { getCrd } from '../../src/kube/crds.js'
-import { ContentType, KubeApiError, type KubeHttp } from '../../src/kube/http.js'
+import { ContentType, type KubeHttp } from '../../src/kube/http.js'
+import { KubeApiError } from '../../src/kube/api-errors.js'
 import { crdPath } from '../../src/kube/paths.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import { migrateCrd, type MigrationResult } from '../../src/migrator/migrate.js'

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { classifyConversionError, conversionStrategy, conversionWebhookOf, ManagedFieldsDroppedError } from '../../src/kube/conversion.js'
-import { KubeApiError } from '../../src/kube/http.js'
+import { KubeApiError } from '../../src/kube/api-errors.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import { ConversionGate } from '../../src/migrator/conversion-gate.js'
 import { withRetry } from '../../src/migrator/retry.js'

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { ConfigError, CrdMigratorError, describeError, ERROR_CODES, errorCode, errorMessage } from '../../src/errors.js'
-import { KubeApiError } from '../../src/kube/http.js'
+import { KubeApiError } from '../../src/kube/api-errors.js'
 import { CertificateError } from '../../src/webhook/tls.js'
 
 t.test('every error of ours carries its code; anything else is CRDM_INTERNAL', async (t) => {

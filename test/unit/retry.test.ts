@@ -1,5 +1,5 @@
 import t from 'tap'
-import { isConflict, isGone, isUnprocessable, isNotFound, isRetryable, isTooManyRequests, KubeApiError } from '../../src/kube/http.js'
+import { isConflict, isGone, isUnprocessable, isNotFound, isRetryable, isTooManyRequests, KubeApiError } from '../../src/kube/api-errors.js'
 import { ThrottleGate, withRetry } from '../../src/migrator/retry.js'
 import { consistently } from '../helpers/until.js'
 

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { KubeApiError } from '../../src/kube/http.js'
+import { KubeApiError } from '../../src/kube/api-errors.js'
 import { continueAfter, continueFrom, findUnreadableKey, unreadableKeys, type Probe } from '../../src/kube/unreadable.js'
 
 const ref = { group: 'conv.example.com', plural: 'picks' }
