@@ -63,7 +63,7 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
     }
     const results: Array<MigrationResult | { crd: string; error: string }> = []
     let failed = 0
-    const checkpointSeal = await loadCheckpointSeal(config.migrator.stateKeyFile, logger)
+    const checkpointSeal = await loadCheckpointSeal(config.migrator.stateKeyFile, logger, { strict: config.migrator.strictStateKeyFile })
     const targets = [...names.map((name) => ({ name, crd: true })), ...(options.resources ?? []).map((name) => ({ name, crd: false }))]
     // Only a terminal gets a bar: pipes and pods never load cli-progress (memory).
     const ProgressBar = options.progressBar ? (await import('./progress-bar.js')).ProgressBar : undefined

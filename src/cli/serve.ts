@@ -83,7 +83,7 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
       config,
       owner: identity,
       lock: new RunLock(),
-      checkpointSeal: await loadCheckpointSeal(config.migrator.stateKeyFile, log),
+      checkpointSeal: await loadCheckpointSeal(config.migrator.stateKeyFile, log, { strict: config.migrator.strictStateKeyFile }),
       metrics: new MigratorMetrics(registry),
       events: new KubeEventRecorder(http, 'crd-migrator', identity, (err) => log.warn({ err }, 'could not record an Event')),
     }

@@ -230,6 +230,13 @@ export const ConfigSchema = z.strictObject({
        */
       stateKeyFile: z.string().min(1).optional(),
       /**
+       * Refuse a state key file (and its directory) that others could read or replace:
+       * readable by others, by a group other than the process's own, owned by a user other
+       * than this process's or root, or a directory writable by others without the sticky
+       * bit. Off: such a file is used with a warning naming it and its mode.
+       */
+      strictStateKeyFile: z.boolean().default(false),
+      /**
        * Reconcile kube-storage-version-migrator's StorageVersionMigration objects
        * (migration.k8s.io/v1alpha1, KEP-2855): each names a resource to migrate, a custom
        * resource or a built-in one. Needs that CRD installed (the chart can install it).

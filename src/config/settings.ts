@@ -239,6 +239,13 @@ export const SETTINGS: readonly Setting[] = [
       'key that seals checkpoints, so a resumed run trusts only its own (default: $XDG_STATE_HOME/crd-migrator/state.key, created on first use)',
   },
   {
+    path: 'migrator.strictStateKeyFile',
+    flag: 'strict-state-key-file',
+    env: 'CRD_MIGRATOR_STRICT_STATE_KEY_FILE',
+    kind: 'boolean',
+    description: 'refuse a state key file that others could read or replace, instead of warning',
+  },
+  {
     path: 'migrator.storageVersionMigrations',
     flag: 'storage-version-migrations',
     env: 'CRD_MIGRATOR_STORAGE_VERSION_MIGRATIONS',

@@ -12,9 +12,22 @@
  * its replicas); without it, from a file in the user's state directory, created on first
  * use, so the same user's CLI resumes its own runs; where that cannot be written (a
  * read-only container), from memory, so only this process's own checkpoints are trusted.
+ *
+ * Whoever reads the key can forge checkpoints, and whoever can replace it can plant one
+ * they know. So the file is checked the way sshd's StrictModes checks keys, on the file it
+ * opened (no gap between the check and the read): readable or writable by others, or by a
+ * group other than this process's own, or owned by a user other than this process's or
+ * root; and so is the directory holding it (the name given and, through symlinks, the
+ * real one): writable by others, or a group other than ours, without the sticky bit, or
+ * owned by another user. That a directory can be listed gives no key away, and is not
+ * looked at. What is found is logged as a warning naming the file, its mode and owner; with
+ * `migrator.strictStateKeyFile` the key is refused instead (CRDM_STATE_KEY). A Secret the
+ * kubelet mounts (root-owned, group the pod's fsGroup, 0440, in a sticky directory) passes
+ * when the fsGroup is the process's group, as the chart runs it.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
-import { link, mkdir, readFile, unlink, writeFile } from 'node:fs/promises'
+import type { Stats } from 'node:fs'
+import { link, mkdir, open, realpath, stat, unlink, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import type { Logger } from 'pino'
@@ -78,13 +91,24 @@ export function defaultStateKeyFile(env: NodeJS.ProcessEnv = process.env): strin
   return path.join(stateHome, 'crd-migrator', 'state.key')
 }
 
+export interface LoadSealOptions {
+  /** Refuse a key file others could read or replace (migrator.strictStateKeyFile), instead of warning. */
+  strict?: boolean
+}
+
 /**
  * The seal for `stateKeyFile` when given (it must be readable: the operator asked for
  * it), else for the default file, created when missing, else one in memory.
  */
-export async function loadCheckpointSeal(stateKeyFile: string | undefined, logger: Logger): Promise<CheckpointSeal> {
+export async function loadCheckpointSeal(
+  stateKeyFile: string | undefined,
+  logger: Logger,
+  options: LoadSealOptions = {},
+): Promise<CheckpointSeal> {
+  const read = (file: string) => readKeyFile(file, logger, options.strict === true)
   if (stateKeyFile) {
-    const key = await readFile(stateKeyFile).catch((err: NodeJS.ErrnoException) => {
+    const key = await read(stateKeyFile).catch((err: NodeJS.ErrnoException) => {
+      if (err instanceof CrdMigratorError) throw err
       throw new CrdMigratorError(
         'CRDM_STATE_KEY',
         `cannot read the state key file ${stateKeyFile} (migrator.stateKeyFile): ${err.code ?? err.message}`,
@@ -95,8 +119,9 @@ export async function loadCheckpointSeal(stateKeyFile: string | undefined, logge
   }
   const file = defaultStateKeyFile()
   try {
-    return CheckpointSeal.fromKey(trimKey(await readFile(file)), file)
+    return CheckpointSeal.fromKey(trimKey(await read(file)), file)
   } catch (err) {
+    if (err instanceof KeyFileRefused) throw err
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') return fallback(logger, file, err)
   }
   try {
@@ -106,9 +131,83 @@ export async function loadCheckpointSeal(stateKeyFile: string | undefined, logge
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') return fallback(logger, file, err)
   }
   try {
-    return CheckpointSeal.fromKey(trimKey(await readFile(file)), file)
+    return CheckpointSeal.fromKey(trimKey(await read(file)), file)
   } catch (err) {
+    if (err instanceof KeyFileRefused) throw err
     return fallback(logger, file, err)
+  }
+}
+
+/** A key file refused under migrator.strictStateKeyFile. */
+class KeyFileRefused extends CrdMigratorError {
+  override readonly name: string = 'KeyFileRefused'
+}
+
+/** Who this process is, for the checks; undefined where there are no uids (Windows). */
+export interface ProcessOwner {
+  uid: number
+  gid: number
+}
+
+function processOwner(): ProcessOwner | undefined {
+  return typeof process.getuid === 'function' && typeof process.getgid === 'function'
+    ? { uid: process.getuid(), gid: process.getgid() }
+    : undefined
+}
+
+/**
+ * What is wrong with a key file (`kind: 'file'`) or the directory holding it, by its mode
+ * and owner, for a process running as `self` (see the header). Empty: nothing. Pure.
+ */
+export function keyFileProblems(st: Pick<Stats, 'mode' | 'uid' | 'gid'>, kind: 'file' | 'directory', self: ProcessOwner): string[] {
+  const problems: string[] = []
+  const otherGroup = st.gid !== self.gid
+  if (st.uid !== self.uid && st.uid !== 0) problems.push(`owned by uid ${st.uid}, not this process's (${self.uid}) or root`)
+  if (kind === 'file') {
+    const access = (read: number, write: number) =>
+      [st.mode & read ? 'readable' : '', st.mode & write ? 'writable' : ''].filter(Boolean).join(' and ')
+    if (st.mode & 0o006) problems.push(`${access(0o004, 0o002)} by others`)
+    if (otherGroup && st.mode & 0o060) problems.push(`${access(0o040, 0o020)} by group ${st.gid}`)
+  } else if (!(st.mode & 0o1000)) {
+    if (st.mode & 0o002) problems.push('writable by others without the sticky bit (the key could be replaced)')
+    if (otherGroup && st.mode & 0o020) problems.push(`writable by group ${st.gid} without the sticky bit (the key could be replaced)`)
+  }
+  return problems
+}
+
+const octal = (mode: number) => `0${(mode & 0o7777).toString(8).padStart(3, '0')}`
+
+/** Reads the key from the file it checked (one open), warning about or refusing what keyFileProblems finds. */
+async function readKeyFile(file: string, logger: Logger, strict: boolean): Promise<Buffer> {
+  const handle = await open(file, 'r')
+  try {
+    const self = processOwner()
+    if (self !== undefined) {
+      const found: Array<{ path: string; mode: string; uid: number; gid: number; problems: string[] }> = []
+      const look = (where: string, st: Stats, kind: 'file' | 'directory') => {
+        const problems = keyFileProblems(st, kind, self)
+        if (problems.length > 0) found.push({ path: where, mode: octal(st.mode), uid: st.uid, gid: st.gid, problems })
+      }
+      look(file, await handle.stat(), 'file')
+      const dirs = new Set([path.dirname(path.resolve(file)), path.dirname(await realpath(file))])
+      for (const dir of dirs) look(dir, await stat(dir), 'directory')
+      if (found.length > 0) {
+        const text = found.map((f) => `${f.path} (mode ${f.mode}, uid ${f.uid}, gid ${f.gid}): ${f.problems.join(', ')}`).join('; ')
+        if (strict) {
+          throw new KeyFileRefused(
+            'CRDM_STATE_KEY',
+            `refusing the state key file ${file} (migrator.strictStateKeyFile): ${text}; whoever can read the key can forge checkpoints, whoever can replace it can plant one`,
+          )
+        }
+        logger.warn(
+          { file, found },
+          'the state key file could be read or replaced by others: whoever reads it can forge checkpoints (chmod 600 it, in a directory only its owner writes; migrator.strictStateKeyFile refuses such a file)',
+        )
+      }
+    }
+    return await handle.readFile()
+  } finally {
+    await handle.close()
   }
 }
 

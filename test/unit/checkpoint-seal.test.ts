@@ -1,8 +1,14 @@
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { chmod, chown, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
-import { CheckpointSeal, defaultStateKeyFile, loadCheckpointSeal, type CheckpointBinding } from '../../src/migrator/checkpoint-seal.js'
+import {
+  CheckpointSeal,
+  defaultStateKeyFile,
+  keyFileProblems,
+  loadCheckpointSeal,
+  type CheckpointBinding,
+} from '../../src/migrator/checkpoint-seal.js'
 import { capturingLogger } from '../helpers/log-capture.js'
 
 const binding: CheckpointBinding = {
@@ -129,4 +135,109 @@ t.test('loadCheckpointSeal falls back to memory where the default file cannot be
   const seal = await loadCheckpointSeal(undefined, logger)
   t.match(seal.source, /memory/)
   t.match(lines().at(-1)?.['msg'], /checkpoints written by other processes will be re-verified/)
+})
+
+t.test('keyFileProblems: what others could do with the key file or its directory', async (t) => {
+  const self = { uid: 1000, gid: 1000 }
+  const file = (mode: number, uid = 1000, gid = 1000) => keyFileProblems({ mode: 0o100000 | mode, uid, gid }, 'file', self)
+  const dir = (mode: number, uid = 1000, gid = 1000) => keyFileProblems({ mode: 0o040000 | mode, uid, gid }, 'directory', self)
+  t.strictSame(file(0o600), [], '0600, ours')
+  t.strictSame(file(0o400), [], '0400, ours')
+  t.strictSame(file(0o440, 0, 1000), [], "root's, readable by our own group: a Secret the kubelet mounts with fsGroup = our group")
+  t.strictSame(file(0o644), ['readable by others'])
+  t.strictSame(file(0o606), ['readable and writable by others'])
+  t.strictSame(file(0o640, 1000, 50), ['readable by group 50'], 'a group other than ours')
+  t.strictSame(file(0o620, 1000, 50), ['writable by group 50'])
+  t.strictSame(file(0o600, 1001), ["owned by uid 1001, not this process's (1000) or root"])
+  t.strictSame(file(0o644, 1001, 50), [
+    "owned by uid 1001, not this process's (1000) or root",
+    'readable by others',
+    'readable by group 50',
+  ])
+  t.strictSame(dir(0o700), [])
+  t.strictSame(dir(0o755), [], 'a directory others can list gives no key away')
+  t.strictSame(dir(0o1777, 0, 0), [], 'sticky (a Secret volume, /tmp): nobody replaces what is not theirs')
+  t.strictSame(dir(0o777), ['writable by others without the sticky bit (the key could be replaced)'])
+  t.strictSame(dir(0o770, 1000, 50), ['writable by group 50 without the sticky bit (the key could be replaced)'])
+  t.strictSame(dir(0o770), [], 'writable by our own group')
+  t.strictSame(dir(0o700, 1001), ["owned by uid 1001, not this process's (1000) or root"])
+})
+
+t.test('loadCheckpointSeal: a key file others can read is warned about, and refused when strict', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'seal-perm-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  await chmod(dir, 0o700)
+  const file = join(dir, 'key')
+  await writeFile(file, 'k'.repeat(32), { mode: 0o600 })
+  await chmod(file, 0o600)
+
+  const quiet = capturingLogger()
+  await loadCheckpointSeal(file, quiet.logger, { strict: true })
+  t.strictSame(
+    quiet.lines().filter((l) => l['level'] === 40),
+    [],
+    'a 0600 key in a 0700 directory: no warning, and strict takes it',
+  )
+
+  await chmod(file, 0o644)
+  const loose = capturingLogger()
+  const seal = await loadCheckpointSeal(file, loose.logger)
+  t.equal(seal.source, file, 'not strict: used')
+  const warning = loose.lines().find((l) => l['level'] === 40)
+  t.match(warning?.['msg'], /the state key file could be read or replaced by others/)
+  t.match(warning?.['file'], file)
+  t.match(warning?.['found'], [{ path: file, mode: '0644', problems: ['readable by others'] }], 'naming the file and its mode')
+
+  await t.rejects(
+    loadCheckpointSeal(file, loose.logger, { strict: true }),
+    {
+      code: 'CRDM_STATE_KEY',
+      message: /refusing the state key file .*key \(migrator\.strictStateKeyFile\): .*mode 0644.*readable by others/,
+    },
+    'strict: refused',
+  )
+
+  await chmod(file, 0o600)
+  await chmod(dir, 0o777)
+  await t.rejects(
+    loadCheckpointSeal(file, loose.logger, { strict: true }),
+    /mode 0777.*writable by others without the sticky bit/,
+    'a directory anyone may write to: the key could be replaced',
+  )
+  await chmod(dir, 0o1777)
+  await loadCheckpointSeal(file, loose.logger, { strict: true })
+  t.pass('the same directory with the sticky bit (a Secret volume) is fine')
+  await chmod(dir, 0o700)
+
+  // Through a symlink, as the kubelet mounts Secrets: the real file and its directory count.
+  const real = join(dir, '..data')
+  await mkdir(real, { mode: 0o777 })
+  await chmod(real, 0o777)
+  await writeFile(join(real, 'key'), 'k'.repeat(32), { mode: 0o600 })
+  await symlink(join('..data', 'key'), join(dir, 'linked'))
+  await t.rejects(loadCheckpointSeal(join(dir, 'linked'), loose.logger, { strict: true }), /\.\.data \(mode 0777/)
+
+  if (process.getuid?.() === 0) {
+    await chown(file, 4242, 4242)
+    await t.rejects(loadCheckpointSeal(file, loose.logger, { strict: true }), /owned by uid 4242, not this process's \(0\) or root/)
+  } else {
+    t.comment('not root: no file of another owner can be made here')
+  }
+})
+
+t.test('loadCheckpointSeal: the default key file is checked too; strict refuses instead of falling back to memory', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'seal-home-perm-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const saved = process.env['XDG_STATE_HOME']
+  process.env['XDG_STATE_HOME'] = dir
+  t.teardown(() => {
+    if (saved === undefined) delete process.env['XDG_STATE_HOME']
+    else process.env['XDG_STATE_HOME'] = saved
+  })
+  const { logger, lines } = capturingLogger()
+  await loadCheckpointSeal(undefined, logger, { strict: true })
+  t.equal(lines().filter((l) => l['level'] === 40).length, 0, 'the file it creates (0600 in a 0700 directory) passes')
+  await chmod(defaultStateKeyFile(), 0o644)
+  await t.rejects(loadCheckpointSeal(undefined, logger, { strict: true }), { code: 'CRDM_STATE_KEY' })
+  t.equal((await loadCheckpointSeal(undefined, logger)).source, defaultStateKeyFile(), 'not strict: used, with a warning')
 })
