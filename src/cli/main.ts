@@ -122,6 +122,7 @@ interface WebhookConfigOptions {
   migratingAnnotation?: string
   migratorUsers?: string
   migratorGroups?: string
+  builtinMigratorUsers?: string
 }
 
 program
@@ -137,6 +138,10 @@ program
     'usernames the API server does not send to the webhook (those of `serve --migrator-users`); default system:serviceaccount:crd-migrator:crd-migrator',
   )
   .option('--migrator-groups <a,b>', 'groups the API server does not send to the webhook (those of `serve --migrator-groups`)')
+  .option(
+    '--builtin-migrator-users <a,b>',
+    "kube-controller-manager's usernames, whose StorageMigrating condition writes are not sent (those of `serve --builtin-migrator-users`)",
+  )
   .action(async (opts: WebhookConfigOptions) => {
     const list = (v: string | undefined) =>
       v === undefined
@@ -147,6 +152,7 @@ program
             .filter(Boolean)
     const migratorUsers = list(opts.migratorUsers)
     const migratorGroups = list(opts.migratorGroups)
+    const builtinMigratorUsers = list(opts.builtinMigratorUsers)
     const { writeLocalWebhookConfiguration } = await import('../webhook/configuration.js')
     await writeLocalWebhookConfiguration({
       caCertFile: opts.ca,
@@ -156,6 +162,7 @@ program
       annotationKey: opts.migratingAnnotation,
       migratorUsers,
       migratorGroups,
+      builtinMigratorUsers,
     })
     process.stdout.write(`wrote ${opts.out}; install it with: kubectl apply -f ${opts.out}\n`)
   })

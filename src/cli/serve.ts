@@ -65,6 +65,7 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
         migratorUsers: config.identities.migratorUsers,
         migratorGroups: config.identities.migratorGroups,
         breakGlassGroups: config.identities.breakGlassGroups,
+        builtinMigratorUsers: config.identities.builtinMigratorUsers,
       },
     })
   }

@@ -15,3 +15,5 @@ export const DEFAULT_MANAGED_SELECTOR: string = CONFIG_DEFAULTS.migrator.selecto
 /** Default identity of the migrator: the ServiceAccount the Helm chart deploys. */
 export const DEFAULT_MIGRATOR_USERS: readonly string[] = CONFIG_DEFAULTS.identities.migratorUsers
 export const DEFAULT_BREAK_GLASS_GROUPS: readonly string[] = CONFIG_DEFAULTS.identities.breakGlassGroups
+/** kube-controller-manager's identities, which may change a CRD's StorageMigrating condition. */
+export const DEFAULT_BUILTIN_MIGRATOR_USERS: readonly string[] = CONFIG_DEFAULTS.identities.builtinMigratorUsers

@@ -98,6 +98,18 @@ export const ConfigSchema = z.strictObject({
       migratorUsers: z.array(z.string().min(1)).default(['system:serviceaccount:crd-migrator:crd-migrator']),
       migratorGroups: z.array(z.string().min(1)).default([]),
       breakGlassGroups: z.array(z.string().min(1)).default(['system:masters']),
+      /**
+       * Kubernetes' own storage version migrator (kube-controller-manager): the only users,
+       * besides the migrator and break-glass groups, who may add, remove or change a CRD's
+       * StorageMigrating condition, which freezes its storage version. kube-controller-manager
+       * writes it as its own user, or with --use-service-account-credentials (kubeadm) as
+       * the controller's ServiceAccount, whose name counts only with a ServiceAccount token
+       * (config/identities.ts). Requests of these users that change only the condition skip
+       * the webhook (a webhook outage must not stall built-in migrations elsewhere).
+       */
+      builtinMigratorUsers: z
+        .array(z.string().min(1))
+        .default(['system:kube-controller-manager', 'system:serviceaccount:kube-system:storage-version-migrator-controller']),
     })
     .prefault({}),
   webhook: z

@@ -66,6 +66,14 @@ export const SETTINGS: readonly Setting[] = [
     description: 'groups allowed everything, the freeze included',
   },
   {
+    path: 'identities.builtinMigratorUsers',
+    flag: 'builtin-migrator-users',
+    env: 'CRD_MIGRATOR_BUILTIN_MIGRATOR_USERS',
+    kind: 'list',
+    description:
+      "usernames of Kubernetes' built-in storage version migrator (kube-controller-manager), allowed to change a CRD's StorageMigrating condition",
+  },
+  {
     path: 'webhook.enabled',
     flag: 'webhook',
     env: 'CRD_MIGRATOR_WEBHOOK_ENABLED',

@@ -50,6 +50,17 @@
  *   migration) is refused, unless our run delegated its storage phase to the built-in
  *   migrator (the `builtin-migration` state annotation, which only the migrator writes).
  *   kube-controller-manager retries, and starts once we lift the freeze.
+ * - The StorageMigrating condition is a freeze too, so it is guarded like the annotation:
+ *   adding it, removing it or changing its status (any CRD, frozen or not) is refused to
+ *   everyone but kube-controller-manager's identities (builtinMigratorUsers), the migrator
+ *   and break-glass groups (warned and audited). Otherwise a user who may write only CRD
+ *   status could freeze any CRD against everyone (True), or lift a real built-in freeze
+ *   for any CRD editor (False). Its reason and message are not guarded: they freeze nothing.
+ * - While a CRD is frozen (either way), the versions that hold its objects stay served and
+ *   its conversion stays as it is, for everyone, like the storage version: un-serving the
+ *   storage version or a version in status.storedVersions would make objects unreadable
+ *   mid-migration, and a new spec.conversion would send every object the migration reads
+ *   and writes through a webhook of the editor's choosing. Break-glass lifts the freeze first.
  * - Names from the request are shortened in messages: a CRD name is at most 253
  *   characters, and a longer one must not make the answer or the log grow with it.
  */
@@ -65,6 +76,8 @@ export interface AdmissionPolicy {
   migratorUsers: readonly string[]
   migratorGroups: readonly string[]
   breakGlassGroups: readonly string[]
+  /** kube-controller-manager's identities, allowed to change the StorageMigrating condition. */
+  builtinMigratorUsers: readonly string[]
 }
 
 /** The policy of the default configuration: the config schema's defaults (config/schema.ts). */
@@ -74,6 +87,7 @@ export const DEFAULT_ADMISSION_POLICY: AdmissionPolicy = Object.freeze({
   migratorUsers: CONFIG_DEFAULTS.identities.migratorUsers,
   migratorGroups: CONFIG_DEFAULTS.identities.migratorGroups,
   breakGlassGroups: CONFIG_DEFAULTS.identities.breakGlassGroups,
+  builtinMigratorUsers: CONFIG_DEFAULTS.identities.builtinMigratorUsers,
 })
 
 export const ADMISSION_OPERATIONS = ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'] as const
@@ -82,8 +96,11 @@ export type AdmissionOperation = (typeof ADMISSION_OPERATIONS)[number]
 /** Closed set, used as the `reason` label of crd_migrator_admission_denials_total. */
 export const DENIAL_REASONS = [
   'storage-version-frozen',
+  'served-versions-frozen',
+  'conversion-frozen',
   'stored-versions-frozen',
   'annotation-guarded',
+  'builtin-condition-guarded',
   'delete-frozen',
   'builtin-migration-deferred',
   'malformed-object',
@@ -96,7 +113,11 @@ export function isDenialReason(reason: string): reason is DenialReason {
 }
 
 /** What break-glass groups may still do, with a warning: lift or repair the freeze. Never: move storage, delete. */
-const BREAK_GLASS_MAY_OVERRIDE: ReadonlySet<DenialReason> = new Set(['annotation-guarded', 'stored-versions-frozen'])
+const BREAK_GLASS_MAY_OVERRIDE: ReadonlySet<DenialReason> = new Set([
+  'annotation-guarded',
+  'stored-versions-frozen',
+  'builtin-condition-guarded',
+])
 
 export const ALLOW_REASONS = ['allowed', 'break-glass-override', 'unexpected-resource'] as const
 export type AllowReason = (typeof ALLOW_REASONS)[number]
@@ -181,6 +202,8 @@ export function decideAdmission(input: AdmissionInput, policy: AdmissionPolicy):
 interface Identity {
   migrator: boolean
   breakGlass: boolean
+  /** kube-controller-manager (policy.builtinMigratorUsers). */
+  builtinMigrator: boolean
 }
 
 interface DecisionContext {
@@ -195,6 +218,7 @@ function classifyIdentity(user: UserIdentity, policy: AdmissionPolicy): Identity
   return {
     migrator: isListedUser(user, policy.migratorUsers) || inAny(policy.migratorGroups),
     breakGlass: inAny(policy.breakGlassGroups),
+    builtinMigrator: isListedUser(user, policy.builtinMigratorUsers),
   }
 }
 
@@ -213,8 +237,17 @@ function updateViolations(input: AdmissionInput, ctx: DecisionContext): Violatio
 
   const violations: Violation[] = []
   if (frozen || builtin) {
-    const storage = storageViolation(oldObject, object, ctx, frozen ? 'annotation' : 'builtin')
+    const by: FreezeSource = frozen ? 'annotation' : 'builtin'
+    const storage = storageViolation(oldObject, object, ctx, by)
     if (storage) violations.push(storage)
+    const served = servedViolation(oldObject, object, ctx, by)
+    if (served) violations.push(served)
+    const conversion = conversionViolation(oldObject, object, ctx, by)
+    if (conversion) violations.push(conversion)
+  }
+  if (!ctx.identity.migrator && !ctx.identity.builtinMigrator) {
+    const condition = builtinConditionViolation(oldObject, object, ctx)
+    if (condition) violations.push(condition)
   }
   if (frozen && !ctx.identity.migrator) {
     const stored = storedVersionsViolation(oldObject, object, input.subResource, ctx)
@@ -293,6 +326,87 @@ function storageViolation(oldObject: JsonObject, object: JsonObject, ctx: Decisi
 }
 
 /**
+ * A version that holds objects (the storage version, or one in status.storedVersions, of the
+ * old object) stops being served while the CRD is frozen. A version removed from
+ * spec.versions is not looked at here: a stored version cannot be removed (the API server
+ * refuses it) and the storage version's removal is a storage change.
+ */
+function servedViolation(oldObject: JsonObject, object: JsonObject, ctx: DecisionContext, by: FreezeSource): Violation | undefined {
+  const { crdName } = ctx
+  const storage = storageVersions(oldObject)
+  if (typeof storage === 'string') return malformedFrozen(crdName, `oldObject ${storage}`, 'served versions')
+  const stored = storedVersions(oldObject)
+  if (typeof stored === 'string') return malformedFrozen(crdName, `oldObject ${stored}`, 'served versions')
+  const before = servedVersions(oldObject)
+  if (typeof before === 'string') return malformedFrozen(crdName, `oldObject ${before}`, 'served versions')
+  const after = servedVersions(object)
+  if (typeof after === 'string') return malformedFrozen(crdName, `object ${after}`, 'served versions')
+  const holding = new Set([...storage, ...stored])
+  const unserved = [...holding].filter((v) => before.get(v) === true && after.has(v) && after.get(v) !== true).sort()
+  if (unserved.length === 0) return undefined
+  const versions = listShort(unserved)
+  return {
+    reason: 'served-versions-frozen',
+    summary: `version ${versions} unserved on frozen CRD ${crdName}`,
+    message:
+      `CustomResourceDefinition "${crdName}" is frozen for a storage version migration ` +
+      `(${frozenBy(by, ctx)}): version ${versions} holds its objects (the storage version or status.storedVersions ` +
+      `${formatVersions(holding)}), and no longer serving it now would make them unreadable mid-migration; ` +
+      `not allowed while the migration runs, for any user. ${whatToDo(ctx, by)}`,
+  }
+}
+
+/** Any change of spec.conversion while the CRD is frozen (compared as JSON: the API server defaults both sides). */
+function conversionViolation(oldObject: JsonObject, object: JsonObject, ctx: DecisionContext, by: FreezeSource): Violation | undefined {
+  const before = specField(oldObject, 'conversion')
+  const after = specField(object, 'conversion')
+  if (sameJson(before, after)) return undefined
+  const { crdName } = ctx
+  const describe = (c: unknown) => {
+    const strategy = isObject(c) && typeof c['strategy'] === 'string' ? c['strategy'] : undefined
+    return strategy === undefined ? '(none)' : JSON.stringify(shorten(strategy, 32))
+  }
+  return {
+    reason: 'conversion-frozen',
+    summary: `spec.conversion changed on frozen CRD ${crdName}`,
+    message:
+      `CustomResourceDefinition "${crdName}" is frozen for a storage version migration ` +
+      `(${frozenBy(by, ctx)}): changing spec.conversion (strategy ${describe(before)} -> ${describe(after)}, or its webhook) ` +
+      `would send every object the migration reads and writes through another converter; not allowed while the ` +
+      `migration runs, for any user. ${whatToDo(ctx, by)}`,
+  }
+}
+
+/**
+ * A change of the StorageMigrating condition (added, removed, its status changed) by
+ * anyone but kube-controller-manager, the migrator and break-glass groups (see the header).
+ */
+function builtinConditionViolation(oldObject: JsonObject, object: JsonObject, ctx: DecisionContext): Violation | undefined {
+  const before = storageMigratingStatuses(oldObject)
+  const after = storageMigratingStatuses(object)
+  if (before.length === after.length && before.every((s, i) => sameValue(s, after[i]))) return undefined
+  const { crdName, policy } = ctx
+  const show = (statuses: string[]) =>
+    statuses.length === 0
+      ? 'none'
+      : statuses.map((s) => (s === NOT_A_STRING ? '(not a string)' : JSON.stringify(shorten(s, 32)))).join(', ')
+  const attempted =
+    before.length === 0 ? 'add it' : after.length === 0 ? 'remove it' : `change its status from ${show(before)} to ${show(after)}`
+  const allowed = policy.builtinMigratorUsers.map((u) => `user ${shorten(u)}`)
+  return {
+    reason: 'builtin-condition-guarded',
+    summary: `${STORAGE_MIGRATING} condition ${before.length === 0 ? 'added' : after.length === 0 ? 'removed' : 'changed'} on CRD ${crdName}`,
+    message:
+      `The condition ${STORAGE_MIGRATING} of CustomResourceDefinition "${crdName}" says that Kubernetes' built-in ` +
+      `storage version migrator (kube-controller-manager) migrates it, and while it is True nobody may change its ` +
+      `storage version or delete it; ${describeUser(ctx.user)} may not ${attempted}. Only kube-controller-manager ` +
+      `(${allowed.length > 0 ? listShort(allowed) : 'no identity configured'}), the migrator and ` +
+      `${describeGroups('break-glass groups', policy.breakGlassGroups)} may. A condition left True by a deleted ` +
+      `StorageVersionMigration is set to False by a break-glass user (README: "crd-migrator and the built-in StorageVersionMigration").`,
+  }
+}
+
+/**
  * kube-controller-manager marking the CRD StorageMigrating while our freeze holds: two
  * migrators at once. Refused unless our run handed its storage phase to it.
  */
@@ -310,6 +424,15 @@ function builtinDeferredViolation(oldObject: JsonObject, object: JsonObject, ctx
       `storage version migration of it (condition ${STORAGE_MIGRATING}=True) until that one is done. ` +
       `The built-in StorageVersionMigration is retried by kube-controller-manager and runs after it.`,
   }
+}
+
+/** The statuses of the StorageMigrating conditions, in order (a condition list that cannot be read has none). */
+function storageMigratingStatuses(crd: JsonObject): string[] {
+  const status = crd['status']
+  if (!isObject(status)) return []
+  const conditions = status['conditions']
+  if (!Array.isArray(conditions)) return []
+  return conditions.filter((c) => isObject(c) && c['type'] === STORAGE_MIGRATING).map((c) => asAnnotationValue((c as JsonObject)['status']))
 }
 
 /** The old object's StorageMigrating condition is True (a condition list that cannot be read counts as not). */
@@ -523,6 +646,61 @@ function storageVersions(crd: JsonObject): Set<string> | string {
   return names
 }
 
+/** Whether each version of spec.versions is served (`served: true`), or why they cannot be read. */
+function servedVersions(crd: JsonObject): Map<string, boolean> | string {
+  const spec = crd['spec']
+  if (spec === undefined) return new Map()
+  if (!isObject(spec)) return 'has a spec that is not an object'
+  const versions = spec['versions']
+  if (versions === undefined || versions === null) return new Map()
+  if (!Array.isArray(versions)) return 'has spec.versions that is not an array'
+  const served = new Map<string, boolean>()
+  for (const [index, version] of versions.entries()) {
+    if (!isObject(version)) return `has spec.versions[${index}] that is not an object`
+    const name = version['name']
+    if (typeof name !== 'string') return `has spec.versions[${index}].name that is not a string`
+    served.set(name, version['served'] === true)
+  }
+  return served
+}
+
+function specField(crd: JsonObject, field: string): unknown {
+  const spec = crd['spec']
+  return isObject(spec) ? spec[field] : undefined
+}
+
+/**
+ * Deep equality of two JSON values (key order ignored). Iterative, with a budget: a value
+ * nested or sized past what a CRD can hold counts as changed, so a hostile review cannot
+ * overflow the stack (the fuzz test sends 200,000 levels) or spin.
+ */
+function sameJson(a: unknown, b: unknown): boolean {
+  const stack: Array<[unknown, unknown]> = [[a, b]]
+  let budget = 200_000
+  while (stack.length > 0) {
+    if (--budget < 0) return false
+    const [x, y] = stack.pop()!
+    if (x === y) continue
+    if (Array.isArray(x)) {
+      if (!Array.isArray(y) || x.length !== y.length) return false
+      for (let i = 0; i < x.length; i++) stack.push([x[i], y[i]])
+      continue
+    }
+    if (isObject(x)) {
+      if (!isObject(y)) return false
+      const keys = Object.keys(x)
+      if (keys.length !== Object.keys(y).length) return false
+      for (const k of keys) {
+        if (!Object.hasOwn(y, k)) return false
+        stack.push([x[k], y[k]])
+      }
+      continue
+    }
+    return false
+  }
+  return true
+}
+
 /** status.storedVersions as a set, or a description of why it cannot be read. */
 function storedVersions(crd: JsonObject): Set<string> | string {
   const status = crd['status']
@@ -577,8 +755,8 @@ function whatToDo(ctx: DecisionContext, by: FreezeSource = 'annotation'): string
     return (
       `Wait for the migration to finish (kubectl get storageversionmigrations.storagemigration.k8s.io); ` +
       `kube-controller-manager sets ${STORAGE_MIGRATING}=False then. If none runs any more (a StorageVersionMigration ` +
-      `deleted mid-run leaves the condition behind), set the condition to False, as the README shows ` +
-      `("crd-migrator and the built-in StorageVersionMigration").`
+      `deleted mid-run leaves the condition behind), ${describeGroups('a member of the break-glass groups', policy.breakGlassGroups)} ` +
+      `sets the condition to False in a request of its own, as the README shows ("crd-migrator and the built-in StorageVersionMigration").`
     )
   }
   return (

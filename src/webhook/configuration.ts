@@ -21,7 +21,12 @@
  *   state annotations of a CRD that is not frozen is not sent (the webhook allows it, so
  *   installers that replace whole CRDs do not depend on the webhook). Also sent: spec
  *   changes and deletes of a CRD whose old object says `StorageMigrating=True` (Kubernetes'
- *   own migrator runs on it). `object` is null
+ *   own migrator runs on it), and any change of a CRD's StorageMigrating condition (added,
+ *   removed, its status changed), that freeze too, except by kube-controller-manager's own
+ *   identities (builtinMigratorUsers, a ServiceAccount name only with a ServiceAccount
+ *   token): the webhook allows them, so a webhook outage does not stall built-in
+ *   migrations of CRDs we do not freeze (on a CRD we freeze, they are sent through the
+ *   annotation anyway). `object` is null
  *   for DELETE and `oldObject` is null for CREATE, so both sides are guarded with
  *   `!= null`: an error under failurePolicy: Fail rejects the request.
  * - a second matchCondition skips the webhook for the migrator's own identities
@@ -41,7 +46,7 @@
 import { readFile, writeFile, mkdir } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { stringify } from 'yaml'
-import { DEFAULT_MIGRATING_ANNOTATION, DEFAULT_MIGRATOR_USERS } from '../config/annotations.js'
+import { DEFAULT_BUILTIN_MIGRATOR_USERS, DEFAULT_MIGRATING_ANNOTATION, DEFAULT_MIGRATOR_USERS } from '../config/annotations.js'
 import { ANNOTATION_KEY } from '../config/schema.js'
 import { CrdMigratorError } from '../errors.js'
 import { STATE_PREFIX } from '../state/crd-state.js'
@@ -78,6 +83,8 @@ export interface WebhookConfigurationOptions {
   migratorUsers?: readonly string[]
   /** Groups the API server does not send to the webhook. Default none. */
   migratorGroups?: readonly string[]
+  /** kube-controller-manager's usernames: their StorageMigrating condition writes are not sent. Default DEFAULT_BUILTIN_MIGRATOR_USERS. */
+  builtinMigratorUsers?: readonly string[]
 }
 
 export interface MatchCondition {
@@ -119,9 +126,14 @@ export interface ValidatingWebhookConfiguration {
 /**
  * True when the old or the new object carries the migrating annotation, or the new object
  * sets or changes a state annotation (a key under STATE_PREFIX whose value differs from
- * the old object's, or that the old object lacks).
+ * the old object's, or that the old object lacks), or the old object says StorageMigrating=True
+ * and the spec changes (or it is deleted), or someone but `builtinMigratorUsers` changes
+ * the StorageMigrating condition.
  */
-export function migrationStateMatchExpression(annotationKey: string): string {
+export function migrationStateMatchExpression(
+  annotationKey: string,
+  builtinMigratorUsers: readonly string[] = DEFAULT_BUILTIN_MIGRATOR_USERS,
+): string {
   if (!ANNOTATION_KEY.test(annotationKey))
     throw new CrdMigratorError('CRDM_WEBHOOK_CONFIG', `not a valid annotation key: ${JSON.stringify(annotationKey)}`)
   const carries = (variable: string) =>
@@ -133,10 +145,18 @@ export function migrationStateMatchExpression(annotationKey: string): string {
   // Kubernetes' own migrator runs on the CRD: spec changes and deletes are judged (its own
   // status writes change no spec and are not sent, so it can always finish).
   const builtinMigrating =
-    `(oldObject != null && has(oldObject.status) && has(oldObject.status.conditions) && ` +
+    `(oldObject != null && has(oldObject.status) && has(oldObject.status.conditions) && oldObject.status.conditions != null && ` +
     `oldObject.status.conditions.exists(c, c.type == '${STORAGE_MIGRATING}' && c.status == 'True') && ` +
     `(object == null || object.spec != oldObject.spec))`
-  return `${carries('object')} || ${carries('oldObject')} || ${setsState} || ${builtinMigrating}`
+  // The condition's statuses, in order, on each side: added, removed or flipped is a change.
+  // A CRD's status.conditions is null (not absent) until the API server first writes one.
+  const statuses = (variable: string) =>
+    `(has(${variable}.status) && has(${variable}.status.conditions) && ${variable}.status.conditions != null ? ` +
+    `${variable}.status.conditions.filter(c, c.type == '${STORAGE_MIGRATING}').map(c, c.status) : [])`
+  const conditionChanged = `object != null && oldObject != null && ${statuses('object')} != ${statuses('oldObject')}`
+  const kcm = identityMatchTerms(builtinMigratorUsers, [])
+  const conditionByOthers = kcm.length > 0 ? `(${conditionChanged} && !(${kcm.join(' || ')}))` : `(${conditionChanged})`
+  return `${carries('object')} || ${carries('oldObject')} || ${setsState} || ${builtinMigrating} || ${conditionByOthers}`
 }
 
 /**
@@ -156,8 +176,14 @@ const celList = (values: readonly string[]) => `[${values.map(celString).join(',
  * listed group. Empty lists are left out (an empty list would be a no-op term).
  */
 export function notMigratorMatchExpression(migratorUsers: readonly string[], migratorGroups: readonly string[]): string | undefined {
-  const serviceAccounts = migratorUsers.filter(isServiceAccountUsername)
-  const others = migratorUsers.filter((u) => !isServiceAccountUsername(u))
+  const terms = identityMatchTerms(migratorUsers, migratorGroups)
+  return terms.length > 0 ? `!(${terms.join(' || ')})` : undefined
+}
+
+/** CEL terms, one of which holds for a request of these users (ServiceAccounts with a token's proof) or groups. */
+function identityMatchTerms(users: readonly string[], groups: readonly string[]): string[] {
+  const serviceAccounts = users.filter(isServiceAccountUsername)
+  const others = users.filter((u) => !isServiceAccountUsername(u))
   const terms: string[] = []
   if (others.length > 0) terms.push(`request.userInfo.username in ${celList(others)}`)
   if (serviceAccounts.length > 0) {
@@ -167,8 +193,8 @@ export function notMigratorMatchExpression(migratorUsers: readonly string[], mig
         `${celString(CREDENTIAL_ID_EXTRA)} in request.userInfo.extra && ${extra}.exists(c, c.startsWith(${celString(SERVICE_ACCOUNT_CREDENTIAL_PREFIX)})))`,
     )
   }
-  if (migratorGroups.length > 0) terms.push(`request.userInfo.groups.exists(g, g in ${celList(migratorGroups)})`)
-  return terms.length > 0 ? `!(${terms.join(' || ')})` : undefined
+  if (groups.length > 0) terms.push(`request.userInfo.groups.exists(g, g in ${celList(groups)})`)
+  return terms
 }
 
 export function renderWebhookConfiguration(options: WebhookConfigurationOptions): ValidatingWebhookConfiguration {
@@ -227,7 +253,10 @@ export function renderWebhookConfiguration(options: WebhookConfigurationOptions)
           },
         ],
         matchConditions: [
-          { name: 'migration-state-involved', expression: migrationStateMatchExpression(annotationKey) },
+          {
+            name: 'migration-state-involved',
+            expression: migrationStateMatchExpression(annotationKey, options.builtinMigratorUsers ?? DEFAULT_BUILTIN_MIGRATOR_USERS),
+          },
           ...(notMigrator ? [{ name: 'not-the-migrator', expression: notMigrator }] : []),
         ],
       },
@@ -251,6 +280,7 @@ export interface LocalWebhookConfigurationOptions {
   annotationKey?: string
   migratorUsers?: readonly string[]
   migratorGroups?: readonly string[]
+  builtinMigratorUsers?: readonly string[]
 }
 
 /** Write the url variant for a webhook running on this machine; returns the rendered object. */
@@ -265,6 +295,7 @@ export async function writeLocalWebhookConfiguration(options: LocalWebhookConfig
     annotationKey: options.annotationKey,
     migratorUsers: options.migratorUsers,
     migratorGroups: options.migratorGroups,
+    builtinMigratorUsers: options.builtinMigratorUsers,
   })
   await mkdir(dirname(options.outFile), { recursive: true })
   const header = '# Generated by crd-migrator for local development; do not commit.\n'

@@ -35,7 +35,17 @@ const anonymous = { username: '', groups: [] }
 
 type Versions = Array<[name: string, storage: boolean]> | 'missing' | 'not-an-array'
 
-function crd(options: { annotations?: Record<string, string>; versions?: Versions; shortNames?: string[]; name?: string } = {}) {
+function crd(
+  options: {
+    annotations?: Record<string, string>
+    versions?: Versions
+    shortNames?: string[]
+    name?: string
+    /** Versions with `served: false`. */
+    unserved?: string[]
+    conversion?: unknown
+  } = {},
+) {
   const versions = options.versions ?? [
     ['v1alpha1', false],
     ['v1', true],
@@ -47,8 +57,14 @@ function crd(options: { annotations?: Record<string, string>; versions?: Version
   }
   if (versions === 'not-an-array') spec['versions'] = { v1: { storage: true } }
   else if (versions !== 'missing') {
-    spec['versions'] = versions.map(([name, storage]) => ({ name, served: true, storage, schema: { openAPIV3Schema: { type: 'object' } } }))
+    spec['versions'] = versions.map(([name, storage]) => ({
+      name,
+      served: !(options.unserved ?? []).includes(name),
+      storage,
+      schema: { openAPIV3Schema: { type: 'object' } },
+    }))
   }
+  if (options.conversion !== undefined) spec['conversion'] = options.conversion
   const metadata: Record<string, unknown> = { name: options.name ?? NAME, resourceVersion: '42' }
   if (options.annotations) metadata['annotations'] = options.annotations
   return { apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata, spec }
@@ -65,11 +81,33 @@ function withCondition(object: object, status: 'True' | 'False') {
   return { ...object, status: { ...previous, conditions: [condition] } }
 }
 
+/** The CRD with a StorageMigrating condition of this status (and message), or none. */
+function withConditionMessage(object: object, status: 'True' | 'False', message: string) {
+  const condition = { type: 'StorageMigrating', status, reason: 'MigrationRunning', message }
+  const previous = (object as { status?: Record<string, unknown> }).status ?? {}
+  return { ...object, status: { ...previous, conditions: [condition] } }
+}
+
+/** kube-controller-manager without --use-service-account-credentials: its own user. */
+const kcm = { username: 'system:kube-controller-manager', groups: ['system:authenticated'] }
+/** A client certificate named like the controller's ServiceAccount: not kube-controller-manager. */
+const certNamedLikeKcmSa = {
+  username: 'system:serviceaccount:kube-system:storage-version-migrator-controller',
+  groups: ['system:serviceaccounts', 'system:authenticated'],
+  extra: { 'authentication.kubernetes.io/credential-id': ['X509SHA256=77aa'] },
+}
+
 /** kube-controller-manager's built-in migrator, with --use-service-account-credentials. */
 const kcmSvm = {
   username: 'system:serviceaccount:kube-system:storage-version-migrator-controller',
   groups: ['system:serviceaccounts', 'system:serviceaccounts:kube-system', 'system:authenticated'],
   extra: { 'authentication.kubernetes.io/credential-id': ['JTI=0d6b1a3c'] },
+}
+
+function deepValue(depth: number): unknown {
+  let deep: unknown = { strategy: 'None' }
+  for (let i = 0; i < depth; i++) deep = { webhook: deep }
+  return deep
 }
 
 interface Row {
@@ -894,12 +932,15 @@ const rows: Row[] = [
       }),
       'True',
     ),
-    new: crd({
-      versions: [
-        ['v1alpha1', false],
-        ['v1', true],
-      ],
-    }),
+    new: withCondition(
+      crd({
+        versions: [
+          ['v1alpha1', false],
+          ['v1', true],
+        ],
+      }),
+      'True',
+    ),
     user: admin,
     allowed: false,
     reason: 'storage-version-frozen',
@@ -930,12 +971,15 @@ const rows: Row[] = [
       }),
       'False',
     ),
-    new: crd({
-      versions: [
-        ['v1alpha1', false],
-        ['v1', true],
-      ],
-    }),
+    new: withCondition(
+      crd({
+        versions: [
+          ['v1alpha1', false],
+          ['v1', true],
+        ],
+      }),
+      'False',
+    ),
     allowed: true,
     reason: 'allowed',
   },
@@ -951,7 +995,7 @@ const rows: Row[] = [
   {
     name: 'built-in migration running: unrelated spec change allowed',
     old: withCondition(crd({ shortNames: ['wd'] }), 'True'),
-    new: crd({ shortNames: ['wdg'] }),
+    new: withCondition(crd({ shortNames: ['wdg'] }), 'True'),
     allowed: true,
     reason: 'allowed',
   },
@@ -1016,14 +1060,260 @@ const rows: Row[] = [
       }),
       status: { conditions: 'StorageMigrating' },
     },
+    new: {
+      ...crd({
+        versions: [
+          ['v1alpha1', false],
+          ['v1', true],
+        ],
+      }),
+      status: { conditions: 'StorageMigrating' },
+    },
+    allowed: true,
+    reason: 'allowed',
+  },
+  // --- the StorageMigrating condition is guarded like the annotation ----------------
+  {
+    name: 'a status-only user adds StorageMigrating=True (freezing the CRD against everyone): refused',
+    subResource: 'status',
+    old: crd(),
+    new: withCondition(crd(), 'True'),
+    allowed: false,
+    reason: 'builtin-condition-guarded',
+    includes: [
+      NAME,
+      'user "alice" may not add it',
+      'system:kube-controller-manager',
+      'storage-version-migrator-controller',
+      'system:masters',
+    ],
+    code: 403,
+  },
+  {
+    name: 'a status-only user sets a real StorageMigrating=True to False (lifting the built-in freeze): refused',
+    subResource: 'status',
+    old: withCondition(crd(), 'True'),
+    new: withCondition(crd(), 'False'),
+    allowed: false,
+    reason: 'builtin-condition-guarded',
+    includes: ['change its status from "True" to "False"', 'break-glass'],
+  },
+  {
+    name: 'a status-only user removes the StorageMigrating condition: refused',
+    subResource: 'status',
+    old: withCondition(crd(), 'True'),
+    new: { ...crd(), status: { conditions: [] } },
+    allowed: false,
+    reason: 'builtin-condition-guarded',
+    includes: ['may not remove it'],
+  },
+  {
+    name: 'a status-only user adds StorageMigrating=False: refused too (any change of the condition)',
+    subResource: 'status',
+    old: crd(),
+    new: withCondition(crd(), 'False'),
+    allowed: false,
+    reason: 'builtin-condition-guarded',
+  },
+  {
+    name: 'changing only the condition message (status stays True): allowed, it freezes nothing more',
+    subResource: 'status',
+    old: withConditionMessage(crd(), 'True', 'Migration svm-1 is running'),
+    new: withConditionMessage(crd(), 'True', 'something else'),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: "kube-controller-manager's ServiceAccount (token) marks an unfrozen CRD StorageMigrating=True: allowed",
+    subResource: 'status',
+    user: kcmSvm,
+    old: crd(),
+    new: withCondition(crd(), 'True'),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'kube-controller-manager as its own user sets the condition to False: allowed',
+    subResource: 'status',
+    user: kcm,
+    old: withCondition(crd(), 'True'),
+    new: withCondition(crd(), 'False'),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: "a client certificate named like kube-controller-manager's ServiceAccount is not kube-controller-manager",
+    subResource: 'status',
+    user: certNamedLikeKcmSa,
+    old: crd(),
+    new: withCondition(crd(), 'True'),
+    allowed: false,
+    reason: 'builtin-condition-guarded',
+  },
+  {
+    name: 'no kube-controller-manager identity configured: its condition write is refused like anyone else’s',
+    subResource: 'status',
+    user: kcm,
+    policy: { ...policy, builtinMigratorUsers: [] },
+    old: crd(),
+    new: withCondition(crd(), 'True'),
+    allowed: false,
+    reason: 'builtin-condition-guarded',
+    includes: ['no identity configured'],
+  },
+  {
+    name: 'break-glass clears a StorageMigrating=True left behind: allowed, with a warning',
+    subResource: 'status',
+    user: admin,
+    old: withCondition(crd(), 'True'),
+    new: withCondition(crd(), 'False'),
+    allowed: true,
+    reason: 'break-glass-override',
+    includes: ['StorageMigrating condition changed'],
+  },
+  {
+    name: 'the migrator may change the condition (it is not sent, but if it is)',
+    subResource: 'status',
+    user: migratorSa,
+    old: withCondition(crd(), 'True'),
+    new: withCondition(crd(), 'False'),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'the condition with a status that is not a string counts as changed',
+    subResource: 'status',
+    old: withCondition(crd(), 'True'),
+    new: { ...crd(), status: { conditions: [{ type: 'StorageMigrating', status: true }] } },
+    allowed: false,
+    reason: 'builtin-condition-guarded',
+    includes: ['(not a string)'],
+  },
+  {
+    name: 'under our freeze a status-only user setting True: refused for both reasons',
+    subResource: 'status',
+    old: frozenV1,
+    new: withCondition(frozenV1, 'True'),
+    allowed: false,
+    reason: 'builtin-condition-guarded',
+    includes: ['Also:', 'may not start another storage version migration'],
+  },
+  // --- while frozen: versions that hold objects stay served, conversion stays ------
+  {
+    name: 'frozen: un-serving a version in status.storedVersions is refused, to break-glass too',
+    user: admin,
+    old: withStored(frozenV1, ['v1alpha1', 'v1']),
+    new: withStored(crd({ annotations: FROZEN, unserved: ['v1alpha1'] }), ['v1alpha1', 'v1']),
+    allowed: false,
+    reason: 'served-versions-frozen',
+    includes: [
+      NAME,
+      'version v1alpha1 holds its objects',
+      'v1, v1alpha1',
+      'for any user',
+      'first removes the annotation in a request of its own',
+    ],
+    code: 403,
+  },
+  {
+    name: 'frozen: un-serving the storage version is refused',
+    old: frozenV1,
+    new: crd({ annotations: FROZEN, unserved: ['v1'] }),
+    allowed: false,
+    reason: 'served-versions-frozen',
+    includes: ['version v1 holds its objects'],
+  },
+  {
+    name: 'frozen: un-serving a version that holds no object is allowed',
+    old: withStored(frozenV1, ['v1']),
+    new: withStored(crd({ annotations: FROZEN, unserved: ['v1alpha1'] }), ['v1']),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'frozen: a stored version that was not served before stays unserved: allowed (nothing changes)',
+    old: withStored(crd({ annotations: FROZEN, unserved: ['v1alpha1'] }), ['v1alpha1', 'v1']),
+    new: withStored(crd({ annotations: FROZEN, unserved: ['v1alpha1'], shortNames: ['wdg'] }), ['v1alpha1', 'v1']),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'not frozen: un-serving a stored version is allowed (the API server keeps its own rules)',
+    old: withStored(crd(), ['v1alpha1', 'v1']),
+    new: withStored(crd({ unserved: ['v1alpha1'] }), ['v1alpha1', 'v1']),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'built-in migration running: un-serving a stored version is refused',
+    old: withCondition(withStored(crd(), ['v1alpha1', 'v1']), 'True'),
+    new: withCondition(withStored(crd({ unserved: ['v1alpha1'] }), ['v1alpha1', 'v1']), 'True'),
+    allowed: false,
+    reason: 'served-versions-frozen',
+    includes: ['StorageMigrating=True', 'storageversionmigrations.storagemigration.k8s.io'],
+  },
+  {
+    name: 'frozen: pointing spec.conversion at a webhook is refused, to break-glass too',
+    user: admin,
+    old: crd({ annotations: FROZEN, conversion: { strategy: 'None' } }),
     new: crd({
-      versions: [
-        ['v1alpha1', false],
-        ['v1', true],
-      ],
+      annotations: FROZEN,
+      conversion: {
+        strategy: 'Webhook',
+        webhook: { clientConfig: { url: 'https://evil.example.com/convert' }, conversionReviewVersions: ['v1'] },
+      },
+    }),
+    allowed: false,
+    reason: 'conversion-frozen',
+    includes: [NAME, 'spec.conversion', '"None" -> "Webhook"', 'for any user', 'first removes the annotation'],
+    code: 403,
+  },
+  {
+    name: "frozen: changing the conversion webhook's service is refused",
+    old: crd({
+      annotations: FROZEN,
+      conversion: { strategy: 'Webhook', webhook: { clientConfig: { service: { namespace: 'a', name: 'conv' } } } },
+    }),
+    new: crd({
+      annotations: FROZEN,
+      conversion: { strategy: 'Webhook', webhook: { clientConfig: { service: { namespace: 'a', name: 'mine' } } } },
+    }),
+    allowed: false,
+    reason: 'conversion-frozen',
+  },
+  {
+    name: 'frozen: the same conversion written in another key order is no change',
+    old: crd({
+      annotations: FROZEN,
+      conversion: { strategy: 'Webhook', webhook: { conversionReviewVersions: ['v1'], clientConfig: { url: 'https://c' } } },
+    }),
+    new: crd({
+      annotations: FROZEN,
+      conversion: { webhook: { clientConfig: { url: 'https://c' }, conversionReviewVersions: ['v1'] }, strategy: 'Webhook' },
     }),
     allowed: true,
     reason: 'allowed',
+  },
+  {
+    name: 'frozen: adding conversion where there was none is a change',
+    old: frozenV1,
+    new: crd({ annotations: FROZEN, conversion: { strategy: 'Webhook' } }),
+    allowed: false,
+    reason: 'conversion-frozen',
+  },
+  {
+    name: 'not frozen: changing spec.conversion is allowed',
+    old: crd({ conversion: { strategy: 'None' } }),
+    new: crd({ conversion: { strategy: 'Webhook', webhook: { clientConfig: { url: 'https://c' } } } }),
+    allowed: true,
+    reason: 'allowed',
+  },
+  {
+    name: 'frozen: a conversion nested past any CRD (a hostile review) counts as changed, without overflowing',
+    old: crd({ annotations: FROZEN, conversion: deepValue(300_000) }),
+    new: crd({ annotations: FROZEN, conversion: deepValue(300_000) }),
+    allowed: false,
+    reason: 'conversion-frozen',
   },
 ]
 

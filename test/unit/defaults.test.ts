@@ -7,6 +7,7 @@ import { join } from 'node:path'
 import t from 'tap'
 import {
   DEFAULT_BREAK_GLASS_GROUPS,
+  DEFAULT_BUILTIN_MIGRATOR_USERS,
   DEFAULT_MANAGED_SELECTOR,
   DEFAULT_MIGRATING_ANNOTATION,
   DEFAULT_MIGRATOR_USERS,
@@ -45,6 +46,12 @@ t.test("the constants of other modules are the schema's defaults", async (t) => 
   t.strictSame(DEFAULT_MIGRATOR_USERS, ['system:serviceaccount:crd-migrator:crd-migrator'])
   t.strictSame(DEFAULT_BREAK_GLASS_GROUPS, ['system:masters'])
   t.strictSame(
+    DEFAULT_BUILTIN_MIGRATOR_USERS,
+    ['system:kube-controller-manager', 'system:serviceaccount:kube-system:storage-version-migrator-controller'],
+    "kube-controller-manager's own user, and its storage version migrator's ServiceAccount (--use-service-account-credentials)",
+  )
+  t.equal(CONFIG_DEFAULTS.migrator.strictStateKeyFile, false, 'a loose state key file is warned about, not refused')
+  t.strictSame(
     DEFAULT_ADMISSION_POLICY,
     {
       migratingAnnotation: CONFIG_DEFAULTS.annotations.migrating,
@@ -52,6 +59,7 @@ t.test("the constants of other modules are the schema's defaults", async (t) => 
       migratorUsers: CONFIG_DEFAULTS.identities.migratorUsers,
       migratorGroups: CONFIG_DEFAULTS.identities.migratorGroups,
       breakGlassGroups: CONFIG_DEFAULTS.identities.breakGlassGroups,
+      builtinMigratorUsers: CONFIG_DEFAULTS.identities.builtinMigratorUsers,
     },
     'the admission policy',
   )

@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { parse } from 'yaml'
+import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
 import {
   celString,
   migrationStateMatchExpression,
@@ -79,12 +80,32 @@ t.test(
         "(object != null && has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.startsWith('crd-migrator.io/') && " +
         '(oldObject == null || !has(oldObject.metadata.annotations) || !(k in oldObject.metadata.annotations) || ' +
         'oldObject.metadata.annotations[k] != object.metadata.annotations[k]))) || ' +
-        "(oldObject != null && has(oldObject.status) && has(oldObject.status.conditions) && oldObject.status.conditions.exists(c, c.type == 'StorageMigrating' && c.status == 'True') && " +
-        '(object == null || object.spec != oldObject.spec))',
+        "(oldObject != null && has(oldObject.status) && has(oldObject.status.conditions) && oldObject.status.conditions != null && oldObject.status.conditions.exists(c, c.type == 'StorageMigrating' && c.status == 'True') && " +
+        '(object == null || object.spec != oldObject.spec)) || ' +
+        '(object != null && oldObject != null && ' +
+        "(has(object.status) && has(object.status.conditions) && object.status.conditions != null ? object.status.conditions.filter(c, c.type == 'StorageMigrating').map(c, c.status) : []) != " +
+        "(has(oldObject.status) && has(oldObject.status.conditions) && oldObject.status.conditions != null ? oldObject.status.conditions.filter(c, c.type == 'StorageMigrating').map(c, c.status) : []) && " +
+        '!(request.userInfo.username in ["system:kube-controller-manager"] || ' +
+        '(request.userInfo.username in ["system:serviceaccount:kube-system:storage-version-migrator-controller"] && has(request.userInfo.extra) && ' +
+        '"authentication.kubernetes.io/credential-id" in request.userInfo.extra && ' +
+        'request.userInfo.extra["authentication.kubernetes.io/credential-id"].exists(c, c.startsWith("JTI=")))))',
+      'and a change of the StorageMigrating condition by anyone but kube-controller-manager (its ServiceAccount with a token only)',
     )
     const config = renderWebhookConfiguration({ mode: 'service', annotationKey: 'example.com/frozen' })
     t.same(config.webhooks[0]!.matchConditions[0], { name: 'migration-state-involved', expression })
     t.throws(() => migrationStateMatchExpression("x' || true || 'y"), /not a valid annotation key/)
+    t.match(
+      migrationStateMatchExpression('example.com/frozen', []),
+      /\|\| \(object != null && oldObject != null && [^|]*\.map\(c, c\.status\) : \[\]\)\)$/,
+      'no kube-controller-manager identity: every change of the condition is sent',
+    )
+    t.match(
+      migrationStateMatchExpression('example.com/frozen', ['kcm']),
+      /&& !\(request\.userInfo\.username in \["kcm"\]\)\)$/,
+      'other identities, as listed',
+    )
+    const custom = renderWebhookConfiguration({ mode: 'service', builtinMigratorUsers: ['kcm'] })
+    t.equal(custom.webhooks[0]!.matchConditions[0]!.expression, migrationStateMatchExpression(DEFAULT_MIGRATING_ANNOTATION, ['kcm']))
   },
 )
 

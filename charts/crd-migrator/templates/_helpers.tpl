@@ -379,7 +379,8 @@ The crd-migrator config file (see src/config/schema.ts), built from values. POD_
   "identities" (dict
     "migratorUsers" (include "crd-migrator.migratorUsers" . | fromJsonArray)
     "migratorGroups" .Values.identities.migratorGroups
-    "breakGlassGroups" .Values.identities.breakGlassGroups)
+    "breakGlassGroups" .Values.identities.breakGlassGroups
+    "builtinMigratorUsers" .Values.identities.builtinMigratorUsers)
   "webhook" (dict "enabled" true "port" (int .Values.webhook.port) "certFile" "/tls/tls.crt" "keyFile" "/tls/tls.key")
   "metrics" (dict "port" (int .Values.metrics.port))
   "migrator" (dict
