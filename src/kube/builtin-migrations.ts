@@ -57,14 +57,32 @@ export function builtinMigrationState(m: BuiltinMigration): BuiltinMigrationStat
   return 'Pending'
 }
 
-/** The message of the condition that tells most: Failed, else Succeeded, else Running. */
+/** The message of the condition that tells most: Failed, else Succeeded, else Running; fit to quote (conditionText). */
 export function builtinMigrationMessage(m: BuiltinMigration): string | undefined {
   const conditions = m.status?.conditions ?? []
   for (const type of ['Failed', 'Succeeded', 'Running']) {
     const c = conditions.find((x) => x.type === type && x.status === 'True')
-    if (c) return c.message
+    if (c) return c.message === undefined ? undefined : conditionText(c.message)
   }
   return undefined
+}
+
+/** Longest condition text crd-migrator quotes in its messages, annotations, Events and logs. */
+export const MAX_CONDITION_TEXT = 200
+
+/**
+ * A condition's reason or message as crd-migrator may quote it: whoever may write the
+ * object's status chose the text, so control and format characters (newlines, escapes,
+ * bidirectional overrides) become spaces, runs of white space one, and it is cut to
+ * `max` characters, saying so.
+ */
+export function conditionText(text: string, max = MAX_CONDITION_TEXT): string {
+  const clean = text
+    .replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, ' ')
+    .replace(/\s+/g, ' ')
+    .trim()
+  const chars = [...clean]
+  return chars.length > max ? `${chars.slice(0, max).join('')}…(${chars.length} characters)` : clean
 }
 
 /** Not finished: pending or running. */

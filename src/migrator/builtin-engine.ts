@@ -14,6 +14,7 @@ import {
   builtinMigrationMessage,
   builtinMigrationState,
   BUILTIN_MIGRATION_GROUP,
+  conditionText,
   createBuiltinMigration,
   deleteBuiltinMigration,
   getBuiltinMigration,
@@ -41,6 +42,12 @@ export interface BuiltinActivity {
   migrations: BuiltinMigration[]
 }
 
+/** What builtinBusyReason looks at; `migrations` undefined: they could not be listed (RBAC). */
+export interface BuiltinEvidence {
+  condition: CrdCondition | undefined
+  migrations: readonly BuiltinMigration[] | undefined
+}
+
 export async function builtinActivity(http: MigrationContext['http'], crd: CustomResourceDefinition): Promise<BuiltinActivity> {
   const condition = storageMigratingCondition(crd)
   const api = await builtinMigrationApi(http)
@@ -50,19 +57,44 @@ export async function builtinActivity(http: MigrationContext['http'], crd: Custo
 }
 
 /**
- * Why our run must not start now, or undefined. `ours` names a migration this run created
- * itself (a resumed `engine: builtin` run), which does not count as someone else's.
+ * Why our run must not start now, or undefined. Busy means a pending or running built-in
+ * StorageVersionMigration for the resource exists: the CRD's StorageMigrating condition
+ * alone proves nothing (a deleted migration leaves it True, and without the webhook anyone
+ * who may write CRD status can set it), so it counts only when the migrations cannot be
+ * listed to check. `ours` names a migration this run created itself (a resumed
+ * `engine: builtin` run), which does not count as someone else's. The condition's text is
+ * quoted cut and cleaned (conditionText).
  */
-export function builtinBusyReason(activity: Pick<BuiltinActivity, 'condition' | 'migrations'>, ours?: string): string | undefined {
+export function builtinBusyReason(activity: BuiltinEvidence, ours?: string): string | undefined {
+  if (activity.migrations === undefined) {
+    if (activity.condition?.status !== 'True' || ours !== undefined) return undefined
+    return (
+      `the CRD says ${STORAGE_MIGRATING}=True (${describeCondition(activity.condition)}) and its built-in ` +
+      `StorageVersionMigrations cannot be listed to check it`
+    )
+  }
   const others = activity.migrations.filter((m) => isActive(m) && m.metadata.name !== ours)
   const running = others.find((m) => builtinMigrationState(m) === 'Running')
   if (running) return `the built-in StorageVersionMigration ${running.metadata.name} runs on this resource`
-  if (activity.condition?.status === 'True' && ours === undefined) {
-    return `the CRD says ${STORAGE_MIGRATING}=True (${activity.condition.message ?? activity.condition.reason ?? 'built-in migration running'})`
-  }
   const pending = others[0]
   if (pending) return `the built-in StorageVersionMigration ${pending.metadata.name} waits to run on this resource`
   return undefined
+}
+
+/**
+ * A StorageMigrating=True condition no pending or running built-in StorageVersionMigration
+ * stands behind (left by a deleted one, or written by someone else), described for a log
+ * line; undefined when there is none or it could not be checked.
+ */
+export function unbackedConditionText(activity: BuiltinEvidence, ours?: string): string | undefined {
+  if (activity.condition?.status !== 'True' || activity.migrations === undefined) return undefined
+  if (activity.migrations.some((m) => isActive(m) && m.metadata.name !== ours)) return undefined
+  return describeCondition(activity.condition)
+}
+
+/** The condition's message, else its reason, cut and cleaned. */
+function describeCondition(condition: CrdCondition): string {
+  return conditionText(condition.message || condition.reason || 'no message')
 }
 
 const POLL_MS = 1_000

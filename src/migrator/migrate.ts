@@ -26,7 +26,13 @@ import { STORAGE_SETTLE_MS, waitForStorageEverywhere, type StorageSwitchReport }
 import { rulesForGroup, type StashRule } from './stashes/rules.js'
 import { runStashPhase, type StashResult } from './stashes/stash-phase.js'
 import { narrowStoredVersions } from './stored-versions.js'
-import { builtinActivity, builtinBusyReason, releaseHeldBuiltinMigrations, runBuiltinStoragePhase } from './builtin-engine.js'
+import {
+  builtinActivity,
+  builtinBusyReason,
+  releaseHeldBuiltinMigrations,
+  runBuiltinStoragePhase,
+  unbackedConditionText,
+} from './builtin-engine.js'
 import { isForbidden } from '../kube/api-errors.js'
 import { storageMigratingCondition } from '../kube/builtin-migrations.js'
 
@@ -255,20 +261,31 @@ async function decideRun(
 
 /**
  * Why Kubernetes' own migrator keeps us off this CRD now (one migrator at a time), or
- * undefined. Without permission to list its StorageVersionMigrations only the CRD's
- * StorageMigrating condition is looked at (said in the log).
+ * undefined: a pending or running built-in StorageVersionMigration for its resource. A
+ * StorageMigrating=True condition without one is said in the log and not waited for.
+ * Without permission to list them only the CRD's condition is looked at (said in the log).
  */
 async function builtinBusy(crd: CustomResourceDefinition, ctx: MigrationContext): Promise<string | undefined> {
+  let activity
   try {
-    return builtinBusyReason(await builtinActivity(ctx.http, crd))
+    activity = await builtinActivity(ctx.http, crd)
   } catch (err) {
     if (!isForbidden(err)) throw err
     ctx.logger.warn(
       { crd: crd.metadata.name, err },
       'cannot list storagemigration.k8s.io StorageVersionMigrations (RBAC); only the CRD condition tells whether the built-in migrator runs',
     )
-    return builtinBusyReason({ condition: storageMigratingCondition(crd), migrations: [] })
+    return builtinBusyReason({ condition: storageMigratingCondition(crd), migrations: undefined })
   }
+  if (activity.api === undefined) return undefined
+  const unbacked = unbackedConditionText(activity)
+  if (unbacked !== undefined) {
+    ctx.logger.warn(
+      { crd: crd.metadata.name, condition: unbacked },
+      'the CRD says StorageMigrating=True but no built-in StorageVersionMigration of its resource is pending or running (one was deleted mid-run, or someone else wrote it); not waiting for it',
+    )
+  }
+  return builtinBusyReason(activity)
 }
 
 /**

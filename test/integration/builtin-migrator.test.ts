@@ -40,8 +40,13 @@ import {
 } from '../helpers/cluster.js'
 import { ensureBinaries } from '../../dev/controlplane/controlplane.js'
 import { startPrivateControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+import { capturingLogger } from '../helpers/log-capture.js'
 
 const logger = pino({ level: 'silent' })
+/** The webhook's review lines (debug: plain allowances too), to see who kube-controller-manager writes as. */
+const reviews = capturingLogger('debug')
+/** kube-controller-manager's storage version migrator with --use-service-account-credentials, as the harness runs it (and kubeadm). */
+const KCM_SVM_USER = 'system:serviceaccount:kube-system:storage-version-migrator-controller'
 const MIGRATING = 'ksvm.sigs.k8s.io/migrating'
 
 type Prepared = Awaited<ReturnType<typeof crdWithObjects>>
@@ -65,7 +70,7 @@ function setupOnce() {
     }
     const cp = await startPrivateControlPlane({ controllerManager: true })
     const http = httpFor(cp.kubeconfigPath)
-    const webhook = await startTestWebhook(cp, 'builtin', { migratorUsers: ['migrator'] })
+    const webhook = await startTestWebhook(cp, 'builtin', { migratorUsers: ['migrator'], logger: reviews.logger })
     const api = await builtinMigrationApi(http)
     if (!api) throw new Error('this kube-apiserver serves no storagemigration.k8s.io')
     const [run, hold, engine] = await Promise.all([
@@ -106,6 +111,40 @@ async function createBuiltin(http: KubeHttp, api: string, crd: CustomResourceDef
     },
   })
   return name
+}
+
+/** A user who may read CRDs and write their status, nothing else. */
+async function statusWriter(cp: ControlPlane): Promise<{ certPem: string; keyPem: string }> {
+  const name = uniqueName('status-writer')
+  const rbac = '/apis/rbac.authorization.k8s.io/v1'
+  for (const [path, body] of [
+    [
+      `${rbac}/clusterroles`,
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRole',
+        metadata: { name },
+        rules: [
+          { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions/status'], verbs: ['get', 'patch', 'update'] },
+          { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions'], verbs: ['get'] },
+        ],
+      },
+    ],
+    [
+      `${rbac}/clusterrolebindings`,
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRoleBinding',
+        metadata: { name },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
+        subjects: [{ kind: 'User', apiGroup: 'rbac.authorization.k8s.io', name }],
+      },
+    ],
+  ] as const) {
+    const res = await cp.apiRequest(path, { method: 'POST', body })
+    if (res.status !== 201) throw new Error(`POST ${path}: ${res.status} ${res.body}`)
+  }
+  return cp.mintUser(name)
 }
 
 /** Polls until `check` holds. */
@@ -166,7 +205,23 @@ t.test('a built-in migration running: the storage flip is refused, our controlle
   const direct = await migrateCrd(name, defaultSettings(), { http, logger, owner: 'test-direct' })
   t.equal(direct.outcome, 'Skipped', 'a direct run does not start')
   t.equal(direct.skipReason, 'builtin-migration')
-  t.match(direct.reason, new RegExp(`${svm} runs on this resource|StorageMigrating=True`))
+  t.match(direct.reason, new RegExp(`${svm} (runs|waits to run) on this resource`), 'kept out by the StorageVersionMigration itself')
+
+  // The condition is kube-controller-manager's: a user who may write CRD status cannot lift it.
+  const statusOnly = await statusWriter(cp)
+  const lift = await cp.apiRequest(`${crdPath(name)}/status`, {
+    method: 'PATCH',
+    as: statusOnly,
+    contentType: ContentType.jsonPatch,
+    body: [{ op: 'replace', path: '/status/conditions', value: [] }],
+  })
+  t.equal(lift.status, 403, 'a status-only user removing StorageMigrating=True is refused')
+  t.match(lift.body, /admission webhook \\"storage-freeze\.crd-migrator\.io\\" denied the request/)
+  t.ok(
+    reviews.lines().some((l) => l['crd'] === name && l['reason'] === 'builtin-condition-guarded'),
+    'by the condition guard',
+  )
+  t.equal(await crdCondition(http, name), 'True', 'the built-in freeze holds')
 
   const results = startController(t, http, name)
   await until(
@@ -307,6 +362,22 @@ t.test('--engine builtin: kube-controller-manager rewrites the objects inside ou
   t.strictSame(result.storedVersionsAfter, ['v2'])
   t.equal(result.cleanup?.counts.rewritten, names.length, 'our cleanup ran after it')
   t.ok(sawDelegated, 'kube-controller-manager marked the CRD StorageMigrating while our freeze held')
+  // Under our freeze its condition writes reach the webhook: who makes them, and that they pass.
+  const kcmReviews = reviews.lines().filter((l) => l['crd'] === name && l['subResource'] === 'status' && l['user'] === KCM_SVM_USER)
+  t.ok(kcmReviews.length > 0, `kube-controller-manager writes the condition as ${KCM_SVM_USER} (--use-service-account-credentials)`)
+  t.ok(
+    kcmReviews.some((l) => l['decision'] === 'allowed' && l['reason'] === 'allowed'),
+    'with a ServiceAccount token, so it counts as kube-controller-manager (identities.builtinMigratorUsers): marking the CRD passes',
+  )
+  t.notOk(
+    kcmReviews.some((l) => l['reason'] === 'builtin-condition-guarded'),
+    'never refused as someone else writing the condition',
+  )
+  t.ok(
+    kcmReviews.every((l) => l['decision'] === 'allowed' || l['reason'] === 'stored-versions-frozen'),
+    'only its narrowing of storedVersions under our freeze is refused (we narrow them ourselves, after our checks)',
+  )
+  t.comment(`kube-controller-manager's status writes: ${JSON.stringify(kcmReviews.map((l) => [l['user'], l['decision'], l['reason']]))}`)
   const etcd = await storedVersionsInEtcd(cp, crd.spec.group, crd.spec.names.plural)
   t.strictSame(Object.fromEntries(etcd), { [`${crd.spec.group}/v2`]: names.length }, 'etcd: every object stored in v2')
   const ours = migrationsFor(await listBuiltinMigrations(http, api), crd.spec.group, crd.spec.names.plural)

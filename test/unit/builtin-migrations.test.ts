@@ -3,10 +3,12 @@ import {
   builtinMigrationMessage,
   builtinMigrationRunning,
   builtinMigrationState,
+  conditionText,
+  MAX_CONDITION_TEXT,
   migrationsFor,
   type BuiltinMigration,
 } from '../../src/kube/builtin-migrations.js'
-import { builtinBusyReason, builtinMigrationName } from '../../src/migrator/builtin-engine.js'
+import { builtinBusyReason, builtinMigrationName, unbackedConditionText } from '../../src/migrator/builtin-engine.js'
 import { describeBuiltin } from '../../src/cli/status.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
 
@@ -95,15 +97,28 @@ t.test('builtinBusyReason: one migrator at a time', async (t) => {
   )
   t.match(builtinBusyReason({ condition: undefined, migrations: [svm('run', [['Running', 'True']])] }), /run runs on this resource/)
   t.match(builtinBusyReason({ condition: undefined, migrations: [svm('next', [])] }), /next waits to run/)
-  t.match(
+  t.equal(
     builtinBusyReason({ condition: { type: 'StorageMigrating', status: 'True', message: 'Migration x is running' }, migrations: [] }),
-    /StorageMigrating=True \(Migration x is running\)/,
-    'the CRD condition alone (migrations not listable, or a deleted one left it behind)',
+    undefined,
+    'StorageMigrating=True without a pending or running migration (a deleted one left it, or someone forged it) keeps nobody out',
+  )
+  t.match(
+    builtinBusyReason({
+      condition: { type: 'StorageMigrating', status: 'True', message: 'Migration x is running' },
+      migrations: undefined,
+    }),
+    /StorageMigrating=True \(Migration x is running\) and its built-in StorageVersionMigrations cannot be listed to check it/,
+    'the CRD condition alone counts only when the migrations cannot be listed',
   )
   t.equal(
     builtinBusyReason({ condition: { type: 'StorageMigrating', status: 'False' }, migrations: [] }),
     undefined,
     'a finished condition does not count',
+  )
+  t.equal(
+    builtinBusyReason({ condition: { type: 'StorageMigrating', status: 'False' }, migrations: undefined }),
+    undefined,
+    'nor when the migrations cannot be listed',
   )
   t.equal(
     builtinBusyReason(
@@ -138,4 +153,39 @@ t.test('status column BUILT-IN MIGRATION', async (t) => {
   t.ok(builtinMigrationRunning(crd('True')))
   t.notOk(builtinMigrationRunning(crd('False')))
   t.notOk(builtinMigrationRunning(crd()))
+})
+
+t.test('condition texts crd-migrator quotes are cleaned and cut', async (t) => {
+  t.equal(conditionText('Migration svm-1 is running'), 'Migration svm-1 is running', 'a plain message as it is')
+  t.equal(
+    conditionText('forged\nby statususer\r\n\u001b[31mred\u0007'),
+    'forged by statususer [31mred',
+    'no control characters, no newlines',
+  )
+  t.equal(conditionText('a\u202etxt.exe\u2028b\u200bc'), 'a txt.exe b c', 'no bidirectional overrides, separators or zero-width characters')
+  const long = conditionText('x'.repeat(1000))
+  t.equal(long, `${'x'.repeat(MAX_CONDITION_TEXT)}…(1000 characters)`, 'cut, saying how long it was')
+  t.equal(MAX_CONDITION_TEXT, 200)
+  t.equal(conditionText('😀'.repeat(300)).startsWith('😀'.repeat(200)), true, 'cut between characters, not inside one')
+  const reason = builtinBusyReason({
+    condition: { type: 'StorageMigrating', status: 'True', message: `forged by statususer\n${'y'.repeat(5000)}` },
+    migrations: undefined,
+  })!
+  t.notMatch(reason, /\n/, 'the busy reason carries no newline')
+  t.ok(reason.length < 400, `and stays short (${reason.length})`)
+  t.equal(
+    builtinMigrationMessage(svm('m', [['Failed', 'True', 'line one\nline two']])),
+    'line one line two',
+    'messages of StorageVersionMigrations are cleaned too',
+  )
+})
+
+t.test('unbackedConditionText: a True condition no migration stands behind', async (t) => {
+  const condition = { type: 'StorageMigrating', status: 'True' as const, message: 'Migration gone is running' }
+  t.equal(unbackedConditionText({ condition, migrations: [] }), 'Migration gone is running')
+  t.equal(unbackedConditionText({ condition, migrations: [svm('done', [['Succeeded', 'True']])] }), 'Migration gone is running')
+  t.equal(unbackedConditionText({ condition, migrations: [svm('run', [['Running', 'True']])] }), undefined, 'backed by a running one')
+  t.equal(unbackedConditionText({ condition, migrations: [svm('mine', [['Running', 'True']])] }, 'mine'), 'Migration gone is running')
+  t.equal(unbackedConditionText({ condition, migrations: undefined }), undefined, 'not checked')
+  t.equal(unbackedConditionText({ condition: { type: 'StorageMigrating', status: 'False' }, migrations: [] }), undefined)
 })
