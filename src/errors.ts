@@ -41,6 +41,8 @@ export const ERROR_CODES = {
   CRDM_BUILTIN_FAILED: 'built-in storage version migration failed',
   /** The CRD's storage version or generation changed under the freeze. */
   CRDM_CRD_CHANGED: 'CRD changed during the migration',
+  /** Someone else (a break-glass user) removed the migrating annotation while the run held it; the run stopped. */
+  CRDM_FREEZE_LIFTED: 'freeze lifted during the migration',
   /** The run was stopped (shutdown, leadership lost, Ctrl-C). */
   CRDM_ABORTED: 'stopped',
   /** A webhook configuration cannot be rendered from the options given. */

@@ -22,6 +22,7 @@ import { requestRetry, withRetry } from './retry.js'
 import { scanManagedFields } from './scan.js'
 import type { WalkResult } from './walker.js'
 import { StateWriter } from './state-writer.js'
+import { guardFreeze } from './freeze-guard.js'
 import { STORAGE_SETTLE_MS, waitForStorageEverywhere, type StorageSwitchReport } from './storage-switch.js'
 import { rulesForGroup, type StashRule } from './stashes/rules.js'
 import { runStashPhase, type StashResult } from './stashes/stash-phase.js'
@@ -118,8 +119,21 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
     startedMessage(storageVersion, plan, frozen.resumeAfter, frozen.unverifiedCheckpoint),
   )
 
+  // From here the run holds only while its freeze does (freeze-guard.ts): everything it
+  // does runs under the guard's signal, which a lifted freeze or a new generation aborts.
+  const guard = guardFreeze(
+    ctx.http,
+    { name, uid: frozen.crd.metadata.uid, generation: frozen.frozenGeneration, migratingAnnotation: settings.migratingAnnotation },
+    log,
+    ctx.signal,
+  )
+  guard.check(frozen.crd)
+  const runCtx: MigrationContext = { ...ctx, signal: guard.signal }
   const binding = frozen.binding
-  const state = new StateWriter(ctx, name, settings.progressIntervalMs, (checkpoint) => (binding ? seal.seal(binding, checkpoint) : null))
+  const state = new StateWriter(ctx, name, settings.progressIntervalMs, (checkpoint) => (binding ? seal.seal(binding, checkpoint) : null), {
+    onWritten: (crd) => guard.check(crd),
+    halt: guard.signal,
+  })
   const result: MigrationResult = { ...base, outcome: 'Failed', resumedFrom: frozen.resumeAfter }
   let current = frozen.crd
   const conversion = webhook !== undefined ? conversionGate(name, webhook, settings, ctx, frozen.crd) : undefined
@@ -134,16 +148,16 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
     if (runStorage) {
       await state.phase(Phase.StorageVersionMigration)
       // Every API server must store the new version before any object is rewritten.
-      result.apiServers = await storageSwitched(current, storageVersion, settings, ctx, state)
+      result.apiServers = await storageSwitched(current, storageVersion, settings, runCtx, state)
       if (settings.engine === 'builtin') {
         // kube-controller-manager rewrites the objects; everything around it stays ours.
-        result.builtin = await runBuiltinStoragePhase(current, settings, ctx, state)
+        result.builtin = await runBuiltinStoragePhase(current, settings, runCtx, state)
         log.info(
           { builtinMigration: result.builtin.name, durationMs: result.builtin.durationMs },
           'built-in StorageVersionMigration succeeded',
         )
       } else {
-        result.storage = await runPhase(Phase.StorageVersionMigration, { kind: 'crd', crd: current, storageVersion }, settings, ctx, {
+        result.storage = await runPhase(Phase.StorageVersionMigration, { kind: 'crd', crd: current, storageVersion }, settings, runCtx, {
           ...run,
           resumeAfter: frozen.resumeAfter,
         })
@@ -153,34 +167,52 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
     // 3b. Copies stashed in other objects, before storedVersions says the old version can go.
     if (stashRules.length > 0) {
       await state.phase(Phase.StashedObjectMigration)
-      result.stashes = await runStashPhase(current, storageVersion, stashRules, settings, ctx)
+      result.stashes = await runStashPhase(current, storageVersion, stashRules, settings, runCtx)
       failOnStashes(result.stashes)
     }
     if (runStorage) {
       await state.phase('UpdatingStoredVersions')
-      // And still, right before storedVersions says the old version is gone.
-      await storageSwitched(current, storageVersion, { ...settings, storageSettleMs: 0 }, ctx, state)
-      current = await narrowStoredVersions(ctx, name, storageVersion, frozen.frozenGeneration, settings.maxAttempts)
+      // And still, right before storedVersions says the old version is gone. The report is
+      // the last check's: a run whose second check fails must not say every server stores it.
+      result.apiServers = undefined
+      result.apiServers = await storageSwitched(current, storageVersion, { ...settings, storageSettleMs: 0 }, runCtx, state)
+      guard.signal.throwIfAborted()
+      current = await narrowStoredVersions(
+        runCtx,
+        name,
+        storageVersion,
+        frozen.frozenGeneration,
+        settings.maxAttempts,
+        settings.migratingAnnotation,
+      )
       result.storedVersionsAfter = current.status?.storedVersions ?? []
       log.info({ storedVersions: result.storedVersionsAfter }, 'status.storedVersions updated')
     }
     // 4. managedFields of unserved versions.
     if (runCleanup) {
       await state.phase(Phase.CleanupManagedFields)
-      result.cleanup = await runPhase(Phase.CleanupManagedFields, { kind: 'crd', crd: current, storageVersion }, settings, ctx, run)
+      result.cleanup = await runPhase(Phase.CleanupManagedFields, { kind: 'crd', crd: current, storageVersion }, settings, runCtx, run)
       failOnObjects(result.cleanup, 'kept managedFields of unserved versions')
     }
     result.outcome = 'Succeeded'
     result.reason = summarize(result)
   } catch (err) {
-    // Stopped from outside: the reason it was given says why better than the aborted request.
+    // Stopped from outside, or by a lost freeze: the reason it was given says why better
+    // than the aborted request.
+    const lost = guard.lost
     const stopped = ctx.signal?.aborted === true
     result.outcome = 'Failed'
-    result.errorCode = stopped ? 'CRDM_ABORTED' : errorCode(err)
-    result.reason = stopped && ctx.signal?.reason instanceof Error ? ctx.signal.reason.message : errorMessage(err)
+    if (lost) {
+      result.errorCode = lost.code
+      result.reason = lost.message
+    } else {
+      result.errorCode = stopped ? 'CRDM_ABORTED' : errorCode(err)
+      result.reason = stopped && ctx.signal?.reason instanceof Error ? ctx.signal.reason.message : errorMessage(err)
+    }
     log.error({ err, code: result.errorCode }, 'migration failed')
   } finally {
     // 5. Unfreeze, whatever happened.
+    guard.stop()
     await state.stop()
     if (conversion && webhook !== undefined)
       result.conversion = { webhook, outages: conversion.outages, outageSeconds: Math.round(conversion.outageMs / 100) / 10 }

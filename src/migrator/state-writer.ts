@@ -1,9 +1,20 @@
 /**
  * Writes phase, progress, checkpoint and heartbeat annotations on a timer, never per
  * object: the CRD is watched by every controller in the cluster, so per-object updates
- * would be a storm. The heartbeat also tells other replicas this run is alive.
+ * would be a storm. The heartbeat also tells other replicas this run is alive, and its
+ * answer (the CRD as it is now) goes to `onWritten`, so the run sees a lifted freeze even
+ * without its watch (freeze-guard.ts). Once `halt` is aborted (the run stopped) nothing
+ * more is written: the unfreeze that follows records the outcome.
  */
+
+export interface StateWriterOptions {
+  /** Told the CRD each write got back. */
+  onWritten?: (crd: CustomResourceDefinition) => void
+  /** No write starts once this is aborted. */
+  halt?: AbortSignal
+}
 import { patchCrdAnnotations } from '../kube/crds.js'
+import type { CustomResourceDefinition } from '../kube/types.js'
 import { heartbeatPatch, phasePatch, progressPatch, StateAnnotation, type AnnotationPatch } from '../state/crd-state.js'
 import type { MigrationContext } from './context.js'
 import { Phase } from './plan.js'
@@ -23,6 +34,7 @@ export class StateWriter {
     private readonly name: string,
     intervalMs: number,
     private readonly sealCheckpoint: (checkpoint: string) => string | null,
+    private readonly options: StateWriterOptions = {},
   ) {
     this.timer = setInterval(() => void this.flush(), intervalMs)
     this.timer.unref()
@@ -80,9 +92,10 @@ export class StateWriter {
 
   private write(patch: AnnotationPatch): Promise<void> {
     const next = this.pending.then(async () => {
-      if (this.stopped) return
+      if (this.stopped || this.options.halt?.aborted) return
       try {
-        await patchCrdAnnotations(this.ctx.http, this.name, { ...patch, ...heartbeatPatch() })
+        const crd = await patchCrdAnnotations(this.ctx.http, this.name, { ...patch, ...heartbeatPatch() })
+        this.options.onWritten?.(crd)
       } catch (err) {
         // Progress is informational; the migration goes on and the next write may succeed.
         this.ctx.logger.warn({ crd: this.name, err }, 'could not write progress annotations')

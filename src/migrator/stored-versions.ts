@@ -1,13 +1,14 @@
 /**
  * Narrowing status.storedVersions to [storage], the defence in depth of KEP-2855: the
  * webhook should have kept the storage version still, but storedVersions is only narrowed
- * when the CRD provably has the storage version and generation it had when the objects
- * were rewritten.
+ * when the CRD provably is still frozen and has the storage version and generation it had
+ * when the objects were rewritten.
  */
 import { getCrd, patchStoredVersions } from '../kube/crds.js'
 import { isConflict } from '../kube/api-errors.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { CrdMigratorError } from '../errors.js'
+import { MIGRATING_VALUE } from '../state/crd-state.js'
 import type { MigrationContext } from './context.js'
 import { planCrd } from './plan.js'
 import { requestRetry, withRetry } from './retry.js'
@@ -21,6 +22,7 @@ export async function narrowStoredVersions(
   storageVersion: string,
   frozenGeneration: number,
   maxAttempts: number,
+  migratingAnnotation: string,
 ): Promise<CustomResourceDefinition> {
   // Every object is done by now: an API server restart or an etcd hiccup at this point
   // must not fail the run. Both calls are safe to repeat: the read is a read, and the
@@ -30,6 +32,12 @@ export async function narrowStoredVersions(
   for (let round = 1; ; round++) {
     const crd = await withRetry(() => getCrd(ctx.http, name), retry)
     const plan = planCrd(crd)
+    if (crd.metadata.annotations?.[migratingAnnotation] !== MIGRATING_VALUE) {
+      throw new CrdMigratorError(
+        'CRDM_FREEZE_LIFTED',
+        `the freeze (annotation ${migratingAnnotation}) was removed by someone else during the migration; status.storedVersions left as ${JSON.stringify(plan.storedVersions)}`,
+      )
+    }
     if (plan.storageVersion !== storageVersion) {
       throw new CrdMigratorError(
         'CRDM_CRD_CHANGED',
