@@ -122,7 +122,8 @@ export function formatResult(r: MigrationResult): string {
     )
     for (const f of r.storage.failures.slice(0, 5)) lines.push(`    failed ${f.key}: ${f.error}`)
   }
-  if (r.apiServers)
+  // Only what is true at the end: a run whose storage check failed says so in its reason.
+  if (r.apiServers && r.errorCode !== 'CRDM_STORAGE_NOT_SWITCHED')
     lines.push(
       r.apiServers.mode === 'all-servers'
         ? `  storage switch: all ${r.apiServers.checked} API servers store ${r.storageVersion} (each asked by address)`

@@ -295,6 +295,28 @@ t.test('formatResult: failures, resumed objects, left frozen', async (t) => {
   t.ok(text.trimEnd().endsWith('(unfreezing by hand)'), 'the warning is last')
 })
 
+t.test('formatResult: the storage switch line only when it is true at the end', async (t) => {
+  const storage = { counts: counts({ seen: 1, rewritten: 1 }), failures: [], checkpoint: 'ns/w0' }
+  const ok = formatResult({ ...base, storage, apiServers: { mode: 'all-servers', listed: 1, checked: 1 } })
+  t.ok(ok.includes('  storage switch: all 1 API servers store v1 (each asked by address)\n'), 'a run that checked every server says so')
+  const failed = formatResult({
+    ...base,
+    outcome: 'Failed',
+    errorCode: 'CRDM_STORAGE_NOT_SWITCHED',
+    reason: 'API server(s) 10.0.0.1:6443 did not switch to storage version v1 within 120s (of 1 listed)',
+    storedVersionsAfter: base.storedVersionsBefore,
+    storage,
+    // What the first check (before the rewrite) reported; the one before narrowing failed.
+    apiServers: { mode: 'all-servers', listed: 1, checked: 1 },
+  })
+  t.notOk(failed.includes('storage switch:'), 'a run that failed CRDM_STORAGE_NOT_SWITCHED does not claim every server stores the version')
+  t.match(
+    failed,
+    /Failed \(CRDM_STORAGE_NOT_SWITCHED\) in 1\.5s — API server\(s\) 10\.0\.0\.1:6443 did not switch/,
+    'its reason says what is true',
+  )
+})
+
 t.test('formatResult: a resumed run names its checkpoint', async (t) => {
   const text = formatResult({
     ...base,
