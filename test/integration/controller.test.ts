@@ -8,38 +8,22 @@ import t from 'tap'
 import { parse } from 'yaml'
 import { pino } from 'pino'
 import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
-import { StateAnnotation } from '../../src/state/crd-state.js'
 import { ConfigSchema } from '../../src/config/schema.js'
 import { serve } from '../../src/cli/serve.js'
 import { getCrd, patchCrdAnnotations } from '../../src/kube/crds.js'
 import { servedStorageVersionHash, storageVersionHash, waitForStorageVersion } from '../../src/kube/discovery.js'
-import { ContentType } from '../../src/kube/http.js'
-import { objectPath } from '../../src/kube/paths.js'
 import { loadCheckpointSeal } from '../../src/migrator/checkpoint-seal.js'
 import type { MigrationResult } from '../../src/migrator/migrate.js'
-import {
-  createCrd,
-  createNamespace,
-  createObjects,
-  crdManifest,
-  httpFor,
-  refFor,
-  setStorageVersion,
-  storedVersionsInEtcd,
-} from '../helpers/cluster.js'
-import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+import { httpFor, storedVersionsInEtcd } from '../helpers/cluster.js'
+import { getControlPlane, uniqueName } from '../helpers/controlplane.js'
+import { crashedFreeze, crdWithObjects, rewriteObjects } from '../helpers/fixtures.js'
 
 const run = promisify(execFile)
 
 t.test('serve: the leader resumes a freeze left by a crashed run, after its checkpoint', async (t) => {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
-  const group = uniqueGroup('resume')
-  const ns = uniqueName('resume')
-  await createNamespace(http, ns)
-  const crd = await createCrd(http, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1' }))
-  await createObjects(http, refFor(crd, 'v1'), [ns], 300)
-  const flipped = await setStorageVersion(http, crd.metadata.name, 'v2')
+  const { group, ns, crd } = await crdWithObjects(http, { prefix: 'resume', count: 300 })
 
   // The API server switches storage asynchronously; the crashed run had waited for it too.
   await waitForStorageVersion(http, { group, plural: 'widgets', kind: 'Widget' }, 'v2', { timeoutMs: 30_000, settleMs: 1000 })
@@ -50,16 +34,7 @@ t.test('serve: the leader resumes a freeze left by a crashed run, after its chec
   )
   // What a run killed after 100 objects leaves behind: those objects rewritten, the freeze
   // with its checkpoint, and a heartbeat that stopped long ago.
-  const v2 = refFor(crd, 'v2')
-  for (let i = 0; i < 100; i++) {
-    const name = `obj-${String(i).padStart(5, '0')}`
-    await http.request({
-      method: 'PATCH',
-      path: objectPath(v2, ns, name),
-      contentType: ContentType.mergePatch,
-      body: { apiVersion: `${group}/v2`, kind: 'Widget' },
-    })
-  }
+  await rewriteObjects(http, crd, ns, 100)
   // The replicas share a state key (the chart mounts it from a Secret), so the leader
   // trusts the checkpoint the crashed replica sealed with it.
   const keyDir = await mkdtemp(path.join(os.tmpdir(), 'crd-migrator-key-'))
@@ -67,24 +42,10 @@ t.test('serve: the leader resumes a freeze left by a crashed run, after its chec
   const keyFile = path.join(keyDir, 'key')
   // Ending in a newline, as a key file written by hand or from a Secret often does.
   await writeFile(keyFile, Buffer.concat([randomBytes(32), Buffer.from('\n')]))
-  const startedAt = new Date(Date.now() - 3_700_000).toISOString()
   // Loaded as serve loads it: a key file's trailing newline bytes are not key material (the
   // test sealed with the raw bytes once, and failed whenever the random key ended in one).
   const seal = await loadCheckpointSeal(keyFile, pino({ level: 'silent' }))
-  await patchCrdAnnotations(http, crd.metadata.name, {
-    [DEFAULT_MIGRATING_ANNOTATION]: 'true',
-    [StateAnnotation.owner]: 'crashed-replica',
-    [StateAnnotation.heartbeat]: new Date(Date.now() - 3_600_000).toISOString(),
-    [StateAnnotation.startedAt]: startedAt,
-    [StateAnnotation.targetStorageVersion]: 'v2',
-    [StateAnnotation.frozenGeneration]: String(flipped.metadata.generation),
-    [StateAnnotation.checkpoint]: `${ns}/obj-00099`,
-    [StateAnnotation.checkpointSeal]: seal.seal(
-      { crdUid: flipped.metadata.uid!, targetStorageVersion: 'v2', frozenGeneration: flipped.metadata.generation!, startedAt },
-      `${ns}/obj-00099`,
-    ),
-    [StateAnnotation.phase]: 'StorageVersionMigration',
-  })
+  await patchCrdAnnotations(http, crd.metadata.name, crashedFreeze(crd, { checkpoint: `${ns}/obj-00099`, seal }))
   const etcdBefore = await storedVersionsInEtcd(cp, group, 'widgets')
   t.same(Object.fromEntries(etcdBefore), { [`${group}/v1`]: 200, [`${group}/v2`]: 100 }, 'the crashed run got 100 objects across')
 
@@ -129,12 +90,7 @@ t.test('serve: the leader resumes a freeze left by a crashed run, after its chec
 t.test('the CLI: migrate --dry-run, migrate, status', async (t) => {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
-  const group = uniqueGroup('cli')
-  const ns = uniqueName('cli')
-  await createNamespace(http, ns)
-  const crd = await createCrd(http, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1' }))
-  await createObjects(http, refFor(crd, 'v1'), [ns], 40)
-  await setStorageVersion(http, crd.metadata.name, 'v2')
+  const { crd } = await crdWithObjects(http, { prefix: 'cli', count: 40 })
   const cli = (...args: string[]) =>
     run(process.execPath, ['dist/cli/main.js', ...args, '--kubeconfig', cp.kubeconfigPath], { cwd: process.cwd() })
 

@@ -16,17 +16,9 @@ import { objectPath } from '../../src/kube/paths.js'
 import type { ManagedFieldsEntry } from '../../src/kube/types.js'
 import { migrateCrd } from '../../src/migrator/migrate.js'
 import { Phase } from '../../src/migrator/plan.js'
-import {
-  createCrd,
-  createNamespace,
-  crdManifest,
-  defaultSettings,
-  httpFor,
-  refFor,
-  setStorageVersion,
-  serverSideApply as apply,
-} from '../helpers/cluster.js'
-import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+import { defaultSettings, httpFor, refFor, setStorageVersion, serverSideApply as apply } from '../helpers/cluster.js'
+import { getControlPlane } from '../helpers/controlplane.js'
+import { crdWithObjects } from '../helpers/fixtures.js'
 
 const logger = pino({ level: 'silent' })
 const COUNT = 3000
@@ -36,10 +28,8 @@ const DELETED = 150 // objects the writers delete during the cleanup
 t.test(`managedFields cleanup of ${COUNT} objects while other clients update and delete them`, async (t) => {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
-  const group = uniqueGroup('writers')
-  const ns = uniqueName('writers')
-  await createNamespace(http, ns)
-  const crd = await createCrd(http, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1' }))
+  // The objects are applied below, by field manager old-manager.
+  const { group, ns, crd } = await crdWithObjects(http, { prefix: 'writers', count: 0, flipTo: false })
   const v1 = refFor(crd, 'v1')
   const v2 = refFor(crd, 'v2')
   const names = Array.from({ length: COUNT }, (_, i) => `bolt-${String(i).padStart(5, '0')}`)

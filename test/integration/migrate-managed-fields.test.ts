@@ -7,18 +7,10 @@ import { KubeApiError } from '../../src/kube/api-errors.js'
 import { objectPath } from '../../src/kube/paths.js'
 import type { ManagedFieldsEntry } from '../../src/kube/types.js'
 import { migrateCrd } from '../../src/migrator/migrate.js'
-import {
-  createCrd,
-  createNamespace,
-  crdManifest,
-  defaultSettings,
-  httpFor,
-  refFor,
-  setStorageVersion,
-  serverSideApply as apply,
-} from '../helpers/cluster.js'
-import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+import { defaultSettings, httpFor, refFor, setStorageVersion, serverSideApply as apply } from '../helpers/cluster.js'
+import { getControlPlane } from '../helpers/controlplane.js'
 import { until } from '../helpers/until.js'
+import { crdWithObjects } from '../helpers/fixtures.js'
 
 const logger = pino({ level: 'silent' })
 /** What the API server says when an object's managedFields name a version the CRD no longer has. */
@@ -31,12 +23,8 @@ t.test('managedFields of an unserved version break server-side apply until the c
   const http = httpFor(cp.kubeconfigPath)
   const webhook = await startConversionWebhook()
   t.teardown(() => webhook.stop())
-  const group = uniqueGroup('mf')
-  const ns = uniqueName('mf')
-  await createNamespace(http, ns)
-  const manifest = crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1' })
-  manifest.spec.conversion = webhook.conversion()
-  const crd = await createCrd(http, manifest)
+  // The objects are applied below, each by its field managers.
+  const { group, ns, crd } = await crdWithObjects(http, { prefix: 'mf', count: 0, flipTo: false, conversion: webhook.conversion() })
   const v1 = refFor(crd, 'v1')
   const v2 = refFor(crd, 'v2')
 

@@ -7,8 +7,9 @@ import { objectPath, type ResourceRef } from '../../src/kube/paths.js'
 import type { ManagedFieldsEntry } from '../../src/kube/types.js'
 import { cleanManagedFields, managedFieldsPatch, managedFieldsPolicy } from '../../src/migrator/managed-fields.js'
 import { migrateCrd } from '../../src/migrator/migrate.js'
-import { createCrd, createNamespace, crdManifest, defaultSettings, httpFor, refFor, setStorageVersion } from '../helpers/cluster.js'
-import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+import { defaultSettings, httpFor, refFor, setStorageVersion } from '../helpers/cluster.js'
+import { getControlPlane } from '../helpers/controlplane.js'
+import { crdWithObjects } from '../helpers/fixtures.js'
 
 const logger = pino({ level: 'silent' })
 
@@ -39,10 +40,8 @@ const teamAApply = (w: Widget, apiVersion: string) =>
 t.test('conversion None: entries of an unserved version are relabelled, and their manager can still prune', async (t) => {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
-  const group = uniqueGroup('own')
-  const ns = uniqueName('own')
-  await createNamespace(http, ns)
-  const crd = await createCrd(http, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1' }))
+  // The objects are applied below, each by its field manager.
+  const { group, ns, crd } = await crdWithObjects(http, { prefix: 'own', count: 0, flipTo: false })
   t.equal(conversionStrategy(crd), 'None', 'the CRD converts with strategy None')
   const v1 = refFor(crd, 'v1')
   const v2 = refFor(crd, 'v2')

@@ -9,7 +9,6 @@ import { migrateCrd } from '../../src/migrator/migrate.js'
 import { settled as done } from '../../src/migrator/walker.js'
 import {
   createCrd,
-  createNamespace,
   createObjects,
   crdEditor,
   crdManifest,
@@ -22,6 +21,7 @@ import {
   storedVersionsInEtcd,
 } from '../helpers/cluster.js'
 import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+import { crdWithObjects } from '../helpers/fixtures.js'
 
 const logger = pino({ level: 'silent' })
 
@@ -31,11 +31,7 @@ t.test('2,000 namespaced objects move from v1 to v2 under the freeze, and stored
   const scope = uniqueName('svm')
   const webhook = await startTestWebhook(cp, scope)
   const operator = await crdEditor(cp, scope)
-  const group = uniqueGroup('svm')
-  const crd = await createCrd(http, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1', labels: webhook.labels }))
-  const namespaces = [uniqueName('a'), uniqueName('b'), uniqueName('c'), uniqueName('d')]
-  for (const ns of namespaces) await createNamespace(http, ns)
-  await createObjects(http, refFor(crd, 'v1'), namespaces, 2000)
+  const { group, crd } = await crdWithObjects(http, { prefix: 'svm', count: 2000, namespaces: 4, labels: webhook.labels, flipTo: false })
   t.same(
     Object.fromEntries(await storedVersionsInEtcd(cp, group, 'widgets')),
     { [`${group}/v1`]: 2000 },
@@ -126,12 +122,12 @@ t.test('a cluster-scoped CRD migrates too', async (t) => {
 t.test('three versions: objects stored at v1alpha1 and v1beta1 all end at v1', async (t) => {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
-  const group = uniqueGroup('three')
-  const ns = uniqueName('three')
-  await createNamespace(http, ns)
-  const crd = await createCrd(http, crdManifest({ group, versions: ['v1alpha1', 'v1beta1', 'v1'], storage: 'v1alpha1' }))
-  await createObjects(http, refFor(crd, 'v1alpha1'), [ns], 60)
-  await setStorageVersion(http, crd.metadata.name, 'v1beta1')
+  const { group, ns, crd } = await crdWithObjects(http, {
+    prefix: 'three',
+    count: 60,
+    versions: ['v1alpha1', 'v1beta1', 'v1'],
+    flipTo: 'v1beta1',
+  })
   await createObjects(http, refFor(crd, 'v1beta1'), [ns], 40, (i) => ({ spec: { index: 1000 + i } }), 'beta')
   const before = await storedVersionsInEtcd(cp, group, 'widgets')
   t.same(Object.fromEntries(before), { [`${group}/v1alpha1`]: 60, [`${group}/v1beta1`]: 40 }, 'objects are stored at both old versions')

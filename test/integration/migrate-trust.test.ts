@@ -9,28 +9,18 @@
 import { randomBytes } from 'node:crypto'
 import t, { type Test } from 'tap'
 import { pino } from 'pino'
-import { DEFAULT_MIGRATING_ANNOTATION as KEY } from '../../src/config/annotations.js'
 import { StateAnnotation } from '../../src/state/crd-state.js'
 import { ConfigSchema } from '../../src/config/schema.js'
 import { MigrationController } from '../../src/controller/controller.js'
 import { getCrd, patchCrdAnnotations } from '../../src/kube/crds.js'
 import { ContentType, type KubeHttp } from '../../src/kube/http.js'
-import { crdPath, objectPath } from '../../src/kube/paths.js'
+import { crdPath } from '../../src/kube/paths.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import { CheckpointSeal } from '../../src/migrator/checkpoint-seal.js'
 import { migrateCrd } from '../../src/migrator/migrate.js'
-import {
-  createCrd,
-  createNamespace,
-  createObjects,
-  crdManifest,
-  defaultSettings,
-  httpFor,
-  refFor,
-  setStorageVersion,
-  storedVersionsInEtcd,
-} from '../helpers/cluster.js'
-import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+import { defaultSettings, httpFor, storedVersionsInEtcd } from '../helpers/cluster.js'
+import { getControlPlane } from '../helpers/controlplane.js'
+import { crashedFreeze, crdWithObjects, rewriteObjects } from '../helpers/fixtures.js'
 
 const logger = pino({ level: 'silent' })
 const cp = await getControlPlane()
@@ -38,37 +28,9 @@ const http = httpFor(cp.kubeconfigPath)
 
 /** 300 objects created at v1, storage flipped to v2, the first 100 already rewritten. */
 async function halfMigrated(prefix: string): Promise<{ crd: CustomResourceDefinition; group: string; ns: string }> {
-  const group = uniqueGroup(prefix)
-  const ns = uniqueName(prefix)
-  await createNamespace(http, ns)
-  const created = await createCrd(http, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1' }))
-  await createObjects(http, refFor(created, 'v1'), [ns], 300)
-  const crd = await setStorageVersion(http, created.metadata.name, 'v2')
-  const v2 = refFor(crd, 'v2')
-  for (let i = 0; i < 100; i++) {
-    const name = `obj-${String(i).padStart(5, '0')}`
-    await http.request({
-      method: 'PATCH',
-      path: objectPath(v2, ns, name),
-      contentType: ContentType.mergePatch,
-      body: { apiVersion: `${group}/v2`, kind: 'Widget' },
-    })
-  }
+  const { crd, group, ns } = await crdWithObjects(http, { prefix, count: 300 })
+  await rewriteObjects(http, crd, ns, 100)
   return { crd, group, ns }
-}
-
-/** The freeze a crashed run leaves: owner gone quiet for an hour. */
-function crashedFreeze(crd: CustomResourceDefinition, extra: Record<string, string> = {}): Record<string, string> {
-  return {
-    [KEY]: 'true',
-    [StateAnnotation.owner]: 'crashed-replica',
-    [StateAnnotation.heartbeat]: new Date(Date.now() - 3_600_000).toISOString(),
-    [StateAnnotation.startedAt]: new Date(Date.now() - 3_700_000).toISOString(),
-    [StateAnnotation.targetStorageVersion]: 'v2',
-    [StateAnnotation.frozenGeneration]: String(crd.metadata.generation),
-    [StateAnnotation.phase]: 'StorageVersionMigration',
-    ...extra,
-  }
 }
 
 async function expectAllV2(t: Test, group: string): Promise<void> {
@@ -79,16 +41,7 @@ t.test('1b: a forged checkpoint is not trusted: every object is looked at again'
   const { crd, group } = await halfMigrated('forged')
   // A checkpoint past every key, with a seal made by another key (or none): "all done".
   const other = CheckpointSeal.fromKey(randomBytes(32), 'an attacker')
-  const annotations = crashedFreeze(crd, { [StateAnnotation.checkpoint]: 'zzzz/zzzz' })
-  annotations[StateAnnotation.checkpointSeal] = other.seal(
-    {
-      crdUid: crd.metadata.uid!,
-      targetStorageVersion: 'v2',
-      frozenGeneration: crd.metadata.generation!,
-      startedAt: annotations[StateAnnotation.startedAt]!,
-    },
-    'zzzz/zzzz',
-  )
+  const annotations = crashedFreeze(crd, { checkpoint: 'zzzz/zzzz', seal: other })
   await patchCrdAnnotations(http, crd.metadata.name, annotations)
 
   const ours = CheckpointSeal.fromKey(randomBytes(32), 'this test')
@@ -109,16 +62,7 @@ t.test('1b: a forged checkpoint is not trusted: every object is looked at again'
 t.test('1b: a checkpoint this migrator sealed is trusted', async (t) => {
   const { crd, group, ns } = await halfMigrated('sealed')
   const seal = CheckpointSeal.fromKey(randomBytes(32), 'shared key')
-  const annotations = crashedFreeze(crd, { [StateAnnotation.checkpoint]: `${ns}/obj-00099` })
-  annotations[StateAnnotation.checkpointSeal] = seal.seal(
-    {
-      crdUid: crd.metadata.uid!,
-      targetStorageVersion: 'v2',
-      frozenGeneration: crd.metadata.generation!,
-      startedAt: annotations[StateAnnotation.startedAt]!,
-    },
-    `${ns}/obj-00099`,
-  )
+  const annotations = crashedFreeze(crd, { checkpoint: `${ns}/obj-00099`, seal })
   await patchCrdAnnotations(http, crd.metadata.name, annotations)
 
   const result = await migrateCrd(crd.metadata.name, defaultSettings(), { http, logger, owner: 'replica-b', checkpointSeal: seal })
