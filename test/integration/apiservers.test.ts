@@ -19,21 +19,10 @@ import { crdPath, objectPath } from '../../src/kube/paths.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import { migrateCrd, type MigrationResult } from '../../src/migrator/migrate.js'
 import { StateAnnotation } from '../../src/state/crd-state.js'
-import {
-  createCrd,
-  createNamespace,
-  createObjects,
-  crdManifest,
-  defaultSettings,
-  httpFor,
-  refFor,
-  sleep,
-  startTestWebhook,
-  storedVersionsInEtcd,
-  TEST_SCOPE_LABEL,
-} from '../helpers/cluster.js'
-import { startPrivateControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
-import { until } from '../helpers/until.js'
+import { defaultSettings, httpFor, refFor, startTestWebhook, storedVersionsInEtcd, TEST_SCOPE_LABEL } from '../helpers/cluster.js'
+import { startPrivateControlPlane, uniqueName } from '../helpers/controlplane.js'
+import { consistently, until } from '../helpers/until.js'
+import { crdWithObjects } from '../helpers/fixtures.js'
 
 const logger = pino({ level: 'silent' })
 const cp = await startPrivateControlPlane({ apiservers: 3 })
@@ -41,11 +30,7 @@ const [first, , third] = cp.apiservers.map((s) => httpFor(s.kubeconfigPath))
 
 /** A CRD at v1 with `count` objects, made through server 1. */
 async function fixture(count: number, labels: Record<string, string> = {}) {
-  const group = uniqueGroup('ha')
-  const ns = uniqueName('ha')
-  await createNamespace(first!, ns)
-  const crd = await createCrd(first!, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1', labels }))
-  await createObjects(first!, refFor(crd, 'v1'), [ns], count)
+  const { group, ns, crd } = await crdWithObjects(first!, { prefix: 'ha', count, labels, flipTo: false })
   return { group, ns, crd }
 }
 
@@ -145,16 +130,22 @@ t.test('asking every API server: the run waits for the paused one, names it, and
   const { queued } = await pausedThroughTheFlip(cp, crd, ns)
   const running = migrateCrd(crd.metadata.name, defaultSettings({ progressIntervalMs: 200 }), { http: first!, logger, owner: 'ha-test' })
   const paused = cp.apiservers[2]!.server.replace('https://', '')
-  let waiting: string | undefined
-  const deadline = Date.now() + 30_000
-  while (Date.now() < deadline) {
-    waiting = (await getCrd(first!, crd.metadata.name)).metadata.annotations?.[StateAnnotation.progress]
-    if (waiting?.includes(paused)) break
-    await sleep(100)
-  }
+  // Not in time: the last progress seen (or the error), which the match below rejects.
+  const waiting = await until(
+    `the CRD's progress to name the paused server ${paused}`,
+    30_000,
+    async () => (await getCrd(first!, crd.metadata.name)).metadata.annotations?.[StateAnnotation.progress],
+    (progress) => progress?.includes(paused) === true,
+  ).catch((err: Error) => err.message)
   t.match(waiting, `waiting for API server(s) ${paused} to store v2`, 'the CRD says which server it waits for')
-  await sleep(2_000)
-  t.equal((await storedVersionsInEtcd(cp, group, 'widgets')).get(`${group}/v2`) ?? 0, 0, 'and nothing was rewritten meanwhile')
+  const v2Meanwhile = await consistently(
+    'no object at v2 in etcd while the run waits for the paused server',
+    2_000,
+    async () => (await storedVersionsInEtcd(cp, group, 'widgets')).get(`${group}/v2`) ?? 0,
+    (atV2) => atV2 === 0,
+    { everyMs: 250 },
+  ).catch((err: Error) => err.message)
+  t.equal(v2Meanwhile, 0, 'and nothing was rewritten meanwhile')
   await cp.resumeApiserver(3)
   const result = await running
   await queued
@@ -234,12 +225,22 @@ t.test('leader election across API servers: one leader at a time, the other take
     (leads) => leads,
   )
   const b = elector(third!, 'b-via-server-3').run(stopB.signal, lead('b'))
-  await sleep(3_000)
-  t.same(leading, ['a'], 'the first candidate leads; the one talking to another server waits')
+  const meanwhile = await consistently(
+    'a alone to lead while b waits',
+    3_000,
+    async () => [...leading],
+    (leads) => leads.length === 1 && leads[0] === 'a',
+  ).catch((err: Error) => err.message)
+  t.same(meanwhile, ['a'], 'the first candidate leads; the one talking to another server waits')
   stopA.abort()
   await a
-  const deadline = Date.now() + 15_000
-  while (!leading.includes('b') && Date.now() < deadline) await sleep(100)
+  // Not in time: the assertion below shows who leads.
+  await until(
+    'b to take over',
+    15_000,
+    async () => leading.includes('b'),
+    (leads) => leads,
+  ).catch(() => undefined)
   t.same(leading, ['b'], 'the other one takes over through its own server')
   stopB.abort()
   await b

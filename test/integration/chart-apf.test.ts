@@ -20,6 +20,7 @@ import { serviceAccountIdentity } from '../../dev/controlplane/service-account.j
 import { ensureTools, type ChartTools } from '../../dev/controlplane/tools.js'
 import { getControlPlane, uniqueName } from '../helpers/controlplane.js'
 import { scratchHelm } from '../helpers/helm.js'
+import { until } from '../helpers/until.js'
 
 const chartDir = fileURLToPath(new URL('../../charts/crd-migrator/', import.meta.url))
 
@@ -147,10 +148,12 @@ t.test('on the kube-apiserver: accepted, and the migrator ServiceAccount classif
   const leaseProbe = `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases`
   const crdProbe = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions'
   // The API server picks up new FlowSchemas asynchronously: wait for the first probe to land.
-  const deadline = Date.now() + 30_000
-  while ((await classify(migrator, bulkProbe)).flowSchemaUid !== uids.get(`FlowSchema/${fullname}`) && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 100))
-  }
+  await until(
+    `the migrator's bulk requests classified by FlowSchema ${fullname}`,
+    30_000,
+    () => classify(migrator, bulkProbe),
+    (c) => c.flowSchemaUid === uids.get(`FlowSchema/${fullname}`),
+  )
   const levelOf = async (client: KubeHttp, path: string) => {
     const c = await classify(client, path)
     return { flowSchema: c.flowSchemaUid, level: levels.get(c.priorityLevelUid) ?? c.priorityLevelUid }

@@ -15,19 +15,9 @@ import { attachControlPlane, KUBERNETES_ENDPOINTSLICES, startControlPlane, type 
 import { claimLoopbackAddresses, loopbackIpv4Addresses, releaseLoopbackAddresses } from '../../dev/controlplane/loopback.js'
 import { currentNetworkNamespace } from '../../dev/controlplane/netns.js'
 import { clientsFor, startPrivateControlPlane, twoVersionCrd, uniqueGroup, waitForCrdEstablished } from '../helpers/controlplane.js'
+import { until } from '../helpers/until.js'
 
 t.equal(currentNetworkNamespace(), networkNamespace, `this file runs in network namespace ${networkNamespace}`)
-
-/** Poll `probe` until it returns a value (not undefined); fail with the last `describe()` after `timeoutMs`. */
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, describe: () => string, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const v = await probe()
-    if (v !== undefined) return v
-    if (Date.now() > deadline) throw new Error(`${what}: not after ${timeoutMs}ms (${describe()})`)
-    await new Promise((r) => setTimeout(r, 100))
-  }
-}
 
 /** Addresses and ports of the `default/kubernetes` EndpointSlices, as server `apiserver` sees them. */
 async function kubernetesSlices(
@@ -93,13 +83,11 @@ t.test('three API servers on one etcd', async (t) => {
   t.test('the default/kubernetes EndpointSlice lists every server with the https port', async (t) => {
     // startControlPlane waits for this too; asked here of every server, on evidence.
     for (const a of multi.apiservers) {
-      const slices = await waitFor(
+      const slices = await until(
         `server ${a.index} sees all three in the EndpointSlice`,
-        async () => {
-          const s = await kubernetesSlices(multi, a.index)
-          return JSON.stringify(s.addresses) === JSON.stringify([...addresses].sort()) ? s : undefined
-        },
-        () => 'see the slices above',
+        30_000,
+        () => kubernetesSlices(multi, a.index),
+        (s) => JSON.stringify(s.addresses) === JSON.stringify([...addresses].sort()),
       )
       t.same(slices.addresses, [...addresses].sort(), `as server ${a.index} sees it`)
       t.match(slices.ports, [{ name: 'https', port }])
@@ -107,17 +95,16 @@ t.test('three API servers on one etcd', async (t) => {
   })
 
   t.test('each server has its own hostname, so its own identity lease', async (t) => {
-    let hostnames: string[] = []
-    await waitFor(
-      'three identity leases',
+    const hostnames = await until(
+      'three identity leases (their hostnames last)',
+      30_000,
       async () => {
         const res = await multi.apiRequest(
           '/apis/coordination.k8s.io/v1/namespaces/kube-system/leases?labelSelector=apiserver.kubernetes.io%2Fidentity%3Dkube-apiserver',
         )
-        hostnames = ((res.json as { items?: any[] }).items ?? []).map((l) => l.metadata.labels['kubernetes.io/hostname']).sort()
-        return hostnames.length === 3 ? hostnames : undefined
+        return ((res.json as { items?: any[] }).items ?? []).map((l): string => l.metadata.labels['kubernetes.io/hostname']).sort()
       },
-      () => `hostnames: ${hostnames.join(', ')}`,
+      (names) => names.length === 3,
     )
     t.same(hostnames, ['kube-apiserver-1', 'kube-apiserver-2', 'kube-apiserver-3'])
   })
@@ -145,15 +132,11 @@ t.test('three API servers on one etcd', async (t) => {
     const via1 = clientsFor(multi.apiservers[0]!.kubeconfigPath)
     await waitForCrdEstablished(via1.apiext, name)
     const path = `/apis/${group}/v1/namespaces/default/${plural}`
-    let last = ''
-    await waitFor(
-      `server 3 serves ${path}`,
-      async () => {
-        const res = await multi.apiRequest(`${path}?limit=1`, { apiserver: 3 })
-        last = `HTTP ${res.status}`
-        return res.status === 200 ? true : undefined
-      },
-      () => last,
+    await until(
+      `server 3 serves ${path} (its HTTP status last)`,
+      30_000,
+      async () => (await multi.apiRequest(`${path}?limit=1`, { apiserver: 3 })).status,
+      (status) => status === 200,
     )
     const via3 = clientsFor(multi.apiservers[2]!.kubeconfigPath)
     await via3.custom.createNamespacedCustomObject({
@@ -193,14 +176,11 @@ t.test('three API servers on one etcd', async (t) => {
     await multi.stopApiserver({ index: 2 })
     t.equal((await multi.apiRequest('/readyz', { apiserver: 1 })).status, 200, 'server 1 still answers')
     await t.rejects(multi.apiRequest('/readyz', { apiserver: 2, timeoutMs: 2_000 }), { code: 'ECONNREFUSED' }, 'server 2 is gone')
-    let listed: string[] = []
-    await waitFor(
-      'server 2 leaves the EndpointSlice',
-      async () => {
-        listed = (await kubernetesSlices(multi)).addresses
-        return JSON.stringify(listed) === JSON.stringify(others) ? true : undefined
-      },
-      () => `lists ${listed.join(', ')}`,
+    const listed = await until(
+      'server 2 to leave the EndpointSlice (the addresses listed last)',
+      30_000,
+      async () => (await kubernetesSlices(multi)).addresses,
+      (addresses) => JSON.stringify(addresses) === JSON.stringify(others),
     )
     t.pass(`a gracefully stopped server removes itself: ${listed.join(', ')}`)
     await multi.startApiserver({ index: 2 })

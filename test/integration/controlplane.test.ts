@@ -14,6 +14,7 @@ import {
   waitForCrdEstablished,
   waitForCrdReady,
 } from '../helpers/controlplane.js'
+import { until } from '../helpers/until.js'
 
 const cp = await getControlPlane()
 const admin = clientsFor(cp.kubeconfigPath)
@@ -64,15 +65,19 @@ t.test('storage version is visible in etcd and follows the CRD storage flag', as
 
   // Any real change rewrites the object in the current storage version. The storage switch
   // reaches the CR handler asynchronously, so retry briefly.
-  let stored: string | null = null
-  for (let i = 1; i <= 50 && stored !== `${group}/v2`; i++) {
-    await admin.custom.patchNamespacedCustomObject(
-      { group, version: 'v1', namespace: ns, plural, name: 'one', body: { spec: { size: 1 + i } } },
-      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-    )
-    stored = await cp.storedApiVersion(group, plural, ns, 'one')
-    if (stored !== `${group}/v2`) await new Promise((r) => setTimeout(r, 100))
-  }
+  let size = 1
+  const stored = await until(
+    'a change of the object to store it at v2',
+    10_000,
+    async () => {
+      await admin.custom.patchNamespacedCustomObject(
+        { group, version: 'v1', namespace: ns, plural, name: 'one', body: { spec: { size: ++size } } },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      )
+      return cp.storedApiVersion(group, plural, ns, 'one')
+    },
+    (version) => version === `${group}/v2`,
+  )
   t.equal(stored, `${group}/v2`, 'rewritten object is stored as v2')
 
   await admin.apiext.deleteCustomResourceDefinition({ name })

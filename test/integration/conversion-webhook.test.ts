@@ -20,18 +20,9 @@ import { migrateCrd, type MigrationSettings } from '../../src/migrator/migrate.j
 import { Phase } from '../../src/migrator/plan.js'
 import { settled } from '../../src/migrator/walker.js'
 import { StateAnnotation } from '../../src/state/crd-state.js'
-import {
-  createCrd,
-  createNamespace,
-  crdManifest,
-  defaultSettings,
-  httpFor,
-  refFor,
-  setStorageVersion,
-  sleep,
-  serverSideApply as apply,
-} from '../helpers/cluster.js'
-import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+import { defaultSettings, httpFor, refFor, setStorageVersion, sleep, serverSideApply as apply } from '../helpers/cluster.js'
+import { getControlPlane } from '../helpers/controlplane.js'
+import { crdWithObjects } from '../helpers/fixtures.js'
 import type { ControlPlane } from '../../dev/controlplane/controlplane.js'
 
 const logger = pino({ level: 'silent' })
@@ -65,12 +56,14 @@ async function fixture(
   const http = httpFor(cp.kubeconfigPath)
   const webhook = await startConversionWebhook()
   t.teardown(() => webhook.stop())
-  const group = uniqueGroup('conv')
-  const ns = uniqueName('conv')
-  await createNamespace(http, ns)
-  const manifest = crdManifest({ group, versions: options.versions ?? ['v1', 'v2'], storage: options.createAt ?? 'v1' })
-  manifest.spec.conversion = webhook.conversion()
-  const crd = await createCrd(http, manifest)
+  const { ns, crd } = await crdWithObjects(http, {
+    prefix: 'conv',
+    count: 0, // applied below, by field manager old-manager
+    versions: options.versions ?? ['v1', 'v2'],
+    storage: options.createAt ?? 'v1',
+    conversion: webhook.conversion(),
+    flipTo: false,
+  })
   const ref = (version: string) => refFor(crd, version)
   const names = Array.from({ length: count }, (_, i) => `w-${String(i).padStart(4, '0')}`)
   const queue = new PQueue({ concurrency: 16 })
@@ -194,6 +187,8 @@ t.test('a 20 s webhook outage in the middle of the storage phase: Succeeded, eve
       if (phase !== Phase.StorageVersionMigration || outage || settled(p) < 60) return
       outage = (async () => {
         await f.webhook.setMode('down')
+        // A sleep on purpose: the fault is an outage of 20 s (the run must pause through
+        // it, outageSeconds >= 15 below), whatever the migrator does meanwhile.
         await sleep(20_000)
         await f.webhook.setMode('up')
       })()
@@ -228,6 +223,8 @@ t.test('an outage during the managedFields cleanup: entries the API server dropp
       if (phase !== Phase.CleanupManagedFields || outage || settled(p) < 20) return
       outage = (async () => {
         await f.webhook.setMode('down')
+        // A sleep on purpose: the fault is an outage of 8 s during the cleanup, long
+        // enough for the run to meet it, whatever the migrator does meanwhile.
         await sleep(8_000)
         await f.webhook.setMode('up')
       })()

@@ -31,8 +31,9 @@ import { SVM_API, type StorageVersionMigration, type SvmConditionType } from '..
 import { ContentType } from '../../src/kube/http.js'
 import { listAndWatch } from '../../src/kube/watch.js'
 import type { MigrationResult } from '../../src/migrator/context.js'
-import { createNamespace, httpFor, sleep } from '../helpers/cluster.js'
+import { createNamespace, httpFor } from '../helpers/cluster.js'
 import { startPrivateControlPlane } from '../helpers/controlplane.js'
+import { until } from '../helpers/until.js'
 
 const run = promisify(execFile)
 const started = Date.now()
@@ -124,19 +125,22 @@ let canaryWrites = 0
  * change, so each is a write) until etcd shows it encrypted with that key.
  */
 async function waitForWriteKey(key: AesKey, timeoutMs: number): Promise<void> {
-  const since = Date.now()
-  for (;;) {
-    await http.request({
-      method: 'PATCH',
-      path: secretPath(CANARY_NS, CANARY),
-      contentType: ContentType.mergePatch,
-      body: { stringData: { write: String(++canaryWrites) } },
-    })
-    const stored = await cp.readEtcdKey(`${SECRETS}${CANARY_NS}/${CANARY}`)
-    if (stored && encryptedWith(stored) === key.name) return
-    if (Date.now() - since > timeoutMs) throw new Error(`the API server did not write with ${key.name} within ${timeoutMs} ms`)
-    await sleep(250)
-  }
+  await until(
+    `the API server to write with ${key.name} (the key of the canary's last write last)`,
+    timeoutMs,
+    async () => {
+      await http.request({
+        method: 'PATCH',
+        path: secretPath(CANARY_NS, CANARY),
+        contentType: ContentType.mergePatch,
+        body: { stringData: { write: String(++canaryWrites) } },
+      })
+      const stored = await cp.readEtcdKey(`${SECRETS}${CANARY_NS}/${CANARY}`)
+      return stored ? encryptedWith(stored) : undefined
+    },
+    (writtenWith) => writtenWith === key.name,
+    { everyMs: 250 },
+  )
 }
 
 /** Rotates to `keys` (the first one writes) and returns once the API server writes with it. */
@@ -278,14 +282,20 @@ t.test('rotated to key3: a StorageVersionMigration re-encrypts every Secret', as
       spec: { resource: { group: '', version: 'v1', resource: 'secrets' } },
     },
   })
-  const deadline = Date.now() + 60_000
-  while (!svm) {
-    if (Date.now() > deadline) throw new Error(`StorageVersionMigration ${name} did not finish within 60 s; seen: ${seen.join(', ')}`)
-    await sleep(50)
-  }
+  const finished = await until(
+    `StorageVersionMigration ${name} to finish (the conditions seen last)`,
+    60_000,
+    async () => ({ svm, seen }),
+    (v) => v.svm !== undefined,
+    { everyMs: 50 },
+  )
   t.comment(`StorageVersionMigration finished after ${elapsed()}`)
   t.same(seen, ['Running', 'Succeeded'], 'the object showed Running, then Succeeded')
-  t.match(svm.status?.conditions, [{ type: 'Succeeded', status: 'True', reason: 'Succeeded' }], 'one current condition: Succeeded')
+  t.match(
+    finished.svm?.status?.conditions,
+    [{ type: 'Succeeded', status: 'True', reason: 'Succeeded' }],
+    'one current condition: Succeeded',
+  )
   t.match(result?.storage?.counts, { seen: COUNT + 1, rewritten: COUNT, current: 1, failed: 0 }, 'the 60 Secrets read with key2 rewritten')
 
   const stored = await storedSecrets()

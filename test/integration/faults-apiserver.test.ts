@@ -25,20 +25,12 @@ import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import { migrateCrd } from '../../src/migrator/migrate.js'
 import { settled as done } from '../../src/migrator/walker.js'
 import { MigratorMetrics } from '../../src/migrator/metrics.js'
-import {
-  createCrd,
-  createNamespace,
-  createObjects,
-  crdManifest,
-  defaultSettings,
-  httpFor,
-  refFor,
-  setStorageVersion,
-  sleep,
-} from '../helpers/cluster.js'
+import { defaultSettings, httpFor, sleep } from '../helpers/cluster.js'
 import { ensureBinaries } from '../../dev/controlplane/controlplane.js'
-import { kubeConfigFromFile, startPrivateControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+import { kubeConfigFromFile, startPrivateControlPlane } from '../helpers/controlplane.js'
 import { capturingLogger, compactEtcd, countVersions, etcdVersionsByKey, migratorIdentity } from '../helpers/faults.js'
+import { crdWithObjects } from '../helpers/fixtures.js'
+import { until, Watermark } from '../helpers/until.js'
 
 const DEFAULT_MAX_ATTEMPTS = ConfigSchema.parse({}).migrator.maxAttempts
 
@@ -59,12 +51,7 @@ const cp = await startPrivateControlPlane({
 const admin = httpFor(cp.kubeconfigPath)
 
 async function prepare(prefix: string, count: number, namespaces = 3): Promise<{ crd: CustomResourceDefinition; group: string }> {
-  const group = uniqueGroup(prefix)
-  const nss = Array.from({ length: namespaces }, () => uniqueName(prefix))
-  for (const ns of nss) await createNamespace(admin, ns)
-  const crd = await createCrd(admin, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1' }))
-  await createObjects(admin, refFor(crd, 'v1'), nss, count)
-  await setStorageVersion(admin, crd.metadata.name, 'v2')
+  const { crd, group } = await crdWithObjects(admin, { prefix, count, namespaces })
   return { crd, group }
 }
 
@@ -79,24 +66,28 @@ t.test('kube-apiserver restarted and etcd down for 2 s mid-run: retried, finishe
   let firstNarrowed: { atMs: number; etcd: Record<string, number> } | undefined
   const storedSeen: string[] = []
   const t0 = performance.now()
-  const poller = (async () => {
-    // One more look after the stop request: the narrowing may land between two polls
-    // just before the migration returns.
-    for (let last = false, finalTries = 0; !last;) {
-      last = stopPolling
+  // One more look after the stop request: the narrowing may land between two polls just
+  // before the migration returns (up to 50 tries while the API server does not answer).
+  let finalTries = 0
+  const poller = until(
+    'the migration to return, watching storedVersions',
+    600_000,
+    async () => {
+      const last = stopPolling
       const res = await cp
         .apiRequest(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`, { timeoutMs: 1000 })
         .catch(() => undefined)
-      if (last && res?.status !== 200 && ++finalTries < 50) last = false
       const stored = (res?.status === 200 ? (res.json as CustomResourceDefinition).status?.storedVersions : undefined)?.join(',')
       if (stored && storedSeen[storedSeen.length - 1] !== stored) storedSeen.push(stored)
       if (stored === 'v2' && !firstNarrowed) {
         firstNarrowed = { atMs: performance.now() - t0, etcd: countVersions(await etcdVersionsByKey(cp, group, 'widgets')) }
       }
-      await sleep(100)
-    }
-  })()
+      return last && (res?.status === 200 || ++finalTries >= 50)
+    },
+    (over) => over,
+  )
 
+  const progress = new Watermark()
   let progressed = 0
   const faults: Record<string, number> = {}
   let faultRun: Promise<void> | undefined
@@ -106,11 +97,11 @@ t.test('kube-apiserver restarted and etcd down for 2 s mid-run: retried, finishe
       let s = performance.now()
       await cp.restartApiserver()
       faults['apiserverDownMs'] = Math.round(performance.now() - s)
-      const after = progressed
-      while (progressed < after + 150 && progressed < N) await sleep(20)
+      await progress.reached(Math.min(progressed + 150, N))
       faults['etcdStopAtDone'] = progressed
       s = performance.now()
       await cp.stopEtcd({ graceMs: 0 })
+      // A sleep on purpose: the fault is etcd gone for 2 s, whatever the migrator does meanwhile.
       await sleep(2000)
       await cp.startEtcd()
       faults['etcdDownMs'] = Math.round(performance.now() - s)
@@ -125,6 +116,7 @@ t.test('kube-apiserver restarted and etcd down for 2 s mid-run: retried, finishe
       owner: 'faults-restart',
       onProgress: (_phase, p) => {
         progressed = done(p)
+        progress.set(progressed)
         if (!faultRun && progressed >= 250) faultRun = startFaults()
       },
     },

@@ -160,6 +160,8 @@ t.test('four atomic certificate swaps (one to a new CA) under load: nothing fail
   const rotations = (async () => {
     for (const [i, at] of ROTATE_AT_MS.entries()) {
       const wait = started + at - performance.now()
+      // A sleep on purpose: the swaps follow a schedule within the load (600 ms apart, so
+      // each can settle and be measured), whatever the requests do meanwhile.
       if (wait > 0) await new Promise((r) => setTimeout(r, wait))
       await publish(pairs[i + 1]!)
       rotatedAt.push(performance.now())

@@ -20,9 +20,11 @@ import { getCrd } from '../../src/kube/crds.js'
 import type { KubeHttp } from '../../src/kube/http.js'
 import { collectionPath, type ResourceRef } from '../../src/kube/paths.js'
 import type { PartialObjectMetadataList } from '../../src/kube/types.js'
-import { createCrd, createNamespace, createObjects, crdManifest, httpFor, refFor, setStorageVersion, sleep } from '../helpers/cluster.js'
-import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+import { httpFor, refFor } from '../helpers/cluster.js'
+import { getControlPlane } from '../helpers/controlplane.js'
 import { countVersions, etcdVersionsByKey, settledEtcdVersions } from '../helpers/faults.js'
+import { crdWithObjects } from '../helpers/fixtures.js'
+import { until } from '../helpers/until.js'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const cliJs = join(root, 'dist', 'cli', 'main.js')
@@ -63,14 +65,8 @@ t.test('kill -9 of `crd-migrator migrate` mid-phase; the next run resumes from t
   }
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
-  const group = uniqueGroup('kill')
-  const namespaces = [uniqueName('kill'), uniqueName('kill'), uniqueName('kill')]
-  for (const ns of namespaces) await createNamespace(http, ns)
-  const crd = await createCrd(http, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1' }))
   const N = 1000
-  await createObjects(http, refFor(crd, 'v1'), namespaces, N)
-  await setStorageVersion(http, crd.metadata.name, 'v2')
-  const name = crd.metadata.name
+  const { group, crd, name } = await crdWithObjects(http, { prefix: 'kill', count: N, namespaces: 3 })
   const args = [
     cliJs,
     'migrate',
@@ -92,17 +88,20 @@ t.test('kill -9 of `crd-migrator migrate` mid-phase; the next run resumes from t
   first.stdout.setEncoding('utf8').on('data', (d: string) => (firstOut += d))
   first.stderr.setEncoding('utf8').on('data', (d: string) => (firstOut += d))
   const exited = new Promise<NodeJS.Signals | number | null>((resolve) => first.on('exit', (code, signal) => resolve(signal ?? code)))
+  const doneOf = (a: Record<string, string>) => Number((a[StateAnnotation.progress] ?? '0/').split('/')[0])
+  const midPhase = (a: Record<string, string>) =>
+    a[StateAnnotation.phase] === 'StorageVersionMigration' && doneOf(a) >= 300 && a[StateAnnotation.checkpoint] !== undefined
+  // Until the run is mid-phase, or over (then the assertion on killedAt below fails).
+  const seen = await until(
+    'the first run to be 300 objects into its storage phase',
+    60_000,
+    async () => ({ exited: first.exitCode !== null, a: (await getCrd(http, name)).metadata.annotations ?? {} }),
+    ({ exited, a }) => exited || midPhase(a),
+  ).catch(() => undefined)
   let killedAt: { done: number; checkpoint: string } | undefined
-  for (let i = 0; i < 600 && !killedAt; i++) {
-    const a = (await getCrd(http, name)).metadata.annotations ?? {}
-    const done = Number((a[StateAnnotation.progress] ?? '0/').split('/')[0])
-    if (a[StateAnnotation.phase] === 'StorageVersionMigration' && done >= 300 && a[StateAnnotation.checkpoint]) {
-      first.kill('SIGKILL')
-      killedAt = { done, checkpoint: a[StateAnnotation.checkpoint]! }
-    } else {
-      if (first.exitCode !== null) break
-      await sleep(50)
-    }
+  if (seen && midPhase(seen.a)) {
+    first.kill('SIGKILL')
+    killedAt = { done: doneOf(seen.a), checkpoint: seen.a[StateAnnotation.checkpoint]! }
   }
   const exit = await exited
   t.ok(killedAt, `killed mid-phase (progress ${killedAt?.done}/${N} at the kill; output so far: ${JSON.stringify(firstOut.slice(0, 300))})`)

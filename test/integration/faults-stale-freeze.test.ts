@@ -18,30 +18,16 @@ import { StateAnnotation } from '../../src/state/crd-state.js'
 import { ConfigSchema } from '../../src/config/schema.js'
 import { getCrd, patchCrdAnnotations } from '../../src/kube/crds.js'
 import type { MigrationResult } from '../../src/migrator/migrate.js'
-import { createCrd, createNamespace, createObjects, crdManifest, httpFor, refFor, setStorageVersion, sleep } from '../helpers/cluster.js'
-import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+import { httpFor } from '../helpers/cluster.js'
+import { getControlPlane, uniqueName } from '../helpers/controlplane.js'
 import { countVersions, etcdVersionsByKey } from '../helpers/faults.js'
-
-async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
-    await sleep(100)
-  }
-}
+import { crdWithObjects } from '../helpers/fixtures.js'
+import { consistently, until } from '../helpers/until.js'
 
 t.test('a freeze by another tool is reported (metric, Event, status) and never lifted; removed by hand, the migration runs', async (t) => {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
-  const group = uniqueGroup('foreign')
-  const ns = uniqueName('foreign')
-  await createNamespace(http, ns)
-  const crd = await createCrd(http, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1' }))
-  const name = crd.metadata.name
-  await createObjects(http, refFor(crd, 'v1'), [ns], 50)
-  await setStorageVersion(http, name, 'v2')
+  const { group, name } = await crdWithObjects(http, { prefix: 'foreign', count: 50 })
   // What another KEP-2855 migrator leaves behind when it dies: the annotation, nothing of ours.
   await patchCrdAnnotations(http, name, { [DEFAULT_MIGRATING_ANNOTATION]: 'true' })
 
@@ -70,18 +56,39 @@ t.test('a freeze by another tool is reported (metric, Event, status) and never l
     const m = await handle.registry.getSingleMetric('crd_migrator_frozen_crds')?.get()
     return m?.values.find((v) => v.labels['crd'] === name && v.labels['owner'] === 'foreign')?.value
   }
-  t.equal(await until('the frozen_crds metric', 20_000, frozenMetric), 1, 'crd_migrator_frozen_crds{owner="foreign"} is 1')
-  const event = await until('the FrozenByAnotherMigrator Event', 20_000, async () => {
-    const res = await cp.apiRequest(`/api/v1/namespaces/default/events?fieldSelector=${encodeURIComponent(`involvedObject.name=${name}`)}`)
-    const items = (res.json as { items: Array<{ reason: string; type: string; message: string }> }).items
-    return items.find((e) => e.reason === 'FrozenByAnotherMigrator')
-  })
+  const defined = <T>(v: T | undefined) => v !== undefined
+  t.equal(await until('the frozen_crds metric', 20_000, frozenMetric, defined), 1, 'crd_migrator_frozen_crds{owner="foreign"} is 1')
+  const event = (await until(
+    'the FrozenByAnotherMigrator Event',
+    20_000,
+    async () => {
+      const res = await cp.apiRequest(
+        `/api/v1/namespaces/default/events?fieldSelector=${encodeURIComponent(`involvedObject.name=${name}`)}`,
+      )
+      const items = (res.json as { items: Array<{ reason: string; type: string; message: string }> }).items
+      return items.find((e) => e.reason === 'FrozenByAnotherMigrator')
+    },
+    defined,
+  ))!
   t.equal(event.type, 'Warning', 'a Warning Event in namespace default')
   t.match(event.message, `kubectl annotate crd ${name} ${DEFAULT_MIGRATING_ANNOTATION}-`, 'naming the way out')
 
-  // Let several resyncs (1 s) pass: the controller still must not touch it.
-  await sleep(2500)
-  const still = await getCrd(http, name)
+  // Through several resyncs (1 s), the controller still must not touch it: checked all along.
+  const still = await consistently(
+    'the foreign freeze untouched, no migration run',
+    2500,
+    () => getCrd(http, name),
+    (crd) => {
+      const a = crd.metadata.annotations ?? {}
+      return (
+        a[DEFAULT_MIGRATING_ANNOTATION] === 'true' &&
+        !(StateAnnotation.owner in a) &&
+        crd.status?.storedVersions?.join() === 'v1,v2' &&
+        results.length === 0
+      )
+    },
+    { everyMs: 250 },
+  )
   const a = still.metadata.annotations ?? {}
   t.equal(a[DEFAULT_MIGRATING_ANNOTATION], 'true', 'the foreign freeze is never lifted')
   t.notOk(StateAnnotation.owner in a, 'nor taken over (no owner of ours written)')
@@ -112,7 +119,12 @@ t.test('a freeze by another tool is reported (metric, Event, status) and never l
 
   // The documented way out: a break-glass user removes the annotation by hand.
   await patchCrdAnnotations(http, name, { [DEFAULT_MIGRATING_ANNOTATION]: null })
-  const result = await until('the migration after the manual unfreeze', 30_000, async () => results.find((r) => r.outcome === 'Succeeded'))
+  const result = (await until(
+    'the migration after the manual unfreeze',
+    30_000,
+    async () => results.find((r) => r.outcome === 'Succeeded'),
+    defined,
+  ))!
   t.equal(result.storage?.counts.seen, 50, 'the controller migrates it as usual')
   t.same((await getCrd(http, name)).status?.storedVersions, ['v2'])
   t.equal(await frozenMetric(), undefined, 'the metric series is gone')

@@ -17,22 +17,11 @@ import { ContentType } from '../../src/kube/http.js'
 import { crdPath } from '../../src/kube/paths.js'
 import { migrateCrd } from '../../src/migrator/migrate.js'
 import { settled as done } from '../../src/migrator/walker.js'
-import {
-  createCrd,
-  createNamespace,
-  createObjects,
-  crdEditor,
-  crdManifest,
-  defaultSettings,
-  httpFor,
-  refFor,
-  setStorageVersion,
-  setStorageVersionAs,
-  sleep,
-  startTestWebhook,
-} from '../helpers/cluster.js'
-import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+import { crdEditor, defaultSettings, httpFor, setStorageVersionAs, startTestWebhook } from '../helpers/cluster.js'
+import { getControlPlane, uniqueName } from '../helpers/controlplane.js'
 import { countVersions, etcdVersionsByKey, migratorIdentity } from '../helpers/faults.js'
+import { crdWithObjects } from '../helpers/fixtures.js'
+import { until } from '../helpers/until.js'
 
 t.test('webhook down mid-migration: the migrator still writes progress and lifts its freeze; operators stay refused', async (t) => {
   const cp = await getControlPlane()
@@ -41,13 +30,8 @@ t.test('webhook down mid-migration: the migrator still writes progress and lifts
   const migratorName = `crd-migrator-test-${scope}`
   const webhook = await startTestWebhook(cp, scope, { migratorUsers: [migratorName] })
   const operator = await crdEditor(cp, scope)
-  const group = uniqueGroup('wdown')
-  const ns = uniqueName('wdown')
-  await createNamespace(admin, ns)
-  const crd = await createCrd(admin, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1', labels: webhook.labels }))
   const N = 400
-  await createObjects(admin, refFor(crd, 'v1'), [ns], N)
-  await setStorageVersion(admin, crd.metadata.name, 'v2')
+  const { group, crd } = await crdWithObjects(admin, { prefix: 'wdown', count: N, labels: webhook.labels })
   const { http } = await migratorIdentity(cp, migratorName, group)
   t.teardown(() => http.close())
   const name = crd.metadata.name
@@ -80,12 +64,13 @@ t.test('webhook down mid-migration: the migrator still writes progress and lifts
         const flip = await setStorageVersionAs(cp, operator, now, 'v1')
         // Progress goes on being written with the webhook down (the run takes 3 s more at 100 qps).
         const before = now.metadata.annotations?.[StateAnnotation.progress]
-        let progressAfterStop: string | undefined
-        for (let i = 0; i < 100 && progressAfterStop === undefined; i++) {
-          const p = (await getCrd(admin, name)).metadata.annotations?.[StateAnnotation.progress]
-          if (p !== undefined && p !== before) progressAfterStop = p
-          else await sleep(50)
-        }
+        // Not there in time: undefined, and the assertion on it below says what is missing.
+        const progressAfterStop = await until(
+          'a new progress annotation after the webhook went down',
+          10_000,
+          async () => (await getCrd(admin, name)).metadata.annotations?.[StateAnnotation.progress],
+          (p) => p !== undefined && p !== before,
+        ).catch(() => undefined)
         return {
           progressAfterStop,
           doneAtStop,

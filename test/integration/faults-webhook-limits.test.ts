@@ -31,6 +31,7 @@ import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
 import { generateDevCertificates } from '../../dev/certs/devcerts.js'
 import { MAX_JSON_DEPTH } from '../../src/webhook/limits.js'
 import { DEFAULT_BODY_LIMIT_BYTES, SERVER_TIMEOUTS, startWebhookServer, type RunningWebhookServer } from '../../src/webhook/server.js'
+import { until } from '../helpers/until.js'
 
 const LIMIT = 256 * 1024
 const TIMEOUTS = { tlsHandshakeTimeoutMs: 800, headersTimeoutMs: 800, requestTimeoutMs: 1500, connectionsCheckingIntervalMs: 100 }
@@ -373,13 +374,21 @@ t.test('ten hostile reviews at a time do not hold up a real one; each gets its 4
     const over = [0, 1].map(() => ({ ...tooBig, sent: post(target, attackAgent, tooBig.body) }))
     for (const o of over) answers.push({ kind: o.kind, expected: o.status, error: o.error, answer: await o.sent.answer })
     const expected = held.reduce((n, h) => n + h.body.length - 1, 0)
-    for (let last = -1; ;) {
-      // until the server has read it all (TLS adds bytes: at least that many, then quiet)
-      await new Promise((resolve) => setTimeout(resolve, 50))
-      const now = bytesReceived() - before
-      if (now >= expected && now === last) break
-      last = now
-    }
+    // Until the server has read it all (TLS adds bytes: at least that many, then quiet
+    // between two reads).
+    let last = -1
+    await until(
+      `the server to have read the ${expected} bytes of the held bodies`,
+      60_000,
+      async () => {
+        const now = bytesReceived() - before
+        const quiet = now === last
+        last = now
+        return { now, quiet }
+      },
+      ({ now, quiet }) => now >= expected && quiet,
+      { everyMs: 50 },
+    )
     for (const h of held) h.sent.finish()
     const ms = await sample()
     if (round > 0) attacked.push(ms)

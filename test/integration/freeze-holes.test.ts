@@ -15,18 +15,10 @@ import { getCrd } from '../../src/kube/crds.js'
 import { ContentType, KubeHttp } from '../../src/kube/http.js'
 import { CRD_API, crdPath } from '../../src/kube/paths.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
-import {
-  createCrd,
-  createNamespace,
-  crdManifest,
-  deleteCrd,
-  httpFor,
-  setStorageVersion,
-  sleep,
-  startTestWebhook,
-} from '../helpers/cluster.js'
+import { createCrd, createNamespace, crdManifest, deleteCrd, httpFor, setStorageVersion, startTestWebhook } from '../helpers/cluster.js'
 import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
 import { capturingLogger } from '../helpers/log-capture.js'
+import { until } from '../helpers/until.js'
 
 type Creds = { certPem: string; keyPem: string }
 
@@ -169,11 +161,12 @@ t.test("hole 1: the API server's own status writes on a frozen CRD still pass, a
   // A new short name makes the API server's naming controller write status.acceptedNames.
   const res = await merge(crdAdmin, crdPath(crd.metadata.name), { spec: { names: { shortNames: ['hw'] } } })
   t.equal(res.status, 200, 'a change that does not move storage is allowed on a frozen CRD')
-  let accepted: string[] | undefined
-  for (let i = 0; i < 200 && !accepted?.includes('hw'); i++) {
-    accepted = (await getCrd(admin, crd.metadata.name)).status?.acceptedNames?.shortNames
-    if (!accepted?.includes('hw')) await sleep(50)
-  }
+  const accepted = await until(
+    'the API server to accept the short name hw',
+    15_000,
+    async () => (await getCrd(admin, crd.metadata.name)).status?.acceptedNames?.shortNames,
+    (names) => names?.includes('hw') === true,
+  )
   t.same(accepted, ['hw'], 'the API server wrote the accepted names through /status')
   const statusReviews = logs.lines().filter((l) => l['crd'] === crd.metadata.name && l['subResource'] === 'status')
   t.ok(statusReviews.length > 0, 'that write went through the webhook')

@@ -11,19 +11,10 @@ import { dryRun } from '../../src/migrator/dry-run.js'
 import { migrateCrd } from '../../src/migrator/migrate.js'
 import { settled as done } from '../../src/migrator/walker.js'
 import { withRetry } from '../../src/migrator/retry.js'
-import {
-  createCrd,
-  createNamespace,
-  createObjects,
-  crdManifest,
-  defaultSettings,
-  httpFor,
-  refFor,
-  setStorageVersion,
-  sleep,
-  storedVersionsInEtcd,
-} from '../helpers/cluster.js'
-import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+import { defaultSettings, httpFor, refFor, setStorageVersion, storedVersionsInEtcd } from '../helpers/cluster.js'
+import { getControlPlane } from '../helpers/controlplane.js'
+import { crdWithObjects } from '../helpers/fixtures.js'
+import { until, Watermark } from '../helpers/until.js'
 
 const logger = pino({ level: 'silent' })
 
@@ -37,12 +28,7 @@ async function resourceVersions(http: ReturnType<typeof httpFor>, ref: ReturnTyp
 t.test('dry run reports the work and writes nothing', async (t) => {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
-  const group = uniqueGroup('dry')
-  const ns = uniqueName('dry')
-  await createNamespace(http, ns)
-  const crd = await createCrd(http, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1' }))
-  await createObjects(http, refFor(crd, 'v1'), [ns], 50)
-  await setStorageVersion(http, crd.metadata.name, 'v2')
+  const { group, crd } = await crdWithObjects(http, { prefix: 'dry', count: 50 })
   const before = await resourceVersions(http, refFor(crd, 'v2'))
   const crdBefore = await getCrd(http, crd.metadata.name)
   const report = await dryRun(http, crd.metadata.name, defaultSettings(), logger)
@@ -58,20 +44,19 @@ t.test('dry run reports the work and writes nothing', async (t) => {
 t.test('concurrent writers and deleters: every user write survives, deleted objects are no error', async (t) => {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
-  const group = uniqueGroup('busy')
-  const ns = uniqueName('busy')
-  await createNamespace(http, ns)
-  const crd = await createCrd(http, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1' }))
+  const { group, ns, crd, ids } = await crdWithObjects(http, { prefix: 'busy', count: 800 })
   const v1 = refFor(crd, 'v1')
-  const ids = await createObjects(http, v1, [ns], 800)
-  await setStorageVersion(http, crd.metadata.name, 'v2')
 
   const lastWritten = new Map<string, number>()
   const deleted = new Set<string>()
   let stop = false
-  let started = false
+  // Objects the migration has settled: the writer and the deleter start once it is under
+  // way, and the deleter spreads its deletes over the walk (one per 5 objects settled), up
+  // to the end of the run.
+  const settledObjects = new Watermark()
+  const started = settledObjects.reached(21)
   const writer = (async () => {
-    while (!started) await sleep(5)
+    await started
     for (let round = 1; !stop; round++) {
       const id = ids[(round * 37) % ids.length]!
       if (deleted.has(id.name)) continue
@@ -86,25 +71,24 @@ t.test('concurrent writers and deleters: every user write survives, deleted obje
     }
   })()
   const deleter = (async () => {
-    while (!started) await sleep(5)
+    await started
     for (let i = 0; i < 40 && !stop; i++) {
       const id = ids[ids.length - 1 - i * 3]!
       deleted.add(id.name)
       await http.request({ method: 'DELETE', path: objectPath(v1, ns, id.name) }).catch((err) => {
         if (!isNotFound(err)) throw err
       })
-      await sleep(10)
+      await settledObjects.reached(settledObjects.value + 5)
     }
   })()
   const result = await migrateCrd(crd.metadata.name, defaultSettings({ concurrency: 4, qps: 300 }), {
     http,
     logger,
     owner: 'test-owner',
-    onProgress: (_phase, p) => {
-      if (done(p) > 20) started = true
-    },
+    onProgress: (_phase, p) => settledObjects.set(Math.max(settledObjects.value, done(p))),
   })
   stop = true
+  settledObjects.set(Number.POSITIVE_INFINITY) // the run is over: nothing more to wait for
   await Promise.all([writer, deleter])
   t.equal(result.outcome, 'Succeeded', result.reason)
   t.equal(result.storage?.counts.failed, 0, 'no object failed')
@@ -127,12 +111,8 @@ t.test('concurrent writers and deleters: every user write survives, deleted obje
 t.test('an object whose write is refused fails the migration: storedVersions untouched, freeze lifted', async (t) => {
   const cp = await getControlPlane()
   const http = httpFor(cp.kubeconfigPath)
-  const group = uniqueGroup('refuse')
-  const ns = uniqueName('refuse')
-  await createNamespace(http, ns)
-  const crd = await createCrd(http, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1' }))
+  const { group, ns, crd } = await crdWithObjects(http, { prefix: 'refuse', count: 30, flipTo: false })
   const v1 = refFor(crd, 'v1')
-  await createObjects(http, v1, [ns], 30)
   await http.request({
     method: 'PATCH',
     path: objectPath(v1, ns, 'obj-00007'),
@@ -175,22 +155,24 @@ t.test('an object whose write is refused fails the migration: storedVersions unt
     await cp.apiRequest(`/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/${policy}`, { method: 'DELETE' })
     await cp.apiRequest(`/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/${policy}`, { method: 'DELETE' })
   })
-  for (let i = 0; ; i++) {
-    const probe = await http
-      .request({
-        method: 'PATCH',
-        path: objectPath(v1, ns, 'obj-00007'),
-        contentType: ContentType.mergePatch,
-        body: { spec: { probe: i } },
-      })
-      .then(
-        () => true,
-        () => false,
-      )
-    if (!probe) break
-    if (i > 200) throw new Error('the admission policy never took effect')
-    await sleep(50)
-  }
+  let probes = 0
+  await until(
+    'the admission policy to refuse a write of obj-00007',
+    15_000,
+    () =>
+      http
+        .request({
+          method: 'PATCH',
+          path: objectPath(v1, ns, 'obj-00007'),
+          contentType: ContentType.mergePatch,
+          body: { spec: { probe: probes++ } },
+        })
+        .then(
+          () => 'written',
+          () => 'refused',
+        ),
+    (probe) => probe === 'refused',
+  )
 
   await setStorageVersion(http, crd.metadata.name, 'v2')
   const result = await migrateCrd(crd.metadata.name, defaultSettings({ maxAttempts: 2 }), { http, logger, owner: 'test-owner' })

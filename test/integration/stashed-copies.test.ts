@@ -14,8 +14,9 @@ import { CRD_API } from '../../src/kube/paths.js'
 import { dryRun } from '../../src/migrator/dry-run.js'
 import { migrateCrd } from '../../src/migrator/migrate.js'
 import { resolveStashRules } from '../../src/migrator/stashes/rules.js'
-import { createNamespace, crdManifest, defaultSettings, httpFor, sleep } from '../helpers/cluster.js'
+import { createNamespace, crdManifest, defaultSettings, httpFor } from '../helpers/cluster.js'
 import { getControlPlane, uniqueName } from '../helpers/controlplane.js'
+import { until } from '../helpers/until.js'
 
 const logger = pino({ level: 'silent' })
 const INSTANCETYPES = 'virtualmachineinstancetypes.instancetype.kubevirt.io'
@@ -72,15 +73,15 @@ async function ensureCrds(http: KubeHttp): Promise<void> {
   }
   // Served once both answer a list.
   for (const path of ['/apis/instancetype.kubevirt.io/v1beta1/virtualmachineinstancetypes', '/apis/kubevirt.io/v1/virtualmachines']) {
-    for (let i = 0; ; i++) {
-      try {
-        await http.request({ method: 'GET', path, query: { limit: 1 } })
-        break
-      } catch (err) {
-        if (i > 200) throw err
-        await sleep(50)
-      }
-    }
+    await until(
+      `a list of ${path} to answer`,
+      15_000,
+      () => http.request({ method: 'GET', path, query: { limit: 1 } }),
+      () => true,
+      {
+        everyMs: 50,
+      },
+    )
   }
 }
 

@@ -11,18 +11,10 @@ import { SVM_API, type StorageVersionMigration, type SvmConditionType } from '..
 import { StorageVersionMigrationController } from '../../src/controller/svm-controller.js'
 import { getCrd } from '../../src/kube/crds.js'
 import type { KubeHttp } from '../../src/kube/http.js'
-import {
-  createCrd,
-  createNamespace,
-  createObjects,
-  crdManifest,
-  httpFor,
-  refFor,
-  setStorageVersion,
-  sleep,
-  storedVersionsInEtcd,
-} from '../helpers/cluster.js'
-import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+import { httpFor, storedVersionsInEtcd } from '../helpers/cluster.js'
+import { getControlPlane, uniqueName } from '../helpers/controlplane.js'
+import { crdWithObjects } from '../helpers/fixtures.js'
+import { consistently, until } from '../helpers/until.js'
 
 const logger = pino({ level: 'silent' })
 const MIGRATING = 'ksvm.sigs.k8s.io/migrating'
@@ -33,12 +25,7 @@ async function setup(t: Test, objects: number) {
   const ksvm = await ensureKsvm()
   if (!ksvm) throw new Error('kube-storage-version-migrator is not built: bash scripts/build-ksvm.sh')
   await installKsvmCrd(http, ksvm.crd)
-  const group = uniqueGroup('svm')
-  const ns = uniqueName('svm')
-  await createNamespace(http, ns)
-  const crd = await createCrd(http, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1' }))
-  await createObjects(http, refFor(crd, 'v1'), [ns], objects)
-  await setStorageVersion(http, crd.metadata.name, 'v2')
+  const { crd, group } = await crdWithObjects(http, { prefix: 'svm', count: objects })
   return { cp, http, crd, group }
 }
 
@@ -78,24 +65,6 @@ async function getSvm(http: KubeHttp, name: string): Promise<StorageVersionMigra
 const conditionOf = (svm: StorageVersionMigration | undefined, type: SvmConditionType) =>
   svm?.status?.conditions?.find((c) => c.type === type && c.status === 'True')
 
-/** Polls until `check` holds; returns what it saw on the way. */
-async function until<T>(
-  what: string,
-  timeoutMs: number,
-  read: () => Promise<T>,
-  check: (v: T) => boolean,
-  seen: (v: T) => void = () => {},
-) {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const v = await read()
-    seen(v)
-    if (check(v)) return v
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(100)
-  }
-}
-
 t.test('a StorageVersionMigration for a CRD: Running, then Succeeded; etcd all v2; storedVersions narrowed', async (t) => {
   const { cp, http, crd, group } = await setup(t, 400)
   startController(t, http, 100)
@@ -106,12 +75,13 @@ t.test('a StorageVersionMigration for a CRD: Running, then Succeeded; etcd all v
   const done = await until(
     'Succeeded',
     60_000,
-    async () => ({ svm: await getSvm(http, name), crd: await getCrd(http, crd.metadata.name) }),
-    (v) => conditionOf(v.svm, 'Succeeded') !== undefined || conditionOf(v.svm, 'Failed') !== undefined,
-    (v) => {
+    async () => {
+      const v = { svm: await getSvm(http, name), crd: await getCrd(http, crd.metadata.name) }
       if (conditionOf(v.svm, 'Running')) sawRunning = true
       if (v.crd.metadata.annotations?.[MIGRATING] === 'true') sawFrozen = true
+      return v
     },
+    (v) => conditionOf(v.svm, 'Succeeded') !== undefined || conditionOf(v.svm, 'Failed') !== undefined,
   )
   t.ok(sawRunning, 'the object showed Running while the migration ran')
   t.ok(sawFrozen, 'and the CRD carried the KEP-2855 annotation meanwhile')
@@ -140,8 +110,13 @@ t.test('deleting a StorageVersionMigration mid-run stops the run and lifts the f
   )
   const second = uniqueName('svm')
   await createSvm(http, second, group, 'widgets')
-  await sleep(1_000)
-  t.notOk(conditionOf(await getSvm(http, second), 'Running'), 'the second object waits while the first runs')
+  const waited = await consistently(
+    'the second object to wait, not Running, while the first runs',
+    1_000,
+    () => getSvm(http, second),
+    (s) => conditionOf(s, 'Running') === undefined,
+  )
+  t.notOk(conditionOf(waited, 'Running'), 'the second object waits while the first runs')
 
   await http.request({ method: 'DELETE', path: `${SVM_API}/${first}` })
   const deletedAt = Date.now()
