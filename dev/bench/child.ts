@@ -116,7 +116,7 @@ async function ours(input: OursChildInput): Promise<OursChildOutput> {
   const { KubeEventRecorder } = await import('../../src/kube/events.js')
   const { migrateCrd } = await import('../../src/migrator/migrate.js')
   const { Phase } = await import('../../src/migrator/plan.js')
-  const { settingsFor } = await import('../../src/migrator/settings.js')
+  const { settingsFor } = await import('../../src/migrator/crd-settings.js')
   const config = ConfigSchema.parse({})
   const base = settingsFor(config, input.crd)
   const settings = {

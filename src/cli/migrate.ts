@@ -7,14 +7,14 @@ import { renderData, type OutputFormat } from './output.js'
 import { kubeHttp } from '../kube/client.js'
 import { userAgent } from '../version.js'
 import { KubeEventRecorder } from '../kube/events.js'
-import { loadCheckpointSeal } from '../migrator/checkpoint-seal.js'
+import { loadCheckpointSeal } from '../migrator/freeze/checkpoint-seal.js'
 import { dryRun, type DryRunReport } from '../migrator/dry-run.js'
 import { parseResourceName } from '../kube/resources.js'
 import { migrateCrd, type MigrationResult } from '../migrator/migrate.js'
 import { migrateResource } from '../migrator/migrate-resource.js'
 import type { Phase } from '../migrator/plan.js'
-import { settingsFor } from '../migrator/settings.js'
-import type { WalkProgress } from '../migrator/walker.js'
+import { settingsFor } from '../migrator/crd-settings.js'
+import type { WalkProgress } from '../migrator/engine/walker.js'
 
 export interface MigrateCommandOptions {
   /** Resources named kubectl style (`secrets`, `deployments.apps`), migrated after the CRDs. */

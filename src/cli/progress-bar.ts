@@ -1,7 +1,7 @@
 /** The progress bar `migrate` draws on a terminal, one per CRD, a segment per phase. */
 import cliProgress from 'cli-progress'
 import type { Phase } from '../migrator/plan.js'
-import { settled, type WalkProgress } from '../migrator/walker.js'
+import { settled, type WalkProgress } from '../migrator/engine/walker.js'
 
 export class ProgressBar {
   private readonly bar = new cliProgress.SingleBar(

@@ -10,7 +10,7 @@ import { StorageVersionMigrationController } from '../controller/svm-controller.
 import { kubeHttp } from '../kube/client.js'
 import { userAgent } from '../version.js'
 import { KubeEventRecorder } from '../kube/events.js'
-import { loadCheckpointSeal } from '../migrator/checkpoint-seal.js'
+import { loadCheckpointSeal } from '../migrator/freeze/checkpoint-seal.js'
 import { MigratorMetrics } from '../migrator/metrics.js'
 import type { MigrationResult } from '../migrator/migrate.js'
 import { healthPlugin, readinessReport, type ReadinessCheck, type ReadinessReport } from '../health/plugin.js'

@@ -3,13 +3,13 @@ import type { Logger } from 'pino'
 import type { ErrorCode } from '../errors.js'
 import type { EventRecorder } from '../kube/events.js'
 import type { KubeHttp } from '../kube/http.js'
-import type { CheckpointSeal } from './checkpoint-seal.js'
+import type { CheckpointSeal } from './freeze/checkpoint-seal.js'
 import type { MigratorMetrics } from './metrics.js'
 import type { Phase } from './plan.js'
-import type { StashRule } from './stashes/rules.js'
-import type { StashResult } from './stashes/stash-phase.js'
-import type { StorageSwitchReport } from './storage-switch.js'
-import type { WalkProgress, WalkResult } from './walker.js'
+import type { StashRule } from './phases/stashes/rules.js'
+import type { StashResult } from './phases/stashes/stash-phase.js'
+import type { StorageSwitchReport } from './phases/storage-switch.js'
+import type { WalkProgress, WalkResult } from './engine/walker.js'
 
 export interface MigrationSettings {
   migratingAnnotation: string

@@ -1,12 +1,12 @@
 import { getCrd } from '../kube/crds.js'
 import type { KubeHttp } from '../kube/http.js'
 import { Phase, planCrd } from './plan.js'
-import { scanManagedFields } from './scan.js'
+import { scanManagedFields } from './phases/managed-fields-scan.js'
 import type { Logger } from 'pino'
 import type { MigrationSettings } from './context.js'
-import { rulesForGroup } from './stashes/rules.js'
-import { runStashPhase } from './stashes/stash-phase.js'
-import type { ObjectFailure } from './walker.js'
+import { rulesForGroup } from './phases/stashes/rules.js'
+import { runStashPhase } from './phases/stashes/stash-phase.js'
+import type { ObjectFailure } from './engine/walker.js'
 
 export interface DryRunReport {
   crd: string

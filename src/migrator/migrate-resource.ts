@@ -14,7 +14,7 @@ import type { ResourceRef } from '../kube/paths.js'
 import { describeResourceName, resolveResource, type ResourceName } from '../kube/resources.js'
 import type { MigrationContext, MigrationResult, MigrationSettings } from './context.js'
 import { failOnObjects, migrateCrd } from './migrate.js'
-import { runPhase } from './phase-runner.js'
+import { runPhase } from './phases/object-phase.js'
 import { Phase } from './plan.js'
 
 /** `plural.group`, the CRD's name, when the resource is a custom resource; undefined for a built-in one. */

@@ -20,7 +20,7 @@ import { CRD_API, crdPath, objectPath, type ResourceRef } from '../../src/kube/p
 import type { CustomResourceDefinition, ManagedFieldsEntry } from '../../src/kube/types.js'
 import { ConfigSchema } from '../../src/config/schema.js'
 import type { MigrationSettings } from '../../src/migrator/migrate.js'
-import { settingsFor } from '../../src/migrator/settings.js'
+import { settingsFor } from '../../src/migrator/crd-settings.js'
 import { startWebhookServer, type RunningWebhookServer } from '../../src/webhook/server.js'
 import { until } from './until.js'
 

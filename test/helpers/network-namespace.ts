@@ -1,7 +1,7 @@
 /**
  * Import this FIRST in a test file that starts several API servers:
  *
- *   import { networkNamespace } from '../helpers/network-namespace.js'
+ *   import { networkNamespace } from './network-namespace.js'
  *
  * The file then runs inside a network namespace of its own (dev/controlplane/netns.ts):
  * tap's process builds the control-plane binaries if needed (that needs the host's

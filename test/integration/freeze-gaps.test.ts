@@ -16,7 +16,7 @@ import { KubeApiError } from '../../src/kube/api-errors.js'
 import { crdPath } from '../../src/kube/paths.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import { migrateCrd } from '../../src/migrator/migrate.js'
-import type { WalkProgress } from '../../src/migrator/walker.js'
+import type { WalkProgress } from '../../src/migrator/engine/walker.js'
 import { StateAnnotation } from '../../src/state/crd-state.js'
 import {
   createCrd,

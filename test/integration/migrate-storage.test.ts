@@ -6,7 +6,7 @@ import { getCrd } from '../../src/kube/crds.js'
 import { ContentType } from '../../src/kube/http.js'
 import { crdPath } from '../../src/kube/paths.js'
 import { migrateCrd } from '../../src/migrator/migrate.js'
-import { settled as done } from '../../src/migrator/walker.js'
+import { settled as done } from '../../src/migrator/engine/walker.js'
 import {
   createCrd,
   createObjects,

@@ -8,7 +8,7 @@ import {
   type LatencyWindow,
   type LimitDecision,
   type LimitState,
-} from '../../src/migrator/adaptive-concurrency.js'
+} from '../../src/migrator/engine/adaptive-concurrency.js'
 
 const settings = { max: 64, tolerance: 8 }
 

@@ -8,7 +8,7 @@ import {
   migrationsFor,
   type BuiltinMigration,
 } from '../../src/kube/builtin-migrations.js'
-import { builtinBusyReason, builtinMigrationName, unbackedConditionText } from '../../src/migrator/builtin-engine.js'
+import { builtinBusyReason, builtinMigrationName, unbackedConditionText } from '../../src/migrator/phases/builtin-storage.js'
 import { describeBuiltin } from '../../src/cli/status.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
 

@@ -8,7 +8,7 @@ import {
   keyFileProblems,
   loadCheckpointSeal,
   type CheckpointBinding,
-} from '../../src/migrator/checkpoint-seal.js'
+} from '../../src/migrator/freeze/checkpoint-seal.js'
 import { capturingLogger } from '../helpers/log-capture.js'
 
 const binding: CheckpointBinding = {
@@ -97,9 +97,12 @@ t.test('loadCheckpointSeal: loaders starting at once all get the one key, never 
       await handle.close()
     }
   }
-  const seals = await t.mockImport<typeof import('../../src/migrator/checkpoint-seal.js')>('../../src/migrator/checkpoint-seal.js', {
-    'node:fs/promises': { ...real, writeFile: slowWriteFile },
-  })
+  const seals = await t.mockImport<typeof import('../../src/migrator/freeze/checkpoint-seal.js')>(
+    '../../src/migrator/freeze/checkpoint-seal.js',
+    {
+      'node:fs/promises': { ...real, writeFile: slowWriteFile },
+    },
+  )
   const root = await mkdtemp(join(tmpdir(), 'seal-race-'))
   t.teardown(() => rm(root, { recursive: true, force: true }))
   const saved = process.env['XDG_STATE_HOME']

@@ -4,7 +4,7 @@ import { loadConfig } from '../../src/config/load.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import type { DryRunReport } from '../../src/migrator/dry-run.js'
 import type { MigrationResult } from '../../src/migrator/migrate.js'
-import type { WalkCounts } from '../../src/migrator/walker.js'
+import type { WalkCounts } from '../../src/migrator/engine/walker.js'
 
 // The formatters are pure; stub the Kubernetes client so @kubernetes/client-node is not loaded
 // (it alone takes seconds to import).

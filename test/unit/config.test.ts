@@ -5,7 +5,7 @@ import { loadConfig } from '../../src/config/load.js'
 import { ConfigError } from '../../src/errors.js'
 import { ConfigSchema } from '../../src/config/schema.js'
 import { parseSettingValue, SETTINGS } from '../../src/config/settings.js'
-import { settingsFor } from '../../src/migrator/settings.js'
+import { settingsFor } from '../../src/migrator/crd-settings.js'
 
 /** Writes a config file into a fresh test directory and returns its path. */
 function configFile(t: Test, text: string, name = 'config.yaml'): string {

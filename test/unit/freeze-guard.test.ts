@@ -1,5 +1,5 @@
 import t from 'tap'
-import { freezeLost, type FrozenCrd } from '../../src/migrator/freeze-guard.js'
+import { freezeLost, type FrozenCrd } from '../../src/migrator/freeze/freeze-guard.js'
 
 const KEY = 'ksvm.sigs.k8s.io/migrating'
 const frozen: FrozenCrd = { name: 'widgets.example.com', uid: 'uid-1', generation: 3, migratingAnnotation: KEY }

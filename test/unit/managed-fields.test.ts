@@ -8,7 +8,7 @@ import {
   mergeFieldSets,
   needsManagedFieldsCleanup,
   type ManagedFieldsPolicy,
-} from '../../src/migrator/managed-fields.js'
+} from '../../src/migrator/phases/managed-fields.js'
 
 const GROUP = 'example.com'
 const NOW = new Date('2024-05-06T07:08:09.123Z')

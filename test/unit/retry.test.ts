@@ -1,6 +1,6 @@
 import t from 'tap'
 import { isConflict, isGone, isUnprocessable, isNotFound, isRetryable, isTooManyRequests, KubeApiError } from '../../src/kube/api-errors.js'
-import { ThrottleGate, withRetry } from '../../src/migrator/retry.js'
+import { ThrottleGate, withRetry } from '../../src/migrator/engine/retry.js'
 import { consistently } from '../helpers/until.js'
 
 const apiError = (status: number, body: unknown = { kind: 'Status', message: `status ${status}` }, retryAfter?: string) =>

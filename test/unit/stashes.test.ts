@@ -8,8 +8,8 @@ import {
   repointPatch,
   valueAt,
   type StashObject,
-} from '../../src/migrator/stashes/plan.js'
-import { PRESETS, resolveStashRules, rulesForGroup } from '../../src/migrator/stashes/rules.js'
+} from '../../src/migrator/phases/stashes/stash-plan.js'
+import { PRESETS, resolveStashRules, rulesForGroup } from '../../src/migrator/phases/stashes/rules.js'
 
 const rule = PRESETS['kubevirt-instancetypes']
 const revision = (apiVersion: unknown, extra: Record<string, unknown> = {}): StashObject => ({

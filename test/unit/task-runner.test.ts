@@ -1,5 +1,5 @@
 import t from 'tap'
-import { TaskRunner } from '../../src/migrator/task-runner.js'
+import { TaskRunner } from '../../src/migrator/engine/task-runner.js'
 import { Watermark } from '../helpers/until.js'
 
 /** A task that waits until released; records its start. */

@@ -1,7 +1,7 @@
 import t from 'tap'
 import type { MetadataPage } from '../../src/kube/list-metadata.js'
 import type { PartialObjectMetadata } from '../../src/kube/types.js'
-import { walkObjects, type Outcome, type WalkProgress } from '../../src/migrator/walker.js'
+import { walkObjects, type Outcome, type WalkProgress } from '../../src/migrator/engine/walker.js'
 
 const item = (name: string, namespace?: string): PartialObjectMetadata => ({ metadata: { name, ...(namespace ? { namespace } : {}) } })
 

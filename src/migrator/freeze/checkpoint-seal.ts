@@ -31,7 +31,7 @@ import { link, mkdir, open, realpath, stat, unlink, writeFile } from 'node:fs/pr
 import os from 'node:os'
 import path from 'node:path'
 import type { Logger } from 'pino'
-import { CrdMigratorError, errorMessage } from '../errors.js'
+import { CrdMigratorError, errorMessage } from '../../errors.js'
 
 /** What a seal is bound to: a checkpoint of another CRD or another freeze does not verify. */
 export interface CheckpointBinding {

@@ -2,13 +2,13 @@
  * Setting, taking over and lifting the freeze on the API server. What to write is decided
  * in state/crd-state.ts; this is the I/O, with the retries each step needs.
  */
-import { getCrd, patchCrdAnnotations } from '../kube/crds.js'
-import { isNotFound } from '../kube/api-errors.js'
-import type { CustomResourceDefinition } from '../kube/types.js'
-import { freezePatch, readCrdState, takeOverPatch, unfreezePatch, type FreezeVerdict, type RunOutcome } from '../state/crd-state.js'
+import { getCrd, patchCrdAnnotations } from '../../kube/crds.js'
+import { isNotFound } from '../../kube/api-errors.js'
+import type { CustomResourceDefinition } from '../../kube/types.js'
+import { freezePatch, readCrdState, takeOverPatch, unfreezePatch, type FreezeVerdict, type RunOutcome } from '../../state/crd-state.js'
 import { type CheckpointBinding, type CheckpointSeal } from './checkpoint-seal.js'
-import type { MigrationContext, MigrationSettings } from './context.js'
-import { requestRetry, UNFREEZE_RETRY, withRetry } from './retry.js'
+import type { MigrationContext, MigrationSettings } from '../context.js'
+import { requestRetry, UNFREEZE_RETRY, withRetry } from '../engine/retry.js'
 
 export interface Frozen {
   /** The CRD as the freeze left it. */

@@ -4,14 +4,14 @@
  * when the CRD provably is still frozen and has the storage version and generation it had
  * when the objects were rewritten.
  */
-import { getCrd, patchStoredVersions } from '../kube/crds.js'
-import { isConflict } from '../kube/api-errors.js'
-import type { CustomResourceDefinition } from '../kube/types.js'
-import { CrdMigratorError } from '../errors.js'
-import { MIGRATING_VALUE } from '../state/crd-state.js'
-import type { MigrationContext } from './context.js'
-import { planCrd } from './plan.js'
-import { requestRetry, withRetry } from './retry.js'
+import { getCrd, patchStoredVersions } from '../../kube/crds.js'
+import { isConflict } from '../../kube/api-errors.js'
+import type { CustomResourceDefinition } from '../../kube/types.js'
+import { CrdMigratorError } from '../../errors.js'
+import { MIGRATING_VALUE } from '../../state/crd-state.js'
+import type { MigrationContext } from '../context.js'
+import { planCrd } from '../plan.js'
+import { requestRetry, withRetry } from '../engine/retry.js'
 
 /** Conflicts with our own progress writes are expected; this many rounds of read, check, patch. */
 const MAX_ROUNDS = 5

@@ -3,20 +3,20 @@
  * object to the phase's write (a no-op rewrite, or a managedFields cleanup), and wires the
  * walk into metrics, progress and the state annotations.
  */
-import { classifyConversionError, isConversionRefusal } from '../kube/conversion.js'
-import { listMetadata } from '../kube/list-metadata.js'
-import { listOrderKey, resourceRef, type ResourceRef } from '../kube/paths.js'
-import { CrdMigratorError, describeError } from '../errors.js'
-import type { ConversionGate } from './conversion-gate.js'
-import type { CustomResourceDefinition, PartialObjectMetadata } from '../kube/types.js'
-import type { CleanupResult, MigrationContext, MigrationSettings } from './context.js'
-import type { MigratorMetrics } from './metrics.js'
+import { classifyConversionError, isConversionRefusal } from '../../kube/conversion.js'
+import { listMetadata } from '../../kube/list-metadata.js'
+import { listOrderKey, resourceRef, type ResourceRef } from '../../kube/paths.js'
+import { CrdMigratorError, describeError } from '../../errors.js'
+import type { ConversionGate } from '../conversion/gate.js'
+import type { CustomResourceDefinition, PartialObjectMetadata } from '../../kube/types.js'
+import type { CleanupResult, MigrationContext, MigrationSettings } from '../context.js'
+import type { MigratorMetrics } from '../metrics.js'
 import { managedFieldsPolicy, needsManagedFieldsCleanup } from './managed-fields.js'
 import { makeCleanupHandler, makeRewriteHandler, type RewriteWrite, type WriteContext } from './object-writes.js'
-import { Phase } from './plan.js'
-import { requestRetry, ThrottleGate, withRetry } from './retry.js'
-import type { StateWriter } from './state-writer.js'
-import { settled, walkObjects, type Outcome } from './walker.js'
+import { Phase } from '../plan.js'
+import { requestRetry, ThrottleGate, withRetry } from '../engine/retry.js'
+import type { StateWriter } from '../freeze/state-writer.js'
+import { settled, walkObjects, type Outcome } from '../engine/walker.js'
 
 /**
  * What a phase walks: a CRD's custom resources (through its storage version), or a

@@ -8,7 +8,7 @@
  *   kube-controller-manager runs them now rather than after its backoff.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
-import { patchCrdAnnotations } from '../kube/crds.js'
+import { patchCrdAnnotations } from '../../kube/crds.js'
 import {
   builtinMigrationApi,
   builtinMigrationMessage,
@@ -25,12 +25,12 @@ import {
   storageMigratingCondition,
   STORAGE_MIGRATING,
   type BuiltinMigration,
-} from '../kube/builtin-migrations.js'
-import type { CrdCondition, CustomResourceDefinition } from '../kube/types.js'
-import { CrdMigratorError } from '../errors.js'
-import { builtinMigrationPatch, STATE_PREFIX } from '../state/crd-state.js'
-import type { BuiltinPhaseReport, MigrationContext, MigrationSettings } from './context.js'
-import type { StateWriter } from './state-writer.js'
+} from '../../kube/builtin-migrations.js'
+import type { CrdCondition, CustomResourceDefinition } from '../../kube/types.js'
+import { CrdMigratorError } from '../../errors.js'
+import { builtinMigrationPatch, STATE_PREFIX } from '../../state/crd-state.js'
+import type { BuiltinPhaseReport, MigrationContext, MigrationSettings } from '../context.js'
+import type { StateWriter } from '../freeze/state-writer.js'
 
 /** What the built-in migrator is doing with a CRD's resource. */
 export interface BuiltinActivity {

@@ -13,12 +13,12 @@ export interface StateWriterOptions {
   /** No write starts once this is aborted. */
   halt?: AbortSignal
 }
-import { patchCrdAnnotations } from '../kube/crds.js'
-import type { CustomResourceDefinition } from '../kube/types.js'
-import { heartbeatPatch, phasePatch, progressPatch, StateAnnotation, type AnnotationPatch } from '../state/crd-state.js'
-import type { MigrationContext } from './context.js'
-import { Phase } from './plan.js'
-import { settled, type WalkProgress } from './walker.js'
+import { patchCrdAnnotations } from '../../kube/crds.js'
+import type { CustomResourceDefinition } from '../../kube/types.js'
+import { heartbeatPatch, phasePatch, progressPatch, StateAnnotation, type AnnotationPatch } from '../../state/crd-state.js'
+import type { MigrationContext } from '../context.js'
+import { Phase } from '../plan.js'
+import { settled, type WalkProgress } from '../engine/walker.js'
 
 export class StateWriter {
   /** The phase and its live progress (the walker updates it in place); read when written. */

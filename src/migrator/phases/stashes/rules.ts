@@ -2,7 +2,7 @@
  * Stash rules, resolved: presets filled in, explicit fields over them. Pure.
  */
 import type { z } from 'zod'
-import type { STASH_PRESETS, StashRuleSchema } from '../../config/schema.js'
+import type { STASH_PRESETS, StashRuleSchema } from '../../../config/schema.js'
 
 export interface GroupVersionResource {
   group: string

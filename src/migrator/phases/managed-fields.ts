@@ -1,7 +1,7 @@
 import jsonpatch, { type Operation } from 'fast-json-patch'
-import { conversionStrategy } from '../kube/conversion.js'
-import type { CustomResourceDefinition, ManagedFieldsEntry } from '../kube/types.js'
-import { CrdMigratorError } from '../errors.js'
+import { conversionStrategy } from '../../kube/conversion.js'
+import type { CustomResourceDefinition, ManagedFieldsEntry } from '../../kube/types.js'
+import { CrdMigratorError } from '../../errors.js'
 
 export interface ManagedFieldsPolicy {
   group: string

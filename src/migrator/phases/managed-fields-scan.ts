@@ -1,9 +1,9 @@
-import type { KubeHttp } from '../kube/http.js'
-import { listMetadata } from '../kube/list-metadata.js'
-import { resourceRef } from '../kube/paths.js'
-import type { CustomResourceDefinition } from '../kube/types.js'
+import type { KubeHttp } from '../../kube/http.js'
+import { listMetadata } from '../../kube/list-metadata.js'
+import { resourceRef } from '../../kube/paths.js'
+import type { CustomResourceDefinition } from '../../kube/types.js'
 import { cleanManagedFields, managedFieldsPolicy } from './managed-fields.js'
-import { requestRetry, withRetry } from './retry.js'
+import { requestRetry, withRetry } from '../engine/retry.js'
 
 export interface ScanResult {
   /** Custom resources listed. */

@@ -12,8 +12,8 @@
  * down, the fewer objects that can happen to.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
-import { CrdMigratorError } from '../errors.js'
-import type { ConversionFailure } from '../kube/conversion.js'
+import { CrdMigratorError } from '../../errors.js'
+import type { ConversionFailure } from '../../kube/conversion.js'
 
 export interface ConversionGateOptions {
   /** The webhook as people name it (service or URL), for messages. */

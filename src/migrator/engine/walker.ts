@@ -1,7 +1,7 @@
-import type { MetadataPage, UnreadableObject } from '../kube/list-metadata.js'
-import { listOrderKey } from '../kube/paths.js'
-import type { PartialObjectMetadata } from '../kube/types.js'
-import { CrdMigratorError, describeError } from '../errors.js'
+import type { MetadataPage, UnreadableObject } from '../../kube/list-metadata.js'
+import { listOrderKey } from '../../kube/paths.js'
+import type { PartialObjectMetadata } from '../../kube/types.js'
+import { CrdMigratorError, describeError } from '../../errors.js'
 import { TaskRunner } from './task-runner.js'
 
 /** What happened to one object. */

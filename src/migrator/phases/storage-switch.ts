@@ -10,10 +10,10 @@
  * one address), it says so once and checks the server it talks to, plus the settle time.
  */
 import type { Logger } from 'pino'
-import { CrdMigratorError, errorMessage } from '../errors.js'
-import { describeEndpoint, listApiServers } from '../kube/apiservers.js'
-import { servedStorageVersionHash, storageVersionHash, waitForStorageVersion } from '../kube/discovery.js'
-import type { KubeHttp } from '../kube/http.js'
+import { CrdMigratorError, errorMessage } from '../../errors.js'
+import { describeEndpoint, listApiServers } from '../../kube/apiservers.js'
+import { servedStorageVersionHash, storageVersionHash, waitForStorageVersion } from '../../kube/discovery.js'
+import type { KubeHttp } from '../../kube/http.js'
 
 export type StorageSwitchMode = 'all-servers' | 'single-server'
 

@@ -1,7 +1,7 @@
 import type { Config } from '../config/schema.js'
 import type { MigrationSettings } from './context.js'
 import { ALL_PHASES } from './plan.js'
-import { resolveStashRules } from './stashes/rules.js'
+import { resolveStashRules } from './phases/stashes/rules.js'
 
 /** The settings of one CRD's migration: the global ones, overridden by its own entry. */
 export function settingsFor(config: Config, crdName: string): MigrationSettings {

@@ -11,12 +11,12 @@
  * flight at that moment finish (at most the writes in flight); no new one starts.
  */
 import type { Logger } from 'pino'
-import { CrdMigratorError } from '../errors.js'
-import type { KubeHttp } from '../kube/http.js'
-import { CRD_API } from '../kube/paths.js'
-import type { CustomResourceDefinition } from '../kube/types.js'
-import { listAndWatch } from '../kube/watch.js'
-import { MIGRATING_VALUE } from '../state/crd-state.js'
+import { CrdMigratorError } from '../../errors.js'
+import type { KubeHttp } from '../../kube/http.js'
+import { CRD_API } from '../../kube/paths.js'
+import type { CustomResourceDefinition } from '../../kube/types.js'
+import { listAndWatch } from '../../kube/watch.js'
+import { MIGRATING_VALUE } from '../../state/crd-state.js'
 
 /** What the run froze. */
 export interface FrozenCrd {

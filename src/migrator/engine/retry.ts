@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { classifyConversionError } from '../kube/conversion.js'
-import { isRetryable, isTooManyRequests, KubeApiError } from '../kube/api-errors.js'
+import { classifyConversionError } from '../../kube/conversion.js'
+import { isRetryable, isTooManyRequests, KubeApiError } from '../../kube/api-errors.js'
 import { AdaptiveConcurrency, type AdaptiveSettings } from './adaptive-concurrency.js'
-import type { ConversionGate } from './conversion-gate.js'
+import type { ConversionGate } from '../conversion/gate.js'
 
 export interface ThrottleGateOptions {
   /**

@@ -1,13 +1,13 @@
-import { CrdMigratorError, errorMessage } from '../errors.js'
-import { FIELD_MANAGER } from '../version.js'
-import { ManagedFieldsDroppedError } from '../kube/conversion.js'
-import { Accept, ContentType, type KubeHttp } from '../kube/http.js'
-import { isConflict, isNotFound, isUnprocessable } from '../kube/api-errors.js'
-import { apiVersionOf, listOrderKey, objectPath, type ResourceRef } from '../kube/paths.js'
-import type { ManagedFieldsEntry, PartialObjectMetadata } from '../kube/types.js'
+import { CrdMigratorError, errorMessage } from '../../errors.js'
+import { FIELD_MANAGER } from '../../version.js'
+import { ManagedFieldsDroppedError } from '../../kube/conversion.js'
+import { Accept, ContentType, type KubeHttp } from '../../kube/http.js'
+import { isConflict, isNotFound, isUnprocessable } from '../../kube/api-errors.js'
+import { apiVersionOf, listOrderKey, objectPath, type ResourceRef } from '../../kube/paths.js'
+import type { ManagedFieldsEntry, PartialObjectMetadata } from '../../kube/types.js'
 import { cleanManagedFields, entryIdentity, managedFieldsPatch, type ManagedFieldsPolicy } from './managed-fields.js'
-import { withRetry, type RetryOptions } from './retry.js'
-import type { Outcome } from './walker.js'
+import { withRetry, type RetryOptions } from '../engine/retry.js'
+import type { Outcome } from '../engine/walker.js'
 
 export interface WriteContext {
   http: KubeHttp

@@ -9,13 +9,13 @@
  * status.storedVersions. Whatever version an object is stored in, one of those reads
  * converts it.
  */
-import { classifyConversionError, conversionStrategy, conversionWebhookOf, type ConversionFailure } from '../kube/conversion.js'
-import { Accept, type KubeHttp } from '../kube/http.js'
-import { isNotFound } from '../kube/api-errors.js'
-import { listMetadata } from '../kube/list-metadata.js'
-import { objectPath, resourceRef } from '../kube/paths.js'
-import type { CustomResourceDefinition, PartialObjectMetadata } from '../kube/types.js'
-import { requestRetry, withRetry } from './retry.js'
+import { classifyConversionError, conversionStrategy, conversionWebhookOf, type ConversionFailure } from '../../kube/conversion.js'
+import { Accept, type KubeHttp } from '../../kube/http.js'
+import { isNotFound } from '../../kube/api-errors.js'
+import { listMetadata } from '../../kube/list-metadata.js'
+import { objectPath, resourceRef } from '../../kube/paths.js'
+import type { CustomResourceDefinition, PartialObjectMetadata } from '../../kube/types.js'
+import { requestRetry, withRetry } from '../engine/retry.js'
 
 /** Objects read through the storage version. */
 const SAMPLE = 3
