@@ -1,10 +1,14 @@
 import t from 'tap'
+import type { ObjectFailure } from '../../src/migrator/engine/walker.js'
 import type { StatusRow } from '../../src/cli/status.js'
 import { loadConfig } from '../../src/config/load.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import type { DryRunReport } from '../../src/migrator/dry-run.js'
 import type { MigrationResult } from '../../src/migrator/migrate.js'
 import type { WalkCounts } from '../../src/migrator/engine/walker.js'
+
+/** A failed object as the walker records it (the printed text is `error`). */
+const failure = (key: string, error: string): ObjectFailure => ({ key, code: 'CRDM_KUBE_API', message: error, error })
 
 // The formatters are pure; stub the Kubernetes client so @kubernetes/client-node is not loaded
 // (it alone takes seconds to import).
@@ -273,7 +277,7 @@ t.test('formatResult: a full success', async (t) => {
 })
 
 t.test('formatResult: failures, resumed objects, left frozen', async (t) => {
-  const failures = Array.from({ length: 7 }, (_, i) => ({ key: `ns/w${i}`, error: `denied ${i}` }))
+  const failures = Array.from({ length: 7 }, (_, i) => failure(`ns/w${i}`, `denied ${i}`))
   const text = formatResult({
     ...base,
     outcome: 'Failed',
@@ -338,10 +342,7 @@ t.test('formatResult: cleanup failures listed', async (t) => {
     storedVersionsAfter: base.storedVersionsBefore,
     cleanup: {
       counts: counts({ seen: 3, rewritten: 1, failed: 2 }),
-      failures: [
-        { key: 'a', error: 'conflict' },
-        { key: 'b', error: 'gone' },
-      ],
+      failures: [failure('a', 'conflict'), failure('b', 'gone')],
       checkpoint: undefined,
       entriesRemoved: 1,
     },

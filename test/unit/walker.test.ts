@@ -40,7 +40,7 @@ function signal(): { promise: Promise<void>; fire: () => void } {
   return { promise, fire }
 }
 
-t.test('counts per outcome, failures with key and message', async (t) => {
+t.test('counts per outcome, failures with key, code and message', async (t) => {
   const outcomes: Record<string, Outcome | Error> = {
     'ns-a/a': 'rewritten',
     'ns-a/b': 'current',
@@ -75,7 +75,14 @@ t.test('counts per outcome, failures with key and message', async (t) => {
 
   t.strictSame(result.counts, { seen: 8, rewritten: 3, current: 1, skipped: 1, gone: 1, conflict: 1, failed: 1, resumed: 0 })
   // A failure is reported with its error code; errors that are not ours are CRDM_INTERNAL (real writes throw CRDM_KUBE_API).
-  t.strictSame(result.failures, [{ key: 'ns-b/f', error: 'CRDM_INTERNAL: admission webhook denied the request' }])
+  t.strictSame(result.failures, [
+    {
+      key: 'ns-b/f',
+      code: 'CRDM_INTERNAL',
+      message: 'admission webhook denied the request',
+      error: 'CRDM_INTERNAL: admission webhook denied the request',
+    },
+  ])
   t.equal(result.checkpoint, 'ns-b/e', 'the checkpoint stops before the failed object ns-b/f')
   t.equal(starts, 8, 'onWriteStart per object')
   t.strictSame(
@@ -124,7 +131,7 @@ t.test('non-Error throws are recorded as strings', async (t) => {
     },
     { concurrency: 1, qps: 0 },
   )
-  t.strictSame(result.failures, [{ key: 'a', error: 'CRDM_INTERNAL: plain string' }])
+  t.strictSame(result.failures, [{ key: 'a', code: 'CRDM_INTERNAL', message: 'plain string', error: 'CRDM_INTERNAL: plain string' }])
   t.equal(result.counts.failed, 1)
 })
 
@@ -141,9 +148,9 @@ t.test('recorded failures are capped, all are counted', async (t) => {
   t.strictSame(
     result.failures,
     [
-      { key: 'k000', error: 'CRDM_INTERNAL: no k000' },
-      { key: 'k001', error: 'CRDM_INTERNAL: no k001' },
-      { key: 'k002', error: 'CRDM_INTERNAL: no k002' },
+      { key: 'k000', code: 'CRDM_INTERNAL', message: 'no k000', error: 'CRDM_INTERNAL: no k000' },
+      { key: 'k001', code: 'CRDM_INTERNAL', message: 'no k001', error: 'CRDM_INTERNAL: no k001' },
+      { key: 'k002', code: 'CRDM_INTERNAL', message: 'no k002', error: 'CRDM_INTERNAL: no k002' },
     ],
     'the first three kept',
   )

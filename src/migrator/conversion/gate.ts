@@ -56,6 +56,11 @@ export class ConversionGate {
   /** Sum of outage durations, ms. */
   outageMs = 0
 
+  /** The webhook as people name it. */
+  get webhook(): string {
+    return this.options.webhook
+  }
+
   constructor(private readonly options: ConversionGateOptions) {
     this.now = options.now ?? Date.now
     this.trialInterval = options.minTrialIntervalMs ?? 500

@@ -1,7 +1,7 @@
 import type { MetadataPage, UnreadableObject } from '../../kube/list-metadata.js'
 import { listOrderKey } from '../../kube/paths.js'
 import type { PartialObjectMetadata } from '../../kube/types.js'
-import { CrdMigratorError, describeError } from '../../errors.js'
+import { CrdMigratorError, describeError, errorCode, errorMessage, type ErrorCode } from '../../errors.js'
 import { TaskRunner } from './task-runner.js'
 
 /** What happened to one object. */
@@ -12,9 +12,17 @@ export type Outcome =
   | 'gone' // deleted since it was listed
   | 'conflict' // changed since it was listed; that write stored it in the storage version
 
+/** One object that failed, as data: its list key and the error's code and message. */
 export interface ObjectFailure {
   key: string
+  code: ErrorCode
+  message: string
+  /** `code: message`, as logged and printed. */
   error: string
+}
+
+export function objectFailure(key: string, err: unknown): ObjectFailure {
+  return { key, code: errorCode(err), message: errorMessage(err), error: describeError(err) }
 }
 
 export interface WalkCounts {
@@ -153,7 +161,7 @@ export async function walkObjects(
       const seq = nextSeq++
       failedAt(seq)
       const error = options.onUnreadable ? options.onUnreadable(object) : object.error
-      if (failures.length < maxFailures) failures.push({ key: object.key, error: describeError(error) })
+      if (failures.length < maxFailures) failures.push(objectFailure(object.key, error))
     }
     for (const item of page.items) {
       counts.seen++
@@ -186,7 +194,7 @@ export async function walkObjects(
           outcome = 'failed'
           counts.failed++
           failedAt(seq)
-          if (failures.length < maxFailures) failures.push({ key, error: describeError(err) })
+          if (failures.length < maxFailures) failures.push(objectFailure(key, err))
           if (isFatal(err)) firstError ??= err
         }
         options.onWriteEnd?.(outcome, (performance.now() - started) / 1000)

@@ -111,7 +111,8 @@ export async function runPhase(
     const conversion = classifyConversionError(err)
     const failure =
       conversion?.kind === 'refused'
-        ? new CrdMigratorError('CRDM_CONVERSION_REFUSED', `the conversion webhook refused it: ${conversion.detail}`, { cause: err })
+        ? // The code says who refused; the message is the webhook's own.
+          new CrdMigratorError('CRDM_CONVERSION_REFUSED', conversion.detail, { cause: err })
         : err
     if (conversion?.kind === 'refused') conversionRefused++
     ctx.logger.warn({ crd: name, phase, object: key, error: describeError(failure) }, 'object failed')

@@ -27,7 +27,7 @@ import { resolveResource } from '../../../kube/resources.js'
 import type { CustomResourceDefinition } from '../../../kube/types.js'
 import type { MigrationContext, MigrationSettings } from '../../context.js'
 import { requestRetry, withRetry, type RetryOptions } from '../../engine/retry.js'
-import type { ObjectFailure } from '../../engine/walker.js'
+import { objectFailure, type ObjectFailure } from '../../engine/walker.js'
 import { embeddedOf, newStashBody, newStashName, pointersAt, repointPatch, valueAt, type Obj, type StashObject } from './stash-plan.js'
 import type { StashRule } from './rules.js'
 
@@ -91,7 +91,7 @@ export async function runStashPhase(
         result.counts.repointed += moved
       } catch (err) {
         result.counts.failed++
-        result.failures.push({ key, error: describeError(err) })
+        result.failures.push(objectFailure(key, err))
         log.warn({ stash: key, error: describeError(err) }, 'stash not migrated')
       }
     }

@@ -1,0 +1,102 @@
+/**
+ * Whether a run goes ahead, and with which phases: decided before anything is written
+ * (the reads it needs: the built-in migrator's activity, a dry run of the stashes, a scan
+ * of managedFields). The only write is the "up to date" state annotation, for `status`.
+ */
+import { patchCrdAnnotations } from '../kube/crds.js'
+import { isForbidden } from '../kube/api-errors.js'
+import { storageMigratingCondition } from '../kube/builtin-migrations.js'
+import type { CustomResourceDefinition } from '../kube/types.js'
+import { decideFreeze, readCrdState, upToDatePatch, type FreezeVerdict } from '../state/crd-state.js'
+import type { MigrationContext, MigrationSettings, SkipReason } from './context.js'
+import { builtinActivity, builtinBusyReason, unbackedConditionText } from './phases/builtin-storage.js'
+import { scanManagedFields } from './phases/managed-fields-scan.js'
+import { rulesForGroup, type StashRule } from './phases/stashes/rules.js'
+import { runStashPhase } from './phases/stashes/stash-phase.js'
+import { Phase, versionHasStatusSubresource, type CrdPlan } from './plan.js'
+
+/** What a run will do once it holds the freeze. */
+export interface RunPlan {
+  storageVersion: string
+  verdict: Extract<FreezeVerdict, { action: 'freeze' | 'resume' }>
+  runStorage: boolean
+  /** Stash rules of this CRD's group (phase StashedObjectMigration); empty: the phase does not run. */
+  stashRules: StashRule[]
+  runCleanup: boolean
+}
+
+/**
+ * Whether to run at all, and which phases. A resumed freeze runs the storage phase
+ * whatever storedVersions says now: the run that froze the CRD did so for a reason, and
+ * storedVersions could have been narrowed since. Managed-fields-only work is counted
+ * before freezing, so a CRD with nothing to do is never frozen.
+ */
+export async function decideRun(
+  crd: CustomResourceDefinition,
+  plan: CrdPlan,
+  settings: MigrationSettings,
+  ctx: MigrationContext,
+): Promise<RunPlan | { skip: SkipReason; reason: string }> {
+  if (plan.blockedReason || !plan.storageVersion) return { skip: 'blocked', reason: plan.blockedReason ?? 'no storage version' }
+  const storageVersion = plan.storageVersion
+  const verdict = decideFreeze(readCrdState(crd, settings.migratingAnnotation), ctx.owner, storageVersion, settings.takeoverAfterMs)
+  if (verdict.action === 'foreign') return { skip: 'frozen-by-another', reason: verdict.reason }
+  if (verdict.action === 'wait') return { skip: 'in-progress', reason: verdict.reason }
+  if (verdict.action === 'freeze') {
+    const busy = await builtinBusy(crd, ctx)
+    if (busy) return { skip: 'builtin-migration', reason: busy }
+  }
+
+  const runStorage = settings.phases.includes(Phase.StorageVersionMigration) && (plan.storageMigrationNeeded || verdict.action === 'resume')
+  const runCleanup = settings.phases.includes(Phase.CleanupManagedFields)
+  const stashRules = settings.phases.includes(Phase.StashedObjectMigration) ? rulesForGroup(settings.stashes ?? [], crd.spec.group) : []
+  if (settings.useStatusSubresource && runStorage && !versionHasStatusSubresource(crd, storageVersion)) {
+    return { skip: 'blocked', reason: `useStatusSubresource is set but version ${storageVersion} has no status subresource` }
+  }
+  if (verdict.action === 'freeze' && !runStorage) {
+    // Stashes and managedFields are counted (read only) before freezing anything.
+    const stashes = stashRules.length ? await runStashPhase(crd, storageVersion, stashRules, settings, ctx, { dryRun: true }) : undefined
+    const stashWork = stashes ? stashes.counts.seen - stashes.counts.current : 0
+    if (!runCleanup && stashWork === 0) return { skip: 'up-to-date', reason: `nothing to do: status.storedVersions is [${storageVersion}]` }
+    const cleanupWork = runCleanup ? (await scanManagedFields(ctx.http, crd, storageVersion, settings, ctx.signal)).objects : 0
+    if (cleanupWork === 0 && stashWork === 0) {
+      // For `status` only: never read back for a decision.
+      const patch = upToDatePatch(crd)
+      if (patch) await patchCrdAnnotations(ctx.http, crd.metadata.name, patch)
+      return {
+        skip: 'up-to-date',
+        reason: `nothing to do: status.storedVersions is [${storageVersion}] and no managedFields entry of an unserved version${stashes ? ', no stashed copy at another version' : ''}`,
+      }
+    }
+  }
+  return { storageVersion, verdict, runStorage, stashRules, runCleanup }
+}
+
+/**
+ * Why Kubernetes' own migrator keeps us off this CRD now (one migrator at a time), or
+ * undefined: a pending or running built-in StorageVersionMigration for its resource. A
+ * StorageMigrating=True condition without one is said in the log and not waited for.
+ * Without permission to list them only the CRD's condition is looked at (said in the log).
+ */
+async function builtinBusy(crd: CustomResourceDefinition, ctx: MigrationContext): Promise<string | undefined> {
+  let activity
+  try {
+    activity = await builtinActivity(ctx.http, crd)
+  } catch (err) {
+    if (!isForbidden(err)) throw err
+    ctx.logger.warn(
+      { crd: crd.metadata.name, err },
+      'cannot list storagemigration.k8s.io StorageVersionMigrations (RBAC); only the CRD condition tells whether the built-in migrator runs',
+    )
+    return builtinBusyReason({ condition: storageMigratingCondition(crd), migrations: undefined })
+  }
+  if (activity.api === undefined) return undefined
+  const unbacked = unbackedConditionText(activity)
+  if (unbacked !== undefined) {
+    ctx.logger.warn(
+      { crd: crd.metadata.name, condition: unbacked },
+      'the CRD says StorageMigrating=True but no built-in StorageVersionMigration of its resource is pending or running (one was deleted mid-run, or someone else wrote it); not waiting for it',
+    )
+  }
+  return builtinBusyReason(activity)
+}

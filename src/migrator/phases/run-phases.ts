@@ -1,0 +1,99 @@
+/**
+ * The phases of a run, in one shape: `(run) => Promise<void>`. Each tells the CRD which
+ * phase it is in, does its work through the machinery of its own file, records what it
+ * did in `run.result`, and throws a coded error when the run must not go on.
+ */
+import type { MigrationRun } from '../run.js'
+import { Phase } from '../plan.js'
+import { runBuiltinStoragePhase } from './builtin-storage.js'
+import { failOnObjects, failOnStashes } from './failures.js'
+import { runPhase } from './object-phase.js'
+import { runStashPhase } from './stashes/stash-phase.js'
+import { STORAGE_SETTLE_MS, waitForStorageEverywhere, type StorageSwitchReport } from './storage-switch.js'
+import { narrowStoredVersions } from './stored-versions.js'
+
+export type RunPhase = (run: MigrationRun) => Promise<void>
+
+/** Every object in the storage version, once every API server stores it: by our writer or by kube-controller-manager's. */
+export const storagePhase: RunPhase = async (run) => {
+  await run.state.phase(Phase.StorageVersionMigration)
+  run.result.apiServers = await storageSwitched(run, run.settings.storageSettleMs ?? STORAGE_SETTLE_MS)
+  if (run.settings.engine === 'builtin') {
+    // kube-controller-manager rewrites the objects; everything around it stays ours.
+    run.result.builtin = await runBuiltinStoragePhase(run.crd, run.settings, run.ctx, run.state)
+    run.log.info(
+      { builtinMigration: run.result.builtin.name, durationMs: run.result.builtin.durationMs },
+      'built-in StorageVersionMigration succeeded',
+    )
+    return
+  }
+  run.result.storage = await runPhase(
+    Phase.StorageVersionMigration,
+    { kind: 'crd', crd: run.crd, storageVersion: run.plan.storageVersion },
+    run.settings,
+    run.ctx,
+    { state: run.state, conversion: run.conversion, rewrite: run.rewrite, resumeAfter: run.frozen.resumeAfter },
+  )
+  failOnObjects(run.result.storage, 'could not be rewritten')
+}
+
+/** Copies stashed in other objects, before storedVersions says the old version can go. */
+export const stashPhase: RunPhase = async (run) => {
+  await run.state.phase(Phase.StashedObjectMigration)
+  run.result.stashes = await runStashPhase(run.crd, run.plan.storageVersion, run.plan.stashRules, run.settings, run.ctx)
+  failOnStashes(run.result.stashes)
+}
+
+/** status.storedVersions := [storage], after asking every API server once more. */
+export const storedVersionsPhase: RunPhase = async (run) => {
+  await run.state.phase('UpdatingStoredVersions')
+  // The report is the last check's: a run whose second check fails must not say every server stores it.
+  run.result.apiServers = undefined
+  run.result.apiServers = await storageSwitched(run, 0)
+  run.guard.signal.throwIfAborted()
+  const { name, plan, settings, frozen } = run
+  run.crd = await narrowStoredVersions(
+    run.ctx,
+    name,
+    plan.storageVersion,
+    frozen.frozenGeneration,
+    settings.maxAttempts,
+    settings.migratingAnnotation,
+  )
+  run.result.storedVersionsAfter = run.crd.status?.storedVersions ?? []
+  run.log.info({ storedVersions: run.result.storedVersionsAfter }, 'status.storedVersions updated')
+}
+
+/** managedFields entries of unserved versions: removed, or relabelled to the storage version. */
+export const cleanupPhase: RunPhase = async (run) => {
+  await run.state.phase(Phase.CleanupManagedFields)
+  run.result.cleanup = await runPhase(
+    Phase.CleanupManagedFields,
+    { kind: 'crd', crd: run.crd, storageVersion: run.plan.storageVersion },
+    run.settings,
+    run.ctx,
+    { state: run.state, conversion: run.conversion, rewrite: run.rewrite },
+  )
+  failOnObjects(run.result.cleanup, 'kept managedFields of unserved versions')
+}
+
+/** Waits until every API server stores the storage version (storage-switch.ts), telling the CRD and metrics. */
+async function storageSwitched(run: MigrationRun, settleMs: number): Promise<StorageSwitchReport> {
+  const { crd, ctx, plan, settings, state } = run
+  const report = await waitForStorageEverywhere(
+    ctx.http,
+    { group: crd.spec.group, plural: crd.spec.names.plural, kind: crd.spec.names.kind },
+    plan.storageVersion,
+    {
+      timeoutMs: settings.storageSettleTimeoutMs,
+      settleMs,
+      signal: ctx.signal,
+      endpoints: settings.apiServerEndpoints,
+      logger: run.log,
+      onWaiting: (servers) => void state.waiting(`waiting for API server(s) ${servers.join(', ')} to store ${plan.storageVersion}`),
+    },
+  )
+  ctx.metrics?.apiServers.set({ state: 'listed' }, report.listed)
+  ctx.metrics?.apiServers.set({ state: 'checked' }, report.checked)
+  return report
+}

@@ -1,0 +1,105 @@
+/**
+ * What people see of a run: each outcome becomes its log line, its Event and its metric
+ * here, so the orchestrator (migrate.ts) carries none of them. The words themselves
+ * (summaries, counts) are report.ts's.
+ */
+import type { Logger } from 'pino'
+import { patchCrdAnnotations } from '../kube/crds.js'
+import type { CustomResourceDefinition } from '../kube/types.js'
+import { blockedPatch } from '../state/crd-state.js'
+import type { ConversionFailure } from '../kube/conversion.js'
+import type { MigrationContext, MigrationResult } from './context.js'
+import type { Frozen } from './freeze/freeze.js'
+import type { CrdPlan } from './plan.js'
+import type { FreezeVerdict } from '../state/crd-state.js'
+
+export class RunReporter {
+  readonly log: Logger
+
+  constructor(
+    readonly name: string,
+    private readonly ctx: MigrationContext,
+  ) {
+    this.log = ctx.logger.child({ crd: name })
+  }
+
+  skipped(result: MigrationResult): MigrationResult {
+    this.log.info({ reason: result.reason }, 'migration skipped')
+    this.ctx.metrics?.migrations.inc({ result: 'Skipped' })
+    return result
+  }
+
+  /** Nothing was frozen: the CRD's conversion webhook does not answer. Said on the CRD too. */
+  async blocked(crd: CustomResourceDefinition, result: MigrationResult, webhook: string, detail: string): Promise<MigrationResult> {
+    this.log.warn({ webhook, detail }, 'migration blocked: the conversion webhook does not answer; nothing frozen')
+    this.ctx.metrics?.migrations.inc({ result: 'Blocked' })
+    await patchCrdAnnotations(this.ctx.http, this.name, blockedPatch(result.reason)).catch((err: unknown) =>
+      this.log.warn({ err }, 'could not record the Blocked state on the CRD'),
+    )
+    await this.ctx.events?.record(crd, 'Warning', 'MigrationBlocked', `${result.errorCode}: ${result.reason}`)
+    return result
+  }
+
+  async started(plan: CrdPlan, storageVersion: string, verdict: FreezeVerdict, frozen: Frozen, keySource: string): Promise<void> {
+    if (verdict.action === 'resume') {
+      this.log.info(
+        { previousOwner: verdict.previousOwner, checkpoint: verdict.checkpoint, trusted: frozen.resumeAfter !== undefined },
+        'resuming a frozen migration',
+      )
+    }
+    if (frozen.unverifiedCheckpoint !== undefined) {
+      this.log.warn(
+        { checkpoint: frozen.unverifiedCheckpoint, keySource },
+        'the checkpoint on the CRD has no seal this migrator can verify; every object is looked at again (objects already in the storage version cost a no-op request)',
+      )
+    }
+    this.log.info(
+      { storageVersion, generation: frozen.frozenGeneration, storedVersions: plan.storedVersions, resumedFrom: frozen.resumeAfter },
+      'CRD frozen; migration started',
+    )
+    let message = `Migrating to storage version ${storageVersion} (storedVersions ${JSON.stringify(plan.storedVersions)})`
+    if (frozen.resumeAfter) message += `, resuming after ${frozen.resumeAfter}`
+    if (frozen.unverifiedCheckpoint !== undefined)
+      message += `; the checkpoint ${frozen.unverifiedCheckpoint} has no valid seal, so every object is checked again`
+    await this.ctx.events?.record(frozen.crd, 'Normal', 'MigrationStarted', message)
+  }
+
+  failed(result: MigrationResult, err: unknown): void {
+    this.log.error({ err, code: result.errorCode }, 'migration failed')
+  }
+
+  /** The run's end, as the CRD is now (its Event is recorded on it). */
+  async finished(result: MigrationResult, crd: CustomResourceDefinition): Promise<MigrationResult> {
+    this.ctx.metrics?.migrations.inc({ result: result.outcome })
+    await this.ctx.events?.record(
+      crd,
+      result.outcome === 'Succeeded' ? 'Normal' : 'Warning',
+      `Migration${result.outcome}`,
+      failureText(result),
+    )
+    this.log.info({ outcome: result.outcome, reason: result.reason, durationMs: result.durationMs }, 'migration finished')
+    return result
+  }
+
+  /** The conversion webhook stopped answering mid-run: every request pauses (conversion/gate.ts). */
+  conversionOutage(crd: CustomResourceDefinition, webhook: string, failure: ConversionFailure): void {
+    this.log.warn({ webhook, detail: failure.detail }, 'conversion webhook does not answer; every request paused until it does')
+    this.ctx.metrics?.conversionOutages.inc({ crd: this.name })
+    void this.ctx.events?.record(
+      crd,
+      'Warning',
+      'ConversionWebhookUnavailable',
+      `Paused: conversion webhook ${webhook} does not answer (${failure.detail}); resuming when it does`,
+    )
+  }
+
+  conversionRecovered(webhook: string, outageMs: number): void {
+    this.log.info({ webhook, outageSeconds: outageMs / 1000 }, 'conversion webhook answers again; resuming')
+    this.ctx.metrics?.conversionOutageSeconds.inc({ crd: this.name }, outageMs / 1000)
+  }
+}
+
+/** The reason, led by its error code when the run failed. */
+export function failureText(result: MigrationResult): string {
+  return result.errorCode ? `${result.errorCode}: ${result.reason}` : result.reason
+}

@@ -1,0 +1,143 @@
+/**
+ * A run that holds its freeze: what every phase is handed (phases/run-phases.ts), from the
+ * freeze to the unfreeze. Begun after the decision; ended whatever happened in between.
+ */
+import type { Logger } from 'pino'
+import { errorCode, errorMessage } from '../errors.js'
+import { conversionStrategy, conversionWebhookOf } from '../kube/conversion.js'
+import type { CustomResourceDefinition } from '../kube/types.js'
+import type { MigrationContext, MigrationResult, MigrationSettings } from './context.js'
+import { ConversionGate } from './conversion/gate.js'
+import type { RunPlan } from './decide.js'
+import { processCheckpointSeal } from './freeze/checkpoint-seal.js'
+import { guardFreeze, type FreezeGuard } from './freeze/freeze-guard.js'
+import { freezeCrd, latestCrd, unfreezeCrd, type Frozen } from './freeze/freeze.js'
+import { StateWriter } from './freeze/state-writer.js'
+import type { RewriteWrite } from './phases/object-writes.js'
+import { releaseHeldBuiltinMigrations } from './phases/builtin-storage.js'
+import type { CrdPlan } from './plan.js'
+import { countsText } from './report.js'
+import { failureText, type RunReporter } from './reporter.js'
+
+export interface MigrationRun {
+  name: string
+  plan: RunPlan
+  settings: MigrationSettings
+  /** The caller's context with the freeze guard's signal: a lost freeze stops every request. */
+  ctx: MigrationContext
+  log: Logger
+  /** The CRD as the run last wrote or read it. */
+  crd: CustomResourceDefinition
+  frozen: Frozen
+  state: StateWriter
+  /** Set when the CRD converts through a webhook: every request pauses there during an outage. */
+  conversion: ConversionGate | undefined
+  /** How the storage phase writes: an apply when a webhook converts (see makeRewriteHandler). */
+  rewrite: RewriteWrite
+  /** What the phases record as they go. */
+  result: MigrationResult
+  guard: FreezeGuard
+  /** When migrateCrd began (the result's duration counts from there). */
+  started: number
+}
+
+/** Freezes the CRD (or takes over our own freeze, trusting only a sealed checkpoint) and sets the run up around it. */
+export async function beginRun(
+  crd: CustomResourceDefinition,
+  crdPlan: CrdPlan,
+  plan: RunPlan,
+  settings: MigrationSettings,
+  ctx: MigrationContext,
+  report: RunReporter,
+  base: MigrationResult,
+  started: number,
+): Promise<MigrationRun> {
+  const name = crd.metadata.name
+  const seal = ctx.checkpointSeal ?? processCheckpointSeal()
+  const frozen = await freezeCrd(crd, plan.verdict, plan.storageVersion, settings, ctx, seal)
+  await report.started(crdPlan, plan.storageVersion, plan.verdict, frozen, seal.source)
+  // From here the run holds only while its freeze does (freeze-guard.ts): everything it
+  // does runs under the guard's signal, which a lifted freeze or a new generation aborts.
+  const guard = guardFreeze(
+    ctx.http,
+    { name, uid: frozen.crd.metadata.uid, generation: frozen.frozenGeneration, migratingAnnotation: settings.migratingAnnotation },
+    report.log,
+    ctx.signal,
+  )
+  guard.check(frozen.crd)
+  const binding = frozen.binding
+  const state = new StateWriter(ctx, name, settings.progressIntervalMs, (checkpoint) => (binding ? seal.seal(binding, checkpoint) : null), {
+    onWritten: (written) => guard.check(written),
+    halt: guard.signal,
+  })
+  const webhook = conversionWebhookOf(crd)
+  const conversion =
+    webhook === undefined
+      ? undefined
+      : new ConversionGate({
+          webhook,
+          outageLimitMs: settings.conversionOutageLimitMs,
+          onOutage: (failure) => report.conversionOutage(frozen.crd, webhook, failure),
+          onRecovered: (ms) => report.conversionRecovered(webhook, ms),
+        })
+  return {
+    name,
+    plan,
+    settings,
+    ctx: { ...ctx, signal: guard.signal },
+    log: report.log,
+    crd: frozen.crd,
+    frozen,
+    state,
+    conversion,
+    rewrite: conversionStrategy(crd) === 'Webhook' ? 'apply' : 'merge-patch',
+    result: { ...base, outcome: 'Failed', resumedFrom: frozen.resumeAfter },
+    guard,
+    started,
+  }
+}
+
+/** A failed run's code and reason: a lost freeze, or a stop from outside, says why better than the aborted request. */
+export function runFailed(run: MigrationRun, outer: MigrationContext, err: unknown): void {
+  const lost = run.guard.lost
+  const stopped = outer.signal?.aborted === true
+  run.result.outcome = 'Failed'
+  run.result.errorCode = lost ? lost.code : stopped ? 'CRDM_ABORTED' : errorCode(err)
+  run.result.reason = lost
+    ? lost.message
+    : stopped && outer.signal?.reason instanceof Error
+      ? outer.signal.reason.message
+      : errorMessage(err)
+}
+
+/**
+ * Lifts the freeze, whatever happened, recording the outcome on the CRD; then lets a
+ * built-in migration our freeze held back go. Returns the CRD as it is now.
+ */
+export async function endRun(run: MigrationRun, outer: MigrationContext): Promise<CustomResourceDefinition> {
+  const { result, conversion } = run
+  run.guard.stop()
+  await run.state.stop()
+  if (conversion)
+    result.conversion = {
+      webhook: conversion.webhook,
+      outages: conversion.outages,
+      outageSeconds: Math.round(conversion.outageMs / 100) / 10,
+    }
+  result.durationMs = Date.now() - run.started
+  const lifted = await unfreezeCrd(
+    run.name,
+    {
+      outcome: result.outcome === 'Succeeded' ? 'Succeeded' : 'Failed',
+      reason: failureText(result),
+      counts: countsText(result),
+      durationMs: result.durationMs,
+      frozenGeneration: run.frozen.frozenGeneration,
+    },
+    run.settings,
+    outer,
+  )
+  result.leftFrozen = !lifted
+  if (lifted) await releaseHeldBuiltinMigrations(outer, run.crd)
+  return latestCrd(run.crd, outer)
+}
