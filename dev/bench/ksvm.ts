@@ -66,7 +66,7 @@ export async function ensureKsvm(options: { check?: boolean; log?: (s: string) =
   }
 }
 
-const SVM_API = '/apis/migration.k8s.io/v1alpha1/storageversionmigrations'
+const KSVM_API = '/apis/migration.k8s.io/v1alpha1/storageversionmigrations'
 
 export async function installKsvmCrd(http: KubeHttp, crdYamlPath: string): Promise<void> {
   const manifest = parseYaml(await readFile(crdYamlPath, 'utf8')) as { metadata: { name: string } }
@@ -85,7 +85,7 @@ export async function installKsvmCrd(http: KubeHttp, crdYamlPath: string): Promi
   // The API must answer before the migrator's informer starts.
   for (let i = 0; ; i++) {
     try {
-      await http.request({ method: 'GET', path: SVM_API, query: { limit: 1 } })
+      await http.request({ method: 'GET', path: KSVM_API, query: { limit: 1 } })
       return
     } catch (err) {
       if (i > 200) throw err
@@ -151,7 +151,7 @@ export async function runKsvm(http: KubeHttp, o: KsvmRunOptions): Promise<KsvmRu
     const created = performance.now()
     await http.request({
       method: 'POST',
-      path: SVM_API,
+      path: KSVM_API,
       body: {
         apiVersion: 'migration.k8s.io/v1alpha1',
         kind: 'StorageVersionMigration',
@@ -164,7 +164,7 @@ export async function runKsvm(http: KubeHttp, o: KsvmRunOptions): Promise<KsvmRu
     for (;;) {
       const mem = memoryOf(pid)
       if (mem) peak = mem.peakRssMb
-      const svm = (await http.request<Svm>({ method: 'GET', path: `${SVM_API}/${name}` })).body
+      const svm = (await http.request<Svm>({ method: 'GET', path: `${KSVM_API}/${name}` })).body
       const now = performance.now()
       const has = (type: string) => svm.status?.conditions?.find((c) => c.type === type && c.status === 'True')
       if (runningAt === undefined && (has('Running') || has('Succeeded') || has('Failed'))) runningAt = now
@@ -204,6 +204,6 @@ export async function runKsvm(http: KubeHttp, o: KsvmRunOptions): Promise<KsvmRu
     }
     process.off('exit', killOnExit)
     log.end()
-    await http.request({ method: 'DELETE', path: `${SVM_API}/${name}` }).catch(() => {})
+    await http.request({ method: 'DELETE', path: `${KSVM_API}/${name}` }).catch(() => {})
   }
 }

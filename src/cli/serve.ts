@@ -6,7 +6,7 @@ import type { Config } from '../config/schema.js'
 import { LeaderElector } from '../controller/leader.js'
 import { MigrationController, type ControllerDeps } from '../controller/controller.js'
 import { RunLock } from '../controller/run-lock.js'
-import { StorageVersionMigrationController } from '../controller/svm-controller.js'
+import { KsvmMigrationController } from '../controller/ksvm-controller.js'
 import { kubeHttp } from '../kube/client.js'
 import { userAgent } from '../version.js'
 import { KubeEventRecorder } from '../kube/events.js'
@@ -90,7 +90,7 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
     }
     const crdController = new MigrationController({ ...shared, logger: log, onResult: options.onResult, onProgress: options.onProgress })
     const svmController = config.migrator.storageVersionMigrations
-      ? new StorageVersionMigrationController({ ...shared, logger: logger.child({ component: 'storage-version-migrations' }) })
+      ? new KsvmMigrationController({ ...shared, logger: logger.child({ component: 'storage-version-migrations' }) })
       : undefined
     // The controllers of one leader term: CRDs by label or name, and StorageVersionMigration objects.
     const controller = {

@@ -19,7 +19,7 @@ import { runPhase } from './phases/object-phase.js'
 import { Phase } from './plan.js'
 
 /** `plural.group`, the CRD's name, when the resource is a custom resource; undefined for a built-in one. */
-export async function crdNameOf(http: KubeHttp, ref: ResourceRef): Promise<string | undefined> {
+export async function crdDefining(http: KubeHttp, ref: ResourceRef): Promise<string | undefined> {
   if (ref.group === '') return undefined
   const name = `${ref.plural}.${ref.group}`
   try {
@@ -37,12 +37,12 @@ export async function migrateResource(
   ctx: MigrationContext,
 ): Promise<MigrationResult> {
   const ref = await resolveResource(ctx.http, resource)
-  const crdName = await crdNameOf(ctx.http, ref)
+  const crdName = await crdDefining(ctx.http, ref)
   if (crdName) return migrateCrd(crdName, settingsFor(crdName), ctx)
-  return migrateBuiltIn(describeResourceName({ ...resource, version: undefined }), ref, settingsFor(ref.plural), ctx)
+  return migrateWithoutCrd(describeResourceName({ ...resource, version: undefined }), ref, settingsFor(ref.plural), ctx)
 }
 
-export async function migrateBuiltIn(
+export async function migrateWithoutCrd(
   name: string,
   ref: ResourceRef,
   settings: MigrationSettings,
@@ -68,7 +68,7 @@ export async function migrateBuiltIn(
     // managedFields are never of a version the API server cannot convert.
     result.storage = await runPhase(
       Phase.StorageVersionMigration,
-      { kind: 'builtin', name, ref },
+      { kind: 'resource', name, ref },
       { ...settings, useStatusSubresource: false },
       ctx,
       {},

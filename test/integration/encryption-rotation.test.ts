@@ -26,8 +26,8 @@ import { ensureKsvm, installKsvmCrd } from '../../dev/bench/ksvm.js'
 import { etcdPost, prefixRangeEnd } from '../../dev/controlplane/etcd.js'
 import { ConfigSchema } from '../../src/config/schema.js'
 import { RunLock } from '../../src/controller/run-lock.js'
-import { StorageVersionMigrationController } from '../../src/controller/svm-controller.js'
-import { SVM_API, type StorageVersionMigration, type SvmConditionType } from '../../src/controller/svm-state.js'
+import { KsvmMigrationController } from '../../src/controller/ksvm-controller.js'
+import { KSVM_API, type StorageVersionMigration, type SvmConditionType } from '../../src/controller/ksvm-state.js'
 import { ContentType } from '../../src/kube/http.js'
 import { listAndWatch } from '../../src/kube/watch.js'
 import type { MigrationResult } from '../../src/migrator/context.js'
@@ -246,7 +246,7 @@ t.test('rotated to key3: a StorageVersionMigration re-encrypts every Secret', as
   let result: MigrationResult | undefined
   const watching = listAndWatch<StorageVersionMigration>(
     http,
-    SVM_API,
+    KSVM_API,
     {
       onObject: (object) => {
         if (object.metadata.name !== name) return
@@ -258,7 +258,7 @@ t.test('rotated to key3: a StorageVersionMigration re-encrypts every Secret', as
     },
     stop.signal,
   )
-  const controller = new StorageVersionMigrationController({
+  const controller = new KsvmMigrationController({
     http,
     config: ConfigSchema.parse({ migrator: { storageVersionMigrations: true } }),
     logger: pino({ level: 'silent' }),
@@ -274,7 +274,7 @@ t.test('rotated to key3: a StorageVersionMigration re-encrypts every Secret', as
 
   await http.request({
     method: 'POST',
-    path: SVM_API,
+    path: KSVM_API,
     body: {
       apiVersion: 'migration.k8s.io/v1alpha1',
       kind: 'StorageVersionMigration',

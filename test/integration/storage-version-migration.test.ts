@@ -7,8 +7,8 @@ import t, { type Test } from 'tap'
 import { ensureKsvm, installKsvmCrd } from '../../dev/bench/ksvm.js'
 import { ConfigSchema } from '../../src/config/schema.js'
 import { RunLock } from '../../src/controller/run-lock.js'
-import { SVM_API, type StorageVersionMigration, type SvmConditionType } from '../../src/controller/svm-state.js'
-import { StorageVersionMigrationController } from '../../src/controller/svm-controller.js'
+import { KSVM_API, type StorageVersionMigration, type SvmConditionType } from '../../src/controller/ksvm-state.js'
+import { KsvmMigrationController } from '../../src/controller/ksvm-controller.js'
 import { getCrd } from '../../src/kube/crds.js'
 import type { KubeHttp } from '../../src/kube/http.js'
 import { httpFor, storedVersionsInEtcd } from '../helpers/cluster.js'
@@ -33,7 +33,7 @@ async function setup(t: Test, objects: number) {
 function startController(t: Test, http: KubeHttp, qps: number) {
   const config = ConfigSchema.parse({ migrator: { qps, concurrency: 4, storageVersionMigrations: true } })
   const stop = new AbortController()
-  const controller = new StorageVersionMigrationController({ http, config, logger, owner: 'svm-test', lock: new RunLock() })
+  const controller = new KsvmMigrationController({ http, config, logger, owner: 'svm-test', lock: new RunLock() })
   const running = controller.run(stop.signal)
   t.teardown(async () => {
     stop.abort()
@@ -44,7 +44,7 @@ function startController(t: Test, http: KubeHttp, qps: number) {
 async function createSvm(http: KubeHttp, name: string, group: string, resource: string): Promise<void> {
   await http.request({
     method: 'POST',
-    path: SVM_API,
+    path: KSVM_API,
     body: {
       apiVersion: 'migration.k8s.io/v1alpha1',
       kind: 'StorageVersionMigration',
@@ -56,7 +56,7 @@ async function createSvm(http: KubeHttp, name: string, group: string, resource: 
 
 async function getSvm(http: KubeHttp, name: string): Promise<StorageVersionMigration | undefined> {
   try {
-    return (await http.request<StorageVersionMigration>({ method: 'GET', path: `${SVM_API}/${name}` })).body
+    return (await http.request<StorageVersionMigration>({ method: 'GET', path: `${KSVM_API}/${name}` })).body
   } catch {
     return undefined
   }
@@ -118,7 +118,7 @@ t.test('deleting a StorageVersionMigration mid-run stops the run and lifts the f
   )
   t.notOk(conditionOf(waited, 'Running'), 'the second object waits while the first runs')
 
-  await http.request({ method: 'DELETE', path: `${SVM_API}/${first}` })
+  await http.request({ method: 'DELETE', path: `${KSVM_API}/${first}` })
   const deletedAt = Date.now()
   // The stopped run lifts its freeze and records why; the second object then freezes anew.
   const lifted = await until(

@@ -23,7 +23,7 @@ import { settled, walkObjects, type Outcome } from '../engine/walker.js'
  * built-in resource (no CRD: the storage phase only, with merge patches).
  */
 export type PhaseTarget =
-  { kind: 'crd'; crd: CustomResourceDefinition; storageVersion: string } | { kind: 'builtin'; name: string; ref: ResourceRef }
+  { kind: 'crd'; crd: CustomResourceDefinition; storageVersion: string } | { kind: 'resource'; name: string; ref: ResourceRef }
 
 /** What a run hands each phase besides the target and settings. */
 export interface PhaseRun {

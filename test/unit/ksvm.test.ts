@@ -1,6 +1,6 @@
 import t from 'tap'
 import { RunLock } from '../../src/controller/run-lock.js'
-import { conditionForResult, isFinished, targetOf, type StorageVersionMigration } from '../../src/controller/svm-state.js'
+import { conditionForResult, isFinished, targetOf, type StorageVersionMigration } from '../../src/controller/ksvm-state.js'
 import { collectionPath, objectPath } from '../../src/kube/paths.js'
 import { describeResourceName, parseResourceName } from '../../src/kube/resources.js'
 import type { MigrationResult } from '../../src/migrator/context.js'

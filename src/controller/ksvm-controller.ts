@@ -19,7 +19,7 @@ import type { CheckpointSeal } from '../migrator/freeze/checkpoint-seal.js'
 import type { MigrationContext, MigrationResult } from '../migrator/context.js'
 import type { MigratorMetrics } from '../migrator/metrics.js'
 import { migrateCrd } from '../migrator/migrate.js'
-import { crdNameOf, migrateBuiltIn } from '../migrator/migrate-resource.js'
+import { crdDefining, migrateWithoutCrd } from '../migrator/migrate-resource.js'
 import { settingsFor } from '../migrator/crd-settings.js'
 import { WorkQueue } from './queue.js'
 import type { RunLock } from './run-lock.js'
@@ -27,14 +27,14 @@ import {
   condition,
   conditionForResult,
   isFinished,
-  SVM_API,
-  SVM_RESOURCE,
+  KSVM_API,
+  KSVM_RESOURCE,
   targetOf,
   type StorageVersionMigration,
   type SvmCondition,
-} from './svm-state.js'
+} from './ksvm-state.js'
 
-export interface SvmControllerDeps {
+export interface KsvmControllerDeps {
   http: KubeHttp
   config: Config
   logger: Logger
@@ -47,19 +47,19 @@ export interface SvmControllerDeps {
   onResult?: (svm: string, result: MigrationResult) => void
 }
 
-export class StorageVersionMigrationController {
+export class KsvmMigrationController {
   private readonly queue = new WorkQueue()
   /** The run in progress: the object's uid, and how to stop it when the object goes. */
   private running: { name: string; uid: string | undefined; stop: AbortController } | undefined
 
-  constructor(private readonly deps: SvmControllerDeps) {}
+  constructor(private readonly deps: KsvmControllerDeps) {}
 
   async run(signal: AbortSignal): Promise<void> {
     const log = this.deps.logger
     log.info('StorageVersionMigration controller started')
     const watching = listAndWatch<StorageVersionMigration>(
       this.deps.http,
-      SVM_API,
+      KSVM_API,
       {
         onObject: (svm) => {
           if (!isFinished(svm)) this.queue.add(svm.metadata.name)
@@ -100,7 +100,7 @@ export class StorageVersionMigrationController {
     let crdName: string | undefined
     try {
       ref = await resolveResource(http, target.resource)
-      crdName = await crdNameOf(http, ref)
+      crdName = await crdDefining(http, ref)
     } catch (err) {
       if (errorCode(err) !== 'CRDM_RESOURCE_NOT_FOUND') throw err
       await this.setCondition(svm, condition('Failed', 'True', 'CRDM_RESOURCE_NOT_FOUND', errorMessage(err)))
@@ -119,7 +119,7 @@ export class StorageVersionMigrationController {
         const ctx = this.context(stop.signal)
         return crdName
           ? migrateCrd(crdName, settingsFor(this.deps.config, crdName), ctx)
-          : migrateBuiltIn(resource, ref, settingsFor(this.deps.config, ref.plural), ctx)
+          : migrateWithoutCrd(resource, ref, settingsFor(this.deps.config, ref.plural), ctx)
       })
       this.deps.onResult?.(name, result)
       if (stop.signal.aborted && !signal.aborted) {
@@ -165,7 +165,7 @@ export class StorageVersionMigrationController {
 
   private async get(name: string): Promise<StorageVersionMigration | undefined> {
     try {
-      return (await this.deps.http.request<StorageVersionMigration>({ method: 'GET', path: objectPath(SVM_RESOURCE, undefined, name) }))
+      return (await this.deps.http.request<StorageVersionMigration>({ method: 'GET', path: objectPath(KSVM_RESOURCE, undefined, name) }))
         .body
     } catch (err) {
       if (isNotFound(err)) return undefined
@@ -178,7 +178,7 @@ export class StorageVersionMigrationController {
     try {
       await this.deps.http.request({
         method: 'PATCH',
-        path: objectPath(SVM_RESOURCE, undefined, svm.metadata.name, 'status'),
+        path: objectPath(KSVM_RESOURCE, undefined, svm.metadata.name, 'status'),
         contentType: ContentType.mergePatch,
         body: { metadata: { uid: svm.metadata.uid }, status: { conditions: [next] } },
       })

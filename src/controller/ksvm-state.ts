@@ -8,16 +8,16 @@ import type { MigrationResult } from '../migrator/context.js'
 import { collectionPath, type ResourceRef } from '../kube/paths.js'
 import type { ResourceName } from '../kube/resources.js'
 
-export const SVM_GROUP = 'migration.k8s.io'
-export const SVM_VERSION = 'v1alpha1'
-export const SVM_RESOURCE: ResourceRef = {
-  group: SVM_GROUP,
-  version: SVM_VERSION,
+export const KSVM_GROUP = 'migration.k8s.io'
+export const KSVM_VERSION = 'v1alpha1'
+export const KSVM_RESOURCE: ResourceRef = {
+  group: KSVM_GROUP,
+  version: KSVM_VERSION,
   plural: 'storageversionmigrations',
   kind: 'StorageVersionMigration',
   namespaced: false,
 }
-export const SVM_API = collectionPath(SVM_RESOURCE)
+export const KSVM_API = collectionPath(KSVM_RESOURCE)
 
 export type SvmConditionType = 'Running' | 'Succeeded' | 'Failed'
 
