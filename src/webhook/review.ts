@@ -14,13 +14,8 @@
  * exact field and what was found, and so unknown fields pass through untouched (the
  * API server adds fields over time; rejecting them would break on upgrade).
  */
-import {
-  ADMISSION_OPERATIONS,
-  decideAdmission,
-  type AdmissionDecision,
-  type AdmissionOperation,
-  type AdmissionPolicy,
-} from './admission.js'
+import { ADMISSION_OPERATIONS, type AdmissionDecision, type AdmissionOperation, type AdmissionPolicy } from './admission.js'
+import { decideAdmission } from './rules.js'
 import { CrdMigratorError } from '../errors.js'
 import { isObject, type JsonObject } from './json.js'
 

@@ -2,12 +2,12 @@ import t from 'tap'
 import { DEFAULT_MIGRATING_ANNOTATION, DEFAULT_MIGRATOR_USERS } from '../../src/config/annotations.js'
 import {
   DEFAULT_ADMISSION_POLICY,
-  decideAdmission,
   type AdmissionInput,
   type AdmissionOperation,
   type AdmissionPolicy,
   type DecisionReason,
 } from '../../src/webhook/admission.js'
+import { decideAdmission } from '../../src/webhook/rules.js'
 
 const KEY = DEFAULT_MIGRATING_ANNOTATION
 const NAME = 'widgets.example.com'

@@ -1,0 +1,276 @@
+/**
+ * What the webhook says when a rule of rules.ts is broken: the denial message the user
+ * reads (kubectl prints it), a short summary for the break-glass warning, and what to do
+ * instead. One builder per kind of violation; the rules decide whether, these say what.
+ *
+ * Everything taken from the request is cut to a bounded length first (shorten, listShort):
+ * a CRD name is at most 253 characters, a username or a list has no limit, and the answer
+ * and the log must not grow with them.
+ */
+import { STATE_PREFIX } from '../state/crd-state.js'
+import { STORAGE_MIGRATING } from '../kube/builtin-migrations.js'
+import type { UserIdentity } from '../config/identities.js'
+import type { AdmissionOperation, AdmissionPolicy, DenialReason } from './admission.js'
+import { isObject } from './json.js'
+import { NOT_A_STRING } from './readers.js'
+
+export interface Violation {
+  reason: DenialReason
+  message: string
+  /** Short form for the break-glass warning (kubectl shows warnings; keep them short). */
+  summary: string
+}
+
+/** Which migrator froze a CRD: ours (the migrating annotation) or kube-controller-manager's (StorageMigrating=True). */
+export type FreezeSource = 'annotation' | 'builtin'
+
+/** What every message may name: the CRD (already shortened), the policy, the requesting user. */
+export interface MessageContext {
+  crdName: string
+  policy: AdmissionPolicy
+  user: UserIdentity
+}
+
+/** Longest name put into a message: a CRD name is a DNS subdomain (253), a username has no limit. */
+const MAX_NAME_IN_MESSAGE = 253
+
+/** A name from the request, cut to a bounded length for messages. */
+export function shorten(value: string, max = MAX_NAME_IN_MESSAGE): string {
+  return value.length > max ? `${value.slice(0, max)}…(${value.length} characters)` : value
+}
+
+/** A list from the request, bounded in count and in the length of each item. */
+function listShort(items: readonly string[], max = 10): string {
+  const shown = items.slice(0, max).map((i) => shorten(i))
+  return items.length > max ? `${shown.join(', ')} and ${items.length - max} more` : shown.join(', ')
+}
+
+function formatVersions(versions: Set<string>): string {
+  if (versions.size === 0) return '(none)'
+  return listShort([...versions].sort())
+}
+
+function describeUser(user: UserIdentity): string {
+  return user.username ? `user "${shorten(user.username)}"` : 'an anonymous user'
+}
+
+function describeGroups(label: string, groups: readonly string[]): string {
+  return groups.length > 0 ? `${label} (${listShort(groups)})` : `${label} (none configured)`
+}
+
+function frozenBy(by: FreezeSource, ctx: MessageContext): string {
+  return by === 'annotation'
+    ? `annotation ${ctx.policy.migratingAnnotation}="${ctx.policy.migratingValue}"`
+    : `condition ${STORAGE_MIGRATING}=True: Kubernetes' built-in StorageVersionMigration runs`
+}
+
+function whatToDo(ctx: MessageContext, by: FreezeSource = 'annotation'): string {
+  const { crdName, policy } = ctx
+  if (by === 'builtin') {
+    return (
+      `Wait for the migration to finish (kubectl get storageversionmigrations.storagemigration.k8s.io); ` +
+      `kube-controller-manager sets ${STORAGE_MIGRATING}=False then. If none runs any more (a StorageVersionMigration ` +
+      `deleted mid-run leaves the condition behind), ${describeGroups('a member of the break-glass groups', policy.breakGlassGroups)} ` +
+      `sets the condition to False in a request of its own, as the README shows ("crd-migrator and the built-in StorageVersionMigration").`
+    )
+  }
+  return (
+    `Wait for the migration to finish (the migrator removes the annotation), or see its state in ` +
+    `the CRD's ${STATE_PREFIX}* annotations: kubectl get crd ${crdName} -o jsonpath='{.metadata.annotations}'. ` +
+    `To stop the migration on purpose, ${describeGroups('a member of the break-glass groups', policy.breakGlassGroups)} ` +
+    `first removes the annotation in a request of its own (kubectl annotate crd ${crdName} ${policy.migratingAnnotation}-), ` +
+    `then makes the change.`
+  )
+}
+
+/** The warning of an allowance by break-glass: who, and the summary of each guard overridden. */
+export function breakGlassWarning(user: UserIdentity, overridden: readonly Violation[]): string {
+  return `break-glass override by ${describeUser(user)}: ${overridden.map((v) => v.summary).join('; ')}`
+}
+
+export function deleteFrozen(ctx: MessageContext, by: FreezeSource): Violation {
+  const { crdName } = ctx
+  return {
+    reason: 'delete-frozen',
+    summary: `delete of frozen CRD ${crdName}`,
+    message:
+      `CustomResourceDefinition "${crdName}" is frozen for a storage version migration ` +
+      `(${frozenBy(by, ctx)}); deleting it now ` +
+      `would delete all of its custom resources mid-migration, and nobody may. ${whatToDo(ctx, by)}`,
+  }
+}
+
+export function storageFrozen(ctx: MessageContext, by: FreezeSource, before: Set<string>, after: Set<string>): Violation {
+  const { crdName } = ctx
+  return {
+    reason: 'storage-version-frozen',
+    summary: `storage version ${formatVersions(before)} -> ${formatVersions(after)} on frozen CRD ${crdName}`,
+    message:
+      `CustomResourceDefinition "${crdName}" is frozen for a storage version migration ` +
+      `(${frozenBy(by, ctx)}): changing the ` +
+      `storage version from ${formatVersions(before)} to ${formatVersions(after)} is not allowed ` +
+      `while the migration runs, for any user. ${whatToDo(ctx, by)}`,
+  }
+}
+
+/** `unserved`: the versions that hold objects (`holding`) and would no longer be served. */
+export function servedFrozen(ctx: MessageContext, by: FreezeSource, unserved: readonly string[], holding: Set<string>): Violation {
+  const { crdName } = ctx
+  const versions = listShort(unserved)
+  return {
+    reason: 'served-versions-frozen',
+    summary: `version ${versions} unserved on frozen CRD ${crdName}`,
+    message:
+      `CustomResourceDefinition "${crdName}" is frozen for a storage version migration ` +
+      `(${frozenBy(by, ctx)}): version ${versions} holds its objects (the storage version or status.storedVersions ` +
+      `${formatVersions(holding)}), and no longer serving it now would make them unreadable mid-migration; ` +
+      `not allowed while the migration runs, for any user. ${whatToDo(ctx, by)}`,
+  }
+}
+
+/** `before`, `after`: spec.conversion of the old and the new object, as found. */
+export function conversionFrozen(ctx: MessageContext, by: FreezeSource, before: unknown, after: unknown): Violation {
+  const { crdName } = ctx
+  const describe = (c: unknown) => {
+    const strategy = isObject(c) && typeof c['strategy'] === 'string' ? c['strategy'] : undefined
+    return strategy === undefined ? '(none)' : JSON.stringify(shorten(strategy, 32))
+  }
+  return {
+    reason: 'conversion-frozen',
+    summary: `spec.conversion changed on frozen CRD ${crdName}`,
+    message:
+      `CustomResourceDefinition "${crdName}" is frozen for a storage version migration ` +
+      `(${frozenBy(by, ctx)}): changing spec.conversion (strategy ${describe(before)} -> ${describe(after)}, or its webhook) ` +
+      `would send every object the migration reads and writes through another converter; not allowed while the ` +
+      `migration runs, for any user. ${whatToDo(ctx, by)}`,
+  }
+}
+
+/** `before`, `after`: the statuses of the StorageMigrating conditions of the old and the new object. */
+export function builtinConditionGuarded(ctx: MessageContext, before: readonly string[], after: readonly string[]): Violation {
+  const { crdName, policy } = ctx
+  const show = (statuses: readonly string[]) =>
+    statuses.length === 0
+      ? 'none'
+      : statuses.map((s) => (s === NOT_A_STRING ? '(not a string)' : JSON.stringify(shorten(s, 32)))).join(', ')
+  const attempted =
+    before.length === 0 ? 'add it' : after.length === 0 ? 'remove it' : `change its status from ${show(before)} to ${show(after)}`
+  const allowed = policy.builtinMigratorUsers.map((u) => `user ${shorten(u)}`)
+  return {
+    reason: 'builtin-condition-guarded',
+    summary: `${STORAGE_MIGRATING} condition ${before.length === 0 ? 'added' : after.length === 0 ? 'removed' : 'changed'} on CRD ${crdName}`,
+    message:
+      `The condition ${STORAGE_MIGRATING} of CustomResourceDefinition "${crdName}" says that Kubernetes' built-in ` +
+      `storage version migrator (kube-controller-manager) migrates it, and while it is True nobody may change its ` +
+      `storage version or delete it; ${describeUser(ctx.user)} may not ${attempted}. Only kube-controller-manager ` +
+      `(${allowed.length > 0 ? listShort(allowed) : 'no identity configured'}), the migrator and ` +
+      `${describeGroups('break-glass groups', policy.breakGlassGroups)} may. A condition left True by a deleted ` +
+      `StorageVersionMigration is set to False by a break-glass user (README: "crd-migrator and the built-in StorageVersionMigration").`,
+  }
+}
+
+export function builtinMigrationDeferred(ctx: MessageContext): Violation {
+  const { crdName, policy } = ctx
+  return {
+    reason: 'builtin-migration-deferred',
+    summary: `${STORAGE_MIGRATING}=True on CRD ${crdName} frozen by crd-migrator`,
+    message:
+      `CustomResourceDefinition "${crdName}" is being migrated by crd-migrator (annotation ` +
+      `${policy.migratingAnnotation}="${policy.migratingValue}"); ${describeUser(ctx.user)} may not start another ` +
+      `storage version migration of it (condition ${STORAGE_MIGRATING}=True) until that one is done. ` +
+      `The built-in StorageVersionMigration is retried by kube-controller-manager and runs after it.`,
+  }
+}
+
+export function storedVersionsFrozen(
+  ctx: MessageContext,
+  before: Set<string>,
+  after: Set<string>,
+  subResource: string | undefined,
+): Violation {
+  const { crdName, policy } = ctx
+  const via = subResource ? ` (through /${shorten(subResource)})` : ''
+  return {
+    reason: 'stored-versions-frozen',
+    summary: `status.storedVersions ${formatVersions(before)} -> ${formatVersions(after)} on frozen CRD ${crdName}`,
+    message:
+      `CustomResourceDefinition "${crdName}" is frozen for a storage version migration ` +
+      `(annotation ${policy.migratingAnnotation}="${policy.migratingValue}"): ${describeUser(ctx.user)} may not change ` +
+      `status.storedVersions from ${formatVersions(before)} to ${formatVersions(after)}${via}; the migrator sets them ` +
+      `once every object is stored in the storage version. Only the migrator and ` +
+      `${describeGroups('break-glass groups', policy.breakGlassGroups)} may.`,
+  }
+}
+
+/** `changed`: the state annotations set, changed or (when `frozen`) removed. */
+export function stateGuarded(ctx: MessageContext, changed: string[], frozen: boolean): Violation {
+  const keys = listShort(changed.sort())
+  const { crdName, policy } = ctx
+  return {
+    reason: 'annotation-guarded',
+    summary: `${keys} changed on CRD ${crdName}`,
+    message:
+      `The ${STATE_PREFIX}* annotations of CustomResourceDefinition "${crdName}" record the migrator's state ` +
+      `(what \`crd-migrator status\` shows, where a resumed run stands); ${describeUser(ctx.user)} may not ` +
+      `${frozen ? 'set, change or remove' : 'set or change'} ${keys}${frozen ? ' while the CRD is frozen' : ''}. ` +
+      `Only the migrator and ${describeGroups('break-glass groups', policy.breakGlassGroups)} may.`,
+  }
+}
+
+/** The migrating annotation set (`oldValue` undefined), removed (`newValue` undefined) or changed. */
+export function migratingGuarded(ctx: MessageContext, oldValue: string | undefined, newValue: string | undefined): Violation {
+  const { crdName, policy } = ctx
+  const key = policy.migratingAnnotation
+  const show = (v: string | undefined) => JSON.stringify(shorten(v ?? ''))
+  const attempted =
+    oldValue === undefined
+      ? `set it to ${show(newValue)}`
+      : newValue === undefined
+        ? `remove it (was ${show(oldValue)})`
+        : `change it from ${show(oldValue)} to ${show(newValue)}`
+  const attemptedShort = oldValue === undefined ? 'set' : newValue === undefined ? 'removed' : 'changed'
+  const migrator = [...policy.migratorUsers.map((u) => `user ${u}`), ...policy.migratorGroups.map((g) => `group ${g}`)]
+  return {
+    reason: 'annotation-guarded',
+    summary: `${key} ${attemptedShort} on CRD ${crdName}`,
+    message:
+      `The annotation ${key} on CustomResourceDefinition "${crdName}" freezes its storage version ` +
+      `during a migration and is managed by the crd-migrator; ${describeUser(ctx.user)} may not ` +
+      `${attempted}. Only the migrator (${migrator.length > 0 ? migrator.join(', ') : 'no identity configured'}) ` +
+      `and ${describeGroups('break-glass groups', policy.breakGlassGroups)} may set, change or remove it.`,
+  }
+}
+
+/** `problem`: what could not be read, e.g. "oldObject has spec.versions that is not an array"; `what`: what it was needed for. */
+export function malformedFrozen(crdName: string, problem: string, what: string): Violation {
+  return {
+    reason: 'malformed-object',
+    summary: `unreadable ${what} of frozen CRD ${crdName}`,
+    message:
+      `CustomResourceDefinition "${crdName}" is frozen for a storage version migration but its ` +
+      `${problem}, so its ${what} cannot be checked; refusing the update.`,
+  }
+}
+
+/** request.object or request.oldObject is missing or not an object; `value` is what was found. */
+export function malformedReview(operation: AdmissionOperation, field: 'object' | 'oldObject', crdName: string, value: unknown): Violation {
+  const got = value === undefined || value === null ? 'none' : Array.isArray(value) ? 'an array' : `a ${typeof value}`
+  return {
+    reason: 'malformed-object',
+    summary: `malformed ${operation} review`,
+    message:
+      `${operation} review of CustomResourceDefinition "${crdName}" must carry request.${field} as an ` +
+      `object, got ${got}; refusing (fail closed) because the storage freeze cannot be checked without it.`,
+  }
+}
+
+/** The migrating annotation of request.`field` cannot be read; `problem` says why (readers.ts: unreadableAnnotation). */
+export function unreadableMarker(field: 'object' | 'oldObject', crdName: string, problem: string): Violation {
+  return {
+    reason: 'malformed-object',
+    summary: `unreadable freeze marker on CRD ${crdName}`,
+    message:
+      `request.${field} of CustomResourceDefinition "${crdName}" ${problem}, so whether it is frozen ` +
+      `for a storage version migration cannot be read; refusing (fail closed).`,
+  }
+}
