@@ -24,23 +24,21 @@ import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import { migrateCrd, type MigrationResult } from '../../src/migrator/migrate.js'
 import type { ControlPlane } from '../../dev/controlplane/controlplane.js'
 import {
-  createCrd,
-  createNamespace,
-  crdManifest,
   defaultSettings,
   httpFor,
   refFor,
   setStorageVersion,
   setStorageVersionAs,
-  sleep,
   startTestWebhook,
   storedVersionsInEtcd,
   type TestWebhook,
   serverSideApply as apply,
 } from '../helpers/cluster.js'
 import { ensureBinaries } from '../../dev/controlplane/controlplane.js'
-import { startPrivateControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+import { startPrivateControlPlane, uniqueName } from '../helpers/controlplane.js'
 import { capturingLogger } from '../helpers/log-capture.js'
+import { until } from '../helpers/until.js'
+import { crdWithObjects } from '../helpers/fixtures.js'
 
 const logger = pino({ level: 'silent' })
 /** The webhook's review lines (debug: plain allowances too), to see who kube-controller-manager writes as. */
@@ -49,7 +47,7 @@ const reviews = capturingLogger('debug')
 const KCM_SVM_USER = 'system:serviceaccount:kube-system:storage-version-migrator-controller'
 const MIGRATING = 'ksvm.sigs.k8s.io/migrating'
 
-type Prepared = Awaited<ReturnType<typeof crdWithObjects>>
+type Prepared = Awaited<ReturnType<typeof appliedByAlice>>
 interface Setup {
   cp: ControlPlane
   http: KubeHttp
@@ -74,9 +72,9 @@ function setupOnce() {
     const api = await builtinMigrationApi(http)
     if (!api) throw new Error('this kube-apiserver serves no storagemigration.k8s.io')
     const [run, hold, engine] = await Promise.all([
-      crdWithObjects(http, webhook, 120, 'bi-run'),
-      crdWithObjects(http, webhook, 150, 'bi-hold'),
-      crdWithObjects(http, webhook, 100, 'bi-engine'),
+      appliedByAlice(http, webhook, 120, 'bi-run'),
+      appliedByAlice(http, webhook, 150, 'bi-hold'),
+      appliedByAlice(http, webhook, 100, 'bi-engine'),
     ])
     return { cp, http, webhook, api, crds: { run, hold, engine } }
   })()
@@ -84,11 +82,8 @@ function setupOnce() {
 }
 
 /** A CRD seen by the test webhook, `count` objects applied through v1 by `alice`, then storage on v2 with v1 unserved. */
-async function crdWithObjects(http: KubeHttp, webhook: TestWebhook, count: number, prefix: string) {
-  const group = uniqueGroup(prefix)
-  const ns = uniqueName(prefix)
-  await createNamespace(http, ns)
-  const crd = await createCrd(http, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1', labels: { ...webhook.labels } }))
+async function appliedByAlice(http: KubeHttp, webhook: TestWebhook, count: number, prefix: string) {
+  const { group, ns, crd } = await crdWithObjects(http, { prefix, count: 0, flipTo: false, labels: { ...webhook.labels } })
   const v1 = refFor(crd, 'v1')
   const names = Array.from({ length: count }, (_, i) => `w-${String(i).padStart(4, '0')}`)
   for (let i = 0; i < names.length; i += 20) {
@@ -145,17 +140,6 @@ async function statusWriter(cp: ControlPlane): Promise<{ certPem: string; keyPem
     if (res.status !== 201) throw new Error(`POST ${path}: ${res.status} ${res.body}`)
   }
   return cp.mintUser(name)
-}
-
-/** Polls until `check` holds. */
-async function until<T>(what: string, timeoutMs: number, read: () => Promise<T>, check: (v: T) => boolean): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const v = await read()
-    if (check(v)) return v
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}: ${JSON.stringify(v).slice(0, 600)}`)
-    await sleep(100)
-  }
 }
 
 const crdCondition = async (http: KubeHttp, name: string) => storageMigratingCondition(await getCrd(http, name))?.status
@@ -309,18 +293,24 @@ t.test('our freeze holds a built-in migration back until it is lifted', async (t
     (v) => v === 'true',
   )
   const svm = await createBuiltin(http, api, crd)
-  const watch = (async () => {
-    for (;;) {
+  // Checked all along until our freeze is lifted: the built-in migration held back.
+  const watch = until(
+    'our freeze to be lifted (or the built-in migration to start under it)',
+    600_000,
+    async () => {
       const c = await getCrd(http, name)
-      if (c.metadata.annotations?.[MIGRATING] !== 'true') return
+      if (c.metadata.annotations?.[MIGRATING] !== 'true') return { frozen: false, startedUnderFreeze: undefined }
       const m = await getBuiltinMigration(http, api, svm)
-      if (storageMigratingCondition(c)?.status === 'True' || (m && builtinMigrationState(m) !== 'Pending')) {
-        throw new Error(`the built-in migration started under our freeze: ${JSON.stringify(m?.status)}`)
-      }
+      if (storageMigratingCondition(c)?.status === 'True' || (m && builtinMigrationState(m) !== 'Pending'))
+        return { frozen: true, startedUnderFreeze: JSON.stringify(m?.status) }
       sawHeld = true
-      await sleep(200)
-    }
-  })()
+      return { frozen: true, startedUnderFreeze: undefined }
+    },
+    (v) => !v.frozen || v.startedUnderFreeze !== undefined,
+    { everyMs: 200 },
+  ).then(({ startedUnderFreeze }) => {
+    if (startedUnderFreeze !== undefined) throw new Error(`the built-in migration started under our freeze: ${startedUnderFreeze}`)
+  })
   const result = await run
   await watch
   t.equal(result.outcome, 'Succeeded', result.reason)
@@ -346,13 +336,18 @@ t.test('--engine builtin: kube-controller-manager rewrites the objects inside ou
 
   let sawDelegated = false
   const polling = { on: true }
-  const poll = (async () => {
-    while (polling.on) {
+  // Watches the CRD until the run returns.
+  const poll = until(
+    'the run to return, watching the CRD',
+    600_000,
+    async () => {
+      const on = polling.on
       const c = await getCrd(http, name)
       if (c.metadata.annotations?.[MIGRATING] === 'true' && storageMigratingCondition(c)?.status === 'True') sawDelegated = true
-      await sleep(100)
-    }
-  })()
+      return on
+    },
+    (on) => !on,
+  )
   const result = await migrateCrd(name, defaultSettings({ engine: 'builtin' }), { http, logger, owner: 'test-engine' })
   polling.on = false
   await poll
