@@ -10,6 +10,7 @@ import type { StashRule } from './phases/stashes/rules.js'
 import type { StashResult } from './phases/stashes/stash-phase.js'
 import type { StorageSwitchReport } from './phases/storage-switch.js'
 import type { WalkProgress, WalkResult } from './engine/walker.js'
+import type { WriteBudget } from './engine/budget.js'
 
 export interface MigrationSettings {
   migratingAnnotation: string
@@ -50,6 +51,11 @@ export interface MigrationContext {
   onProgress?: (phase: Phase, progress: WalkProgress) => void
   /** Seals the checkpoints this run writes and verifies the one it resumes from; default: this process's own. */
   checkpointSeal?: CheckpointSeal
+  /**
+   * The process's write budget, shared with the other migrations running at once
+   * (engine/budget.ts). Without one each phase has its own adaptive limit and --qps.
+   */
+  budget?: WriteBudget
 }
 
 /** Blocked: not started, because the CRD's conversion webhook does not answer (nothing was frozen). */

@@ -39,7 +39,9 @@ export class ThrottleGate {
   private readonly adaptive: AdaptiveConcurrency | undefined
   private readonly fixedLimit: number
   private inFlight = 0
-  private readonly waiters = new Set<() => void>()
+  /** Acquirers waiting for a slot, served in arrival order (a big walk cannot starve a small one). */
+  private readonly waiters: Array<(slot: GateSlot) => void> = []
+  private drainTimer: NodeJS.Timeout | undefined
   private readonly now: () => number
 
   constructor(options: ThrottleGateOptions = {}) {
@@ -51,7 +53,7 @@ export class ThrottleGate {
       this.adaptive = new AdaptiveConcurrency(
         { ...tuning, max },
         (limit) => {
-          this.wakeAll()
+          this.drain()
           options.onLimitChange?.(limit)
         },
         this.now,
@@ -62,6 +64,16 @@ export class ThrottleGate {
   /** The current cap on requests in flight (Infinity when unlimited). */
   get concurrencyLimit(): number {
     return this.adaptive?.limit ?? this.fixedLimit
+  }
+
+  /** Requests holding a slot now. */
+  get active(): number {
+    return this.inFlight
+  }
+
+  /** Acquirers waiting for a slot now. */
+  get waiting(): number {
+    return this.waiters.length
   }
 
   /** The adaptive limit's decisions so far (none without a cap). */
@@ -85,22 +97,34 @@ export class ThrottleGate {
     }
   }
 
-  /** A slot at once when there is no pause and one is free under the limit; else undefined (then acquire). */
+  /**
+   * A slot at once when there is no pause, nobody is waiting before us and one is free
+   * under the limit; else undefined (then acquire).
+   */
   tryAcquire(): GateSlot | undefined {
-    if (this.inFlight >= this.concurrencyLimit || this.resumeAt > Date.now()) return undefined
-    this.inFlight++
-    this.adaptive?.started(this.inFlight)
-    return this.now()
+    if (this.waiters.length > 0 || this.inFlight >= this.concurrencyLimit || this.resumeAt > Date.now()) return undefined
+    return this.take()
   }
 
-  /** Waits for the pause to end and for a free slot under the limit. */
-  async acquire(signal?: AbortSignal): Promise<GateSlot> {
-    for (;;) {
-      await this.wait(signal)
-      const slot = this.tryAcquire()
-      if (slot !== undefined) return slot
-      await this.park(signal)
-    }
+  /** Waits for the pause to end and for a free slot under the limit, behind those already waiting. */
+  acquire(signal?: AbortSignal): Promise<GateSlot> {
+    if (signal?.aborted) return Promise.reject(abortError(signal))
+    const slot = this.tryAcquire()
+    if (slot !== undefined) return Promise.resolve(slot)
+    return new Promise((resolve, reject) => {
+      const onAbort = () => {
+        const i = this.waiters.indexOf(grant)
+        if (i >= 0) this.waiters.splice(i, 1)
+        reject(abortError(signal))
+      }
+      const grant = (granted: GateSlot) => {
+        signal?.removeEventListener('abort', onAbort)
+        resolve(granted)
+      }
+      this.waiters.push(grant)
+      signal?.addEventListener('abort', onAbort, { once: true })
+      this.drain()
+    })
   }
 
   /**
@@ -110,30 +134,29 @@ export class ThrottleGate {
   release(slot: GateSlot, throttled = false, sample = true): void {
     this.inFlight = Math.max(0, this.inFlight - 1)
     if (!throttled && sample) this.adaptive?.answered(slot, this.now() - slot)
-    this.wakeAll()
+    this.drain()
   }
 
-  private wakeAll(): void {
-    if (this.waiters.size === 0) return
-    const waiters = [...this.waiters]
-    this.waiters.clear()
-    for (const wake of waiters) wake()
+  private take(): GateSlot {
+    this.inFlight++
+    this.adaptive?.started(this.inFlight)
+    return this.now()
   }
 
-  private park(signal?: AbortSignal): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const onAbort = () => {
-        this.waiters.delete(wake)
-        reject(abortError(signal))
+  /** Hands free slots to the waiters, first come first served; after a pause, once it has ended. */
+  private drain(): void {
+    while (this.waiters.length > 0 && this.inFlight < this.concurrencyLimit) {
+      const pause = this.resumeAt - Date.now()
+      if (pause > 0) {
+        this.drainTimer ??= setTimeout(() => {
+          this.drainTimer = undefined
+          this.drain()
+        }, pause)
+        return
       }
-      const wake = () => {
-        signal?.removeEventListener('abort', onAbort)
-        resolve()
-      }
-      if (signal?.aborted) return reject(abortError(signal))
-      this.waiters.add(wake)
-      signal?.addEventListener('abort', onAbort, { once: true })
-    })
+      const grant = this.waiters.shift()!
+      grant(this.take())
+    }
   }
 }
 

@@ -1,3 +1,5 @@
+import type { TokenBucket } from './budget.js'
+
 /**
  * Runs the walker's per-object tasks: at most `limit` at once, started at `qps` per
  * second at most (0: no limit), in the order they were added. The rate is a token bucket
@@ -6,6 +8,9 @@
  * p-queue did for the walker, without its per-task promise, events and timer checks: it
  * runs once per object of every migration, and the migrator's CPU per object is measured
  * against the simplest possible client (npm run bench, "client CPU").
+ *
+ * With a shared bucket (budget.ts: one --qps for every migration of the process) each
+ * start also takes a token from it, queued behind the other runners that wait there.
  *
  * Tasks must not reject: the walker's catch their own errors.
  */
@@ -18,6 +23,14 @@ export class TaskRunner {
   private refilledAt: number
   private timer: NodeJS.Timeout | undefined
   private watchers: Array<{ ready: () => boolean; resolve: () => void }> = []
+  /** A token of the shared bucket granted to this runner and not yet used. */
+  private sharedToken = false
+  private waitingShared = false
+  private readonly sharedGranted = () => {
+    this.waitingShared = false
+    this.sharedToken = true
+    this.pump()
+  }
   private readonly finished = () => {
     this.running--
     this.pump()
@@ -27,6 +40,7 @@ export class TaskRunner {
     private concurrency: number,
     private readonly qps: number,
     private readonly now: () => number = () => performance.now(),
+    private readonly shared?: TokenBucket,
   ) {
     this.burst = Math.max(1, qps / 10)
     this.tokens = this.burst
@@ -76,6 +90,11 @@ export class TaskRunner {
   private pump(): void {
     while (this.running < this.concurrency && this.head < this.queue.length) {
       if (this.qps > 0 && !this.takeStart()) break
+      if (this.shared && !this.takeShared()) {
+        // The own token goes back: it was not used.
+        if (this.qps > 0) this.tokens++
+        break
+      }
       const task = this.queue[this.head]!
       this.queue[this.head++] = undefined
       this.running++
@@ -105,6 +124,19 @@ export class TaskRunner {
       },
       Math.max(1, Math.ceil(((1 - this.tokens) * 1000) / this.qps)),
     )
+    return false
+  }
+
+  /** Takes a start from the shared bucket; false (queued there for the next one) when none is there for us yet. */
+  private takeShared(): boolean {
+    if (this.sharedToken) {
+      this.sharedToken = false
+      return true
+    }
+    if (this.waitingShared) return false
+    if (this.shared!.tryTake()) return true
+    this.waitingShared = true
+    this.shared!.enqueue(this.sharedGranted)
     return false
   }
 

@@ -3,6 +3,7 @@ import { listOrderKey } from '../../kube/paths.js'
 import type { PartialObjectMetadata } from '../../kube/types.js'
 import { CrdMigratorError, describeError, errorCode, errorMessage, type ErrorCode } from '../../errors.js'
 import { TaskRunner } from './task-runner.js'
+import type { TokenBucket } from './budget.js'
 
 /** What happened to one object. */
 export type Outcome =
@@ -62,6 +63,11 @@ export interface WalkOptions {
   concurrencyLimit?: () => number
   /** Writes started per second; 0 for no client-side limit. */
   qps: number
+  /**
+   * A rate shared with other walks (budget.ts: the process's --qps when several
+   * migrations run at once); every start takes a token from it too, in arrival order.
+   */
+  rate?: TokenBucket
   /** Objects with a list key at or before this one were finished by an earlier run. */
   resumeAfter?: string
   signal?: AbortSignal
@@ -104,7 +110,7 @@ export async function walkObjects(
   const cap = Math.max(1, options.concurrency)
   // The adaptive limit, never above the cap.
   const currentLimit = () => Math.min(cap, Math.max(1, options.concurrencyLimit?.() ?? cap))
-  const queue = new TaskRunner(currentLimit(), Math.max(0, options.qps))
+  const queue = new TaskRunner(currentLimit(), Math.max(0, options.qps), undefined, options.rate)
   const counts: WalkCounts = { seen: 0, rewritten: 0, current: 0, skipped: 0, gone: 0, conflict: 0, failed: 0, resumed: 0 }
   const failures: ObjectFailure[] = []
   const maxFailures = options.maxRecordedFailures ?? 100

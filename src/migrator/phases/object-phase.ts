@@ -75,12 +75,18 @@ export async function runPhase(
   const crd = target.kind === 'crd' ? target.crd : undefined
   const name = target.kind === 'crd' ? target.crd.metadata.name : target.name
   const labels = { crd: name, phase }
-  // The writes in flight: an adaptive limit under the configured concurrency (retry.ts).
-  const gate = new ThrottleGate({
-    maxConcurrency: settings.concurrency,
-    onLimitChange: (limit) => ctx.metrics?.concurrencyLimit.set(labels, limit),
-  })
-  ctx.metrics?.concurrencyLimit.set(labels, gate.concurrencyLimit)
+  // The writes in flight: an adaptive limit under the configured concurrency (retry.ts);
+  // the process's shared one when several migrations run at once (budget.ts).
+  const budget = ctx.budget
+  const gate =
+    budget?.gate ??
+    new ThrottleGate({
+      maxConcurrency: settings.concurrency,
+      onLimitChange: (limit) => ctx.metrics?.concurrencyLimit.set(labels, limit),
+    })
+  const limitSeen = () => Math.min(settings.concurrency, gate.concurrencyLimit)
+  const stopFollowing = budget?.onLimitChange(() => ctx.metrics?.concurrencyLimit.set(labels, limitSeen()))
+  ctx.metrics?.concurrencyLimit.set(labels, budget ? limitSeen() : gate.concurrencyLimit)
   let staleWrites = 0
   const write: WriteContext = {
     http: ctx.http,
@@ -151,7 +157,9 @@ export async function runPhase(
     const result = await walkObjects(pages, handler, {
       concurrency: settings.concurrency,
       concurrencyLimit: () => gate.concurrencyLimit,
-      qps: settings.qps,
+      // With a budget the process's --qps is the shared bucket; a CRD's own qps applies besides.
+      qps: budget ? budget.ownQps(settings.qps) : settings.qps,
+      ...(budget?.rate ? { rate: budget.rate } : {}),
       ...(resumeAfter !== undefined ? { resumeAfter } : {}),
       signal: ctx.signal,
       onUnreadable: (object) => {
@@ -195,6 +203,7 @@ export async function runPhase(
     ctx.metrics?.phaseDuration.observe({ ...labels, result: 'Failed' }, (Date.now() - started) / 1000)
     throw err
   } finally {
+    stopFollowing?.()
     ctx.metrics?.remaining.remove(labels)
     ctx.metrics?.concurrencyLimit.remove(labels)
     if (gate.decisions)

@@ -1,0 +1,136 @@
+/**
+ * One write budget for the whole process, shared by every migration running at once
+ * (`migrate CRD...` and the controller with `migrator.maxParallelCrds` > 1): one throttle
+ * gate (the adaptive limit on writes in flight, capped by `migrator.concurrency`, and the
+ * pause after a 429) and one `--qps` token bucket. Several CRDs at once then cost the API
+ * server what one CRD costs. Both serve their waiters in arrival order, and each walk
+ * keeps at most its own cap in flight, so a CRD with 100,000 objects does not starve the
+ * small ones: they queue behind at most one cap's worth of its writes.
+ *
+ * Without a budget (one CRD at a time) every phase makes its own gate and bucket, as before.
+ */
+import { ThrottleGate, type ThrottleGateOptions } from './retry.js'
+
+/**
+ * A token bucket (as client-go's): `qps` starts a second, bursts of a tenth of a second's
+ * worth. Shared by several task runners: a runner that finds it empty queues, and tokens
+ * go to the queued runners in arrival order as they come.
+ */
+export class TokenBucket {
+  private readonly burst: number
+  private tokens: number
+  private refilledAt: number
+  private timer: NodeJS.Timeout | undefined
+  private readonly waiters: Array<() => void> = []
+
+  constructor(
+    readonly qps: number,
+    private readonly now: () => number = () => performance.now(),
+  ) {
+    if (!(qps > 0)) throw new RangeError(`TokenBucket: qps must be > 0, got ${qps}`)
+    this.burst = Math.max(1, qps / 10)
+    this.tokens = this.burst
+    this.refilledAt = now()
+  }
+
+  /** Runners waiting for a token now. */
+  get waiting(): number {
+    return this.waiters.length
+  }
+
+  /** Takes a token when one is there and nobody queued before us. */
+  tryTake(): boolean {
+    if (this.waiters.length > 0) return false
+    this.refill()
+    if (this.tokens < 1) return false
+    this.tokens--
+    return true
+  }
+
+  /** Queues for a token: `grant` is called (asynchronously) once one is taken for the caller. */
+  enqueue(grant: () => void): void {
+    this.waiters.push(grant)
+    this.schedule()
+  }
+
+  private refill(): void {
+    const now = this.now()
+    this.tokens = Math.min(this.burst, this.tokens + ((now - this.refilledAt) * this.qps) / 1000)
+    this.refilledAt = now
+  }
+
+  private drain(): void {
+    this.refill()
+    while (this.waiters.length > 0 && this.tokens >= 1) {
+      this.tokens--
+      this.waiters.shift()!()
+    }
+    this.schedule()
+  }
+
+  private schedule(): void {
+    if (this.waiters.length === 0 || this.timer) return
+    this.refill()
+    this.timer = setTimeout(
+      () => {
+        this.timer = undefined
+        this.drain()
+      },
+      Math.max(1, Math.ceil(((1 - this.tokens) * 1000) / this.qps)),
+    )
+  }
+}
+
+export interface WriteBudgetOptions {
+  /** Writes in flight at most, over every migration: the cap of the shared adaptive limit (migrator.concurrency). */
+  concurrency: number
+  /** Writes started per second over every migration; 0: no fixed rate (migrator.qps). */
+  qps: number
+  /** Tuning of the adaptive limit (tests). */
+  adaptive?: ThrottleGateOptions['adaptive']
+  /** The clock (tests); default performance.now. */
+  now?: () => number
+}
+
+export class WriteBudget {
+  readonly gate: ThrottleGate
+  /** The shared --qps bucket; undefined when there is no fixed rate. */
+  readonly rate: TokenBucket | undefined
+  readonly concurrency: number
+  readonly qps: number
+  private readonly listeners = new Set<(limit: number) => void>()
+
+  constructor(options: WriteBudgetOptions) {
+    this.concurrency = Math.max(1, options.concurrency)
+    this.qps = Math.max(0, options.qps)
+    this.gate = new ThrottleGate({
+      maxConcurrency: this.concurrency,
+      ...(options.adaptive !== undefined ? { adaptive: options.adaptive } : {}),
+      ...(options.now ? { now: options.now } : {}),
+      onLimitChange: (limit) => {
+        for (const listener of this.listeners) listener(limit)
+      },
+    })
+    this.rate = this.qps > 0 ? new TokenBucket(this.qps, options.now) : undefined
+  }
+
+  /** Told each time the shared limit changes, until the returned function is called. */
+  onLimitChange(listener: (limit: number) => void): () => void {
+    this.listeners.add(listener)
+    return () => this.listeners.delete(listener)
+  }
+
+  /**
+   * The rate a phase of a CRD keeps for itself besides the shared bucket: its own `qps`
+   * when the CRD has one of its own (migrator.crds.<name>.qps) that differs from the
+   * process's, else none.
+   */
+  ownQps(crdQps: number): number {
+    return crdQps > 0 && crdQps !== this.qps ? crdQps : 0
+  }
+}
+
+/** The budget of a process running migrations in parallel, from the migrator's config. */
+export function writeBudget(migrator: { concurrency: number; qps: number }): WriteBudget {
+  return new WriteBudget({ concurrency: migrator.concurrency, qps: migrator.qps })
+}
