@@ -17,7 +17,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
-import { VALIDATE_PATH } from '../../src/webhook/server.js'
+import { VALIDATE_PATH } from '../../src/webhook/plugins/validate.js'
 import { round } from './stats.js'
 import { ensureVegeta } from './vegeta.js'
 
