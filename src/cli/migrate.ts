@@ -15,6 +15,8 @@ import { migrateResource } from '../migrator/migrate-resource.js'
 import type { Phase } from '../migrator/plan.js'
 import { settingsFor } from '../migrator/crd-settings.js'
 import type { WalkProgress } from '../migrator/engine/walker.js'
+import { writeBudget } from '../migrator/engine/budget.js'
+import { runInParallel } from '../migrator/parallel.js'
 
 export interface MigrateCommandOptions {
   /** Resources named kubectl style (`secrets`, `deployments.apps`), migrated after the CRDs. */
@@ -34,11 +36,17 @@ export interface MigrateCommandOptions {
 /** How often a blocked CRD is tried again while `migrate` waits for its conversion webhook. */
 const BLOCKED_RETRY_MS = 5_000
 
-/** `crd-migrator migrate CRD...`: one migration per CRD, in turn. Returns the exit code. */
+/**
+ * `crd-migrator migrate CRD...`: one migration per CRD, at most `migrator.maxParallelCrds`
+ * at once under one write budget (one at a time: as before, with its own). Returns the exit code.
+ */
 export async function runMigrateCommand(names: string[], config: Config, logger: Logger, options: MigrateCommandOptions): Promise<number> {
+  // CRDs (and resources) migrated at once, sharing one write budget when more than one.
+  const parallel = Math.max(1, Math.min(config.migrator.maxParallelCrds, names.length + (options.resources?.length ?? 0)))
   const http = kubeHttp(config.kubeconfig, {
     context: config.context,
-    maxSockets: Math.max(config.migrator.concurrency, 4) * 2,
+    // The budget's writes, plus the reads (lists, CRD reads, state writes) of every CRD in flight.
+    maxSockets: (Math.max(config.migrator.concurrency, 4) + parallel - 1) * 2,
     userAgent: userAgent('migrate'),
   })
   const owner = `cli:${os.userInfo().username}@${os.hostname()}`
@@ -61,13 +69,14 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
       if (format !== 'text') options.out.write(renderData(reports, format))
       return failed ? 1 : 0
     }
-    const results: Array<MigrationResult | { crd: string; error: string }> = []
     let failed = 0
     const checkpointSeal = await loadCheckpointSeal(config.migrator.stateKeyFile, logger, { strict: config.migrator.strictStateKeyFile })
     const targets = [...names.map((name) => ({ name, crd: true })), ...(options.resources ?? []).map((name) => ({ name, crd: false }))]
-    // Only a terminal gets a bar: pipes and pods never load cli-progress (memory).
-    const ProgressBar = options.progressBar ? (await import('./progress-bar.js')).ProgressBar : undefined
-    for (const { name, crd } of targets) {
+    // Only a terminal gets a bar: pipes and pods never load cli-progress (memory). Several
+    // CRDs at once would draw over each other's bar: each then reports by its summary only.
+    const ProgressBar = options.progressBar && parallel === 1 ? (await import('./progress-bar.js')).ProgressBar : undefined
+    const budget = parallel > 1 ? writeBudget(config.migrator) : undefined
+    const migrateOne = async ({ name, crd }: { name: string; crd: boolean }): Promise<MigrationResult | { crd: string; error: string }> => {
       const bar = ProgressBar ? new ProgressBar(name) : undefined
       try {
         const ctx = {
@@ -77,6 +86,7 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
           checkpointSeal,
           events: new KubeEventRecorder(http, 'crd-migrator', owner),
           signal: options.signal,
+          ...(budget ? { budget } : {}),
           ...(bar ? { onProgress: (phase: Phase, p: WalkProgress) => bar.update(phase, p) } : {}),
         }
         const migrate = () =>
@@ -96,16 +106,19 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
           result = await migrate()
         }
         bar?.stop()
-        results.push(result)
+        // One write per summary: summaries of CRDs finishing together never interleave.
         if (format === 'text') options.out.write(formatResult(result))
         if (result.outcome === 'Failed' || result.outcome === 'Blocked') failed++
+        return result
       } catch (err) {
         bar?.stop()
         failed++
-        results.push({ crd: name, error: describeError(err) })
         if (format === 'text') options.out.write(`${name}: ${describeError(err)}\n`)
+        return { crd: name, error: describeError(err) }
       }
     }
+    // Summaries as each CRD finishes; data (-o json/yaml) in the order the CRDs were named.
+    const results = await runInParallel(targets, parallel, migrateOne)
     if (format !== 'text') options.out.write(renderData(results, format))
     return failed ? 1 : 0
   } finally {

@@ -195,6 +195,11 @@ export const ConfigSchema = z.strictObject({
        * the adaptive limit follows the API server, and the chart's APF level shares it.
        */
       qps: z.number().min(0).default(0),
+      /**
+       * CRDs migrated at once by `migrate CRD...` and the controller, all under one write
+       * budget: `concurrency` and `qps` then hold for the whole process (migrator/engine/budget.ts).
+       */
+      maxParallelCrds: z.number().int().min(1).max(256).default(4),
       pageSize: z.number().int().min(1).max(10000).default(500),
       maxAttempts: z.number().int().min(1).max(100).default(8),
       progressIntervalSeconds: z.number().min(0.1).default(5),

@@ -152,6 +152,13 @@ export const SETTINGS: readonly Setting[] = [
     kind: 'number',
     description: 'writes started per second at most (0: no fixed rate, the adaptive limit alone)',
   },
+  {
+    path: 'migrator.maxParallelCrds',
+    flag: 'max-parallel-crds',
+    env: 'CRD_MIGRATOR_MAX_PARALLEL_CRDS',
+    kind: 'int',
+    description: 'CRDs migrated at once (migrate and the controller), all under one budget of --concurrency and --qps',
+  },
   { path: 'migrator.pageSize', flag: 'page-size', env: 'CRD_MIGRATOR_PAGE_SIZE', kind: 'int', description: 'objects per list page' },
   {
     path: 'migrator.maxAttempts',
