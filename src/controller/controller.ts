@@ -16,6 +16,7 @@ import { planCrd, type Phase } from '../migrator/plan.js'
 import { settingsFor } from '../migrator/crd-settings.js'
 import type { WalkProgress } from '../migrator/engine/walker.js'
 import { WorkQueue } from './queue.js'
+import { writeBudget, type WriteBudget } from '../migrator/engine/budget.js'
 import type { RunLock } from './run-lock.js'
 import { CrdSelection } from './selector.js'
 import { readCrdState } from '../state/crd-state.js'
@@ -39,12 +40,15 @@ export interface ControllerDeps {
 
 /**
  * Watches CRDs, and for each selected one runs a migration when its generation has not
- * been handled yet, or resumes a freeze of ours left behind by a run that died. One CRD
- * at a time: a migration already keeps the API server as busy as configured.
+ * been handled yet, or resumes a freeze of ours left behind by a run that died. Up to
+ * `migrator.maxParallelCrds` CRDs at once, all under one write budget (engine/budget.ts),
+ * so many CRDs cost the API server what one costs; each keeps its own freeze and state.
  */
 export class MigrationController {
-  private readonly queue = new WorkQueue()
+  private readonly queue: WorkQueue
   private readonly selection: CrdSelection
+  /** One write budget for the CRDs migrated at once (none when one at a time: each phase its own). */
+  private readonly budget: WriteBudget | undefined
   private readonly reportedForeign = new Set<string>()
   /**
    * Generation (and built-in migration condition) last queued per CRD: our own annotation
@@ -62,6 +66,8 @@ export class MigrationController {
 
   constructor(private readonly deps: ControllerDeps) {
     this.selection = new CrdSelection(deps.config.migrator.selector)
+    this.queue = new WorkQueue(undefined, undefined, (queued) => deps.metrics?.crdsQueued.set(queued))
+    this.budget = deps.config.migrator.maxParallelCrds > 1 ? writeBudget(deps.config.migrator) : undefined
   }
 
   selects(crd: CustomResourceDefinition): boolean {
@@ -79,6 +85,7 @@ export class MigrationController {
         signal,
         (name) => this.reconcile(name, signal),
         (name, err, retryInMs) => log.error({ crd: name, err, retryInMs }, 'reconcile failed'),
+        this.deps.config.migrator.maxParallelCrds,
       )
     } finally {
       await Promise.allSettled([watching, resync])
@@ -123,9 +130,16 @@ export class MigrationController {
         metrics,
         events,
         checkpointSeal,
+        ...(this.budget ? { budget: this.budget } : {}),
         ...(onProgress ? { onProgress: (phase: Phase, p: WalkProgress) => onProgress(name, phase, p) } : {}),
       })
-    const result = this.deps.lock ? await this.deps.lock.run(name, migrate) : await migrate()
+    metrics?.crdsInFlight.inc()
+    let result: MigrationResult
+    try {
+      result = this.deps.lock ? await this.deps.lock.run(name, migrate) : await migrate()
+    } finally {
+      metrics?.crdsInFlight.dec()
+    }
     this.deps.onResult?.(result)
     if (result.outcome === 'Succeeded' || result.skipReason === 'up-to-date')
       this.upToDate.set(name, upToDateKey(result.crdUid, result.generation))

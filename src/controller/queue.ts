@@ -17,6 +17,8 @@ export class WorkQueue {
   constructor(
     private readonly baseDelayMs = 1000,
     private readonly maxDelayMs = 5 * 60_000,
+    /** Told the number of names waiting each time it changes (a metric). */
+    private readonly onLength?: (length: number) => void,
   ) {}
 
   add(name: string): void {
@@ -27,6 +29,7 @@ export class WorkQueue {
     if (this.queued.has(name)) return
     this.queued.add(name)
     this.order.push(name)
+    this.onLength?.(this.order.length)
     this.waiters.shift()?.()
   }
 
@@ -62,6 +65,7 @@ export class WorkQueue {
     while (!signal.aborted) {
       const name = this.order.shift()
       if (name !== undefined) {
+        this.onLength?.(this.order.length)
         this.queued.delete(name)
         this.active.add(name)
         return name
@@ -89,16 +93,18 @@ export class WorkQueue {
   }
 
   /**
-   * The worker loop of a controller: hands each queued name to `reconcile`, one at a
-   * time, until `signal` aborts; a name whose reconcile throws is queued again after its
-   * backoff (`onFailure` is told the delay). Shuts the queue down when it returns.
+   * The worker loop of a controller: hands each queued name to `reconcile`, with
+   * `workers` names at most at once (never one name twice at once), until `signal`
+   * aborts; a name whose reconcile throws is queued again after its backoff (`onFailure`
+   * is told the delay). Shuts the queue down when every worker has returned.
    */
   async process(
     signal: AbortSignal,
     reconcile: (name: string) => Promise<unknown>,
     onFailure: (name: string, err: unknown, retryInMs: number) => void,
+    workers = 1,
   ): Promise<void> {
-    try {
+    const worker = async () => {
       while (!signal.aborted) {
         const name = await this.next(signal)
         if (name === undefined) break
@@ -111,6 +117,9 @@ export class WorkQueue {
           this.done(name)
         }
       }
+    }
+    try {
+      await Promise.all(Array.from({ length: Math.max(1, workers) }, worker))
     } finally {
       this.shutdown()
     }

@@ -9,6 +9,8 @@ export class MigratorMetrics {
   readonly throttled: Counter
   readonly phaseDuration: Histogram<'crd' | 'phase' | 'result'>
   readonly migrations: Counter<'result'>
+  readonly crdsInFlight: Gauge
+  readonly crdsQueued: Gauge
   readonly frozen: Gauge<'crd' | 'owner'>
   readonly apiServers: Gauge<'state'>
   readonly conversionOutages: Counter<'crd'>
@@ -62,6 +64,16 @@ export class MigratorMetrics {
       name: 'crd_migrator_migrations_total',
       help: 'Finished migrations by result (Succeeded, Failed, Skipped, Blocked: not started, conversion webhook down).',
       labelNames: ['result'],
+      registers,
+    })
+    this.crdsInFlight = new Gauge({
+      name: 'crd_migrator_crds_in_flight',
+      help: 'CRD migrations running now (at most migrator.maxParallelCrds, all under one write budget).',
+      registers,
+    })
+    this.crdsQueued = new Gauge({
+      name: 'crd_migrator_crds_queued',
+      help: "CRDs waiting for the controller's turn (queued, not yet started).",
       registers,
     })
     this.frozen = new Gauge({
