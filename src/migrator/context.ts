@@ -7,9 +7,8 @@ import type { CheckpointSeal } from './freeze/checkpoint-seal.js'
 import type { MigratorMetrics } from './metrics.js'
 import type { Phase } from './plan.js'
 import type { StashRule } from './phases/stashes/rules.js'
-import type { StashResult } from './phases/stashes/stash-phase.js'
 import type { StorageSwitchReport } from './phases/storage-switch.js'
-import type { WalkProgress, WalkResult } from './engine/walker.js'
+import type { ObjectFailure, WalkProgress, WalkResult } from './engine/walker.js'
 import type { WriteBudget } from './engine/budget.js'
 
 export interface MigrationSettings {
@@ -119,4 +118,24 @@ export interface MigrationResult {
   durationMs: number
   /** Whether the run ended with the CRD left frozen (the unfreeze itself failed). */
   leftFrozen: boolean
+}
+
+/** Phase StashedObjectMigration: copies of this CRD's objects stashed in other objects. */
+export interface StashCounts {
+  /** Stashes holding an object of this CRD. */
+  seen: number
+  /** Already at the storage version. */
+  current: number
+  /** Replaced by a stash at the storage version (or, in a dry run, would be). */
+  migrated: number
+  failed: number
+  /** Referrer pointers moved to a replacement. */
+  repointed: number
+}
+
+export interface StashResult {
+  counts: StashCounts
+  failures: ObjectFailure[]
+  /** Dry run: what would change, one line per stash. */
+  planned: string[]
 }

@@ -1,7 +1,7 @@
 /** How objects that failed in a phase end the run: one coded error that names them. */
 import { CrdMigratorError } from '../../errors.js'
 import type { ObjectFailure, WalkResult } from '../engine/walker.js'
-import type { StashResult } from './stashes/stash-phase.js'
+import type { StashResult } from '../context.js'
 
 /** The first ten, named with their messages; how many more. */
 function named(failures: readonly ObjectFailure[], failed: number): string {

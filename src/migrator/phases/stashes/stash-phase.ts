@@ -25,30 +25,11 @@ import { followPages, pageRequest } from '../../../kube/list-pages.js'
 import { apiVersionOf, collectionPath, listOrderKey, objectPath, type ResourceRef } from '../../../kube/paths.js'
 import { resolveResource } from '../../../kube/resources.js'
 import type { CustomResourceDefinition } from '../../../kube/types.js'
-import type { MigrationContext, MigrationSettings } from '../../context.js'
+import type { MigrationContext, MigrationSettings, StashResult } from '../../context.js'
 import { requestRetry, withRetry, type RetryOptions } from '../../engine/retry.js'
-import { objectFailure, type ObjectFailure } from '../../engine/walker.js'
+import { objectFailure } from '../../engine/walker.js'
 import { embeddedOf, newStashBody, newStashName, pointersAt, repointPatch, valueAt, type Obj, type StashObject } from './stash-plan.js'
 import type { StashRule } from './rules.js'
-
-export interface StashCounts {
-  /** Stashes holding an object of this CRD. */
-  seen: number
-  /** Already at the storage version. */
-  current: number
-  /** Replaced by a stash at the storage version (or, in a dry run, would be). */
-  migrated: number
-  failed: number
-  /** Referrer pointers moved to a replacement. */
-  repointed: number
-}
-
-export interface StashResult {
-  counts: StashCounts
-  failures: ObjectFailure[]
-  /** Dry run: what would change, one line per stash. */
-  planned: string[]
-}
 
 interface Referrer {
   ref: ResourceRef
