@@ -91,6 +91,8 @@ t.test('loadCheckpointSeal: loaders starting at once all get the one key, never 
     const mode = typeof options === 'object' && options?.mode !== undefined ? options.mode : 0o666
     const handle = await real.open(file as string, flag, mode)
     try {
+      // A sleep is the tool here: it widens the window between create and write that the
+      // race needs, whatever the loaders do meanwhile (there is no event to wait for).
       await new Promise((r) => setTimeout(r, 20))
       await handle.writeFile(data)
     } finally {
