@@ -153,8 +153,11 @@ t.test('four atomic certificate swaps (one to a new CA) under load: nothing fail
 
   const started = performance.now()
   const deadline = started + LOAD_MS
+  // The load runs through every swap (LOAD_MS) and until it has been a real one (300
+  // requests): on a busy 2-core machine 3 s may not hold that many. 20 s at most.
+  const enough = () => counts.keepAlive + counts.fresh >= 300 || performance.now() > started + 20_000
   const loop = async (agent: https.Agent) => {
-    while (performance.now() < deadline) await send(agent)
+    while (performance.now() < deadline || !enough()) await send(agent)
   }
   const rotatedAt: number[] = []
   const rotations = (async () => {
@@ -172,7 +175,7 @@ t.test('four atomic certificate swaps (one to a new CA) under load: nothing fail
 
   t.same(failures.slice(0, 10), [], `no request failed (${failures.length} failures)`)
   const total = counts.keepAlive + counts.fresh
-  t.ok(total > 300, `${total} requests in ${seconds.toFixed(1)} s`)
+  t.ok(total >= 300, `${total} requests in ${seconds.toFixed(1)} s`)
   t.ok(
     counts.reused > counts.keepAlive / 2,
     `keep-alive connections were reused across the swaps (${counts.reused} of ${counts.keepAlive})`,
