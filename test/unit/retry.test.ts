@@ -400,3 +400,15 @@ for (const row of patchTestRows) {
     if (row.expect) t.equal(isRetryable(row.error), false, 'a 422 is not retried')
   })
 }
+
+t.test('429s spend a budget of their own (4 x maxAttempts), not the attempts of transient errors', async (t) => {
+  const throttled = () => apiError(429, { kind: 'Status' }, '0')
+  // Three 429s and two 500s, then success, with maxAttempts 3: the 500s alone are within it.
+  const { fn, calls } = flaky([throttled(), apiError(500), throttled(), apiError(500), throttled()])
+  t.equal(await withRetry(fn, { maxAttempts: 3, baseDelayMs: 1, maxDelayMs: 1 }), 'ok')
+  t.equal(calls.length, 6, 'every 429 was retried without spending an attempt')
+  // Only 429s: the request fails at the 4 x maxAttempts-th.
+  const always = flaky(Array.from({ length: 100 }, throttled))
+  await t.rejects(withRetry(always.fn, { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 1 }), { status: 429 })
+  t.equal(always.calls.length, 8, 'given up after 4 x maxAttempts 429s')
+})

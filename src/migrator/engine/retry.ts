@@ -183,6 +183,9 @@ export interface RetryOptions {
   onRetry?: (err: unknown, attempt: number) => void
 }
 
+/** How many 429s a request may get, as a multiple of maxAttempts, before it fails (see withRetry). */
+export const THROTTLED_ATTEMPTS_FACTOR = 4
+
 /**
  * The one retry policy of a migration's requests (CRD reads, the freeze, list pages,
  * writes, the storedVersions patch): `maxAttempts` tries with the default backoff,
@@ -212,7 +215,13 @@ export async function withRetry<T>(fn: () => Promise<T>, options: RetryOptions):
   const gate = options.gate
   const conversionGate = options.conversion
   const sample = options.sampleLatency !== false
+  // A 429 is the API server asking us to wait, not a failure of this request: it spends
+  // from a budget of its own (THROTTLED_ATTEMPTS_FACTOR x maxAttempts), so a throttling
+  // server slows a migration down instead of failing its objects.
+  let throttledAnswers = 0
+  let tries = 0
   for (let attempt = 1; ; attempt++) {
+    tries++
     const pass = conversionGate ? await conversionGate.acquire(options.signal) : undefined
     // Most attempts find a free slot: taken without a promise (this runs once per write).
     let slot: GateSlot | undefined = gate?.tryAcquire()
@@ -247,9 +256,11 @@ export async function withRetry<T>(fn: () => Promise<T>, options: RetryOptions):
         options.onThrottled?.()
         const seconds = (err as KubeApiError).retryAfterSeconds ?? 1
         gate?.pauseFor(seconds, slot)
+        if (++throttledAnswers >= options.maxAttempts * THROTTLED_ATTEMPTS_FACTOR) throw err
+        attempt--
       }
       if (!isRetryable(err) || attempt >= options.maxAttempts) throw err
-      options.onRetry?.(err, attempt)
+      options.onRetry?.(err, tries)
       const ceiling = Math.min(max, base * 2 ** (attempt - 1))
       const delay = throttled
         ? gate
