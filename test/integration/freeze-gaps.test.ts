@@ -35,6 +35,7 @@ import {
 import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
 import { capturingLogger } from '../helpers/log-capture.js'
 import { until } from '../helpers/until.js'
+import { grantClusterRole } from '../helpers/rbac.js'
 
 type Creds = { certPem: string; keyPem: string }
 
@@ -46,30 +47,8 @@ const logs = capturingLogger('debug')
 const hook = await startTestWebhook(cp, scope, { migratorUsers: ['migrator', 'migrator-nosvm'], logger: logs.logger })
 const quiet = capturingLogger('warn')
 
-/** A ClusterRole with `rules`, bound to `subjects`. */
-async function grant(name: string, rules: unknown[], subjects: unknown[]): Promise<void> {
-  const rbac = '/apis/rbac.authorization.k8s.io/v1'
-  for (const [path, body] of [
-    [`${rbac}/clusterroles`, { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name }, rules }],
-    [
-      `${rbac}/clusterrolebindings`,
-      {
-        apiVersion: 'rbac.authorization.k8s.io/v1',
-        kind: 'ClusterRoleBinding',
-        metadata: { name },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
-        subjects,
-      },
-    ],
-  ] as const) {
-    const res = await cp.apiRequest(path, { method: 'POST', body })
-    if (res.status !== 201) throw new Error(`POST ${path}: ${res.status} ${res.body}`)
-  }
-  t.teardown(async () => {
-    await cp.apiRequest(`${rbac}/clusterrolebindings/${name}`, { method: 'DELETE' })
-    await cp.apiRequest(`${rbac}/clusterroles/${name}`, { method: 'DELETE' })
-  })
-}
+/** A ClusterRole with `rules`, bound to `subjects` (helpers/rbac.ts). */
+const grant = (name: string, rules: unknown[], subjects: unknown[]) => grantClusterRole(cp, name, rules, subjects)
 const rule = (apiGroups: string[], resources: string[], verbs: string[]) => ({ apiGroups, resources, verbs })
 const crdRules = (resources: string[], verbs: string[]) => [rule(['apiextensions.k8s.io'], resources, verbs)]
 const user = (name: string) => ({ kind: 'User', apiGroup: 'rbac.authorization.k8s.io', name })
