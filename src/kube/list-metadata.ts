@@ -62,6 +62,9 @@ export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: L
   // The list's snapshot and what it said remains after lastKey: to continue past an unreadable object.
   let snapshot: string | undefined
   let remainingAfterLast: number | undefined
+  // Where the current listing has got to (lastKey is the furthest any listing got: after a
+  // restart the new one starts behind it).
+  let position: string | undefined
   const throughVersion = (version: string) =>
     pageRequest<PartialObjectMetadata>(http, collectionPath({ ...ref, version }), {
       accept: Accept.partialObjectMetadataList,
@@ -100,6 +103,10 @@ export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: L
           options.onRestart?.(lastKey)
           continueToken = undefined
           restarted = true
+          // The new listing has a snapshot and counts of its own.
+          position = undefined
+          snapshot = undefined
+          remainingAfterLast = undefined
           break
         }
         if (!options.unreadable?.(err)) throw err
@@ -109,12 +116,14 @@ export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: L
           break
         }
         snapshot ??= await currentResourceVersion(http, options)
-        const skipped = await unreadableAfter(lastKey, err, snapshot, restarted ? undefined : remainingAfterLast)
-        lastKey = skipped.key
+        const skipped = await unreadableAfter(position, err, snapshot, restarted ? undefined : remainingAfterLast)
+        position = skipped.key
+        // After a restart, one handed out before (at or before lastKey) is not handed out again.
+        const handedOut = restarted && lastKey !== undefined && skipped.key <= lastKey
+        if (!handedOut) lastKey = skipped.key
         remainingAfterLast = skipped.remaining
         continueToken = continueAfter(skipped.key, snapshot)
-        if (!(restarted && lastKey !== undefined && skipped.key <= lastKey))
-          yield { items: [], remainingItemCount: undefined, unreadable: [{ key: skipped.key, error: err }] }
+        if (!handedOut) yield { items: [], remainingItemCount: undefined, unreadable: [{ key: skipped.key, error: err }] }
         break
       }
       if (next.done) return
@@ -122,6 +131,8 @@ export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: L
       limit = Math.min(options.pageSize, limit * 2)
       snapshot = list.metadata.resourceVersion || snapshot
       let items = list.items
+      const reached = items[items.length - 1]
+      if (reached) position = listOrderKey(reached.metadata.namespace, reached.metadata.name)
       if (restarted && lastKey !== undefined) {
         const after = lastKey
         items = items.filter((i) => listOrderKey(i.metadata.namespace, i.metadata.name) > after)
