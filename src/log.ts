@@ -1,5 +1,7 @@
 /**
- * The process's logger: JSON lines (pino) to stdout or stderr.
+ * The process's logger: pino to stdout or stderr, as JSON lines or, for people, as text
+ * (log-text.ts). Unless told (`--log-format`), text when the log goes to a terminal and
+ * JSON otherwise (a pod's log, a file, a pipe).
  *
  * A long-running server (`serve`) writes asynchronously: lines made while a write is in
  * flight go out together in the next one, from libuv's thread pool, instead of one
@@ -8,7 +10,10 @@
  * left when the process exits. Short commands (`migrate`, `status`) write synchronously,
  * so their lines stay in order with what they print.
  */
-import { pino, type Logger } from 'pino'
+import { isatty } from 'node:tty'
+import { pino, type DestinationStream, type Logger } from 'pino'
+import type { LogFormat } from './config/schema.js'
+import { formatLogLine } from './log-text.js'
 
 export interface LoggerOptions {
   level: string
@@ -16,11 +21,27 @@ export interface LoggerOptions {
   fd?: 1 | 2
   /** Write each line before returning (default false: buffered, see above). */
   sync?: boolean
+  /** json or text; undefined: text on a terminal, JSON otherwise. */
+  format?: LogFormat
+}
+
+/** The format a logger writes in: the one asked for, else text on a terminal only. */
+export function resolveLogFormat(format: LogFormat | undefined, terminal: boolean): LogFormat {
+  return format ?? (terminal ? 'text' : 'json')
 }
 
 export function createLogger(options: LoggerOptions): Logger {
-  return pino(
-    { level: options.level, base: { name: 'crd-migrator' } },
-    pino.destination({ fd: options.fd ?? 1, sync: options.sync ?? false }),
-  )
+  const fd = options.fd ?? 1
+  const destination = pino.destination({ fd, sync: options.sync ?? false })
+  const format = resolveLogFormat(options.format, isatty(fd))
+  return pino({ level: options.level, base: { name: 'crd-migrator' } }, format === 'text' ? textStream(destination) : destination)
+}
+
+/** pino hands a stream one JSON line per write; this one passes it on as text. */
+function textStream(destination: ReturnType<typeof pino.destination>): DestinationStream {
+  return {
+    write: (line: string) => destination.write(formatLogLine(line)),
+    // logger.flush() reaches the file descriptor's stream through this.
+    flush: (cb?: (err?: Error) => void) => destination.flush(cb),
+  } as DestinationStream
 }

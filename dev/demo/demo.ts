@@ -16,7 +16,8 @@ import path from 'node:path'
 import { KubeConfig } from '@kubernetes/client-node'
 import cliProgress from 'cli-progress'
 import PQueue from 'p-queue'
-import { pino } from 'pino'
+import { pino, type Logger } from 'pino'
+import { formatLogLine } from '../../src/log-text.js'
 import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
 import { StateAnnotation } from '../../src/state/crd-state.js'
 import { ConfigSchema } from '../../src/config/schema.js'
@@ -95,7 +96,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
     let midRun: Promise<string> | undefined
     const operator = await cp.mintUser('operator', ['system:authenticated'])
     const finished = new Promise<MigrationResult>((resolve) => {
-      void serve(config, pino({ level: 'warn' }), {
+      void serve(config, demoLogger(out), {
         identity: 'demo',
         defaultMetrics: false,
         onResult: resolve,
@@ -324,4 +325,9 @@ async function show(cp: ControlPlane, http: KubeHttp, say: (s?: string) => void,
     say(
       `    [${when}] annotations: last-result=${a[StateAnnotation.lastResult]}, counts=${a[StateAnnotation.lastCounts]}, duration=${a[StateAnnotation.lastDuration]}`,
     )
+}
+
+/** Warnings of `serve` as lines of the story (text, indented like it), not raw JSON. */
+function demoLogger(out: NodeJS.WritableStream): Logger {
+  return pino({ level: 'warn', base: { name: 'crd-migrator' } }, { write: (line: string) => out.write(`    ${formatLogLine(line)}`) })
 }

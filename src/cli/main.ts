@@ -23,7 +23,10 @@ const program = new Command()
 
 /** `serve` logs to stdout, buffered; the short commands to stderr, line by line (log.ts). */
 function logger(config: Config, command: 'serve' | 'short'): Logger {
-  return command === 'serve' ? createLogger({ level: config.logLevel }) : createLogger({ level: config.logLevel, fd: 2, sync: true })
+  const format = config.logFormat
+  return command === 'serve'
+    ? createLogger({ level: config.logLevel, format })
+    : createLogger({ level: config.logLevel, format, fd: 2, sync: true })
 }
 
 /** Aborts on the first SIGINT/SIGTERM; a second one exits at once. */

@@ -26,6 +26,10 @@ export const ANNOTATION_KEY = new RegExp(ANNOTATION_KEY_PATTERN)
 
 const annotationKey = z.string().regex(ANNOTATION_KEY, 'must be a Kubernetes annotation key such as example.com/migrating')
 
+/** How log lines are written: JSON lines (pino's), or text for people (src/log-text.ts). */
+export const LOG_FORMATS = ['json', 'text'] as const
+export type LogFormat = (typeof LOG_FORMATS)[number]
+
 /** Presets of stash rules (migrator/stashes/rules.ts fills them in). */
 export const STASH_PRESETS = ['kubevirt-instancetypes'] as const
 
@@ -83,6 +87,8 @@ export const ConfigSchema = z.strictObject({
   /** Kubeconfig context to use; the kubeconfig's current-context when unset. */
   context: z.string().min(1).optional(),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** json or text (time, level, message, key=value); unset: text on a terminal, JSON otherwise (src/log.ts). */
+  logFormat: z.enum(LOG_FORMATS).optional(),
   annotations: z
     .strictObject({
       /**

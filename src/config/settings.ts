@@ -38,6 +38,13 @@ export const SETTINGS: readonly Setting[] = [
     description: 'fatal, error, warn, info, debug, trace or silent',
   },
   {
+    path: 'logFormat',
+    flag: 'log-format',
+    env: 'CRD_MIGRATOR_LOG_FORMAT',
+    kind: 'string',
+    description: 'json or text (time, level, message, key=value); default: text on a terminal, json otherwise',
+  },
+  {
     path: 'annotations.migrating',
     flag: 'migrating-annotation',
     env: 'CRD_MIGRATOR_MIGRATING_ANNOTATION',
