@@ -8,7 +8,10 @@ import { ConfigError } from '../../src/errors.js'
 /** The JSON lines a real pino logger writes for `log`, each formatted as text. */
 function textOf(log: (logger: pino.Logger) => void, level = 'trace'): string[] {
   const lines: string[] = []
-  const logger = pino({ level, base: { pid: 42, hostname: 'h', name: 'crd-migrator' } }, { write: (s: string) => lines.push(formatLogLine(s)) })
+  const logger = pino(
+    { level, base: { pid: 42, hostname: 'h', name: 'crd-migrator' } },
+    { write: (s: string) => lines.push(formatLogLine(s)) },
+  )
   log(logger)
   return lines
 }
