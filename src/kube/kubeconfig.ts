@@ -1,8 +1,10 @@
 /**
- * What a kubeconfig says, read the way kubectl reads it: the file(s) parsed and checked,
- * several files merged (the first to define a name, or current-context, wins), paths made
- * absolute against the file that holds them, and one context chosen (--context, else
- * current-context). Our own reader on purpose: @kubernetes/client-node's KubeConfig loads
+ * What a kubeconfig says, read the way kubectl reads it: the file(s) parsed, several files
+ * merged (the first to define a name, or current-context, wins), paths made absolute
+ * against the file that holds them, and one context chosen (--context, else
+ * current-context). Read leniently, judged strictly: each cluster, user and context is
+ * checked on its own, and only those of the context in use can fail (an old gcp user or a
+ * SOCKS cluster elsewhere in ~/.kube/config stops nothing, as in kubectl). Our own reader on purpose: @kubernetes/client-node's KubeConfig loads
  * its whole generated API with it (~90 MB and ~1 s at start-up, for a few YAML fields).
  * Where the files are found (flag, $KUBECONFIG, ~/.kube/config, in-cluster) is client.ts.
  */
@@ -69,78 +71,92 @@ export interface KubeContext {
   origin: string
 }
 
-/** One or several kubeconfig files, merged. */
+/**
+ * An entry the kubeconfig defines but we cannot use (a SOCKS proxy-url, a gcp
+ * auth-provider, an exec plugin of v1alpha1, a field of the wrong type...): kept, with why,
+ * so that it fails only the context that uses it, as kubectl (client-go's ConfirmUsable)
+ * judges only the context in use.
+ */
+export interface Unusable {
+  /** What is wrong, naming the file, the entry and the field. */
+  unusable: string
+}
+
+export interface KubeContextEntry {
+  cluster: string
+  user: string
+  namespace?: string
+}
+
+/** One or several kubeconfig files, merged. An entry that cannot be used still claims its name. */
 export interface Kubeconfig {
-  clusters: Map<string, KubeCluster>
-  users: Map<string, KubeUser>
-  contexts: Map<string, { cluster: string; user: string; namespace?: string }>
+  clusters: Map<string, KubeCluster | Unusable>
+  users: Map<string, KubeUser | Unusable>
+  contexts: Map<string, KubeContextEntry | Unusable>
   currentContext?: string
   origin: string
+}
+
+/** The entry, unless it is one we cannot use. */
+export function usable<T extends object>(entry: T | Unusable | undefined): T | undefined {
+  return entry === undefined || 'unusable' in entry ? undefined : entry
 }
 
 const text = z.string()
 const optionalText = text.nullish()
 const list = <T extends z.ZodType>(item: T) => z.array(item).nullish()
 
+const ClusterSchema = z.looseObject({
+  server: text.min(1),
+  'certificate-authority': optionalText,
+  'certificate-authority-data': optionalText,
+  'insecure-skip-tls-verify': z.boolean().nullish(),
+  'tls-server-name': optionalText,
+  'proxy-url': optionalText,
+  extensions: list(z.looseObject({ name: text, extension: z.unknown() })),
+})
+
+const UserSchema = z.looseObject({
+  'client-certificate': optionalText,
+  'client-certificate-data': optionalText,
+  'client-key': optionalText,
+  'client-key-data': optionalText,
+  token: optionalText,
+  tokenFile: optionalText,
+  username: optionalText,
+  password: optionalText,
+  as: optionalText,
+  'as-uid': optionalText,
+  'as-groups': list(text),
+  'as-user-extra': z.record(text, z.array(text)).nullish(),
+  'auth-provider': z.looseObject({ name: text, config: z.record(text, text).nullish() }).nullish(),
+  exec: z
+    .looseObject({
+      command: text.min(1),
+      args: list(text),
+      env: list(z.looseObject({ name: text.min(1), value: text })),
+      apiVersion: text,
+      installHint: optionalText,
+      provideClusterInfo: z.boolean().nullish(),
+      interactiveMode: z.enum(['Never', 'IfAvailable', 'Always']).nullish(),
+    })
+    .nullish(),
+})
+
+const ContextSchema = z.looseObject({ cluster: text.min(1), user: optionalText, namespace: optionalText })
+
+/**
+ * The file as a whole: only its shape is checked here. Each entry is checked on its own
+ * (see {@link readEntries}): one that is wrong fails the contexts using it, not the file.
+ */
 const FileSchema = z.looseObject({
-  clusters: list(
-    z.looseObject({
-      name: text.min(1),
-      cluster: z.looseObject({
-        server: text.min(1),
-        'certificate-authority': optionalText,
-        'certificate-authority-data': optionalText,
-        'insecure-skip-tls-verify': z.boolean().nullish(),
-        'tls-server-name': optionalText,
-        'proxy-url': optionalText,
-        extensions: list(z.looseObject({ name: text, extension: z.unknown() })),
-      }),
-    }),
-  ),
-  users: list(
-    z.looseObject({
-      name: text.min(1),
-      user: z
-        .looseObject({
-          'client-certificate': optionalText,
-          'client-certificate-data': optionalText,
-          'client-key': optionalText,
-          'client-key-data': optionalText,
-          token: optionalText,
-          tokenFile: optionalText,
-          username: optionalText,
-          password: optionalText,
-          as: optionalText,
-          'as-uid': optionalText,
-          'as-groups': list(text),
-          'as-user-extra': z.record(text, z.array(text)).nullish(),
-          'auth-provider': z.looseObject({ name: text, config: z.record(text, text).nullish() }).nullish(),
-          exec: z
-            .looseObject({
-              command: text.min(1),
-              args: list(text),
-              env: list(z.looseObject({ name: text.min(1), value: text })),
-              apiVersion: text,
-              installHint: optionalText,
-              provideClusterInfo: z.boolean().nullish(),
-              interactiveMode: z.enum(['Never', 'IfAvailable', 'Always']).nullish(),
-            })
-            .nullish(),
-        })
-        .nullish(),
-    }),
-  ),
-  contexts: list(
-    z.looseObject({
-      name: text.min(1),
-      context: z.looseObject({ cluster: text.min(1), user: optionalText, namespace: optionalText }),
-    }),
-  ),
+  clusters: list(z.unknown()),
+  users: list(z.unknown()),
+  contexts: list(z.unknown()),
   'current-context': optionalText,
 })
 
-type FileData = z.infer<typeof FileSchema>
-type FileUser = NonNullable<NonNullable<FileData['users']>[number]['user']>
+type FileUser = z.infer<typeof UserSchema>
 
 const fail = (message: string, cause?: unknown) => new CrdMigratorError('CRDM_KUBECONFIG', message, cause === undefined ? {} : { cause })
 
@@ -165,39 +181,76 @@ export function parseKubeconfig(source: string, file?: string): Kubeconfig {
   const dir = file ? dirname(file) : undefined
   const path = (p: string | null | undefined) => (p ? (dir && !isAbsolute(p) ? join(dir, p) : p) : undefined)
   const config: Kubeconfig = { clusters: new Map(), users: new Map(), contexts: new Map(), origin }
-  for (const { name, cluster } of data.clusters ?? []) {
-    if (config.clusters.has(name)) continue
-    const where = `${origin}: cluster "${name}"`
-    config.clusters.set(name, {
-      name,
-      server: serverUrl(cluster.server, where),
-      ...definedOnly({
-        certificateAuthorityData: decodeBase64(cluster['certificate-authority-data'], `${where}: certificate-authority-data`),
-        certificateAuthority: path(cluster['certificate-authority']),
-        tlsServerName: cluster['tls-server-name'] || undefined,
-        proxyUrl: cluster['proxy-url'] ? proxyUrl(cluster['proxy-url'], where) : undefined,
-        execExtension: cluster.extensions?.find((e) => e.name === EXEC_CLUSTER_EXTENSION)?.extension,
-      }),
-      insecureSkipTlsVerify: cluster['insecure-skip-tls-verify'] === true,
-    })
-    const c = config.clusters.get(name)!
-    if (c.insecureSkipTlsVerify && (c.certificateAuthority || c.certificateAuthorityData)) {
-      throw fail(`${where}: insecure-skip-tls-verify and a certificate-authority cannot both be set (kubectl refuses it too)`)
-    }
-  }
-  for (const { name, user } of data.users ?? []) {
-    if (!config.users.has(name)) config.users.set(name, userFrom(name, user ?? {}, `${origin}: user "${name}"`, path))
-  }
-  for (const { name, context } of data.contexts ?? []) {
-    if (config.contexts.has(name)) continue
-    config.contexts.set(name, {
-      cluster: context.cluster,
-      user: context.user ?? '',
-      ...definedOnly({ namespace: context.namespace || undefined }),
-    })
-  }
+  readEntries(data.clusters, 'cluster', ClusterSchema, origin, config.clusters, (name, cluster, where) =>
+    clusterFrom(name, cluster, where, path),
+  )
+  readEntries(data.users, 'user', UserSchema.nullish(), origin, config.users, (name, user, where) =>
+    userFrom(name, user ?? {}, where, path),
+  )
+  readEntries(data.contexts, 'context', ContextSchema, origin, config.contexts, (_name, context) => ({
+    cluster: context.cluster,
+    user: context.user ?? '',
+    ...definedOnly({ namespace: context.namespace || undefined }),
+  }))
   if (data['current-context']) config.currentContext = data['current-context']
   return config
+}
+
+/**
+ * Reads each entry of one list (`clusters`, `users`, `contexts`) on its own: the first of
+ * a name wins, and one that cannot be used is kept as {@link Unusable}, with why, so that it
+ * claims its name and fails only a context that uses it. Entries without a name cannot be
+ * used by any context and are left out.
+ */
+function readEntries<S extends z.ZodType, T extends object>(
+  entries: readonly unknown[] | null | undefined,
+  kind: 'cluster' | 'user' | 'context',
+  schema: S,
+  origin: string,
+  into: Map<string, T | Unusable>,
+  build: (name: string, body: z.infer<S>, where: string) => T,
+): void {
+  for (const [index, entry] of (entries ?? []).entries()) {
+    const name = (entry as { name?: unknown } | null)?.name
+    if (typeof name !== 'string' || name === '' || into.has(name)) continue
+    const where = `${origin}: ${kind} ${JSON.stringify(name)}`
+    const body = schema.safeParse((entry as Record<string, unknown>)[kind])
+    if (!body.success) {
+      const issues = body.error.issues.map((i) => `${[`${kind}s`, index, kind, ...i.path].map(String).join('.')}: ${i.message}`)
+      into.set(name, { unusable: `${where} is not valid: ${issues.join('; ')}` })
+      continue
+    }
+    try {
+      into.set(name, build(name, body.data, where))
+    } catch (err) {
+      if (!(err instanceof CrdMigratorError)) throw err
+      into.set(name, { unusable: err.message })
+    }
+  }
+}
+
+function clusterFrom(
+  name: string,
+  cluster: z.infer<typeof ClusterSchema>,
+  where: string,
+  path: (p: string | null | undefined) => string | undefined,
+): KubeCluster {
+  const c: KubeCluster = {
+    name,
+    server: serverUrl(cluster.server, where),
+    ...definedOnly({
+      certificateAuthorityData: decodeBase64(cluster['certificate-authority-data'], `${where}: certificate-authority-data`),
+      certificateAuthority: path(cluster['certificate-authority']),
+      tlsServerName: cluster['tls-server-name'] || undefined,
+      proxyUrl: cluster['proxy-url'] ? proxyUrl(cluster['proxy-url'], where) : undefined,
+      execExtension: cluster.extensions?.find((e) => e.name === EXEC_CLUSTER_EXTENSION)?.extension,
+    }),
+    insecureSkipTlsVerify: cluster['insecure-skip-tls-verify'] === true,
+  }
+  if (c.insecureSkipTlsVerify && (c.certificateAuthority || c.certificateAuthorityData)) {
+    throw fail(`${where}: insecure-skip-tls-verify and a certificate-authority cannot both be set (kubectl refuses it too)`)
+  }
+  return c
 }
 
 function userFrom(name: string, u: FileUser, where: string, path: (p: string | null | undefined) => string | undefined): KubeUser {
@@ -278,24 +331,30 @@ export function resolveContext(config: Kubeconfig, requested?: string): KubeCont
   const known = names.length > 0 ? `; it has ${names.map((n) => JSON.stringify(n)).join(', ')}` : '; it defines no context'
   const name = requested || config.currentContext
   if (!name) throw fail(`${config.origin} has no current-context: pass --context${known}`)
-  const context = config.contexts.get(name)
-  if (!context) {
+  const entry = config.contexts.get(name)
+  if (!entry) {
     throw fail(
       requested
         ? `context ${JSON.stringify(name)} (--context) is not in the ${config.origin}${known}`
         : `current-context ${JSON.stringify(name)} is not in the ${config.origin}${known}`,
     )
   }
+  // Only what this context uses is judged (client-go's ConfirmUsable): stale entries elsewhere do not matter.
+  const unusable = (what: Unusable) => fail(`context ${JSON.stringify(name)} cannot be used: ${what.unusable}`)
+  if ('unusable' in entry) throw unusable(entry)
+  const context = entry
   const cluster = config.clusters.get(context.cluster)
   if (!cluster)
     throw fail(
       `context ${JSON.stringify(name)} names cluster ${JSON.stringify(context.cluster)}, which the ${config.origin} does not define`,
     )
+  if ('unusable' in cluster) throw unusable(cluster)
   let user: KubeUser = { name: '' }
   if (context.user) {
     const found = config.users.get(context.user)
     if (!found)
       throw fail(`context ${JSON.stringify(name)} names user ${JSON.stringify(context.user)}, which the ${config.origin} does not define`)
+    if ('unusable' in found) throw unusable(found)
     user = found
   }
   return { name, cluster, user, origin: config.origin, ...definedOnly({ namespace: context.namespace }) }

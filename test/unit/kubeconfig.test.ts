@@ -11,7 +11,7 @@ import t from 'tap'
 import { stringify } from 'yaml'
 import { loadKubeConfig } from '../../src/kube/client.js'
 import { KubeHttp } from '../../src/kube/http.js'
-import { mergeKubeconfigs, parseKubeconfig, resolveContext } from '../../src/kube/kubeconfig.js'
+import { mergeKubeconfigs, parseKubeconfig, resolveContext, usable } from '../../src/kube/kubeconfig.js'
 
 const b64 = (s: string) => Buffer.from(s).toString('base64')
 
@@ -89,49 +89,121 @@ t.test('fields: data decoded, relative paths against the kubeconfig, exec comman
     interactiveMode: 'IfAvailable',
     provideClusterInfo: false,
   })
-  t.equal(config.users.get('b')?.exec?.command, 'gke-gcloud-auth-plugin', 'a bare command is looked up in PATH')
-  t.equal(config.users.get('c')?.clientCertificateData, 'CERT', 'base64 data decoded')
-  t.equal(config.users.get('c')?.tokenFile, '/home/me/.kube/token')
+  t.equal(usable(config.users.get('b'))?.exec?.command, 'gke-gcloud-auth-plugin', 'a bare command is looked up in PATH')
+  t.equal(usable(config.users.get('c'))?.clientCertificateData, 'CERT', 'base64 data decoded')
+  t.equal(usable(config.users.get('c'))?.tokenFile, '/home/me/.kube/token')
 })
 
-t.test('bad kubeconfigs: clear errors naming the file and the field', async (t) => {
+t.test('a file that is not a kubeconfig at all fails as a whole', async (t) => {
+  t.throws(() => parseKubeconfig('{ clusters: [', '/k'), { code: 'CRDM_KUBECONFIG', message: /kubeconfig \/k is not valid YAML/ })
+  t.throws(() => parseKubeconfig(stringify({ clusters: 'x' }), '/k'), {
+    code: 'CRDM_KUBECONFIG',
+    message: /kubeconfig \/k is not a valid kubeconfig: clusters: /,
+  })
+})
+
+t.test('an entry we cannot use fails the context using it, naming the context, the entry and the field', async (t) => {
   const bad: [string, unknown, RegExp][] = [
-    ['not YAML', '{ clusters: [', /kubeconfig \/k is not valid YAML/],
-    ['no server', { clusters: [{ name: 'a', cluster: {} }] }, /kubeconfig \/k is not a valid kubeconfig: clusters\.0\.cluster\.server/],
+    ['no server', oneContext('a', { server: '' }), /cluster "a" is not valid: clusters\.0\.cluster\.server: /],
     ['server not a URL', oneContext('a', { server: 'not a url' }), /cluster "a": server "not a url" is not a URL/],
     [
       'socks proxy',
       oneContext('a', { 'proxy-url': 'socks5://p:1080' }),
-      /proxy-url "socks5:\/\/p:1080": only http:\/\/ and https:\/\/ proxies are supported, not socks5/,
+      /cluster "a": proxy-url "socks5:\/\/p:1080": only http:\/\/ and https:\/\/ proxies are supported, not socks5/,
     ],
     [
       'insecure with a CA',
       oneContext('a', { 'insecure-skip-tls-verify': true, 'certificate-authority-data': b64('x') }),
-      /insecure-skip-tls-verify and a certificate-authority/,
+      /cluster "a": insecure-skip-tls-verify and a certificate-authority/,
     ],
-    ['bad base64', oneContext('a', { 'certificate-authority-data': '%%%' }), /certificate-authority-data is not base64/],
+    ['bad base64', oneContext('a', { 'certificate-authority-data': '%%%' }), /cluster "a": certificate-authority-data is not base64/],
     [
       'token and password',
       oneContext('a', {}, { token: 't', username: 'u', password: 'p' }),
-      /username\/password and a token cannot both be set/,
+      /user "a": username\/password and a token cannot both be set/,
     ],
-    ['certificate without key', oneContext('a', {}, { 'client-certificate': 'c.crt' }), /a client certificate needs its key/],
+    ['certificate without key', oneContext('a', {}, { 'client-certificate': 'c.crt' }), /user "a": a client certificate needs its key/],
     [
       'exec v1alpha1',
       oneContext('a', {}, { exec: { apiVersion: 'client.authentication.k8s.io/v1alpha1', command: 'x' } }),
-      /exec apiVersion "client.authentication.k8s.io\/v1alpha1" is not supported/,
+      /user "a": exec apiVersion "client.authentication.k8s.io\/v1alpha1" is not supported/,
+    ],
+    [
+      'exec interactiveMode misspelt',
+      oneContext('a', {}, { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: 'x', interactiveMode: 'Sometimes' } }),
+      /user "a" is not valid: users\.0\.user\.exec\.interactiveMode: /,
     ],
     [
       'gcp auth-provider',
       oneContext('a', {}, { 'auth-provider': { name: 'gcp', config: {} } }),
-      /auth-provider "gcp" is not supported.*exec credential plugin/,
+      /user "a": auth-provider "gcp" is not supported.*exec credential plugin/,
+    ],
+    [
+      'a context without a cluster',
+      { ...oneContext('a', {}), contexts: [{ name: 'a', context: { user: 'a' } }] },
+      /context "a" is not valid: contexts\.0\.context\.cluster: /,
     ],
   ]
   for (const [what, doc, message] of bad) {
-    t.throws(() => parseKubeconfig(typeof doc === 'string' ? doc : stringify(doc), '/k'), { code: 'CRDM_KUBECONFIG', message }, what)
+    const config = parseKubeconfig(stringify(doc), '/k')
+    t.throws(
+      () => resolveContext(config),
+      { code: 'CRDM_KUBECONFIG', message: new RegExp(`^context "a" cannot be used: kubeconfig /k: ${message.source}`) },
+      what,
+    )
   }
   const oidc = parseKubeconfig(stringify(oneContext('a', {}, { 'auth-provider': { name: 'oidc', config: { 'id-token': 'jwt' } } })))
   t.equal(resolveContext(oidc).user.oidcIdToken, 'jwt', "the oidc auth-provider's id-token is used as it is")
+})
+
+t.test('stale entries of other contexts do not matter (kubectl judges the context in use only)', async (t) => {
+  const config = parseKubeconfig(
+    stringify({
+      clusters: [
+        { name: 'old-socks', cluster: { server: 'https://old:6443', 'proxy-url': 'socks5://bastion:1080' } },
+        { name: 'broken', cluster: { 'insecure-skip-tls-verify': 'yes' } },
+        { name: 'good', cluster: { server: 'https://good:6443' } },
+      ],
+      users: [
+        { name: 'gke-legacy', user: { 'auth-provider': { name: 'gcp', config: { 'cmd-path': 'gcloud' } } } },
+        { name: 'aks-legacy', user: { 'auth-provider': { name: 'azure', config: {} } } },
+        { name: 'alpha', user: { exec: { apiVersion: 'client.authentication.k8s.io/v1alpha1', command: 'aws' } } },
+        { name: 'me', user: { token: 't' } },
+      ],
+      contexts: [
+        { name: 'gke', context: { cluster: 'good', user: 'gke-legacy' } },
+        { name: 'aks', context: { cluster: 'good', user: 'aks-legacy' } },
+        { name: 'eks', context: { cluster: 'good', user: 'alpha' } },
+        { name: 'bastion', context: { cluster: 'old-socks', user: 'me' } },
+        { name: 'typo', context: { cluster: 'broken', user: 'me' } },
+        { name: 'good', context: { cluster: 'good', user: 'me' } },
+      ],
+      'current-context': 'gke',
+    }),
+    '/k',
+  )
+  t.equal(resolveContext(config, 'good').cluster.server.host, 'good:6443', 'the context in use is fine: it works')
+  t.throws(() => resolveContext(config), {
+    message: /^context "gke" cannot be used: kubeconfig \/k: user "gke-legacy": auth-provider "gcp" is not supported/,
+  })
+  t.throws(() => resolveContext(config, 'aks'), { message: /^context "aks" cannot be used: .*user "aks-legacy": auth-provider "azure"/ })
+  t.throws(() => resolveContext(config, 'eks'), { message: /^context "eks" cannot be used: .*user "alpha": exec apiVersion/ })
+  t.throws(() => resolveContext(config, 'bastion'), {
+    message: /^context "bastion" cannot be used: .*cluster "old-socks": proxy-url "socks5:\/\/bastion:1080"/,
+  })
+  t.throws(() => resolveContext(config, 'typo'), {
+    message:
+      /^context "typo" cannot be used: .*cluster "broken" is not valid: clusters\.1\.cluster\.server: .*clusters\.1\.cluster\.insecure-skip-tls-verify: /,
+  })
+  const merged = mergeKubeconfigs(
+    [config, parseKubeconfig(stringify(oneContext('gke-legacy', {})), '/2'), parseKubeconfig(stringify(oneContext('gke', {})), '/3')],
+    'both',
+  )
+  t.throws(
+    () => resolveContext(merged),
+    { message: /user "gke-legacy": auth-provider "gcp"/ },
+    'an unusable entry still claims its name in a merge',
+  )
 })
 
 t.test('choosing the context', async (t) => {
