@@ -7,6 +7,7 @@ import { LeaderElector } from '../controller/leader.js'
 import { MigrationController, type ControllerDeps } from '../controller/controller.js'
 import { RunLock } from '../controller/run-lock.js'
 import { KsvmMigrationController } from '../controller/ksvm-controller.js'
+import { KsvmTrigger } from '../controller/ksvm-trigger.js'
 import { kubeHttp } from '../kube/client.js'
 import { userAgent } from '../version.js'
 import { KubeEventRecorder } from '../kube/events.js'
@@ -92,10 +93,14 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
     const svmController = config.migrator.storageVersionMigrations
       ? new KsvmMigrationController({ ...shared, logger: logger.child({ component: 'storage-version-migrations' }) })
       : undefined
-    // The controllers of one leader term: CRDs by label or name, and StorageVersionMigration objects.
+    const trigger = config.migrator.ksvmTrigger.enabled
+      ? new KsvmTrigger({ http, logger: logger.child({ component: 'ksvm-trigger' }), pollSeconds: config.migrator.ksvmTrigger.pollSeconds })
+      : undefined
+    // The controllers of one leader term: CRDs by label or name, StorageVersionMigration
+    // objects, and the trigger that creates them from StorageStates.
     const controller = {
       run: async (signal: AbortSignal) => {
-        await Promise.all([crdController.run(signal), svmController?.run(signal)])
+        await Promise.all([crdController.run(signal), svmController?.run(signal), trigger?.run(signal)])
       },
     }
     if (config.leaderElection.enabled) {

@@ -265,6 +265,19 @@ export const ConfigSchema = z.strictObject({
        * resource or a built-in one. Needs that CRD installed (the chart can install it).
        */
       storageVersionMigrations: z.boolean().default(false),
+      /**
+       * kube-storage-version-migrator's trigger (serve, leader only): a StorageState
+       * (migration.k8s.io/v1alpha1) per resource kept from discovery's storageVersionHash,
+       * and a StorageVersionMigration created when a resource's hash changes. Needs the
+       * StorageState and StorageVersionMigration CRDs installed (the chart can install them).
+       */
+      ksvmTrigger: z
+        .strictObject({
+          enabled: z.boolean().default(false),
+          /** How often discovery is read (KSVM: 10 minutes); a CRD's storage flip is seen at once through the CRD watch. */
+          pollSeconds: z.number().min(1).default(600),
+        })
+        .prefault({}),
       /** How often every selected CRD is looked at again, besides watch events. */
       resyncSeconds: z.number().min(1).default(600),
       /** Per-CRD options, by CRD name. */

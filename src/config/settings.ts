@@ -275,6 +275,20 @@ export const SETTINGS: readonly Setting[] = [
     description: 'reconcile StorageVersionMigration objects (migration.k8s.io/v1alpha1) (serve only)',
   },
   {
+    path: 'migrator.ksvmTrigger.enabled',
+    flag: 'ksvm-trigger',
+    env: 'CRD_MIGRATOR_KSVM_TRIGGER',
+    kind: 'boolean',
+    description: "keep kube-storage-version-migrator's StorageStates and create a StorageVersionMigration when a resource's storage version hash changes (serve only)",
+  },
+  {
+    path: 'migrator.ksvmTrigger.pollSeconds',
+    flag: 'ksvm-trigger-poll-seconds',
+    env: 'CRD_MIGRATOR_KSVM_TRIGGER_POLL_SECONDS',
+    kind: 'number',
+    description: 'how often the trigger reads discovery',
+  },
+  {
     path: 'migrator.resyncSeconds',
     flag: 'resync-seconds',
     env: 'CRD_MIGRATOR_RESYNC_SECONDS',

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { KubeHttp } from './http.js'
-import { groupVersionPath } from './paths.js'
+import { groupPath, groupVersionPath } from './paths.js'
+import { isNotFound } from './api-errors.js'
 import { CrdMigratorError } from '../errors.js'
 
 /** The API server's storage version hash of a group/version/kind (k8s.io/apiserver discovery). */
@@ -68,4 +69,81 @@ export async function waitForStorageVersion(
     }
     await sleep(Math.min(250, Math.max(50, options.settleMs / 4)), undefined, sleepOpts)
   }
+}
+
+/** An API group as discovery lists it; the core group is `''`. */
+export interface ApiGroup {
+  name: string
+  versions: { groupVersion: string; version: string }[]
+  preferredVersion?: { groupVersion: string; version: string }
+}
+
+/** A resource of the discovery documents, with the version it was read at. */
+export interface DiscoveredResource {
+  group: string
+  version: string
+  resource: string
+  /** Empty for resources the API server stores nowhere (subresources, aggregated APIs). */
+  storageVersionHash: string
+}
+
+/** Every API group the server serves, the core group first (client-go's ServerGroups). */
+export async function apiGroups(http: KubeHttp): Promise<ApiGroup[]> {
+  const core = (await http.request<{ versions?: string[] }>({ method: 'GET', path: '/api' })).body
+  const groups = (await http.request<{ groups?: ApiGroup[] }>({ method: 'GET', path: '/apis' })).body
+  const coreVersions = (core.versions ?? []).map((v) => ({ groupVersion: v, version: v }))
+  const coreGroup: ApiGroup = { name: '', versions: coreVersions, ...(coreVersions[0] ? { preferredVersion: coreVersions[0] } : {}) }
+  return [coreGroup, ...(groups.groups ?? [])]
+}
+
+/** One API group's discovery document (`/apis/<group>`); undefined when it is not served. */
+export async function apiGroup(http: KubeHttp, group: string): Promise<ApiGroup | undefined> {
+  if (group === '') return (await apiGroups(http))[0]
+  try {
+    return (await http.request<ApiGroup>({ method: 'GET', path: groupPath(group) })).body
+  } catch (err) {
+    if (isNotFound(err)) return undefined
+    throw err
+  }
+}
+
+/**
+ * Each resource of `groups` once, at its group's preferred version, or (served only at
+ * others) at the first version that lists it: client-go's ServerPreferredResources, which
+ * kube-storage-version-migrator's trigger reads. Subresources are left out. A group
+ * version whose document cannot be read is reported in `failed` and the rest returned
+ * (client-go's partial result).
+ */
+export async function preferredResources(
+  http: KubeHttp,
+  groups: ApiGroup[],
+): Promise<{ resources: DiscoveredResource[]; failed: { groupVersion: string; err: unknown }[] }> {
+  const gvs = groups.flatMap((g) => g.versions.map((v) => ({ group: g, version: v.version, groupVersion: v.groupVersion })))
+  const lists = new Map<string, APIResourceList>()
+  const failed: { groupVersion: string; err: unknown }[] = []
+  for (let i = 0; i < gvs.length; i += 8) {
+    await Promise.all(
+      gvs.slice(i, i + 8).map(async (gv) => {
+        try {
+          lists.set(
+            gv.groupVersion,
+            (await http.request<APIResourceList>({ method: 'GET', path: groupVersionPath({ group: gv.group.name, version: gv.version }) }))
+              .body,
+          )
+        } catch (err) {
+          failed.push({ groupVersion: gv.groupVersion, err })
+        }
+      }),
+    )
+  }
+  const chosen = new Map<string, DiscoveredResource>()
+  for (const { group, version, groupVersion } of gvs) {
+    for (const r of lists.get(groupVersion)?.resources ?? []) {
+      if (r.name.includes('/')) continue
+      const key = `${r.name}.${group.name}`
+      if (chosen.has(key) && version !== group.preferredVersion?.version) continue
+      chosen.set(key, { group: group.name, version, resource: r.name, storageVersionHash: r.storageVersionHash ?? '' })
+    }
+  }
+  return { resources: [...chosen.values()], failed }
 }

@@ -1,0 +1,177 @@
+/**
+ * kube-storage-version-migrator's trigger (pkg/trigger, v0.0.5) as pure decisions: its
+ * StorageState objects (migration.k8s.io/v1alpha1, one per resource, named
+ * `<resource>.<group>`), what a discovery of a resource's storageVersionHash means for
+ * them and for the resource's StorageVersionMigrations, and what a Succeeded migration
+ * means. The I/O is in ksvm-trigger.ts.
+ */
+import type { DiscoveredResource } from '../kube/discovery.js'
+import { collectionPath, type ResourceRef } from '../kube/paths.js'
+import { isFinished, KSVM_GROUP, KSVM_VERSION, type StorageVersionMigration } from './ksvm-state.js'
+
+export const STORAGE_STATE_RESOURCE: ResourceRef = {
+  group: KSVM_GROUP,
+  version: KSVM_VERSION,
+  plural: 'storagestates',
+  kind: 'StorageState',
+  namespaced: false,
+}
+export const STORAGE_STATE_API = collectionPath(STORAGE_STATE_RESOURCE)
+
+/** A valid entry of persistedStorageVersionHashes: objects may be stored in any version. */
+export const UNKNOWN_HASH = 'Unknown'
+
+export interface StorageStateStatus {
+  persistedStorageVersionHashes?: string[]
+  currentStorageVersionHash?: string
+  /** RFC 3339, seconds (metav1.Time). */
+  lastHeartbeatTime?: string
+}
+
+export interface StorageState {
+  apiVersion?: string
+  kind?: string
+  metadata: { name: string; uid?: string; resourceVersion?: string }
+  spec?: { resource?: { group?: string; resource?: string } }
+  status?: StorageStateStatus
+}
+
+export interface GroupResource {
+  group: string
+  resource: string
+}
+
+/** KSVM's storageStateName: `<resource>.<group>`, just `<resource>` for the core group. */
+export function storageStateName(r: GroupResource): string {
+  return r.group === '' ? r.resource : `${r.resource}.${r.group}`
+}
+
+/** The resource a StorageVersionMigration names (KSVM indexes them by group and resource, not version). */
+export function migrationResource(svm: StorageVersionMigration): GroupResource {
+  return { group: svm.spec?.resource?.group ?? '', resource: svm.spec?.resource?.resource ?? '' }
+}
+
+const sameResource = (a: GroupResource, b: GroupResource) => a.group === b.group && a.resource === b.resource
+
+/** The StorageState KSVM creates for a resource (its status is written afterwards, through /status). */
+export function newStorageState(r: GroupResource): StorageState {
+  return {
+    apiVersion: `${KSVM_GROUP}/${KSVM_VERSION}`,
+    kind: 'StorageState',
+    metadata: { name: storageStateName(r) },
+    spec: { resource: { group: r.group, resource: r.resource } },
+  }
+}
+
+/** The StorageVersionMigration KSVM launches: generateName `<state name>-`, no labels, the discovered version. */
+export function newMigration(r: DiscoveredResource): StorageVersionMigration & { metadata: { generateName: string } } {
+  return {
+    apiVersion: `${KSVM_GROUP}/${KSVM_VERSION}`,
+    kind: 'StorageVersionMigration',
+    metadata: { name: '', generateName: `${storageStateName(r)}-` },
+    spec: { resource: { group: r.group, version: r.version, resource: r.resource } },
+  }
+}
+
+/** Every object of the resource is stored in the current version (KSVM's isMigrated). */
+export function isMigrated(state: StorageState): boolean {
+  const persisted = state.status?.persistedStorageVersionHashes ?? []
+  return persisted.length === 1 && persisted[0] === state.status?.currentStorageVersionHash
+}
+
+/** A migration of the resource that has neither Succeeded nor Failed. */
+export function hasPendingOrRunningMigration(r: GroupResource, migrations: readonly StorageVersionMigration[]): boolean {
+  return migrations.some((m) => sameResource(migrationResource(m), r) && !isFinished(m))
+}
+
+/** Why a discovery (re)launches a migration; `unchanged` launches none. */
+export type DiscoveryReason = 'stale' | 'new' | 'changed' | 'unmigrated' | 'unchanged'
+
+export interface DiscoveryDecision {
+  reason: DiscoveryReason
+  /** Delete the StorageState first (stale: nobody knows what happened since its heartbeat). */
+  deleteState: boolean
+  /** Delete these migrations of the resource (all of them, finished or not), then create `createMigration`. */
+  deleteMigrations: string[]
+  createMigration: StorageVersionMigration | undefined
+}
+
+export interface DiscoveryInput {
+  discovered: DiscoveredResource
+  state: StorageState | undefined
+  migrations: readonly StorageVersionMigration[]
+  /** When this discovery was made. */
+  heartbeat: Date
+  /** A state whose heartbeat is older than this before `heartbeat` is stale (KSVM: two discovery periods). */
+  staleAfterMs: number
+}
+
+/**
+ * KSVM's processDiscoveryResource, the decision half. A migration is (re)launched, after
+ * deleting every migration of the resource, when the state is missing, stale, shows
+ * another hash than discovery, or is not migrated with no migration pending or running
+ * (a Failed one is retried this way, once per discovery). A resource without a hash
+ * (nothing stored) is left alone: undefined.
+ */
+export function decideDiscovery(input: DiscoveryInput): DiscoveryDecision | undefined {
+  const { discovered, state, migrations } = input
+  if (!discovered.storageVersionHash) return undefined
+  const reason = discoveryReason(input)
+  if (reason === 'unchanged') return { reason, deleteState: false, deleteMigrations: [], createMigration: undefined }
+  return {
+    reason,
+    deleteState: reason === 'stale',
+    deleteMigrations: migrations.filter((m) => sameResource(migrationResource(m), discovered)).map((m) => m.metadata.name),
+    createMigration: newMigration(discovered),
+  }
+}
+
+function discoveryReason({ discovered, state, migrations, heartbeat, staleAfterMs }: DiscoveryInput): DiscoveryReason {
+  if (!state) return 'new'
+  if (isStale(state, heartbeat, staleAfterMs)) return 'stale'
+  if (state.status?.currentStorageVersionHash !== discovered.storageVersionHash) return 'changed'
+  if (!isMigrated(state) && !hasPendingOrRunningMigration(discovered, migrations)) return 'unmigrated'
+  return 'unchanged'
+}
+
+/** No heartbeat, or one older than `staleAfterMs` before `heartbeat` (KSVM's zero time is stale too). */
+export function isStale(state: StorageState, heartbeat: Date, staleAfterMs: number): boolean {
+  const last = Date.parse(state.status?.lastHeartbeatTime ?? '')
+  return !Number.isFinite(last) || last + staleAfterMs < heartbeat.getTime()
+}
+
+/**
+ * KSVM's updateStorageState: a new current hash is appended to the persisted ones (which
+ * start as ["Unknown"]: objects written before we looked may be in any version); the
+ * heartbeat is always written. `state` is the object as it is now (undefined: just created).
+ */
+export function nextStatus(state: StorageState | undefined, hash: string, heartbeat: Date): StorageStateStatus {
+  const status = state?.status ?? {}
+  const persisted = status.persistedStorageVersionHashes ?? []
+  const changed = status.currentStorageVersionHash !== hash
+  return {
+    ...status,
+    currentStorageVersionHash: hash,
+    persistedStorageVersionHashes: !changed ? persisted : persisted.length === 0 ? [UNKNOWN_HASH] : [...persisted, hash],
+    lastHeartbeatTime: metaTime(heartbeat),
+  }
+}
+
+/**
+ * KSVM's markStorageStateSucceeded: a Succeeded migration of the resource leaves only the
+ * current hash persisted. Undefined when there is nothing to write (not Succeeded, or
+ * already so).
+ */
+export function statusAfterMigration(state: StorageState, svm: StorageVersionMigration): StorageStateStatus | undefined {
+  const succeeded = (svm.status?.conditions ?? []).some((c) => c.type === 'Succeeded' && c.status === 'True')
+  const current = state.status?.currentStorageVersionHash ?? ''
+  if (!succeeded) return undefined
+  const persisted = state.status?.persistedStorageVersionHashes ?? []
+  if (persisted.length === 1 && persisted[0] === current) return undefined
+  return { ...state.status, persistedStorageVersionHashes: [current] }
+}
+
+/** metav1.Time's wire form: RFC 3339 in UTC, whole seconds. */
+export function metaTime(d: Date): string {
+  return d.toISOString().replace(/\.\d{3}Z$/, 'Z')
+}
