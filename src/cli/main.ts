@@ -1,5 +1,5 @@
 #!/usr/bin/env -S node --max-semi-space-size=2 --heap-growing-percent=20
-import { Command, CommanderError, Option } from 'commander'
+import { Argument, Command, CommanderError, Option } from 'commander'
 import type { Logger } from 'pino'
 import { createLogger } from '../log.js'
 import type { Config } from '../config/schema.js'
@@ -110,11 +110,80 @@ addConfigOptions(program.command('status'), (s) =>
   .argument('[crd...]', 'only these CRDs, managed or not (default: every managed CRD)')
   .addOption(outputOption())
   .option('--json', 'the same as -o json')
+  .option('--summary', 'only the summary: counts by state, in flight, queued, ETA of the running CRDs', false)
+  .option('-w, --watch', 'after the first output, print each change (a row, or with --summary the summary) until interrupted', false)
   .action(async (names: string[], opts: Record<string, unknown>) => {
     const format = outputFormat(opts)
     const config = configFromOptions(opts)
     const { runStatusCommand } = await import('./status.js')
-    process.exitCode = await runStatusCommand(config, process.stdout, { format, names })
+    const watch = Boolean(opts.watch)
+    process.exitCode = await runStatusCommand(config, process.stdout, {
+      format,
+      names,
+      summary: Boolean(opts.summary),
+      watch,
+      ...(watch ? { signal: shutdownSignal(undefined) } : {}),
+    })
+  })
+
+addConfigOptions(program.command('check'), (s) =>
+  ['kubeconfig', 'context', 'migrating-annotation', 'selector', 'crds', 'stash-presets', 'page-size', 'max-attempts', 'log-level'].includes(
+    s.flag,
+  ),
+)
+  .description('is it safe to drop a version? yes or no per CRD, with reasons; exit code 3 when not')
+  .argument('[crd...]', 'only these CRDs, managed or not (default: every managed CRD, or the CRDs of --manifests)')
+  .option('--drop <version>', 'the version to drop')
+  .option(
+    '--manifests <path...>',
+    "CRD manifests about to be applied (files or directories, e.g. a chart's crds/): their CRDs are checked, for the versions they no longer list unless --drop says",
+  )
+  .option('--strict', 'a check that could not be made (forbidden, version not deprecated) answers no', false)
+  .addOption(outputOption())
+  .option('--json', 'the same as -o json')
+  .action(async (names: string[], opts: Record<string, unknown>) => {
+    const format = outputFormat(opts)
+    const config = configFromOptions(opts)
+    const { runCheckCommand } = await import('./check.js')
+    process.exitCode = await runCheckCommand(config, process.stdout, {
+      format,
+      names,
+      drop: opts.drop as string | undefined,
+      manifests: opts.manifests as string[] | undefined,
+      strict: Boolean(opts.strict),
+      signal: shutdownSignal(undefined),
+    })
+  })
+
+addConfigOptions(program.command('plan'), (s) =>
+  [
+    'kubeconfig',
+    'context',
+    'selector',
+    'crds',
+    'skip-phases',
+    'rewrite-served-managed-fields',
+    'max-parallel-crds',
+    'page-size',
+    'max-attempts',
+    'log-level',
+  ].includes(s.flag),
+)
+  .description('which CRDs need a migration, their object counts, and an estimate of how long it takes')
+  .argument('[crd...]', 'only these CRDs, managed or not (default: every managed CRD)')
+  .option('--no-scan', 'count objects only; do not read their metadata for managedFields to clean')
+  .addOption(outputOption())
+  .option('--json', 'the same as -o json')
+  .action(async (names: string[], opts: Record<string, unknown>) => {
+    const format = outputFormat(opts)
+    const config = configFromOptions(opts)
+    const { runPlanCommand } = await import('./plan.js')
+    process.exitCode = await runPlanCommand(config, process.stdout, {
+      format,
+      names,
+      scan: opts.scan !== false,
+      signal: shutdownSignal(undefined),
+    })
   })
 
 interface WebhookConfigOptions {
@@ -170,14 +239,24 @@ program
     process.stdout.write(`wrote ${opts.out}; install it with: kubectl apply -f ${opts.out}\n`)
   })
 
+program
+  .command('completion')
+  .description('print a completion script for bash, zsh or fish, e.g. source <(crd-migrator completion bash)')
+  .addArgument(new Argument('<shell>', 'bash, zsh or fish').choices(['bash', 'zsh', 'fish']))
+  .action(async (shell: 'bash' | 'zsh' | 'fish') => {
+    const { completionScript } = await import('./completion.js')
+    process.stdout.write(completionScript(shell, program))
+  })
+
 function outputOption(): Option {
   return new Option('-o, --output <format>', 'output format').choices(OUTPUT_FORMATS)
 }
 
-// Exit codes: 0 done, 1 a migration or request failed, 2 bad usage or configuration.
+// Exit codes: 0 done, 1 a migration or request failed, 2 bad usage or configuration, 3 `check`: not safe to drop.
 program.parseAsync(process.argv).catch((err: unknown) => {
   // commander has printed its message (or the help, or the version) already.
   if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2)
   process.stderr.write(`crd-migrator: ${describeError(err)}\n`)
-  process.exit(errorCode(err) === 'CRDM_CONFIG_INVALID' ? 2 : 1)
+  // A kubeconfig that cannot be used is configuration too.
+  process.exit(errorCode(err) === 'CRDM_CONFIG_INVALID' || errorCode(err) === 'CRDM_KUBECONFIG' ? 2 : 1)
 })

@@ -2,7 +2,8 @@ import type { Config } from '../config/schema.js'
 import { CrdSelection } from '../controller/selector.js'
 import { kubeHttp } from '../kube/client.js'
 import { userAgent } from '../version.js'
-import { listCrds } from '../kube/crds.js'
+import { errorMessage } from '../errors.js'
+import { getCrd, listCrds } from '../kube/crds.js'
 import {
   builtinMigrationApi,
   builtinMigrationRunning,
@@ -12,12 +13,17 @@ import {
   STORAGE_MIGRATING,
   type BuiltinMigration,
 } from '../kube/builtin-migrations.js'
-import { type KubeHttp } from '../kube/http.js'
-import { isForbidden } from '../kube/api-errors.js'
-import type { CustomResourceDefinition } from '../kube/types.js'
+import { Accept, type KubeHttp } from '../kube/http.js'
+import { isForbidden, isNotFound } from '../kube/api-errors.js'
+import { listPages } from '../kube/list-pages.js'
+import { CRD_API } from '../kube/paths.js'
+import type { CustomResourceDefinition, PartialObjectMetadata } from '../kube/types.js'
+import { listAndWatch } from '../kube/watch.js'
 import { planCrd } from '../migrator/plan.js'
+import { runInParallel } from '../migrator/parallel.js'
 import { describeFreeze, readCrdState } from '../state/crd-state.js'
 import { renderData, type OutputFormat } from './output.js'
+import { etaSeconds, fleetState, formatSummary, summarize, type FleetState, type StatusSummary } from './status-summary.js'
 
 export interface StatusRow {
   name: string
@@ -30,19 +36,33 @@ export interface StatusRow {
   duration: string
   /** Kubernetes' own migrator on this CRD's resource: its latest StorageVersionMigration, or the CRD's StorageMigrating condition. */
   builtin: string
+  /** For the summary and -o json/yaml (not a table column). */
+  state: FleetState
+  /** Seconds left for a running CRD at the rate its progress shows (-o json/yaml; absent without a rate). */
+  etaSeconds?: number
 }
+
+/** The table's columns, in order. */
+type Column = Exclude<keyof StatusRow, 'state' | 'etaSeconds'>
 
 /**
  * The CRDs worth showing: those the config selects, and any other carrying our state
  * annotations (migrated once by name, or frozen).
  */
-export function statusRows(crds: CustomResourceDefinition[], config: Config, builtin?: readonly BuiltinMigration[]): StatusRow[] {
+export function statusRows(
+  crds: CustomResourceDefinition[],
+  config: Config,
+  builtin?: readonly BuiltinMigration[],
+  now = new Date(),
+): StatusRow[] {
   const selection = new CrdSelection(config.migrator.selector)
   return crds
     .map((crd) => ({ crd, state: readCrdState(crd, config.annotations.migrating) }))
     .filter(({ crd, state }) => selection.selects(crd) || state.carriesState)
     .map(({ crd, state }) => {
       const plan = planCrd(crd)
+      const fleet = fleetState(crd, state)
+      const eta = fleet === 'Running' ? etaSeconds(state.progress, state.startedAt, now) : undefined
       return {
         name: crd.metadata.name,
         storage: plan.storageVersion ?? '-',
@@ -53,6 +73,8 @@ export function statusRows(crds: CustomResourceDefinition[], config: Config, bui
         lastResult: state.lastResult ?? '-',
         duration: state.lastDuration ?? '-',
         builtin: describeBuiltin(crd, builtin),
+        state: fleet,
+        ...(eta === undefined ? {} : { etaSeconds: eta }),
       }
     })
     .sort((x, y) => x.name.localeCompare(y.name))
@@ -69,52 +91,107 @@ export function describeBuiltin(crd: CustomResourceDefinition, builtin: readonly
   return builtin === undefined ? '?' : '-'
 }
 
-export function formatTable(rows: StatusRow[]): string {
-  const header: StatusRow = {
-    name: 'NAME',
-    storage: 'STORAGE',
-    storedVersions: 'STORED',
-    frozen: 'FROZEN',
-    phase: 'PHASE',
-    progress: 'PROGRESS',
-    lastResult: 'LAST RESULT',
-    duration: 'DURATION',
-    builtin: 'BUILT-IN MIGRATION',
-  }
-  const all = [header, ...rows]
-  const keys = Object.keys(header) as (keyof StatusRow)[]
-  const widths = keys.map((k) => Math.max(...all.map((r) => r[k].length)))
+const HEADER: Record<Column, string> = {
+  name: 'NAME',
+  storage: 'STORAGE',
+  storedVersions: 'STORED',
+  frozen: 'FROZEN',
+  phase: 'PHASE',
+  progress: 'PROGRESS',
+  lastResult: 'LAST RESULT',
+  duration: 'DURATION',
+  builtin: 'BUILT-IN MIGRATION',
+}
+const COLUMNS = Object.keys(HEADER) as Column[]
+
+/** Column widths that fit the header and these rows. */
+export function columnWidths(rows: readonly StatusRow[]): number[] {
+  return COLUMNS.map((k) => Math.max(HEADER[k].length, ...rows.map((r) => r[k].length)))
+}
+
+/** One line of the table (the last column unpadded). */
+export function formatRow(row: Record<Column, string>, widths: readonly number[]): string {
   return (
-    all
-      .map((r) =>
-        keys
-          .map((k, i) => (i === keys.length - 1 ? r[k] : r[k].padEnd(widths[i]!)))
-          .join('  ')
-          .trimEnd(),
-      )
-      .join('\n') + '\n'
+    COLUMNS.map((k, i) => (i === COLUMNS.length - 1 ? row[k] : row[k].padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd() + '\n'
   )
+}
+
+export function formatTable(rows: StatusRow[], widths = columnWidths(rows)): string {
+  return [HEADER, ...rows].map((r) => formatRow(r, widths)).join('')
 }
 
 export interface StatusCommandOptions {
   format: OutputFormat
   /** CRDs to show, managed or not; all managed ones when empty. */
   names: readonly string[]
+  /** The summary only (counts by state, in flight, queued, ETA), not the table. */
+  summary?: boolean
+  /** Keep watching, printing each change (a row, or the summary) until `signal` aborts: kubectl get -w. */
+  watch?: boolean
+  signal?: AbortSignal
 }
 
-/** `crd-migrator status [CRD...]`; exit code 1 when a named CRD does not exist. */
+/** GETs at once, when reading CRDs one by one. */
+const PARALLEL_GETS = 8
+
+/**
+ * `crd-migrator status [CRD...]`; exit code 1 when a named CRD does not exist. Reads only
+ * what it shows: named CRDs by GET; otherwise the CRDs the label selector matches, and
+ * the rest (named in the config, or carrying our state) found in a metadata-only list and
+ * then read by GET.
+ */
 export async function runStatusCommand(config: Config, out: NodeJS.WritableStream, options: StatusCommandOptions): Promise<number> {
   const http = kubeHttp(config.kubeconfig, { context: config.context, userAgent: userAgent('status') })
   try {
-    const [crds, builtin] = await Promise.all([listCrds(http), builtinMigrationsOrUnknown(http)])
-    const { rows, missing } = selectRows(crds, config, options.names, builtin)
-    if (options.format !== 'text') out.write(renderData(rows, options.format))
-    else out.write(rows.length ? formatTable(rows) : options.names.length ? '' : 'no managed CRDs (see --selector / --crds)\n')
+    const [{ crds, missing }, builtin] = await Promise.all([readCrds(http, config, options.names), builtinMigrationsOrUnknown(http)])
     for (const name of missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
+    const rows = selectRows(crds, config, options.names, builtin).rows
+    const view = new StatusView(out, options, rows)
+    view.first()
+    if (options.watch && missing.length === 0 && options.signal) await watchRows(http, config, options, crds, builtin, view, options.signal)
     return missing.length ? 1 : 0
   } finally {
     http.close()
   }
+}
+
+/** The named CRDs (GET each; missing: not found), else every managed CRD and every one carrying our state. */
+export async function readCrds(
+  http: KubeHttp,
+  config: Config,
+  names: readonly string[],
+): Promise<{ crds: CustomResourceDefinition[]; missing: string[] }> {
+  if (names.length > 0) {
+    const got = await getEach(http, [...new Set(names)])
+    const found = new Set(got.map((c) => c.metadata.name))
+    return { crds: got, missing: names.filter((n) => !found.has(n)) }
+  }
+  const { labelSelector } = config.migrator.selector
+  const byLabel = labelSelector.trim() ? await listCrds(http, labelSelector) : []
+  const have = new Set(byLabel.map((c) => c.metadata.name))
+  const selection = new CrdSelection(config.migrator.selector)
+  const others: string[] = []
+  // Names, labels and annotations only: a CRD's schema can be hundreds of kilobytes.
+  for await (const page of listPages<PartialObjectMetadata>(http, CRD_API, { accept: Accept.partialObjectMetadataList, pageSize: 500 })) {
+    for (const m of page.items) {
+      if (have.has(m.metadata.name)) continue
+      if (selection.selects(m) || readCrdState(m, config.annotations.migrating).carriesState) others.push(m.metadata.name)
+    }
+  }
+  return { crds: [...byLabel, ...(await getEach(http, others))], missing: [] }
+}
+
+/** GETs each CRD; one that does not exist is left out. */
+async function getEach(http: KubeHttp, names: readonly string[]): Promise<CustomResourceDefinition[]> {
+  const got = await runInParallel(names, PARALLEL_GETS, (name) =>
+    getCrd(http, name).catch((err: unknown) => {
+      if (isNotFound(err)) return undefined
+      throw err
+    }),
+  )
+  return got.filter((c): c is CustomResourceDefinition => c !== undefined)
 }
 
 /** The rows to show: the named CRDs (whether managed or not), else every managed one. */
@@ -123,17 +200,147 @@ export function selectRows(
   config: Config,
   names: readonly string[],
   builtin?: readonly BuiltinMigration[],
+  now = new Date(),
 ): { rows: StatusRow[]; missing: string[] } {
-  if (names.length === 0) return { rows: statusRows(crds, config, builtin), missing: [] }
+  if (names.length === 0) return { rows: statusRows(crds, config, builtin, now), missing: [] }
   const wanted = new Set(names)
-  const everything = { ...config, migrator: { ...config.migrator, selector: { labelSelector: '', names: [...wanted] } } }
   const rows = statusRows(
     crds.filter((crd) => wanted.has(crd.metadata.name)),
-    everything,
+    namedOnly(config, [...wanted]),
     builtin,
+    now,
   )
   const found = new Set(rows.map((r) => r.name))
   return { rows, missing: names.filter((n) => !found.has(n)) }
+}
+
+/** The config with a selection of exactly these names. */
+const namedOnly = (config: Config, names: string[]): Config => ({
+  ...config,
+  migrator: { ...config.migrator, selector: { labelSelector: '', names } },
+})
+
+export function statusSummary(rows: readonly StatusRow[]): StatusSummary {
+  return summarize(rows.map((r) => ({ name: r.name, state: r.state, etaSeconds: r.etaSeconds })))
+}
+
+/**
+ * What `status` prints. Text: the table, then the summary (`--summary`: the summary
+ * only). -o json/yaml: the rows (`--summary`: the summary). Watching, each change after
+ * that: the changed row (at the first table's widths), or the summary when it changed.
+ */
+class StatusView {
+  private readonly rows = new Map<string, StatusRow>()
+  private widths: number[] = []
+  private lastSummary = ''
+
+  constructor(
+    private readonly out: NodeJS.WritableStream,
+    private readonly options: StatusCommandOptions,
+    rows: StatusRow[],
+  ) {
+    for (const r of rows) this.rows.set(r.name, r)
+  }
+
+  first(): void {
+    const rows = [...this.rows.values()]
+    const { format, summary } = this.options
+    const s = statusSummary(rows)
+    this.lastSummary = summaryKey(s)
+    if (format !== 'text') {
+      this.out.write(this.options.watch ? this.document(summary ? s : rows) : renderData(summary ? s : rows, format))
+      return
+    }
+    if (summary) {
+      this.out.write(formatSummary(s))
+      return
+    }
+    if (rows.length === 0) {
+      if (this.options.names.length === 0) this.out.write('no managed CRDs (see --selector / --crds)\n')
+      return
+    }
+    this.widths = columnWidths(rows)
+    this.out.write(formatTable(rows, this.widths) + (this.options.watch ? '' : `\n${formatSummary(s)}`))
+  }
+
+  /** A CRD as it is now (undefined: deleted, or no longer shown). */
+  update(name: string, row: StatusRow | undefined): void {
+    const before = this.rows.get(name)
+    if (row === undefined) {
+      if (!before) return
+      this.rows.delete(name)
+    } else {
+      if (before && JSON.stringify(before) === JSON.stringify(row)) return
+      this.rows.set(name, row)
+    }
+    if (this.options.summary) {
+      const s = statusSummary([...this.rows.values()])
+      const key = summaryKey(s)
+      if (key === this.lastSummary) return
+      this.lastSummary = key
+      this.out.write(this.options.format === 'text' ? formatSummary(s) : this.document(s))
+    } else if (row) {
+      if (this.options.format !== 'text') this.out.write(this.document(row))
+      else {
+        if (this.widths.length === 0) {
+          this.widths = columnWidths([row])
+          this.out.write(formatTable([], this.widths))
+        }
+        this.out.write(formatRow(row, this.widths))
+      }
+    }
+  }
+
+  /** One document of a stream: a JSON line, or a YAML document. */
+  private document(value: unknown): string {
+    return this.options.format === 'json' ? `${JSON.stringify(value)}\n` : `---\n${renderData(value, 'yaml')}`
+  }
+}
+
+/** The summary without its ETA, which changes with every look at the clock. */
+const summaryKey = (s: StatusSummary) => JSON.stringify({ ...s, etaSeconds: undefined })
+
+/**
+ * Watches the CRDs shown (by label selector, by name: the filters the controller uses)
+ * and hands each change to the view until `signal` aborts. The watch's first list
+ * repeats what was just read; unchanged rows print nothing.
+ */
+async function watchRows(
+  http: KubeHttp,
+  config: Config,
+  options: StatusCommandOptions,
+  shown: CustomResourceDefinition[],
+  builtin: readonly BuiltinMigration[] | undefined,
+  view: StatusView,
+  signal: AbortSignal,
+): Promise<void> {
+  const named = options.names.length > 0
+  const selector = config.migrator.selector
+  // Named CRDs; else the selection, plus the CRDs shown for the state they carry.
+  const shownNames = shown.map((c) => c.metadata.name)
+  const watched = named
+    ? new CrdSelection({ labelSelector: '', names: [...options.names] })
+    : new CrdSelection({ labelSelector: selector.labelSelector, names: [...new Set([...selector.names, ...shownNames])] })
+  const rowConfig = named ? namedOnly(config, [...options.names]) : config
+  const onObject = (crd: CustomResourceDefinition) => {
+    if (!watched.selects(crd) && !named && !readCrdState(crd, config.annotations.migrating).carriesState) return
+    view.update(crd.metadata.name, statusRows([crd], rowConfig, builtin)[0])
+  }
+  await Promise.all(
+    watched.watchFilters().map((filter) =>
+      listAndWatch<CustomResourceDefinition>(
+        http,
+        CRD_API,
+        {
+          onObject,
+          onDeleted: (crd) => view.update(crd.metadata.name, undefined),
+          onError: (err) => process.stderr.write(`crd-migrator: watch of CRDs failed, retrying: ${errorMessage(err)}\n`),
+        },
+        signal,
+        { ...filter, pageSize: 50 },
+      ),
+    ),
+  )
 }
 
 /** Every built-in StorageVersionMigration; none when the API is not served; undefined when they may not be listed. */

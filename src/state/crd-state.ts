@@ -71,7 +71,7 @@ export interface CrdState {
   carriesState: boolean
 }
 
-export function readCrdState(crd: CustomResourceDefinition, migratingAnnotation: string): CrdState {
+export function readCrdState(crd: Pick<CustomResourceDefinition, 'metadata'>, migratingAnnotation: string): CrdState {
   const a = crd.metadata.annotations ?? {}
   const text = (key: string) => a[key] || undefined
   const heartbeat = text(StateAnnotation.heartbeat) ? new Date(a[StateAnnotation.heartbeat]!) : undefined

@@ -110,6 +110,7 @@ t.test('statusRows: which CRDs are shown', async (t) => {
       lastResult: '-',
       duration: '-',
       builtin: '?',
+      state: 'Pending',
     },
     'selected by label',
   )
@@ -126,8 +127,9 @@ t.test('statusRows: which CRDs are shown', async (t) => {
       lastResult: '-',
       duration: '-',
       builtin: '?',
+      state: 'Running',
     },
-    'our freeze, with its owner',
+    'our freeze, with its owner (no started-at: no ETA)',
   )
   t.equal(byName['unfrozen.example.com']?.frozen, 'no', 'migrating "false" is not frozen')
   t.equal(byName['migrated.example.com']?.lastResult, 'Succeeded')
@@ -181,6 +183,7 @@ t.test('formatTable aligns columns', async (t) => {
       lastResult: '-',
       duration: '-',
       builtin: 'Running crd-migrator-a-g2-x1',
+      state: 'Running',
     },
     {
       name: 'b.example.com',
@@ -192,6 +195,7 @@ t.test('formatTable aligns columns', async (t) => {
       lastResult: 'Failed: 3 object(s)',
       duration: '1.5s',
       builtin: '-',
+      state: 'Failed',
     },
   ]
   const text = formatTable(rows)
@@ -206,7 +210,7 @@ t.test('formatTable aligns columns', async (t) => {
     starts,
     'headers in order',
   )
-  const keys: (keyof StatusRow)[] = [
+  const keys: Exclude<keyof StatusRow, 'state' | 'etaSeconds'>[] = [
     'name',
     'storage',
     'storedVersions',

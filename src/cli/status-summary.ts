@@ -1,0 +1,123 @@
+/**
+ * The fleet view of `status`: each CRD in one state, counts by state, and an ETA for the
+ * running ones from the rate their progress annotations show so far. Pure: everything
+ * comes from the CRDs as read, and the time.
+ */
+import { builtinMigrationRunning } from '../kube/builtin-migrations.js'
+import type { CustomResourceDefinition } from '../kube/types.js'
+import { planCrd } from '../migrator/plan.js'
+import type { CrdState } from '../state/crd-state.js'
+
+/**
+ * One CRD's state, for counting. Running: frozen by a crd-migrator (in flight), or being
+ * migrated by Kubernetes' own migrator. FrozenByAnother: frozen by another tool, never
+ * touched by us. Failed: its last run failed or was blocked (retried). Pending:
+ * storedVersions is not [storage] yet (queued). Succeeded: a run migrated it. UpToDate:
+ * nothing to do, and no run of ours recorded.
+ */
+export type FleetState = 'Running' | 'FrozenByAnother' | 'Failed' | 'Pending' | 'Succeeded' | 'UpToDate'
+
+export function fleetState(crd: CustomResourceDefinition, state: CrdState): FleetState {
+  if (state.frozen) return state.owner ? 'Running' : 'FrozenByAnother'
+  if (builtinMigrationRunning(crd)) return 'Running'
+  if (state.lastResult?.startsWith('Failed') || state.lastResult?.startsWith('Blocked')) return 'Failed'
+  if (planCrd(crd).storageMigrationNeeded) return 'Pending'
+  // A run records its duration; "nothing to do" (decide.ts) records only the result.
+  if (state.lastResult === 'Succeeded' && state.lastDuration) return 'Succeeded'
+  return 'UpToDate'
+}
+
+/** `settled/total` of the progress annotation (state-writer.ts); undefined for other texts (waiting for ...) or an unknown total. */
+export function parseProgress(text: string | undefined): { done: number; total: number } | undefined {
+  const m = text === undefined ? null : /^(\d+)\/(\d+)$/.exec(text)
+  if (!m) return undefined
+  const done = Number(m[1])
+  const total = Number(m[2])
+  return done <= total ? { done, total } : undefined
+}
+
+/**
+ * Seconds left for a running CRD at the rate seen since its run started (started-at), or
+ * undefined while there is no rate yet (nothing settled, or no start time). The rate
+ * includes the wait for the storage switch, so early estimates are on the long side.
+ */
+export function etaSeconds(progress: string | undefined, startedAt: string | undefined, now: Date): number | undefined {
+  const p = parseProgress(progress)
+  const started = startedAt ? Date.parse(startedAt) : Number.NaN
+  if (!p || Number.isNaN(started)) return undefined
+  if (p.done === p.total) return 0
+  const elapsed = (now.getTime() - started) / 1000
+  if (p.done === 0 || elapsed <= 0) return undefined
+  return Math.ceil(((p.total - p.done) * elapsed) / p.done)
+}
+
+export interface SummaryInput {
+  name: string
+  state: FleetState
+  /** Seconds left, for a running CRD with a rate. */
+  etaSeconds: number | undefined
+}
+
+export interface StatusSummary {
+  crds: number
+  succeeded: number
+  upToDate: number
+  running: number
+  pending: number
+  failed: number
+  frozenByAnother: number
+  /** CRDs being migrated now (frozen by a crd-migrator, or by Kubernetes' migrator): the running ones. */
+  inFlight: number
+  /** CRDs that still need a run and are not running: pending and failed (retried). */
+  queued: number
+  /** When the last running CRD should be done, at the rates seen so far; undefined when none has a rate. */
+  etaSeconds: number | undefined
+  /** Running CRDs without a rate yet (their ETA is not in etaSeconds). */
+  runningWithoutEta: number
+}
+
+export function summarize(rows: readonly SummaryInput[]): StatusSummary {
+  const count = (s: FleetState) => rows.filter((r) => r.state === s).length
+  const running = rows.filter((r) => r.state === 'Running')
+  const etas = running.map((r) => r.etaSeconds).filter((e): e is number => e !== undefined)
+  return {
+    crds: rows.length,
+    succeeded: count('Succeeded'),
+    upToDate: count('UpToDate'),
+    running: running.length,
+    pending: count('Pending'),
+    failed: count('Failed'),
+    frozenByAnother: count('FrozenByAnother'),
+    inFlight: running.length,
+    queued: count('Pending') + count('Failed'),
+    etaSeconds: etas.length ? Math.max(...etas) : undefined,
+    runningWithoutEta: running.length - etas.length,
+  }
+}
+
+/** 75 -> "1m15s", 3700 -> "1h1m40s". */
+export function formatSeconds(seconds: number): string {
+  const h = Math.floor(seconds / 3600)
+  const m = Math.floor((seconds % 3600) / 60)
+  const s = Math.round(seconds % 60)
+  return `${h ? `${h}h` : ''}${h || m ? `${m}m` : ''}${s}s`
+}
+
+/** Two lines: the counts, then in flight / queued and the ETA. */
+export function formatSummary(s: StatusSummary): string {
+  const counts = [
+    `${s.succeeded} succeeded`,
+    `${s.upToDate} up to date`,
+    `${s.running} running`,
+    `${s.pending} pending`,
+    `${s.failed} failed`,
+    ...(s.frozenByAnother ? [`${s.frozenByAnother} frozen by another tool`] : []),
+  ]
+  const eta =
+    s.running === 0
+      ? ''
+      : s.etaSeconds === undefined
+        ? '; ETA of the running: not known yet'
+        : `; ETA of the running: ${formatSeconds(s.etaSeconds)}${s.runningWithoutEta ? ` (${s.runningWithoutEta} without a rate yet)` : ''}`
+  return `${s.crds} CRD${s.crds === 1 ? '' : 's'}: ${counts.join(', ')}\nin flight: ${s.inFlight}, queued: ${s.queued}${eta}\n`
+}
