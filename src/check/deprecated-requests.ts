@@ -1,0 +1,71 @@
+/**
+ * The API server's own record of clients asking for deprecated versions: the gauge
+ * `apiserver_requested_deprecated_apis{group,version,resource,subresource,removed_release}`
+ * of its /metrics, 1 for each deprecated group/version/resource requested since that API
+ * server started. A custom resource version counts once its CRD marks it `deprecated: true`.
+ * Pure: the Prometheus text in, the requested resources out.
+ */
+
+export const REQUESTED_DEPRECATED_APIS = 'apiserver_requested_deprecated_apis'
+
+export interface RequestedApi {
+  group: string
+  version: string
+  resource: string
+}
+
+/** The label set of each sample of `metric` (value non-zero) in the Prometheus text exposition format. */
+export function samplesOf(text: string, metric: string): Record<string, string>[] {
+  const out: Record<string, string>[] = []
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(metric) || (line[metric.length] !== '{' && line[metric.length] !== ' ')) continue
+    const parsed = parseSample(line.slice(metric.length))
+    if (parsed && parsed.value !== 0) out.push(parsed.labels)
+  }
+  return out
+}
+
+/** `{a="x",b="y\"z"} 1` → labels and value; undefined when the line is not one sample. */
+function parseSample(rest: string): { labels: Record<string, string>; value: number } | undefined {
+  const labels: Record<string, string> = {}
+  let i = 0
+  if (rest[0] === '{') {
+    i = 1
+    for (;;) {
+      while (rest[i] === ' ' || rest[i] === ',') i++
+      if (rest[i] === '}') {
+        i++
+        break
+      }
+      const eq = rest.indexOf('=', i)
+      if (eq < 0 || rest[eq + 1] !== '"') return undefined
+      const name = rest.slice(i, eq).trim()
+      let value = ''
+      let j = eq + 2
+      for (; j < rest.length && rest[j] !== '"'; j++) {
+        if (rest[j] === '\\' && j + 1 < rest.length) {
+          const next = rest[++j]!
+          value += next === 'n' ? '\n' : next
+        } else value += rest[j]
+      }
+      if (j >= rest.length) return undefined
+      labels[name] = value
+      i = j + 1
+    }
+  }
+  const value = Number(rest.slice(i).trim().split(/\s+/)[0])
+  return Number.isNaN(value) ? undefined : { labels, value }
+}
+
+/** The deprecated group/version/resources the API server says were requested. */
+export function requestedDeprecatedApis(metricsText: string): RequestedApi[] {
+  return samplesOf(metricsText, REQUESTED_DEPRECATED_APIS).map((l) => ({
+    group: l['group'] ?? '',
+    version: l['version'] ?? '',
+    resource: l['resource'] ?? '',
+  }))
+}
+
+export function wasRequested(requested: readonly RequestedApi[], api: RequestedApi): boolean {
+  return requested.some((r) => r.group === api.group && r.version === api.version && r.resource === api.resource)
+}

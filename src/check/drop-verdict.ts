@@ -1,0 +1,224 @@
+/**
+ * "Is it safe to drop this version?", as a pure decision: what the API server told about
+ * a CRD (gathered by drop-evidence.ts) in, a verdict and its reasons out. Dropping means
+ * removing the version from spec.versions: the API server refuses that while
+ * status.storedVersions lists it, and afterwards nothing can read what is still stored
+ * at it, apply to an object with managedFields entries at it (kubernetes/kubernetes#111937),
+ * or serve its clients.
+ *
+ * Every check says `blocks` (the version must not go yet), `ok` (checked, nothing in the
+ * way) or `unknown` (could not tell, e.g. forbidden). The answer is no when any check
+ * blocks, and also when one is unknown under `strict`.
+ */
+
+/** The migrator's own record on the CRD (its state annotations), for people: never proof on its own. */
+export interface MigratorRecord {
+  frozen: boolean
+  owner: string | undefined
+  phase: string | undefined
+  progress: string | undefined
+  lastResult: string | undefined
+  /** The generation of the last successful run (or "up to date" verdict). */
+  observedGeneration: number | undefined
+}
+
+/** A count, or why it could not be made. */
+export type Counted = { count: number } | { unknown: string }
+
+/** Stashed copies (migrator.stashes / stashPresets) at the version; `rules` 0: no rule names the CRD's group. */
+export type StashEvidence = { rules: number; atVersion: number; where: string[] } | { rules: number; unknown: string }
+
+/**
+ * apiserver_requested_deprecated_apis of the API server that answered: `requested` once a
+ * client asked for the version since that server started (only for a version marked
+ * deprecated); unknown when /metrics may not be read.
+ */
+export type ClientEvidence = { requested: boolean } | { unknown: string }
+
+export interface DropEvidence {
+  crd: string
+  group: string
+  version: string
+  /** spec.versions has the version. */
+  defined: boolean
+  served: boolean
+  storage: boolean
+  deprecated: boolean
+  storageVersion: string | undefined
+  storedVersions: readonly string[]
+  generation: number
+  /** Objects of the CRD (all versions: one etcd collection). */
+  objects: Counted
+  /** Objects with a managedFields entry whose apiVersion is group/version. */
+  managedFields: Counted
+  stashes: StashEvidence
+  /** Only asked for a served, deprecated version. */
+  clients: ClientEvidence | undefined
+  migrator: MigratorRecord
+}
+
+export const CHECKS = ['defined', 'storedVersions', 'objects', 'managedFields', 'stashes', 'storage', 'served', 'clients'] as const
+export type CheckName = (typeof CHECKS)[number]
+
+export interface Reason {
+  check: CheckName
+  status: 'blocks' | 'ok' | 'unknown'
+  message: string
+}
+
+export interface DropVerdict {
+  crd: string
+  /** Unset when nothing is dropped (a manifest keeping every version, a CRD not in the cluster). */
+  version: string | undefined
+  safe: boolean
+  reasons: Reason[]
+}
+
+export interface VerdictOptions {
+  /** A check that could not be made answers no. */
+  strict?: boolean
+}
+
+const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`
+
+export function decideDrop(e: DropEvidence, options: VerdictOptions = {}): DropVerdict {
+  const reasons = e.defined
+    ? [storedVersions(e), objects(e), managedFields(e), stashes(e), storage(e), served(e), clients(e)]
+    : notDefined(e)
+  const blocking = reasons.some((r) => r.status === 'blocks' || (options.strict === true && r.status === 'unknown'))
+  return { crd: e.crd, version: e.version, safe: !blocking, reasons }
+}
+
+function notDefined(e: DropEvidence): Reason[] {
+  // The API server keeps storedVersions within spec.versions, so an undefined version can only be listed by a hand-written status.
+  if (e.storedVersions.includes(e.version))
+    return [{ check: 'defined', status: 'ok', message: `${e.version} is not a version of ${e.crd} any more` }, storedVersions(e)]
+  return [{ check: 'defined', status: 'ok', message: `${e.version} is not a version of ${e.crd}: nothing to drop` }]
+}
+
+function storedVersions(e: DropEvidence): Reason {
+  const list = `[${e.storedVersions.join(', ')}]`
+  if (!e.storedVersions.includes(e.version))
+    return { check: 'storedVersions', status: 'ok', message: `status.storedVersions ${list} does not list ${e.version}` }
+  const target = e.storageVersion && e.storageVersion !== e.version ? `[${e.storageVersion}]` : 'the storage version'
+  return {
+    check: 'storedVersions',
+    status: 'blocks',
+    message: `status.storedVersions ${list} still lists ${e.version}: the API server refuses to remove it from spec.versions (\`crd-migrator migrate ${e.crd}\` rewrites every object, then narrows it to ${target})`,
+  }
+}
+
+/** Whether objects may still be stored at the version; "rewritten" only on the API server's word or the migrator's record. */
+function objects(e: DropEvidence): Reason {
+  const record = describeRecord(e)
+  if (!e.storedVersions.includes(e.version)) {
+    return {
+      check: 'objects',
+      status: 'ok',
+      message: `no object is stored at ${e.version} by the API server's record (status.storedVersions)${record ? `; ${record}` : ''}`,
+    }
+  }
+  if ('unknown' in e.objects) return { check: 'objects', status: 'unknown', message: `could not tell: ${e.objects.unknown}` }
+  const n = e.objects.count
+  if (n === 0) return { check: 'objects', status: 'ok', message: `no objects: nothing is stored at ${e.version}` }
+  const why = e.storage ? `${e.version} is the storage version: every write stores at it` : (record ?? 'no crd-migrator run on record')
+  return {
+    check: 'objects',
+    status: 'blocks',
+    message: `${plural(n, 'object')} not known to be rewritten, may still be stored at ${e.version}: ${why}`,
+  }
+}
+
+/** What the migrator's annotations say about this generation, for people. */
+function describeRecord(e: DropEvidence): string | undefined {
+  const m = e.migrator
+  if (m.frozen) {
+    const by = m.owner ? `by ${m.owner}` : 'by another migrator'
+    return `a migration ${by} is under way${m.phase ? ` (phase ${m.phase}${m.progress ? `, ${m.progress}` : ''})` : ''}`
+  }
+  if (m.lastResult?.startsWith('Succeeded')) {
+    if (m.observedGeneration === e.generation) return `crd-migrator's last run (generation ${e.generation}) succeeded`
+    if (m.observedGeneration !== undefined)
+      return `crd-migrator's last success was at generation ${m.observedGeneration}, the CRD is at ${e.generation} now: no run since`
+  }
+  if (m.lastResult) return `crd-migrator's last run: ${m.lastResult}`
+  return undefined
+}
+
+function managedFields(e: DropEvidence): Reason {
+  const apiVersion = `${e.group}/${e.version}`
+  if ('unknown' in e.managedFields)
+    return { check: 'managedFields', status: 'unknown', message: `could not tell: ${e.managedFields.unknown}` }
+  const n = e.managedFields.count
+  if (n === 0) return { check: 'managedFields', status: 'ok', message: `no managedFields entry at ${apiVersion}` }
+  const fix = e.served
+    ? `set served: false on ${e.version}, then run the migration (phase CleanupManagedFields moves or removes entries of unserved versions)`
+    : 'run the migration (phase CleanupManagedFields moves or removes entries of unserved versions)'
+  return {
+    check: 'managedFields',
+    status: 'blocks',
+    message: `${plural(n, 'object has', 'objects have')} managedFields entries at ${apiVersion}: server-side apply fails on them once ${e.version} is gone (kubernetes/kubernetes#111937); ${fix}`,
+  }
+}
+
+function stashes(e: DropEvidence): Reason {
+  const s = e.stashes
+  if (s.rules === 0) return { check: 'stashes', status: 'ok', message: `no stash rule names group ${e.group}: no stashed copies known` }
+  if ('unknown' in s) return { check: 'stashes', status: 'unknown', message: `could not tell: ${s.unknown}` }
+  if (s.atVersion === 0)
+    return { check: 'stashes', status: 'ok', message: `no stashed copy at ${e.version} (${plural(s.rules, 'stash rule')})` }
+  return {
+    check: 'stashes',
+    status: 'blocks',
+    message: `${plural(s.atVersion, 'stashed copy', 'stashed copies')} at ${e.version} (${s.where.join(', ')}): nothing could read them once it is gone; run the migration (phase StashedObjectMigration)`,
+  }
+}
+
+function storage(e: DropEvidence): Reason {
+  if (!e.storage)
+    return { check: 'storage', status: 'ok', message: `${e.version} is not the storage version (${e.storageVersion ?? 'none'} is)` }
+  return {
+    check: 'storage',
+    status: 'blocks',
+    message: `${e.version} is the storage version: make another version the storage version and migrate first`,
+  }
+}
+
+function served(e: DropEvidence): Reason {
+  if (!e.served) return { check: 'served', status: 'ok', message: `${e.version} is not served` }
+  return {
+    check: 'served',
+    status: 'blocks',
+    message: `${e.version} is still served: clients may still use it; set served: false (after deprecated: true has shown who asks for it) before removing it`,
+  }
+}
+
+function clients(e: DropEvidence): Reason {
+  if (!e.served) return { check: 'clients', status: 'ok', message: `no client can request ${e.version}: it is not served` }
+  if (!e.deprecated)
+    return {
+      check: 'clients',
+      status: 'unknown',
+      message: `could not tell: ${e.version} is not marked deprecated, and the API server counts requests (apiserver_requested_deprecated_apis) only for deprecated versions`,
+    }
+  const c = e.clients
+  if (c === undefined || 'unknown' in c)
+    return { check: 'clients', status: 'unknown', message: `could not tell: ${c?.unknown ?? 'not asked'}` }
+  if (!c.requested)
+    return {
+      check: 'clients',
+      status: 'ok',
+      message: `no client has requested ${e.group}/${e.version} since the API server that answered started (apiserver_requested_deprecated_apis)`,
+    }
+  return {
+    check: 'clients',
+    status: 'blocks',
+    message: `clients still request ${e.group}/${e.version}: the API server says so (apiserver_requested_deprecated_apis); its audit log names them`,
+  }
+}
+
+/** The versions a manifest no longer lists: those the CRD in the cluster defines and the manifest does not. */
+export function droppedVersions(live: readonly string[], manifest: readonly string[]): string[] {
+  const kept = new Set(manifest)
+  return live.filter((v) => !kept.has(v))
+}
