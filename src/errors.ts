@@ -13,6 +13,14 @@ export const ERROR_CODES = {
   CRDM_CONFIG_INVALID: 'invalid configuration',
   /** No cluster to talk to: no kubeconfig, or one without a current context. */
   CRDM_KUBECONFIG: 'no usable kubeconfig',
+  /** The API server cannot be reached: connection refused, a name that does not resolve, a connection that times out. */
+  CRDM_UNREACHABLE: 'API server unreachable',
+  /** The TLS handshake with the API server failed: a certificate not trusted, not covering the name, expired. */
+  CRDM_TLS: 'TLS failure',
+  /** The API server did not accept the credentials (401). */
+  CRDM_UNAUTHORIZED: 'credentials refused',
+  /** The API server refused the request to the user (403: RBAC or admission). */
+  CRDM_FORBIDDEN: 'forbidden',
   /** The checkpoint-sealing key cannot be read or is too short. */
   CRDM_STATE_KEY: 'unusable state key',
   /** A label selector cannot be parsed. */

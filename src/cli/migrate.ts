@@ -48,6 +48,8 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
     // The budget's writes, plus the reads (lists, CRD reads, state writes) of every CRD in flight.
     maxSockets: (Math.max(config.migrator.concurrency, 4) + parallel - 1) * 2,
     userAgent: userAgent('migrate'),
+    connectAttempts: config.connectAttempts,
+    logger,
   })
   const owner = `cli:${os.userInfo().username}@${os.hostname()}`
   try {

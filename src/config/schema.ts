@@ -86,6 +86,11 @@ export const ConfigSchema = z.strictObject({
   kubeconfig: z.string().min(1).optional(),
   /** Kubeconfig context to use; the kubeconfig's current-context when unset. */
   context: z.string().min(1).optional(),
+  /**
+   * Tries to connect (0.5 s, 1 s, 2 s ... apart) while the API server has never answered;
+   * then CRDM_UNREACHABLE. Once it has answered, failures are retried as any request is.
+   */
+  connectAttempts: z.number().int().min(1).max(20).default(3),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** json or text (time, level, message, key=value); unset: text on a terminal, JSON otherwise (src/log.ts). */
   logFormat: z.enum(LOG_FORMATS).optional(),

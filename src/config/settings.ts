@@ -31,6 +31,13 @@ export const SETTINGS: readonly Setting[] = [
     description: "kubeconfig context to use instead of the kubeconfig's current-context",
   },
   {
+    path: 'connectAttempts',
+    flag: 'connect-attempts',
+    env: 'CRD_MIGRATOR_CONNECT_ATTEMPTS',
+    kind: 'int',
+    description: 'tries to connect to an API server that has not answered yet before giving up with CRDM_UNREACHABLE',
+  },
+  {
     path: 'logLevel',
     flag: 'log-level',
     env: 'CRD_MIGRATOR_LOG_LEVEL',

@@ -3,9 +3,26 @@
  * `details.causes`. Never from its message text, which differs between releases (see the
  * README's "API behaviour we rely on"). The one owner of these checks.
  */
-import { CrdMigratorError } from '../errors.js'
+import { CrdMigratorError, type ErrorCode } from '../errors.js'
+import { unreachableErrno, KubeUnreachableError } from './connection-errors.js'
+import { describeAttributes, type RequestAttributes } from './request-info.js'
 
-/** A non-2xx answer from the API server, carrying its Status object when there is one. */
+/** Who asked, for the messages of a 401 and a 403. */
+export interface Requester {
+  server: string
+  context: string
+  /** The kubeconfig user's name ('' for none). */
+  user: string
+  /** Where the kubeconfig came from: `kubeconfig /home/me/.kube/config`. */
+  origin: string
+  /** What RBAC saw: verb, resource, namespace. */
+  attributes?: RequestAttributes
+}
+
+/**
+ * A non-2xx answer from the API server, carrying its Status object when there is one.
+ * Coded by its status: CRDM_UNAUTHORIZED (401), CRDM_FORBIDDEN (403), else CRDM_KUBE_API.
+ */
 export class KubeApiError extends CrdMigratorError {
   override readonly name = 'KubeApiError'
   readonly status: number
@@ -13,16 +30,37 @@ export class KubeApiError extends CrdMigratorError {
   readonly retryAfterSeconds: number | undefined
   readonly details: StatusDetails | undefined
 
-  constructor(status: number, method: string, path: string, body: unknown, retryAfter: string | undefined) {
+  constructor(status: number, method: string, path: string, body: unknown, retryAfter: string | undefined, who?: Requester) {
     const statusObject = isStatus(body) ? body : undefined
     const message = statusObject?.message ?? (typeof body === 'string' && body !== '' ? body : `HTTP ${status}`)
-    super('CRDM_KUBE_API', `${method} ${path}: ${status} ${message}`)
+    super(codeFor(status), `${method} ${path}: ${status} ${message}${who ? explanation(status, who) : ''}`)
     this.status = status
     this.reason = statusObject?.reason
     this.details = typeof statusObject?.details === 'object' && statusObject.details !== null ? statusObject.details : undefined
     const seconds = retryAfter === undefined ? Number.NaN : Number(retryAfter)
     this.retryAfterSeconds = Number.isFinite(seconds) && seconds >= 0 ? seconds : statusObject?.details?.retryAfterSeconds
   }
+}
+
+function codeFor(status: number): ErrorCode {
+  return status === 401 ? 'CRDM_UNAUTHORIZED' : status === 403 ? 'CRDM_FORBIDDEN' : 'CRDM_KUBE_API'
+}
+
+/** What a 401 or 403 means for this user, in the terms of its kubeconfig and of RBAC. */
+function explanation(status: number, who: Requester): string {
+  const user = who.user
+    ? `user ${JSON.stringify(who.user)} of context ${JSON.stringify(who.context)}`
+    : `context ${JSON.stringify(who.context)}`
+  if (status === 401) {
+    return (
+      ` — the API server at ${who.server} does not accept the credentials of ${user} (${who.origin}): ` +
+      'a token expired or revoked, a client certificate signed by another CA, or no credentials at all'
+    )
+  }
+  if (status === 403 && who.attributes) {
+    return ` — ${user} may not use ${describeAttributes(who.attributes)}: grant it with RBAC (or see which admission plugin refused)`
+  }
+  return ''
 }
 
 /** One cause of a Status (metav1.StatusCause): for a list of undecodable objects, `field` is each one's storage key. */
@@ -87,17 +125,17 @@ export const isUnprocessable = (err: unknown): boolean => err instanceof KubeApi
 
 /**
  * Network failures and server-side errors worth another try: 429, 5xx and connection
- * errors. A 403 never is: RBAC's and an admission plugin's refusals look alike (reason
+ * errors (not TLS failures: a certificate refused stays refused). A 403 never is: RBAC's and an admission plugin's refusals look alike (reason
  * Forbidden), and neither changes by asking again.
  */
 export function isRetryable(err: unknown): boolean {
   if (err instanceof KubeApiError) return err.status === 429 || err.status >= 500
+  // Our client's verdict: retryable once the API server has answered (a restart passes);
+  // one never reached was tried `connectAttempts` times already (http.ts).
+  if (err instanceof KubeUnreachableError) return err.retryable
   const code = (err as { code?: unknown } | null)?.code
   return (
-    (typeof code === 'string' &&
-      /^(ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT|EAI_AGAIN|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|ERR_STREAM_PREMATURE_CLOSE|UND_ERR_SOCKET|ECONNABORTED)$/.test(
-        code,
-      )) ||
-    (err instanceof Error && err.name === 'TimeoutError')
+    unreachableErrno(err) !== undefined ||
+    (typeof code === 'string' && /^(ERR_STREAM_PREMATURE_CLOSE|UND_ERR_SOCKET|ECONNABORTED)$/.test(code))
   )
 }

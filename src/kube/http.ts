@@ -1,13 +1,17 @@
 import https from 'node:https'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { urlToHttpOptions } from 'node:url'
 import type { Agent, IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http'
+import type { Logger } from 'pino'
 import { KubeApiError } from './api-errors.js'
 import { FIELD_MANAGER, userAgent } from '../version.js'
 import { Credentials, type AuthHeaders, type ClientCertificate } from './credentials.js'
 import { parseKubeconfig, resolveContext, urlHost, type KubeContext } from './kubeconfig.js'
 import { http } from './node-http.js'
 import { proxyFromEnvironment, type ProxyEnvironment } from './proxy-env.js'
-import { createAgent, explainTlsError, retireAgent, roundTrip, tlsOptions, type RoundTripAnswer, type KubeTlsOptions } from './transport.js'
+import { createAgent, limitConnect, retireAgent, roundTrip, tlsOptions, type RoundTripAnswer, type KubeTlsOptions } from './transport.js'
+import { explainConnectionError, KubeUnreachableError } from './connection-errors.js'
+import { requestAttributes } from './request-info.js'
 
 export type { KubeTlsOptions } from './transport.js'
 
@@ -117,7 +121,24 @@ export interface KubeHttpOptions {
   defaultTimeoutMs?: number
   /** Where HTTPS_PROXY, HTTP_PROXY and NO_PROXY are read when the kubeconfig has no proxy-url (default process.env). */
   environment?: ProxyEnvironment
+  /**
+   * Tries to connect while the API server has never answered this client (refused, a name
+   * that does not resolve, a timeout), 0.5 s, 1 s, 2 s ... apart; then CRDM_UNREACHABLE,
+   * which the migration's own retries do not retry: a cluster that cannot be reached at all
+   * fails in seconds. Once it has answered, a failed connection is the migration's to retry
+   * (an API server restarting). Default {@link DEFAULT_CONNECT_ATTEMPTS}; 1 for a sibling of
+   * one address ({@link KubeHttp.forEndpoint}), which has its own deadline.
+   */
+  connectAttempts?: number
+  /** How long a new connection may take (TCP and TLS); default 10 s. */
+  connectTimeoutMs?: number
+  /** Where each connection retry is logged (warn, with the cause). */
+  logger?: Pick<Logger, 'warn'> | undefined
 }
+
+/** Connection tries before a cluster that has never answered is given up (the `connectAttempts` setting's default). */
+export const DEFAULT_CONNECT_ATTEMPTS = 3
+const CONNECT_RETRY_BASE_MS = 500
 
 /** The pools of one set of credentials: requests share `requests`; each watch holds a socket of `streams`. */
 interface Pools {
@@ -138,7 +159,10 @@ export class KubeHttp {
   private readonly credentials: Credentials
   private pools: Pools | undefined
   private readonly retired = new Set<Agent>()
-  private readonly options: Required<Omit<KubeHttpOptions, 'endpoint' | 'environment'>>
+  private readonly options: Required<Omit<KubeHttpOptions, 'endpoint' | 'environment' | 'logger'>>
+  private readonly logger: Pick<Logger, 'warn'> | undefined
+  /** Set by the first answer of the API server, whatever its status: from then on a failed connection is a passing outage. */
+  private reached = false
   private readonly environment: ProxyEnvironment
   /** Set for a client of one API server by address: the name its certificate is checked against. */
   private readonly identityHost: string | undefined
@@ -163,7 +187,10 @@ export class KubeHttp {
       credentialRefreshMs: options.credentialRefreshMs ?? 60_000,
       defaultTimeoutMs: options.defaultTimeoutMs ?? 60_000,
       userAgent: options.userAgent ?? userAgent('library'),
+      connectAttempts: Math.max(1, options.connectAttempts ?? (options.endpoint ? 1 : DEFAULT_CONNECT_ATTEMPTS)),
+      connectTimeoutMs: options.connectTimeoutMs ?? 10_000,
     }
+    this.logger = options.logger
     this.credentials = shared ?? new Credentials(this.context, { refreshMs: this.options.credentialRefreshMs })
     const { protocol, hostname, port, auth } = urlToHttpOptions(this.server)
     this.origin = { protocol, hostname, port, ...(auth ? { auth } : {}) }
@@ -203,7 +230,12 @@ export class KubeHttp {
 
   /** A client of the same cluster and credentials that talks to one API server by address. */
   forEndpoint(endpoint: URL, options: Omit<KubeHttpOptions, 'endpoint'> = {}): KubeHttp {
-    return new KubeHttp(this.context, { ...this.options, environment: this.environment, ...options, endpoint }, this.credentials)
+    const { connectAttempts: _ownDefault, ...inherited } = this.options
+    return new KubeHttp(
+      this.context,
+      { ...inherited, environment: this.environment, logger: this.logger, ...options, endpoint },
+      this.credentials,
+    )
   }
 
   url(path: string, query?: KubeRequest['query']): URL {
@@ -239,7 +271,7 @@ export class KubeHttp {
     }
     if (status < 200 || status >= 300) {
       const retryAfter = headers['retry-after']
-      throw new KubeApiError(status, req.method, pathname, body, typeof retryAfter === 'string' ? retryAfter : undefined)
+      throw this.apiError(status, req.method, pathname, req.query, body, typeof retryAfter === 'string' ? retryAfter : undefined)
     }
     return { status, headers, body: body as T }
   }
@@ -263,12 +295,49 @@ export class KubeHttp {
     )
     // A string: node:http then sends headers and body as one string, in one write.
     const payload = req.body === undefined ? undefined : typeof req.body === 'string' ? req.body : JSON.stringify(req.body)
-    for (let attempt = 1; ; attempt++) {
+    for (let attempt = 1, connecting = 1; ; attempt++) {
       const connected = this.connectedNow() ?? (await this.connect())
-      const answer = await this.send(target.path, req, payload, connected)
+      let answer: RoundTripAnswer
+      try {
+        answer = await this.send(target.path, req, payload, connected, connecting)
+      } catch (err) {
+        if (!this.retryConnect(err, connecting)) throw err
+        await sleep(CONNECT_RETRY_BASE_MS * 2 ** (connecting - 1), undefined, req.signal ? { signal: req.signal } : undefined)
+        connecting++
+        attempt--
+        continue
+      }
+      this.reached = true
       if (this.retryUnauthorized(answer.status, attempt, connected)) continue
       return { pathname: target.pathname, ...answer }
     }
+  }
+
+  /** A connection failure to a server that has never answered, with tries left: logged, to be tried again. */
+  private retryConnect(err: unknown, attempt: number): boolean {
+    if (!(err instanceof KubeUnreachableError) || err.retryable || this.reached || attempt >= this.options.connectAttempts) return false
+    this.logger?.warn(
+      { server: err.server, errno: err.errno, attempt, of: this.options.connectAttempts, context: this.context.name },
+      `cannot reach the API server (${err.errno}); trying again`,
+    )
+    return true
+  }
+
+  /** What a failed request or watch becomes: a coded TLS or unreachable error, or the error as it is. */
+  private explain(err: unknown, attempt: number): unknown {
+    return explainConnectionError(err, this.server, this.context.cluster, this.reached, attempt)
+  }
+
+  /** A non-2xx answer as an error naming who asked what (a 401 and a 403 say which user, and what it may not do). */
+  private apiError(status: number, method: string, pathname: string, query: KubeRequest['query'], body: unknown, retryAfter?: string) {
+    const attributes = status === 401 || status === 403 ? requestAttributes(method, pathname.slice(this.basePath.length), query) : undefined
+    return new KubeApiError(status, method, pathname, body, retryAfter, {
+      server: this.server.href.replace(/\/$/, ''),
+      context: this.context.name,
+      user: this.context.user.name,
+      origin: this.context.origin,
+      ...(attributes ? { attributes } : {}),
+    })
   }
 
   /**
@@ -285,7 +354,13 @@ export class KubeHttp {
     return { ...connected.headers, Accept: accept ?? Accept.json, 'User-Agent': this.options.userAgent }
   }
 
-  private send(path: string, req: KubeRequest, payload: string | undefined, connected: Connected): Promise<RoundTripAnswer> {
+  private send(
+    path: string,
+    req: KubeRequest,
+    payload: string | undefined,
+    connected: Connected,
+    attempt: number,
+  ): Promise<RoundTripAnswer> {
     const headers = this.headersFor(connected, req.accept)
     if (payload !== undefined) {
       headers['Content-Type'] = req.contentType ?? ContentType.json
@@ -304,7 +379,8 @@ export class KubeHttp {
       payload,
       {
         timedOut: () => Object.assign(new Error(`${req.method} ${req.path}: timed out`), { name: 'TimeoutError', code: 'ETIMEDOUT' }),
-        explain: (err) => explainTlsError(err, this.server, this.context.cluster),
+        explain: (err) => this.explain(err, attempt),
+        connectTimeoutMs: this.options.connectTimeoutMs,
       },
     )
   }
@@ -344,6 +420,7 @@ export class KubeHttp {
         },
         (res) => {
           const status = res.statusCode ?? 0
+          this.reached = true
           if (status < 200 || status >= 300) {
             const chunks: Buffer[] = []
             res.on('data', (c: Buffer) => chunks.push(c))
@@ -355,7 +432,10 @@ export class KubeHttp {
               } catch {
                 /* not JSON */
               }
-              resolve({ unauthorized: status === 401, error: new KubeApiError(status, req.method, target.pathname, body, undefined) })
+              resolve({
+                unauthorized: status === 401,
+                error: this.apiError(status, req.method, target.pathname, { ...req.query, watch: true }, body),
+              })
             })
             return
           }
@@ -381,7 +461,8 @@ export class KubeHttp {
           res.on('close', () => resolve({}))
         },
       )
-      r.on('error', (err) => (req.signal?.aborted ? resolve({}) : reject(explainTlsError(err, this.server, this.context.cluster))))
+      r.on('error', (err) => (req.signal?.aborted ? resolve({}) : reject(this.explain(err, 1))))
+      limitConnect(r, this.options.connectTimeoutMs)
       r.end()
     })
   }

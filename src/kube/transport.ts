@@ -1,13 +1,13 @@
 /**
  * Connection pools to one API server, as a kubeconfig cluster says: its CA (or
  * insecure-skip-tls-verify), tls-server-name, the proxy, and the user's client certificate.
- * And TLS failures turned into errors that say which kubeconfig setting to look at.
  *
  * The one place that builds TLS settings and agents and sends a request: the API server's
  * requests (KubeHttp) and the ConversionReviews sent to a CRD's webhook
  * ({@link postToWebhook}) alike go through {@link roundTrip}.
  */
-import type { Agent, AgentOptions as HttpAgentOptions, IncomingHttpHeaders } from 'node:http'
+import type { Agent, AgentOptions as HttpAgentOptions, ClientRequest, IncomingHttpHeaders } from 'node:http'
+import type { Socket } from 'node:net'
 import https from 'node:https'
 import { urlToHttpOptions } from 'node:url'
 import { readFileSync } from 'node:fs'
@@ -15,7 +15,7 @@ import { checkServerIdentity, type PeerCertificate } from 'node:tls'
 import { CrdMigratorError, errorMessage } from '../errors.js'
 import type { ClientCertificate } from './credentials.js'
 import { http } from './node-http.js'
-import { isServerName, urlHost, type KubeCluster } from './kubeconfig.js'
+import { isServerName, type KubeCluster } from './kubeconfig.js'
 
 export interface AgentOptions {
   /** Pooled sockets at most (Infinity: one per stream, for watches). */
@@ -94,7 +94,12 @@ export interface RoundTripAnswer {
 export interface RoundTripErrors {
   /** The error a request fails with when its socket idles past `timeout`. */
   timedOut: () => Error
-  /** What a request error is turned into (e.g. {@link explainTlsError}); the timedOut error too. */
+  /**
+   * How long a new connection may take to be established (TCP, and TLS on top): an address
+   * that drops packets fails in seconds, not after the request's whole timeout.
+   */
+  connectTimeoutMs?: number
+  /** What a request error is turned into (e.g. connection-errors.ts explainConnectionError); the timedOut error too. */
   explain?: (err: Error) => unknown
 }
 
@@ -117,6 +122,7 @@ export function roundTrip(
     })
     r.on('timeout', () => r.destroy(errors.timedOut()))
     r.on('error', (err) => reject(errors.explain ? errors.explain(err) : err))
+    if (errors.connectTimeoutMs !== undefined) limitConnect(r, errors.connectTimeoutMs)
     r.end(payload)
   })
 }
@@ -176,45 +182,18 @@ function readCa(cluster: KubeCluster): Buffer {
   }
 }
 
-const UNTRUSTED = new Set([
-  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
-  'UNABLE_TO_GET_ISSUER_CERT',
-  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
-  'SELF_SIGNED_CERT_IN_CHAIN',
-  'DEPTH_ZERO_SELF_SIGNED_CERT',
-  'CERT_SIGNATURE_FAILURE',
-  'CERT_HAS_EXPIRED',
-  'CERT_NOT_YET_VALID',
-  'CERT_UNTRUSTED',
-  'CERT_REJECTED',
-])
-
 /**
- * A certificate the client refuses is a setting to fix, not something to retry: the error
- * says so, naming the kubeconfig field. Any other error is returned as it is.
+ * Fails the request with ETIMEDOUT when its socket, a new one, is not connected within
+ * `ms`. A pooled socket that is connected already is left alone.
  */
-export function explainTlsError(err: unknown, server: URL, cluster: KubeCluster): unknown {
-  const e = err as { code?: unknown; reason?: unknown; cert?: { subjectaltname?: unknown } } | null
-  const code = typeof e?.code === 'string' ? e.code : undefined
-  if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') {
-    const names = typeof e?.cert?.subjectaltname === 'string' ? ` (it covers ${e.cert.subjectaltname})` : ''
-    const checked = cluster.tlsServerName ?? urlHost(server)
-    return new CrdMigratorError(
-      'CRDM_KUBECONFIG',
-      `TLS: the certificate of the API server at ${server.host} does not cover ${JSON.stringify(checked)}${names}; ` +
-        (cluster.tlsServerName
-          ? `fix tls-server-name of cluster ${JSON.stringify(cluster.name)} in the kubeconfig`
-          : `set tls-server-name of cluster ${JSON.stringify(cluster.name)} in the kubeconfig to a name it covers`),
-      { cause: err },
-    )
-  }
-  if (code !== undefined && UNTRUSTED.has(code)) {
-    return new CrdMigratorError(
-      'CRDM_KUBECONFIG',
-      `TLS: the certificate of the API server at ${server.host} is not trusted (${errorMessage(err)}); ` +
-        `check certificate-authority(-data) of cluster ${JSON.stringify(cluster.name)} in the kubeconfig`,
-      { cause: err },
-    )
-  }
-  return err
+export function limitConnect(r: ClientRequest, ms: number): void {
+  r.once('socket', (socket: Socket) => {
+    if (!socket.connecting) return
+    const timer = setTimeout(() => {
+      r.destroy(Object.assign(new Error(`connecting timed out after ${ms} ms`), { code: 'ETIMEDOUT' }))
+    }, ms)
+    const done = () => clearTimeout(timer)
+    socket.once('connect', done)
+    socket.once('close', done)
+  })
 }

@@ -14,6 +14,7 @@ import { CrdMigratorError, errorMessage } from '../../errors.js'
 import { describeEndpoint, listApiServers } from '../../kube/apiservers.js'
 import { servedStorageVersionHash, storageVersionHash, waitForStorageVersion } from '../../kube/discovery.js'
 import type { KubeHttp } from '../../kube/http.js'
+import { connectionErrorCode } from '../../kube/connection-errors.js'
 
 export type StorageSwitchMode = 'all-servers' | 'single-server'
 
@@ -58,12 +59,13 @@ const UNREACHABLE =
   /^(ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|ERR_TLS_CERT_ALTNAME_INVALID|UNABLE_TO_VERIFY_LEAF_SIGNATURE|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|CERT_HAS_EXPIRED|ERR_SSL_WRONG_VERSION_NUMBER)$/
 
 function isTimeout(err: unknown): boolean {
-  return err instanceof Error && (err.name === 'TimeoutError' || (err as { code?: unknown }).code === 'ETIMEDOUT')
+  return connectionErrorCode(err) === 'ETIMEDOUT'
 }
 
+/** The client wraps connection failures (CRDM_UNREACHABLE, CRDM_TLS): their errno or TLS code decides. */
 function isUnreachable(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code
-  return typeof code === 'string' && UNREACHABLE.test(code)
+  const code = connectionErrorCode(err)
+  return code !== undefined && UNREACHABLE.test(code)
 }
 
 export async function waitForStorageEverywhere(

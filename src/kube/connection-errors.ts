@@ -1,0 +1,141 @@
+/**
+ * Why a connection to the API server failed, as a coded error that says which server and
+ * what to look at: CRDM_UNREACHABLE (refused, a name that does not resolve, a timeout:
+ * the errno is named) or CRDM_TLS (a certificate not trusted, not covering the name,
+ * expired: the kubeconfig field to fix is named). Decided on the error's code (an errno or
+ * OpenSSL's), never its message.
+ */
+import { CrdMigratorError, errorMessage } from '../errors.js'
+import { urlHost, type KubeCluster } from './kubeconfig.js'
+
+/** Errno codes meaning "nothing answered at this address", with what each says to a person. */
+const UNREACHABLE: Readonly<Record<string, string>> = {
+  ECONNREFUSED: 'connection refused: nothing listens there',
+  ENOTFOUND: 'the name does not resolve',
+  EAI_AGAIN: 'the name could not be resolved now (DNS)',
+  EHOSTUNREACH: 'no route to the host',
+  ENETUNREACH: 'the network is unreachable',
+  ETIMEDOUT: 'the connection timed out',
+  ECONNRESET: 'the connection was reset',
+  EPIPE: 'the connection was closed',
+}
+
+const UNTRUSTED: ReadonlySet<string> = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'CERT_SIGNATURE_FAILURE',
+  'CERT_UNTRUSTED',
+  'CERT_REJECTED',
+])
+const EXPIRED: ReadonlySet<string> = new Set(['CERT_HAS_EXPIRED', 'CERT_NOT_YET_VALID'])
+const ALTNAME = 'ERR_TLS_CERT_ALTNAME_INVALID'
+
+/** The API server could not be reached. `retryable`: it answered before (a restart, say), so asking again may help. */
+export class KubeUnreachableError extends CrdMigratorError {
+  override readonly name = 'KubeUnreachableError'
+
+  constructor(
+    readonly server: string,
+    /** The errno: ECONNREFUSED, ENOTFOUND, ETIMEDOUT, ... */
+    readonly errno: string,
+    readonly retryable: boolean,
+    attempts: number,
+    cause: unknown,
+  ) {
+    const tries = attempts > 1 ? ` (${attempts} attempts)` : ''
+    super('CRDM_UNREACHABLE', `cannot reach the API server at ${server}: ${errno}, ${UNREACHABLE[errno] ?? errorMessage(cause)}${tries}`, {
+      cause,
+    })
+  }
+}
+
+/** The TLS handshake failed: a setting to fix (or a server certificate to renew), never retried. */
+export class KubeTlsError extends CrdMigratorError {
+  override readonly name = 'KubeTlsError'
+
+  constructor(
+    message: string,
+    /** OpenSSL's or Node's code: CERT_HAS_EXPIRED, ERR_TLS_CERT_ALTNAME_INVALID, ... */
+    readonly tlsCode: string,
+    cause: unknown,
+  ) {
+    super('CRDM_TLS', message, { cause })
+  }
+}
+
+function codeOf(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code
+  return typeof code === 'string' ? code : undefined
+}
+
+/** The errno of a connection failure, unwrapped or not (ECONNREFUSED, ...); undefined for anything else. */
+export function unreachableErrno(err: unknown): string | undefined {
+  if (err instanceof KubeUnreachableError) return err.errno
+  const code = codeOf(err)
+  if (code !== undefined && code in UNREACHABLE) return code
+  return err instanceof Error && err.name === 'TimeoutError' ? 'ETIMEDOUT' : undefined
+}
+
+/** The code of any connection failure, wrapped here or not: an errno or a TLS code. */
+export function connectionErrorCode(err: unknown): string | undefined {
+  if (err instanceof KubeTlsError) return err.tlsCode
+  return unreachableErrno(err) ?? codeOf(err)
+}
+
+/**
+ * A TLS failure as an error naming the server, the cause and the kubeconfig field to look
+ * at; undefined when `err` is not one.
+ */
+export function tlsError(err: unknown, server: URL, cluster: KubeCluster): KubeTlsError | undefined {
+  const code = codeOf(err)
+  if (code === undefined) return undefined
+  const where = `cluster ${JSON.stringify(cluster.name)} in the kubeconfig`
+  if (code === ALTNAME) {
+    const altNames = (err as { cert?: { subjectaltname?: unknown } }).cert?.subjectaltname
+    const names = typeof altNames === 'string' ? ` (it covers ${altNames})` : ''
+    const checked = cluster.tlsServerName ?? urlHost(server)
+    return new KubeTlsError(
+      `TLS: the certificate of the API server at ${server.host} does not cover ${JSON.stringify(checked)}${names} (hostname mismatch); ` +
+        (cluster.tlsServerName ? `fix tls-server-name of ${where}` : `set tls-server-name of ${where} to a name it covers`),
+      code,
+      err,
+    )
+  }
+  if (UNTRUSTED.has(code)) {
+    return new KubeTlsError(
+      `TLS: the certificate of the API server at ${server.host} is not trusted: ${code}, signed by an authority not in the CA bundle; ` +
+        `check certificate-authority(-data) of ${where}`,
+      code,
+      err,
+    )
+  }
+  if (EXPIRED.has(code)) {
+    return new KubeTlsError(
+      `TLS: the certificate of the API server at ${server.host} is not valid now: ${code}; ` +
+        `renew the server's certificate, or check this machine's clock`,
+      code,
+      err,
+    )
+  }
+  if (code.startsWith('ERR_SSL_') || code.startsWith('ERR_TLS_')) {
+    return new KubeTlsError(`TLS: the handshake with the API server at ${server.host} failed: ${code} (${errorMessage(err)})`, code, err)
+  }
+  return undefined
+}
+
+/**
+ * What a failed request becomes: a TLS error, an unreachable server (`reached`: it has
+ * answered this client before, so the failure may pass), or the error as it is.
+ */
+export function explainConnectionError(err: unknown, server: URL, cluster: KubeCluster, reached: boolean, attempts = 1): unknown {
+  const tls = tlsError(err, server, cluster)
+  if (tls) return tls
+  const errno = unreachableErrno(err)
+  if (errno !== undefined && !(err instanceof CrdMigratorError)) {
+    return new KubeUnreachableError(server.href.replace(/\/$/, ''), errno, reached, attempts, err)
+  }
+  return err
+}

@@ -1,0 +1,81 @@
+/**
+ * What RBAC sees in a request: verb, API group, resource (with its subresource), namespace
+ * and name, worked out from the method and the path as kube-apiserver's RequestInfo
+ * does. A 403 then says what the user may not do in the terms of a Role's rule, so the
+ * fix can be written without reading the API server's message (which we never parse).
+ */
+
+export interface RequestAttributes {
+  verb: string
+  /** Undefined for a non-resource path (/version, /apis, /openapi/v3): RBAC's nonResourceURLs. */
+  resource?: string
+  /** `''` for the core group. */
+  group?: string
+  subresource?: string
+  namespace?: string
+  name?: string
+  /** The path itself, for non-resource requests. */
+  path: string
+}
+
+/** Subresources of a namespace that are not namespaced resources (`/api/v1/namespaces/x/status`). */
+const NAMESPACE_SUBRESOURCES = new Set(['status', 'finalize'])
+
+const VERBS: Readonly<Record<string, string>> = { POST: 'create', PUT: 'update', PATCH: 'patch' }
+
+/** The attributes of `method path?query`; `path` without the server's own prefix. */
+export function requestAttributes(
+  method: string,
+  path: string,
+  query?: Readonly<Record<string, string | number | boolean | undefined>>,
+): RequestAttributes {
+  const parts = path.split('/').filter((p) => p !== '')
+  let rest: string[]
+  let group: string
+  if (parts[0] === 'api' && parts.length >= 3) {
+    group = ''
+    rest = parts.slice(2)
+  } else if (parts[0] === 'apis' && parts.length >= 4) {
+    group = parts[1]!
+    rest = parts.slice(3)
+  } else {
+    return { verb: method.toLowerCase(), path }
+  }
+  let namespace: string | undefined
+  if (rest[0] === 'namespaces' && rest.length >= 2) {
+    namespace = rest[1]
+    if (rest.length > 2 && !NAMESPACE_SUBRESOURCES.has(rest[2]!)) rest = rest.slice(2)
+  }
+  const [resource, name, subresource] = rest.map((p) => decodeURIComponent(p))
+  const watch = query?.['watch'] === true || query?.['watch'] === 1 || query?.['watch'] === 'true' || query?.['watch'] === '1'
+  const verb =
+    method === 'GET'
+      ? name !== undefined
+        ? 'get'
+        : watch
+          ? 'watch'
+          : 'list'
+      : method === 'DELETE'
+        ? name !== undefined
+          ? 'delete'
+          : 'deletecollection'
+        : (VERBS[method] ?? method.toLowerCase())
+  return {
+    verb,
+    group,
+    path,
+    ...(resource !== undefined ? { resource } : {}),
+    ...(subresource !== undefined ? { subresource } : {}),
+    // A namespace itself is cluster-scoped: /api/v1/namespaces/x names it, it is not "in" it.
+    ...(namespace !== undefined && resource !== 'namespaces' ? { namespace } : {}),
+    ...(name !== undefined ? { name } : {}),
+  }
+}
+
+/** `verb "list" on "customresourcedefinitions" in API group "apiextensions.k8s.io", cluster-wide`: a Role rule's terms. */
+export function describeAttributes(a: RequestAttributes): string {
+  if (a.resource === undefined) return `verb "${a.verb}" on the non-resource URL "${a.path}"`
+  const resource = a.subresource ? `${a.resource}/${a.subresource}` : a.resource
+  const scope = a.namespace !== undefined ? `in namespace "${a.namespace}"` : 'cluster-wide'
+  return `verb "${a.verb}" on "${resource}" in API group "${a.group ?? ''}"${a.name !== undefined ? ` (name "${a.name}")` : ''}, ${scope}`
+}
