@@ -145,16 +145,26 @@ const PARALLEL_GETS = 8
 export async function runStatusCommand(config: Config, out: NodeJS.WritableStream, options: StatusCommandOptions): Promise<number> {
   const http = kubeHttp(config.kubeconfig, { context: config.context, userAgent: userAgent('status') })
   try {
-    const [{ crds, missing }, builtin] = await Promise.all([readCrds(http, config, options.names), builtinMigrationsOrUnknown(http)])
-    for (const name of missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
-    const rows = selectRows(crds, config, options.names, builtin).rows
-    const view = new StatusView(out, options, rows)
-    view.first()
-    if (options.watch && missing.length === 0 && options.signal) await watchRows(http, config, options, crds, builtin, view, options.signal)
-    return missing.length ? 1 : 0
+    return await showStatus(http, config, out, options)
   } finally {
     http.close()
   }
+}
+
+/** `status` through a client of the caller's. */
+export async function showStatus(
+  http: KubeHttp,
+  config: Config,
+  out: NodeJS.WritableStream,
+  options: StatusCommandOptions,
+): Promise<number> {
+  const [{ crds, missing }, builtin] = await Promise.all([readCrds(http, config, options.names), builtinMigrationsOrUnknown(http)])
+  for (const name of missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
+  const rows = selectRows(crds, config, options.names, builtin).rows
+  const view = new StatusView(out, options, rows)
+  view.first()
+  if (options.watch && missing.length === 0 && options.signal) await watchRows(http, config, options, crds, builtin, view, options.signal)
+  return missing.length ? 1 : 0
 }
 
 /** The named CRDs (GET each; missing: not found), else every managed CRD and every one carrying our state. */
@@ -270,7 +280,7 @@ class StatusView {
       if (!before) return
       this.rows.delete(name)
     } else {
-      if (before && JSON.stringify(before) === JSON.stringify(row)) return
+      if (before && rowKey(before) === rowKey(row)) return
       this.rows.set(name, row)
     }
     if (this.options.summary) {
@@ -297,7 +307,10 @@ class StatusView {
   }
 }
 
-/** The summary without its ETA, which changes with every look at the clock. */
+/** A row without its ETA, which changes with every look at the clock. */
+const rowKey = ({ etaSeconds: _eta, ...row }: StatusRow) => JSON.stringify(row)
+
+/** The summary without its ETA, likewise. */
 const summaryKey = (s: StatusSummary) => JSON.stringify({ ...s, etaSeconds: undefined })
 
 /**
