@@ -45,6 +45,8 @@ export interface KsvmControllerDeps {
   checkpointSeal?: CheckpointSeal
   /** Told about every finished run (tests listen here). */
   onResult?: (svm: string, result: MigrationResult) => void
+  /** The objects to reconcile; every one when unset. Tests sharing an API server scope it. */
+  scope?: (svm: StorageVersionMigration) => boolean
 }
 
 export class KsvmMigrationController {
@@ -62,7 +64,7 @@ export class KsvmMigrationController {
       KSVM_API,
       {
         onObject: (svm) => {
-          if (!isFinished(svm)) this.queue.add(svm.metadata.name)
+          if (!isFinished(svm) && (this.deps.scope?.(svm) ?? true)) this.queue.add(svm.metadata.name)
         },
         onDeleted: (svm) => this.stopIfRunning(svm.metadata.name, svm.metadata.uid),
         onError: (err) =>

@@ -114,7 +114,7 @@ export interface DiscoveryInput {
  * (nothing stored) is left alone: undefined.
  */
 export function decideDiscovery(input: DiscoveryInput): DiscoveryDecision | undefined {
-  const { discovered, state, migrations } = input
+  const { discovered, migrations } = input
   if (!discovered.storageVersionHash) return undefined
   const reason = discoveryReason(input)
   if (reason === 'unchanged') return { reason, deleteState: false, deleteMigrations: [], createMigration: undefined }

@@ -335,6 +335,7 @@ extraConfig may not set what other objects are rendered from: the webhook's matc
 from annotations.migrating and identities.*, the RBAC, the token and the state-key Secret
 from migrator.enabled, the state-key mount from migrator.stateKeyFile, the RBAC on
 StorageVersionMigrations and their CRD from migrator.storageVersionMigrations, the RBAC on
+StorageStates and their CRD from migrator.ksvmTrigger, the RBAC on
 stashes and their referrers from migrator.stashPresets and migrator.stashes. A config file that
 disagreed with them would, e.g., freeze with an annotation the webhook never sees.
 */}}
@@ -358,6 +359,9 @@ disagreed with them would, e.g., freeze with an annotation the webhook never see
 {{- end }}
 {{- if hasKey $extra.migrator "storageVersionMigrations" }}
 {{- fail "extraConfig.migrator.storageVersionMigrations may not be set: set the chart value storageVersionMigrations.enabled instead (it also decides the RBAC on StorageVersionMigrations and their CRD)" }}
+{{- end }}
+{{- if hasKey $extra.migrator "ksvmTrigger" }}
+{{- fail "extraConfig.migrator.ksvmTrigger may not be set: set the chart values storageVersionMigrations.trigger.enabled and .pollSeconds instead (they also decide the RBAC on StorageStates and their CRD)" }}
 {{- end }}
 {{- range $key := list "stashPresets" "stashes" }}
 {{- if hasKey $extra.migrator $key }}
@@ -399,6 +403,9 @@ The crd-migrator config file (see src/config/schema.ts), built from values. POD_
 {{- /* Only when on: the key is absent from the config of every release that does not use it. */}}
 {{- if .Values.storageVersionMigrations.enabled }}
 {{- $_ := set $config.migrator "storageVersionMigrations" true }}
+{{- end }}
+{{- if .Values.storageVersionMigrations.trigger.enabled }}
+{{- $_ := set $config.migrator "ksvmTrigger" (dict "enabled" true "pollSeconds" .Values.storageVersionMigrations.trigger.pollSeconds) }}
 {{- end }}
 {{- if .Values.migrator.stashPresets }}
 {{- $_ := set $config.migrator "stashPresets" .Values.migrator.stashPresets }}

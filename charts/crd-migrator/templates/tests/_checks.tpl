@@ -65,6 +65,11 @@ ServiceAccount may and may not do, from the same values rbac.yaml renders its ru
 {{- $access = append $access (dict "allowed" true "what" "storageVersionMigrations.enabled" "verb" "watch" "group" "migration.k8s.io" "resource" "storageversionmigrations") }}
 {{- $access = append $access (dict "allowed" true "what" "storageVersionMigrations.enabled" "verb" "patch" "group" "migration.k8s.io" "resource" "storageversionmigrations" "subresource" "status") }}
 {{- end }}
+{{- if .Values.storageVersionMigrations.trigger.enabled }}
+{{- $access = append $access (dict "allowed" true "what" "storageVersionMigrations.trigger.enabled" "verb" "create" "group" "migration.k8s.io" "resource" "storagestates") }}
+{{- $access = append $access (dict "allowed" true "what" "storageVersionMigrations.trigger.enabled" "verb" "update" "group" "migration.k8s.io" "resource" "storagestates" "subresource" "status") }}
+{{- $access = append $access (dict "allowed" true "what" "storageVersionMigrations.trigger.enabled" "verb" "create" "group" "migration.k8s.io" "resource" "storageversionmigrations") }}
+{{- end }}
 {{- range $r := include "crd-migrator.stashResources" . | fromJsonArray }}
 {{- range $verb := $r.verbs }}
 {{- $access = append $access (dict "allowed" true "what" "stash rules" "verb" $verb "group" $r.group "resource" $r.resource) }}
