@@ -115,7 +115,7 @@ t.test('--context picks a context other than current-context; an unknown one nam
     () => undefined,
     (err: { code?: number; stderr?: string }) => err,
   )
-  t.equal(refused?.code, 1, 'an unknown context exits 1')
+  t.equal(refused?.code, 2, 'an unknown context exits 2, as any configuration error')
   t.match(refused?.stderr, /CRDM_KUBECONFIG: context "nope" \(--context\) is not in the kubeconfig .*"broken", "good"/)
 })
 
@@ -274,13 +274,13 @@ t.test('tls-server-name: the API server reached at an address its certificate do
   )
   t.type(refused, CrdMigratorError, 'a coded error, not a bare TLS one')
   t.match(refused, {
-    code: 'CRDM_KUBECONFIG',
+    code: 'CRDM_TLS',
     message:
       /TLS: the certificate of the API server at 127\.0\.0\.2:\d+ does not cover "127\.0\.0\.2" .*set tls-server-name of cluster "plain"/,
   })
   t.equal(await whoAmI(client(file, {}, 'named')), user.name, 'with tls-server-name: kubernetes.default it connects')
   await t.rejects(whoAmI(client(file, {}, 'misnamed')), {
-    code: 'CRDM_KUBECONFIG',
+    code: 'CRDM_TLS',
     message: /does not cover "not-covered\.example\.com".*fix tls-server-name/,
   })
 })
