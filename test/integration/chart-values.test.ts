@@ -60,6 +60,14 @@ t.test("the chart's stash presets and phases are the migrator's", async (t) => {
   t.same(config.migrator.crds['widgets.example.com']?.skipPhases, [...PHASE_NAMES])
 })
 
+t.test("migrator.maxParallelCrds reaches the config (default: the migrator's)", async (t) => {
+  const defaults = configOf(t, await template('p', 'p-ns', {}))
+  t.equal((defaults.raw['migrator'] as Record<string, unknown>)['maxParallelCrds'], 4, 'rendered: the chart default, 4')
+  t.equal((await loadRenderedConfig(defaults.text)).migrator.maxParallelCrds, 4, "the migrator's default too")
+  const set = await loadRenderedConfig(configOf(t, await template('p', 'p-ns', { migrator: { maxParallelCrds: 12 } })).text)
+  t.equal(set.migrator.maxParallelCrds, 12, 'migrator.maxParallelCrds=12: 12 CRDs at once')
+})
+
 t.test('stash rules are RBAC only with the migrator and rbac.create', async (t) => {
   for (const values of [{ migrator: { enabled: false } }, { rbac: { create: false } }]) {
     const what = JSON.stringify(values)
@@ -73,12 +81,12 @@ t.test('stash rules are RBAC only with the migrator and rbac.create', async (t) 
   }
 })
 
-/** The StorageVersionMigration CRD of kube-storage-version-migrator's Go module (built and cached by scripts/build-ksvm.sh). */
-function ksvmCrdFile(): string {
+/** The StorageVersionMigration CRD (`crd`) or StorageState CRD (`state_crd`) of kube-storage-version-migrator's Go module (cached by scripts/build-ksvm.sh). */
+function ksvmCrdFile(field: 'crd' | 'state_crd' = 'crd'): string {
   const r = spawnSync('bash', [join(repoRoot, 'scripts', 'build-ksvm.sh')], { encoding: 'utf8' })
   if (r.status !== 0) throw new Error(`scripts/build-ksvm.sh failed (${r.status}): ${r.stderr}`)
-  const file = /^crd=(.+)$/m.exec(r.stdout)?.[1]
-  if (!file) throw new Error(`scripts/build-ksvm.sh printed no crd=<path>: ${r.stdout}`)
+  const file = new RegExp(`^${field}=(.+)$`, 'm').exec(r.stdout)?.[1]
+  if (!file) throw new Error(`scripts/build-ksvm.sh printed no ${field}=<path>: ${r.stdout}`)
   return file
 }
 
@@ -176,6 +184,57 @@ t.test('the StorageVersionMigration CRD renders only with storageVersionMigratio
   t.same(ids(manifests.filter((m) => m.kind === 'CustomResourceDefinition')), [])
 })
 
+const STATE_CRD = 'storagestates.migration.k8s.io'
+/** The ClusterRole rules storageVersionMigrations.trigger.enabled adds, after those of enabled. */
+const TRIGGER_RULES = [
+  { apiGroups: ['migration.k8s.io'], resources: ['storagestates'], verbs: ['get', 'create', 'delete'] },
+  { apiGroups: ['migration.k8s.io'], resources: ['storagestates/status'], verbs: ['update'] },
+  { apiGroups: ['migration.k8s.io'], resources: ['storageversionmigrations'], verbs: ['get', 'list', 'watch', 'create', 'delete'] },
+]
+
+t.test("the chart's StorageState CRD is kube-storage-version-migrator's, unchanged, and renders with the trigger", async (t) => {
+  const module = await yamlDocument(ksvmCrdFile('state_crd'))
+  const copy = await yamlDocument(join(chartDir, 'files', `${STATE_CRD}.yaml`))
+  t.same(copy, module, `charts/crd-migrator/files/${STATE_CRD}.yaml equals the Go module's manifests/storage_state_crd.yaml`)
+  t.match(module['spec'], { group: 'migration.k8s.io', scope: 'Cluster', names: { kind: 'StorageState' } })
+  const rendered = (await template('trig', 'trig-ns', { storageVersionMigrations: { trigger: { enabled: true } } })).find(
+    (m) => m.kind === 'CustomResourceDefinition' && m.metadata.name === STATE_CRD,
+  )
+  t.same({ ...rendered, metadata: undefined }, { ...module, metadata: undefined }, "rendered: the module's, outside metadata")
+  t.equal(rendered?.metadata.annotations?.['helm.sh/resource-policy'], 'keep', 'kept on uninstall')
+
+  const cases: Array<[string, Record<string, unknown>, { crds: string[]; rules: unknown[]; config: unknown }]> = [
+    ['defaults', {}, { crds: [], rules: [], config: undefined }],
+    [
+      'trigger alone: both CRDs (it creates StorageVersionMigrations), its rules, its config',
+      { storageVersionMigrations: { trigger: { enabled: true, pollSeconds: 30 } } },
+      { crds: [STATE_CRD, SVM_CRD], rules: TRIGGER_RULES, config: { enabled: true, pollSeconds: 30 } },
+    ],
+    [
+      'trigger and enabled: both rule sets',
+      { storageVersionMigrations: { enabled: true, trigger: { enabled: true } } },
+      { crds: [STATE_CRD, SVM_CRD], rules: [...SVM_RULES, ...TRIGGER_RULES], config: { enabled: true, pollSeconds: 600 } },
+    ],
+    [
+      'trigger, installCRD=false',
+      { storageVersionMigrations: { installCRD: false, trigger: { enabled: true } } },
+      { crds: [], rules: TRIGGER_RULES, config: { enabled: true, pollSeconds: 600 } },
+    ],
+  ]
+  for (const [what, values, expected] of cases) {
+    const manifests = await template('trig', 'trig-ns', values)
+    t.same(
+      ids(manifests.filter((m) => m.kind === 'CustomResourceDefinition')).sort(),
+      expected.crds.map((c) => `CustomResourceDefinition/${c}`).sort(),
+      `${what}: CRDs`,
+    )
+    const rules = rulesOf(one(manifests, 'ClusterRole')).filter((r) => r.apiGroups?.includes('migration.k8s.io'))
+    t.same(rules, expected.rules, `${what}: rules on migration.k8s.io`)
+    const { raw } = configOf(t, manifests)
+    t.same((raw['migrator'] as Record<string, unknown>)['ksvmTrigger'], expected.config, `${what}: config migrator.ksvmTrigger`)
+  }
+})
+
 t.test('bad values are refused with a message', async (t) => {
   const cases: Array<[string, object, RegExp]> = [
     ['no cert-manager, no Secret', { certManager: { enabled: false }, webhook: { caBundle: 'eA==' } }, /tls\.existingSecret is required/],
@@ -195,6 +254,7 @@ t.test('bad values are refused with a message', async (t) => {
     ['a misspelt value (values.schema.json)', { replicas: 3 }, /additional properties 'replicas' not allowed/],
     ['an unknown phase (values.schema.json)', { migrator: { crds: { 'a.example.com': { skipPhases: ['Nope'] } } } }, /skipPhases/],
     ['CRD names are plural.group', { migrator: { names: ['widgets'] } }, /must be <plural>\.<group>/],
+    ['no CRD at a time (values.schema.json)', { migrator: { maxParallelCrds: 0 } }, /maxParallelCrds/],
     // extraConfig cannot make the config file disagree with the webhook configuration, the RBAC or the mounts.
     [
       'extraConfig moves the freeze annotation',
@@ -329,6 +389,16 @@ t.test('bad values are refused with a message', async (t) => {
       "extraConfig reconciles StorageVersionMigrations behind the chart's back",
       { extraConfig: { migrator: { storageVersionMigrations: true } } },
       /extraConfig\.migrator\.storageVersionMigrations may not be set: set the chart value storageVersionMigrations\.enabled instead/,
+    ],
+    [
+      "extraConfig runs the trigger behind the chart's back",
+      { extraConfig: { migrator: { ksvmTrigger: { enabled: true } } } },
+      /extraConfig\.migrator\.ksvmTrigger may not be set: set the chart values storageVersionMigrations\.trigger\.enabled/,
+    ],
+    [
+      'a trigger poll under a second (values.schema.json)',
+      { storageVersionMigrations: { trigger: { enabled: true, pollSeconds: 0 } } },
+      /pollSeconds/,
     ],
     // Stash rules: shaped like the config's StashRuleSchema, strictly, and granting one named resource each.
     [

@@ -392,6 +392,7 @@ The crd-migrator config file (see src/config/schema.ts), built from values. POD_
     "selector" (dict "labelSelector" .Values.migrator.selector "names" .Values.migrator.names)
     "concurrency" (int .Values.migrator.concurrency)
     "qps" .Values.migrator.qps
+    "maxParallelCrds" (int .Values.migrator.maxParallelCrds)
     "engine" .Values.migrator.engine
     "skipPhases" .Values.migrator.skipPhases
     "crds" (deepCopy .Values.migrator.crds))
