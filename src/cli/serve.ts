@@ -14,6 +14,7 @@ import { KubeEventRecorder } from '../kube/events.js'
 import { loadCheckpointSeal } from '../migrator/freeze/checkpoint-seal.js'
 import { MigratorMetrics } from '../migrator/metrics.js'
 import type { MigrationResult } from '../migrator/migrate.js'
+import { createProcessMetrics } from '../health/process-metrics.js'
 import { healthPlugin, readinessReport, type ReadinessCheck, type ReadinessReport } from '../health/plugin.js'
 import { serverTimeouts, startWebhookServer, type RunningWebhookServer } from '../webhook/server.js'
 
@@ -47,6 +48,7 @@ export interface ServeOptions {
 export async function serve(config: Config, logger: Logger, options: ServeOptions = {}): Promise<ServeHandle> {
   const registry = new Registry()
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry })
+  const processMetrics = createProcessMetrics(registry)
   const identity = options.identity ?? process.env.POD_NAME ?? os.hostname()
 
   let webhook: RunningWebhookServer | undefined
@@ -115,13 +117,15 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
           retryPeriodSeconds: config.leaderElection.retryPeriodSeconds,
         },
         log,
+        (leading) => processMetrics.setLeader(leading),
       )
       // Losing the lease ends this term; campaign again until shutdown.
       stopped = (async () => {
         while (!stop.signal.aborted) await elector.run(stop.signal, (signal) => controller.run(signal))
       })()
     } else {
-      stopped = controller.run(stop.signal)
+      processMetrics.setLeader(true)
+      stopped = controller.run(stop.signal).finally(() => processMetrics.setLeader(false))
     }
     stopped = stopped.catch((err) => log.error({ err }, 'migration controller crashed')).finally(() => http.close())
   }

@@ -42,6 +42,8 @@ export class LeaderElector {
     private readonly http: KubeHttp,
     private readonly options: LeaderElectionOptions,
     private readonly logger: Logger,
+    /** Told true on taking the lease, false the moment a term ends (lost, or shutting down): the leader metric. */
+    private readonly onLeadership: (leading: boolean) => void = () => {},
   ) {}
 
   private get path(): string {
@@ -66,6 +68,8 @@ export class LeaderElector {
     if (stop.aborted) return
     this.logger.info({ identity: this.options.identity, lease: `${this.options.namespace}/${this.options.name}` }, 'became leader')
     const leading = new AbortController()
+    this.onLeadership(true)
+    leading.signal.addEventListener('abort', () => this.onLeadership(false), { once: true })
     const onStop = () => leading.abort(new Error('shutting down'))
     stop.addEventListener('abort', onStop, { once: true })
     const renewals = this.renewLoop(leading)

@@ -5,6 +5,7 @@ import { StateAnnotation } from '../../src/state/crd-state.js'
 import { SETTINGS } from '../../src/config/settings.js'
 import { MigratorMetrics } from '../../src/migrator/metrics.js'
 import { createWebhookMetrics } from '../../src/webhook/metrics.js'
+import { createProcessMetrics } from '../../src/health/process-metrics.js'
 
 const README = new URL('../../README.md', import.meta.url)
 
@@ -44,7 +45,9 @@ t.test('every metric', async (t) => {
   new MigratorMetrics(migrator)
   const webhook = new Registry()
   createWebhookMetrics(webhook)
-  const names = [...migrator.getMetricsAsArray(), ...webhook.getMetricsAsArray()].map((m) => m.name)
+  const process = new Registry()
+  createProcessMetrics(process)
+  const names = [...migrator.getMetricsAsArray(), ...webhook.getMetricsAsArray(), ...process.getMetricsAsArray()].map((m) => m.name)
   t.ok(names.length >= 13, `the metrics are registered (${names.length})`)
   t.equal(new Set(names).size, names.length, 'no metric name registered twice')
   // Histograms may be documented by a series name (`_bucket`, `_sum`, `_count`): the base name is still there.

@@ -1,0 +1,42 @@
+/**
+ * Metrics of the process as a whole: which build runs (crd_migrator_build_info, always 1,
+ * its labels the point, as Prometheus' own build_info), and whether this replica leads
+ * (crd_migrator_leader: holds the Lease and runs the migration controller).
+ */
+import { Gauge, type Registry } from 'prom-client'
+import { VERSION } from '../version.js'
+
+export const PROCESS_METRIC_NAMES = Object.freeze({
+  buildInfo: 'crd_migrator_build_info',
+  leader: 'crd_migrator_leader',
+})
+
+export interface BuildInfo {
+  version: string
+  nodeVersion: string
+}
+
+export interface ProcessMetrics {
+  /** 1 while this replica holds the Lease (or, without leader election, runs the controller). */
+  setLeader(leading: boolean): void
+}
+
+export function createProcessMetrics(
+  registry: Registry,
+  build: BuildInfo = { version: VERSION, nodeVersion: process.version },
+): ProcessMetrics {
+  const registers = [registry]
+  new Gauge({
+    name: PROCESS_METRIC_NAMES.buildInfo,
+    help: 'Always 1; its labels name the running build: crd-migrator version and Node.js version.',
+    labelNames: ['version', 'node_version'] as const,
+    registers,
+  }).set({ version: build.version, node_version: build.nodeVersion }, 1)
+  const leader = new Gauge({
+    name: PROCESS_METRIC_NAMES.leader,
+    help: 'Whether this replica leads: 1 while it holds the Lease and runs the migration controller (without leader election, while the controller runs), else 0.',
+    registers,
+  })
+  leader.set(0)
+  return { setLeader: (leading) => leader.set(leading ? 1 : 0) }
+}
