@@ -133,6 +133,40 @@ t.test('RBAC of storageVersionMigrations and builtInResources, created for real:
   for (const [what, attrs] of denied) t.notOk(await can(attrs), `denied: ${what}`)
 })
 
+t.test("RBAC of storageVersionMigrations.trigger, created for real: KSVM's trigger, nothing more", async (t) => {
+  const ns = uniqueName('chart-trig')
+  await createNamespace(ns)
+  const manifests = await template(uniqueName('tr'), ns, {
+    rbac: { managedGroups: ['example.com'] },
+    storageVersionMigrations: { trigger: { enabled: true } },
+  })
+  const can = await createRbacOf(t, manifests, ns)
+  const states = { group: 'migration.k8s.io', resource: 'storagestates' }
+  const svms = { group: 'migration.k8s.io', resource: 'storageversionmigrations' }
+  const allowed: Array<[string, Record<string, string>]> = [
+    ['get a StorageState', { ...states, verb: 'get', name: 'widgets.example.com' }],
+    ['create a StorageState', { ...states, verb: 'create' }],
+    ['delete a stale StorageState', { ...states, verb: 'delete', name: 'widgets.example.com' }],
+    ['update (PUT) its status', { ...states, subresource: 'status', verb: 'update', name: 'widgets.example.com' }],
+    ['list StorageVersionMigrations', { ...svms, verb: 'list' }],
+    ['watch StorageVersionMigrations', { ...svms, verb: 'watch' }],
+    ['get a StorageVersionMigration', { ...svms, verb: 'get', name: 'm' }],
+    ['create a StorageVersionMigration', { ...svms, verb: 'create' }],
+    ["delete a resource's old StorageVersionMigration", { ...svms, verb: 'delete', name: 'm' }],
+  ]
+  const denied: Array<[string, Record<string, string>]> = [
+    ['list StorageStates', { ...states, verb: 'list' }],
+    ['update (PUT) a StorageState', { ...states, verb: 'update', name: 'widgets.example.com' }],
+    ['patch a StorageState', { ...states, verb: 'patch', name: 'widgets.example.com' }],
+    ['delete every StorageState', { ...states, verb: 'deletecollection' }],
+    ['delete every StorageVersionMigration', { ...svms, verb: 'deletecollection' }],
+    ['patch a StorageVersionMigration (only enabled reconciles them)', { ...svms, verb: 'patch', name: 'm' }],
+    ['update its status (only enabled reports on them)', { ...svms, subresource: 'status', verb: 'update', name: 'm' }],
+  ]
+  for (const [what, attrs] of allowed) t.ok(await can(attrs), `allowed: ${what}`)
+  for (const [what, attrs] of denied) t.notOk(await can(attrs), `denied: ${what}`)
+})
+
 t.test('RBAC of stash rules, created for real: their stashes and referrers, nothing more, nothing when unset', async (t) => {
   const revisions = { group: 'apps', resource: 'controllerrevisions' }
   const vms = { group: 'kubevirt.io', resource: 'virtualmachines' }
