@@ -100,11 +100,16 @@ function storedVersions(e: DropEvidence): Reason {
   const list = `[${e.storedVersions.join(', ')}]`
   if (!e.storedVersions.includes(e.version))
     return { check: 'storedVersions', status: 'ok', message: `status.storedVersions ${list} does not list ${e.version}` }
-  const target = e.storageVersion && e.storageVersion !== e.version ? `[${e.storageVersion}]` : 'the storage version'
+  if (e.storage)
+    return {
+      check: 'storedVersions',
+      status: 'blocks',
+      message: `status.storedVersions ${list} lists ${e.version}, the storage version: the API server refuses to remove it from spec.versions`,
+    }
   return {
     check: 'storedVersions',
     status: 'blocks',
-    message: `status.storedVersions ${list} still lists ${e.version}: the API server refuses to remove it from spec.versions (\`crd-migrator migrate ${e.crd}\` rewrites every object, then narrows it to ${target})`,
+    message: `status.storedVersions ${list} still lists ${e.version}: the API server refuses to remove it from spec.versions (\`crd-migrator migrate ${e.crd}\` rewrites every object, then narrows it to [${e.storageVersion ?? 'the storage version'}])`,
   }
 }
 
@@ -121,7 +126,13 @@ function objects(e: DropEvidence): Reason {
   if ('unknown' in e.objects) return { check: 'objects', status: 'unknown', message: `could not tell: ${e.objects.unknown}` }
   const n = e.objects.count
   if (n === 0) return { check: 'objects', status: 'ok', message: `no objects: nothing is stored at ${e.version}` }
-  const why = e.storage ? `${e.version} is the storage version: every write stores at it` : (record ?? 'no crd-migrator run on record')
+  if (e.storage)
+    return {
+      check: 'objects',
+      status: 'blocks',
+      message: `${plural(n, 'object is', 'objects are')} stored at ${e.version}: it is the storage version`,
+    }
+  const why = record ?? 'no crd-migrator run on record'
   return {
     check: 'objects',
     status: 'blocks',

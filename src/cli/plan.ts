@@ -154,7 +154,7 @@ function formatPlan(report: PlanReport, scanned: boolean): string {
   return [
     table,
     '',
-    `${s.needingWork} of ${s.crds} CRDs need work${s.blocked ? `, ${s.blocked} blocked` : ''}; ${s.writes} objects to write${unknown}.`,
+    `${s.needingWork} of ${s.crds} CRDs need work${s.blocked ? `, ${s.blocked} blocked` : ''}; ${s.writes} objects to write${unknown}${scanned ? '' : '; managedFields not scanned (--no-scan)'}.`,
     `Estimate: ${formatDuration(s.parallelMs)} at --max-parallel-crds ${s.maxParallelCrds}, ${formatDuration(s.serialMs)} one CRD after another.`,
     `(${s.estimate})`,
     '',
