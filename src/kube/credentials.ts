@@ -14,7 +14,7 @@
 import { readFile } from 'node:fs/promises'
 import { createSecureContext } from 'node:tls'
 import { CrdMigratorError, errorMessage } from '../errors.js'
-import { runExecPlugin, type ExecCredentialResult } from './exec-credential.js'
+import { runExecPlugin, type ExecCredentialResult, type ExecTerminal } from './exec-credential.js'
 import type { KubeContext } from './kubeconfig.js'
 
 export interface ClientCertificate {
@@ -35,6 +35,8 @@ export interface CredentialSnapshot {
 export interface CredentialsOptions {
   /** How often token and certificate files are read again. */
   refreshMs: number
+  /** The terminal an exec plugin may use (default this process's stdin and stderr). */
+  terminal?: ExecTerminal
 }
 
 /** After a failed reload that kept the previous credentials: wait this long, at most, before trying again. */
@@ -119,7 +121,7 @@ export class Credentials {
     let fromPlugin: ClientCertificate | undefined
     if (user.exec && token === undefined) {
       const expired = this.exec?.expiresAt !== undefined && Date.now() >= this.exec.expiresAt
-      if (!this.exec || expired || refused) this.exec = await runExecPlugin(user.exec, cluster, user.name)
+      if (!this.exec || expired || refused) this.exec = await runExecPlugin(user.exec, cluster, user.name, this.options.terminal)
       token = this.exec.token
       fromPlugin = this.exec.clientCertificate
     }

@@ -4,6 +4,10 @@
  * an ExecCredential with a token or a client certificate, and maybe when it expires.
  * Credentials (credentials.ts) decides when to run it again: at expiry, or when the API
  * server answers 401.
+ *
+ * As client-go runs them: the plugin's stderr goes to ours as it comes (a login prompt, a
+ * device code to open in a browser), and, when its interactiveMode allows and our stdin is a
+ * terminal, it gets our stdin too (KUBERNETES_EXEC_INFO says `interactive: true`).
  */
 import { spawn } from 'node:child_process'
 import { CrdMigratorError } from '../errors.js'
@@ -21,19 +25,48 @@ const MAX_OUTPUT_BYTES = 1024 * 1024
 
 const fail = (message: string) => new CrdMigratorError('CRDM_KUBECONFIG', message)
 
+/** The terminal a plugin may use: whether our stdin is one, and where its stderr goes. */
+export interface ExecTerminal {
+  stdinIsTerminal: boolean
+  stderr: NodeJS.WritableStream
+}
+
+/** This process's own: stdin a TTY or not, stderr. */
+export const processTerminal = (): ExecTerminal => ({ stdinIsTerminal: process.stdin.isTTY === true, stderr: process.stderr })
+
+/**
+ * Whether the plugin runs interactively (gets our stdin), as client-go decides: never with
+ * Never; with IfAvailable and Always when stdin is a terminal; Always without one is an error
+ * (undefined here).
+ */
+export function execInteractive(mode: KubeExec['interactiveMode'], stdinIsTerminal: boolean): boolean | undefined {
+  if (mode === 'Never') return false
+  if (mode === 'Always' && !stdinIsTerminal) return undefined
+  return stdinIsTerminal
+}
+
 /** Runs the plugin once and reads its ExecCredential. `user` names the kubeconfig user, for messages. */
-export async function runExecPlugin(exec: KubeExec, cluster: KubeCluster, user: string): Promise<ExecCredentialResult> {
+export async function runExecPlugin(
+  exec: KubeExec,
+  cluster: KubeCluster,
+  user: string,
+  terminal: ExecTerminal = processTerminal(),
+): Promise<ExecCredentialResult> {
   const what = `exec plugin ${JSON.stringify(exec.command)} of user ${JSON.stringify(user)}`
-  if (exec.interactiveMode === 'Always') {
-    throw fail(`${what} needs a terminal (interactiveMode: Always); crd-migrator runs plugins without one`)
+  const interactive = execInteractive(exec.interactiveMode, terminal.stdinIsTerminal)
+  if (interactive === undefined) {
+    throw fail(
+      `${what} needs a terminal (interactiveMode: Always), but standard input is not one; ` +
+        'run the command in a terminal, or log in with the plugin first and set interactiveMode: IfAvailable',
+    )
   }
   const info = {
     apiVersion: exec.apiVersion,
     kind: 'ExecCredential',
-    spec: { interactive: false, ...(exec.provideClusterInfo ? { cluster: clusterInfo(cluster) } : {}) },
+    spec: { interactive, ...(exec.provideClusterInfo ? { cluster: clusterInfo(cluster) } : {}) },
   }
   const env = { ...process.env, ...Object.fromEntries(exec.env.map((e) => [e.name, e.value])), KUBERNETES_EXEC_INFO: JSON.stringify(info) }
-  const { code, signal, stdout, stderr } = await run(exec.command, exec.args, env, what, exec.installHint)
+  const { code, signal, stdout, stderr } = await run(exec.command, exec.args, env, what, exec.installHint, interactive, terminal.stderr)
   if (code !== 0) {
     const said = stderr.trim().slice(-2000)
     throw fail(`${what} failed (${signal ?? `exit ${code}`})${said ? `: ${said}` : ''}`)
@@ -99,9 +132,12 @@ function run(
   env: NodeJS.ProcessEnv,
   what: string,
   installHint: string | undefined,
+  interactive: boolean,
+  userStderr: NodeJS.WritableStream,
 ): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] })
+    // stdout is the ExecCredential; stdin only for an interactive plugin (client-go's way).
+    const child = spawn(command, args, { env, stdio: [interactive ? 'inherit' : 'ignore', 'pipe', 'pipe'] })
     const out: Buffer[] = []
     const err: Buffer[] = []
     let size = 0
@@ -111,6 +147,8 @@ function run(
       else out.push(c)
     })
     child.stderr.on('data', (c: Buffer) => {
+      // The user sees what the plugin says (a prompt, a device code) as it says it; the tail also goes into a failure's message.
+      userStderr.write(c)
       err.push(c)
       if (err.length > 64) err.shift()
     })

@@ -4,7 +4,8 @@
  * does, and the errors a user sees. The same against the real API server:
  * test/integration/kubeconfig.test.ts.
  */
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { PassThrough } from 'node:stream'
 import os from 'node:os'
 import path from 'node:path'
 import { generate } from 'selfsigned'
@@ -12,6 +13,8 @@ import t from 'tap'
 import { Credentials } from '../../src/kube/credentials.js'
 import type { KubeContext, KubeExec, KubeUser } from '../../src/kube/kubeconfig.js'
 import { EXEC_V1, writeExecPlugin } from '../helpers/exec-plugin.js'
+import { execInteractive, runExecPlugin } from '../../src/kube/exec-credential.js'
+import { runProcess } from '../helpers/run-process.js'
 
 async function tempDir(): Promise<string> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'crd-migrator-credentials-'))
@@ -139,10 +142,19 @@ t.test('exec plugin failures say what went wrong', async (t) => {
       ),
       /expirationTimestamp that is not a time: "soon"/,
     ],
-    ['interactive', exec('anything', { interactiveMode: 'Always' }), /needs a terminal \(interactiveMode: Always\)/],
+    [
+      'interactive without a terminal',
+      exec('anything', { interactiveMode: 'Always' }),
+      /exec plugin "anything" of user "u" needs a terminal \(interactiveMode: Always\), but standard input is not one/,
+    ],
   ]
   for (const [what, e, message] of cases) {
-    await t.rejects(new Credentials(contextOf({ exec: e }), { refreshMs: 0 }).current(), { code: 'CRDM_KUBECONFIG', message }, what)
+    const terminal = { stdinIsTerminal: false, stderr: new PassThrough() }
+    await t.rejects(
+      new Credentials(contextOf({ exec: e }), { refreshMs: 0, terminal }).current(),
+      { code: 'CRDM_KUBECONFIG', message },
+      what,
+    )
   }
 })
 
@@ -180,4 +192,88 @@ t.test('client certificate files: a new pair is a new object; half a rotation ke
     code: 'CRDM_KUBECONFIG',
     message: /the client certificate and key of user "u" in the kubeconfig \/test are not a usable pair/,
   })
+})
+
+t.test("exec plugin's terminal: interactiveMode as client-go decides it, stderr to the user, stdin only when interactive", async (t) => {
+  // [mode, stdin is a terminal, interactive (undefined: an error)]
+  const table: [KubeExec['interactiveMode'], boolean, boolean | undefined][] = [
+    ['Never', false, false],
+    ['Never', true, false],
+    ['IfAvailable', false, false],
+    ['IfAvailable', true, true],
+    ['Always', false, undefined],
+    ['Always', true, true],
+  ]
+  for (const [mode, tty, interactive] of table) t.equal(execInteractive(mode, tty), interactive, `${mode}, stdin a terminal: ${tty}`)
+
+  const dir = await tempDir()
+  const plugin = path.join(dir, 'chatty.sh')
+  await writeFile(
+    plugin,
+    `#!/bin/sh\nprintf '%s' "$KUBERNETES_EXEC_INFO" > "${dir}/info.json"\necho "open https://login.example.com/device and enter ABCD-EFGH" >&2\n` +
+      `echo '{"apiVersion":"${EXEC_V1}","kind":"ExecCredential","status":{"token":"tok"}}'\n`,
+  )
+  await chmod(plugin, 0o755)
+  const cluster = contextOf({}).cluster
+  for (const [mode, tty, interactive] of table.filter(([, , i]) => i !== undefined)) {
+    const stderr = new PassThrough()
+    const said: Buffer[] = []
+    stderr.on('data', (c: Buffer) => said.push(c))
+    const result = await runExecPlugin(exec(plugin, { interactiveMode: mode }), cluster, 'u', { stdinIsTerminal: tty, stderr })
+    t.equal(result.token, 'tok')
+    t.equal(
+      Buffer.concat(said).toString(),
+      'open https://login.example.com/device and enter ABCD-EFGH\n',
+      `${mode}/${tty}: the user sees the plugin's stderr`,
+    )
+    const info = JSON.parse(await readFile(path.join(dir, 'info.json'), 'utf8')) as { spec: { interactive: boolean } }
+    t.equal(info.spec.interactive, interactive, `${mode}/${tty}: KUBERNETES_EXEC_INFO interactive ${interactive}`)
+  }
+})
+
+t.test('an interactive plugin reads what the user types on a real terminal (script(1) gives it a pty)', async (t) => {
+  const dir = await tempDir()
+  const plugin = path.join(dir, 'login.sh')
+  await writeFile(
+    plugin,
+    `#!/bin/sh\nprintf 'password: ' >&2\nread -r typed\n` +
+      `printf '{"apiVersion":"${EXEC_V1}","kind":"ExecCredential","status":{"token":"%s"}}' "$typed"\n`,
+  )
+  await chmod(plugin, 0o755)
+  // The product as built for the harness (scripts/test.mjs compiles dist-dev/ first), in a process whose stdin is a pty.
+  const module = path.resolve('dist-dev/src/kube/exec-credential.js')
+  const driver = path.join(dir, 'driver.mjs')
+  await writeFile(
+    driver,
+    `import { runExecPlugin } from ${JSON.stringify(module)}\n` +
+      `const exec = { command: ${JSON.stringify(plugin)}, args: [], env: [], apiVersion: '${EXEC_V1}', interactiveMode: process.argv[2], provideClusterInfo: false }\n` +
+      `const cluster = { name: 'c', server: new URL('https://api:6443'), insecureSkipTlsVerify: false }\n` +
+      `runExecPlugin(exec, cluster, 'u').then((r) => console.log('TOKEN=' + r.token), (e) => { console.log('ERROR=' + e.message); process.exit(3) })\n`,
+  )
+  const typed = async (mode: string) => {
+    const child = await import('node:child_process')
+    return new Promise<string>((resolve, reject) => {
+      const p = child.spawn('script', ['-qec', `${JSON.stringify(process.execPath)} ${JSON.stringify(driver)} ${mode}`, '/dev/null'], {
+        stdio: ['pipe', 'pipe', 'inherit'],
+      })
+      let out = ''
+      p.stdout.setEncoding('utf8').on('data', (d: string) => (out += d))
+      p.on('error', reject)
+      p.on('close', () => resolve(out))
+      p.stdin.end('s3cret\n')
+    })
+  }
+  const always = await typed('Always')
+  t.match(always, /password: /, "the plugin's prompt reached the terminal")
+  t.match(always, /TOKEN=s3cret/, 'Always, on a terminal: the plugin read what was typed')
+  t.match(await typed('IfAvailable'), /TOKEN=s3cret/, 'IfAvailable, on a terminal: the same')
+  const never = await typed('Never')
+  t.match(
+    never,
+    /ERROR=.* printed an ExecCredential with neither a token/,
+    'Never: the plugin got no stdin, read nothing, printed no token',
+  )
+  // And without a terminal (a pipe), Always is refused with the user named.
+  const piped = await runProcess(process.execPath, [driver, 'Always'])
+  t.match(piped.stdout, /ERROR=exec plugin ".*login\.sh" of user "u" needs a terminal \(interactiveMode: Always\)/)
 })
