@@ -106,6 +106,16 @@ t.test('the built CLI runs with production dependencies only', async (t) => {
   t.equal(serveHelp.code, 0, 'crd-migrator serve --help', { stderr: serveHelp.stderr })
   t.match(serveHelp.stdout, /--config/)
 
+  // The image's org.opencontainers.image.version label (ARG VERSION's default) is the version it runs.
+  const dockerfile = await readFile(join(repoRoot, 'Dockerfile'), 'utf8')
+  const labelled = /^ARG VERSION=(\S+)$/m.exec(dockerfile)?.[1]
+  const version = await run(process.execPath, ['dist/cli/main.js', '--version'], app, env)
+  t.equal(version.code, 0, 'crd-migrator --version')
+  t.equal(version.stdout.trim(), labelled, `the image's version label (${labelled}) is the version the CLI reports`)
+  const completion = await run(process.execPath, ['dist/cli/main.js', 'completion', 'bash'], app, env)
+  t.equal(completion.code, 0, 'crd-migrator completion bash', { stderr: completion.stderr })
+  t.match(completion.stdout, /^complete -o default -F _crd_migrator crd-migrator$/m)
+
   // Every run-time module resolves and loads (main.js would run the CLI: checked above).
   const files = (await jsFiles(join(app, 'dist'))).filter((f) => !f.endsWith(join('cli', 'main.js')))
   const script = `for (const f of ${JSON.stringify(files.map((f) => pathToFileURL(f).href))}) await import(f)`

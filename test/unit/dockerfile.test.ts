@@ -125,6 +125,10 @@ const ignore = read('.dockerignore')
   .map((l) => l.trim())
   .filter((l) => l && !l.startsWith('#'))
 const pkg = JSON.parse(read('package.json')) as {
+  name: string
+  version: string
+  description: string
+  license: string
   bin: Record<string, string>
   engines: { node: string }
   scripts: Record<string, string>
@@ -170,9 +174,9 @@ t.test('base images are the project Node.js LTS on one Debian release; the run t
   t.equal(debians.size, 1, `build and run time on one Debian release (${[...debians].join(', ')})`)
   t.equal(pkg.engines.node, `>=${NODE_MAJOR}`, 'package.json engines name the same major')
 
-  t.match(runtime.image, /^gcr\.io\/distroless\/nodejs\d+-debian\d+:nonroot$/, 'run time: distroless, nonroot variant')
+  t.match(runtime.image, /^gcr\.io\/distroless\/nodejs\d+-debian\d+:nonroot@sha256:[0-9a-f]{64}$/, 'run time: distroless, nonroot variant')
   const users = runtime.instructions.filter((i) => i.op === 'USER')
-  const user = users.at(-1)?.args ?? (runtime.image.endsWith(':nonroot') ? 'nonroot' : 'root')
+  const user = users.at(-1)?.args ?? (runtime.image.includes(':nonroot') ? 'nonroot' : 'root')
   const uid = user.split(':')[0]!
   t.notOk(['root', '0'].includes(uid), `runs as ${user}, not root`)
   t.notOk(
@@ -183,6 +187,54 @@ t.test('base images are the project Node.js LTS on one Debian release; the run t
   // The chart runs the pod as the image's user; keep the two in step.
   const values = parse(read('charts/crd-migrator/values.yaml')) as { podSecurityContext: { runAsUser: number; runAsGroup: number } }
   t.equal(user, `${values.podSecurityContext.runAsUser}:${values.podSecurityContext.runAsGroup}`, 'the Helm chart runs the same uid:gid')
+})
+
+t.test('every base image is pinned by digest, beside the tag it was taken from', async (t) => {
+  for (const stage of stages) {
+    t.match(stage.image, /^[\w./-]+:[\w.-]+@sha256:[0-9a-f]{64}$/, `${stage.name ?? 'run time'}: ${stage.image}`)
+  }
+  const digestsOf = (repo: string) => new Set(stages.filter((s) => s.image.startsWith(`${repo}:`)).map((s) => s.image))
+  t.equal(digestsOf('node').size, 1, 'the build stages start from the same node image')
+})
+
+/** LABEL key="value" pairs of a stage (continuation lines already joined by the parser). */
+function labelsOf(stage: Stage): Record<string, string> {
+  const labels: Record<string, string> = {}
+  for (const ins of stage.instructions.filter((i) => i.op === 'LABEL')) {
+    for (const m of ins.args.matchAll(/([\w.-]+)="((?:[^"\\]|\\.)*)"/g)) labels[m[1]!] = m[2]!
+  }
+  return labels
+}
+
+/** ARG name=default of a stage; undefined default for a bare ARG. */
+function argsOf(stage: Stage): Record<string, string | undefined> {
+  const args: Record<string, string | undefined> = {}
+  for (const ins of stage.instructions.filter((i) => i.op === 'ARG')) {
+    const [name, ...value] = ins.args.split('=')
+    args[name!] = value.length > 0 ? value.join('=').replace(/^"(.*)"$/, '$1') : undefined
+  }
+  return args
+}
+
+t.test('the image carries the OCI labels, from package.json and the build arguments', async (t) => {
+  const labels = labelsOf(runtime)
+  const prefix = 'org.opencontainers.image.'
+  t.same(
+    Object.keys(labels)
+      .filter((k) => k.startsWith(prefix))
+      .sort(),
+    ['description', 'licenses', 'revision', 'source', 'title', 'version'].map((k) => prefix + k),
+    'title, description, licenses, version, revision, source',
+  )
+  t.equal(labels[`${prefix}title`], pkg.name, 'title: the package name')
+  t.equal(labels[`${prefix}description`], pkg.description, "description: package.json's")
+  t.equal(labels[`${prefix}licenses`], pkg.license, "licenses: package.json's SPDX expression")
+  const args = argsOf(runtime)
+  t.equal(labels[`${prefix}version`], '${VERSION}', 'version from the VERSION build argument')
+  t.equal(args.VERSION, pkg.version, "VERSION defaults to package.json's version")
+  t.equal(labels[`${prefix}revision`], '${REVISION}', 'revision from the REVISION build argument (git rev-parse HEAD)')
+  t.equal(labels[`${prefix}source`], '${SOURCE}', 'source from the SOURCE build argument (the repository URL)')
+  t.ok('REVISION' in args && 'SOURCE' in args, 'both declared in the run-time stage')
 })
 
 t.test('every COPY source exists: in the build context (and not .dockerignored) or made by an earlier stage', async (t) => {
