@@ -47,11 +47,11 @@ export interface KsvmTriggerDeps {
 const ROUND = 'round'
 const RESOURCE = 'resource/'
 const MIGRATION = 'migration/'
-/** A CRD's new storage version reaches discovery within seconds; we look for about 2 minutes (1+2+...+64 s). */
-const FLIP_ATTEMPTS = 8
+/** A CRD's new storage version reaches discovery within seconds; we look for about four minutes (0.5+1+...+128 s). */
+const FLIP_ATTEMPTS = 10
 
 export class KsvmTrigger {
-  private readonly queue = new WorkQueue(500, 60_000)
+  private queue = new WorkQueue(500, 60_000)
   /** Every StorageVersionMigration, as the watch last showed it (KSVM's informer cache). */
   private readonly migrations = new Map<string, StorageVersionMigration>()
   /** The hash each resource was last processed with, by state name. */
@@ -69,8 +69,9 @@ export class KsvmTrigger {
   async run(signal: AbortSignal): Promise<void> {
     const log = this.deps.logger
     log.info({ pollSeconds: this.deps.pollSeconds }, 'StorageState trigger started')
+    this.reset()
     try {
-      if (!(await this.listMigrations(signal))) return
+      if (!(await this.apisServed(signal)) || !(await this.listMigrations(signal))) return
       const watching = listAndWatch<StorageVersionMigration>(
         this.deps.http,
         KSVM_API,
@@ -99,6 +100,35 @@ export class KsvmTrigger {
     }
   }
 
+  /** A new leader term starts from nothing: what the last one saw may be out of date. */
+  private reset(): void {
+    this.queue = new WorkQueue(500, 60_000)
+    this.migrations.clear()
+    this.known.clear()
+    this.flips.clear()
+    this.crdWatch = undefined
+  }
+
+  /** Waits until the StorageState API answers (its CRD installed); false when stopped first. */
+  private async apisServed(signal: AbortSignal): Promise<boolean> {
+    for (let failures = 0; !signal.aborted; failures++) {
+      try {
+        await this.deps.http.request({ method: 'GET', path: STORAGE_STATE_API, query: { limit: 1 } })
+        return true
+      } catch (err) {
+        if (signal.aborted) break
+        this.deps.logger.warn(
+          { err },
+          isNotFound(err)
+            ? 'StorageState objects are not served (migration.k8s.io/v1alpha1): install their CRD (chart: storageVersionMigrations.installCRD); retrying'
+            : 'could not list StorageStates; retrying',
+        )
+        await sleep(Math.min(30_000, 1000 * 2 ** failures), undefined, { signal }).catch(() => {})
+      }
+    }
+    return false
+  }
+
   /** KSVM waits for its informer's first list before its first discovery; false when stopped first. */
   private async listMigrations(signal: AbortSignal): Promise<boolean> {
     for (let failures = 0; !signal.aborted; failures++) {
@@ -112,7 +142,7 @@ export class KsvmTrigger {
         this.deps.logger.warn(
           { err },
           isNotFound(err)
-            ? 'StorageVersionMigration objects are not served (migration.k8s.io/v1alpha1): install their CRD and the StorageState CRD; retrying'
+            ? 'StorageVersionMigration objects are not served (migration.k8s.io/v1alpha1): install their CRD; retrying'
             : 'could not list StorageVersionMigrations; retrying',
         )
         await sleep(Math.min(30_000, 1000 * 2 ** failures), undefined, { signal }).catch(() => {})

@@ -145,6 +145,7 @@ t.test("RBAC of storageVersionMigrations.trigger, created for real: KSVM's trigg
   const svms = { group: 'migration.k8s.io', resource: 'storageversionmigrations' }
   const allowed: Array<[string, Record<string, string>]> = [
     ['get a StorageState', { ...states, verb: 'get', name: 'widgets.example.com' }],
+    ['list StorageStates (is their API served?)', { ...states, verb: 'list' }],
     ['create a StorageState', { ...states, verb: 'create' }],
     ['delete a stale StorageState', { ...states, verb: 'delete', name: 'widgets.example.com' }],
     ['update (PUT) its status', { ...states, subresource: 'status', verb: 'update', name: 'widgets.example.com' }],
@@ -155,7 +156,6 @@ t.test("RBAC of storageVersionMigrations.trigger, created for real: KSVM's trigg
     ["delete a resource's old StorageVersionMigration", { ...svms, verb: 'delete', name: 'm' }],
   ]
   const denied: Array<[string, Record<string, string>]> = [
-    ['list StorageStates', { ...states, verb: 'list' }],
     ['update (PUT) a StorageState', { ...states, verb: 'update', name: 'widgets.example.com' }],
     ['patch a StorageState', { ...states, verb: 'patch', name: 'widgets.example.com' }],
     ['delete every StorageState', { ...states, verb: 'deletecollection' }],

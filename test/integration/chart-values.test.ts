@@ -187,7 +187,7 @@ t.test('the StorageVersionMigration CRD renders only with storageVersionMigratio
 const STATE_CRD = 'storagestates.migration.k8s.io'
 /** The ClusterRole rules storageVersionMigrations.trigger.enabled adds, after those of enabled. */
 const TRIGGER_RULES = [
-  { apiGroups: ['migration.k8s.io'], resources: ['storagestates'], verbs: ['get', 'create', 'delete'] },
+  { apiGroups: ['migration.k8s.io'], resources: ['storagestates'], verbs: ['get', 'list', 'create', 'delete'] },
   { apiGroups: ['migration.k8s.io'], resources: ['storagestates/status'], verbs: ['update'] },
   { apiGroups: ['migration.k8s.io'], resources: ['storageversionmigrations'], verbs: ['get', 'list', 'watch', 'create', 'delete'] },
 ]

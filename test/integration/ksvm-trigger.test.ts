@@ -3,7 +3,8 @@
  * scenario of KSVM's own e2e test (test/e2e/tests/crd-migration.go), with etcd read at the
  * end. The trigger keeps the StorageState from discovery; the StorageVersionMigrations it
  * creates are run by crd-migrator's StorageVersionMigration controller. Both are scoped to
- * the test's group: other test files share this API server.
+ * the test's group: other test files share this API server. The second test runs the
+ * trigger with the chart's RBAC and nothing more.
  */
 import { join } from 'node:path'
 import { pino } from 'pino'
@@ -20,7 +21,9 @@ import { servedStorageVersionHash, storageVersionHash } from '../../src/kube/dis
 import type { KubeHttp } from '../../src/kube/http.js'
 import { listAndWatch } from '../../src/kube/watch.js'
 import { httpFor, setStorageVersion, storedVersionsInEtcd } from '../helpers/cluster.js'
-import { getControlPlane } from '../helpers/controlplane.js'
+import { one, rulesOf, template } from '../helpers/chart.js'
+import { getControlPlane, uniqueName } from '../helpers/controlplane.js'
+import { grantClusterRole } from '../helpers/rbac.js'
 import { crdWithObjects } from '../helpers/fixtures.js'
 import { until } from '../helpers/until.js'
 
@@ -160,9 +163,16 @@ t.test("KSVM's e2e: the state follows a CRD storage flip, a migration runs to Su
   t.same(Object.fromEntries(await storedVersionsInEtcd(cp, group, 'widgets')), { [`${group}/v2`]: 200 }, 'etcd holds all 200 in v2')
 })
 
-t.test('a storage flip while the migration is pending: it is deleted and a new one launched', async (t) => {
-  const { http, crd, group, stateName, history } = await setup(t, 5)
-  start(t, http, group, false) // nobody runs the migrations: they stay pending
+t.test("a storage flip while the migration is pending: it is deleted and a new one launched (as the chart's RBAC)", async (t) => {
+  const { cp, http, crd, group, stateName, history } = await setup(t, 5)
+  // The trigger runs as a user holding exactly the ClusterRole the chart renders for it.
+  const user = uniqueName('trigger')
+  const manifests = await template(user, 'trigger-ns', { storageVersionMigrations: { trigger: { enabled: true } } })
+  await grantClusterRole(cp, user, rulesOf(one(manifests, 'ClusterRole')), [
+    { kind: 'User', apiGroup: 'rbac.authorization.k8s.io', name: user },
+  ])
+  const asChart = httpFor((await cp.mintUser(user)).kubeconfigPath)
+  start(t, asChart, group, false) // nobody runs the migrations: they stay pending
   await until(
     'the storage state',
     60_000,
