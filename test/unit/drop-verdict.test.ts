@@ -45,7 +45,11 @@ t.test('each piece of evidence, and the verdict it gives', async (t) => {
         storedVersions: ['v1alpha1', 'v1'],
         migrator: { ...clean.migrator, frozen: true, owner: 'pod-a', phase: 'StorageVersionMigration', progress: '3/10' },
       },
-      { safe: false, blocks: ['storedVersions', 'objects'], says: /a migration by pod-a is under way \(phase StorageVersionMigration, 3\/10\)/ },
+      {
+        safe: false,
+        blocks: ['storedVersions', 'objects'],
+        says: /a migration by pod-a is under way \(phase StorageVersionMigration, 3\/10\)/,
+      },
     ],
     [
       'the last run failed',
@@ -72,7 +76,11 @@ t.test('each piece of evidence, and the verdict it gives', async (t) => {
     [
       'the storage version',
       { storage: true, storageVersion: 'v1alpha1', storedVersions: ['v1alpha1'] },
-      { safe: false, blocks: ['storage', 'storedVersions', 'objects'], says: /10 objects are stored at v1alpha1: it is the storage version/ },
+      {
+        safe: false,
+        blocks: ['storage', 'storedVersions', 'objects'],
+        says: /10 objects are stored at v1alpha1: it is the storage version/,
+      },
     ],
     [
       'served, not deprecated: clients unknown',
