@@ -29,11 +29,22 @@ async function setup(t: Test, objects: number) {
   return { cp, http, crd, group }
 }
 
-/** Runs the controller in-process until the test ends; `qps` paces the migration. */
-function startController(t: Test, http: KubeHttp, qps: number) {
+/**
+ * Runs the controller in-process until the test ends; `qps` paces the migration. It takes
+ * only the objects naming `group`: other test files (ksvm-trigger.test.ts) create theirs
+ * on this API server.
+ */
+function startController(t: Test, http: KubeHttp, qps: number, group: string) {
   const config = ConfigSchema.parse({ migrator: { qps, concurrency: 4, storageVersionMigrations: true } })
   const stop = new AbortController()
-  const controller = new KsvmMigrationController({ http, config, logger, owner: 'svm-test', lock: new RunLock() })
+  const controller = new KsvmMigrationController({
+    http,
+    config,
+    logger,
+    owner: 'svm-test',
+    lock: new RunLock(),
+    scope: (svm) => svm.spec?.resource?.group === group,
+  })
   const running = controller.run(stop.signal)
   t.teardown(async () => {
     stop.abort()
@@ -67,7 +78,7 @@ const conditionOf = (svm: StorageVersionMigration | undefined, type: SvmConditio
 
 t.test('a StorageVersionMigration for a CRD: Running, then Succeeded; etcd all v2; storedVersions narrowed', async (t) => {
   const { cp, http, crd, group } = await setup(t, 400)
-  startController(t, http, 100)
+  startController(t, http, 100, group)
   const name = uniqueName('svm')
   await createSvm(http, name, group, 'widgets')
   let sawRunning = false
@@ -99,7 +110,7 @@ t.test('a StorageVersionMigration for a CRD: Running, then Succeeded; etcd all v
 
 t.test('deleting a StorageVersionMigration mid-run stops the run and lifts the freeze; a second one waits its turn', async (t) => {
   const { http, crd, group } = await setup(t, 600)
-  startController(t, http, 40)
+  startController(t, http, 40, group)
   const first = uniqueName('svm')
   await createSvm(http, first, group, 'widgets')
   await until(
@@ -146,7 +157,7 @@ t.test('deleting a StorageVersionMigration mid-run stops the run and lifts the f
 
 t.test('a StorageVersionMigration naming a resource that is not served fails with the reason', async (t) => {
   const { http } = await setup(t, 0)
-  startController(t, http, 100)
+  startController(t, http, 100, 'nothing.example.com')
   const name = uniqueName('svm')
   await createSvm(http, name, 'nothing.example.com', 'gadgets')
   const done = await until(
