@@ -16,7 +16,7 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { loadKubeConfig } from '../../src/kube/client.js'
-import { ContentType, KubeHttp, kubeConnection } from '../../src/kube/http.js'
+import { KubeHttp, kubeConnection } from '../../src/kube/http.js'
 import { attachControlPlane, startControlPlane, type ControlPlane } from '../controlplane/controlplane.js'
 import { startConversionWebhook, type ConversionWebhook } from '../conversion/webhook.js'
 import { ceilingConnection, type CeilingOptions } from './ceiling.js'
@@ -38,13 +38,7 @@ import {
 import { ensureKsvm, installKsvmCrd, KSVM_MODULE, runKsvm, type KsvmBuild } from './ksvm.js'
 import { serviceAccountIdentity } from '../controlplane/service-account.js'
 import { classify, FLOWCONTROL_API, flowControlObjects, installFlowControl, nominalSeats, removeFlowControl } from './apf.js'
-import {
-  FOREGROUND_CONFIGMAPS,
-  foregroundStats,
-  type ForegroundOptions,
-  type ForegroundSamples,
-  type ForegroundStats,
-} from './foreground.js'
+import { FOREGROUND_CONFIGMAPS, foregroundStats, type ForegroundSamples, type ForegroundStats } from './foreground.js'
 import {
   renderMarkdown,
   type BenchResult,
@@ -58,6 +52,7 @@ import {
 import { loadAverage, machineInfo, round, sampleLoad, sleep, waitForQuietProcesses } from './stats.js'
 import { runWebhookBench } from './webhook-load.js'
 import { productNodeFlags } from './product-flags.js'
+import { foregroundTenant, startForegroundChild } from './foreground-tenant.js'
 
 const log = (s: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${s}\n`)
 const CHILD_JS = fileURLToPath(new URL('./child.js', import.meta.url))
@@ -217,24 +212,6 @@ function runChild<T>(mode: 'ours' | 'ceiling', input: unknown, timeoutMs: number
       }
     })
   })
-}
-
-/** The foreground client in its own process (child.js foreground), running until stop(). */
-async function startForegroundChild(input: ForegroundOptions): Promise<{ stop(): Promise<ForegroundSamples> }> {
-  const child = spawn(process.execPath, [CHILD_JS, 'foreground'], { stdio: ['pipe', 'ignore', 'inherit', 'ipc'] })
-  child.stdin!.end(JSON.stringify(input))
-  const exited = new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`the foreground child exited (${code})`))))
-  exited.catch(() => {}) // observed through the races below
-  await Promise.race([new Promise((resolve) => child.once('message', resolve)), exited])
-  return {
-    async stop() {
-      const samples = new Promise<ForegroundSamples>((resolve) =>
-        child.once('message', (m) => resolve((m as { samples: ForegroundSamples }).samples)),
-      )
-      child.send({ stop: true })
-      return Promise.race([samples, exited])
-    },
-  }
 }
 
 async function main(): Promise<void> {
@@ -687,63 +664,10 @@ async function runMigrations(
     }
 
     async function runNeighbour(size: number): Promise<NeighbourCase> {
-      // The foreground tenant: a client certificate outside system:masters (global-default),
-      // allowed to read and patch one ConfigMap.
-      const namespace = 'bench-foreground'
-      const configMap = 'foreground'
-      const configMaps = Array.from({ length: FOREGROUND_CONFIGMAPS }, (_, i) => `${configMap}-${i}`)
-      const user = await cp.mintUser('bench-foreground')
-      for (const [collection, body] of [
-        ['/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }],
-        ...configMaps.map(
-          (name) =>
-            [
-              `/api/v1/namespaces/${namespace}/configmaps`,
-              { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name }, data: { seq: '0' } },
-            ] as const,
-        ),
-        [
-          `/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace}/roles`,
-          {
-            apiVersion: 'rbac.authorization.k8s.io/v1',
-            kind: 'Role',
-            metadata: { name: 'foreground' },
-            rules: [{ apiGroups: [''], resources: ['configmaps'], resourceNames: configMaps, verbs: ['get', 'patch'] }],
-          },
-        ],
-        [
-          `/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace}/rolebindings`,
-          {
-            apiVersion: 'rbac.authorization.k8s.io/v1',
-            kind: 'RoleBinding',
-            metadata: { name: 'foreground' },
-            roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'foreground' },
-            subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user.name }],
-          },
-        ],
-      ] as const) {
-        // Applied, not created: a control plane kept from an earlier run (--controlplane-state) has them already, maybe older.
-        await http.request({
-          method: 'PATCH',
-          path: `${collection}/${body.metadata.name}`,
-          query: { fieldManager: 'crd-migrator-bench', force: true },
-          body,
-          contentType: ContentType.applyPatch,
-        })
-      }
-      const userKc = loadKubeConfig(user.kubeconfigPath)
-      const userHttp = new KubeHttp(userKc)
-      const foregroundLevel = await levelOf(
-        (await classify(userHttp, `/api/v1/namespaces/${namespace}/configmaps/${configMaps[0]}`)).priorityLevelUid,
-      )
-      userHttp.close()
-      if (foregroundLevel === 'exempt') throw new Error(`the foreground user ${user.name} is exempt from API Priority and Fairness`)
-      const input: ForegroundOptions = {
-        connection: ceilingConnection(await kubeConnection(userKc)),
-        namespace,
-        configMap,
-        ratePerSecond: foregroundRate,
-      }
+      const tenant = await foregroundTenant(cp, http, levelOf, foregroundRate)
+      const { input, namespace, configMap } = tenant
+      const user = { name: tenant.user }
+      const foregroundLevel = tenant.priorityLevel
       let fg: ForegroundSamples | undefined
       const withForeground: Around = async (run) => {
         const child = await startForegroundChild(input)

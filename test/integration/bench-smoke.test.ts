@@ -11,6 +11,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import t from 'tap'
+import type { FleetResult } from '../../dev/bench/fleet.js'
 import type { BenchResult } from '../../dev/bench/report.js'
 import { ensureBinaries } from '../../dev/controlplane/controlplane.js'
 import { buildDev, devBuildIsStale } from '../../scripts/dev-build.mjs'
@@ -20,6 +21,7 @@ import { runProcess } from '../helpers/run-process.js'
 const root = process.cwd()
 /** The bench runs compiled (dist-dev/, the tooling build), with child processes. */
 const benchJs = path.join(root, 'dist-dev', 'dev', 'bench', 'main.js')
+const fleetJs = path.join(root, 'dist-dev', 'dev', 'bench', 'fleet.js')
 
 const run = (cmd: string, args: string[]) => runProcess(cmd, args, { cwd: root })
 
@@ -139,6 +141,45 @@ t.test('npm run bench --smoke: every migrator moves every object to v2, proved i
   const md = await readFile(path.join(out, 'latest.md'), 'utf8')
   t.match(md, /\| objects \| migrator \| settings \| rewrite s \| objects\/s \|/)
   t.match(md, /\| 200 \| ceiling \|/)
+})
+
+t.test('npm run bench:fleet --smoke: a fleet of CRDs and one CRD of as many objects, both proved in etcd', async (t) => {
+  t.setTimeout(10 * 60 * 1000)
+  if (devBuildIsStale(root)) {
+    const tsc = buildDev(root, 'pipe')
+    t.equal(tsc.status, 0, 'tsc -p dev/tsconfig.json compiles', { stdout: tsc.stdout })
+  }
+  await ensureBinaries()
+  const out = await mkdtemp(path.join(os.tmpdir(), 'crd-migrator-bench-fleet-smoke-'))
+  t.teardown(() => rm(out, { recursive: true, force: true }))
+  const stateFile = process.env[CONTROLPLANE_ENV]
+  const r = await run(process.execPath, [fleetJs, '--smoke', '--out', out, ...(stateFile ? ['--controlplane-state', stateFile] : [])])
+  t.equal(r.code, 0, 'the fleet bench exits 0', { stderr: r.stderr.split('\n').slice(-40).join('\n') })
+  const result = JSON.parse(await readFile(path.join(out, 'fleet-latest.json'), 'utf8')) as FleetResult
+  t.equal(result.smoke, true)
+  for (const run of [result.single, result.fleet]) {
+    t.equal(run.exitCode, 0, `${run.what}: migrate exits 0`)
+    t.same(run.outcomes, { Succeeded: run.crds }, `${run.what}: every CRD Succeeded`)
+    t.ok(run.provedInEtcd, `${run.what}: every object at v2 in etcd`)
+    t.ok(run.storedVersionsNarrowed, `${run.what}: every CRD's storedVersions is [v2]`)
+    t.ok(run.foreground.requests > 0, `${run.what}: the foreground client sent requests during the run`)
+  }
+  t.equal(result.single.crds, 1)
+  t.ok(result.fleet.crds > 1)
+  t.equal(result.fleet.objects, result.single.objects, 'the fleet holds as many objects as the single CRD')
+  t.notOk(result.migrator.priorityLevel === 'exempt', 'the migrator ran under APF')
+  const md = await readFile(path.join(out, 'fleet-latest.md'), 'utf8')
+  t.match(md, /\| fleet time vs one CRD of the same objects \| <= 1\.3x \|/)
+})
+
+t.test('npm run bench:fleet -- --help lists its flags; a bad one is a clear error', async (t) => {
+  const help = spawnSync(process.execPath, [fleetJs, '--help'], { encoding: 'utf8' })
+  t.equal(help.status, 0)
+  for (const flag of ['--crds', '--objects', '--single', '--max-parallel-crds', '--smoke', '--controlplane-state'])
+    t.match(help.stdout, flag)
+  const bad = spawnSync(process.execPath, [fleetJs, '--crds', 'many'], { encoding: 'utf8' })
+  t.equal(bad.status, 2)
+  t.match(bad.stderr, /--crds takes a whole number/)
 })
 
 t.test('npm run bench -- --help lists the flags', async (t) => {
