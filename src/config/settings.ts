@@ -286,7 +286,8 @@ export const SETTINGS: readonly Setting[] = [
     flag: 'ksvm-trigger',
     env: 'CRD_MIGRATOR_KSVM_TRIGGER',
     kind: 'boolean',
-    description: "keep kube-storage-version-migrator's StorageStates and create a StorageVersionMigration when a resource's storage version hash changes (serve only)",
+    description:
+      "keep kube-storage-version-migrator's StorageStates and create a StorageVersionMigration when a resource's storage version hash changes (serve only)",
   },
   {
     path: 'migrator.ksvmTrigger.pollSeconds',
