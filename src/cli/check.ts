@@ -4,13 +4,11 @@
  * (src/check/drop-verdict.ts), for people or as data, and an exit code for pipelines.
  */
 import type { Config } from '../config/schema.js'
-import { CrdSelection } from '../controller/selector.js'
 import { ConfigError } from '../errors.js'
-import { isNotFound } from '../kube/api-errors.js'
 import { kubeHttp } from '../kube/client.js'
-import { getCrd, listCrds } from '../kube/crds.js'
 import type { KubeHttp } from '../kube/http.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
+import { crdsByName, managedCrds } from '../check/select.js'
 import { EvidenceReader } from '../check/drop-evidence.js'
 import { decideDrop, droppedVersions, type DropVerdict } from '../check/drop-verdict.js'
 import { readCrdManifests } from '../check/manifests.js'
@@ -99,22 +97,10 @@ async function clusterTargets(
   names: readonly string[],
   drop: string,
 ): Promise<{ targets: Target[]; missing: string[] }> {
-  if (names.length === 0) {
-    const selection = new CrdSelection(config.migrator.selector)
-    const crds = (await listCrds(http)).filter((crd) => selection.selects(crd))
-    return { targets: crds.sort(byName).map((crd) => ({ name: crd.metadata.name, crd, versions: [drop] })), missing: [] }
-  }
-  const targets: Target[] = []
-  const missing: string[] = []
-  for (const name of names) {
-    try {
-      targets.push({ name, crd: await getCrd(http, name), versions: [drop] })
-    } catch (err) {
-      if (!isNotFound(err)) throw err
-      missing.push(name)
-    }
-  }
-  return { targets, missing }
+  const { crds, missing } = names.length
+    ? await crdsByName(http, names)
+    : { crds: await managedCrds(http, config.migrator.selector), missing: [] }
+  return { targets: crds.map((crd) => ({ name: crd.metadata.name, crd, versions: [drop] })), missing }
 }
 
 /** The manifests' CRDs as the cluster has them, with the versions dropped: `drop`, or those the manifest no longer lists. */
@@ -123,7 +109,14 @@ async function manifestTargets(
   manifests: ReturnType<typeof readCrdManifests>,
   drop: string | undefined,
 ): Promise<{ targets: Target[]; missing: string[] }> {
-  const live = new Map((await listCrds(http)).map((crd) => [crd.metadata.name, crd]))
+  const live = new Map(
+    (
+      await crdsByName(
+        http,
+        manifests.map((m) => m.name),
+      )
+    ).crds.map((crd) => [crd.metadata.name, crd]),
+  )
   const targets = manifests.map((m): Target => {
     const crd = live.get(m.name)
     if (!crd) return { name: m.name, crd, versions: [], nothing: `not in the cluster: nothing is stored yet (${m.file})` }
@@ -138,8 +131,6 @@ async function manifestTargets(
   })
   return { targets, missing: [] }
 }
-
-const byName = (a: CustomResourceDefinition, b: CustomResourceDefinition) => a.metadata.name.localeCompare(b.metadata.name)
 
 const MARK = { blocks: 'no', ok: 'ok', unknown: '??' } as const
 

@@ -4,10 +4,9 @@
  * object per CRD for its count, and a metadata list for its managedFields.
  */
 import type { Config } from '../config/schema.js'
-import { CrdSelection } from '../controller/selector.js'
-import { isForbidden, isNotFound } from '../kube/api-errors.js'
+import { isForbidden } from '../kube/api-errors.js'
 import { kubeHttp } from '../kube/client.js'
-import { getCrd, listCrds } from '../kube/crds.js'
+import { crdsByName, managedCrds } from '../check/select.js'
 import type { KubeHttp } from '../kube/http.js'
 import { pageRequest } from '../kube/list-pages.js'
 import { collectionPath, resourceRef } from '../kube/paths.js'
@@ -64,22 +63,8 @@ async function selectCrds(
   config: Config,
   names: readonly string[],
 ): Promise<{ crds: CustomResourceDefinition[]; missing: string[] }> {
-  if (names.length === 0) {
-    const selection = new CrdSelection(config.migrator.selector)
-    const crds = (await listCrds(http)).filter((crd) => selection.selects(crd))
-    return { crds: crds.sort((a, b) => a.metadata.name.localeCompare(b.metadata.name)), missing: [] }
-  }
-  const crds: CustomResourceDefinition[] = []
-  const missing: string[] = []
-  for (const name of names) {
-    try {
-      crds.push(await getCrd(http, name))
-    } catch (err) {
-      if (!isNotFound(err)) throw err
-      missing.push(name)
-    }
-  }
-  return { crds, missing }
+  if (names.length === 0) return { crds: await managedCrds(http, config.migrator.selector), missing: [] }
+  return crdsByName(http, names)
 }
 
 async function planOne(http: KubeHttp, config: Config, crd: CustomResourceDefinition, options: PlanCommandOptions): Promise<PlanRow> {

@@ -309,3 +309,36 @@ t.test('plan: which CRDs need work, their counts, an estimate', async (t) => {
   )
   t.match(text.text(), /Estimate: .* at --max-parallel-crds 4/)
 })
+
+t.test("every managed CRD: the selector's label list and its names", async (t) => {
+  const cp = await getControlPlane()
+  const http = httpFor(cp.kubeconfigPath)
+  const label = uniqueName('check-managed')
+  const labelled = await createCrd(
+    http,
+    crdManifest({
+      group: uniqueGroup('check-labelled'),
+      versions: ['v1', 'v2'],
+      storage: 'v2',
+      unserved: ['v1'],
+      labels: { [label]: 'true' },
+    }),
+  )
+  const named = await createCrd(http, crdManifest({ group: uniqueGroup('check-named'), versions: ['v2'], storage: 'v2' }))
+  await createCrd(http, crdManifest({ group: uniqueGroup('check-unmanaged'), versions: ['v1', 'v2'], storage: 'v1' }))
+  const config = loadConfig({
+    flags: {
+      kubeconfig: cp.kubeconfigPath,
+      'migrator.selector.labelSelector': `${label}=true`,
+      'migrator.selector.names': [named.metadata.name, 'absent.example.com'],
+    },
+  })
+  const { code, report } = await check(config, { drop: 'v1' })
+  t.strictSame(
+    report.results.map((r) => [r.crd, r.safe]),
+    [labelled.metadata.name, named.metadata.name].sort().map((n) => [n, true]),
+    'the labelled and the named CRD, not the unmanaged one nor a name that does not exist',
+  )
+  t.equal(code, 0)
+  t.match(report.results.find((r) => r.crd === named.metadata.name)?.reasons[0]?.message, /v1 is not a version of .*: nothing to drop/)
+})
