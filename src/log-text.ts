@@ -39,7 +39,7 @@ export function formatLogLine(line: string): string {
   const parts: string[] = []
   if (typeof entry.time === 'number') parts.push(new Date(entry.time).toISOString())
   else if (typeof entry.time === 'string') parts.push(entry.time)
-  parts.push((LEVELS[level] ?? String(entry.level ?? 'LOG')).padEnd(5))
+  parts.push((LEVELS[level] ?? 'LOG').padEnd(5))
   if (typeof entry.msg === 'string' && entry.msg !== '') parts.push(entry.msg)
   const stacks: string[] = []
   for (const [key, value] of Object.entries(entry)) {

@@ -4,7 +4,7 @@
  * from the CLI. It completes command names, each command's long and short options, the
  * values of options and arguments with a fixed set of choices, and file names otherwise.
  */
-import type { Argument, Command, Option } from 'commander'
+import type { Command, Option } from 'commander'
 
 export const SHELLS = ['bash', 'zsh', 'fish'] as const
 export type Shell = (typeof SHELLS)[number]
@@ -27,16 +27,13 @@ interface OptionSpec {
   choices: readonly string[]
 }
 
-// commander's Option and Argument keep these public but leave them out of their types.
-type WithChoices = { argChoices?: string[] }
-
 function optionSpec(o: Option): OptionSpec {
   return {
     long: o.long,
     short: o.short,
     description: firstClause(o.description),
     takesValue: o.required || o.optional,
-    choices: (o as Option & WithChoices).argChoices ?? [],
+    choices: o.argChoices ?? [],
   }
 }
 
@@ -56,7 +53,7 @@ export function commandSpecs(program: Command): CommandSpec[] {
       ...cmd.options.filter((o) => !o.hidden).map(optionSpec),
       { long: '--help', description: 'display help', takesValue: false, choices: [] },
     ],
-    argumentChoices: ((cmd.registeredArguments[0] as (Argument & WithChoices) | undefined)?.argChoices ?? []) as readonly string[],
+    argumentChoices: cmd.registeredArguments[0]?.argChoices ?? [],
   }))
 }
 

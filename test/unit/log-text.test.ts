@@ -79,14 +79,14 @@ t.test('every pino level by name, from a real logger', async (t) => {
 
 t.test('child bindings and fields, one line each', async (t) => {
   const [line] = textOf((l) => l.child({ component: 'webhook' }).info({ port: 9443, hosts: ['a', 'b'] }, 'listening'))
-  t.match(line, / INFO  listening component=webhook port=9443 hosts=\["a","b"\]\n$/)
+  t.match(line, / INFO {2}listening component=webhook port=9443 hosts=\["a","b"\]\n$/)
   t.equal(line!.split('\n').length, 2, 'one line')
 })
 
 t.test('an error: its message and code on the line; its stack below at level error and above only', async (t) => {
   const err = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443'), { code: 'ECONNREFUSED' })
   const [warn] = textOf((l) => l.warn({ err }, 'lease request failed'))
-  t.match(warn, / WARN  lease request failed err="connect ECONNREFUSED 127.0.0.1:6443" err.code=ECONNREFUSED\n$/)
+  t.match(warn, / WARN {2}lease request failed err="connect ECONNREFUSED 127.0.0.1:6443" err.code=ECONNREFUSED\n$/)
   t.equal(warn!.split('\n').length, 2, 'a warning stays one line')
   const [error] = textOf((l) => l.error({ err }, 'crashed'))
   const [first, ...stack] = error!.trimEnd().split('\n')
