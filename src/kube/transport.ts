@@ -11,7 +11,7 @@ import type { Socket } from 'node:net'
 import https from 'node:https'
 import { urlToHttpOptions } from 'node:url'
 import { readFileSync } from 'node:fs'
-import { checkServerIdentity, type PeerCertificate } from 'node:tls'
+import { checkServerIdentity, TLSSocket, type PeerCertificate } from 'node:tls'
 import { CrdMigratorError, errorMessage } from '../errors.js'
 import type { ClientCertificate } from './credentials.js'
 import { http } from './node-http.js'
@@ -184,7 +184,8 @@ function readCa(cluster: KubeCluster): Buffer {
 
 /**
  * Fails the request with ETIMEDOUT when its socket, a new one, is not connected within
- * `ms`. A pooled socket that is connected already is left alone.
+ * `ms` (for TLS: the handshake done too, so a server that takes the connection and never
+ * answers is caught as well). A pooled socket that is connected already is left alone.
  */
 export function limitConnect(r: ClientRequest, ms: number): void {
   r.once('socket', (socket: Socket) => {
@@ -193,7 +194,7 @@ export function limitConnect(r: ClientRequest, ms: number): void {
       r.destroy(Object.assign(new Error(`connecting timed out after ${ms} ms`), { code: 'ETIMEDOUT' }))
     }, ms)
     const done = () => clearTimeout(timer)
-    socket.once('connect', done)
+    socket.once(socket instanceof TLSSocket ? 'secureConnect' : 'connect', done)
     socket.once('close', done)
   })
 }

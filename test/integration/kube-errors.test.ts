@@ -119,6 +119,31 @@ t.test('a name that does not resolve: CRDM_UNREACHABLE with ENOTFOUND', async (t
   })
 })
 
+t.test('a server that takes the connection and never answers: ETIMEDOUT after the connect timeout, not the request timeout', async (t) => {
+  const silent = createServer(() => {}) // accepts, never says a word (no TLS handshake)
+  silent.listen(0, '127.0.0.1')
+  await once(silent, 'listening')
+  t.teardown(() => silent.close())
+  const { port } = silent.address() as AddressInfo
+  const dir = await tempDir()
+  const warnings: unknown[] = []
+  const http = new KubeHttp(loadKubeConfig(await kubeconfig(dir, 'silent', { server: `https://127.0.0.1:${port}` }, { token: 'x' })), {
+    connectAttempts: 2,
+    connectTimeoutMs: 300,
+    defaultTimeoutMs: 600_000,
+    logger: { warn: (o: unknown) => warnings.push(o) },
+  })
+  t.teardown(() => http.close())
+  await t.rejects(http.request({ method: 'GET', path: '/version' }), {
+    code: 'CRDM_UNREACHABLE',
+    errno: 'ETIMEDOUT',
+    message: new RegExp(
+      `cannot reach the API server at https://127\\.0\\.0\\.1:${port}: ETIMEDOUT, the connection timed out \\(2 attempts\\)`,
+    ),
+  })
+  t.match(warnings, [{ errno: 'ETIMEDOUT', attempt: 1, of: 2 }], 'one retry, logged with its cause')
+})
+
 t.test('TLS: a server certificate from a CA the kubeconfig does not hold; a tls-server-name it does not cover', async (t) => {
   const cp = await getControlPlane()
   const pems = await generate([{ name: 'commonName', value: 'localhost' }], {
