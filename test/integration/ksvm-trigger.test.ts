@@ -203,3 +203,45 @@ t.test("a storage flip while the migration is pending: it is deleted and a new o
   t.same(state.status?.persistedStorageVersionHashes, ['Unknown', v2Hash], 'never migrated: Unknown, then the new hash appended')
   t.ok(history.length >= 2, 'the watch saw the writes')
 })
+
+t.test('a stale StorageState (no heartbeat for two polls) is made anew and the resource migrated again', async (t) => {
+  const { http, group, stateName, history } = await setup(t, 5)
+  const hash = storageVersionHash(group, 'v1', 'Widget')
+  const created = (
+    await http.request<StorageState>({
+      method: 'POST',
+      path: STORAGE_STATE_API,
+      body: {
+        apiVersion: 'migration.k8s.io/v1alpha1',
+        kind: 'StorageState',
+        metadata: { name: stateName },
+        spec: { resource: { group, resource: 'widgets' } },
+      },
+    })
+  ).body
+  // Migrated, by all it says, but last seen an hour ago: nobody knows what was written since.
+  const hourAgo = new Date(Date.now() - 3600_000).toISOString().replace(/\.\d{3}Z$/, 'Z')
+  await http.request({
+    method: 'PUT',
+    path: `${STORAGE_STATE_API}/${stateName}/status`,
+    body: { ...created, status: { currentStorageVersionHash: hash, persistedStorageVersionHashes: [hash], lastHeartbeatTime: hourAgo } },
+  })
+  start(t, http, group, false)
+  const renewed = await until(
+    'the state made anew',
+    60_000,
+    () => getState(http, stateName),
+    (s) => s.metadata.uid !== created.metadata.uid && !!s.status?.currentStorageVersionHash,
+  )
+  t.same(renewed.status?.persistedStorageVersionHashes, ['Unknown'], 'persisted: Unknown again')
+  t.equal(renewed.status?.currentStorageVersionHash, hash)
+  t.ok(Date.parse(renewed.status?.lastHeartbeatTime ?? '') > Date.parse(hourAgo), 'a fresh heartbeat')
+  const migrations = await until(
+    'a migration of the resource',
+    30_000,
+    () => migrationsOf(http, group),
+    (ms) => ms.length === 1,
+  )
+  t.same(migrations[0]?.spec?.resource, { group, version: 'v2', resource: 'widgets' })
+  t.ok(history.length >= 2)
+})
