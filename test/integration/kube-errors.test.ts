@@ -144,47 +144,81 @@ t.test('a server that takes the connection and never answers: ETIMEDOUT after th
   t.match(warnings, [{ errno: 'ETIMEDOUT', attempt: 1, of: 2 }], 'one retry, logged with its cause')
 })
 
-t.test('TLS: a server certificate from a CA the kubeconfig does not hold; a tls-server-name it does not cover', async (t) => {
-  const cp = await getControlPlane()
-  const pems = await generate([{ name: 'commonName', value: 'localhost' }], {
-    keyType: 'ec',
-    extensions: [{ name: 'subjectAltName', altNames: [{ type: 2, value: 'localhost' }] }],
-  })
-  const server = https.createServer({ cert: pems.cert, key: pems.private }, (_req, res) => res.end('{}'))
-  server.listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  t.teardown(() => server.close())
-  const { port } = server.address() as AddressInfo
-  const dir = await tempDir()
+t.test(
+  'TLS: a server certificate from a CA the kubeconfig does not hold; a tls-server-name it does not cover; an expired one',
+  async (t) => {
+    const cp = await getControlPlane()
+    const pems = await generate([{ name: 'commonName', value: 'localhost' }], {
+      keyType: 'ec',
+      extensions: [{ name: 'subjectAltName', altNames: [{ type: 2, value: 'localhost' }] }],
+    })
+    const server = https.createServer({ cert: pems.cert, key: pems.private }, (_req, res) => res.end('{}'))
+    server.listen(0, '127.0.0.1')
+    await once(server, 'listening')
+    t.teardown(() => server.close())
+    const { port } = server.address() as AddressInfo
+    const dir = await tempDir()
 
-  // The kubeconfig trusts the test control plane's CA, not the one that signed this server.
-  const untrusted = await migrate(
-    await kubeconfig(dir, 'other-ca', { server: `https://localhost:${port}`, 'certificate-authority-data': b64(cp.caPem) }, { token: 'x' }),
-  )
-  t.equal(untrusted.code, 1)
-  t.match(
-    untrusted.stdout,
-    new RegExp(
-      `CRDM_TLS: TLS: the certificate of the API server at localhost:${port} is not trusted: \\w+, signed by an authority not in the CA bundle; check certificate-authority\\(-data\\) of cluster "other-ca"`,
-    ),
-  )
-  t.equal(connectRetries(untrusted).length, 0, 'a TLS failure is not retried: it will not pass')
+    // The kubeconfig trusts the test control plane's CA, not the one that signed this server.
+    const untrusted = await migrate(
+      await kubeconfig(
+        dir,
+        'other-ca',
+        { server: `https://localhost:${port}`, 'certificate-authority-data': b64(cp.caPem) },
+        { token: 'x' },
+      ),
+    )
+    t.equal(untrusted.code, 1)
+    t.match(
+      untrusted.stdout,
+      new RegExp(
+        `CRDM_TLS: TLS: the certificate of the API server at localhost:${port} is not trusted: \\w+, signed by an authority not in the CA bundle; check certificate-authority\\(-data\\) of cluster "other-ca"`,
+      ),
+    )
+    t.equal(connectRetries(untrusted).length, 0, 'a TLS failure is not retried: it will not pass')
 
-  // The right CA, the wrong name: the certificate covers localhost only.
-  const misnamed = await migrate(
-    await kubeconfig(
-      dir,
-      'misnamed',
-      { server: `https://localhost:${port}`, 'certificate-authority-data': b64(pems.cert), 'tls-server-name': 'api.example.com' },
-      { token: 'x' },
-    ),
-  )
-  t.equal(misnamed.code, 1)
-  t.match(
-    misnamed.stdout,
-    /CRDM_TLS: TLS: .* does not cover "api\.example\.com" \(it covers DNS:localhost\) \(hostname mismatch\); fix tls-server-name of cluster "misnamed"/,
-  )
-})
+    // The right CA, the wrong name: the certificate covers localhost only.
+    const misnamed = await migrate(
+      await kubeconfig(
+        dir,
+        'misnamed',
+        { server: `https://localhost:${port}`, 'certificate-authority-data': b64(pems.cert), 'tls-server-name': 'api.example.com' },
+        { token: 'x' },
+      ),
+    )
+    t.equal(misnamed.code, 1)
+    t.match(
+      misnamed.stdout,
+      /CRDM_TLS: TLS: .* does not cover "api\.example\.com" \(it covers DNS:localhost\) \(hostname mismatch\); fix tls-server-name of cluster "misnamed"/,
+    )
+
+    // The right CA and name, but the certificate's time is over.
+    const expired = await generate([{ name: 'commonName', value: 'localhost' }], {
+      keyType: 'ec',
+      notBeforeDate: new Date(Date.now() - 3 * 86_400_000),
+      notAfterDate: new Date(Date.now() - 86_400_000),
+      extensions: [{ name: 'subjectAltName', altNames: [{ type: 2, value: 'localhost' }] }],
+    })
+    const old = https.createServer({ cert: expired.cert, key: expired.private }, (_req, res) => res.end('{}'))
+    old.listen(0, '127.0.0.1')
+    await once(old, 'listening')
+    t.teardown(() => old.close())
+    const oldPort = (old.address() as AddressInfo).port
+    const outdated = await migrate(
+      await kubeconfig(
+        dir,
+        'expired',
+        { server: `https://localhost:${oldPort}`, 'certificate-authority-data': b64(expired.cert) },
+        { token: 'x' },
+      ),
+    )
+    t.equal(outdated.code, 1)
+    t.match(
+      outdated.stdout,
+      new RegExp(`CRDM_TLS: TLS: the certificate of the API server at localhost:${oldPort} is not valid now: CERT_HAS_EXPIRED`),
+    )
+  },
+)
 
 t.test('the real API server: a bad token is CRDM_UNAUTHORIZED, a user without RBAC CRDM_FORBIDDEN with what it may not do', async (t) => {
   const cp = await getControlPlane()
