@@ -98,6 +98,8 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
     const trigger = config.migrator.ksvmTrigger.enabled
       ? new KsvmTrigger({ http, logger: logger.child({ component: 'ksvm-trigger' }), pollSeconds: config.migrator.ksvmTrigger.pollSeconds })
       : undefined
+    if (trigger && !svmController)
+      log.info('ksvmTrigger is on and storageVersionMigrations off: the StorageVersionMigrations it creates are left to another migrator')
     // The controllers of one leader term: CRDs by label or name, StorageVersionMigration
     // objects, and the trigger that creates them from StorageStates.
     const controller = {
