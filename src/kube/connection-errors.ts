@@ -46,9 +46,9 @@ export class KubeUnreachableError extends CrdMigratorError {
     cause: unknown,
   ) {
     const tries = attempts > 1 ? ` (${attempts} attempts)` : ''
-    super('CRDM_UNREACHABLE', `cannot reach the API server at ${server}: ${errno}, ${UNREACHABLE[errno] ?? errorMessage(cause)}${tries}`, {
-      cause,
-    })
+    // Retryable: it answered before, so this is an outage (or a slow answer), not a wrong address.
+    const what = retryable ? `lost the API server at ${server}` : `cannot reach the API server at ${server}`
+    super('CRDM_UNREACHABLE', `${what}: ${errno}, ${UNREACHABLE[errno] ?? errorMessage(cause)}${tries}`, { cause })
   }
 }
 
