@@ -108,6 +108,11 @@ t.test('connection failures: coded by errno or TLS code, retried only once the s
     refused.message,
     'cannot reach the API server at https://api.example.com:6443: ECONNREFUSED, connection refused: nothing listens there (3 attempts)',
   )
+  t.equal(
+    (explainConnectionError(sys('ECONNREFUSED'), server, cluster, true) as Error).message,
+    'lost the API server at https://api.example.com:6443: ECONNREFUSED, connection refused: nothing listens there',
+    'after it has answered: an outage, retried by the migration',
+  )
   t.match(
     (explainConnectionError(sys('CERT_HAS_EXPIRED'), server, cluster, false) as Error).message,
     /^TLS: the certificate of the API server at api\.example\.com:6443 is not valid now: CERT_HAS_EXPIRED; renew/,
