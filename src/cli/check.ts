@@ -1,3 +1,4 @@
+import type { Logger } from 'pino'
 /**
  * `crd-migrator check [CRD...] --drop VERSION` and `check --manifests PATH...`: is it safe
  * to remove a version from these CRDs? One verdict per CRD and version, with its reasons
@@ -19,6 +20,8 @@ import { renderData, type OutputFormat } from './output.js'
 export const EXIT_NOT_SAFE = 3
 
 export interface CheckCommandOptions {
+  /** Where the client says it retries a server that never answered (--connect-attempts). */
+  logger?: Logger
   format: OutputFormat
   /** CRDs to check, managed or not; every managed one when empty (and no manifests). */
   names: readonly string[]
@@ -61,7 +64,12 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
   checkUsage(options)
   // Manifests are read before the cluster is asked: a bad file is a usage error, whatever the cluster.
   const manifests = options.manifests?.length ? readCrdManifests(options.manifests) : undefined
-  const http = kubeHttp(config.kubeconfig, { context: config.context, userAgent: userAgent('check') })
+  const http = kubeHttp(config.kubeconfig, {
+    context: config.context,
+    userAgent: userAgent('check'),
+    connectAttempts: config.connectAttempts,
+    ...(options.logger ? { logger: options.logger } : {}),
+  })
   try {
     const { targets, missing } = manifests
       ? await manifestTargets(http, manifests, options.drop)

@@ -29,6 +29,9 @@ function logger(config: Config, command: 'serve' | 'short'): Logger {
     : createLogger({ level: config.logLevel, format, fd: 2, sync: true })
 }
 
+/** The flags of every command that talks to the API server: where, as whom, how patiently, and its log. */
+const CLIENT_FLAGS = ['kubeconfig', 'context', 'connect-attempts', 'log-level', 'log-format']
+
 /** Aborts on the first SIGINT/SIGTERM; a second one exits at once. */
 function shutdownSignal(log: Logger | undefined): AbortSignal {
   const controller = new AbortController()
@@ -103,9 +106,7 @@ addConfigOptions(
     })
   })
 
-addConfigOptions(program.command('status'), (s) =>
-  ['kubeconfig', 'context', 'migrating-annotation', 'selector', 'crds', 'log-level'].includes(s.flag),
-)
+addConfigOptions(program.command('status'), (s) => [...CLIENT_FLAGS, 'migrating-annotation', 'selector', 'crds'].includes(s.flag))
   .description('show managed CRDs: storage version, storedVersions, freeze, phase, progress and last result')
   .argument('[crd...]', 'only these CRDs, managed or not (default: every managed CRD)')
   .addOption(outputOption())
@@ -114,11 +115,13 @@ addConfigOptions(program.command('status'), (s) =>
   .option('-w, --watch', 'after the first output, print each change (a row, or with --summary the summary) until interrupted', false)
   .action(async (names: string[], opts: Record<string, unknown>) => {
     const format = outputFormat(opts)
-    const config = configFromOptions(opts)
+    // Warnings only by default (a server that does not answer yet): the output is the table.
+    const config = configFromOptions({ logLevel: 'warn', ...opts })
     const { runStatusCommand } = await import('./status.js')
     const watch = Boolean(opts.watch)
     process.exitCode = await runStatusCommand(config, process.stdout, {
       format,
+      logger: logger(config, 'short'),
       names,
       summary: Boolean(opts.summary),
       watch,
@@ -127,9 +130,7 @@ addConfigOptions(program.command('status'), (s) =>
   })
 
 addConfigOptions(program.command('check'), (s) =>
-  ['kubeconfig', 'context', 'migrating-annotation', 'selector', 'crds', 'stash-presets', 'page-size', 'max-attempts', 'log-level'].includes(
-    s.flag,
-  ),
+  [...CLIENT_FLAGS, 'migrating-annotation', 'selector', 'crds', 'stash-presets', 'page-size', 'max-attempts'].includes(s.flag),
 )
   .description('is it safe to drop a version? yes or no per CRD, with reasons; exit code 3 when not')
   .argument('[crd...]', 'only these CRDs, managed or not (default: every managed CRD, or the CRDs of --manifests)')
@@ -143,10 +144,12 @@ addConfigOptions(program.command('check'), (s) =>
   .option('--json', 'the same as -o json')
   .action(async (names: string[], opts: Record<string, unknown>) => {
     const format = outputFormat(opts)
-    const config = configFromOptions(opts)
+    // Warnings only by default (a server that does not answer yet): the output is the table.
+    const config = configFromOptions({ logLevel: 'warn', ...opts })
     const { runCheckCommand } = await import('./check.js')
     process.exitCode = await runCheckCommand(config, process.stdout, {
       format,
+      logger: logger(config, 'short'),
       names,
       drop: opts.drop as string | undefined,
       manifests: opts.manifests as string[] | undefined,
@@ -157,8 +160,7 @@ addConfigOptions(program.command('check'), (s) =>
 
 addConfigOptions(program.command('plan'), (s) =>
   [
-    'kubeconfig',
-    'context',
+    ...CLIENT_FLAGS,
     'selector',
     'crds',
     'skip-phases',
@@ -166,7 +168,6 @@ addConfigOptions(program.command('plan'), (s) =>
     'max-parallel-crds',
     'page-size',
     'max-attempts',
-    'log-level',
   ].includes(s.flag),
 )
   .description('which CRDs need a migration, their object counts, and an estimate of how long it takes')
@@ -176,10 +177,12 @@ addConfigOptions(program.command('plan'), (s) =>
   .option('--json', 'the same as -o json')
   .action(async (names: string[], opts: Record<string, unknown>) => {
     const format = outputFormat(opts)
-    const config = configFromOptions(opts)
+    // Warnings only by default (a server that does not answer yet): the output is the table.
+    const config = configFromOptions({ logLevel: 'warn', ...opts })
     const { runPlanCommand } = await import('./plan.js')
     process.exitCode = await runPlanCommand(config, process.stdout, {
       format,
+      logger: logger(config, 'short'),
       names,
       scan: opts.scan !== false,
       signal: shutdownSignal(undefined),

@@ -1,3 +1,4 @@
+import type { Logger } from 'pino'
 /**
  * `crd-migrator plan [CRD...]`: which CRDs need a migration, how many objects that writes
  * and roughly how long it takes (src/check/fleet-plan.ts). Reads only: a list of one
@@ -22,6 +23,8 @@ import { userAgent } from '../version.js'
 import { renderData, type OutputFormat } from './output.js'
 
 export interface PlanCommandOptions {
+  /** Where the client says it retries a server that never answered (--connect-attempts). */
+  logger?: Logger
   format: OutputFormat
   /** CRDs to plan, managed or not; every managed one when empty. */
   names: readonly string[]
@@ -39,7 +42,12 @@ export interface PlanReport {
 
 /** `crd-migrator plan [CRD...]`; exit code 1 when a named CRD does not exist. */
 export async function runPlanCommand(config: Config, out: NodeJS.WritableStream, options: PlanCommandOptions): Promise<number> {
-  const http = kubeHttp(config.kubeconfig, { context: config.context, userAgent: userAgent('plan') })
+  const http = kubeHttp(config.kubeconfig, {
+    context: config.context,
+    userAgent: userAgent('plan'),
+    connectAttempts: config.connectAttempts,
+    ...(options.logger ? { logger: options.logger } : {}),
+  })
   try {
     const { crds, missing } = await selectCrds(http, config, options.names)
     const rows: PlanRow[] = []

@@ -80,6 +80,8 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
       context: config.context,
       maxSockets: Math.max(config.migrator.concurrency, 4) * 2,
       userAgent: userAgent('serve'),
+      connectAttempts: config.connectAttempts,
+      logger,
     })
     const log = logger.child({ component: 'migrator' })
     const shared = {

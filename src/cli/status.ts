@@ -1,3 +1,4 @@
+import type { Logger } from 'pino'
 import type { Config } from '../config/schema.js'
 import { CrdSelection } from '../controller/selector.js'
 import { kubeHttp } from '../kube/client.js'
@@ -123,6 +124,8 @@ export function formatTable(rows: StatusRow[], widths = columnWidths(rows)): str
 }
 
 export interface StatusCommandOptions {
+  /** Where the client says it retries a server that never answered (--connect-attempts). */
+  logger?: Logger
   format: OutputFormat
   /** CRDs to show, managed or not; all managed ones when empty. */
   names: readonly string[]
@@ -143,7 +146,12 @@ const PARALLEL_GETS = 8
  * then read by GET.
  */
 export async function runStatusCommand(config: Config, out: NodeJS.WritableStream, options: StatusCommandOptions): Promise<number> {
-  const http = kubeHttp(config.kubeconfig, { context: config.context, userAgent: userAgent('status') })
+  const http = kubeHttp(config.kubeconfig, {
+    context: config.context,
+    userAgent: userAgent('status'),
+    connectAttempts: config.connectAttempts,
+    ...(options.logger ? { logger: options.logger } : {}),
+  })
   try {
     return await showStatus(http, config, out, options)
   } finally {

@@ -105,6 +105,39 @@ t.test('a refused port: CRDM_UNREACHABLE naming the server and the errno, after 
   t.notMatch(once.stdout, /attempts\)/)
 })
 
+t.test('status, check and plan: the same fast CRDM_UNREACHABLE, --connect-attempts honoured and each retry logged', async (t) => {
+  const dir = await tempDir()
+  const port = await freePort()
+  const file = await kubeconfig(dir, 'refused', { server: `https://127.0.0.1:${port}`, 'insecure-skip-tls-verify': true }, { token: 'x' })
+  for (const args of [['status'], ['check', 'widgets.example.com', '--drop', 'v1'], ['plan']]) {
+    const command = args[0]!
+    const run = async (...extra: string[]) => {
+      const r = await runProcess(process.execPath, ['dist/cli/main.js', ...args, '--kubeconfig', file, '--log-format', 'json', ...extra], {
+        cwd: process.cwd(),
+        env: { ...process.env, KUBECONFIG: '' },
+      })
+      const logs = r.stderr
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+      return { ...r, logs, ms: 0 }
+    }
+    const two = await run('--connect-attempts', '2')
+    t.equal(two.code, 1, `${command}: exit code 1`)
+    t.match(
+      two.stderr,
+      new RegExp(`CRDM_UNREACHABLE: cannot reach the API server at https://127\\.0\\.0\\.1:${port}: ECONNREFUSED`),
+      `${command}: says why`,
+    )
+    // Requests sent together (status reads CRDs and migrations at once) each retry once.
+    t.ok(connectRetries(two).length >= 1, `${command}: a retry, logged at warn`)
+    for (const retry of connectRetries(two))
+      t.match(retry, { errno: 'ECONNREFUSED', attempt: 1, of: 2 }, `${command}: --connect-attempts 2 is one retry per request`)
+    const one = await run('--connect-attempts', '1')
+    t.equal(connectRetries(one).length, 0, `${command}: --connect-attempts 1: no retry`)
+  }
+})
+
 t.test('a name that does not resolve: CRDM_UNREACHABLE with ENOTFOUND', async (t) => {
   const dir = await tempDir()
   const http = new KubeHttp(loadKubeConfig(await kubeconfig(dir, 'dns', { server: 'https://no-such-host.invalid:6443' }, { token: 'x' })), {
