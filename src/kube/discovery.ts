@@ -10,8 +10,18 @@ export function storageVersionHash(group: string, version: string, kind: string)
   return createHash('sha256').update(`${group}/${version}/${kind}`).digest().subarray(0, 8).toString('base64')
 }
 
-interface APIResourceList {
+export interface APIResourceList {
   resources?: { name: string; storageVersionHash?: string }[]
+}
+
+/** One group/version's discovery document: every resource of it, with its storage version hash. */
+export async function groupVersionResources(http: KubeHttp, group: string, version: string): Promise<APIResourceList> {
+  return (await http.request<APIResourceList>({ method: 'GET', path: groupVersionPath({ group, version }) })).body
+}
+
+/** The storage version hash a discovery document gives `plural`. */
+export function hashOf(list: APIResourceList, plural: string): string | undefined {
+  return list.resources?.find((r) => r.name === plural)?.storageVersionHash
 }
 
 export async function servedStorageVersionHash(
@@ -20,8 +30,7 @@ export async function servedStorageVersionHash(
   version: string,
   plural: string,
 ): Promise<string | undefined> {
-  const list = (await http.request<APIResourceList>({ method: 'GET', path: groupVersionPath({ group, version }) })).body
-  return list.resources?.find((r) => r.name === plural)?.storageVersionHash
+  return hashOf(await groupVersionResources(http, group, version), plural)
 }
 
 export interface StorageSettleOptions {
@@ -29,6 +38,8 @@ export interface StorageSettleOptions {
   /** How long the new hash must be seen before writes start. */
   settleMs: number
   signal?: AbortSignal
+  /** Reads the served hash (default: one discovery read each time; storage-switch.ts shares them, discovery-cache.ts). */
+  served?: (http: KubeHttp, group: string, version: string, plural: string, want: string) => Promise<string | undefined>
 }
 
 /**
@@ -51,7 +62,9 @@ export async function waitForStorageVersion(
   let seen: string | undefined
   for (;;) {
     try {
-      seen = await servedStorageVersionHash(http, crd.group, version, crd.plural)
+      seen = options.served
+        ? await options.served(http, crd.group, version, crd.plural, want)
+        : await servedStorageVersionHash(http, crd.group, version, crd.plural)
     } catch {
       seen = undefined // discovery briefly 404s or 503s right after a change
     }

@@ -8,11 +8,13 @@
  * storageVersionHash; the run goes on once all agree and keep agreeing for the settle
  * time. Where the servers cannot be reached one by one (a managed control plane behind
  * one address), it says so once and checks the server it talks to, plus the settle time.
+ * The CRDs of one group switched together share their discovery reads (discovery-cache.ts).
  */
 import type { Logger } from 'pino'
 import { CrdMigratorError, errorMessage } from '../../errors.js'
 import { describeEndpoint, listApiServers } from '../../kube/apiservers.js'
-import { servedStorageVersionHash, storageVersionHash, waitForStorageVersion } from '../../kube/discovery.js'
+import { storageVersionHash, waitForStorageVersion } from '../../kube/discovery.js'
+import { sharedDiscovery } from '../../kube/discovery-cache.js'
 import type { KubeHttp } from '../../kube/http.js'
 import { connectionErrorCode } from '../../kube/connection-errors.js'
 
@@ -97,7 +99,7 @@ export async function waitForStorageEverywhere(
       const answers = await Promise.all(
         clients.map(async (c) => {
           try {
-            return { c, hash: await servedStorageVersionHash(c.http, crd.group, version, crd.plural) }
+            return { c, hash: await sharedDiscovery.storageVersionHash(c.http, crd.group, version, crd.plural, want) }
           } catch (err) {
             return { c, err }
           }
@@ -160,6 +162,7 @@ async function single(
     timeoutMs: o.timeoutMs,
     settleMs: o.settleMs,
     ...(o.signal ? { signal: o.signal } : {}),
+    served: (c, group, v, plural, want) => sharedDiscovery.storageVersionHash(c, group, v, plural, want),
   })
   return { mode: 'single-server', listed, checked: 0, fallbackReason: reason }
 }
