@@ -17,6 +17,7 @@ import { settingsFor } from '../migrator/crd-settings.js'
 import type { WalkProgress } from '../migrator/engine/walker.js'
 import { writeBudget } from '../migrator/engine/budget.js'
 import { runInParallel } from '../migrator/parallel.js'
+import { observeStorageSwitchesOf } from '../migrator/phases/storage-switch.js'
 
 export interface MigrateCommandOptions {
   /** Resources named kubectl style (`secrets`, `deployments.apps`), migrated after the CRDs. */
@@ -120,7 +121,17 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
       }
     }
     // Summaries as each CRD finishes; data (-o json/yaml) in the order the CRDs were named.
+    // More CRDs than run at once: a first look at their storage switch, alongside the first
+    // migrations, so the ones queued count their settle time from it (storage-agreement.ts).
+    const firstLook =
+      names.length > parallel
+        ? observeStorageSwitchesOf(http, names, { endpoints: config.migrator.apiServerEndpoints }).then(
+            (answers) => logger.debug({ crds: names.length, answers }, 'first look at the storage switch of the batch'),
+            (err: unknown) => logger.debug({ err }, 'first look at the storage switch of the batch failed; each run asks for itself'),
+          )
+        : undefined
     const results = await runInParallel(targets, parallel, migrateOne)
+    await firstLook
     if (format !== 'text') options.out.write(renderData(results, format))
     return failed ? 1 : 0
   } finally {

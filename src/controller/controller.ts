@@ -14,6 +14,7 @@ import { migrateCrd, type MigrationResult } from '../migrator/migrate.js'
 import type { MigratorMetrics } from '../migrator/metrics.js'
 import { planCrd, type Phase } from '../migrator/plan.js'
 import { settingsFor } from '../migrator/crd-settings.js'
+import { observeStorageSwitches } from '../migrator/phases/storage-switch.js'
 import type { WalkProgress } from '../migrator/engine/walker.js'
 import { WorkQueue } from './queue.js'
 import { writeBudget, type WriteBudget } from '../migrator/engine/budget.js'
@@ -50,6 +51,8 @@ export class MigrationController {
   /** One write budget for the CRDs migrated at once (none when one at a time: each phase its own). */
   private readonly budget: WriteBudget | undefined
   private readonly reportedForeign = new Set<string>()
+  /** CRDs queued since the last first look at their storage switch (lookAtStorageSwitch). */
+  private toLookAt: CustomResourceDefinition[] = []
   /**
    * Generation (and built-in migration condition) last queued per CRD: our own annotation
    * writes must not re-trigger us, but kube-controller-manager finishing a built-in
@@ -179,6 +182,26 @@ export class MigrationController {
     if (this.seenGeneration.get(name) === key) return
     this.seenGeneration.set(name, key)
     this.queue.add(name)
+    this.lookAtStorageSwitch(crd)
+  }
+
+  /**
+   * CRDs queued together (the first list, an operator upgrade flipping many): one first
+   * look at their storage switch for all, so each counts its settle time from it when its
+   * turn comes, instead of waiting its own (storage-agreement.ts).
+   */
+  private lookAtStorageSwitch(crd: CustomResourceDefinition): void {
+    if (this.deps.config.migrator.maxParallelCrds === 1 || !planCrd(crd).storageMigrationNeeded) return
+    this.toLookAt.push(crd)
+    if (this.toLookAt.length > 1) return
+    setImmediate(() => {
+      const batch = this.toLookAt
+      this.toLookAt = []
+      observeStorageSwitches(this.deps.http, batch, { endpoints: this.deps.config.migrator.apiServerEndpoints }).then(
+        (answers) => this.deps.logger.debug({ crds: batch.length, answers }, 'first look at the storage switch of the queued CRDs'),
+        (err: unknown) => this.deps.logger.debug({ err }, 'first look at the storage switch failed; each run asks for itself'),
+      )
+    })
   }
 
   private async resyncLoop(signal: AbortSignal): Promise<void> {

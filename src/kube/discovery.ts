@@ -40,6 +40,11 @@ export interface StorageSettleOptions {
   signal?: AbortSignal
   /** Reads the served hash (default: one discovery read each time; storage-switch.ts shares them, discovery-cache.ts). */
   served?: (http: KubeHttp, group: string, version: string, plural: string, want: string) => Promise<string | undefined>
+  /**
+   * Told each answer (does it serve the hash?); returns since when the server has served it,
+   * earlier answers included (storage-agreement.ts). Default: since this wait's first answer.
+   */
+  agreedSince?: (shows: boolean) => number | undefined
 }
 
 /**
@@ -69,9 +74,10 @@ export async function waitForStorageVersion(
       seen = undefined // discovery briefly 404s or 503s right after a change
     }
     if (seen === want) {
-      matchedSince ??= Date.now()
+      matchedSince = options.agreedSince?.(true) ?? matchedSince ?? Date.now()
       if (Date.now() - matchedSince >= options.settleMs) return
     } else {
+      options.agreedSince?.(false)
       matchedSince = undefined
     }
     if (Date.now() > deadline) {

@@ -82,7 +82,7 @@ async function storageSwitched(run: MigrationRun, settleMs: number): Promise<Sto
   const { crd, ctx, plan, settings, state } = run
   const report = await waitForStorageEverywhere(
     ctx.http,
-    { group: crd.spec.group, plural: crd.spec.names.plural, kind: crd.spec.names.kind },
+    { group: crd.spec.group, plural: crd.spec.names.plural, kind: crd.spec.names.kind, generation: crd.metadata.generation },
     plan.storageVersion,
     {
       timeoutMs: settings.storageSettleTimeoutMs,

@@ -16,7 +16,12 @@ import { describeEndpoint, listApiServers } from '../../kube/apiservers.js'
 import { storageVersionHash, waitForStorageVersion } from '../../kube/discovery.js'
 import { sharedDiscovery } from '../../kube/discovery-cache.js'
 import type { KubeHttp } from '../../kube/http.js'
+import { sharedAgreements } from '../../kube/storage-agreement.js'
 import { connectionErrorCode } from '../../kube/connection-errors.js'
+import { getCrd } from '../../kube/crds.js'
+import type { CustomResourceDefinition } from '../../kube/types.js'
+import { runInParallel } from '../parallel.js'
+import { planCrd } from '../plan.js'
 
 export type StorageSwitchMode = 'all-servers' | 'single-server'
 
@@ -54,6 +59,18 @@ interface Crd {
   group: string
   plural: string
   kind: string
+  /**
+   * metadata.generation of the CRD as the run froze it: answers seen earlier for the same
+   * generation count towards the settle (storage-agreement.ts). Without it, this wait's own.
+   */
+  generation?: number | undefined
+}
+
+/** Records an answer of `server` in the shared agreements, for CRDs whose generation is known. */
+function agreement(crd: Crd, want: string, server: string): ((shows: boolean) => number | undefined) | undefined {
+  const generation = crd.generation
+  if (generation === undefined) return undefined
+  return (shows) => sharedAgreements.observe({ server, group: crd.group, plural: crd.plural, hash: want, generation }, shows)
 }
 
 /** Connection failures that mean "this address cannot be reached from here", not "this server is slow". */
@@ -120,8 +137,10 @@ export async function waitForStorageEverywhere(
         )
       }
       const lagging = answers.filter((a) => !('hash' in a) || a.hash !== want).map((a) => a.c.name)
+      // Since when each server has shown it, earlier answers of this generation included.
+      const since = answers.map((a) => agreement(crd, want, a.c.url.href)?.('hash' in a && a.hash === want))
       if (lagging.length === 0) {
-        agreedSince ??= Date.now()
+        agreedSince = since.every((t): t is number => t !== undefined) ? Math.max(...since) : (agreedSince ?? Date.now())
         if (Date.now() - agreedSince >= o.settleMs) return { mode: 'all-servers', listed: servers.length, checked: servers.length }
       } else {
         agreedSince = undefined
@@ -144,6 +163,8 @@ export async function waitForStorageEverywhere(
   }
 }
 
+const withAgreement = (agreedSince: ((shows: boolean) => number | undefined) | undefined) => (agreedSince ? { agreedSince } : {})
+
 /** Fallback reasons already said in this process: the warning comes once, later runs log it at debug. */
 const said = new Set<string>()
 
@@ -163,6 +184,64 @@ async function single(
     settleMs: o.settleMs,
     ...(o.signal ? { signal: o.signal } : {}),
     served: (c, group, v, plural, want) => sharedDiscovery.storageVersionHash(c, group, v, plural, want),
+    ...withAgreement(agreement(crd, storageVersionHash(crd.group, version, crd.kind), http.server.href)),
   })
   return { mode: 'single-server', listed, checked: 0, fallbackReason: reason }
+}
+
+/**
+ * A batch's first look, before its CRDs' turns: asks each API server once (through the
+ * shared discovery reads: one per server and group/version) whether it serves the storage
+ * version of each CRD that needs one, and records the answers (storage-agreement.ts). A CRD
+ * whose turn comes later counts its settle from here, so a fleet waits the settle time
+ * about once instead of once per CRD. It decides nothing: each run still asks every server
+ * itself, and a server not answering here is simply not recorded. Returns the answers
+ * recorded.
+ */
+export async function observeStorageSwitches(
+  http: KubeHttp,
+  crds: readonly CustomResourceDefinition[],
+  o: { endpoints?: readonly string[] | undefined; concurrency?: number },
+): Promise<number> {
+  const pending = crds
+    .map((crd) => ({ crd, plan: planCrd(crd) }))
+    .filter(({ plan }) => plan.storageMigrationNeeded && plan.blockedReason === undefined)
+  if (pending.length === 0) return 0
+  const servers = o.endpoints?.length ? o.endpoints.map((e) => new URL(e)) : await listApiServers(http).catch(() => [])
+  // Where the servers are not listed, the runs ask the one in use (single-server mode): so does this.
+  const clients = servers.length
+    ? servers.map((url) => ({ key: url.href, http: http.forEndpoint(url, { maxSockets: 2, defaultTimeoutMs: 2_000 }), own: true }))
+    : [{ key: http.server.href, http, own: false }]
+  let recorded = 0
+  try {
+    await runInParallel(pending, o.concurrency ?? 8, async ({ crd, plan }) => {
+      const target: Crd = { group: crd.spec.group, plural: crd.spec.names.plural, kind: crd.spec.names.kind, generation: plan.generation }
+      const want = storageVersionHash(target.group, plan.storageVersion!, target.kind)
+      for (const c of clients) {
+        const hash = await sharedDiscovery
+          .storageVersionHash(c.http, target.group, plan.storageVersion!, target.plural, want)
+          .catch(() => undefined)
+        if (hash === undefined) continue // no answer is no evidence either way
+        agreement(target, want, c.key)!(hash === want)
+        recorded++
+      }
+    })
+  } finally {
+    for (const c of clients) if (c.own) c.http.close()
+  }
+  return recorded
+}
+
+/** {@link observeStorageSwitches} for CRDs known by name (read here; one that cannot be read is left to its run). */
+export async function observeStorageSwitchesOf(
+  http: KubeHttp,
+  names: readonly string[],
+  o: { endpoints?: readonly string[] | undefined; concurrency?: number },
+): Promise<number> {
+  const crds = await runInParallel(names, o.concurrency ?? 8, (name) => getCrd(http, name).catch(() => undefined))
+  return observeStorageSwitches(
+    http,
+    crds.filter((c): c is CustomResourceDefinition => c !== undefined),
+    o,
+  )
 }
