@@ -6,14 +6,13 @@ import type { Logger } from 'pino'
  */
 import type { Config } from '../config/schema.js'
 import { ConfigError } from '../errors.js'
-import { kubeHttp } from '../kube/client.js'
+import { commandHttp } from './command-http.js'
 import type { KubeHttp } from '../kube/http.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { crdsByName, managedCrds } from '../check/select.js'
 import { EvidenceReader } from '../check/drop-evidence.js'
 import { decideDrop, droppedVersions, type DropVerdict } from '../check/drop-verdict.js'
 import { readCrdManifests } from '../check/manifests.js'
-import { userAgent } from '../version.js'
 import { renderData, type OutputFormat } from './output.js'
 
 /** The exit code when some version is not safe to drop (0: every one is; 1: a request or lookup failed; 2: usage). */
@@ -64,12 +63,7 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
   checkUsage(options)
   // Manifests are read before the cluster is asked: a bad file is a usage error, whatever the cluster.
   const manifests = options.manifests?.length ? readCrdManifests(options.manifests) : undefined
-  const http = kubeHttp(config.kubeconfig, {
-    context: config.context,
-    userAgent: userAgent('check'),
-    connectAttempts: config.connectAttempts,
-    ...(options.logger ? { logger: options.logger } : {}),
-  })
+  const http = commandHttp(config, 'check', options.logger)
   try {
     const { targets, missing } = manifests
       ? await manifestTargets(http, manifests, options.drop)

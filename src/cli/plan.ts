@@ -6,7 +6,7 @@ import type { Logger } from 'pino'
  */
 import type { Config } from '../config/schema.js'
 import { isForbidden } from '../kube/api-errors.js'
-import { kubeHttp } from '../kube/client.js'
+import { commandHttp } from './command-http.js'
 import { crdsByName, managedCrds } from '../check/select.js'
 import type { KubeHttp } from '../kube/http.js'
 import { pageRequest } from '../kube/list-pages.js'
@@ -19,7 +19,6 @@ import { scanManagedFields } from '../migrator/phases/managed-fields-scan.js'
 import { Phase, planCrd } from '../migrator/plan.js'
 import { servedVersionToList } from '../check/drop-evidence.js'
 import { formatDuration, MS_PER_CRD, MS_PER_OBJECT, planRow, planSummary, type PlanRow, type PlanSummary } from '../check/fleet-plan.js'
-import { userAgent } from '../version.js'
 import { renderData, type OutputFormat } from './output.js'
 
 export interface PlanCommandOptions {
@@ -42,12 +41,7 @@ export interface PlanReport {
 
 /** `crd-migrator plan [CRD...]`; exit code 1 when a named CRD does not exist. */
 export async function runPlanCommand(config: Config, out: NodeJS.WritableStream, options: PlanCommandOptions): Promise<number> {
-  const http = kubeHttp(config.kubeconfig, {
-    context: config.context,
-    userAgent: userAgent('plan'),
-    connectAttempts: config.connectAttempts,
-    ...(options.logger ? { logger: options.logger } : {}),
-  })
+  const http = commandHttp(config, 'plan', options.logger)
   try {
     const { crds, missing } = await selectCrds(http, config, options.names)
     const rows: PlanRow[] = []

@@ -1,8 +1,7 @@
 import type { Logger } from 'pino'
 import type { Config } from '../config/schema.js'
 import { CrdSelection } from '../controller/selector.js'
-import { kubeHttp } from '../kube/client.js'
-import { userAgent } from '../version.js'
+import { commandHttp } from './command-http.js'
 import { errorMessage } from '../errors.js'
 import { getCrd, listCrds } from '../kube/crds.js'
 import {
@@ -146,12 +145,7 @@ const PARALLEL_GETS = 8
  * then read by GET.
  */
 export async function runStatusCommand(config: Config, out: NodeJS.WritableStream, options: StatusCommandOptions): Promise<number> {
-  const http = kubeHttp(config.kubeconfig, {
-    context: config.context,
-    userAgent: userAgent('status'),
-    connectAttempts: config.connectAttempts,
-    ...(options.logger ? { logger: options.logger } : {}),
-  })
+  const http = commandHttp(config, 'status', options.logger)
   try {
     return await showStatus(http, config, out, options)
   } finally {

@@ -110,41 +110,38 @@ export class KsvmTrigger {
   }
 
   /** Waits until the StorageState API answers (its CRD installed); false when stopped first. */
-  private async apisServed(signal: AbortSignal): Promise<boolean> {
-    for (let failures = 0; !signal.aborted; failures++) {
-      try {
-        await this.deps.http.request({ method: 'GET', path: STORAGE_STATE_API, query: { limit: 1 } })
-        return true
-      } catch (err) {
-        if (signal.aborted) break
-        this.deps.logger.warn(
-          { err },
-          isNotFound(err)
-            ? 'StorageState objects are not served (migration.k8s.io/v1alpha1): install their CRD (chart: storageVersionMigrations.installCRD); retrying'
-            : 'could not list StorageStates; retrying',
-        )
-        await sleep(Math.min(30_000, 1000 * 2 ** failures), undefined, { signal }).catch(() => {})
-      }
-    }
-    return false
+  private apisServed(signal: AbortSignal): Promise<boolean> {
+    return this.retryUntilDone(
+      signal,
+      () => this.deps.http.request({ method: 'GET', path: STORAGE_STATE_API, query: { limit: 1 } }),
+      'StorageState objects are not served (migration.k8s.io/v1alpha1): install their CRD (chart: storageVersionMigrations.installCRD); retrying',
+      'could not list StorageStates; retrying',
+    )
   }
 
   /** KSVM waits for its informer's first list before its first discovery; false when stopped first. */
-  private async listMigrations(signal: AbortSignal): Promise<boolean> {
-    for (let failures = 0; !signal.aborted; failures++) {
-      try {
+  private listMigrations(signal: AbortSignal): Promise<boolean> {
+    return this.retryUntilDone(
+      signal,
+      async () => {
         for await (const page of listPages<StorageVersionMigration>(this.deps.http, KSVM_API, { signal, pageSize: 500 })) {
           for (const svm of page.items) this.migrations.set(svm.metadata.name, svm)
         }
+      },
+      'StorageVersionMigration objects are not served (migration.k8s.io/v1alpha1): install their CRD; retrying',
+      'could not list StorageVersionMigrations; retrying',
+    )
+  }
+
+  /** Runs `step` until it succeeds (true) or `signal` stops it (false), backing off to 30 s; a 404 says what to install. */
+  private async retryUntilDone(signal: AbortSignal, step: () => Promise<unknown>, notServed: string, failed: string): Promise<boolean> {
+    for (let failures = 0; !signal.aborted; failures++) {
+      try {
+        await step()
         return true
       } catch (err) {
         if (signal.aborted) break
-        this.deps.logger.warn(
-          { err },
-          isNotFound(err)
-            ? 'StorageVersionMigration objects are not served (migration.k8s.io/v1alpha1): install their CRD; retrying'
-            : 'could not list StorageVersionMigrations; retrying',
-        )
+        this.deps.logger.warn({ err }, isNotFound(err) ? notServed : failed)
         await sleep(Math.min(30_000, 1000 * 2 ** failures), undefined, { signal }).catch(() => {})
       }
     }

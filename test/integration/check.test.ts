@@ -7,7 +7,6 @@
  */
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { Writable } from 'node:stream'
 import { pino } from 'pino'
 import t from 'tap'
 import { stringify } from 'yaml'
@@ -35,20 +34,10 @@ import {
 import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
 import { grantClusterRole } from '../helpers/rbac.js'
 import { runProcess } from '../helpers/run-process.js'
+import { collector } from '../helpers/collector.js'
 
 const logger = pino({ level: 'silent' })
 const COUNT = 30
-
-function collector(): { stream: Writable; text: () => string } {
-  let text = ''
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      text += chunk.toString()
-      done()
-    },
-  })
-  return { stream, text: () => text }
-}
 
 async function check(
   config: Config,

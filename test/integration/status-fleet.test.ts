@@ -5,7 +5,6 @@
  * names, the labelled CRDs in a label-selected list and the others from a metadata-only
  * list, never every full CRD); and `status -w`, which prints each change as it comes.
  */
-import { Writable } from 'node:stream'
 import t from 'tap'
 import { pino } from 'pino'
 import { showStatus, type StatusRow } from '../../src/cli/status.js'
@@ -22,6 +21,7 @@ import { createCrd, crdManifest, defaultSettings, httpFor } from '../helpers/clu
 import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
 import { crashedFreeze, crdWithObjects } from '../helpers/fixtures.js'
 import { until } from '../helpers/until.js'
+import { collector } from '../helpers/collector.js'
 
 const logger = pino({ level: 'silent' })
 
@@ -55,18 +55,6 @@ function recording(kubeconfigPath: string): RecordingHttp {
   const http = new RecordingHttp(kc)
   t.teardown(() => http.close())
   return http
-}
-
-/** A stream keeping what was written. */
-function collector() {
-  let text = ''
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      text += chunk.toString()
-      done()
-    },
-  })
-  return { stream, text: () => text }
 }
 
 t.test('status of a fleet: the summary, only the reads it needs, -w', async (t) => {
