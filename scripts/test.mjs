@@ -55,6 +55,9 @@ const MATRIX_SUITES = [
   'test/integration/faults-kill.test.ts',
   'test/integration/faults-webhook-down.test.ts',
   'test/integration/controlplane.test.ts',
+  'test/integration/controller-restart.test.ts',
+  'test/integration/check.test.ts',
+  'test/integration/kube-errors.test.ts',
 ]
 const harnessJs = join(root, 'dist-dev', 'dev', 'controlplane', 'controlplane.js')
 const log = (msg) => process.stderr.write(`[test] ${msg}\n`)
