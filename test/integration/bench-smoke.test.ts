@@ -28,7 +28,12 @@ const run = (cmd: string, args: string[]) => runProcess(cmd, args, { cwd: root }
 t.test('scripts/build-ksvm.sh --check answers without building', async (t) => {
   const r = spawnSync('bash', [path.join(root, 'scripts', 'build-ksvm.sh'), '--check'], { encoding: 'utf8' })
   t.ok(r.status === 0 || r.status === 4, `exit 0 (cached) or 4 (not built), got ${r.status}: ${r.stderr}`)
-  if (r.status === 0) t.match(r.stdout, /^migrator=.*\/migrator\ncrd=.*storage_migration_crd\.yaml\n$/, 'prints the binary and the CRD')
+  if (r.status === 0)
+    t.match(
+      r.stdout,
+      /^migrator=.*\/migrator\ncrd=.*storage_migration_crd\.yaml\nstate_crd=.*storage_state_crd\.yaml\n$/,
+      'prints the binary and the two CRDs',
+    )
 })
 
 t.test('npm run bench --smoke: every migrator moves every object to v2, proved in etcd', async (t) => {

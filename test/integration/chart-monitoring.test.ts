@@ -8,6 +8,7 @@ import { readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { collectDefaultMetrics, Registry } from 'prom-client'
 import t from 'tap'
+import { createProcessMetrics } from '../../src/health/process-metrics.js'
 import { MigratorMetrics } from '../../src/migrator/metrics.js'
 import { createWebhookMetrics } from '../../src/webhook/metrics.js'
 import { selectorsIn, selectorsInTemplateQuery, type Selector } from '../helpers/promql.js'
@@ -21,6 +22,7 @@ async function exportedMetrics(): Promise<Map<string, string[]>> {
   const registry = new Registry()
   new MigratorMetrics(registry)
   createWebhookMetrics(registry)
+  createProcessMetrics(registry)
   collectDefaultMetrics({ register: registry })
   const series = new Map<string, string[]>()
   for (const { name, type } of await registry.getMetricsAsJSON()) {
