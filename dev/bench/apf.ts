@@ -149,3 +149,18 @@ export async function nominalSeats(admin: KubeHttp, level: string): Promise<numb
   ).exec(res.body)
   return line ? Number(line[1]) : null
 }
+
+/** Names of APF priority levels by uid (the response headers carry uids), looked up once each. */
+export function levelNames(http: KubeHttp): (uid: string) => Promise<string> {
+  const names = new Map<string, string>()
+  return async (uid) => {
+    if (!names.has(uid)) {
+      const list = await http.request<{ items: Array<{ metadata: { name: string; uid: string } }> }>({
+        method: 'GET',
+        path: `${FLOWCONTROL_API}/prioritylevelconfigurations`,
+      })
+      for (const item of list.body.items) names.set(item.metadata.uid, item.metadata.name)
+    }
+    return names.get(uid) ?? `unknown (${uid || 'no APF headers'})`
+  }
+}

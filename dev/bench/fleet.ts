@@ -26,7 +26,7 @@ import { getCrd } from '../../src/kube/crds.js'
 import { KubeHttp } from '../../src/kube/http.js'
 import { attachControlPlane, startControlPlane, type ControlPlane } from '../controlplane/controlplane.js'
 import { serviceAccountIdentity } from '../controlplane/service-account.js'
-import { classify, flowControlObjects, installFlowControl, nominalSeats, removeFlowControl, FLOWCONTROL_API } from './apf.js'
+import { classify, flowControlObjects, installFlowControl, levelNames, nominalSeats, removeFlowControl } from './apf.js'
 import {
   BENCH_NAMESPACES,
   createBenchCrd,
@@ -388,17 +388,6 @@ async function main(): Promise<void> {
     http.close()
     await rm(work, { recursive: true, force: true })
     if (!flags['controlplane-state']) await cp.stop()
-  }
-}
-
-/** Names of APF priority levels by uid (the response headers carry uids). */
-function levelNames(http: KubeHttp): (uid: string) => Promise<string> {
-  return async (uid) => {
-    const list = await http.request<{ items: Array<{ metadata: { name: string; uid: string } }> }>({
-      method: 'GET',
-      path: `${FLOWCONTROL_API}/prioritylevelconfigurations`,
-    })
-    return list.body.items.find((i) => i.metadata.uid === uid)?.metadata.name ?? `unknown (${uid || 'no APF headers'})`
   }
 }
 

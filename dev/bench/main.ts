@@ -37,7 +37,7 @@ import {
 } from './fixtures.js'
 import { ensureKsvm, installKsvmCrd, KSVM_MODULE, runKsvm, type KsvmBuild } from './ksvm.js'
 import { serviceAccountIdentity } from '../controlplane/service-account.js'
-import { classify, FLOWCONTROL_API, flowControlObjects, installFlowControl, nominalSeats, removeFlowControl } from './apf.js'
+import { classify, flowControlObjects, installFlowControl, levelNames, nominalSeats, removeFlowControl } from './apf.js'
 import { FOREGROUND_CONFIGMAPS, foregroundStats, type ForegroundSamples, type ForegroundStats } from './foreground.js'
 import {
   renderMarkdown,
@@ -766,21 +766,6 @@ type Around = <T>(run: () => Promise<T>) => Promise<T>
 async function etcdVersion(endpoint: string): Promise<string> {
   const res = await fetch(`${endpoint}/version`)
   return `v${((await res.json()) as { etcdserver?: string }).etcdserver ?? '?'}`
-}
-
-/** Names of APF priority levels by uid (the response headers carry uids), looked up once each. */
-function levelNames(http: KubeHttp): (uid: string) => Promise<string> {
-  const names = new Map<string, string>()
-  return async (uid) => {
-    if (!names.has(uid)) {
-      const list = await http.request<{ items: Array<{ metadata: { name: string; uid: string } }> }>({
-        method: 'GET',
-        path: `${FLOWCONTROL_API}/prioritylevelconfigurations`,
-      })
-      for (const item of list.body.items) names.set(item.metadata.uid, item.metadata.name)
-    }
-    return names.get(uid) ?? `unknown (${uid || 'no APF headers'})`
-  }
 }
 
 /** The conversion case's webhook and its delay during a run. */

@@ -66,6 +66,15 @@ interface Crd {
   generation?: number | undefined
 }
 
+/** A client per API server, asked by address, each answer within `requestTimeoutMs` (default 2 s). */
+function serverClients(http: KubeHttp, servers: readonly URL[], requestTimeoutMs = 2_000) {
+  return servers.map((url) => ({
+    url,
+    name: describeEndpoint(url),
+    http: http.forEndpoint(url, { maxSockets: 2, defaultTimeoutMs: requestTimeoutMs }),
+  }))
+}
+
 /** Records an answer of `server` in the shared agreements, for CRDs whose generation is known. */
 function agreement(crd: Crd, want: string, server: string): ((shows: boolean) => number | undefined) | undefined {
   const generation = crd.generation
@@ -102,11 +111,7 @@ export async function waitForStorageEverywhere(
   }
   if (servers.length === 0) return single(http, crd, version, o, 0, 'no API server is listed in the default/kubernetes EndpointSlices')
 
-  const clients = servers.map((url) => ({
-    url,
-    name: describeEndpoint(url),
-    http: http.forEndpoint(url, { maxSockets: 2, defaultTimeoutMs: o.requestTimeoutMs ?? 2_000 }),
-  }))
+  const clients = serverClients(http, servers, o.requestTimeoutMs)
   try {
     const deadline = Date.now() + o.timeoutMs
     let agreedSince: number | undefined
@@ -210,7 +215,7 @@ export async function observeStorageSwitches(
   const servers = o.endpoints?.length ? o.endpoints.map((e) => new URL(e)) : await listApiServers(http).catch(() => [])
   // Where the servers are not listed, the runs ask the one in use (single-server mode): so does this.
   const clients = servers.length
-    ? servers.map((url) => ({ key: url.href, http: http.forEndpoint(url, { maxSockets: 2, defaultTimeoutMs: 2_000 }), own: true }))
+    ? serverClients(http, servers).map((c) => ({ key: c.url.href, http: c.http, own: true }))
     : [{ key: http.server.href, http, own: false }]
   let recorded = 0
   try {
