@@ -1,0 +1,122 @@
+/**
+ * May this process list and patch every object of a resource? Asked of the API server
+ * before a CRD is frozen or its objects listed (a StorageVersionMigration can name any
+ * resource, also one the migrator's RBAC does not cover), with one
+ * SelfSubjectAccessReview (authorization.k8s.io/v1, open to every authenticated user
+ * through system:basic-user) per verb, cluster-wide. Where SelfSubjectAccessReviews
+ * cannot be created, a list of one object stands in for `list`, and `patch` is left
+ * unverified (a denied patch then fails the objects one by one). The decision is pure
+ * ({@link accessVerdict}); the requests are {@link reviewAccess}'s.
+ */
+import { isForbidden, isNotFound } from './api-errors.js'
+import type { KubeHttp } from './http.js'
+import { collectionPath } from './paths.js'
+
+const SSAR_PATH = '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews'
+
+/** One permission a migration needs: `verb` on every object of `group`/`resource` (`subresource`), all namespaces. */
+export interface AccessCheck {
+  verb: 'list' | 'patch'
+  group: string
+  resource: string
+  subresource?: 'status'
+}
+
+/** The API server's answer to one check: allowed, denied, or unknown (could not be asked). */
+export interface AccessAnswer {
+  check: AccessCheck
+  allowed: boolean | undefined
+  /** The authorizer's reason, when it gave one. */
+  reason?: string
+}
+
+export type AccessVerdict =
+  { allowed: true; unverified: AccessCheck[] } | { allowed: false; denied: AccessCheck[]; reason: string; unverified: AccessCheck[] }
+
+/** What migrating a resource needs: list its objects, patch them (through `/status` too when writes go there). */
+export function checksFor(resource: { group: string; plural: string }, options: { statusSubresource?: boolean } = {}): AccessCheck[] {
+  const base = { group: resource.group, resource: resource.plural }
+  return [
+    { verb: 'list', ...base },
+    { verb: 'patch', ...base },
+    ...(options.statusSubresource ? [{ verb: 'patch' as const, ...base, subresource: 'status' as const }] : []),
+  ]
+}
+
+/** `patch widgets.example.com/status`, `list secrets` (core group). */
+export function describeCheck(c: AccessCheck): string {
+  return `${c.verb} ${c.resource}${c.group ? `.${c.group}` : ''}${c.subresource ? `/${c.subresource}` : ''}`
+}
+
+/** Allowed only when no check is denied; an unknown answer is not a denial (said in `unverified`). */
+export function accessVerdict(answers: readonly AccessAnswer[]): AccessVerdict {
+  const denied = answers.filter((a) => a.allowed === false)
+  const unverified = answers.filter((a) => a.allowed === undefined).map((a) => a.check)
+  if (denied.length === 0) return { allowed: true, unverified }
+  const reasons = [...new Set(denied.map((a) => a.reason).filter((r): r is string => !!r))]
+  const reason =
+    `the migrator may not ${denied.map((a) => describeCheck(a.check)).join(', ')} in all namespaces (RBAC)` +
+    (reasons.length ? ` (${reasons.join('; ')})` : '')
+  return { allowed: false, denied: denied.map((a) => a.check), reason, unverified }
+}
+
+interface SelfSubjectAccessReview {
+  status?: { allowed?: boolean; denied?: boolean; reason?: string; evaluationError?: string }
+}
+
+/** Asks the API server about each check (in parallel); see the module comment for the fallback. */
+export async function reviewAccess(http: KubeHttp, checks: readonly AccessCheck[], version?: string): Promise<AccessAnswer[]> {
+  return Promise.all(
+    checks.map(async (check): Promise<AccessAnswer> => {
+      try {
+        const review = await http.request<SelfSubjectAccessReview>({
+          method: 'POST',
+          path: SSAR_PATH,
+          body: {
+            apiVersion: 'authorization.k8s.io/v1',
+            kind: 'SelfSubjectAccessReview',
+            spec: {
+              resourceAttributes: {
+                verb: check.verb,
+                group: check.group,
+                resource: check.resource,
+                ...(check.subresource ? { subresource: check.subresource } : {}),
+              },
+            },
+          },
+        })
+        const status = review.body.status ?? {}
+        // allowed false with denied false is "no opinion": with no other authorizer saying yes, a denial.
+        return { check, allowed: status.allowed === true, ...(status.reason ? { reason: status.reason } : {}) }
+      } catch (err) {
+        if (!isForbidden(err) && !isNotFound(err)) throw err
+        return { check, allowed: check.verb === 'list' && version ? await mayList(http, check, version) : undefined }
+      }
+    }),
+  )
+}
+
+/** The stand-in for `list`: one object of the resource, in all namespaces. */
+async function mayList(http: KubeHttp, check: AccessCheck, version: string): Promise<boolean | undefined> {
+  try {
+    await http.request({
+      method: 'GET',
+      path: collectionPath({ group: check.group, version, plural: check.resource }),
+      query: { limit: 1 },
+    })
+    return true
+  } catch (err) {
+    if (isForbidden(err)) return false
+    if (isNotFound(err)) return undefined
+    throw err
+  }
+}
+
+/** Whether the migrator may migrate `resource` (list and patch its objects), asked of the API server. */
+export async function migrationAccess(
+  http: KubeHttp,
+  resource: { group: string; plural: string; version: string },
+  options: { statusSubresource?: boolean } = {},
+): Promise<AccessVerdict> {
+  return accessVerdict(await reviewAccess(http, checksFor(resource, options), resource.version))
+}
