@@ -7,6 +7,7 @@
  */
 import { getCrd } from '../kube/crds.js'
 import { conversionWebhookOf } from '../kube/conversion.js'
+import { forbiddenToMigrate } from './access-preflight.js'
 import type { MigrationContext, MigrationResult, MigrationSettings } from './context.js'
 import { preflightConversion } from './conversion/preflight.js'
 import { decideRun } from './decide.js'
@@ -41,6 +42,9 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
   // Decide, before touching anything.
   const plan = await decideRun(crd, crdPlan, settings, ctx)
   if ('skip' in plan) return report.skipped({ ...base, reason: plan.reason, skipReason: plan.skip, durationMs: took() })
+  // The migrator's own RBAC on the objects, before freezing anything (access-preflight.ts).
+  const denied = await forbiddenToMigrate(crd, plan, settings, ctx)
+  if (denied) return report.forbidden(crd, { ...base, outcome: 'Failed', errorCode: 'CRDM_FORBIDDEN', reason: denied, durationMs: took() })
 
   // A webhook-converted CRD: prove its webhook converts before freezing anything.
   const webhook = conversionWebhookOf(crd)

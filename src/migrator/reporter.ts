@@ -40,6 +40,14 @@ export class RunReporter {
     return result
   }
 
+  /** Nothing was frozen or written: the migrator may not list or patch the objects (migrator/access-preflight.ts). */
+  async forbidden(crd: CustomResourceDefinition, result: MigrationResult): Promise<MigrationResult> {
+    this.log.error({ code: result.errorCode, reason: result.reason }, 'migration refused: the migrator may not migrate these objects')
+    this.ctx.metrics?.migrations.inc({ result: 'Failed' })
+    await this.ctx.events?.record(crd, 'Warning', 'MigrationForbidden', failureText(result))
+    return result
+  }
+
   async started(plan: CrdPlan, storageVersion: string, verdict: FreezeVerdict, frozen: Frozen, keySource: string): Promise<void> {
     if (verdict.action === 'resume') {
       this.log.info(

@@ -1,0 +1,51 @@
+/**
+ * The migrator's own RBAC on a resource's objects, asked before anything is frozen or
+ * listed (kube/access-review.ts): a run that may not list or patch them would freeze the
+ * CRD against everyone, system:masters included, only to fail at its first list. Such a
+ * run fails with CRDM_FORBIDDEN instead, nothing frozen and no state annotation written.
+ */
+import { describeCheck, migrationAccess } from '../kube/access-review.js'
+import type { CustomResourceDefinition } from '../kube/types.js'
+import type { MigrationContext, MigrationSettings } from './context.js'
+import type { RunPlan } from './decide.js'
+
+/** How to grant it, for the failure's text. */
+export const GRANT_HINT = 'grant it (chart: rbac.managedGroups, migrator.names or migrator.crds; or rbac.allGroups)'
+
+/**
+ * Why the migrator may not migrate this resource's objects, or undefined. `statusSubresource`:
+ * writes go through `/status` (useStatusSubresource). Unverifiable checks are logged, not refused.
+ */
+export async function accessDenied(
+  resource: { group: string; plural: string; version: string },
+  statusSubresource: boolean,
+  ctx: MigrationContext,
+): Promise<string | undefined> {
+  const verdict = await migrationAccess(ctx.http, resource, { statusSubresource })
+  if (verdict.unverified.length > 0) {
+    ctx.logger.warn(
+      { resource: `${resource.plural}.${resource.group}`, unverified: verdict.unverified.map(describeCheck) },
+      'SelfSubjectAccessReviews cannot be created (RBAC): these permissions are not checked before the run',
+    )
+  }
+  return verdict.allowed ? undefined : `${verdict.reason}; ${GRANT_HINT}`
+}
+
+/**
+ * migrateCrd's check, after the decision and before the freeze: only a new freeze is
+ * checked (a freeze of ours being resumed is held already; its run fails and lifts it).
+ */
+export async function forbiddenToMigrate(
+  crd: CustomResourceDefinition,
+  plan: RunPlan,
+  settings: MigrationSettings,
+  ctx: MigrationContext,
+): Promise<string | undefined> {
+  if (plan.verdict.action !== 'freeze') return undefined
+  const denied = await accessDenied(
+    { group: crd.spec.group, plural: crd.spec.names.plural, version: plan.storageVersion },
+    settings.useStatusSubresource && plan.runStorage,
+    ctx,
+  )
+  return denied && `${denied}; nothing was frozen`
+}
