@@ -47,6 +47,8 @@ export const ERROR_CODES = {
   CRDM_BUILTIN_UNAVAILABLE: 'built-in storage version migrator unavailable',
   /** engine builtin: the built-in StorageVersionMigration failed or was deleted. */
   CRDM_BUILTIN_FAILED: 'built-in storage version migration failed',
+  /** Rewriting would lose, change or add content (a narrowed schema, an unfaithful conversion webhook): nothing written. */
+  CRDM_DATA_LOSS: 'rewrite would change data',
   /** The CRD's storage version or generation changed under the freeze. */
   CRDM_CRD_CHANGED: 'CRD changed during the migration',
   /** Someone else (a break-glass user) removed the migrating annotation while the run held it; the run stopped. */

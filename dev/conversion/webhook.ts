@@ -41,6 +41,11 @@ export interface ConversionWebhook {
   readonly mode: WebhookMode
   /** Delay before each answer. */
   setDelay(ms: number): void
+  /**
+   * Changes every converted object after the faithful conversion (an unfaithful webhook:
+   * content injected or dropped); none restores the faithful one.
+   */
+  tamper(change?: (converted: Record<string, unknown>, desiredApiVersion: string) => Record<string, unknown>): void
   /** Objects (by name) whose conversion the webhook refuses with `Failure` and this message. */
   refuse(names: Iterable<string>, message?: string): void
   stop(): Promise<void>
@@ -59,6 +64,7 @@ export async function startConversionWebhook(options: { port?: number } = {}): P
   let mode: WebhookMode = 'up'
   let delayMs = 0
   const refused = new Map<string, string>()
+  let tampered: ((converted: Record<string, unknown>, desiredApiVersion: string) => Record<string, unknown>) | undefined
   const sockets = new Set<Socket>()
 
   const server = https.createServer({ key: certs.keyPem, cert: certs.certPem }, (req, res) => {
@@ -102,7 +108,10 @@ export async function startConversionWebhook(options: { port?: number } = {}): P
             response = {
               uid: request.uid,
               result: { status: 'Success' },
-              convertedObjects: request.objects.map((o) => convertObject(o, request.desiredAPIVersion)),
+              convertedObjects: request.objects.map((o) => {
+                const converted = convertObject(o, request.desiredAPIVersion)
+                return tampered ? tampered(converted, request.desiredAPIVersion) : converted
+              }),
             }
           } catch (err) {
             response = { uid: request.uid, result: { status: 'Failure', message: (err as Error).message } }
@@ -159,6 +168,9 @@ export async function startConversionWebhook(options: { port?: number } = {}): P
     },
     setDelay(ms) {
       delayMs = ms
+    },
+    tamper(change) {
+      tampered = change
     },
     refuse(names, message = 'refused by the test webhook') {
       refused.clear()

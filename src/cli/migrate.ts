@@ -100,10 +100,14 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
         // frozen; wait for it (a certificate rotation takes a minute or two), then give up.
         const waitUntil = Date.now() + config.migrator.conversionWaitSeconds * 1000
         let result = await migrate()
-        while (result.outcome === 'Blocked' && Date.now() + BLOCKED_RETRY_MS <= waitUntil) {
+        while (
+          result.errorCode === 'CRDM_CONVERSION_OUTAGE' &&
+          result.outcome === 'Blocked' &&
+          Date.now() + BLOCKED_RETRY_MS <= waitUntil
+        ) {
           const left = Math.round((waitUntil - Date.now()) / 1000)
           ;(options.status ?? process.stderr).write(
-            `${name}: waiting for ${result.reason.replace(/ does not answer: /, ' (')}) — ${left}s left\n`,
+            `${name}: waiting for ${plainText(result.reason).replace(/ does not answer: /, ' (')}) — ${left}s left\n`,
           )
           await sleep(BLOCKED_RETRY_MS, undefined, options.signal ? { signal: options.signal } : undefined)
           result = await migrate()
@@ -141,6 +145,17 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
 
 export function formatResult(r: MigrationResult): string {
   const lines = [`${r.crd}: ${r.outcome}${r.errorCode ? ` (${r.errorCode})` : ''} in ${(r.durationMs / 1000).toFixed(1)}s — ${r.reason}`]
+  if (r.lossless) {
+    const l = r.lossless
+    const extras = [
+      l.acceptedRemovals ? `${l.acceptedRemovals} with accepted removals` : '',
+      l.defaultsAdded ? `${l.defaultsAdded} gaining schema defaults` : '',
+      l.unserved.length ? `objects stored in unserved ${l.unserved.join(', ')} not checkable` : '',
+    ].filter(Boolean)
+    lines.push(
+      `  lossless check (${l.method === 'list' ? 'storage-version list view' : 'dry-run round trip'} through ${l.through.join(', ') || 'no old version'}): ${l.checked} checked, ${l.lossy} would change${extras.length ? `, ${extras.join(', ')}` : ''}`,
+    )
+  }
   if (r.storage) {
     const c = r.storage.counts
     lines.push(
@@ -176,7 +191,11 @@ export function formatResult(r: MigrationResult): string {
     lines.push(
       `  conversion webhook ${r.conversion.webhook}: ${r.conversion.outages} outage(s), writes paused ${r.conversion.outageSeconds}s in all`,
     )
-  if (r.outcome === 'Blocked')
+  if (r.outcome === 'Blocked' && r.errorCode === 'CRDM_DATA_LOSS')
+    lines.push(
+      '  nothing was written and status.storedVersions is unchanged; fix the schema or conversion webhook, or accept a removal with --accept-removals <crd>:<field path>',
+    )
+  else if (r.outcome === 'Blocked')
     lines.push('  nothing was frozen; run migrate again once the webhook answers (the controller retries by itself)')
   if (r.leftFrozen)
     lines.push('  WARNING: the migrating annotation could not be removed; run migrate again or see the README (unfreezing by hand)')

@@ -6,6 +6,7 @@
  * or a constant derived from it, never a literal of its own.
  */
 import { z } from 'zod'
+import { invalidAcceptedRemoval } from '../migrator/lossless/verdict.js'
 
 /** The migration phases, in the order they run; migrator/plan.ts names them for the code. */
 export const PHASE_NAMES = ['StorageVersionMigration', 'StashedObjectMigration', 'CleanupManagedFields'] as const
@@ -250,6 +251,25 @@ export const ConfigSchema = z.strictObject({
       stashPresets: z.array(z.enum(STASH_PRESETS)).default([]),
       /** The same with rules spelt out (config file only). */
       stashes: z.array(StashRuleSchema).default([]),
+      /**
+       * Before any object is rewritten, prove the rewrite keeps its content (a narrowed
+       * schema or an unfaithful conversion webhook would make a loss permanent); a
+       * difference blocks the run with CRDM_DATA_LOSS. Off only to migrate knowingly.
+       */
+      losslessCheck: z.boolean().default(true),
+      /**
+       * Removals accepted on purpose, as `<crd name>:<field path>` (e.g.
+       * `widgets.example.com:spec.token`, `widgets.example.com:spec.items[*].name`): a field
+       * a new schema dropped deliberately. Only the migrator's own configuration can say so.
+       */
+      acceptRemovals: z
+        .array(
+          z.string().superRefine((entry, ctx) => {
+            const why = invalidAcceptedRemoval(entry)
+            if (why) ctx.addIssue({ code: 'custom', message: why })
+          }),
+        )
+        .default([]),
       /** Also move managedFields of served non-storage versions to the storage version. */
       rewriteServedManagedFields: z.boolean().default(false),
       /**

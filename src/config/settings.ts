@@ -196,6 +196,21 @@ export const SETTINGS: readonly Setting[] = [
     description: 'migrate copies of CRs stashed in other objects, by preset: kubevirt-instancetypes',
   },
   {
+    path: 'migrator.losslessCheck',
+    flag: 'lossless-check',
+    env: 'CRD_MIGRATOR_LOSSLESS_CHECK',
+    kind: 'boolean',
+    description:
+      "prove every rewrite keeps each object's content before writing any, else CRDM_DATA_LOSS (on by default; --no-lossless-check turns it off)",
+  },
+  {
+    path: 'migrator.acceptRemovals',
+    flag: 'accept-removals',
+    env: 'CRD_MIGRATOR_ACCEPT_REMOVALS',
+    kind: 'list',
+    description: 'fields the rewrite may drop on purpose, as <crd name>:<field path> (e.g. widgets.example.com:spec.token)',
+  },
+  {
     path: 'migrator.rewriteServedManagedFields',
     flag: 'rewrite-served-managed-fields',
     env: 'CRD_MIGRATOR_REWRITE_SERVED_MANAGED_FIELDS',

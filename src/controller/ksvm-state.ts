@@ -69,7 +69,7 @@ export function conditionForResult(result: MigrationResult, now = new Date()): {
   if (result.outcome === 'Succeeded') return { condition: condition('Succeeded', 'True', 'Succeeded', result.reason, now), finished: true }
   if (result.outcome === 'Skipped' && result.skipReason === 'up-to-date')
     return { condition: condition('Succeeded', 'True', 'UpToDate', result.reason, now), finished: true }
-  if (result.outcome === 'Blocked')
+  if (result.outcome === 'Blocked' && result.errorCode !== 'CRDM_DATA_LOSS')
     return { condition: condition('Running', 'False', 'ConversionWebhookUnavailable', result.reason, now), finished: false }
   if (
     result.outcome === 'Skipped' &&

@@ -10,6 +10,7 @@ import type { StashRule } from './phases/stashes/rules.js'
 import type { StorageSwitchReport } from './phases/storage-switch.js'
 import type { ObjectFailure, WalkProgress, WalkResult } from './engine/walker.js'
 import type { WriteBudget } from './engine/budget.js'
+import type { LosslessReport } from './lossless/check.js'
 
 export interface MigrationSettings {
   migratingAnnotation: string
@@ -33,6 +34,10 @@ export interface MigrationSettings {
   apiServerEndpoints?: readonly string[]
   /** A run fails when the CRD's conversion webhook stays down this long (migrator.conversionOutageLimitSeconds). */
   conversionOutageLimitMs: number
+  /** Prove each rewrite keeps the object's content before writing any (lossless/check.ts); default on. */
+  losslessCheck?: boolean
+  /** Field patterns this CRD's rewrite may drop on purpose (migrator.acceptRemovals, for this CRD). */
+  acceptedRemovals?: readonly string[]
   /** Who rewrites the objects: our writer (default) or a built-in StorageVersionMigration. */
   engine?: 'own' | 'builtin'
   /** engine builtin: fail when kube-controller-manager has not started the migration within this long (migrator.builtinStartTimeoutSeconds). */
@@ -104,6 +109,8 @@ export interface MigrationResult {
   generation: number
   storedVersionsBefore: string[]
   storedVersionsAfter: string[]
+  /** The lossless check before the storage phase (undefined: off, or not run). */
+  lossless?: LosslessReport
   storage?: WalkResult & { conversionRefused?: number }
   /** engine builtin: the StorageVersionMigration (storagemigration.k8s.io) that rewrote the objects. */
   builtin?: BuiltinPhaseReport

@@ -2,6 +2,7 @@ import type { Config } from '../config/schema.js'
 import type { MigrationSettings } from './context.js'
 import { ALL_PHASES } from './plan.js'
 import { resolveStashRules } from './phases/stashes/rules.js'
+import { acceptedRemovalsFor } from './lossless/verdict.js'
 
 /** The settings of one CRD's migration: the global ones, overridden by its own entry. */
 export function settingsFor(config: Config, crdName: string): MigrationSettings {
@@ -22,6 +23,8 @@ export function settingsFor(config: Config, crdName: string): MigrationSettings 
     conversionOutageLimitMs: m.conversionOutageLimitSeconds * 1000,
     storageSettleTimeoutMs: m.storageSwitchTimeoutSeconds * 1000,
     engine: own?.engine ?? m.engine,
+    losslessCheck: m.losslessCheck,
+    acceptedRemovals: acceptedRemovalsFor(crdName, m.acceptRemovals),
     builtinStartTimeoutMs: m.builtinStartTimeoutSeconds * 1000,
     ...(m.apiServerEndpoints.length ? { apiServerEndpoints: m.apiServerEndpoints } : {}),
     ...(m.stashPresets.length || m.stashes.length ? { stashes: resolveStashRules(m.stashPresets, m.stashes) } : {}),

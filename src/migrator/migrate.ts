@@ -13,6 +13,7 @@ import { preflightConversion } from './conversion/preflight.js'
 import { decideRun } from './decide.js'
 import { requestRetry, withRetry } from './engine/retry.js'
 import { cleanupPhase, stashPhase, storagePhase, storedVersionsPhase } from './phases/run-phases.js'
+import { DataLossError, proveLossless } from './lossless/check.js'
 import { planCrd } from './plan.js'
 import { summarize } from './report.js'
 import { RunReporter } from './reporter.js'
@@ -53,6 +54,25 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
     const reason = `conversion webhook ${webhook} does not answer: ${preflight.detail}`
     const blocked: MigrationResult = { ...base, outcome: 'Blocked', errorCode: 'CRDM_CONVERSION_OUTAGE', reason, durationMs: took() }
     return report.blocked(crd, blocked, webhook, preflight.detail)
+  }
+
+  // Objects whose rewrite would not keep their content: the first page, before freezing
+  // (the common case, a field every object loses, never freezes); all of them in the run.
+  if (plan.runStorage) {
+    try {
+      await proveLossless(crd, plan.storageVersion, settings, ctx, { maxPages: 1 })
+    } catch (err) {
+      if (!(err instanceof DataLossError)) throw err
+      const blocked: MigrationResult = {
+        ...base,
+        outcome: 'Blocked',
+        errorCode: err.code,
+        reason: err.message,
+        lossless: err.report,
+        durationMs: took(),
+      }
+      return report.refused(crd, blocked)
+    }
   }
 
   const run = await beginRun(crd, crdPlan, plan, settings, ctx, report, base, started)

@@ -40,6 +40,17 @@ export class RunReporter {
     return result
   }
 
+  /** Nothing was frozen or written: rewriting would change the objects' content (lossless/check.ts). Said on the CRD too. */
+  async refused(crd: CustomResourceDefinition, result: MigrationResult): Promise<MigrationResult> {
+    this.log.warn({ code: result.errorCode, reason: result.reason }, 'migration blocked before the freeze: rewriting would change data')
+    this.ctx.metrics?.migrations.inc({ result: 'Blocked' })
+    await patchCrdAnnotations(this.ctx.http, this.name, blockedPatch(failureText(result))).catch((err: unknown) =>
+      this.log.warn({ err }, 'could not record the Blocked state on the CRD'),
+    )
+    await this.ctx.events?.record(crd, 'Warning', 'MigrationBlocked', failureText(result))
+    return result
+  }
+
   /** Nothing was frozen or written: the migrator may not list or patch the objects (migrator/access-preflight.ts). */
   async forbidden(crd: CustomResourceDefinition, result: MigrationResult): Promise<MigrationResult> {
     this.log.error({ code: result.errorCode, reason: result.reason }, 'migration refused: the migrator may not migrate these objects')

@@ -101,8 +101,9 @@ export async function beginRun(
 export function runFailed(run: MigrationRun, outer: MigrationContext, err: unknown): void {
   const lost = run.guard.lost
   const stopped = outer.signal?.aborted === true
-  run.result.outcome = 'Failed'
   run.result.errorCode = lost ? lost.code : stopped ? 'CRDM_ABORTED' : errorCode(err)
+  // A loss found before any write stops the run as Blocked: nothing was written.
+  run.result.outcome = run.result.errorCode === 'CRDM_DATA_LOSS' ? 'Blocked' : 'Failed'
   run.result.reason = lost
     ? lost.message
     : stopped && outer.signal?.reason instanceof Error
@@ -128,7 +129,7 @@ export async function endRun(run: MigrationRun, outer: MigrationContext): Promis
   const lifted = await unfreezeCrd(
     run.name,
     {
-      outcome: result.outcome === 'Succeeded' ? 'Succeeded' : 'Failed',
+      outcome: result.outcome === 'Succeeded' || result.outcome === 'Blocked' ? result.outcome : 'Failed',
       reason: failureText(result),
       counts: countsText(result),
       durationMs: result.durationMs,

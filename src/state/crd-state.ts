@@ -185,8 +185,9 @@ export function heartbeatPatch(now = new Date()): AnnotationPatch {
 }
 
 export interface RunOutcome {
-  outcome: 'Succeeded' | 'Failed'
-  /** Shown after "Failed: " in last-result. */
+  /** Blocked: the run stopped before writing any object (its lossless check found a loss). */
+  outcome: 'Succeeded' | 'Failed' | 'Blocked'
+  /** Shown after "Failed: " (or "Blocked: ") in last-result. */
   reason: string
   counts: string
   durationMs: number
@@ -234,7 +235,7 @@ export function unfreezePatch(migratingAnnotation: string, run: RunOutcome, now 
 export function blockedPatch(reason: string, now = new Date()): AnnotationPatch {
   return {
     [StateAnnotation.phase]: 'Blocked',
-    [StateAnnotation.lastResult]: `Blocked: ${truncate(reason, 200)}`,
+    [StateAnnotation.lastResult]: `Blocked: ${sanitizeText(reason, REASON_MAX)}`,
     [StateAnnotation.finishedAt]: now.toISOString(),
   }
 }

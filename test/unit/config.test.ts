@@ -391,6 +391,8 @@ t.test('settingsFor', async (t) => {
       conversionOutageLimitMs: 300_000,
       storageSettleTimeoutMs: 120_000,
       engine: 'own',
+      losslessCheck: true,
+      acceptedRemovals: [],
       builtinStartTimeoutMs: 120_000,
     },
     'per-CRD overrides, qps 0 included',

@@ -11,6 +11,7 @@ import { runPhase } from './object-phase.js'
 import { runStashPhase } from './stashes/stash-phase.js'
 import { STORAGE_SETTLE_MS, waitForStorageEverywhere, type StorageSwitchReport } from './storage-switch.js'
 import { narrowStoredVersions } from './stored-versions.js'
+import { DataLossError, proveLossless } from '../lossless/check.js'
 
 export type RunPhase = (run: MigrationRun) => Promise<void>
 
@@ -19,6 +20,7 @@ export const storagePhase: RunPhase = async (run) => {
   await run.state.phase(Phase.StorageVersionMigration)
   run.result.apiServers = await storageSwitched(run, run.settings.storageSettleMs ?? STORAGE_SETTLE_MS)
   if (run.settings.engine === 'builtin') {
+    await losslessCheck(run)
     // kube-controller-manager rewrites the objects; everything around it stays ours.
     run.result.builtin = await runBuiltinStoragePhase(run.crd, run.settings, run.ctx, run.state)
     run.log.info(
@@ -27,6 +29,8 @@ export const storagePhase: RunPhase = async (run) => {
     )
     return
   }
+  // Every object proven to keep its content before the first is written (a loss: Blocked).
+  await losslessCheck(run)
   run.result.storage = await runPhase(
     Phase.StorageVersionMigration,
     { kind: 'crd', crd: run.crd, storageVersion: run.plan.storageVersion },
@@ -75,6 +79,16 @@ export const cleanupPhase: RunPhase = async (run) => {
     { state: run.state, conversion: run.conversion, rewrite: run.rewrite },
   )
   failOnObjects(run.result.cleanup, 'kept managedFields of unserved versions')
+}
+
+/** The lossless check of every object (lossless/check.ts), its report kept on the result whatever it found. */
+async function losslessCheck(run: MigrationRun): Promise<void> {
+  try {
+    run.result.lossless = await proveLossless(run.crd, run.plan.storageVersion, run.settings, run.ctx, { conversion: run.conversion })
+  } catch (err) {
+    if (err instanceof DataLossError) run.result.lossless = err.report
+    throw err
+  }
 }
 
 /** Waits until every API server stores the storage version (storage-switch.ts), telling the CRD and metrics. */

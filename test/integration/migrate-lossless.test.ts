@@ -1,0 +1,195 @@
+/**
+ * Lossless or refused (issue: "Nothing lost, nothing beyond its authority"): a rewrite
+ * that would drop a field (a narrowed storage schema) or gain one (an unfaithful
+ * conversion webhook) is refused before it writes, on the real API server, and etcd is
+ * read to prove nothing moved. An accepted removal runs; defaults the new schema adds do
+ * not block.
+ */
+import t, { type Test } from 'tap'
+import { pino } from 'pino'
+import { startConversionWebhook } from '../../dev/conversion/webhook.js'
+import { ConfigSchema } from '../../src/config/schema.js'
+import { getCrd } from '../../src/kube/crds.js'
+import type { CustomResourceDefinition } from '../../src/kube/types.js'
+import { settingsFor } from '../../src/migrator/crd-settings.js'
+import { migrateCrd, type MigrationSettings } from '../../src/migrator/migrate.js'
+import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
+import { StateAnnotation } from '../../src/state/crd-state.js'
+import { createCrd, createNamespace, createObjects, defaultSettings, httpFor, refFor, setStorageVersion } from '../helpers/cluster.js'
+import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+
+const logger = pino({ level: 'silent' })
+const cp = await getControlPlane()
+const http = httpFor(cp.kubeconfigPath)
+
+type Obj = Record<string, unknown>
+const spec = (properties: Record<string, Obj>) => ({
+  openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', properties } } },
+})
+const open = { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } }
+
+interface Made {
+  crd: CustomResourceDefinition
+  group: string
+  ns: string
+}
+
+/** A CRD whose v1 and v2 have these schemas, `count` objects created at v1 (etcd holds them at v1), storage flipped to v2. */
+async function made(
+  prefix: string,
+  schemas: { v1: Obj; v2: Obj },
+  count: number,
+  body: (i: number) => Obj,
+  conversion?: Obj,
+): Promise<Made> {
+  const group = uniqueGroup(prefix)
+  const ns = uniqueName(prefix)
+  await createNamespace(http, ns)
+  const manifest = {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `widgets.${group}` },
+    spec: {
+      group,
+      scope: 'Namespaced',
+      names: { plural: 'widgets', kind: 'Widget', singular: 'widget', listKind: 'WidgetList' },
+      versions: [
+        { name: 'v1', served: true, storage: true, schema: schemas.v1 },
+        { name: 'v2', served: true, storage: false, schema: schemas.v2 },
+      ],
+      ...(conversion ? { conversion } : {}),
+    },
+  } as unknown as CustomResourceDefinition
+  const created = await createCrd(http, manifest)
+  await createObjects(http, refFor(created, 'v1'), [ns], count, body)
+  const crd = await setStorageVersion(http, created.metadata.name, 'v2')
+  return { crd, group, ns }
+}
+
+/** Every object as etcd holds it, by name. */
+async function etcdObjects(m: Made): Promise<Map<string, Obj>> {
+  const keys = await cp.listEtcdKeys(`/registry/${m.group}/widgets/`)
+  const out = new Map<string, Obj>()
+  for (const key of keys) {
+    const raw = await cp.readEtcdKey(key)
+    if (raw) out.set(key.slice(key.lastIndexOf('/') + 1), JSON.parse(raw.toString('utf8')) as Obj)
+  }
+  return out
+}
+
+const specOf = (o: Obj | undefined) => (o?.['spec'] ?? {}) as Obj
+const apiVersions = (objects: Map<string, Obj>) => new Set([...objects.values()].map((o) => String(o['apiVersion']).split('/')[1]))
+
+/** The run left nothing behind: no freeze, storedVersions as they were, the result on the CRD. */
+async function expectUntouched(t: Test, m: Made, result: Awaited<ReturnType<typeof migrateCrd>>): Promise<void> {
+  const crd = await getCrd(http, m.crd.metadata.name)
+  t.notOk(crd.metadata.annotations?.[DEFAULT_MIGRATING_ANNOTATION], 'no freeze left')
+  t.same(crd.status?.storedVersions, ['v1', 'v2'], 'status.storedVersions untouched')
+  t.match(crd.metadata.annotations?.[StateAnnotation.lastResult], /^Blocked: CRDM_DATA_LOSS: /, 'last-result says Blocked, with the code')
+  t.same(result.storedVersionsAfter, ['v1', 'v2'])
+}
+
+function run(m: Made, settings: MigrationSettings) {
+  return migrateCrd(m.crd.metadata.name, settings, { http, logger, owner: 'lossless-test' })
+}
+
+const withToken = spec({ a: { type: 'string' }, token: { type: 'string' } })
+const withoutToken = spec({ a: { type: 'string' } })
+
+t.test('a storage schema that drops spec.token: Blocked before the freeze, objects and path named, etcd unchanged', async (t) => {
+  const m = await made('narrowed', { v1: withToken, v2: withoutToken }, 10, (i) => ({ spec: { a: `a${i}`, token: `secret-${i}` } }))
+  const result = await run(m, defaultSettings())
+  t.equal(result.outcome, 'Blocked', result.reason)
+  t.equal(result.errorCode, 'CRDM_DATA_LOSS')
+  t.match(result.reason, `${m.ns}/obj-00000: spec.token removed`, 'names the object and the field')
+  t.match(result.reason, 'rewriting 10 object(s)', 'counts every object of the first page')
+  t.notOk(result.storage, 'no object was rewritten')
+  await expectUntouched(t, m, result)
+  const etcd = await etcdObjects(m)
+  t.same(apiVersions(etcd), new Set(['v1']), 'etcd holds every object at v1 still')
+  t.equal(specOf(etcd.get('obj-00007'))['token'], 'secret-7', 'the token is still in etcd')
+})
+
+t.test('a field only a few objects past the first page hold: found in the run, those objects not written, freeze lifted', async (t) => {
+  const rare = new Set([45, 58])
+  const m = await made('far', { v1: spec({ a: { type: 'string' }, rare: { type: 'string' } }), v2: withoutToken }, 60, (i) => ({
+    spec: { a: `a${i}`, ...(rare.has(i) ? { rare: `only-${i}` } : {}) },
+  }))
+  const result = await run(m, defaultSettings({ pageSize: 20 }))
+  t.equal(result.outcome, 'Blocked', result.reason)
+  t.equal(result.errorCode, 'CRDM_DATA_LOSS')
+  t.match(result.reason, `${m.ns}/obj-00045: spec.rare removed`)
+  t.match(result.reason, `${m.ns}/obj-00058: spec.rare removed`)
+  t.equal(result.lossless?.lossy, 2, 'exactly the two objects')
+  t.equal(result.lossless?.checked, 60, 'every object was checked')
+  t.notOk(result.storage, 'the check runs before the first write')
+  await expectUntouched(t, m, result)
+  const etcd = await etcdObjects(m)
+  t.same(apiVersions(etcd), new Set(['v1']), 'no object was rewritten')
+  t.equal(specOf(etcd.get('obj-00045'))['rare'], 'only-45')
+  t.equal(specOf(etcd.get('obj-00058'))['rare'], 'only-58')
+})
+
+t.test("an accepted removal (the migrator's own configuration) runs, and drops exactly that field", async (t) => {
+  const m = await made('accepted', { v1: withToken, v2: withoutToken }, 10, (i) => ({ spec: { a: `a${i}`, token: `secret-${i}` } }))
+  const name = m.crd.metadata.name
+  const config = ConfigSchema.parse({ migrator: { acceptRemovals: [`${name}:spec.token`] } })
+  const result = await run(m, defaultSettings({ acceptedRemovals: settingsFor(config, name).acceptedRemovals ?? [] }))
+  t.equal(result.outcome, 'Succeeded', result.reason)
+  t.equal(result.lossless?.acceptedRemovals, 10, 'reported as accepted')
+  const etcd = await etcdObjects(m)
+  t.same(apiVersions(etcd), new Set(['v2']))
+  t.same(specOf(etcd.get('obj-00003')), { a: 'a3' }, 'the token is gone, the rest kept')
+  t.same((await getCrd(http, name)).status?.storedVersions, ['v2'])
+})
+
+t.test('defaults the new schema adds do not block: the run succeeds and etcd holds them', async (t) => {
+  const v2 = spec({ a: { type: 'string' }, size: { type: 'string', default: 'medium' } })
+  const m = await made('defaults', { v1: spec({ a: { type: 'string' } }), v2 }, 10, (i) => ({ spec: { a: `a${i}` } }))
+  const result = await run(m, defaultSettings())
+  t.equal(result.outcome, 'Succeeded', result.reason)
+  t.equal(result.lossless?.lossy, 0)
+  const etcd = await etcdObjects(m)
+  t.same(apiVersions(etcd), new Set(['v2']))
+  t.same(specOf(etcd.get('obj-00004')), { a: 'a4', size: 'medium' }, 'the default was added by the write')
+})
+
+t.test('a conversion webhook that injects fields and a label: Blocked, the injections named, etcd unchanged', async (t) => {
+  const webhook = await startConversionWebhook()
+  t.teardown(() => webhook.stop())
+  const m = await made(
+    'inject',
+    { v1: open, v2: open },
+    20,
+    (i) => ({ spec: { image: `img-${i}`, replicas: 1, token: `secret-${i}` } }),
+    webhook.conversion(),
+  )
+  webhook.tamper((o) => {
+    const metadata = (o['metadata'] ?? {}) as Obj
+    const labels = { ...((metadata['labels'] ?? {}) as Obj), pwned: 'true' }
+    const s = specOf(o)
+    return { ...o, metadata: { ...metadata, labels }, spec: { ...s, owner: 'attacker', secretCopy: s['token'] } }
+  })
+  const result = await run(m, defaultSettings())
+  t.equal(result.outcome, 'Blocked', result.reason)
+  t.equal(result.errorCode, 'CRDM_DATA_LOSS')
+  t.match(result.reason, 'metadata.labels.pwned added')
+  t.match(result.reason, 'spec.owner added')
+  t.match(result.reason, 'spec.secretCopy added')
+  await expectUntouched(t, m, result)
+  const etcd = await etcdObjects(m)
+  t.same(apiVersions(etcd), new Set(['v1']), 'no object was rewritten')
+  const first = etcd.get('obj-00000')!
+  t.notOk(specOf(first)['owner'], 'nothing injected in etcd')
+  t.notOk(((first['metadata'] as Obj)['labels'] as Obj | undefined)?.['pwned'])
+
+  // The faithful webhook again: the same CRD migrates, every object reshaped by value.
+  webhook.tamper()
+  const again = await run(m, defaultSettings())
+  t.equal(again.outcome, 'Succeeded', again.reason)
+  t.equal(again.lossless?.method, 'dry-run')
+  t.equal(again.lossless?.checked, 20)
+  const after = await etcdObjects(m)
+  t.same(apiVersions(after), new Set(['v2']))
+  t.same(specOf(after.get('obj-00002')), { token: 'secret-2', template: { replicas: 1, containers: [{ image: 'img-2' }] } })
+})
