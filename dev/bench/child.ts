@@ -58,6 +58,8 @@ export interface OursChildOutput {
   requests: Record<string, number>
   /** The migration result's `conversion` report, when the product gives one. */
   conversion: unknown
+  /** The lossless check before the storage phase (its pre-freeze first page not included). */
+  lossless: { method: string; checked: number; durationMs: number } | null
 }
 
 export interface CeilingChildOutput {
@@ -208,6 +210,9 @@ async function ours(input: OursChildInput): Promise<OursChildOutput> {
     requests,
     // Read loosely: the product's result may or may not have it.
     conversion: (result as { conversion?: unknown }).conversion ?? null,
+    lossless: result.lossless
+      ? { method: result.lossless.method, checked: result.lossless.checked, durationMs: result.lossless.durationMs }
+      : null,
   }
 }
 

@@ -453,6 +453,7 @@ async function runMigrations(
         concurrencyLimit: r.concurrencyLimit,
         throttled: r.throttled,
         timeline: r.timeline,
+        ...(r.lossless ? { lossless: r.lossless } : {}),
         etcd: await prove(group, size, conv),
         notes: `storedVersions after: ${JSON.stringify(r.storedVersionsAfter)}; counts ${JSON.stringify(r.counts)}; throttled ${r.throttled}; managedFields phase ${round((r.cleanupPhaseMs ?? 0) / 1000, 2)} s`,
       }

@@ -85,6 +85,8 @@ export interface MigrationRun {
   throttled?: number
   /** ours: when the run and each phase ran (Date.now()). */
   timeline?: Array<{ what: string; from: number; to: number }>
+  /** ours: the lossless check before its storage phase (method, objects compared, time). */
+  lossless?: { method: string; checked: number; durationMs: number }
 }
 
 /**
@@ -217,6 +219,18 @@ export function renderMarkdown(r: BenchResult): string {
       lines.push('')
       lines.push(
         `Concurrency sweep of the ceiling (${int(ceilingSweep[0]!.size)} objects): ${ceilingSweep.map((s) => `${s.settings.replace(/, no limit/, '')}: ${int(s.objectsPerSecond)}/s`).join(', ')}; best: ${r.ceilingConcurrency ?? 'n/a'}.`,
+      )
+    }
+    const checked = r.migrations.filter((x) => x.lossless)
+    if (checked.length) {
+      lines.push('')
+      lines.push(
+        `Lossless check (ours, before the storage phase; part of the whole run): ${checked
+          .map(
+            (x) =>
+              `${int(x.size)} objects${x.conversion ? ' (webhook)' : ''}, ${x.settings}: ${x.lossless!.method} ${fmt(x.lossless!.durationMs / 1000, 2)} s = ${fmt((100 * x.lossless!.durationMs) / x.wallMs, 1)}% of ${fmt(x.wallMs / 1000, 2)} s`,
+          )
+          .join('; ')}.`,
       )
     }
     lines.push('')

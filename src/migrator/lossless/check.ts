@@ -111,7 +111,7 @@ export async function checkLossless(
     if (verdict.blocking.length === 0) return
     report.lossy++
     if (report.findings.length < KEPT_FINDINGS)
-      report.findings.push({ key: listOrderKey(before.metadata.namespace, before.metadata.name!), changes: verdict.blocking })
+      report.findings.push({ key: listOrderKey(before.metadata.namespace, before.metadata.name), changes: verdict.blocking })
   }
   const target = resourceRef(crd, storageVersion)
   for (const version of report.through) {
@@ -169,12 +169,12 @@ async function forEachPage(
     let items = page.items
     if (restarted && lastKey !== undefined) {
       const after = lastKey
-      items = items.filter((i) => listOrderKey(i.metadata.namespace, i.metadata.name!) > after)
+      items = items.filter((i) => listOrderKey(i.metadata.namespace, i.metadata.name) > after)
     }
     if (items.length > 0) {
       await onPage(items, page.metadata.resourceVersion ?? '')
       const tail = items[items.length - 1]!
-      lastKey = listOrderKey(tail.metadata.namespace, tail.metadata.name!)
+      lastKey = listOrderKey(tail.metadata.namespace, tail.metadata.name)
     }
     token = page.metadata.continue || undefined
     if (!token) return true
@@ -201,7 +201,7 @@ async function compareWithStorageView(
   judge: (before: KubeObject, after: KubeObject) => void,
 ): Promise<void> {
   const first = items[0]!
-  const start = continueFrom(listOrderKey(first.metadata.namespace, first.metadata.name!), resourceVersion)
+  const start = continueFrom(listOrderKey(first.metadata.namespace, first.metadata.name), resourceVersion)
   const same = await withRetry(() => listPage(options.http, collectionPath(target), items.length, start, options.signal), options.retry)
   const byUid = new Map(same.items.map((o) => [o.metadata.uid, o]))
   for (const before of items) {
@@ -244,7 +244,7 @@ async function roundTrip(
         () =>
           options.http.request<KubeObject>({
             method: 'PATCH',
-            path: objectPath(through, namespace, name!, options.useStatusSubresource ? 'status' : undefined),
+            path: objectPath(through, namespace, name, options.useStatusSubresource ? 'status' : undefined),
             query: { dryRun: 'All' },
             contentType: ContentType.mergePatch,
             body: { metadata: { uid, resourceVersion } },
@@ -261,7 +261,7 @@ async function roundTrip(
       try {
         before = (
           await withRetry(
-            () => options.http.request<KubeObject>({ method: 'GET', path: objectPath(through, namespace, name!), signal: options.signal }),
+            () => options.http.request<KubeObject>({ method: 'GET', path: objectPath(through, namespace, name), signal: options.signal }),
             options.retry,
           )
         ).body
