@@ -3,7 +3,12 @@
  * entry (an error's stack follows, indented, at level error and above). The JSON is the
  * source of truth: this only re-renders what pino wrote, so both formats carry the same
  * fields. Hand-written instead of pino-pretty (megabytes and a worker thread per process).
+ *
+ * A person reads it on a terminal, and a message or value may quote a webhook or an API
+ * server: no escape sequence, control or format character reaches the terminal raw
+ * (messages and stacks are cleaned, values are written as JSON with \u escapes: sanitize.ts).
  */
+import { escapeInvisible, plainText } from './sanitize.js'
 
 const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' }
 const ERROR_LEVEL = 50
@@ -11,11 +16,14 @@ const ERROR_LEVEL = 50
 /** pino's own fields, shown in their places or left out (pid, hostname, the logger's name). */
 const OMITTED = new Set(['level', 'time', 'msg', 'pid', 'hostname', 'name'])
 
-/** A value as it reads after `key=`: bare when that is unambiguous, JSON otherwise. */
+/** A string that reads the same bare: no white space, quote, `=`, backslash, control or format character. */
+const BARE = /^[^\s"=\\\p{Cc}\p{Cf}]+$/u
+
+/** A value as it reads after `key=`: bare when that is unambiguous and visible, JSON otherwise. */
 export function formatValue(value: unknown): string {
-  if (typeof value === 'string') return /^[^\s"=\\]+$/.test(value) ? value : JSON.stringify(value)
+  if (typeof value === 'string') return BARE.test(value) ? value : escapeInvisible(JSON.stringify(value))
   if (value === null || typeof value !== 'object') return String(value)
-  return JSON.stringify(value)
+  return escapeInvisible(JSON.stringify(value))
 }
 
 /** pino's error serializer's shape: {type, message, stack, ...own fields}. */
@@ -40,7 +48,7 @@ export function formatLogLine(line: string): string {
   if (typeof entry.time === 'number') parts.push(new Date(entry.time).toISOString())
   else if (typeof entry.time === 'string') parts.push(entry.time)
   parts.push((LEVELS[level] ?? 'LOG').padEnd(5))
-  if (typeof entry.msg === 'string' && entry.msg !== '') parts.push(entry.msg)
+  if (typeof entry.msg === 'string' && entry.msg !== '') parts.push(plainText(entry.msg))
   const stacks: string[] = []
   for (const [key, value] of Object.entries(entry)) {
     if (OMITTED.has(key) || value === undefined) continue
@@ -52,6 +60,6 @@ export function formatLogLine(line: string): string {
     }
     parts.push(`${key}=${formatValue(value)}`)
   }
-  const stackLines = stacks.flatMap((s) => s.split('\n').map((l) => `    ${l.trimStart()}`))
+  const stackLines = stacks.flatMap((s) => s.split('\n').map((l) => `    ${plainText(l.trimStart())}`))
   return [parts.join(' '), ...stackLines].join('\n') + '\n'
 }

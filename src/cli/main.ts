@@ -4,6 +4,7 @@ import type { Logger } from 'pino'
 import { createLogger } from '../log.js'
 import type { Config } from '../config/schema.js'
 import { ConfigError, describeError, errorCode } from '../errors.js'
+import { plainText } from '../sanitize.js'
 import { OUTPUT_FORMATS, outputFormat } from './output.js'
 import { addConfigOptions, configFromOptions } from './options.js'
 import { VERSION } from '../version.js'
@@ -259,7 +260,7 @@ function outputOption(): Option {
 program.parseAsync(process.argv).catch((err: unknown) => {
   // commander has printed its message (or the help, or the version) already.
   if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2)
-  process.stderr.write(`crd-migrator: ${describeError(err)}\n`)
+  process.stderr.write(`crd-migrator: ${plainText(describeError(err))}\n`)
   // A kubeconfig that cannot be used is configuration too.
   process.exit(errorCode(err) === 'CRDM_CONFIG_INVALID' || errorCode(err) === 'CRDM_KUBECONFIG' ? 2 : 1)
 })

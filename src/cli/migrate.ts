@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
 import type { Config } from '../config/schema.js'
 import { describeError } from '../errors.js'
+import { plainText } from '../sanitize.js'
 import { renderData, type OutputFormat } from './output.js'
 import { kubeHttp } from '../kube/client.js'
 import { userAgent } from '../version.js'
@@ -66,7 +67,7 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
         } catch (err) {
           failed++
           reports.push({ crd: name, error: describeError(err) })
-          if (format === 'text') options.out.write(`${name}: cannot plan: ${describeError(err)}\n`)
+          if (format === 'text') options.out.write(`${name}: cannot plan: ${plainText(describeError(err))}\n`)
         }
       }
       if (format !== 'text') options.out.write(renderData(reports, format))
@@ -120,7 +121,7 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
       } catch (err) {
         bar?.stop()
         failed++
-        if (format === 'text') options.out.write(`${name}: ${describeError(err)}\n`)
+        if (format === 'text') options.out.write(`${name}: ${plainText(describeError(err))}\n`)
         return { crd: name, error: describeError(err) }
       }
     }
@@ -199,14 +200,15 @@ export function formatResult(r: MigrationResult): string {
     lines.push('  nothing was frozen; run migrate again once the webhook answers (the controller retries by itself)')
   if (r.leftFrozen)
     lines.push('  WARNING: the migrating annotation could not be removed; run migrate again or see the README (unfreezing by hand)')
-  return `${lines.join('\n')}\n`
+  // Reasons and failures may quote a webhook or an API server: one line each, no escapes.
+  return `${lines.map(plainText).join('\n')}\n`
 }
 
 const entries = (n: number) => `${n} managedFields entr${n === 1 ? 'y' : 'ies'}`
 
 export function formatDryRun(r: DryRunReport): string {
-  if (r.blockedReason) return `${r.crd}: nothing can be done: ${r.blockedReason}\n`
-  return [
+  if (r.blockedReason) return `${r.crd}: nothing can be done: ${plainText(r.blockedReason)}\n`
+  const lines = [
     `${r.crd}: dry run (nothing written)`,
     `  storage version ${r.storageVersion}, status.storedVersions ${JSON.stringify(r.storedVersions)}`,
     `  StorageVersionMigration: ${r.objectsToRewrite ? `would rewrite ${r.objectsToRewrite} object(s), then set storedVersions to ${JSON.stringify(r.storedVersionsAfter)}` : 'nothing to do'}`,
@@ -219,5 +221,6 @@ export function formatDryRun(r: DryRunReport): string {
       : []),
     `  CleanupManagedFields: ${r.objectsToClean ? `would remove ${entries(r.managedFieldsEntriesToRemove)}${r.managedFieldsEntriesToRelabel ? ` and relabel ${entries(r.managedFieldsEntriesToRelabel)} to ${r.storageVersion}` : ''} from ${r.objectsToClean} object(s)${r.objectsToSeed ? ` (${r.objectsToSeed} seeded)` : ''}` : 'nothing to do'}`,
     '',
-  ].join('\n')
+  ]
+  return lines.map(plainText).join('\n')
 }

@@ -22,6 +22,7 @@ import { listAndWatch } from '../kube/watch.js'
 import { planCrd } from '../migrator/plan.js'
 import { runInParallel } from '../migrator/parallel.js'
 import { describeFreeze, readCrdState } from '../state/crd-state.js'
+import { plainText, sanitizeText } from '../sanitize.js'
 import { renderData, type OutputFormat } from './output.js'
 import { etaSeconds, fleetState, formatSummary, summarize, type FleetState, type StatusSummary } from './status-summary.js'
 
@@ -67,11 +68,13 @@ export function statusRows(
         name: crd.metadata.name,
         storage: plan.storageVersion ?? '-',
         storedVersions: plan.storedVersions.join(',') || '-',
-        frozen: !state.frozen && builtinMigrationRunning(crd) ? 'yes (built-in)' : describeFreeze(state),
-        phase: state.phase ?? '-',
-        progress: state.progress ?? '-',
-        lastResult: state.lastResult ?? '-',
-        duration: state.lastDuration ?? '-',
+        // The annotations are text anyone allowed to patch the CRD may have written: cleaned
+        // and cut (sanitize.ts) before they reach a terminal.
+        frozen: !state.frozen && builtinMigrationRunning(crd) ? 'yes (built-in)' : cell(describeFreeze(state)),
+        phase: cell(state.phase),
+        progress: cell(state.progress),
+        lastResult: cell(state.lastResult),
+        duration: cell(state.lastDuration),
         builtin: describeBuiltin(crd, builtin),
         state: fleet,
         ...(eta === undefined ? {} : { etaSeconds: eta }),
@@ -79,6 +82,9 @@ export function statusRows(
     })
     .sort((x, y) => x.name.localeCompare(y.name))
 }
+
+/** An annotation's text as a table cell: cleaned and cut; `-` when nothing is left. */
+const cell = (text: string | undefined): string => sanitizeText(text ?? '') || '-'
 
 /**
  * `Running crd-migrator-…`, `Succeeded <name>` (its latest StorageVersionMigration), `StorageMigrating`
@@ -349,7 +355,7 @@ async function watchRows(
         {
           onObject,
           onDeleted: (crd) => view.update(crd.metadata.name, undefined),
-          onError: (err) => process.stderr.write(`crd-migrator: watch of CRDs failed, retrying: ${errorMessage(err)}\n`),
+          onError: (err) => process.stderr.write(`crd-migrator: watch of CRDs failed, retrying: ${plainText(errorMessage(err))}\n`),
         },
         signal,
         { ...filter, pageSize: 50 },

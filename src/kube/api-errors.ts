@@ -4,6 +4,7 @@
  * README's "API behaviour we rely on"). The one owner of these checks.
  */
 import { CrdMigratorError, type ErrorCode } from '../errors.js'
+import { sanitizeText } from '../sanitize.js'
 import { unreachableErrno, KubeUnreachableError } from './connection-errors.js'
 import { describeAttributes, type RequestAttributes } from './request-info.js'
 
@@ -32,7 +33,10 @@ export class KubeApiError extends CrdMigratorError {
 
   constructor(status: number, method: string, path: string, body: unknown, retryAfter: string | undefined, who?: Requester) {
     const statusObject = isStatus(body) ? body : undefined
-    const message = statusObject?.message ?? (typeof body === 'string' && body !== '' ? body : `HTTP ${status}`)
+    // The server's words (an admission webhook's, a conversion webhook's) are not ours:
+    // cleaned and cut before they reach a message, an annotation, an Event or a terminal.
+    const said = statusObject?.message ?? (typeof body === 'string' && body !== '' ? body : undefined)
+    const message = said === undefined ? `HTTP ${status}` : sanitizeText(String(said))
     super(codeFor(status), `${method} ${path}: ${status} ${message}${who ? explanation(status, who) : ''}`)
     this.status = status
     this.reason = statusObject?.reason

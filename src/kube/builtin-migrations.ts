@@ -15,6 +15,7 @@
 import type { CrdCondition, CustomResourceDefinition } from './types.js'
 import { ContentType, type KubeHttp } from './http.js'
 import { isNotFound } from './api-errors.js'
+import { sanitizeText } from '../sanitize.js'
 
 export const BUILTIN_MIGRATION_GROUP = 'storagemigration.k8s.io'
 /** The CRD condition kube-controller-manager keeps while it migrates the CRD's resource. */
@@ -72,17 +73,12 @@ export const MAX_CONDITION_TEXT = 200
 
 /**
  * A condition's reason or message as crd-migrator may quote it: whoever may write the
- * object's status chose the text, so control and format characters (newlines, escapes,
- * bidirectional overrides) become spaces, runs of white space one, and it is cut to
- * `max` characters, saying so.
+ * object's status chose the text, so it is cleaned (escape sequences, control and format
+ * characters dropped, line breaks made spaces: sanitize.ts) and cut to `max` characters,
+ * saying so.
  */
 export function conditionText(text: string, max = MAX_CONDITION_TEXT): string {
-  const clean = text
-    .replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, ' ')
-    .replace(/\s+/g, ' ')
-    .trim()
-  const chars = [...clean]
-  return chars.length > max ? `${chars.slice(0, max).join('')}…(${chars.length} characters)` : clean
+  return sanitizeText(text, max)
 }
 
 /** Not finished: pending or running. */

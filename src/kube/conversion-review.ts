@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import { CrdMigratorError } from '../errors.js'
+import { sanitizeText } from '../sanitize.js'
 import { conversionWebhookConfig, type WebhookClientConfig } from './conversion.js'
 import { postToWebhook } from './transport.js'
 import type { CustomResourceDefinition } from './types.js'
@@ -47,8 +48,9 @@ export async function convertObjects(crd: CustomResourceDefinition, objects: Obj
   return converted
 }
 
+/** The webhook's words are not ours: cleaned and cut (sanitize.ts). */
 function refused(url: URL, message: string): CrdMigratorError {
-  return new CrdMigratorError('CRDM_CONVERSION_REFUSED', `conversion webhook ${url.href} refused: ${message}`)
+  return new CrdMigratorError('CRDM_CONVERSION_REFUSED', `conversion webhook ${url.href} refused: ${sanitizeText(message)}`)
 }
 
 async function post(url: URL, caBundle: string | undefined, body: unknown, timeoutMs: number): Promise<unknown> {
@@ -61,7 +63,7 @@ async function post(url: URL, caBundle: string | undefined, body: unknown, timeo
       explain: (err) => (err instanceof CrdMigratorError ? err : unavailable(url, err.message)),
     },
   )
-  if (answer.status >= 300) throw unavailable(url, `HTTP ${answer.status}: ${answer.text.slice(0, 200)}`)
+  if (answer.status >= 300) throw unavailable(url, `HTTP ${answer.status}: ${sanitizeText(answer.text, 200)}`)
   try {
     return JSON.parse(answer.text)
   } catch {

@@ -10,6 +10,7 @@
  * pauses and waits. The second is a refusal of the objects in that review.
  */
 import { CrdMigratorError } from '../errors.js'
+import { sanitizeText } from '../sanitize.js'
 import { KubeApiError } from './api-errors.js'
 import type { CustomResourceDefinition, ManagedFieldsEntry } from './types.js'
 
@@ -63,7 +64,7 @@ export type ConversionFailureKind = 'outage' | 'refused'
 
 export interface ConversionFailure {
   kind: ConversionFailureKind
-  /** What came after `failed: `: the HTTP client's error or the webhook's message. */
+  /** What came after `failed: `: the HTTP client's error or the webhook's message, cleaned and cut (sanitize.ts). */
   detail: string
 }
 
@@ -99,7 +100,7 @@ export function classifyConversionError(err: unknown): ConversionFailure | undef
   if (!(err instanceof KubeApiError) || err.status < 500) return undefined
   const match = PREFIX.exec(err.message)
   if (!match) return undefined
-  const detail = err.message.slice(match.index + match[0].length).trim()
+  const detail = sanitizeText(err.message.slice(match.index + match[0].length))
   return { kind: OUTAGE_DETAIL.test(detail) ? 'outage' : 'refused', detail }
 }
 

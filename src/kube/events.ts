@@ -1,4 +1,5 @@
 import os from 'node:os'
+import { fitUtf8, sanitizeText } from '../sanitize.js'
 import { ContentType, type KubeHttp } from './http.js'
 import { collectionPath, objectPath, type ResourceRef } from './paths.js'
 import type { CustomResourceDefinition } from './types.js'
@@ -18,6 +19,9 @@ const ACTIONS: Record<string, string> = {
   ConversionWebhookUnavailable: 'Migrate',
   FrozenByAnotherMigrator: 'Observe',
 }
+
+/** Longest `note` events.k8s.io/v1 accepts, in bytes (its validation counts a Go string's length). */
+const NOTE_MAX_BYTES = 1024
 
 /** The same Event again within this long becomes a series (count, lastObservedTime), not a new object. */
 const SERIES_WINDOW_MS = 30 * 60_000
@@ -43,7 +47,9 @@ export class KubeEventRecorder implements EventRecorder {
   ) {}
 
   async record(crd: CustomResourceDefinition, type: EventType, reason: string, message: string): Promise<void> {
-    const note = message.slice(0, 1024)
+    // A message may quote a webhook or an API server: cleaned (sanitize.ts), and within
+    // the 1 kB (bytes, not characters) events.k8s.io/v1 allows a note.
+    const note = fitUtf8(sanitizeText(message), NOTE_MAX_BYTES)
     const key = JSON.stringify([crd.metadata.uid, type, reason, note])
     const now = Date.now()
     try {

@@ -11,6 +11,7 @@
  * observed generations are for people.
  */
 import type { CustomResourceDefinition } from '../kube/types.js'
+import { sanitizeText } from '../sanitize.js'
 
 /** The value of the migrating annotation that freezes a CRD (KEP-2855). */
 export const MIGRATING_VALUE = 'true'
@@ -214,7 +215,7 @@ export function unfreezePatch(migratingAnnotation: string, run: RunOutcome, now 
     [StateAnnotation.checkpointSeal]: null,
     [StateAnnotation.builtinMigration]: null,
     [StateAnnotation.phase]: run.outcome === 'Succeeded' ? null : run.outcome,
-    [StateAnnotation.lastResult]: run.outcome === 'Succeeded' ? 'Succeeded' : `Failed: ${truncate(run.reason, 200)}`,
+    [StateAnnotation.lastResult]: run.outcome === 'Succeeded' ? 'Succeeded' : `Failed: ${sanitizeText(run.reason, REASON_MAX)}`,
     [StateAnnotation.lastCounts]: run.counts,
     [StateAnnotation.lastDuration]: `${(run.durationMs / 1000).toFixed(1)}s`,
     [StateAnnotation.finishedAt]: now.toISOString(),
@@ -251,4 +252,8 @@ export function upToDatePatch(crd: CustomResourceDefinition): AnnotationPatch | 
   return { [StateAnnotation.observedGeneration]: generation, [StateAnnotation.lastResult]: 'Succeeded' }
 }
 
-const truncate = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s)
+/**
+ * Characters of a failure's reason kept in last-result, cleaned (sanitize.ts): the reason
+ * may quote a webhook or an API server, and `status` prints it in a column.
+ */
+const REASON_MAX = 200

@@ -303,6 +303,37 @@ t.test('formatResult: failures, resumed objects, left frozen', async (t) => {
   t.ok(text.trimEnd().endsWith('(unfreezing by hand)'), 'the warning is last')
 })
 
+t.test('formatResult and statusRows print no escape sequence and no forged line', async (t) => {
+  const forged = 'refused\nwidgets.example.com: Succeeded in 0.1s\u001b]0;pwned\u0007\u001b[2J'
+  const text = formatResult({
+    ...base,
+    outcome: 'Failed',
+    reason: forged,
+    storage: { counts: counts({ seen: 1, failed: 1 }), failures: [failure('ns/w0', forged)], checkpoint: undefined },
+  })
+  t.notMatch(text.replaceAll('\n', ''), /\p{Cc}/u, 'no control character but the line ends')
+  t.equal(text.split('\n').filter((l) => l.startsWith('widgets.example.com:')).length, 1, 'one summary line')
+  t.ok(text.includes('    failed ns/w0: refused widgets.example.com: Succeeded in 0.1s\n'), 'indentation kept')
+  const config = loadConfig({ flags: { 'migrator.selector.names': ['forged.example.com'] } })
+  const [row] = statusRows(
+    [
+      crd('forged.example.com', {
+        annotations: {
+          'crd-migrator.io/last-result': `Failed: ${forged}${'x'.repeat(5000)}`,
+          'crd-migrator.io/phase': '\u001b[2J',
+          'crd-migrator.io/last-duration': '1s\u0007',
+        },
+      }),
+    ],
+    config,
+  )
+  t.match(row?.lastResult, /^Failed: refused widgets\.example\.com: Succeeded in 0\.1sx+…\(\d+ characters\)$/)
+  t.ok((row?.lastResult.length ?? Infinity) < 1100, 'cut')
+  t.equal(row?.phase, '-', 'nothing left of an escape sequence: the empty cell')
+  t.equal(row?.duration, '1s')
+  t.notMatch(formatTable(row ? [row] : []).replaceAll('\n', ''), /\p{Cc}/u)
+})
+
 t.test('formatResult: the storage switch line only when it is true at the end', async (t) => {
   const storage = { counts: counts({ seen: 1, rewritten: 1 }), failures: [], checkpoint: 'ns/w0' }
   const ok = formatResult({ ...base, storage, apiServers: { mode: 'all-servers', listed: 1, checked: 1 } })

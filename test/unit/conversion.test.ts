@@ -54,6 +54,15 @@ t.test('classifyConversionError', async (t) => {
   )
 })
 
+t.test('a refusal from a webhook is cleaned and cut before anyone stores or prints it', async (t) => {
+  const said = `spec.replicas: Invalid\n\u001b]0;pwned\u0007\u001b[2JSucceeded\r\n${'x'.repeat(5000)}`
+  const failure = classifyConversionError(apiError(500, `${PREFIX}${said}`))
+  t.equal(failure?.kind, 'refused')
+  t.notMatch(failure?.detail ?? '', /\p{Cc}/u, 'no control character')
+  t.match(failure?.detail ?? '', /^spec\.replicas: Invalid Succeeded x+…\(\d+ characters\)$/, 'one line, escapes gone')
+  t.ok((failure?.detail.length ?? Infinity) < 1100, `cut (${failure?.detail.length})`)
+})
+
 const crd = (conversion: unknown): CustomResourceDefinition => ({
   apiVersion: 'apiextensions.k8s.io/v1',
   kind: 'CustomResourceDefinition',

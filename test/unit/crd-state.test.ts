@@ -2,6 +2,7 @@ import t from 'tap'
 import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import {
+  blockedPatch,
   decideFreeze,
   describeFreeze,
   freezePatch,
@@ -304,7 +305,18 @@ t.test('unfreezePatch lifts the freeze and records the outcome', async (t) => {
     'crd-migrator.io/frozen-generation': null,
   })
   const failed = unfreezePatch(KEY, { outcome: 'Failed', reason: 'x'.repeat(500), counts: '', durationMs: 0, frozenGeneration: 7 }, at)
-  t.equal(failed['crd-migrator.io/last-result']?.length, 'Failed: '.length + 200, 'the reason is cut to 200 characters')
+  t.equal(failed['crd-migrator.io/last-result'], `Failed: ${'x'.repeat(200)}…(500 characters)`, 'the reason is cut to 200 characters')
+  const forged = unfreezePatch(
+    KEY,
+    { outcome: 'Failed', reason: 'refused: \u001b]0;pwned\u0007bad\nSucceeded\u001b[2J', counts: '', durationMs: 0, frozenGeneration: 7 },
+    at,
+  )
+  t.equal(
+    forged['crd-migrator.io/last-result'],
+    'Failed: refused: bad Succeeded',
+    'escape sequences and newlines of a quoted webhook do not reach the annotation',
+  )
+  t.equal(blockedPatch('webhook said \u0007\r\nok', at)['crd-migrator.io/last-result'], 'Blocked: webhook said ok')
   t.notOk('crd-migrator.io/observed-generation' in failed, 'a failed run does not mark the generation as handled')
   t.equal(failed['crd-migrator.io/phase'], 'Failed', 'a failure keeps its working state, to show where it stopped')
   t.notOk('crd-migrator.io/started-at' in failed)

@@ -23,6 +23,19 @@ t.test('describeError leads with the code; errorMessage needs no cast', async (t
   t.equal(errorMessage(new Error('m')), 'm')
 })
 
+t.test("an API server's message is cleaned and cut: it may quote a webhook", async (t) => {
+  const err = new KubeApiError(
+    400,
+    'PATCH',
+    '/y',
+    { kind: 'Status', message: `denied\n\u001b]2;title\u0007\u001b[31mred\u0007${'m'.repeat(3000)}` },
+    undefined,
+  )
+  t.match(err.message, /^PATCH \/y: 400 denied redm{1014}…\(3010 characters\)$/)
+  t.equal(new KubeApiError(502, 'GET', '/z', 'bad\u001b[0m gateway\n', undefined).message, 'GET /z: 502 bad gateway')
+  t.equal(new KubeApiError(503, 'GET', '/z', '', undefined).message, 'GET /z: 503 HTTP 503')
+})
+
 t.test('the code is an own enumerable property, so pino logs it with the error', async (t) => {
   const err = new CrdMigratorError('CRDM_STATE_KEY', 'too short', { cause: new Error('ENOENT') })
   t.same(Object.keys(err).includes('code'), true)

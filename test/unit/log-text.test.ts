@@ -30,8 +30,16 @@ t.test('a value after key=: bare when unambiguous, JSON otherwise', async (t) =>
     [null, 'null'],
     [['v1', 'v2'], '["v1","v2"]'],
     [{ seen: 3, failed: 0 }, '{"seen":3,"failed":0}'],
+    // Nothing reaches a terminal raw: a value with escapes or invisible characters is JSON, escaped.
+    ['\u001b]0;pwned\u0007', '"\\u001b]0;pwned\\u0007"'],
+    ['\u009b2J', '"\\u009b2J"'],
+    ['a\u202eb', '"a\\u202eb"'],
+    ['del\u007f', '"del\\u007f"'],
+    [{ detail: '\u009b2J' }, '{"detail":"\\u009b2J"}'],
   ]
   for (const [value, text] of cases) t.equal(formatValue(value), text, JSON.stringify(value))
+  // (Not named by its JSON: a raw U+2028 in a test's name breaks TAP's own lines.)
+  t.equal(formatValue({ detail: 'a\u2028b' }), '{"detail":"a\\u2028b"}', 'a line separator in an object')
 })
 
 t.test('time, level, message, then the fields in their order; pid, hostname and name left out', async (t) => {
@@ -52,6 +60,17 @@ t.test('time, level, message, then the fields in their order; pid, hostname and 
     line,
     '2026-11-25T23:50:31.036Z WARN  checking the storage version on one API server only component=migrator crd=widgets.demo.crd-migrator.io reason="no API server is listed"\n',
   )
+})
+
+t.test('a message or stack that quotes a webhook reaches the terminal without escapes or extra lines', async (t) => {
+  const said = 'refused\n2026-01-01T00:00:00.000Z INFO  all good\u001b]0;pwned\u0007\u001b[2J'
+  const lines = textOf((l) => {
+    l.info(said)
+    l.error({ err: new Error(said) }, 'failed')
+  })
+  t.match(lines[0], /^\S+ INFO {2}refused 2026-01-01T00:00:00\.000Z INFO {2}all good\n$/, 'one line, the escapes gone')
+  t.notMatch(lines.join('').replaceAll('\n', ''), /\p{Cc}/u, 'no ESC, no BEL, no other control character')
+  t.equal(lines[1]!.split('\n').filter((l) => /^\S/.test(l)).length, 1, 'one line starts at the margin; the stack is indented')
 })
 
 t.test('every pino level by name, from a real logger', async (t) => {

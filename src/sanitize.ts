@@ -1,0 +1,75 @@
+/**
+ * Text crd-migrator did not write, made fit to store and to print: a conversion
+ * webhook's refusal, the message of an API server's error, a condition's message, an
+ * annotation someone else may have written. Whoever chose that text could put terminal
+ * escape sequences in it (retitle or clear the terminal of whoever runs `status`), BEL,
+ * or newlines that forge a line of output or of the log, and could make it as long as
+ * they liked. The one place that decides what is left of it.
+ *
+ * - Escape sequences (ESC or C1 CSI `…[0-9;]*m`, ESC `]`/`P`/`X`/`^`/`_` strings ended by
+ *   BEL or ST, two-character ESC sequences) are dropped whole.
+ * - Line breaks and tabs (\t \n \v \f \r, NEL, U+2028, U+2029) become a space.
+ * - Every other control character (C0, DEL, C1) and format character (bidirectional
+ *   overrides and isolates, zero-width characters, BOM: Unicode's Cf) is dropped.
+ *
+ * sanitizeText, for where such text enters (errors, annotations, Events), also makes one
+ * space of each run of white space and cuts to a length. plainText, for where text is
+ * printed, only drops and replaces, keeping a line's indentation.
+ */
+
+/** Longest text from outside kept, in characters (code points), before the note of how long it was. */
+export const OUTSIDE_TEXT_MAX = 1024
+
+/**
+ * CSI (ESC [ or U+009B, parameters, intermediates, a final byte); an OSC, DCS, SOS, PM or
+ * APC string with its terminator (BEL, ESC \ or U+009C; one without a terminator is left
+ * to the rules below, which drop its introducer and keep its text visible); any other ESC
+ * with its intermediates and final byte.
+ */
+/* eslint-disable no-control-regex -- control characters are what it matches */
+const ESCAPE_SEQUENCE =
+  /(?:\u001b\[|\u009b)[0-?]*[ -/]*[@-~]?|(?:\u001b[\]PX^_]|[\u0090\u0098\u009d-\u009f])[^\u0007\u001b\u009c]*(?:\u0007|\u001b\\|\u009c)|\u001b[ -/]*[0-~]?/g
+/* eslint-enable no-control-regex */
+const LINE_BREAK = /[\t\n\v\f\r\u0085\u2028\u2029]/g
+const INVISIBLE = /[\p{Cc}\p{Cf}]/gu
+
+/** Escape sequences and invisible characters dropped, line breaks and tabs made spaces; nothing cut. */
+export function plainText(text: string): string {
+  return text.replace(ESCAPE_SEQUENCE, '').replace(LINE_BREAK, ' ').replace(INVISIBLE, '')
+}
+
+/**
+ * plainText, one space for each run of white space, trimmed, and cut to `max` characters
+ * (never inside one), followed by `…(N characters)` when it was longer.
+ */
+export function sanitizeText(text: string, max = OUTSIDE_TEXT_MAX): string {
+  const clean = plainText(text).replace(/\s+/g, ' ').trim()
+  if (clean.length <= max) return clean
+  const chars = [...clean]
+  return chars.length > max ? `${chars.slice(0, max).join('')}…(${chars.length} characters)` : clean
+}
+
+/** At most `maxBytes` bytes of UTF-8, cut between characters, ending in `…` when cut (Event notes are limited in bytes). */
+export function fitUtf8(text: string, maxBytes: number): string {
+  if (Buffer.byteLength(text, 'utf8') <= maxBytes) return text
+  let bytes = 3 // the ellipsis
+  let out = ''
+  for (const c of text) {
+    bytes += Buffer.byteLength(c, 'utf8')
+    if (bytes > maxBytes) break
+    out += c
+  }
+  return `${out}…`
+}
+
+/**
+ * JSON text (JSON.stringify's) with the characters JSON leaves raw and a terminal would
+ * act on or hide (DEL, C1, format characters, U+2028/U+2029) written as \u escapes too:
+ * for a log line that keeps every character of a value, visibly.
+ */
+export function escapeInvisible(json: string): string {
+  return json.replace(/[\u007f-\u009f\p{Cf}\u2028\u2029]/gu, (c) =>
+    // A character past U+FFFF as its two UTF-16 halves, as JSON writes them.
+    Array.from({ length: c.length }, (_, i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`).join(''),
+  )
+}
