@@ -37,19 +37,55 @@ export async function patchCrdAnnotations(
   ).body
 }
 
-/** `status.storedVersions := versions`, only if the CRD is still at `resourceVersion`. */
+/**
+ * What must still hold when `status.storedVersions` is narrowed: the CRD read (its uid and
+ * generation), the storedVersions that read showed, and annotations (the freeze).
+ */
+export interface StoredVersionsPrecondition {
+  uid: string
+  generation: number
+  storedVersions: string[]
+  annotations: Record<string, string>
+}
+
+/**
+ * The JSON Patch that narrows storedVersions: a `test` of every precondition, then the
+ * replace. No resourceVersion: annotation-only writes (our own progress and heartbeat)
+ * cannot make it fail, while a change of uid, generation (a storage flip is a spec change),
+ * storedVersions or the freeze does, with a bare 422 (1.30-1.37).
+ */
+export function storedVersionsPatch(versions: string[], expect: StoredVersionsPrecondition): unknown[] {
+  return [
+    { op: 'test', path: '/metadata/uid', value: expect.uid },
+    { op: 'test', path: '/metadata/generation', value: expect.generation },
+    ...Object.entries(expect.annotations).map(([key, value]) => ({
+      op: 'test',
+      path: `/metadata/annotations/${pointerToken(key)}`,
+      value,
+    })),
+    { op: 'test', path: '/status/storedVersions', value: expect.storedVersions },
+    { op: 'replace', path: '/status/storedVersions', value: versions },
+  ]
+}
+
+/** A JSON Pointer reference token (RFC 6901): `~` and `/` escaped. */
+function pointerToken(key: string): string {
+  return key.replace(/~/g, '~0').replace(/\//g, '~1')
+}
+
+/** `status.storedVersions := versions`, only if `expect` still holds (422 otherwise: see storedVersionsPatch). */
 export async function patchStoredVersions(
   http: KubeHttp,
   name: string,
   versions: string[],
-  resourceVersion: string,
+  expect: StoredVersionsPrecondition,
 ): Promise<CustomResourceDefinition> {
   return (
     await http.request<CustomResourceDefinition>({
       method: 'PATCH',
       path: crdPath(name, 'status'),
-      body: { metadata: { resourceVersion }, status: { storedVersions: versions } },
-      contentType: ContentType.mergePatch,
+      body: storedVersionsPatch(versions, expect),
+      contentType: ContentType.jsonPatch,
     })
   ).body
 }

@@ -4,8 +4,8 @@
  * when the CRD provably is still frozen and has the storage version and generation it had
  * when the objects were rewritten.
  */
-import { getCrd, patchStoredVersions } from '../../kube/crds.js'
-import { isConflict } from '../../kube/api-errors.js'
+import { getCrd, patchStoredVersions, type StoredVersionsPrecondition } from '../../kube/crds.js'
+import { isConflict, isUnprocessable } from '../../kube/api-errors.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
 import { CrdMigratorError } from '../../errors.js'
 import { MIGRATING_VALUE } from '../../state/crd-state.js'
@@ -13,7 +13,10 @@ import type { MigrationContext } from '../context.js'
 import { planCrd } from '../plan.js'
 import { requestRetry, withRetry } from '../engine/retry.js'
 
-/** Conflicts with our own progress writes are expected; this many rounds of read, check, patch. */
+/**
+ * Rounds of read, check, patch. Our own progress and heartbeat writes cannot make the patch
+ * fail (it tests no resourceVersion); a round is repeated only when what it tests moved.
+ */
 const MAX_ROUNDS = 5
 
 export async function narrowStoredVersions(
@@ -25,13 +28,25 @@ export async function narrowStoredVersions(
   migratingAnnotation: string,
 ): Promise<CustomResourceDefinition> {
   // Every object is done by now: an API server restart or an etcd hiccup at this point
-  // must not fail the run. Both calls are safe to repeat: the read is a read, and the
-  // patch carries the resourceVersion as precondition, so a retry after a lost answer
-  // gets a 409 and goes round the loop (read, check, patch) again.
+  // must not fail the run, and neither must the run's own progress and heartbeat writes to
+  // the same CRD (issue 34: a resourceVersion precondition lost to them 5 times in a row
+  // under load). So the patch tests what matters instead (storedVersionsPatch): the uid
+  // and generation read, the freeze, the storedVersions read. Both calls are safe to
+  // repeat: the read is a read, and a retry of a patch whose answer was lost is refused
+  // (422: storedVersions moved) and goes round the loop, whose read finds it narrowed.
   const retry = requestRetry(maxAttempts, ctx.signal)
+  let uid: string | undefined
+  let refused: { err: unknown; expect: StoredVersionsPrecondition } | undefined
   for (let round = 1; ; round++) {
     const crd = await withRetry(() => getCrd(ctx.http, name), retry)
     const plan = planCrd(crd)
+    uid ??= crd.metadata.uid
+    if (crd.metadata.uid !== uid) {
+      throw new CrdMigratorError(
+        'CRDM_CRD_CHANGED',
+        `the CRD was deleted and created again during the migration (uid ${uid} -> ${crd.metadata.uid}); status.storedVersions left as ${JSON.stringify(plan.storedVersions)}, will migrate again`,
+      )
+    }
     if (crd.metadata.annotations?.[migratingAnnotation] !== MIGRATING_VALUE) {
       throw new CrdMigratorError(
         'CRDM_FREEZE_LIFTED',
@@ -50,11 +65,23 @@ export async function narrowStoredVersions(
         `CRD generation changed during the migration (${frozenGeneration} -> ${plan.generation}); status.storedVersions left as ${JSON.stringify(plan.storedVersions)}, will migrate again`,
       )
     }
+    // Already narrowed: by our own patch whose answer was lost, or by someone else.
+    if (!plan.storageMigrationNeeded) return crd
+    const expect: StoredVersionsPrecondition = {
+      uid: uid!,
+      generation: frozenGeneration,
+      storedVersions: plan.storedVersions,
+      annotations: { [migratingAnnotation]: MIGRATING_VALUE },
+    }
+    // The last patch was refused although nothing it tested moved: a real refusal.
+    if (refused && JSON.stringify(refused.expect) === JSON.stringify(expect)) throw refused.err
     try {
-      return await withRetry(() => patchStoredVersions(ctx.http, name, [storageVersion], crd.metadata.resourceVersion!), retry)
+      return await withRetry(() => patchStoredVersions(ctx.http, name, [storageVersion], expect), retry)
     } catch (err) {
-      // Our own progress annotations also move the resourceVersion; re-check and retry.
-      if (!isConflict(err) || round >= MAX_ROUNDS) throw err
+      // A failed `test` is a bare 422 (README, "API behaviour we rely on"): read again,
+      // and the checks above say what moved. 409 is not expected without a resourceVersion.
+      if (!(isUnprocessable(err) || isConflict(err)) || round >= MAX_ROUNDS) throw err
+      refused = { err, expect }
     }
   }
 }
