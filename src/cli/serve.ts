@@ -59,6 +59,7 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
       host: config.webhook.host,
       port: config.webhook.port,
       bodyLimitBytes: config.webhook.bodyLimitBytes,
+      maxConnections: config.webhook.maxConnections,
       timeouts: serverTimeouts(config.webhook.timeouts),
       registry,
       logger: logger.child({ component: 'webhook' }),

@@ -144,6 +144,17 @@ export const ConfigSchema = z.strictObject({
         .min(1024)
         .default(3 * 1024 * 1024),
       /**
+       * Connections the webhook keeps open at most (Node's server.maxConnections); one past
+       * it is closed as soon as it is accepted, counted in
+       * crd_migrator_webhook_connections_refused_total and warned about. An idle TLS
+       * connection holds 65-80 KiB of the process (5,000 of them took serve from 98 to 426
+       * MiB, dev/bench/idle-connections.ts), so with no cap anyone who can reach the port
+       * could push the pod past its 512 Mi limit; 1,000 of them took it to 179 MiB. The API
+       * servers need far fewer: client-go keeps at most 25 idle connections per webhook
+       * host, and reviews of CRD writes are few.
+       */
+      maxConnections: z.number().int().min(1).default(1000),
+      /**
        * Timeouts of the HTTPS listener (file-only), and why (the API server calls us with
        * timeoutSeconds: 5, at most 30):
        * - tlsHandshakeSeconds: the TLS handshake must finish within it. Node's default is
@@ -153,10 +164,14 @@ export const ConfigSchema = z.strictObject({
        *   slow-loris client holds a socket this long at most (checked every
        *   connectionsCheckingIntervalSeconds); headersSeconds is kept below it.
        * - connectionSeconds: socket inactivity while a request is being served.
-       * - keepAliveSeconds: longer than the idle timeout of the API server's HTTP client
-       *   (Go's 90 s), so the API server, not us, closes idle connections. If we closed
-       *   first, a review sent on a connection we were closing would fail, and with
-       *   failurePolicy: Fail a failed call is a denied CRD update.
+       * - keepAliveSeconds: just longer than the idle timeout of the API server's HTTP
+       *   client (client-go's transport takes Go's http.DefaultTransport's 90 s), so the
+       *   API server, not us, closes idle connections. If we closed first, a review sent on
+       *   a connection we were closing would fail (Go retries a POST on a reused connection
+       *   only when nothing was written), and with failurePolicy: Fail a failed call is a
+       *   denied CRD update. Not shorter: what bounds the memory idle connections hold is
+       *   maxConnections, not this; a client that wants to hold a connection sends a
+       *   request now and then whatever the timeout.
        */
       timeouts: z
         .strictObject({
@@ -164,7 +179,7 @@ export const ConfigSchema = z.strictObject({
           headersSeconds: z.number().min(0.1).default(5),
           requestSeconds: z.number().min(0.1).default(10),
           connectionSeconds: z.number().min(0.1).default(15),
-          keepAliveSeconds: z.number().min(0.1).default(120),
+          keepAliveSeconds: z.number().min(0.1).default(95),
           connectionsCheckingIntervalSeconds: z.number().min(0.1).default(2),
         })
         .prefault({})

@@ -124,6 +124,13 @@ export const SETTINGS: readonly Setting[] = [
     description: 'largest AdmissionReview accepted',
   },
   {
+    path: 'webhook.maxConnections',
+    flag: 'webhook-max-connections',
+    env: 'CRD_MIGRATOR_WEBHOOK_MAX_CONNECTIONS',
+    kind: 'int',
+    description: 'connections the webhook keeps open at most; one past it is closed at once',
+  },
+  {
     path: 'metrics.port',
     flag: 'metrics-port',
     env: 'CRD_MIGRATOR_METRICS_PORT',

@@ -14,6 +14,7 @@ export const METRIC_NAMES = Object.freeze({
   badRequests: 'crd_migrator_admission_bad_requests_total',
   certificateExpiry: 'crd_migrator_webhook_certificate_expiry_timestamp_seconds',
   certificateRejected: 'crd_migrator_webhook_certificate_reload_rejected_total',
+  connectionsRefused: 'crd_migrator_webhook_connections_refused_total',
 })
 
 /** A decision takes microseconds; the top buckets catch GC pauses and event-loop stalls. */
@@ -29,6 +30,8 @@ export interface WebhookMetrics {
   setCertificate(certificate: { notAfter: Date; serialNumber: string } | undefined): void
   /** A certificate/key pair refused (at start-up or on reload), once per pair. */
   countCertificateRejected(reason: CertificateRejection): void
+  /** A connection closed as soon as it was accepted: webhook.maxConnections were open. */
+  countConnectionRefused(): void
 }
 
 export function createWebhookMetrics(registry: Registry): WebhookMetrics {
@@ -98,6 +101,16 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
         registers: [registry],
       }),
   )
+  const connectionsRefused = reuseOr(
+    registry,
+    METRIC_NAMES.connectionsRefused,
+    () =>
+      new Counter({
+        name: METRIC_NAMES.connectionsRefused,
+        help: 'Connections to the webhook closed as soon as they were accepted, because webhook.maxConnections were open.',
+        registers: [registry],
+      }),
+  )
 
   // Zero-initialised series, so rate() and alerts work before the first denial.
   for (const operation of ADMISSION_OPERATIONS) {
@@ -124,6 +137,9 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
     },
     countCertificateRejected(reason) {
       certificateRejected.inc({ reason })
+    },
+    countConnectionRefused() {
+      connectionsRefused.inc()
     },
   }
 }

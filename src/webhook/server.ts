@@ -15,9 +15,9 @@
  * (health/plugin.ts, cli/serve.ts). Anyone who can reach the pod can reach this port,
  * so it answers reviews and nothing else.
  *
- * Defaults (body limit, host, port, timeouts, the policy) are the config schema's
- * (config/schema.ts, which says why each timeout is what it is). All timeouts can be
- * lowered through `timeouts` (tests do, to check them quickly).
+ * Defaults (body limit, host, port, timeouts, the connection cap, the policy) are the
+ * config schema's (config/schema.ts, which says why each timeout and the cap are what they
+ * are). All timeouts can be lowered through `timeouts` (tests do, to check them quickly).
  */
 import type { ServerOptions as HttpsServerOptions } from 'node:https'
 import type { AddressInfo } from 'node:net'
@@ -149,6 +149,8 @@ export interface StartWebhookServerOptions extends WebhookAppOptions {
   certPollIntervalMs?: number
   /** Quiet time after a certificate directory event. Default 200 ms. */
   certDebounceMs?: number
+  /** Connections kept open at most; one past it is closed as soon as it is accepted. Default: the config's webhook.maxConnections. */
+  maxConnections?: number
   /**
    * How long close() keeps serving after the `webhook-open` readiness check started
    * failing, so endpoints and the API server stop sending us new connections first.
@@ -175,6 +177,30 @@ export interface RunningWebhookServer {
   close(): Promise<void>
 }
 
+/** Warn of refused connections at most this often (each one is counted). */
+const REFUSAL_WARNING_INTERVAL_MS = 60_000
+
+/**
+ * At most `max` connections open (Node's server.maxConnections: one past it is closed as
+ * soon as it is accepted, before its TLS handshake): idle TLS connections are what a
+ * client can pile up cheaply, 65-80 KiB of ours each. Each refusal is counted, and warned
+ * about once a minute with the address it came from.
+ */
+function limitConnections(app: FastifyInstance, max: number, metrics: WebhookMetrics, logger: Logger): void {
+  app.server.maxConnections = max
+  let warnedAt = Number.NEGATIVE_INFINITY
+  app.server.on('drop', (dropped?: { remoteAddress?: string }) => {
+    metrics.countConnectionRefused()
+    const now = Date.now()
+    if (now - warnedAt < REFUSAL_WARNING_INTERVAL_MS) return
+    warnedAt = now
+    logger.warn(
+      { maxConnections: max, remoteAddress: dropped?.remoteAddress },
+      'webhook connection refused: webhook.maxConnections connections are open (each refusal counted in crd_migrator_webhook_connections_refused_total; warned once a minute)',
+    )
+  })
+}
+
 export async function startWebhookServer(options: StartWebhookServerOptions): Promise<RunningWebhookServer> {
   const host = options.host ?? CONFIG_DEFAULTS.webhook.host
   const logger = options.logger ?? createLogger({ level: options.logLevel ?? CONFIG_DEFAULTS.logLevel })
@@ -198,6 +224,7 @@ export async function startWebhookServer(options: StartWebhookServerOptions): Pr
   }
   const { app, drain } = createApp({ ...options, logger, registry }, https, metrics)
   void app.register(certificates.plugin)
+  limitConnections(app, options.maxConnections ?? CONFIG_DEFAULTS.webhook.maxConnections, metrics, logger)
 
   try {
     await app.listen({ host, port: options.port ?? CONFIG_DEFAULTS.webhook.port })

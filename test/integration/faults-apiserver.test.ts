@@ -20,7 +20,7 @@ import { Registry } from 'prom-client'
 import t from 'tap'
 import { ConfigSchema } from '../../src/config/schema.js'
 import { getCrd } from '../../src/kube/crds.js'
-import { KubeHttp, type KubeRequest, type KubeResponse } from '../../src/kube/http.js'
+import { Accept, KubeHttp, type KubeRequest, type KubeResponse } from '../../src/kube/http.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import { migrateCrd } from '../../src/migrator/migrate.js'
 import { settled as done } from '../../src/migrator/engine/walker.js'
@@ -162,12 +162,19 @@ class CompactingHttp extends KubeHttp {
     kc: ConstructorParameters<typeof KubeHttp>[0],
     private readonly collection: string,
     private readonly compactBeforePage: number[],
+    /** Whose continued pages: the storage phase's metadata list, or the lossless check's lists of whole objects. */
+    private readonly lister: 'storage phase' | 'lossless check' = 'storage phase',
   ) {
     super(kc, { maxSockets: 64 })
   }
 
   override async request<T = unknown>(req: KubeRequest): Promise<KubeResponse<T>> {
-    if (req.method === 'GET' && req.path === this.collection && req.query?.['continue']) {
+    // The storage phase's list: metadata only (the lossless check before it lists whole objects).
+    const metadataList =
+      req.method === 'GET' &&
+      req.path === this.collection &&
+      (req.accept === Accept.partialObjectMetadataList) === (this.lister === 'storage phase')
+    if (metadataList && req.query?.['continue']) {
       this.continues++
       if (this.compactBeforePage.includes(this.continues + 1)) await compactEtcd(cp)
     }
@@ -177,7 +184,7 @@ class CompactingHttp extends KubeHttp {
     try {
       return await super.request<T>(req)
     } catch (err) {
-      if ((err as { status?: number }).status === 410) this.gone++
+      if (metadataList && (err as { status?: number }).status === 410) this.gone++
       throw err
     }
   }
@@ -213,6 +220,25 @@ t.test('continue tokens expire between pages (etcd compacted): the list restarts
   t.comment(
     `continue-token expiry: ${N} objects, pages of 60, ${http.gone} x 410 Gone, list restarted ${restarts.length} times, ${(runMs / 1000).toFixed(1)} s`,
   )
+})
+
+t.test("continue tokens expire under the lossless check's second view: it lists again and checks every object once", async (t) => {
+  const N = 300
+  const { crd, group } = await prepare('gone-check', N, 3)
+  const kc = kubeConfigFromFile(cp.kubeconfigPath)
+  // The check's continued lists through v2 are its views of the storage version at a page's snapshot.
+  const http = new CompactingHttp(kc, `/apis/${group}/v2/widgets`, [2, 4], 'lossless check')
+  t.teardown(() => http.close())
+  const result = await migrateCrd(crd.metadata.name, defaultSettings({ concurrency: 8, qps: 0, pageSize: 50 }), {
+    http,
+    logger: capturingLogger('info').logger,
+    owner: 'faults-gone-check',
+  })
+  t.equal(result.outcome, 'Succeeded', result.reason)
+  t.ok(http.gone >= 1, `the API server answered 410 Gone to a compacted snapshot (${http.gone} times)`)
+  t.equal(result.lossless?.checked, N, 'every object checked exactly once')
+  t.equal(result.lossless?.complete, true)
+  t.same(countVersions(await etcdVersionsByKey(cp, group, 'widgets')), { [`${group}/v2`]: N }, 'etcd holds every object at v2')
 })
 
 /** Records object writes and the 429s answered to requests that go through the migrator's gate. */

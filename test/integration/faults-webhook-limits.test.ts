@@ -116,7 +116,7 @@ function postReview(): Promise<{ status: number; body: string; ms: number }> {
 }
 
 t.test('the defaults are the documented ones', async (t) => {
-  t.match(SERVER_TIMEOUTS, { tlsHandshakeTimeoutMs: 5000, headersTimeoutMs: 5000, requestTimeoutMs: 10_000, keepAliveTimeoutMs: 120_000 })
+  t.match(SERVER_TIMEOUTS, { tlsHandshakeTimeoutMs: 5000, headersTimeoutMs: 5000, requestTimeoutMs: 10_000, keepAliveTimeoutMs: 95_000 })
 })
 
 t.test('a connection that never starts TLS is closed after the handshake timeout', async (t) => {

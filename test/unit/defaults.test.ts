@@ -71,7 +71,7 @@ t.test("the constants of other modules are the schema's defaults", async (t) => 
       requestTimeoutMs: 10_000,
       headersTimeoutMs: 5_000,
       connectionTimeoutMs: 15_000,
-      keepAliveTimeoutMs: 120_000,
+      keepAliveTimeoutMs: 95_000,
       connectionsCheckingIntervalMs: 2_000,
       tlsHandshakeTimeoutMs: 5_000,
     },

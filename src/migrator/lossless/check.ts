@@ -172,7 +172,16 @@ async function forEachPage(
       items = items.filter((i) => listOrderKey(i.metadata.namespace, i.metadata.name) > after)
     }
     if (items.length > 0) {
-      await onPage(items, page.metadata.resourceVersion ?? '')
+      try {
+        await onPage(items, page.metadata.resourceVersion ?? '')
+      } catch (err) {
+        // The page's snapshot was compacted before its second view was read: list again
+        // from after the last page judged, at a new snapshot.
+        if (!isGone(err)) throw err
+        token = undefined
+        restarted = true
+        continue
+      }
       const tail = items[items.length - 1]!
       lastKey = listOrderKey(tail.metadata.namespace, tail.metadata.name)
     }
