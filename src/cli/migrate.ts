@@ -10,6 +10,7 @@ import { userAgent } from '../version.js'
 import { KubeEventRecorder } from '../kube/events.js'
 import { loadCheckpointSeal } from '../migrator/freeze/checkpoint-seal.js'
 import { dryRun, type DryRunReport } from '../migrator/dry-run.js'
+import { describeFindings } from '../migrator/lossless/verdict.js'
 import { parseResourceName } from '../kube/resources.js'
 import { migrateCrd, type MigrationResult } from '../migrator/migrate.js'
 import { migrateResource } from '../migrator/migrate-resource.js'
@@ -217,6 +218,11 @@ export function formatDryRun(r: DryRunReport): string {
           `  StashedObjectMigration: ${r.stashes.planned.length ? `would move ${r.stashes.planned.length} stashed cop${r.stashes.planned.length === 1 ? 'y' : 'ies'}` : 'nothing to do'}${r.stashes.failed ? `; ${r.stashes.failed} cannot be moved` : ''}`,
           ...r.stashes.planned.map((p) => `    ${p}`),
           ...r.stashes.failures.map((f) => `    cannot move ${f.key}: ${f.error}`),
+        ]
+      : []),
+    ...(r.lossless
+      ? [
+          `  lossless check: ${r.lossless.checked} checked, ${r.lossless.lossy} would change${r.lossless.lossy ? ` (the run would stop Blocked, CRDM_DATA_LOSS): ${describeFindings(r.lossless.findings, r.lossless.lossy)}` : ''}`,
         ]
       : []),
     `  CleanupManagedFields: ${r.objectsToClean ? `would remove ${entries(r.managedFieldsEntriesToRemove)}${r.managedFieldsEntriesToRelabel ? ` and relabel ${entries(r.managedFieldsEntriesToRelabel)} to ${r.storageVersion}` : ''} from ${r.objectsToClean} object(s)${r.objectsToSeed ? ` (${r.objectsToSeed} seeded)` : ''}` : 'nothing to do'}`,

@@ -7,6 +7,7 @@ import type { MigrationSettings } from './context.js'
 import { rulesForGroup } from './phases/stashes/rules.js'
 import { runStashPhase } from './phases/stashes/stash-phase.js'
 import type { ObjectFailure } from './engine/walker.js'
+import { checkLossless, losslessOptions, type LosslessReport } from './lossless/check.js'
 
 export interface DryRunReport {
   crd: string
@@ -23,6 +24,8 @@ export interface DryRunReport {
   objectsToSeed: number
   /** Phase StashedObjectMigration, when stash rules apply to the CRD. */
   stashes?: { planned: string[]; failed: number; failures: ObjectFailure[] }
+  /** The lossless check over every object (reads and dry runs only), when the storage phase would run. */
+  lossless?: LosslessReport
 }
 
 /** What `migrate` would do to a CRD, from reads only. */
@@ -47,6 +50,7 @@ export async function dryRun(http: KubeHttp, name: string, settings: MigrationSe
   if (settings.phases.includes(Phase.StorageVersionMigration) && plan.storageMigrationNeeded) {
     report.objectsToRewrite = scan.total
     report.storedVersionsAfter = [plan.storageVersion]
+    if (settings.losslessCheck !== false) report.lossless = await checkLossless(crd, plan.storageVersion, losslessOptions(http, settings))
   }
   if (settings.phases.includes(Phase.CleanupManagedFields)) {
     report.objectsToClean = scan.objects

@@ -12,6 +12,8 @@ import { ConfigSchema } from '../../src/config/schema.js'
 import { getCrd } from '../../src/kube/crds.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import { settingsFor } from '../../src/migrator/crd-settings.js'
+import { dryRun } from '../../src/migrator/dry-run.js'
+import { formatDryRun } from '../../src/cli/migrate.js'
 import { migrateCrd, type MigrationSettings } from '../../src/migrator/migrate.js'
 import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
 import { StateAnnotation } from '../../src/state/crd-state.js'
@@ -98,6 +100,12 @@ const withoutToken = spec({ a: { type: 'string' } })
 
 t.test('a storage schema that drops spec.token: Blocked before the freeze, objects and path named, etcd unchanged', async (t) => {
   const m = await made('narrowed', { v1: withToken, v2: withoutToken }, 10, (i) => ({ spec: { a: `a${i}`, token: `secret-${i}` } }))
+  const planned = await dryRun(http, m.crd.metadata.name, defaultSettings(), logger)
+  t.equal(planned.lossless?.lossy, 10, 'migrate --dry-run says so first')
+  t.match(
+    formatDryRun(planned),
+    `lossless check: 10 checked, 10 would change (the run would stop Blocked, CRDM_DATA_LOSS): ${m.ns}/obj-00000: spec.token removed`,
+  )
   const result = await run(m, defaultSettings())
   t.equal(result.outcome, 'Blocked', result.reason)
   t.equal(result.errorCode, 'CRDM_DATA_LOSS')

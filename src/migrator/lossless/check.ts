@@ -282,6 +282,19 @@ async function roundTrip(
   }
 }
 
+/** The check's options from a migration's settings. */
+export function losslessOptions(http: KubeHttp, settings: MigrationSettings, signal?: AbortSignal): LosslessOptions {
+  return {
+    http,
+    acceptedRemovals: settings.acceptedRemovals ?? [],
+    pageSize: settings.pageSize,
+    concurrency: settings.concurrency,
+    useStatusSubresource: settings.useStatusSubresource,
+    retry: requestRetry(settings.maxAttempts, signal),
+    signal,
+  }
+}
+
 /**
  * The check as a run uses it: skipped when configured off, logged, and ended with
  * CRDM_DATA_LOSS when an object would not keep its content. `maxPages` checks the first
@@ -297,14 +310,9 @@ export async function proveLossless(
 ): Promise<LosslessReport | undefined> {
   if (settings.losslessCheck === false) return undefined
   const report = await checkLossless(crd, storageVersion, {
-    http: ctx.http,
-    acceptedRemovals: settings.acceptedRemovals ?? [],
-    pageSize: settings.pageSize,
-    concurrency: settings.concurrency,
-    useStatusSubresource: settings.useStatusSubresource,
-    retry: { ...requestRetry(settings.maxAttempts, ctx.signal), ...(run.conversion ? { conversion: run.conversion } : {}) },
+    ...losslessOptions(ctx.http, settings, ctx.signal),
+    ...(run.conversion ? { retry: { ...requestRetry(settings.maxAttempts, ctx.signal), conversion: run.conversion } } : {}),
     ...(run.maxPages !== undefined ? { maxPages: run.maxPages } : {}),
-    signal: ctx.signal,
   })
   const log = ctx.logger.child({ crd: crd.metadata.name })
   if (report.unserved.length > 0)
