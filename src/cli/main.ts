@@ -51,10 +51,12 @@ addConfigOptions(program.command('serve'))
   .action(async (opts: Record<string, unknown>) => {
     const config = configFromOptions(opts)
     const log = logger(config, 'serve')
+    // Before start-up, not after: in a container node is PID 1, and PID 1 ignores a
+    // SIGTERM it has no handler for. One during start-up closes as soon as it is done.
+    const signal = shutdownSignal(log)
     const { serve } = await import('./serve.js')
     const handle = await serve(config, log)
-    const signal = shutdownSignal(log)
-    await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }))
+    if (!signal.aborted) await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }))
     await handle.close()
     log.flush()
   })

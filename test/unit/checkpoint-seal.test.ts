@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process'
 import { chmod, chown, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -7,6 +8,7 @@ import {
   defaultStateKeyFile,
   keyFileProblems,
   loadCheckpointSeal,
+  MAX_KEY_FILE_BYTES,
   type CheckpointBinding,
 } from '../../src/migrator/freeze/checkpoint-seal.js'
 import { capturingLogger } from '../helpers/log-capture.js'
@@ -58,6 +60,33 @@ t.test('loadCheckpointSeal: an explicit file, trailing newline ignored; unreadab
     loadCheckpointSeal(join(dir, 'missing'), logger),
     /cannot read the state key file .*missing \(migrator\.stateKeyFile\): ENOENT/,
   )
+})
+
+t.test('loadCheckpointSeal: only a regular file of at most 64 KiB; a FIFO or /dev/zero is refused at once, not waited on', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'seal-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const { logger } = capturingLogger()
+  const fifo = join(dir, 'fifo')
+  execFileSync('mkfifo', ['-m', '600', fifo])
+  // Opened the old way, a FIFO without a writer held start-up forever: this test would time out.
+  const refusals: Array<[string, string, RegExp]> = [
+    ['a FIFO', fifo, /the state key file .*fifo is a FIFO, not a regular file/],
+    ['/dev/zero', '/dev/zero', /the state key file \/dev\/zero is a character device, not a regular file/],
+    ['a directory', dir, /is a directory, not a regular file/],
+  ]
+  for (const [what, file, message] of refusals) {
+    await t.rejects(loadCheckpointSeal(file, logger), { code: 'CRDM_STATE_KEY', message }, what)
+  }
+  await writeFile(join(dir, 'large'), Buffer.alloc(MAX_KEY_FILE_BYTES + 1, 0x6b))
+  await t.rejects(
+    loadCheckpointSeal(join(dir, 'large'), logger),
+    { code: 'CRDM_STATE_KEY', message: /holds more than 65536 bytes: not a key file/ },
+    'one byte past 64 KiB',
+  )
+  await writeFile(join(dir, 'bound'), Buffer.alloc(MAX_KEY_FILE_BYTES, 0x6b))
+  t.equal((await loadCheckpointSeal(join(dir, 'bound'), logger)).source, join(dir, 'bound'), '64 KiB exactly is read')
+  await symlink(join(dir, 'bound'), join(dir, 'link'))
+  t.equal((await loadCheckpointSeal(join(dir, 'link'), logger)).source, join(dir, 'link'), 'through a symlink, as a Secret mount has it')
 })
 
 t.test('loadCheckpointSeal without a file: the default file is created once and reused', async (t) => {

@@ -24,9 +24,15 @@
  * `migrator.strictStateKeyFile` the key is refused instead (CRDM_STATE_KEY). A Secret the
  * kubelet mounts (root-owned, group the pod's fsGroup, 0440, in a sticky directory) passes
  * when the fsGroup is the process's group, as the chart runs it.
+ *
+ * The file must be a regular file of at most 64 KiB (else CRDM_STATE_KEY), and nothing
+ * about it can hold start-up: it is opened without waiting (O_NONBLOCK: a FIFO would
+ * otherwise wait for a writer, forever), looked at before a byte is read (a FIFO or a
+ * device such as /dev/zero is refused), and read no further than the bound.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
-import type { Stats } from 'node:fs'
+import { constants, type Stats } from 'node:fs'
+import type { FileHandle } from 'node:fs/promises'
 import { link, mkdir, open, realpath, stat, unlink, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
@@ -42,6 +48,8 @@ export interface CheckpointBinding {
 }
 
 const MIN_KEY_BYTES = 16
+/** Largest state key file read: a key is 16 bytes or a few dozen; more is not a key file. */
+export const MAX_KEY_FILE_BYTES = 64 * 1024
 const DOMAIN = 'crd-migrator checkpoint v1'
 
 export class CheckpointSeal {
@@ -138,7 +146,7 @@ export async function loadCheckpointSeal(
   }
 }
 
-/** A key file refused under migrator.strictStateKeyFile. */
+/** A key file refused: not a regular file, too large, or open to others under migrator.strictStateKeyFile. */
 class KeyFileRefused extends CrdMigratorError {
   override readonly name: string = 'KeyFileRefused'
 }
@@ -177,10 +185,31 @@ export function keyFileProblems(st: Pick<Stats, 'mode' | 'uid' | 'gid'>, kind: '
 
 const octal = (mode: number) => `0${(mode & 0o7777).toString(8).padStart(3, '0')}`
 
-/** Reads the key from the file it checked (one open), warning about or refusing what keyFileProblems finds. */
+/** What a file that is not a regular one is, for the message. */
+function fileKind(st: Stats): string {
+  if (st.isFIFO()) return 'a FIFO'
+  if (st.isCharacterDevice()) return 'a character device'
+  if (st.isBlockDevice()) return 'a block device'
+  if (st.isSocket()) return 'a socket'
+  if (st.isDirectory()) return 'a directory'
+  return 'not a regular file'
+}
+
+/**
+ * Reads the key from the file it checked (one open), warning about or refusing what
+ * keyFileProblems finds; refuses anything but a regular file of at most MAX_KEY_FILE_BYTES.
+ */
 async function readKeyFile(file: string, logger: Logger, strict: boolean): Promise<Buffer> {
-  const handle = await open(file, 'r')
+  // Without waiting: a FIFO opened for reading waits for a writer, in a thread of the pool
+  // no signal reaches. O_NOCTTY: a terminal named here must not become ours.
+  const handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY)
   try {
+    const st = await handle.stat()
+    if (!st.isFile())
+      throw new KeyFileRefused(
+        'CRDM_STATE_KEY',
+        `the state key file ${file} is ${fileKind(st)}, not a regular file: name a file holding the key (the chart mounts one from a Secret)`,
+      )
     const self = processOwner()
     if (self !== undefined) {
       const found: Array<{ path: string; mode: string; uid: number; gid: number; problems: string[] }> = []
@@ -188,7 +217,7 @@ async function readKeyFile(file: string, logger: Logger, strict: boolean): Promi
         const problems = keyFileProblems(st, kind, self)
         if (problems.length > 0) found.push({ path: where, mode: octal(st.mode), uid: st.uid, gid: st.gid, problems })
       }
-      look(file, await handle.stat(), 'file')
+      look(file, st, 'file')
       const dirs = new Set([path.dirname(path.resolve(file)), path.dirname(await realpath(file))])
       for (const dir of dirs) look(dir, await stat(dir), 'directory')
       if (found.length > 0) {
@@ -205,10 +234,24 @@ async function readKeyFile(file: string, logger: Logger, strict: boolean): Promi
         )
       }
     }
-    return await handle.readFile()
+    return await readBounded(handle, file)
   } finally {
     await handle.close()
   }
+}
+
+/** The file's bytes, or CRDM_STATE_KEY once more than MAX_KEY_FILE_BYTES have come. */
+async function readBounded(handle: FileHandle, file: string): Promise<Buffer> {
+  const buffer = Buffer.alloc(MAX_KEY_FILE_BYTES + 1)
+  let length = 0
+  while (length < buffer.length) {
+    const { bytesRead } = await handle.read(buffer, length, buffer.length - length, length)
+    if (bytesRead === 0) break
+    length += bytesRead
+  }
+  if (length > MAX_KEY_FILE_BYTES)
+    throw new KeyFileRefused('CRDM_STATE_KEY', `the state key file ${file} holds more than ${MAX_KEY_FILE_BYTES} bytes: not a key file`)
+  return buffer.subarray(0, length)
 }
 
 /**
