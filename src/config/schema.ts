@@ -306,6 +306,14 @@ export const ConfigSchema = z.strictObject({
        */
       storageVersionMigrations: z.boolean().default(false),
       /**
+       * A StorageVersionMigration (or the trigger's) naming a CRD the selector does not
+       * manage: `rewrite` every object without freezing the CRD, and narrow
+       * status.storedVersions only if its generation did not change meanwhile (what KSVM
+       * and the built-in migrator do), or `refuse` it (Failed, reason NotManaged). Only a
+       * managed CRD is ever frozen through these objects.
+       */
+      storageVersionMigrationsUnmanaged: z.enum(['rewrite', 'refuse']).default('rewrite'),
+      /**
        * kube-storage-version-migrator's trigger (serve, leader only): a StorageState
        * (migration.k8s.io/v1alpha1) per resource kept from discovery's storageVersionHash,
        * and a StorageVersionMigration created when a resource's hash changes. Needs the

@@ -304,6 +304,14 @@ export const SETTINGS: readonly Setting[] = [
     description: 'reconcile StorageVersionMigration objects (migration.k8s.io/v1alpha1) (serve only)',
   },
   {
+    path: 'migrator.storageVersionMigrationsUnmanaged',
+    flag: 'storage-version-migrations-unmanaged',
+    env: 'CRD_MIGRATOR_STORAGE_VERSION_MIGRATIONS_UNMANAGED',
+    kind: 'string',
+    description:
+      'a StorageVersionMigration for a CRD the selector does not manage: rewrite (its objects, without freezing it) or refuse (Failed)',
+  },
+  {
     path: 'migrator.ksvmTrigger.enabled',
     flag: 'ksvm-trigger',
     env: 'CRD_MIGRATOR_KSVM_TRIGGER',

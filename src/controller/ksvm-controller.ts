@@ -1,7 +1,9 @@
 /**
  * Reconciles StorageVersionMigration objects (migration.k8s.io/v1alpha1): each names a
- * resource; a custom resource gets the full CRD migration (freeze, rewrite,
- * storedVersions, cleanup, unfreeze), a built-in one has every object rewritten. The
+ * resource; a custom resource of a CRD the selector manages gets the full CRD migration
+ * (freeze, rewrite, storedVersions, cleanup, unfreeze), one of any other CRD has every
+ * object rewritten without a freeze (migrate-unfrozen.ts) or is refused
+ * (migrator.storageVersionMigrationsUnmanaged), a built-in one has every object rewritten. The
  * object shows Running, then Succeeded or Failed, like KSVM. Deleting it mid-run stops
  * the run, which lifts the freeze (KEP-2855). One object at a time, oldest first; a
  * second object for a resource being migrated waits its turn.
@@ -18,11 +20,14 @@ import { listAndWatch } from '../kube/watch.js'
 import type { CheckpointSeal } from '../migrator/freeze/checkpoint-seal.js'
 import type { MigrationContext, MigrationResult } from '../migrator/context.js'
 import type { MigratorMetrics } from '../migrator/metrics.js'
+import { getCrd } from '../kube/crds.js'
 import { migrateCrd } from '../migrator/migrate.js'
 import { crdDefining, migrateWithoutCrd } from '../migrator/migrate-resource.js'
+import { migrateCrdUnfrozen } from '../migrator/migrate-unfrozen.js'
 import { settingsFor } from '../migrator/crd-settings.js'
 import { WorkQueue } from './queue.js'
 import type { RunLock } from './run-lock.js'
+import { CrdSelection } from './selector.js'
 import {
   condition,
   conditionForResult,
@@ -53,8 +58,12 @@ export class KsvmMigrationController {
   private readonly queue = new WorkQueue()
   /** The run in progress: the object's uid, and how to stop it when the object goes. */
   private running: { name: string; uid: string | undefined; stop: AbortController } | undefined
+  /** The CRDs the operator handed to crd-migrator: the only ones these objects may freeze. */
+  private readonly selection: CrdSelection
 
-  constructor(private readonly deps: KsvmControllerDeps) {}
+  constructor(private readonly deps: KsvmControllerDeps) {
+    this.selection = new CrdSelection(deps.config.migrator.selector)
+  }
 
   async run(signal: AbortSignal): Promise<void> {
     const log = this.deps.logger
@@ -108,6 +117,15 @@ export class KsvmMigrationController {
       await this.setCondition(svm, condition('Failed', 'True', 'CRDM_RESOURCE_NOT_FOUND', errorMessage(err)))
       return this.queue.forget(name)
     }
+    // Whoever may create these objects must not freeze a CRD the operator did not hand to
+    // crd-migrator: an unmanaged one is rewritten without a freeze, as KSVM does, or refused.
+    const unmanaged = crdName !== undefined && !this.selection.selects(await getCrd(http, crdName))
+    if (unmanaged && this.deps.config.migrator.storageVersionMigrationsUnmanaged === 'refuse') {
+      const why = `CRD ${crdName} is not managed by crd-migrator (migrator.selector) and migrator.storageVersionMigrationsUnmanaged is refuse; nothing was done`
+      log.warn({ crd: crdName }, why)
+      await this.setCondition(svm, condition('Failed', 'True', 'NotManaged', why))
+      return this.queue.forget(name)
+    }
 
     const stop = new AbortController()
     const onShutdown = () => stop.abort(signal.reason)
@@ -116,12 +134,13 @@ export class KsvmMigrationController {
     const resource = crdName ?? describeResourceName({ ...target.resource, version: undefined })
     try {
       const result = await this.deps.lock.run(crdName ?? `builtin:${resource}`, async () => {
-        await this.setCondition(svm, condition('Running', 'True', 'Running', `migrating ${resource}`))
-        log.info({ resource }, 'StorageVersionMigration running')
+        const how = unmanaged ? ' (not managed: every object rewritten, no freeze)' : ''
+        await this.setCondition(svm, condition('Running', 'True', 'Running', `migrating ${resource}${how}`))
+        log.info({ resource, unmanaged }, 'StorageVersionMigration running')
         const ctx = this.context(stop.signal)
-        return crdName
-          ? migrateCrd(crdName, settingsFor(this.deps.config, crdName), ctx)
-          : migrateWithoutCrd(resource, ref, settingsFor(this.deps.config, ref.plural), ctx)
+        if (!crdName) return migrateWithoutCrd(resource, ref, settingsFor(this.deps.config, ref.plural), ctx)
+        const settings = settingsFor(this.deps.config, crdName)
+        return unmanaged ? migrateCrdUnfrozen(crdName, settings, ctx) : migrateCrd(crdName, settings, ctx)
       })
       this.deps.onResult?.(name, result)
       if (stop.signal.aborted && !signal.aborted) {

@@ -6,12 +6,13 @@
  * rotation (a no-op write of an object read with an old key is never skipped as
  * unchanged: the API server marks it stale).
  */
-import { errorCode, errorMessage } from '../errors.js'
+import { CrdMigratorError, errorCode, errorMessage } from '../errors.js'
 import { getCrd } from '../kube/crds.js'
 import { type KubeHttp } from '../kube/http.js'
 import { isNotFound } from '../kube/api-errors.js'
 import type { ResourceRef } from '../kube/paths.js'
 import { describeResourceName, resolveResource, type ResourceName } from '../kube/resources.js'
+import { accessDenied } from './access-preflight.js'
 import type { MigrationContext, MigrationResult, MigrationSettings } from './context.js'
 import { migrateCrd } from './migrate.js'
 import { failOnObjects } from './phases/failures.js'
@@ -64,6 +65,9 @@ export async function migrateWithoutCrd(
   }
   log.info({ version: ref.version }, 'rewriting every object of a built-in resource')
   try {
+    // Before the first list: a resource outside the migrator's RBAC fails here, named (access-preflight.ts).
+    const denied = await accessDenied({ group: ref.group, plural: ref.plural, version: ref.version }, false, ctx)
+    if (denied) throw new CrdMigratorError('CRDM_FORBIDDEN', `${denied}; nothing was written`)
     // Merge patches: built-in resources have no conversion webhooks, and their
     // managedFields are never of a version the API server cannot convert.
     result.storage = await runPhase(

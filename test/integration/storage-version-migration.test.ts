@@ -25,7 +25,8 @@ async function setup(t: Test, objects: number) {
   const ksvm = await ensureKsvm()
   if (!ksvm) throw new Error('kube-storage-version-migrator is not built: bash scripts/build-ksvm.sh')
   await installKsvmCrd(http, ksvm.crd)
-  const { crd, group } = await crdWithObjects(http, { prefix: 'svm', count: objects })
+  // Managed (the default selector's label): only a managed CRD is frozen through these objects (ksvm-unmanaged.test.ts).
+  const { crd, group } = await crdWithObjects(http, { prefix: 'svm', count: objects, labels: { 'crd-migrator.io/managed': 'true' } })
   return { cp, http, crd, group }
 }
 

@@ -1,0 +1,194 @@
+/**
+ * A StorageVersionMigration for a CRD crd-migrator does not manage (not selected by
+ * `migrator.selector`): what kube-storage-version-migrator and Kubernetes' built-in
+ * migrator do, and no more. No freeze (only a CRD the operator handed to crd-migrator is
+ * ever frozen), no state annotations, no managedFields cleanup: every object is rewritten
+ * once in the storage version, as for a built-in resource (migrate-resource.ts), and
+ * `status.storedVersions` is narrowed to `[storage]` only if the CRD still has the uid and
+ * generation the run started with (kube-controller-manager's storageversionmigrator does
+ * the same with the generation its StorageMigrating condition recorded), tested in the
+ * patch itself. Before anything is listed, the migrator's RBAC on the objects is asked
+ * (access-preflight.ts), and before the objects are rewritten and again before narrowing,
+ * every API server must store the storage version (storage-switch.ts).
+ */
+import { errorCode, errorMessage, CrdMigratorError } from '../errors.js'
+import { isConflict, isUnprocessable } from '../kube/api-errors.js'
+import { conversionStrategy } from '../kube/conversion.js'
+import { getCrd } from '../kube/crds.js'
+import { ContentType } from '../kube/http.js'
+import { crdPath } from '../kube/paths.js'
+import type { CustomResourceDefinition } from '../kube/types.js'
+import { readCrdState } from '../state/crd-state.js'
+import { accessDenied } from './access-preflight.js'
+import type { MigrationContext, MigrationResult, MigrationSettings } from './context.js'
+import { requestRetry, withRetry, type RetryOptions } from './engine/retry.js'
+import { failOnObjects } from './phases/failures.js'
+import { runPhase } from './phases/object-phase.js'
+import { STORAGE_SETTLE_MS, waitForStorageEverywhere } from './phases/storage-switch.js'
+import { Phase, planCrd } from './plan.js'
+
+/** What the run started from: storedVersions are narrowed only while these still hold. */
+export interface RewriteStart {
+  uid: string | undefined
+  generation: number
+  storageVersion: string
+}
+
+/**
+ * Whether to narrow storedVersions to `[storage]` now, from the CRD as read after every
+ * object was rewritten: `narrow` (with what the patch tests), `done` (already narrowed), or
+ * `keep` with why (the CRD was replaced, or its spec changed: the storage version may have
+ * moved under the rewrite, which no freeze prevented).
+ */
+export function storedVersionsAfterRewrite(
+  start: RewriteStart,
+  crd: Pick<CustomResourceDefinition, 'metadata' | 'spec' | 'status'>,
+): { action: 'narrow' | 'done' } | { action: 'keep'; why: string } {
+  const storedVersions = crd.status?.storedVersions ?? []
+  const storage = crd.spec.versions.filter((v) => v.storage).map((v) => v.name)
+  if (crd.metadata.uid !== start.uid) return { action: 'keep', why: 'the CRD was deleted and created again during the rewrite' }
+  const generation = crd.metadata.generation ?? 0
+  if (generation !== start.generation)
+    return { action: 'keep', why: `the CRD's generation changed during the rewrite (${start.generation} -> ${generation})` }
+  // Same generation, same spec: the storage version cannot differ; checked all the same.
+  if (storage.length !== 1 || storage[0] !== start.storageVersion)
+    return { action: 'keep', why: `the storage version is no longer ${start.storageVersion}` }
+  if (storedVersions.length === 1 && storedVersions[0] === start.storageVersion) return { action: 'done' }
+  return { action: 'narrow' }
+}
+
+/** Rounds of read, decide, patch: the patch tests uid, generation and storedVersions, and a round repeats when one moved. */
+const MAX_ROUNDS = 5
+
+export async function migrateCrdUnfrozen(name: string, settings: MigrationSettings, ctx: MigrationContext): Promise<MigrationResult> {
+  const started = Date.now()
+  const log = ctx.logger.child({ crd: name, unmanaged: true })
+  const retry = requestRetry(settings.maxAttempts, ctx.signal)
+  const crd = await withRetry(() => getCrd(ctx.http, name), retry)
+  const plan = planCrd(crd)
+  const result: MigrationResult = {
+    crd: name,
+    outcome: 'Skipped',
+    reason: '',
+    storageVersion: plan.storageVersion,
+    crdUid: crd.metadata.uid,
+    generation: plan.generation,
+    storedVersionsBefore: plan.storedVersions,
+    storedVersionsAfter: plan.storedVersions,
+    durationMs: 0,
+    leftFrozen: false,
+  }
+  const finish = (r: MigrationResult): MigrationResult => {
+    r.durationMs = Date.now() - started
+    ctx.metrics?.migrations.inc({ result: r.outcome })
+    log.info({ outcome: r.outcome, reason: r.reason, durationMs: r.durationMs }, 'migration finished')
+    return r
+  }
+  if (plan.blockedReason || !plan.storageVersion)
+    return finish({ ...result, skipReason: 'blocked', reason: plan.blockedReason ?? 'no storage version' })
+  const storageVersion = plan.storageVersion
+  // Another KEP-2855 migration holds the CRD: wait for it rather than write under it.
+  if (readCrdState(crd, settings.migratingAnnotation).frozen)
+    return finish({
+      ...result,
+      skipReason: 'frozen-by-another',
+      reason: `the CRD is frozen (${settings.migratingAnnotation}) by a migration in progress; waiting for it`,
+    })
+
+  const denied = await accessDenied(
+    { group: crd.spec.group, plural: crd.spec.names.plural, version: storageVersion },
+    settings.useStatusSubresource,
+    ctx,
+  )
+  if (denied) {
+    log.error({ reason: denied }, 'migration refused: the migrator may not migrate these objects')
+    return finish({ ...result, outcome: 'Failed', errorCode: 'CRDM_FORBIDDEN', reason: `${denied}; nothing was written` })
+  }
+
+  log.info({ storageVersion, generation: plan.generation, storedVersions: plan.storedVersions }, 'rewriting every object, without a freeze')
+  result.outcome = 'Failed'
+  const start: RewriteStart = { uid: crd.metadata.uid, generation: plan.generation, storageVersion }
+  try {
+    result.apiServers = await storageEverywhere(crd, storageVersion, settings, ctx, settings.storageSettleMs ?? STORAGE_SETTLE_MS)
+    result.storage = await runPhase(Phase.StorageVersionMigration, { kind: 'crd', crd, storageVersion }, settings, ctx, {
+      rewrite: conversionStrategy(crd) === 'Webhook' ? 'apply' : 'merge-patch',
+    })
+    failOnObjects(result.storage, 'could not be rewritten')
+    const c = result.storage.counts
+    const rewritten = `${c.rewritten + c.conflict} of ${c.seen} object(s) rewritten in ${storageVersion} without a freeze, ${c.current} already current`
+    result.apiServers = await storageEverywhere(crd, storageVersion, settings, ctx, 0)
+    const narrowed = await narrowUnderStart(name, start, retry, ctx)
+    result.storedVersionsAfter = narrowed.storedVersions
+    result.outcome = 'Succeeded'
+    result.reason =
+      'kept' in narrowed
+        ? `${rewritten}; status.storedVersions left as ${JSON.stringify(narrowed.storedVersions)}: ${narrowed.kept}`
+        : `${rewritten}, storedVersions ${JSON.stringify(narrowed.storedVersions)}`
+  } catch (err) {
+    result.errorCode = ctx.signal?.aborted ? 'CRDM_ABORTED' : errorCode(err)
+    result.reason = ctx.signal?.aborted && ctx.signal.reason instanceof Error ? ctx.signal.reason.message : errorMessage(err)
+    log.error({ err, code: result.errorCode }, 'migration failed')
+  }
+  return finish(result)
+}
+
+/** Every API server stores `storageVersion` (a lagging one would write objects in the old one). */
+function storageEverywhere(
+  crd: CustomResourceDefinition,
+  storageVersion: string,
+  settings: MigrationSettings,
+  ctx: MigrationContext,
+  settleMs: number,
+) {
+  return waitForStorageEverywhere(
+    ctx.http,
+    { group: crd.spec.group, plural: crd.spec.names.plural, kind: crd.spec.names.kind, generation: crd.metadata.generation },
+    storageVersion,
+    {
+      timeoutMs: settings.storageSettleTimeoutMs,
+      settleMs,
+      signal: ctx.signal,
+      endpoints: settings.apiServerEndpoints,
+      logger: ctx.logger,
+    },
+  )
+}
+
+/** status.storedVersions := [storage], in a JSON Patch that tests uid, generation and the storedVersions read. */
+async function narrowUnderStart(
+  name: string,
+  start: RewriteStart,
+  retry: RetryOptions,
+  ctx: MigrationContext,
+): Promise<{ storedVersions: string[] } | { storedVersions: string[]; kept: string }> {
+  for (let round = 1; ; round++) {
+    const crd = await withRetry(() => getCrd(ctx.http, name), retry)
+    const storedVersions = crd.status?.storedVersions ?? []
+    const next = storedVersionsAfterRewrite(start, crd)
+    if (next.action === 'keep') return { storedVersions, kept: next.why }
+    if (next.action === 'done') return { storedVersions }
+    try {
+      const patched = await withRetry(
+        () =>
+          ctx.http.request<CustomResourceDefinition>({
+            method: 'PATCH',
+            path: crdPath(name, 'status'),
+            contentType: ContentType.jsonPatch,
+            body: [
+              { op: 'test', path: '/metadata/uid', value: start.uid },
+              { op: 'test', path: '/metadata/generation', value: start.generation },
+              { op: 'test', path: '/status/storedVersions', value: storedVersions },
+              { op: 'replace', path: '/status/storedVersions', value: [start.storageVersion] },
+            ],
+          }),
+        retry,
+      )
+      return { storedVersions: patched.body.status?.storedVersions ?? [] }
+    } catch (err) {
+      // A failed test is a 422 (1.30-1.37): something moved; read again and decide again.
+      if (!isUnprocessable(err) && !isConflict(err)) throw err
+      if (round >= MAX_ROUNDS)
+        throw new CrdMigratorError('CRDM_CRD_CHANGED', `status.storedVersions could not be narrowed: ${errorMessage(err)}`, { cause: err })
+    }
+  }
+}
