@@ -10,7 +10,6 @@
  */
 import type { Logger } from 'pino'
 import type { Config } from '../config/schema.js'
-import { errorCode, errorMessage } from '../errors.js'
 import type { EventRecorder } from '../kube/events.js'
 import { ContentType, type KubeHttp } from '../kube/http.js'
 import { isNotFound } from '../kube/api-errors.js'
@@ -34,6 +33,7 @@ import {
   isFinished,
   KSVM_API,
   KSVM_RESOURCE,
+  resolutionFailure,
   targetOf,
   type StorageVersionMigration,
   type SvmCondition,
@@ -113,8 +113,11 @@ export class KsvmMigrationController {
       ref = await resolveResource(http, target.resource)
       crdName = await crdDefining(http, ref)
     } catch (err) {
-      if (errorCode(err) !== 'CRDM_RESOURCE_NOT_FOUND') throw err
-      await this.setCondition(svm, condition('Failed', 'True', 'CRDM_RESOURCE_NOT_FOUND', errorMessage(err)))
+      // Not served, or a 403 (discovery or the CRD refused): Failed, never retried forever.
+      const failed = resolutionFailure(err)
+      if (!failed) throw err
+      log.warn({ reason: failed.reason, err }, 'StorageVersionMigration failed: its resource cannot be resolved')
+      await this.setCondition(svm, failed)
       return this.queue.forget(name)
     }
     // Whoever may create these objects must not freeze a CRD the operator did not hand to

@@ -4,6 +4,7 @@
  * reports on it the way KSVM does (Running, then Succeeded or Failed, with reason and
  * message), as pure functions.
  */
+import { errorCode, errorMessage } from '../errors.js'
 import type { MigrationResult } from '../migrator/context.js'
 import { collectionPath, type ResourceRef } from '../kube/paths.js'
 import type { ResourceName } from '../kube/resources.js'
@@ -58,6 +59,27 @@ export function condition(
   now = new Date(),
 ): SvmCondition {
   return { type, status, reason, message: message.slice(0, 1024), lastUpdateTime: now.toISOString().replace(/\.\d{3}Z$/, 'Z') }
+}
+
+/**
+ * What an error finding an object's resource (discovery, the CRD that defines it) means:
+ * Failed when asking again cannot help, undefined when it may (retried with backoff). Not
+ * served: CRDM_RESOURCE_NOT_FOUND. Refused (403): CRDM_FORBIDDEN, which only a change of
+ * RBAC (or of an admission plugin) fixes; the object is finished then, like any Failed one,
+ * and a new one migrates once it is granted.
+ */
+export function resolutionFailure(err: unknown, now = new Date()): SvmCondition | undefined {
+  const code = errorCode(err)
+  if (code === 'CRDM_RESOURCE_NOT_FOUND') return condition('Failed', 'True', code, errorMessage(err), now)
+  if (code === 'CRDM_FORBIDDEN')
+    return condition(
+      'Failed',
+      'True',
+      code,
+      `the migrator may not read what it needs to find the resource: ${errorMessage(err)}; once granted, create a new StorageVersionMigration (a Failed one is not retried)`,
+      now,
+    )
+  return undefined
 }
 
 /**

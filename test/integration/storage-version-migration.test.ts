@@ -14,6 +14,7 @@ import type { KubeHttp } from '../../src/kube/http.js'
 import { httpFor, storedVersionsInEtcd } from '../helpers/cluster.js'
 import { getControlPlane, uniqueName } from '../helpers/controlplane.js'
 import { crdWithObjects } from '../helpers/fixtures.js'
+import { grantClusterRole } from '../helpers/rbac.js'
 import { consistently, until } from '../helpers/until.js'
 
 const logger = pino({ level: 'silent' })
@@ -168,4 +169,36 @@ t.test('a StorageVersionMigration naming a resource that is not served fails wit
     (s) => conditionOf(s, 'Failed') !== undefined,
   )
   t.match(conditionOf(done, 'Failed'), { reason: 'CRDM_RESOURCE_NOT_FOUND', message: /nothing\.example\.com/ })
+})
+
+t.test('a StorageVersionMigration whose resource the migrator may not look up (403) fails for good, not retried forever', async (t) => {
+  const { cp, http, crd, group } = await setup(t, 1)
+  // A migrator that may work its StorageVersionMigrations but not read CRDs: finding the
+  // resource's CRD is refused (discovery itself is open to every authenticated user).
+  const user = uniqueName('svm-narrow')
+  await grantClusterRole(
+    cp,
+    user,
+    [
+      { apiGroups: ['migration.k8s.io'], resources: ['storageversionmigrations'], verbs: ['get', 'list', 'watch'] },
+      { apiGroups: ['migration.k8s.io'], resources: ['storageversionmigrations/status'], verbs: ['patch'] },
+    ],
+    [{ kind: 'User', apiGroup: 'rbac.authorization.k8s.io', name: user }],
+  )
+  const narrow = await cp.mintUser(user)
+  startController(t, httpFor(narrow.kubeconfigPath), 100, group)
+  const name = uniqueName('svm')
+  await createSvm(http, name, group, crd.spec.names.plural)
+  const done = await until(
+    'Failed',
+    30_000,
+    () => getSvm(http, name),
+    (s) => conditionOf(s, 'Failed') !== undefined,
+  )
+  t.match(conditionOf(done, 'Failed'), {
+    reason: 'CRDM_FORBIDDEN',
+    message: /403 .*customresourcedefinitions.*create a new StorageVersionMigration/,
+  })
+  t.notOk(conditionOf(done, 'Running'), 'not left Running, to be tried again')
+  t.same((await getCrd(http, crd.metadata.name)).metadata.annotations?.[MIGRATING], undefined, 'nothing frozen')
 })

@@ -1,6 +1,15 @@
 import t from 'tap'
 import { RunLock } from '../../src/controller/run-lock.js'
-import { conditionForResult, isFinished, targetOf, type StorageVersionMigration } from '../../src/controller/ksvm-state.js'
+import {
+  conditionForResult,
+  isFinished,
+  resolutionFailure,
+  targetOf,
+  type StorageVersionMigration,
+} from '../../src/controller/ksvm-state.js'
+import { CrdMigratorError } from '../../src/errors.js'
+import { KubeApiError } from '../../src/kube/api-errors.js'
+import { KubeUnreachableError } from '../../src/kube/connection-errors.js'
 import { collectionPath, objectPath } from '../../src/kube/paths.js'
 import { describeResourceName, parseResourceName } from '../../src/kube/resources.js'
 import type { MigrationResult } from '../../src/migrator/context.js'
@@ -69,6 +78,38 @@ t.test('conditionForResult: the condition a run leaves, and whether the object i
     t.match(v, { condition: { type, status, reason, lastUpdateTime: '2026-11-23T12:00:00Z' }, finished }, name)
   }
   t.equal(conditionForResult(result({ reason: 'x'.repeat(5000) })).condition.message?.length, 1024, 'messages are cut to 1024')
+})
+
+t.test('resolutionFailure: a 403 or a resource not served fails the object for good; anything else is retried', async (t) => {
+  const now = new Date('2026-11-23T12:00:00.123Z')
+  const status = (code: number, message: string) =>
+    new KubeApiError(code, 'GET', '/apis/example.com/v2', { kind: 'Status', message }, undefined)
+  const forbidden = resolutionFailure(status(403, 'forbidden: User "m" cannot get path "/apis/example.com/v2"'), now)
+  t.match(
+    forbidden,
+    {
+      type: 'Failed',
+      status: 'True',
+      reason: 'CRDM_FORBIDDEN',
+      message:
+        /^the migrator may not read .*GET \/apis\/example\.com\/v2: 403 forbidden: User "m" cannot get .*create a new StorageVersionMigration/,
+      lastUpdateTime: '2026-11-23T12:00:00Z',
+    },
+    'discovery refused: Failed, saying what to do',
+  )
+  t.match(
+    resolutionFailure(new CrdMigratorError('CRDM_RESOURCE_NOT_FOUND', 'cannot migrate gadgets.example.com: no resource gadgets'), now),
+    { type: 'Failed', status: 'True', reason: 'CRDM_RESOURCE_NOT_FOUND', message: /no resource gadgets/ },
+    'not served: Failed',
+  )
+  const retried: Array<[string, unknown]> = [
+    ['a 500', status(500, 'etcdserver: leader changed')],
+    ['a 429', status(429, 'too many requests')],
+    ['a 401 (a token being rotated)', status(401, 'Unauthorized')],
+    ['unreachable', new KubeUnreachableError('https://10.0.0.1', 'ECONNREFUSED', true, 3, new Error('connect ECONNREFUSED'))],
+    ['a bug', new TypeError('x is undefined')],
+  ]
+  for (const [what, err] of retried) t.equal(resolutionFailure(err, now), undefined, `${what}: retried`)
 })
 
 t.test('parseResourceName, kubectl style', async (t) => {
