@@ -48,6 +48,7 @@ const MATRIX_SUITES = [
   'test/integration/apiservers.test.ts',
   'test/integration/storage-version-migration.test.ts',
   'test/integration/ksvm-trigger.test.ts',
+  'test/integration/ksvm-unmanaged.test.ts',
   'test/integration/builtin-migrator.test.ts',
   'test/integration/encryption-rotation.test.ts',
   'test/integration/stashed-copies.test.ts',

@@ -173,7 +173,15 @@ t.test('the StorageVersionMigration CRD renders only with storageVersionMigratio
     const { raw } = configOf(t, manifests)
     const migrator = raw['migrator'] as Record<string, unknown>
     t.equal(migrator['storageVersionMigrations'], expected.config ? true : undefined, `${what}: config migrator.storageVersionMigrations`)
+    t.equal(
+      migrator['storageVersionMigrationsUnmanaged'],
+      expected.config ? 'rewrite' : undefined,
+      `${what}: config migrator.storageVersionMigrationsUnmanaged (default rewrite)`,
+    )
   }
+  const refusing = configOf(t, await template('svm', 'svm-ns', { storageVersionMigrations: { enabled: true, unmanaged: 'refuse' } }))
+  t.equal((refusing.raw['migrator'] as Record<string, unknown>)['storageVersionMigrationsUnmanaged'], 'refuse', 'unmanaged: refuse')
+  t.equal((await loadRenderedConfig(refusing.text)).migrator.storageVersionMigrationsUnmanaged, 'refuse', 'and the server reads it')
   // builtInResources alone (e.g. a StorageVersionMigration someone else reconciles): the rules, nothing of KSVM.
   const manifests = await template('svm', 'svm-ns', { migrator: { builtInResources: [{ group: 'batch', resource: 'cronjobs' }] } })
   t.same(
@@ -384,6 +392,11 @@ t.test('bad values are refused with a message', async (t) => {
       'a misspelt storageVersionMigrations value (values.schema.json)',
       { storageVersionMigrations: { enabled: true, installCrd: false } },
       /additional properties 'installCrd' not allowed/,
+    ],
+    [
+      'an unknown storageVersionMigrations.unmanaged (values.schema.json)',
+      { storageVersionMigrations: { enabled: true, unmanaged: 'freeze' } },
+      /at '\/storageVersionMigrations\/unmanaged': value must be one of 'rewrite', 'refuse'/,
     ],
     [
       "extraConfig reconciles StorageVersionMigrations behind the chart's back",

@@ -404,6 +404,7 @@ The crd-migrator config file (see src/config/schema.ts), built from values. POD_
 {{- /* Only when on: the key is absent from the config of every release that does not use it. */}}
 {{- if .Values.storageVersionMigrations.enabled }}
 {{- $_ := set $config.migrator "storageVersionMigrations" true }}
+{{- $_ := set $config.migrator "storageVersionMigrationsUnmanaged" .Values.storageVersionMigrations.unmanaged }}
 {{- end }}
 {{- if .Values.storageVersionMigrations.trigger.enabled }}
 {{- $_ := set $config.migrator "ksvmTrigger" (dict "enabled" true "pollSeconds" .Values.storageVersionMigrations.trigger.pollSeconds) }}
