@@ -446,12 +446,13 @@ export const SVM_RULES: Rule[] = [
 
 /**
  * The ClusterRole's first rules, in every render with the migrator (migrator.engine own):
- * CRDs, their status, and kube-apiserver's own StorageVersionMigrations (one migrator at a time).
+ * CRDs, their status, and kube-apiserver's own StorageVersionMigrations, read only (one
+ * migrator at a time); engine builtin adds patch, create and delete on those.
  */
 export const BASE_RULES: Rule[] = [
   { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions'], verbs: ['get', 'list', 'watch', 'patch'] },
   { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions/status'], verbs: ['patch'] },
-  { apiGroups: ['storagemigration.k8s.io'], resources: ['storageversionmigrations'], verbs: ['get', 'list', 'patch'] },
+  { apiGroups: ['storagemigration.k8s.io'], resources: ['storageversionmigrations'], verbs: ['get', 'list'] },
 ]
 
 /** Where the chart mounts the state-key Secret (config migrator.stateKeyFile is <dir>/key). */

@@ -6,8 +6,8 @@
  */
 import t from 'tap'
 import { uniqueName } from '../helpers/controlplane.js'
-import { createNamespace, createRbacOf, one, template } from '../helpers/chart.js'
-import { scenarios } from '../helpers/chart-scenarios.js'
+import { createNamespace, createRbacOf, one, rulesOf, template } from '../helpers/chart.js'
+import { BASE_RULES, scenarios } from '../helpers/chart-scenarios.js'
 
 t.test('RBAC, created for real, allows what the migrator does and nothing else', async (t) => {
   const ns = uniqueName('chart-rbac')
@@ -77,10 +77,37 @@ t.test('RBAC, created for real, allows what the migrator does and nothing else',
       'list StorageVersionMigrations (storageVersionMigrations.enabled is off)',
       { group: 'migration.k8s.io', resource: 'storageversionmigrations', verb: 'list' },
     ],
+    [
+      "patch kube-apiserver's own StorageVersionMigrations (migrator.engine=builtin only)",
+      { group: 'storagemigration.k8s.io', resource: 'storageversionmigrations', verb: 'patch', name: 'm' },
+    ],
   ]
   for (const [what, attrs] of allowed) t.ok(await can(attrs), `allowed: ${what}`)
   for (const [what, attrs] of denied) t.notOk(await can(attrs), `denied: ${what}`)
 })
+
+t.test(
+  "kube-apiserver's own StorageVersionMigrations: engine own reads them, engine builtin also creates, deletes and wakes them",
+  async (t) => {
+    const builtins = { group: 'storagemigration.k8s.io', resource: 'storageversionmigrations' }
+    for (const engine of ['own', 'builtin'] as const) {
+      const ns = uniqueName(`chart-eng-${engine}`)
+      await createNamespace(ns)
+      const manifests = await template(uniqueName('en'), ns, { migrator: { engine } })
+      const rule = rulesOf(one(manifests, 'ClusterRole')).find((r) => r.apiGroups?.includes(builtins.group))
+      t.same(rule?.verbs, engine === 'own' ? ['get', 'list'] : ['get', 'list', 'patch', 'create', 'delete'], `engine ${engine}: the rule`)
+      if (engine === 'own') t.same(rule, BASE_RULES.at(-1), 'the base rule')
+      const can = await createRbacOf(t, manifests, ns)
+      t.ok(await can({ ...builtins, verb: 'list' }), `engine ${engine}: may list them (one migrator at a time)`)
+      for (const verb of ['patch', 'create', 'delete'])
+        t.equal(
+          await can({ ...builtins, verb, name: 'm' }),
+          engine === 'builtin',
+          `engine ${engine}: ${verb} ${engine === 'builtin' ? 'allowed' : 'denied'}`,
+        )
+    }
+  },
+)
 
 t.test('RBAC of storageVersionMigrations and builtInResources, created for real: exactly what they name', async (t) => {
   const ns = uniqueName('chart-svm')

@@ -28,6 +28,7 @@ import {
 } from '../../kube/builtin-migrations.js'
 import type { CrdCondition, CustomResourceDefinition } from '../../kube/types.js'
 import { CrdMigratorError } from '../../errors.js'
+import { isForbidden } from '../../kube/api-errors.js'
 import { builtinMigrationPatch, STATE_PREFIX } from '../../state/crd-state.js'
 import type { BuiltinPhaseReport, MigrationContext, MigrationSettings } from '../context.js'
 import type { StateWriter } from '../freeze/state-writer.js'
@@ -176,7 +177,9 @@ export async function runBuiltinStoragePhase(
 
 /**
  * After our freeze: kube-controller-manager's attempts to start these were refused while
- * it held, and it retries with a growing backoff; a touch makes it look again now.
+ * it held, and it retries with a growing backoff; a touch makes it look again now. A
+ * courtesy: the chart grants the patch only with engine builtin, and without it they start
+ * after that backoff.
  */
 export async function releaseHeldBuiltinMigrations(ctx: MigrationContext, crd: CustomResourceDefinition): Promise<void> {
   try {
@@ -187,6 +190,11 @@ export async function releaseHeldBuiltinMigrations(ctx: MigrationContext, crd: C
       ctx.logger.info({ crd: crd.metadata.name, builtinMigration: m.metadata.name }, 'built-in StorageVersionMigration may start now')
     }
   } catch (err) {
+    if (isForbidden(err))
+      return ctx.logger.info(
+        { crd: crd.metadata.name, err },
+        'a built-in StorageVersionMigration our freeze held back was not woken (no patch on storagemigration.k8s.io storageversionmigrations: the chart grants it with engine builtin); kube-controller-manager starts it after its own backoff',
+      )
     ctx.logger.warn({ crd: crd.metadata.name, err }, 'could not look for built-in StorageVersionMigrations waiting for this CRD')
   }
 }
