@@ -9,7 +9,8 @@
  * the same with the generation its StorageMigrating condition recorded), tested in the
  * patch itself. Before anything is listed, the migrator's RBAC on the objects is asked
  * (access-preflight.ts), and before the objects are rewritten and again before narrowing,
- * every API server must store the storage version (storage-switch.ts).
+ * every API server must store the storage version (storage-switch.ts); then every object's
+ * rewrite is proven to keep its content (lossless/check.ts), as in a frozen run.
  */
 import { errorCode, errorMessage, CrdMigratorError } from '../errors.js'
 import { isConflict, isUnprocessable } from '../kube/api-errors.js'
@@ -23,6 +24,7 @@ import { accessDenied } from './access-preflight.js'
 import type { MigrationContext, MigrationResult, MigrationSettings } from './context.js'
 import { requestRetry, withRetry, type RetryOptions } from './engine/retry.js'
 import { failOnObjects } from './phases/failures.js'
+import { DataLossError, proveLossless } from './lossless/check.js'
 import { runPhase } from './phases/object-phase.js'
 import { STORAGE_SETTLE_MS, waitForStorageEverywhere } from './phases/storage-switch.js'
 import { Phase, planCrd } from './plan.js'
@@ -110,6 +112,11 @@ export async function migrateCrdUnfrozen(name: string, settings: MigrationSettin
   const start: RewriteStart = { uid: crd.metadata.uid, generation: plan.generation, storageVersion }
   try {
     result.apiServers = await storageEverywhere(crd, storageVersion, settings, ctx, settings.storageSettleMs ?? STORAGE_SETTLE_MS)
+    // No freeze here, but the same promise: no object loses or gains content through its rewrite.
+    result.lossless = await proveLossless(crd, storageVersion, settings, ctx).catch((err: unknown) => {
+      if (err instanceof DataLossError) result.lossless = err.report
+      throw err
+    })
     result.storage = await runPhase(Phase.StorageVersionMigration, { kind: 'crd', crd, storageVersion }, settings, ctx, {
       rewrite: conversionStrategy(crd) === 'Webhook' ? 'apply' : 'merge-patch',
     })
@@ -126,6 +133,8 @@ export async function migrateCrdUnfrozen(name: string, settings: MigrationSettin
         : `${rewritten}, storedVersions ${JSON.stringify(narrowed.storedVersions)}`
   } catch (err) {
     result.errorCode = ctx.signal?.aborted ? 'CRDM_ABORTED' : errorCode(err)
+    // A loss found before any write: Blocked, nothing written.
+    if (result.errorCode === 'CRDM_DATA_LOSS') result.outcome = 'Blocked'
     result.reason = ctx.signal?.aborted && ctx.signal.reason instanceof Error ? ctx.signal.reason.message : errorMessage(err)
     log.error({ err, code: result.errorCode }, 'migration failed')
   }

@@ -13,6 +13,7 @@ import { getCrd } from '../../src/kube/crds.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import { settingsFor } from '../../src/migrator/crd-settings.js'
 import { dryRun } from '../../src/migrator/dry-run.js'
+import { migrateCrdUnfrozen } from '../../src/migrator/migrate-unfrozen.js'
 import { formatDryRun } from '../../src/cli/migrate.js'
 import { migrateCrd, type MigrationSettings } from '../../src/migrator/migrate.js'
 import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
@@ -200,4 +201,17 @@ t.test('a conversion webhook that injects fields and a label: Blocked, the injec
   const after = await etcdObjects(m)
   t.same(apiVersions(after), new Set(['v2']))
   t.same(specOf(after.get('obj-00002')), { token: 'secret-2', template: { replicas: 1, containers: [{ image: 'img-2' }] } })
+})
+
+t.test("an unmanaged CRD's rewrite without a freeze (a StorageVersionMigration's) is refused the same way", async (t) => {
+  const m = await made('unfrozen', { v1: withToken, v2: withoutToken }, 5, (i) => ({ spec: { a: `a${i}`, token: `secret-${i}` } }))
+  const result = await migrateCrdUnfrozen(m.crd.metadata.name, defaultSettings(), { http, logger, owner: 'lossless-test' })
+  t.equal(result.outcome, 'Blocked', result.reason)
+  t.equal(result.errorCode, 'CRDM_DATA_LOSS')
+  t.equal(result.lossless?.lossy, 5)
+  t.notOk(result.storage, 'nothing rewritten')
+  t.same((await getCrd(http, m.crd.metadata.name)).status?.storedVersions, ['v1', 'v2'])
+  const etcd = await etcdObjects(m)
+  t.same(apiVersions(etcd), new Set(['v1']))
+  t.equal(specOf(etcd.get('obj-00001'))['token'], 'secret-1')
 })
