@@ -94,6 +94,7 @@ export const testKinds = (fullname: string) =>
     'CustomResourceDefinition/probes.F.NS.helm-test.crd-migrator.io',
     'ConfigMap/F-test',
     'Pod/F-test',
+    'Pod/F-test-access',
   ].map((k) => k.replace(/F/g, fullname))
 
 /** renderWebhookConfiguration() options of a release with default values. */
@@ -479,7 +480,7 @@ export const HELM_TEST_SCRIPT = await readFile(HELM_TEST_SCRIPT_FILE, 'utf8')
 
 export interface TestChecks {
   webhook: { name: string; crd: string; annotation: string }
-  subject: { user: string; groups: string[] }
+  subject: { user: string }
   access: Array<{ allowed: boolean; what: string; attributes: Record<string, string> }>
 }
 
@@ -488,7 +489,11 @@ export function testChecksOf(hooks: Manifest[]): TestChecks {
   return JSON.parse((one(hooks, 'ConfigMap')['data'] as Record<string, string>)['checks.json']!) as TestChecks
 }
 
-/** The hook's objects: hooks all, the Pod last and kept, the others gone once it passes; the narrowest RBAC. */
+/**
+ * The hook's objects: hooks all, the Pods last and kept, the others gone once it passes; the
+ * narrowest RBAC: the webhook Pod's ServiceAccount may patch its probe CRD, nothing else, and
+ * the access Pod runs as the migrator's ServiceAccount (SelfSubjectAccessReviews need no grant).
+ */
 export function checkTestHook(t: T, rendered: Manifest[], ns: string): void {
   const hooks = rendered.filter(isTestHook)
   const installed = rendered.filter((m) => !isTestHook(m))
@@ -500,10 +505,11 @@ export function checkTestHook(t: T, rendered: Manifest[], ns: string): void {
       .sort(),
     'the hook objects',
   )
-  const pod = one(hooks, 'Pod')
+  const pod = one(hooks, 'Pod', `${fullname}-test`)
+  const accessPod = one(hooks, 'Pod', `${fullname}-test-access`)
   const weight = (m: Manifest) => Number(m.metadata.annotations?.['helm.sh/hook-weight'] ?? '0')
-  for (const m of hooks.filter((m) => m !== pod)) {
-    t.ok(weight(m) < weight(pod), `${m.kind} is created before the Pod`)
+  for (const m of hooks.filter((m) => m.kind !== 'Pod')) {
+    t.ok(weight(m) < weight(pod) && weight(m) < weight(accessPod), `${m.kind} is created before the Pods`)
     t.equal(
       m.metadata.annotations?.['helm.sh/hook-delete-policy'],
       'before-hook-creation,hook-succeeded',
@@ -511,6 +517,25 @@ export function checkTestHook(t: T, rendered: Manifest[], ns: string): void {
     )
   }
   t.equal(pod.metadata.annotations?.['helm.sh/hook-delete-policy'], 'before-hook-creation', 'the Pod stays, for its log')
+  const { metadata: accessMeta, spec: accessSpec } = accessPod as Manifest & { spec: Record<string, any> }
+  t.equal(accessMeta.annotations?.['helm.sh/hook-delete-policy'], 'before-hook-creation', 'the access Pod stays too')
+  t.same(
+    { ...accessSpec, serviceAccountName: undefined, containers: undefined },
+    { ...(pod['spec'] as Record<string, any>), serviceAccountName: undefined, containers: undefined },
+    'the access Pod is the same Pod',
+  )
+  t.same(
+    { ...accessSpec['containers'][0], env: undefined },
+    { ...(pod['spec'] as Record<string, any>)['containers'][0], env: undefined },
+    'with the same container',
+  )
+  t.same((pod['spec'] as Record<string, any>)['containers'][0].env, [{ name: 'CRD_MIGRATOR_TEST_PART', value: 'webhook' }])
+  t.same(accessSpec['containers'][0].env, [{ name: 'CRD_MIGRATOR_TEST_PART', value: 'access' }])
+  t.equal(
+    accessSpec['serviceAccountName'],
+    one(installed, 'ServiceAccount').metadata.name,
+    "the access Pod runs as the migrator's ServiceAccount: it asks SelfSubjectAccessReviews",
+  )
   const spec = pod['spec'] as Record<string, any>
   const server = podSpec(installed)
   const container = spec['containers'][0]
@@ -526,7 +551,6 @@ export function checkTestHook(t: T, rendered: Manifest[], ns: string): void {
   t.same(
     rulesOf(one(hooks, 'ClusterRole')),
     [
-      { apiGroups: ['authorization.k8s.io'], resources: ['subjectaccessreviews'], verbs: ['create'] },
       {
         apiGroups: ['apiextensions.k8s.io'],
         resources: ['customresourcedefinitions'],
@@ -534,7 +558,7 @@ export function checkTestHook(t: T, rendered: Manifest[], ns: string): void {
         verbs: ['patch'],
       },
     ],
-    'it may ask SubjectAccessReviews and patch its probe CRD, nothing more',
+    'it may patch its probe CRD, nothing more (no SubjectAccessReviews: it cannot ask what anyone may do)',
   )
   t.same(one(hooks, 'ClusterRoleBinding')['subjects'], [{ kind: 'ServiceAccount', name: `${fullname}-test`, namespace: ns }])
   t.equal(

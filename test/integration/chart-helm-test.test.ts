@@ -1,7 +1,9 @@
 /**
- * The chart's `helm test` hook: its script (files/helm-test.mjs) run as the hook's Pod
- * would, against the real API server with the chart's RBAC and a real webhook (passes),
- * without either (fails, and says why); and the test Pod is none of the server's pods.
+ * The chart's `helm test` hook: its script (files/helm-test.mjs) run as the hook's two Pods
+ * would (the webhook part as the test's ServiceAccount, the access part as the migrator's),
+ * against the real API server with the chart's RBAC and a real webhook (passes), without
+ * either (fails, and says why), and as the wrong identity (refuses to vouch); and the test
+ * Pods are none of the server's pods.
  * Shared setup: test/helpers/chart.ts.
  */
 import { spawn } from 'node:child_process'
@@ -15,8 +17,12 @@ import { collectionPath, cp, createNamespace, createRbacOf, isTestHook, one, scr
 import { until } from '../helpers/until.js'
 import { HELM_TEST_SCRIPT_FILE, scenarios, testChecksOf } from '../helpers/chart-scenarios.js'
 
-/** Runs files/helm-test.mjs as a pod would, against the control plane: the ServiceAccount token in saDir, checks.json in checksFile. */
-function runHelmTestScript(saDir: string, checksFile: string): Promise<{ code: number | null; output: string }> {
+/** Runs files/helm-test.mjs as a pod would, against the control plane: the ServiceAccount token in saDir, checks.json in checksFile, one part. */
+function runHelmTestScript(
+  saDir: string,
+  checksFile: string,
+  part: 'webhook' | 'access',
+): Promise<{ code: number | null; output: string }> {
   const server = new URL(cp.apiservers[0]!.server)
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [HELM_TEST_SCRIPT_FILE], {
@@ -26,6 +32,7 @@ function runHelmTestScript(saDir: string, checksFile: string): Promise<{ code: n
         KUBERNETES_SERVICE_PORT: server.port,
         CRD_MIGRATOR_TEST_SA_DIR: saDir,
         CRD_MIGRATOR_TEST_CHECKS: checksFile,
+        CRD_MIGRATOR_TEST_PART: part,
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     })
@@ -87,15 +94,28 @@ t.test(
         await cp.apiRequest(`${path}/${m.metadata.name}`, { method: 'DELETE' })
       })
     }
-    const testSa = one(hooks, 'ServiceAccount').metadata.name
-    const tokenRes = await cp.apiRequest(`/api/v1/namespaces/${ns}/serviceaccounts/${testSa}/token`, {
-      method: 'POST',
-      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
+    // The access Pod runs as the migrator's ServiceAccount: it must exist to have a token.
+    const migratorSa = one(installed, 'ServiceAccount')
+    const saPath = await collectionPath(migratorSa, ns)
+    const saRes = await cp.apiRequest(saPath, { method: 'POST', body: migratorSa })
+    t.equal(saRes.status, 201, "create the migrator's ServiceAccount", { body: saRes.status >= 300 ? saRes.body : undefined })
+    t.teardown(async () => {
+      await cp.apiRequest(`${saPath}/${migratorSa.metadata.name}`, { method: 'DELETE' })
     })
-    t.equal(tokenRes.status, 201, "the test ServiceAccount's token")
-    const saDir = await mkdtemp(join(scratch, 'sa-'))
-    await writeFile(join(saDir, 'token'), (tokenRes.json as { status: { token: string } }).status.token)
-    await writeFile(join(saDir, 'ca.crt'), cp.caPem)
+    /** A directory as a Pod of `serviceAccount` sees it: its token and the CA. */
+    const tokenDir = async (serviceAccount: string) => {
+      const tokenRes = await cp.apiRequest(`/api/v1/namespaces/${ns}/serviceaccounts/${serviceAccount}/token`, {
+        method: 'POST',
+        body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
+      })
+      t.equal(tokenRes.status, 201, `${serviceAccount}'s token`)
+      const dir = await mkdtemp(join(scratch, 'sa-'))
+      await writeFile(join(dir, 'token'), (tokenRes.json as { status: { token: string } }).status.token)
+      await writeFile(join(dir, 'ca.crt'), cp.caPem)
+      return dir
+    }
+    const saDir = await tokenDir(one(hooks, 'ServiceAccount').metadata.name)
+    const migratorSaDir = await tokenDir(migratorSa.metadata.name)
     const checksFile = join(saDir, 'checks.json')
     await writeFile(checksFile, JSON.stringify(checks))
     const crds = { group: 'apiextensions.k8s.io', resource: 'customresourcedefinitions' }
@@ -113,7 +133,7 @@ t.test(
     // In order, each on the state the one before left: the subtests are awaited.
     const webhookLine = /^(ok {2}|FAIL) {2}the API server called webhook storage-freeze\.crd-migrator\.io.*$/m
     await t.test('no webhook configured: the forged annotation gets through, and the test says so', async (t) => {
-      const run = await runHelmTestScript(saDir, checksFile)
+      const run = await runHelmTestScript(saDir, checksFile, 'webhook')
       t.equal(run.code, 1, 'exit 1', { output: run.output })
       t.match(run.output, webhookLine)
       t.match(
@@ -121,21 +141,33 @@ t.test(
         /FAIL {2}the API server called webhook[^\n]*\n {6}the dry run was ALLOWED/,
         'the webhook check failed: not sent to a webhook',
       )
-      t.match(run.output, new RegExp(`1 of ${checks.access.length + 1} checks FAILED`))
+      t.match(run.output, /crd-migrator helm test \(webhook\): 1 of 1 checks FAILED/)
     })
 
     const hook = await startTestWebhook(cp, scope, { migratorUsers: [checks.subject.user] })
     await t.test('the webhook answers and the RBAC is right: every check passes', async (t) => {
-      const run = await runHelmTestScript(saDir, checksFile)
+      const run = await runHelmTestScript(saDir, checksFile, 'webhook')
       t.equal(run.code, 0, 'exit 0', { output: run.output })
-      t.comment(`helm-test.mjs said:\n${run.output}`)
+      t.comment(`helm-test.mjs (webhook) said:\n${run.output}`)
       t.match(
         run.output,
         /^ok {4}the API server called webhook [^\n]*\n {6}admission webhook "storage-freeze\.crd-migrator\.io" denied the request/m,
       )
       t.match(run.output, /crd-migrator\.io\/helm-test/, "the webhook's message names the forged annotation")
-      t.match(run.output, new RegExp(`all ${checks.access.length + 1} checks passed`))
-      t.notMatch(run.output, /FAIL/)
+      t.match(run.output, /crd-migrator helm test \(webhook\): all 1 checks passed/)
+      const access = await runHelmTestScript(migratorSaDir, checksFile, 'access')
+      t.equal(access.code, 0, 'exit 0', { output: access.output })
+      t.comment(`helm-test.mjs (access) said:\n${access.output}`)
+      t.match(access.output, new RegExp(`^ok {4}running as ${checks.subject.user}, the migrator's ServiceAccount$`, 'm'))
+      t.match(access.output, new RegExp(`crd-migrator helm test \\(access\\): all ${checks.access.length + 1} checks passed`))
+      t.notMatch(run.output + access.output, /FAIL/)
+    })
+
+    await t.test('the access part as another identity: it says so and vouches for nothing', async (t) => {
+      const run = await runHelmTestScript(saDir, checksFile, 'access')
+      t.equal(run.code, 1, 'exit 1', { output: run.output })
+      t.match(run.output, /^FAIL {2}running as \S+, the migrator's ServiceAccount\n {6}this Pod runs as system:serviceaccount:\S+-test$/m)
+      t.match(run.output, /crd-migrator helm test \(access\): 1 of 1 checks FAILED/, 'no access check answered for someone else')
     })
 
     await t.test("the migrator's ClusterRoleBinding gone: its permissions fail, the webhook check still passes", async (t) => {
@@ -149,9 +181,11 @@ t.test(
         (allowed) => !allowed,
         { everyMs: 200 },
       )
-      const run = await runHelmTestScript(saDir, checksFile)
-      t.equal(run.code, 1, 'exit 1', { output: run.output })
-      t.match(run.output, /^ok {4}the API server called webhook/m)
+      const webhookRun = await runHelmTestScript(saDir, checksFile, 'webhook')
+      t.equal(webhookRun.code, 0, 'the webhook part: exit 0', { output: webhookRun.output })
+      t.match(webhookRun.output, /^ok {4}the API server called webhook/m)
+      const run = await runHelmTestScript(migratorSaDir, checksFile, 'access')
+      t.equal(run.code, 1, 'the access part: exit 1', { output: run.output })
       t.match(
         run.output,
         /^FAIL {2}\S+ can patch customresourcedefinitions\.apiextensions\.k8s\.io any\.example\.com \(the freeze and its progress\)\n {6}it CANNOT/m,
@@ -161,7 +195,7 @@ t.test(
 
     await t.test('the webhook down: the API server cannot reach it, and the test says so', async (t) => {
       await hook.stopServer()
-      const run = await runHelmTestScript(saDir, checksFile)
+      const run = await runHelmTestScript(saDir, checksFile, 'webhook')
       t.equal(run.code, 1, 'exit 1', { output: run.output })
       t.match(
         run.output,
@@ -171,17 +205,18 @@ t.test(
   },
 )
 
-t.test("the test Pod is none of the server's pods: not in the PodDisruptionBudget, not behind the Service's ports", async (t) => {
+t.test("the test Pods are none of the server's pods: not in the PodDisruptionBudget, not behind the Service's ports", async (t) => {
   const rendered = await template('sel', 'sel-ns', { tests: { enabled: true } })
-  const testPod = one(rendered.filter(isTestHook), 'Pod')
-  const labels = testPod.metadata.labels!
+  const testPods = rendered.filter(isTestHook).filter((m) => m.kind === 'Pod')
+  t.equal(testPods.length, 2, 'the webhook Pod and the access Pod')
   const pdb = one(rendered, 'PodDisruptionBudget')['spec'] as {
     selector: { matchLabels: Record<string, string>; matchExpressions: Array<{ key: string; operator: string; values: string[] }> }
   }
   const matches = (l: Record<string, string>) =>
     Object.entries(pdb.selector.matchLabels).every(([k, v]) => l[k] === v) &&
     pdb.selector.matchExpressions.every((e) => e.operator === 'NotIn' && !e.values.includes(l[e.key] ?? ''))
-  t.notOk(matches(labels), 'the PodDisruptionBudget does not count the test Pod')
+  for (const testPod of testPods)
+    t.notOk(matches(testPod.metadata.labels!), `the PodDisruptionBudget does not count ${testPod.metadata.name}`)
   const serverPod = (one(rendered, 'Deployment')['spec'] as { template: { metadata: { labels: Record<string, string> } } }).template
     .metadata.labels
   t.ok(matches(serverPod), 'it counts the server pods')
@@ -191,12 +226,14 @@ t.test("the test Pod is none of the server's pods: not in the PodDisruptionBudge
   )
   // The Service targets named ports the test Pod does not have: it gets no traffic.
   const ports = (one(rendered, 'Service')['spec'] as { ports: Array<{ targetPort: string }> }).ports.map((p) => p.targetPort)
-  const testPorts = ((testPod['spec'] as { containers: Array<{ ports?: Array<{ name: string }> }> }).containers[0]!.ports ?? []).map(
-    (p) => p.name,
-  )
-  t.same(
-    ports.filter((p) => testPorts.includes(p)),
-    [],
-    'no port of the Service is a port of the test Pod',
-  )
+  for (const testPod of testPods) {
+    const testPorts = ((testPod['spec'] as { containers: Array<{ ports?: Array<{ name: string }> }> }).containers[0]!.ports ?? []).map(
+      (p) => p.name,
+    )
+    t.same(
+      ports.filter((p) => testPorts.includes(p)),
+      [],
+      `no port of the Service is a port of ${testPod.metadata.name}`,
+    )
+  }
 })
