@@ -215,7 +215,7 @@ export function unfreezePatch(migratingAnnotation: string, run: RunOutcome, now 
     [StateAnnotation.checkpointSeal]: null,
     [StateAnnotation.builtinMigration]: null,
     [StateAnnotation.phase]: run.outcome === 'Succeeded' ? null : run.outcome,
-    [StateAnnotation.lastResult]: run.outcome === 'Succeeded' ? 'Succeeded' : `Failed: ${sanitizeText(run.reason, REASON_MAX)}`,
+    [StateAnnotation.lastResult]: run.outcome === 'Succeeded' ? 'Succeeded' : `${run.outcome}: ${sanitizeText(run.reason, REASON_MAX)}`,
     [StateAnnotation.lastCounts]: run.counts,
     [StateAnnotation.lastDuration]: `${(run.durationMs / 1000).toFixed(1)}s`,
     [StateAnnotation.finishedAt]: now.toISOString(),
