@@ -109,9 +109,11 @@ export class KsvmMigrationController {
     }
     let ref: ResourceRef
     let crdName: string | undefined
+    let unmanaged = false
     try {
       ref = await resolveResource(http, target.resource)
       crdName = await crdDefining(http, ref)
+      unmanaged = crdName !== undefined && !this.selection.selects(await getCrd(http, crdName))
     } catch (err) {
       // Not served, or a 403 (discovery or the CRD refused): Failed, never retried forever.
       const failed = resolutionFailure(err)
@@ -122,7 +124,6 @@ export class KsvmMigrationController {
     }
     // Whoever may create these objects must not freeze a CRD the operator did not hand to
     // crd-migrator: an unmanaged one is rewritten without a freeze, as KSVM does, or refused.
-    const unmanaged = crdName !== undefined && !this.selection.selects(await getCrd(http, crdName))
     if (unmanaged && this.deps.config.migrator.storageVersionMigrationsUnmanaged === 'refuse') {
       const why = `CRD ${crdName} is not managed by crd-migrator (migrator.selector) and migrator.storageVersionMigrationsUnmanaged is refuse; nothing was done`
       log.warn({ crd: crdName }, why)
