@@ -15,6 +15,7 @@ import { getCrd } from '../../src/kube/crds.js'
 import { type KubeHttp } from '../../src/kube/http.js'
 import { KubeApiError } from '../../src/kube/api-errors.js'
 import { CRD_API } from '../../src/kube/paths.js'
+import { KSVM_API, storageVersionMigration } from '../../src/controller/ksvm-state.js'
 import { cpuMsOf, memoryOf, sleep } from './stats.js'
 
 export const KSVM_MODULE = 'sigs.k8s.io/kube-storage-version-migrator'
@@ -65,8 +66,6 @@ export async function ensureKsvm(options: { check?: boolean; log?: (s: string) =
     builtNow: /built in/.test(stderr),
   }
 }
-
-const KSVM_API = '/apis/migration.k8s.io/v1alpha1/storageversionmigrations'
 
 export async function installKsvmCrd(http: KubeHttp, crdYamlPath: string): Promise<void> {
   const manifest = parseYaml(await readFile(crdYamlPath, 'utf8')) as { metadata: { name: string } }
@@ -152,12 +151,7 @@ export async function runKsvm(http: KubeHttp, o: KsvmRunOptions): Promise<KsvmRu
     await http.request({
       method: 'POST',
       path: KSVM_API,
-      body: {
-        apiVersion: 'migration.k8s.io/v1alpha1',
-        kind: 'StorageVersionMigration',
-        metadata: { name },
-        spec: { resource: { group: o.group, version: o.version, resource: o.resource } },
-      },
+      body: storageVersionMigration({ name }, { group: o.group, version: o.version, resource: o.resource }),
     })
     let runningAt: number | undefined
     let peak = baseline?.peakRssMb ?? null

@@ -38,6 +38,19 @@ export interface StorageVersionMigration {
   status?: { conditions?: SvmCondition[] }
 }
 
+/** A StorageVersionMigration of one resource, as KSVM users and its trigger create it. */
+export function storageVersionMigration(
+  metadata: { name: string } | { generateName: string },
+  resource: { group: string; version: string; resource: string },
+): StorageVersionMigration {
+  return {
+    apiVersion: `${KSVM_GROUP}/${KSVM_VERSION}`,
+    kind: 'StorageVersionMigration',
+    metadata: { name: '', ...metadata },
+    spec: { resource: { group: resource.group, version: resource.version, resource: resource.resource } },
+  }
+}
+
 /** Finished objects are never run again (KSVM's rule: create a new object to migrate again). */
 export function isFinished(svm: StorageVersionMigration): boolean {
   return (svm.status?.conditions ?? []).some((c) => (c.type === 'Succeeded' || c.type === 'Failed') && c.status === 'True')

@@ -7,7 +7,7 @@
  */
 import type { DiscoveredResource } from '../kube/discovery.js'
 import { collectionPath, type ResourceRef } from '../kube/paths.js'
-import { isFinished, KSVM_GROUP, KSVM_VERSION, type StorageVersionMigration } from './ksvm-state.js'
+import { isFinished, KSVM_GROUP, KSVM_VERSION, storageVersionMigration, type StorageVersionMigration } from './ksvm-state.js'
 
 export const STORAGE_STATE_RESOURCE: ResourceRef = {
   group: KSVM_GROUP,
@@ -65,12 +65,8 @@ export function newStorageState(r: GroupResource): StorageState {
 
 /** The StorageVersionMigration KSVM launches: generateName `<state name>-`, no labels, the discovered version. */
 export function newMigration(r: DiscoveredResource): StorageVersionMigration & { metadata: { generateName: string } } {
-  return {
-    apiVersion: `${KSVM_GROUP}/${KSVM_VERSION}`,
-    kind: 'StorageVersionMigration',
-    metadata: { name: '', generateName: `${storageStateName(r)}-` },
-    spec: { resource: { group: r.group, version: r.version, resource: r.resource } },
-  }
+  const generateName = `${storageStateName(r)}-`
+  return { ...storageVersionMigration({ generateName }, r), metadata: { name: '', generateName } }
 }
 
 /** Every object of the resource is stored in the current version (KSVM's isMigrated). */

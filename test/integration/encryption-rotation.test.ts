@@ -27,7 +27,7 @@ import { etcdPost, prefixRangeEnd } from '../../dev/controlplane/etcd.js'
 import { ConfigSchema } from '../../src/config/schema.js'
 import { RunLock } from '../../src/controller/run-lock.js'
 import { KsvmMigrationController } from '../../src/controller/ksvm-controller.js'
-import { KSVM_API, type StorageVersionMigration, type SvmConditionType } from '../../src/controller/ksvm-state.js'
+import { KSVM_API, type StorageVersionMigration, type SvmConditionType, storageVersionMigration } from '../../src/controller/ksvm-state.js'
 import { ContentType } from '../../src/kube/http.js'
 import { listAndWatch } from '../../src/kube/watch.js'
 import type { MigrationResult } from '../../src/migrator/context.js'
@@ -275,12 +275,7 @@ t.test('rotated to key3: a StorageVersionMigration re-encrypts every Secret', as
   await http.request({
     method: 'POST',
     path: KSVM_API,
-    body: {
-      apiVersion: 'migration.k8s.io/v1alpha1',
-      kind: 'StorageVersionMigration',
-      metadata: { name },
-      spec: { resource: { group: '', version: 'v1', resource: 'secrets' } },
-    },
+    body: storageVersionMigration({ name }, { group: '', version: 'v1', resource: 'secrets' }),
   })
   const finished = await until(
     `StorageVersionMigration ${name} to finish (the conditions seen last)`,

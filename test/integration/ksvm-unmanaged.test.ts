@@ -13,7 +13,7 @@ import t, { type Test } from 'tap'
 import { ensureKsvm, installKsvmCrd } from '../../dev/bench/ksvm.js'
 import type { Config } from '../../src/config/schema.js'
 import { KsvmMigrationController } from '../../src/controller/ksvm-controller.js'
-import { KSVM_API, type StorageVersionMigration, type SvmConditionType } from '../../src/controller/ksvm-state.js'
+import { KSVM_API, storageVersionMigration, type StorageVersionMigration, type SvmConditionType } from '../../src/controller/ksvm-state.js'
 import { KsvmTrigger } from '../../src/controller/ksvm-trigger.js'
 import { STORAGE_STATE_API } from '../../src/controller/ksvm-trigger-state.js'
 import { RunLock } from '../../src/controller/run-lock.js'
@@ -137,12 +137,7 @@ async function createSvm(http: KubeHttp, group: string): Promise<string> {
   await http.request({
     method: 'POST',
     path: KSVM_API,
-    body: {
-      apiVersion: 'migration.k8s.io/v1alpha1',
-      kind: 'StorageVersionMigration',
-      metadata: { name },
-      spec: { resource: { group, version: 'v2', resource: 'widgets' } },
-    },
+    body: storageVersionMigration({ name }, { group: group, version: 'v2', resource: 'widgets' }),
   })
   return name
 }

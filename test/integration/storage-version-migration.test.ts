@@ -7,7 +7,7 @@ import t, { type Test } from 'tap'
 import { ensureKsvm, installKsvmCrd } from '../../dev/bench/ksvm.js'
 import { ConfigSchema } from '../../src/config/schema.js'
 import { RunLock } from '../../src/controller/run-lock.js'
-import { KSVM_API, type StorageVersionMigration, type SvmConditionType } from '../../src/controller/ksvm-state.js'
+import { KSVM_API, storageVersionMigration, type StorageVersionMigration, type SvmConditionType } from '../../src/controller/ksvm-state.js'
 import { KsvmMigrationController } from '../../src/controller/ksvm-controller.js'
 import { getCrd } from '../../src/kube/crds.js'
 import type { KubeHttp } from '../../src/kube/http.js'
@@ -58,12 +58,7 @@ async function createSvm(http: KubeHttp, name: string, group: string, resource: 
   await http.request({
     method: 'POST',
     path: KSVM_API,
-    body: {
-      apiVersion: 'migration.k8s.io/v1alpha1',
-      kind: 'StorageVersionMigration',
-      metadata: { name },
-      spec: { resource: { group, version: 'v2', resource } },
-    },
+    body: storageVersionMigration({ name }, { group: group, version: 'v2', resource: resource }),
   })
 }
 
