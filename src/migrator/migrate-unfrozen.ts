@@ -27,7 +27,7 @@ import { failOnObjects } from './phases/failures.js'
 import { DataLossError, proveLossless } from './lossless/check.js'
 import { runPhase } from './phases/object-phase.js'
 import { STORAGE_SETTLE_MS, waitForStorageEverywhere } from './phases/storage-switch.js'
-import { Phase, planCrd } from './plan.js'
+import { Phase, planCrd, startingResult } from './plan.js'
 
 /** What the run started from: storedVersions are narrowed only while these still hold. */
 export interface RewriteStart {
@@ -68,18 +68,7 @@ export async function migrateCrdUnfrozen(name: string, settings: MigrationSettin
   const retry = requestRetry(settings.maxAttempts, ctx.signal)
   const crd = await withRetry(() => getCrd(ctx.http, name), retry)
   const plan = planCrd(crd)
-  const result: MigrationResult = {
-    crd: name,
-    outcome: 'Skipped',
-    reason: '',
-    storageVersion: plan.storageVersion,
-    crdUid: crd.metadata.uid,
-    generation: plan.generation,
-    storedVersionsBefore: plan.storedVersions,
-    storedVersionsAfter: plan.storedVersions,
-    durationMs: 0,
-    leftFrozen: false,
-  }
+  const result = startingResult(name, crd, plan)
   const finish = (r: MigrationResult): MigrationResult => {
     r.durationMs = Date.now() - started
     ctx.metrics?.migrations.inc({ result: r.outcome })

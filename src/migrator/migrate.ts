@@ -14,7 +14,7 @@ import { decideRun } from './decide.js'
 import { requestRetry, withRetry } from './engine/retry.js'
 import { cleanupPhase, stashPhase, storagePhase, storedVersionsPhase } from './phases/run-phases.js'
 import { DataLossError, proveLossless } from './lossless/check.js'
-import { planCrd } from './plan.js'
+import { planCrd, startingResult } from './plan.js'
 import { summarize } from './report.js'
 import { RunReporter } from './reporter.js'
 import { beginRun, endRun, runFailed } from './run.js'
@@ -26,18 +26,7 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
   const report = new RunReporter(name, ctx)
   const crd = await withRetry(() => getCrd(ctx.http, name), requestRetry(settings.maxAttempts, ctx.signal))
   const crdPlan = planCrd(crd)
-  const base: MigrationResult = {
-    crd: name,
-    outcome: 'Skipped',
-    reason: '',
-    storageVersion: crdPlan.storageVersion,
-    crdUid: crd.metadata.uid,
-    generation: crdPlan.generation,
-    storedVersionsBefore: crdPlan.storedVersions,
-    storedVersionsAfter: crdPlan.storedVersions,
-    durationMs: 0,
-    leftFrozen: false,
-  }
+  const base = startingResult(name, crd, crdPlan)
   const took = () => Date.now() - started
 
   // Decide, before touching anything.

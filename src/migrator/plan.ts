@@ -1,5 +1,6 @@
 import { PHASE_NAMES } from '../config/schema.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
+import type { MigrationResult } from './context.js'
 
 export type Phase = (typeof PHASE_NAMES)[number]
 export const Phase = {
@@ -44,6 +45,22 @@ export function planCrd(crd: CustomResourceDefinition): CrdPlan {
     established,
     storageMigrationNeeded: storageVersion !== undefined && !(storedVersions.length === 1 && storedVersions[0] === storageVersion),
     blockedReason,
+  }
+}
+
+/** A run's result before it has done anything: Skipped, with what it read of the CRD. */
+export function startingResult(name: string, crd: CustomResourceDefinition, plan: CrdPlan): MigrationResult {
+  return {
+    crd: name,
+    outcome: 'Skipped',
+    reason: '',
+    storageVersion: plan.storageVersion,
+    crdUid: crd.metadata.uid,
+    generation: plan.generation,
+    storedVersionsBefore: plan.storedVersions,
+    storedVersionsAfter: plan.storedVersions,
+    durationMs: 0,
+    leftFrozen: false,
   }
 }
 
