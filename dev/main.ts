@@ -38,9 +38,18 @@ program
     '--controller-manager',
     'also run kube-controller-manager with the garbage collector and the built-in storage version migrator (storagemigration.k8s.io)',
   )
-  .action(async (opts: { apiservers: string; controllerManager?: boolean }) => {
+  .option(
+    '--cert-manager',
+    "also install cert-manager's CRDs and run cert-manager (its certificates, SelfSigned and CA issuer controllers and " +
+      'its cainjector; built from the cert-manager Go module on first use)',
+  )
+  .action(async (opts: { apiservers: string; controllerManager?: boolean; certManager?: boolean }) => {
     const { runClusterCommand } = await import('./controlplane/cluster-command.js')
-    process.exitCode = await runClusterCommand({ apiservers: Number(opts.apiservers), controllerManager: opts.controllerManager === true })
+    process.exitCode = await runClusterCommand({
+      apiservers: Number(opts.apiservers),
+      controllerManager: opts.controllerManager === true,
+      certManager: opts.certManager === true,
+    })
   })
 
 program

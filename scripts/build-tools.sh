@@ -7,15 +7,21 @@
 #     check the chart's Issuer and Certificate in a server-side dry-run;
 #   - the Prometheus Operator's ServiceMonitor and PrometheusRule CRDs, from the
 #     prometheus-operator Go module (example/prometheus-operator-crd/), for the chart's
-#     optional ServiceMonitor and PrometheusRule.
+#     optional ServiceMonitor and PrometheusRule;
+#   - cert-manager itself (its certificates, SelfSigned/CA issuer and issuer controllers and
+#     its cainjector, in one process): dev/tools/cert-manager/main.go, a thin main over the
+#     same cert-manager Go module (the proxy does not serve upstream's binary modules), built
+#     in a generated module requiring it, so cert-manager's go.mod decides every dependency.
+#     Cached per cert-manager version and per hash of main.go (an edit rebuilds it).
 # Safe to run concurrently: a lock file makes every caller after the first wait for the
 # first build and then reuse it.
 #
 # Usage: scripts/build-tools.sh
-#   prints four lines on stdout:   helm=<path of the helm binary>
+#   prints five lines on stdout:   helm=<path of the helm binary>
 #                                  cert-manager-crds=<directory of CRD YAML files>
 #                                  servicemonitor-crd=<CRD YAML file>
 #                                  prometheusrule-crd=<CRD YAML file>
+#                                  cert-manager=<path of the cert-manager binary>
 # Env:   HELM_VERSION, CERT_MANAGER_VERSION, PROMETHEUS_OPERATOR_VERSION override the pins;
 #        CRD_MIGRATOR_CACHE the cache root.
 set -euo pipefail
@@ -32,14 +38,18 @@ crds_dir="$cache_root/tools/cert-manager-$CERT_MANAGER_VERSION/crds"
 sm_dir="$cache_root/tools/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION"
 sm_crd="$sm_dir/monitoring.coreos.com_servicemonitors.yaml"
 pr_crd="$sm_dir/monitoring.coreos.com_prometheusrules.yaml"
+cm_main="$(cd "$(dirname "$0")/.." && pwd)/dev/tools/cert-manager/main.go"
+cm_dir="$cache_root/tools/cert-manager-$CERT_MANAGER_VERSION/bin-$(sha256sum "$cm_main" | cut -c1-12)"
 
 have_helm() { [ -x "$helm_dir/helm" ]; }
 have_crds() { [ -f "$crds_dir/.complete" ]; }
 have_sm() { [ -s "$sm_crd" ] && [ -s "$pr_crd" ]; }
-have_all() { have_helm && have_crds && have_sm; }
+have_cm() { [ -x "$cm_dir/cert-manager" ]; }
+have_all() { have_helm && have_crds && have_sm && have_cm; }
 report() {
   echo "helm=$helm_dir/helm"; echo "cert-manager-crds=$crds_dir"
   echo "servicemonitor-crd=$sm_crd"; echo "prometheusrule-crd=$pr_crd"
+  echo "cert-manager=$cm_dir/cert-manager"
 }
 
 if have_all; then report; exit 0; fi
@@ -49,7 +59,7 @@ take_build_lock "$cache_root/tools/.build.lock" "the tools"
 if have_all; then report; exit 0; fi
 
 work="$cache_root/build/tools-helm-$HELM_VERSION"
-rm -rf "$work"; mkdir -p "$work/helm" "$work/modules"
+rm -rf "$work"; mkdir -p "$work/helm" "$work/modules" "$work/cert-manager"
 start=$(date +%s)
 
 # --- helm ------------------------------------------------------------------------------
@@ -112,6 +122,25 @@ if ! have_sm; then
     fi
     cat "$src" > "$dest.tmp" && mv "$dest.tmp" "$dest"
   done
+fi
+
+# --- cert-manager (controller + cainjector) ---------------------------------------------
+if ! have_cm; then
+  cm_module="github.com/cert-manager/cert-manager"
+  cat > "$work/cert-manager/go.mod" <<GOMOD
+module crd-migrator.local/cert-manager-build
+
+go 1.26.0
+
+require $cm_module $CERT_MANAGER_VERSION
+GOMOD
+  cp "$cm_main" "$work/cert-manager/main.go"
+  log "building cert-manager $CERT_MANAGER_VERSION (controller + cainjector) from $cm_module (a cold build takes 2-4 minutes on 2 cores)"
+  rm -rf "$cm_dir.tmp"; mkdir -p "$cm_dir.tmp"
+  (cd "$work/cert-manager" && GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath \
+    -ldflags "-s -w -X $cm_module/pkg/util.AppVersion=$CERT_MANAGER_VERSION" \
+    -o "$cm_dir.tmp/cert-manager" .)
+  rm -rf "$cm_dir"; mv "$cm_dir.tmp" "$cm_dir"
 fi
 
 rm -rf "$work"

@@ -5,7 +5,9 @@
  * live, and says how to get in there (`ip netns exec <name> ...`).
  */
 import { ensureBinaries, startControlPlane, type ControlPlaneOptions } from './controlplane.js'
+import { startCertManager, type CertManager } from './cert-manager.js'
 import { runInNetworkNamespace } from './netns.js'
+import { ensureTools } from './tools.js'
 
 export interface ClusterCommandOptions extends Pick<
   ControlPlaneOptions,
@@ -15,6 +17,8 @@ export interface ClusterCommandOptions extends Pick<
   out?: NodeJS.WritableStream
   /** Also write the state file for `attachControlPlane` here. */
   stateFile?: string
+  /** Also install cert-manager's CRDs and run cert-manager (cert-manager.ts). */
+  certManager?: boolean
 }
 
 const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const
@@ -32,9 +36,11 @@ export async function runClusterCommand(opts: ClusterCommandOptions = {}): Promi
   const several = (opts.apiservers ?? 1) > 1
   const netns = several
     ? await runInNetworkNamespace({
-        prepare: () => {
+        prepare: async () => {
           err('building the control plane first if needed (the first run takes several minutes)...')
-          return ensureBinaries()
+          await ensureBinaries()
+          // Go modules cannot be fetched from inside the namespace.
+          if (opts.certManager) await ensureTools()
         },
         log: err,
       })
@@ -58,8 +64,18 @@ export async function runClusterCommand(opts: ClusterCommandOptions = {}): Promi
       `starting etcd and ${several ? `${opts.apiservers} kube-apiservers` : 'kube-apiserver'} ` +
         '(the first run builds them, which takes several minutes)...',
     )
-    const { out: _out, stateFile: _stateFile, ...cpOpts } = opts
+    const { out: _out, stateFile: _stateFile, certManager: withCertManager, ...cpOpts } = opts
     const cp = await startControlPlane({ ...cpOpts, log: (m) => err(`  ${m}`) })
+    let certManager: CertManager | undefined
+    if (withCertManager && !received) {
+      err('starting cert-manager (the first run builds it, which takes a few minutes)...')
+      try {
+        certManager = await startCertManager(cp, { log: (m) => err(`  ${m}`) })
+      } catch (e) {
+        await cp.stop()
+        throw e
+      }
+    }
     if (opts.stateFile) await cp.writeStateFile(opts.stateFile)
     const lines = [
       `# crd-migrator local control plane (ready in ${cp.timings?.readyMs ?? '?'}ms; Ctrl-C stops it)`,
@@ -86,6 +102,11 @@ export async function runClusterCommand(opts: ClusterCommandOptions = {}): Promi
       ...(cp.logFiles?.controllerManager
         ? [`# kube-controller-manager (built-in storage version migrator) log: ${cp.logFiles.controllerManager}`]
         : []),
+      ...(certManager
+        ? [
+            `# cert-manager (controller + cainjector, ${certManager.crds.length} CRDs; ready in ${certManager.readyMs}ms) log: ${certManager.logFile}`,
+          ]
+        : []),
       several
         ? `# logs:   ${cp.logFiles?.etcd ?? '-'} (the API servers' above)`
         : `# logs:   ${cp.logFiles ? `${cp.logFiles.apiserver} ${cp.logFiles.etcd}` : '-'}`,
@@ -102,6 +123,7 @@ export async function runClusterCommand(opts: ClusterCommandOptions = {}): Promi
       clearInterval(keepAlive)
     }
     err(`${received}: stopping the control plane...`)
+    await certManager?.stop()
     await cp.stop()
     err('stopped.')
     return 0

@@ -16,6 +16,8 @@ export interface ChartTools {
   certManagerCrdsDir: string
   /** The monitoring.coreos.com ServiceMonitor CRD YAML file. */
   serviceMonitorCrd: string
+  /** cert-manager's controller and cainjector in one binary (dev/tools/cert-manager/main.go; see cert-manager.ts). */
+  certManager: string
 }
 
 export function toolsScriptPath(): string {
@@ -55,13 +57,14 @@ async function resolveTools(): Promise<ChartTools> {
     helm: process.env['CRD_MIGRATOR_HELM'] || need('helm'),
     certManagerCrdsDir: need('cert-manager-crds'),
     serviceMonitorCrd: need('servicemonitor-crd'),
+    certManager: need('cert-manager'),
   }
   try {
     accessSync(tools.helm, constants.X_OK)
   } catch {
     throw new Error(`helm missing or not executable: ${tools.helm}`)
   }
-  for (const p of [tools.certManagerCrdsDir, tools.serviceMonitorCrd]) {
+  for (const p of [tools.certManagerCrdsDir, tools.serviceMonitorCrd, tools.certManager]) {
     if (!existsSync(p)) throw new Error(`missing: ${p}`)
   }
   return tools
