@@ -47,6 +47,7 @@ export interface ImageSpec {
 }
 
 export class UnsupportedImageError extends Error {
+  override readonly name = 'UnsupportedImageError'
   constructor(readonly image: string) {
     super(
       `image ${JSON.stringify(image)} is not one the node agent can run: it runs the project's own image only ` +
