@@ -8,6 +8,8 @@ import { describeCheck, migrationAccess } from '../kube/access-review.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import type { MigrationContext, MigrationSettings } from './context.js'
 import type { RunPlan } from './decide.js'
+import { requestRetry, withRetry } from './engine/retry.js'
+import { CONFIG_DEFAULTS } from '../config/schema.js'
 
 /** How to grant it, for the failure's text. */
 export const GRANT_HINT = 'grant it (chart: rbac.managedGroups, migrator.names or migrator.crds; or rbac.allGroups)'
@@ -20,8 +22,10 @@ export async function accessDenied(
   resource: { group: string; plural: string; version: string },
   statusSubresource: boolean,
   ctx: MigrationContext,
+  maxAttempts = CONFIG_DEFAULTS.migrator.maxAttempts,
 ): Promise<string | undefined> {
-  const verdict = await migrationAccess(ctx.http, resource, { statusSubresource })
+  // Reads only: a 429 or a restarting API server is ridden out like any request of a run.
+  const verdict = await withRetry(() => migrationAccess(ctx.http, resource, { statusSubresource }), requestRetry(maxAttempts, ctx.signal))
   if (verdict.unverified.length > 0) {
     ctx.logger.warn(
       { resource: `${resource.plural}.${resource.group}`, unverified: verdict.unverified.map(describeCheck) },
@@ -46,6 +50,7 @@ export async function forbiddenToMigrate(
     { group: crd.spec.group, plural: crd.spec.names.plural, version: plan.storageVersion },
     settings.useStatusSubresource && plan.runStorage,
     ctx,
+    settings.maxAttempts,
   )
   return denied && `${denied}; nothing was frozen`
 }

@@ -66,7 +66,7 @@ export async function migrateWithoutCrd(
   log.info({ version: ref.version }, 'rewriting every object of a built-in resource')
   try {
     // Before the first list: a resource outside the migrator's RBAC fails here, named (access-preflight.ts).
-    const denied = await accessDenied({ group: ref.group, plural: ref.plural, version: ref.version }, false, ctx)
+    const denied = await accessDenied({ group: ref.group, plural: ref.plural, version: ref.version }, false, ctx, settings.maxAttempts)
     if (denied) throw new CrdMigratorError('CRDM_FORBIDDEN', `${denied}; nothing was written`)
     // Merge patches: built-in resources have no conversion webhooks, and their
     // managedFields are never of a version the API server cannot convert.

@@ -90,6 +90,7 @@ export async function migrateCrdUnfrozen(name: string, settings: MigrationSettin
     { group: crd.spec.group, plural: crd.spec.names.plural, version: storageVersion },
     settings.useStatusSubresource,
     ctx,
+    settings.maxAttempts,
   )
   if (denied) {
     log.error({ reason: denied }, 'migration refused: the migrator may not migrate these objects')
