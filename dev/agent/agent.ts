@@ -18,21 +18,18 @@
  *
  * {@link NodeAgent.stop} stops every pod (SIGTERM, SIGKILL after the grace period, capped
  * by `shutdownGraceSeconds`), marks the Node NotReady, removes the bridge, the pod
- * namespaces and the agent's directory; the pod objects stay. Should the agent die
+ * namespaces and the pods' directories; the pod objects stay. Should the agent die
  * instead, process.ts's exit hooks and each pod's guard (sandbox.ts) clean up.
  *
  * The agent acts with the kubeconfig's identity (the harness's admin: there is no Node
  * authorizer or NodeRestriction here).
  */
-import { mkdtemp, rm } from 'node:fs/promises'
 import { readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { KubeHttp } from '../../src/kube/http.js'
 import { loadKubeConfig } from '../../src/kube/client.js'
 import { isConflict, isNotFound } from '../../src/kube/api-errors.js'
 import { listAndWatch } from '../../src/kube/watch.js'
-import { releaseDirAtExit, removeDirAtExit } from '../controlplane/process.js'
 import { ApiServerForwarder, type ApiServerForPods } from './api-proxy.js'
 import type { ImageSources } from './image.js'
 import { describeError, podKey, type Pod } from './kube.js'
@@ -60,6 +57,8 @@ export interface NodeAgentOptions {
   /** Cap on each pod's grace period when the agent stops; default 10 s. */
   shutdownGraceSeconds?: number
   imageSources?: ImageSources
+  /** Where each pod's directory (`crd-migrator-pod-<namespace>_<name>-XXXXXX`: volumes, logs, start scripts) is made; default the temp dir. */
+  podsDir?: string
   log?: (msg: string) => void
 }
 
@@ -83,7 +82,6 @@ export class NodeAgent {
     private readonly http: KubeHttp,
     private readonly forwarder: ApiServerForwarder,
     private readonly node: NodeRegistration,
-    private readonly dir: string,
     private readonly ctx: AgentContext,
     private readonly opts: NodeAgentOptions,
   ) {}
@@ -104,8 +102,6 @@ export class NodeAgent {
       const forwarder = new ApiServerForwarder(http.server, network.gateway)
       const apiForPods = await forwarder.start()
       cleanup.push(() => forwarder.stop())
-      const dir = await mkdtemp(join(tmpdir(), 'crd-migrator-agent-'))
-      removeDirAtExit(dir)
       const node = new NodeRegistration({ http, name: nodeName, internalIP: network.gateway, podCIDR: network.podCIDR, log })
       await node.register()
       log(
@@ -117,7 +113,7 @@ export class NodeAgent {
         network,
         api: apiForPods,
         caPem,
-        podsDir: dir,
+        podsDir: opts.podsDir ?? tmpdir(),
         imageSources: opts.imageSources ?? {},
         backoff: opts.backoff ?? { initialMs: 10_000, maxMs: 300_000 },
         tokenRefreshFraction: opts.tokenRefreshFraction ?? 0.8,
@@ -126,7 +122,7 @@ export class NodeAgent {
         event: (pod, type, reason, message) => void postEvent(http, nodeName, pod, type, reason, message),
         log,
       }
-      const agent = new NodeAgent(nodeName, network, apiForPods, http, forwarder, node, dir, ctx, opts)
+      const agent = new NodeAgent(nodeName, network, apiForPods, http, forwarder, node, ctx, opts)
       agent.watch()
       return agent
     } catch (err) {
@@ -258,8 +254,6 @@ export class NodeAgent {
       await this.node.stop()
       await this.forwarder.stop()
       await this.network.tearDown()
-      await rm(this.dir, { recursive: true, force: true })
-      releaseDirAtExit(this.dir)
       this.http.close()
     })()
     return this.stopping

@@ -85,21 +85,25 @@ export class PodNetwork {
     this.ready = true
   }
 
-  /** A pod namespace with lo up and eth0 on the bridge at a free address of the range. */
-  async createSandbox(): Promise<PodSandboxNetwork> {
+  /**
+   * A free address and the names of a pod's namespace and veth, nothing made yet: the
+   * caller records the namespace's name for its guard first (sandbox.ts), then
+   * {@link createSandbox} makes it, so no moment exists where it could leak.
+   */
+  reserve(): PodSandboxNetwork {
     if (!this.ready) throw new Error('PodNetwork.setUp() first')
     const host = Array.from({ length: 253 }, (_, i) => i + 2).find((n) => !this.used.has(n))
     if (host === undefined) throw new Error(`no free address left in ${this.podCIDR}`)
     this.used.add(host)
     const hex = randomBytes(3).toString('hex')
-    const sandbox: PodSandboxNetwork = {
-      netns: `${NETNS_PREFIX}${process.pid}-p${hex}`,
-      netnsPath: '',
-      ip: `${this.prefix}.${host}`,
-      hostVeth: `crdmv${hex}`,
-    }
-    sandbox.netnsPath = netnsPath(sandbox.netns)
-    this.sandboxes.set(sandbox.netns, sandbox)
+    const netns = `${NETNS_PREFIX}${process.pid}-p${hex}`
+    const sandbox: PodSandboxNetwork = { netns, netnsPath: netnsPath(netns), ip: `${this.prefix}.${host}`, hostVeth: `crdmv${hex}` }
+    this.sandboxes.set(netns, sandbox)
+    return sandbox
+  }
+
+  /** The reserved pod namespace with lo up and eth0 on the bridge at its address (removed again on failure). */
+  async createSandbox(sandbox: PodSandboxNetwork): Promise<void> {
     try {
       await ip(['netns', 'add', sandbox.netns])
       removeNetworkNamespaceAtExit(sandbox.netns)
@@ -114,11 +118,11 @@ export class PodNetwork {
       await this.deleteSandbox(sandbox)
       throw err
     }
-    return sandbox
   }
 
   /** The veth pair and the namespace (what still runs inside keeps it alive, nameless, until it exits); the address is free again. */
   async deleteSandbox(sandbox: PodSandboxNetwork): Promise<void> {
+    if (this.sandboxes.get(sandbox.netns) !== sandbox) return // deleted already (its address may be another pod's now)
     await run('ip', ['link', 'del', sandbox.hostVeth])
     await run('ip', ['netns', 'del', sandbox.netns])
     releaseNetworkNamespaceAtExit(sandbox.netns)

@@ -19,6 +19,7 @@
  *   after the grace period, the sandbox and network namespace go; for a pod deleted in the
  *   API the agent then deletes it for good (grace period 0, uid precondition), as the kubelet.
  */
+import { mkdtemp } from 'node:fs/promises'
 import { constants as osConstants } from 'node:os'
 import { join } from 'node:path'
 import type { V1Container } from '@kubernetes/client-node'
@@ -42,7 +43,7 @@ export interface AgentContext {
   network: PodNetwork
   api: ApiServerForPods
   caPem: string
-  /** Pod directories go under it. */
+  /** Pod directories (one mkdtemp each, guarded on its own: sandbox.ts) go under it. */
   podsDir: string
   imageSources: ImageSources
   backoff: { initialMs: number; maxMs: number }
@@ -131,10 +132,13 @@ export class PodWorker {
       }
     }
     if (this.containers.some((c) => !c.image)) return this.requestStatus()
-    const uid = this.pod.metadata.uid
-    this.net = await this.ctx.network.createSandbox()
-    const dir = join(this.ctx.podsDir, `${this.pod.metadata.namespace}_${this.pod.metadata.name}_${uid}`)
+    // The namespace's name is in the pod directory, and its guard runs, before it exists.
+    this.net = this.ctx.network.reserve()
+    const dir = await mkdtemp(
+      join(this.ctx.podsDir, `crd-migrator-pod-${this.pod.metadata.namespace}_${this.pod.metadata.name.slice(0, 100)}-`),
+    )
     this.sandbox = await PodSandbox.create(dir, this.net.netns, this.net.netnsPath)
+    await this.ctx.network.createSandbox(this.net)
     await writePodFiles(dir, this.pod, this.net.ip, this.ctx.api)
     this.volumes = new PodVolumes({
       http: this.ctx.http,
