@@ -8,7 +8,8 @@
  * downward API and a non-root user; a Service selects it. Then: Running and Ready with
  * distinct pod IPs, the EndpointSlice lists them, the API server reaches the pods (pods and
  * services proxy), the in-cluster credentials work from inside, a failing readiness probe
- * makes a pod unready, a killed process restarts (restartCount 1), the projected token is
+ * makes a pod unready, a killed process restarts (restartCount 1), so does one failing its
+ * liveness probe, the projected token is
  * refreshed, and the product's own `serve` (the image's ENTRYPOINT and CMD) answers the API
  * server as an admission webhook configured with a service reference.
  */
@@ -63,10 +64,12 @@ const mustApi = async (path: string, body: unknown, method: 'POST' | 'PUT' = 'PO
 const SERVER = `
 const http = require('node:http'), https = require('node:https'), fs = require('node:fs'), os = require('node:os')
 const read = (f) => { try { return fs.readFileSync(f, 'utf8') } catch (e) { return 'ERR ' + e.code } }
+let sick = false
 const claims = (f) => { try { return JSON.parse(Buffer.from(read(f).split('.')[1], 'base64url').toString()) } catch { return null } }
 http.createServer((req, res) => {
   const json = (code, body) => { res.writeHead(code, { 'content-type': 'application/json' }); res.end(JSON.stringify(body)) }
-  if (req.url === '/healthz') return json(200, { ok: true })
+  if (req.url === '/healthz') return json(sick ? 500 : 200, { sick })
+  if (req.url === '/sick') { sick = true; return json(200, {}) }
   if (req.url === '/readyz') return json(fs.existsSync('/tmp/unready') ? 503 : 200, {})
   if (req.url === '/unready') { fs.writeFileSync('/tmp/unready', ''); return json(200, {}) }
   if (req.url === '/ready') { fs.rmSync('/tmp/unready', { force: true }); return json(200, {}) }
@@ -349,6 +352,30 @@ t.test('the projected token is requested again before it expires, and the file c
   )
   t.equal(later.exp - later.iat, 600, 'same expirationSeconds')
   t.same(later.aud, ['test-audience'], 'same audience')
+})
+
+t.test('a failing liveness probe restarts the container (SIGTERM, a new process)', async (t) => {
+  const [pod] = await listPods('web')
+  const name = pod!.metadata.name
+  const before = (await api(`/api/v1/namespaces/${NS}/pods/${name}`)).json as PodJson
+  const restarts = before.status.containerStatuses![0]!.restartCount
+  const info = await podProxy(name, '/info')
+  await podProxy(name, '/sick')
+  const after = await until(
+    'a restart after 3 failed liveness probes, and ready again',
+    40_000,
+    () => api(`/api/v1/namespaces/${NS}/pods/${name}`).then((r) => r.json as PodJson),
+    (p) => p.status.containerStatuses?.[0]?.restartCount === restarts + 1 && ready(p),
+    { everyMs: 500 },
+  )
+  t.match(
+    after.status.containerStatuses![0]!.lastState,
+    { terminated: { exitCode: 0, reason: 'Completed' } },
+    'stopped with SIGTERM (it exits 0 on it)',
+  )
+  const again = await podProxy(name, '/info')
+  t.not(again.pid, info.pid, 'a new process')
+  t.equal((await podProxy(name, '/healthz')).sick, false, 'healthy again')
 })
 
 t.test("the product's serve (the image's ENTRYPOINT and CMD) answers the API server as a webhook behind a Service", async (t) => {
