@@ -9,9 +9,9 @@
  * distinct pod IPs, the EndpointSlice lists them, the API server reaches the pods (pods and
  * services proxy), the in-cluster credentials work from inside, a failing readiness probe
  * makes a pod unready, a killed process restarts (restartCount 1), so does one failing its
- * liveness probe, the projected token is
- * refreshed, and the product's own `serve` (the image's ENTRYPOINT and CMD) answers the API
- * server as an admission webhook configured with a service reference.
+ * liveness probe, the projected token is refreshed, a deleted pod ends on SIGTERM, an unknown
+ * image says why, and the product's own `serve` (the image's ENTRYPOINT and CMD) answers the
+ * API server as an admission webhook configured with a service reference.
  */
 import { networkNamespace } from '../helpers/network-namespace.js'
 import { execFileSync } from 'node:child_process'
