@@ -1,0 +1,430 @@
+/**
+ * The chart installed the way README.md's Install section says, end to end: in a network
+ * namespace of its own (helpers/network-namespace.ts), a private control plane whose API
+ * server reaches webhooks through Service endpoints (--enable-aggregator-routing=true), the
+ * workload controllers and the node agent (dev/agent/: the pods are processes of the
+ * project's dist/), and cert-manager's controllers and cainjector
+ * (dev/controlplane/cert-manager.ts). Then `helm install` with the README's values, and:
+ * the Certificate is Ready and cainjector puts its CA into the chart's
+ * ValidatingWebhookConfiguration; 2 replicas Running and Ready, one of them holding the
+ * Lease; the API server calls the webhook through the Service (a storage flip of a frozen
+ * CRD is refused with the webhook's message, an unrelated CRD write passes); a CRD labelled
+ * crd-migrator.io/managed=true with objects at v1 and storage flipped to v2 is migrated by
+ * the pods (etcd holds every object at v2, storedVersions [v2]); `helm test` passes (its
+ * pods run by the agent); `helm uninstall` leaves no ValidatingWebhookConfiguration and no
+ * freeze annotation.
+ */
+import { networkNamespace } from '../helpers/network-namespace.js'
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { setTimeout } from 'node:timers/promises'
+import { join } from 'node:path'
+import t from 'tap'
+import { packageRoot } from '../../dev/controlplane/binaries.js'
+import { startCertManager, type CertManager } from '../../dev/controlplane/cert-manager.js'
+import { startControlPlane, type ControlPlane } from '../../dev/controlplane/controlplane.js'
+import { ensureTools } from '../../dev/controlplane/tools.js'
+import { NodeAgent } from '../../dev/agent/agent.js'
+import { startWorkloadControllers, type WorkloadControllers } from '../../dev/agent/controllers.js'
+import {
+  crdManifest,
+  createCrd,
+  createNamespace,
+  createObjects,
+  httpFor,
+  refFor,
+  setStorageVersion,
+  storedVersionsInEtcd,
+} from '../helpers/cluster.js'
+import { scratchHelm } from '../helpers/helm.js'
+import { until } from '../helpers/until.js'
+
+const t0 = Date.now()
+const logs: string[] = []
+const log = (m: string): void => void logs.push(`${((Date.now() - t0) / 1000).toFixed(1)}s ${m}`)
+
+t.setTimeout(30 * 60 * 1000)
+const tools = await ensureTools()
+const podsDir = await mkdtemp(join(tmpdir(), 'crdm-install-pods-'))
+const cp: ControlPlane = await startControlPlane({ extraApiserverFlags: { 'enable-aggregator-routing': 'true' } })
+const kcm: WorkloadControllers = await startWorkloadControllers(cp)
+const agent = await NodeAgent.start({ kubeconfig: cp.kubeconfigPath, backoff: { initialMs: 1000, maxMs: 5000 }, podsDir, log })
+const stopAll = async (cm?: CertManager) => {
+  await agent.stop()
+  await cm?.stop()
+  await kcm.stop()
+  await cp.stop()
+  await rm(podsDir, { recursive: true, force: true })
+}
+const cm: CertManager = await startCertManager(cp).catch(async (err: unknown) => {
+  await stopAll()
+  throw err
+})
+t.teardown(() => stopAll(cm))
+t.setTimeout(Number(process.env['TAP_TIMEOUT'] ?? '30') * 1000 * 8)
+t.comment(`network namespace ${networkNamespace}; control plane, controllers, agent and cert-manager up in ${Date.now() - t0}ms`)
+
+const http = httpFor(cp.kubeconfigPath)
+const helm = await scratchHelm(tools.helm, 'crdm-install-helm-')
+const CHART = join(packageRoot(), 'charts', 'crd-migrator')
+const NS = 'crd-migrator'
+const RELEASE = 'crd-migrator'
+const MIGRATING = 'ksvm.sigs.k8s.io/migrating'
+const VWC = '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations'
+const CRDS = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions'
+
+const helmRun = async (args: string[]) => {
+  const res = await helm.run([...args, '--kubeconfig', cp.kubeconfigPath])
+  log(`helm ${args.join(' ')} -> ${res.code}\n${res.stdout}\n${res.stderr}`)
+  return res
+}
+
+async function getJson<T>(path: string): Promise<T> {
+  const res = await cp.apiRequest(path, { timeoutMs: 15_000 })
+  if (res.status !== 200) throw new Error(`GET ${path}: HTTP ${res.status} ${res.body.slice(0, 300)}`)
+  return res.json as T
+}
+async function patch(path: string, body: unknown): Promise<{ status: number; body: string }> {
+  const res = await cp.apiRequest(path, { method: 'PATCH', body, contentType: 'application/merge-patch+json', timeoutMs: 15_000 })
+  return { status: res.status, body: res.body }
+}
+
+interface Condition {
+  type: string
+  status: string
+}
+interface PodJson {
+  metadata: { name: string; deletionTimestamp?: string; ownerReferences?: Array<{ kind: string }> }
+  status: { phase?: string; conditions?: Condition[] }
+}
+const isTrue = (conds: Condition[] | undefined, type: string) => conds?.some((c) => c.type === type && c.status === 'True') === true
+const migratorPods = async (): Promise<PodJson[]> =>
+  (
+    await getJson<{ items: PodJson[] }>(`/api/v1/namespaces/${NS}/pods?labelSelector=app.kubernetes.io%2Finstance%3D${RELEASE}`)
+  ).items.filter((p) => !p.metadata.deletionTimestamp && p.metadata.ownerReferences?.some((o) => o.kind === 'ReplicaSet'))
+const runningReady = (pods: PodJson[]) => pods.filter((p) => p.status.phase === 'Running' && isTrue(p.status.conditions, 'Ready'))
+const releaseVwcs = async () =>
+  (
+    await getJson<{
+      items: Array<{
+        metadata: { name: string; annotations?: Record<string, string> }
+        webhooks: Array<{ clientConfig: { caBundle?: string; service?: { name: string; namespace: string } } }>
+      }>
+    }>(`${VWC}?labelSelector=app.kubernetes.io%2Finstance%3D${RELEASE}`)
+  ).items
+
+/** On failure: what the agent, the pods and helm said. */
+async function dumpLogs(): Promise<void> {
+  t.comment(logs.slice(-60).join('\n'))
+  for (const dir of await readdir(podsDir).catch(() => [] as string[])) {
+    for (const f of await readdir(join(podsDir, dir), { recursive: true }).catch(() => [] as string[])) {
+      if (!String(f).endsWith('.log')) continue
+      const text = await readFile(join(podsDir, dir, String(f)), 'utf8').catch(() => '')
+      t.comment(`--- ${dir}/${f}\n${text.split('\n').slice(-40).join('\n')}`)
+    }
+  }
+}
+t.afterEach(async (t) => {
+  if (!t.passing()) await dumpLogs()
+})
+
+// The managed CRD lives in the group README's install names (`rbac.managedGroups={example.com}`).
+const MANAGED_GROUP = 'example.com'
+const OBJECTS = 60
+
+t.test('helm install with the README values; the Certificate becomes Ready and cainjector fills the caBundle', async (t) => {
+  // README.md, Install, 3. crd-migrator: these values and nothing else.
+  const res = await helmRun([
+    'install',
+    RELEASE,
+    CHART,
+    '-n',
+    NS,
+    '--create-namespace',
+    '--set',
+    'image.repository=registry.example.com/crd-migrator',
+    '--set',
+    'rbac.managedGroups={example.com}',
+  ])
+  t.equal(res.code, 0, `helm install: ${res.stderr}`)
+
+  const certs = await until(
+    'every Certificate of the release Ready',
+    90_000,
+    () =>
+      getJson<{ items: Array<{ metadata: { name: string }; status?: { conditions?: Condition[] } }> }>(
+        `/apis/cert-manager.io/v1/namespaces/${NS}/certificates`,
+      ),
+    (l) => l.items.length > 0 && l.items.every((c) => isTrue(c.status?.conditions, 'Ready')),
+    { everyMs: 500 },
+  )
+  t.ok(certs.items.length >= 2, `Certificates Ready: ${certs.items.map((c) => c.metadata.name).join(', ')}`)
+
+  const vwcs = await until(
+    "the caBundle injected into the chart's ValidatingWebhookConfiguration",
+    90_000,
+    releaseVwcs,
+    (l) => l.length === 1 && l[0]!.webhooks.every((w) => (w.clientConfig.caBundle ?? '') !== ''),
+    { everyMs: 500 },
+  )
+  const vwc = vwcs[0]!
+  const from = vwc.metadata.annotations?.['cert-manager.io/inject-ca-from'] ?? ''
+  t.match(from, new RegExp(`^${NS}/`), 'annotated for cainjector')
+  const secretName = certs.items.length > 0 ? await secretOf(from) : ''
+  const secret = await getJson<{ data: Record<string, string> }>(`/api/v1/namespaces/${NS}/secrets/${secretName}`)
+  for (const w of vwc.webhooks) {
+    t.equal(w.clientConfig.caBundle, secret.data['ca.crt'], "caBundle is the serving Secret's ca.crt")
+    t.same(
+      w.clientConfig.service && { name: w.clientConfig.service.name, namespace: w.clientConfig.service.namespace },
+      { name: RELEASE, namespace: NS },
+      'through the Service',
+    )
+  }
+})
+
+async function secretOf(injectFrom: string): Promise<string> {
+  const [ns, name] = injectFrom.split('/')
+  return (await getJson<{ spec: { secretName: string } }>(`/apis/cert-manager.io/v1/namespaces/${ns}/certificates/${name}`)).spec.secretName
+}
+
+t.test('2 replicas Running and Ready, exactly one holding the Lease', async (t) => {
+  const pods = await until(
+    '2 migrator pods Running and Ready',
+    120_000,
+    migratorPods,
+    (p) => p.length === 2 && runningReady(p).length === 2,
+    { everyMs: 500 },
+  )
+  const names = pods.map((p) => p.metadata.name)
+  const lease = await until(
+    'the Lease held by one of the pods',
+    60_000,
+    () => getJson<{ spec: { holderIdentity?: string } }>(`/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${RELEASE}`),
+    (l) => names.includes(l.spec.holderIdentity ?? ''),
+    { everyMs: 500 },
+  )
+  t.ok(names.includes(lease.spec.holderIdentity!), `held by ${lease.spec.holderIdentity}`)
+  const deploy = await getJson<{ status: { readyReplicas?: number; replicas?: number } }>(
+    `/apis/apps/v1/namespaces/${NS}/deployments/${RELEASE}`,
+  )
+  t.equal(deploy.status.readyReplicas, 2, 'the Deployment counts 2 ready replicas')
+})
+
+t.test('the API server calls the webhook through the Service', async (t) => {
+  const frozen = await createCrd(http, crdManifest({ group: 'frozen.install.test', versions: ['v1', 'v2'], storage: 'v1' }))
+  const unrelated = await createCrd(http, crdManifest({ group: 'unrelated.install.test', versions: ['v1', 'v2'], storage: 'v1' }))
+  const frozenPath = `${CRDS}/${frozen.metadata.name}`
+  const f = await patch(frozenPath, { metadata: { annotations: { [MIGRATING]: 'true' } } })
+  t.equal(f.status, 200, `freeze set: ${f.body.slice(0, 300)}`)
+  const versions = frozen.spec.versions.map((v) => ({ ...v, storage: v.name === 'v2' }))
+  // The endpoints may lag the pods' readiness by a moment: wait for the webhook's own answer.
+  const refused = await until(
+    'the storage flip of the frozen CRD refused by the webhook',
+    60_000,
+    () => patch(frozenPath, { spec: { versions } }),
+    (r) => r.status !== 200 && r.body.includes('is frozen for a storage version migration'),
+    { everyMs: 500 },
+  )
+  t.ok(refused.status >= 400 && refused.status < 500, `refused: HTTP ${refused.status}`)
+  t.match(
+    (JSON.parse(refused.body) as { message: string }).message,
+    /^admission webhook "storage-freeze\.crd-migrator\.io" denied the request: /,
+    "by the chart's webhook",
+  )
+  const after = await getJson<{ spec: { versions: Array<{ name: string; storage: boolean }> } }>(frozenPath)
+  t.same(
+    after.spec.versions.filter((v) => v.storage).map((v) => v.name),
+    ['v1'],
+    'storage stays v1',
+  )
+
+  const ok = await patch(`${CRDS}/${unrelated.metadata.name}`, {
+    metadata: { labels: { touched: 'yes' } },
+    spec: { versions: unrelated.spec.versions.map((v) => ({ ...v, storage: v.name === 'v2' })) },
+  })
+  t.equal(ok.status, 200, `an unrelated CRD's storage flip passes: ${ok.body.slice(0, 200)}`)
+})
+
+t.test('a managed CRD with objects at v1, storage flipped to v2, is migrated by the pods', async (t) => {
+  const ns = 'widgets-install'
+  await createNamespace(http, ns)
+  const created = await createCrd(http, crdManifest({ group: MANAGED_GROUP, versions: ['v1', 'v2'], storage: 'v1' }))
+  await createObjects(http, refFor(created, 'v1'), [ns], OBJECTS)
+  t.same(
+    Object.fromEntries(await storedVersionsInEtcd(cp, MANAGED_GROUP, 'widgets')),
+    { [`${MANAGED_GROUP}/v1`]: OBJECTS },
+    'etcd holds them at v1',
+  )
+  await setStorageVersion(http, created.metadata.name, 'v2')
+  // README.md, Mark a CRD as managed.
+  const label = await patch(`${CRDS}/${created.metadata.name}`, { metadata: { labels: { 'crd-migrator.io/managed': 'true' } } })
+  t.equal(label.status, 200, 'labelled managed')
+  const done = await until(
+    'storedVersions [v2]',
+    120_000,
+    () =>
+      getJson<{ metadata: { annotations?: Record<string, string> }; status: { storedVersions: string[] } }>(
+        `${CRDS}/${created.metadata.name}`,
+      ),
+    (c) => c.status.storedVersions.length === 1 && c.status.storedVersions[0] === 'v2' && !(MIGRATING in (c.metadata.annotations ?? {})),
+    { everyMs: 500 },
+  )
+  t.same(done.status.storedVersions, ['v2'], 'storedVersions [v2], the freeze lifted')
+  t.match(done.metadata.annotations?.['crd-migrator.io/last-result'] ?? '', /^Succeeded/, 'last-result Succeeded')
+  t.same(
+    Object.fromEntries(await storedVersionsInEtcd(cp, MANAGED_GROUP, 'widgets')),
+    { [`${MANAGED_GROUP}/v2`]: OBJECTS },
+    'etcd holds every object at v2',
+  )
+})
+
+const FROZEN = 'widgets.frozen.install.test'
+/** One write every 50 ms or so: a steady trickle, not a load test of the 2 cores. */
+const TRICKLE_MS = 50
+const SLOW = `gadgets.${MANAGED_GROUP}`
+const SLOW_OBJECTS = 400
+
+t.test('helm upgrade changing a value rolls the pods, no review refused under a trickle of CRD writes', async (t) => {
+  const before = (await migratorPods()).map((p) => p.metadata.name)
+  // Every write to the frozen CRD goes to the webhook (its matchConditions); admin's label changes are allowed.
+  const results: Array<{ status: number; body: string }> = []
+  let stop = false
+  const trickle = (async () => {
+    for (let i = 0; !stop; i++) {
+      const r = await patch(`${CRDS}/${FROZEN}`, { metadata: { labels: { tick: String(i) } } })
+      results.push(r)
+      await setTimeout(TRICKLE_MS) // the trickle's pace (a load, not a wait)
+    }
+  })()
+  // The value the next test needs: a slow migration of the gadgets CRD (its own qps).
+  const up = await helmRun([
+    'upgrade',
+    RELEASE,
+    CHART,
+    '-n',
+    NS,
+    '--reuse-values',
+    ...(await helm.valuesArgs({ migrator: { crds: { [SLOW]: { qps: 40 } } } })),
+  ])
+  t.equal(up.code, 0, `helm upgrade: ${up.stderr}`)
+  try {
+    const after = await until(
+      'the rollout: 2 new pods Running and Ready, the old ones gone',
+      150_000,
+      migratorPods,
+      (p) => p.length === 2 && runningReady(p).length === 2 && p.every((x) => !before.includes(x.metadata.name)),
+      { everyMs: 500 },
+    )
+    // A few more writes once the old pods are gone (the endpoints settle after them).
+    const seen = results.length
+    await until(
+      'more writes after the rollout',
+      30_000,
+      async () => results.length,
+      (n) => n >= seen + 10,
+    )
+    t.comment(`pods ${before.join(', ')} -> ${after.map((p) => p.metadata.name).join(', ')}; ${results.length} writes`)
+  } finally {
+    stop = true
+    await trickle
+  }
+  const refused = results.filter((r) => r.status !== 200)
+  t.ok(results.length >= 20, `${results.length} writes during the rollout`)
+  t.same(
+    refused.map((r) => `${r.status} ${r.body.slice(0, 300)}`),
+    [],
+    'no write refused or failed',
+  )
+  // Lift the test's own freeze (system:masters is break-glass): uninstall later must find none.
+  const lift = await patch(`${CRDS}/${FROZEN}`, { metadata: { annotations: { [MIGRATING]: null } } })
+  t.equal(lift.status, 200, `freeze lifted: ${lift.body.slice(0, 300)}`)
+})
+
+/** The pod's main process (its `node dist/cli/main.js serve`), found by its POD_NAME. */
+async function podProcess(pod: string): Promise<number[]> {
+  const pids: number[] = []
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    const environ = await readFile(`/proc/${entry}/environ`, 'utf8').catch(() => '')
+    const cmdline = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '')
+    if (environ.split('\0').includes(`POD_NAME=${pod}`) && cmdline.includes('dist/cli/main.js')) pids.push(Number(entry))
+  }
+  return pids
+}
+
+t.test('the leader killed mid-migration: another pod takes the Lease and finishes', async (t) => {
+  const ns = 'gadgets-install'
+  await createNamespace(http, ns)
+  const created = await createCrd(
+    http,
+    crdManifest({ group: MANAGED_GROUP, versions: ['v1', 'v2'], storage: 'v1', plural: 'gadgets', kind: 'Gadget' }),
+  )
+  await createObjects(http, refFor(created, 'v1'), [ns], SLOW_OBJECTS)
+  await setStorageVersion(http, SLOW, 'v2')
+  const leasePath = `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${RELEASE}`
+  const label = await patch(`${CRDS}/${SLOW}`, { metadata: { labels: { 'crd-migrator.io/managed': 'true' } } })
+  t.equal(label.status, 200, 'labelled managed')
+  const etcdAt = async () => Object.fromEntries(await storedVersionsInEtcd(cp, MANAGED_GROUP, 'gadgets'))
+  // Mid-migration: frozen, and some objects (not all) already rewritten at v2.
+  await until(
+    'the migration under way: some objects at v2',
+    60_000,
+    etcdAt,
+    (c) => (c[`${MANAGED_GROUP}/v2`] ?? 0) > 0 && (c[`${MANAGED_GROUP}/v1`] ?? 0) > 0,
+    { everyMs: 200 },
+  )
+  const leader = (await getJson<{ spec: { holderIdentity?: string } }>(leasePath)).spec.holderIdentity ?? ''
+  const pids = await podProcess(leader)
+  t.equal(pids.length, 1, `the leader ${leader}'s process: ${pids.join(', ')}`)
+  const killedAt = Date.now()
+  for (const pid of pids) process.kill(pid, 'SIGKILL')
+  // Gone for good: the pod deleted at once, so its restarted container cannot take the Lease back.
+  const del = await cp.apiRequest(`/api/v1/namespaces/${NS}/pods/${leader}`, { method: 'DELETE', body: { gracePeriodSeconds: 0 } })
+  t.ok(del.status === 200 || del.status === 404, `leader pod deleted: ${del.status}`)
+  const mid = await etcdAt()
+  t.ok((mid[`${MANAGED_GROUP}/v1`] ?? 0) > 0, `killed mid-migration: ${JSON.stringify(mid)}`)
+
+  const done = await until(
+    'storedVersions [v2] and the freeze lifted, by another pod',
+    150_000,
+    () => getJson<{ metadata: { annotations?: Record<string, string> }; status: { storedVersions: string[] } }>(`${CRDS}/${SLOW}`),
+    (c) => c.status.storedVersions.length === 1 && c.status.storedVersions[0] === 'v2' && !(MIGRATING in (c.metadata.annotations ?? {})),
+    { everyMs: 500 },
+  )
+  t.match(done.metadata.annotations?.['crd-migrator.io/last-result'] ?? '', /^Succeeded/, 'last-result Succeeded')
+  const holder = (await getJson<{ spec: { holderIdentity?: string } }>(leasePath)).spec.holderIdentity ?? ''
+  t.not(holder, leader, `the Lease moved: ${leader} -> ${holder}`)
+  t.comment(`killed at ${JSON.stringify(mid)}; finished ${((Date.now() - killedAt) / 1000).toFixed(1)}s after the kill`)
+  t.same(await etcdAt(), { [`${MANAGED_GROUP}/v2`]: SLOW_OBJECTS }, 'etcd holds every object at v2')
+  await until('2 pods Running and Ready again', 120_000, migratorPods, (p) => p.length === 2 && runningReady(p).length === 2, {
+    everyMs: 500,
+  })
+})
+
+t.test('helm test passes, its pods run by the agent', async (t) => {
+  // README.md: `helm test` needs `--set tests.enabled=true` (the hook is off by default).
+  const up = await helmRun(['upgrade', RELEASE, CHART, '-n', NS, '--reuse-values', '--set', 'tests.enabled=true'])
+  t.equal(up.code, 0, `helm upgrade --set tests.enabled=true: ${up.stderr}`)
+  const res = await helmRun(['test', RELEASE, '-n', NS, '--timeout', '3m'])
+  t.equal(res.code, 0, `helm test: ${res.stdout}\n${res.stderr}`)
+  t.match(res.stdout, /Phase:\s+Succeeded/, 'the test pods Succeeded')
+})
+
+t.test('helm uninstall leaves no ValidatingWebhookConfiguration and no freeze annotation', async (t) => {
+  const res = await helmRun(['uninstall', RELEASE, '-n', NS, '--wait', '--timeout', '2m'])
+  t.equal(res.code, 0, `helm uninstall: ${res.stderr}`)
+  t.same(await releaseVwcs(), [], 'no ValidatingWebhookConfiguration of the release')
+  const all = await getJson<{ items: Array<{ metadata: { name: string } }> }>(VWC)
+  t.same(
+    all.items.map((v) => v.metadata.name).filter((n) => n.includes('crd-migrator')),
+    [],
+    'none named for it either',
+  )
+  const crds = await getJson<{ items: Array<{ metadata: { name: string; annotations?: Record<string, string> } }> }>(CRDS)
+  t.same(
+    crds.items.filter((c) => MIGRATING in (c.metadata.annotations ?? {})).map((c) => c.metadata.name),
+    [],
+    'no CRD carries the freeze annotation',
+  )
+  await until('the migrator pods gone', 60_000, migratorPods, (p) => p.length === 0, { everyMs: 500 })
+})
