@@ -10,9 +10,13 @@
  * Lease; the API server calls the webhook through the Service (a storage flip of a frozen
  * CRD is refused with the webhook's message, an unrelated CRD write passes); a CRD labelled
  * crd-migrator.io/managed=true with objects at v1 and storage flipped to v2 is migrated by
- * the pods (etcd holds every object at v2, storedVersions [v2]); `helm test` passes (its
+ * the pods (etcd holds every object at v2, storedVersions [v2]); `helm upgrade` changing a
+ * value rolls both pods with no review refused under a trickle of writes to a frozen CRD;
+ * the leader SIGKILLed mid-migration (its pod deleted at once) and another pod takes the
+ * Lease and finishes (after the stale-heartbeat wait, about 55 s); `helm test` passes (its
  * pods run by the agent); `helm uninstall` leaves no ValidatingWebhookConfiguration and no
- * freeze annotation.
+ * freeze annotation. About 110 s. CRD_MIGRATOR_INSTALL_LOGS=1 prints the agent's log and
+ * the pods' logs after each subtest (always printed when one fails).
  */
 import { networkNamespace } from '../helpers/network-namespace.js'
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
@@ -125,7 +129,7 @@ async function dumpLogs(): Promise<void> {
   }
 }
 t.afterEach(async (t) => {
-  if (!t.passing()) await dumpLogs()
+  if (!t.passing() || process.env['CRD_MIGRATOR_INSTALL_LOGS'] === '1') await dumpLogs()
 })
 
 // The managed CRD lives in the group README's install names (`rbac.managedGroups={example.com}`).
