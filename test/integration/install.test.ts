@@ -12,14 +12,20 @@
  * crd-migrator.io/managed=true with objects at v1 and storage flipped to v2 is migrated by
  * the pods (etcd holds every object at v2, storedVersions [v2]); `helm upgrade` changing a
  * value rolls both pods with no review refused under a trickle of writes to a frozen CRD;
+ * cert-manager renews the serving certificate (`helm upgrade` with certManager.duration=1h,
+ * renewBefore=59m45s: reissued, then renewed again) and both pods serve the Secret's new
+ * certificate (a TLS handshake to each pod IP; the agent rewrites Secret volumes every 5 s)
+ * without a restart and with no review refused under the trickle, the durations set back after;
  * the leader SIGKILLed mid-migration (its pod deleted at once) and another pod takes the
  * Lease and finishes (after the stale-heartbeat wait, about 55 s); `helm test` passes (its
  * pods run by the agent); `helm uninstall` leaves no ValidatingWebhookConfiguration and no
- * freeze annotation. About 110 s. CRD_MIGRATOR_INSTALL_LOGS=1 prints the agent's log and
+ * freeze annotation. About 130 s. CRD_MIGRATOR_INSTALL_LOGS=1 prints the agent's log and
  * the pods' logs after each subtest (always printed when one fails).
  */
 import { networkNamespace } from '../helpers/network-namespace.js'
+import { X509Certificate } from 'node:crypto'
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
+import { connect } from 'node:tls'
 import { tmpdir } from 'node:os'
 import { setTimeout } from 'node:timers/promises'
 import { join } from 'node:path'
@@ -52,7 +58,14 @@ const tools = await ensureTools()
 const podsDir = await mkdtemp(join(tmpdir(), 'crdm-install-pods-'))
 const cp: ControlPlane = await startControlPlane({ extraApiserverFlags: { 'enable-aggregator-routing': 'true' } })
 const kcm: WorkloadControllers = await startWorkloadControllers(cp)
-const agent = await NodeAgent.start({ kubeconfig: cp.kubeconfigPath, backoff: { initialMs: 1000, maxMs: 5000 }, podsDir, log })
+// Secret volumes written again every 5 s (the kubelet's minute would outlast the renewal test).
+const agent = await NodeAgent.start({
+  kubeconfig: cp.kubeconfigPath,
+  backoff: { initialMs: 1000, maxMs: 5000 },
+  volumeResyncMs: 5000,
+  podsDir,
+  log,
+})
 const stopAll = async (cm?: CertManager) => {
   await agent.stop()
   await cm?.stop()
@@ -99,7 +112,7 @@ interface Condition {
 }
 interface PodJson {
   metadata: { name: string; deletionTimestamp?: string; ownerReferences?: Array<{ kind: string }> }
-  status: { phase?: string; conditions?: Condition[] }
+  status: { phase?: string; podIP?: string; conditions?: Condition[] }
 }
 const isTrue = (conds: Condition[] | undefined, type: string) => conds?.some((c) => c.type === type && c.status === 'True') === true
 const migratorPods = async (): Promise<PodJson[]> =>
@@ -342,6 +355,112 @@ t.test('helm upgrade changing a value rolls the pods, no review refused under a 
   // Lift the test's own freeze (system:masters is break-glass): uninstall later must find none.
   const lift = await patch(`${CRDS}/${FROZEN}`, { metadata: { annotations: { [MIGRATING]: null } } })
   t.equal(lift.status, 200, `freeze lifted: ${lift.body.slice(0, 300)}`)
+})
+
+/** The serial of the certificate a pod's webhook serves (a TLS handshake to its IP), '' if none. */
+function servedSerial(ip: string, port = 9443): Promise<string> {
+  return new Promise((resolve) => {
+    const sock = connect({ host: ip, port, rejectUnauthorized: false, servername: `${RELEASE}.${NS}.svc` })
+    const done = (serial: string) => {
+      sock.destroy()
+      resolve(serial)
+    }
+    sock.setTimeout(5000, () => done(''))
+    sock.once('error', () => done(''))
+    sock.once('secureConnect', () => done(String(sock.getPeerCertificate().serialNumber ?? '').toUpperCase()))
+  })
+}
+
+t.test('cert-manager renews the serving certificate, both pods serve the new one, no review failed', async (t) => {
+  const injectFrom = (await releaseVwcs())[0]?.metadata.annotations?.['cert-manager.io/inject-ca-from'] ?? ''
+  const certPath = `/apis/cert-manager.io/v1/namespaces/${injectFrom.split('/')[0]}/certificates/${injectFrom.split('/')[1]}`
+  const secretPath = `/api/v1/namespaces/${NS}/secrets/${await secretOf(injectFrom)}`
+  const secretSerial = async () => {
+    const s = await getJson<{ data?: Record<string, string> }>(secretPath)
+    return new X509Certificate(Buffer.from(s.data?.['tls.crt'] ?? '', 'base64')).serialNumber.toUpperCase()
+  }
+  const pods = runningReady(await migratorPods())
+  t.equal(pods.length, 2, '2 pods serving')
+  const ips = pods.map((p) => p.status.podIP ?? '')
+  const first = await secretSerial()
+  // Freeze the CRD again: its writes go to the webhook while the certificate changes under it.
+  const freeze = await patch(`${CRDS}/${FROZEN}`, { metadata: { annotations: { [MIGRATING]: 'true' } } })
+  t.equal(freeze.status, 200, `freeze set: ${freeze.body.slice(0, 300)}`)
+  const results: Array<{ status: number; body: string }> = []
+  let stop = false
+  const trickle = (async () => {
+    for (let i = 0; !stop; i++) {
+      results.push(await patch(`${CRDS}/${FROZEN}`, { metadata: { labels: { renew: String(i) } } }))
+      await setTimeout(TRICKLE_MS) // the trickle's pace (a load, not a wait)
+    }
+  })()
+  const serials = [first]
+  try {
+    // A 1 h certificate renewed 59m45s early: cert-manager reissues now (the spec changed), then every 15 s.
+    const up = await helmRun([
+      'upgrade',
+      RELEASE,
+      CHART,
+      '-n',
+      NS,
+      '--reuse-values',
+      '--set',
+      'certManager.duration=1h',
+      '--set',
+      'certManager.renewBefore=59m45s',
+    ])
+    t.equal(up.code, 0, `helm upgrade: ${up.stderr}`)
+    const settled = await until(
+      'the certificate reissued for the new duration, Ready',
+      60_000,
+      async () => ({
+        cert: await getJson<{ spec: { duration?: string }; status?: { conditions?: Condition[] } }>(certPath),
+        serial: await secretSerial(),
+      }),
+      (c) =>
+        c.cert.spec.duration === '1h0m0s' || c.cert.spec.duration === '1h'
+          ? c.serial !== first && isTrue(c.cert.status?.conditions, 'Ready')
+          : false,
+      { everyMs: 500 },
+    )
+    serials.push(settled.serial)
+    // Renewed once more after that, and both pods serve the Secret's current certificate.
+    const served = await until(
+      'a renewal after the reissue, served by both pods',
+      60_000,
+      async () => ({ secret: await secretSerial(), pods: await Promise.all(ips.map((ip) => servedSerial(ip))) }),
+      (s) => !serials.includes(s.secret) && s.pods.every((p) => p === s.secret),
+      { everyMs: 500 },
+    )
+    t.pass(`serials ${first} -> ${settled.serial} -> ${served.secret}; pods serve ${served.pods.join(', ')}`)
+    const now = (await migratorPods()).map((p) => p.metadata.name).sort()
+    t.same(now, pods.map((p) => p.metadata.name).sort(), 'the same pods (reloaded, not restarted)')
+  } finally {
+    stop = true
+    await trickle
+  }
+  t.ok(results.length >= 20, `${results.length} writes during the renewal`)
+  t.same(
+    results.filter((r) => r.status !== 200).map((r) => `${r.status} ${r.body.slice(0, 300)}`),
+    [],
+    'no write refused or failed',
+  )
+  const lift = await patch(`${CRDS}/${FROZEN}`, { metadata: { annotations: { [MIGRATING]: null } } })
+  t.equal(lift.status, 200, `freeze lifted: ${lift.body.slice(0, 300)}`)
+  // Back to the chart's durations: the later steps see no renewals every 15 s.
+  const back = await helmRun([
+    'upgrade',
+    RELEASE,
+    CHART,
+    '-n',
+    NS,
+    '--reuse-values',
+    '--set',
+    'certManager.duration=2160h',
+    '--set',
+    'certManager.renewBefore=360h',
+  ])
+  t.equal(back.code, 0, `helm upgrade back: ${back.stderr}`)
 })
 
 /** The pod's main process (its `node dist/cli/main.js serve`), found by its POD_NAME. */
