@@ -62,6 +62,7 @@ const MATRIX_SUITES = [
   'test/integration/kube-errors.test.ts',
   'test/integration/stored-versions-race.test.ts',
   'test/integration/cert-manager.test.ts',
+  'test/integration/install.test.ts',
 ]
 const harnessJs = join(root, 'dist-dev', 'dev', 'controlplane', 'controlplane.js')
 const log = (msg) => process.stderr.write(`[test] ${msg}\n`)
