@@ -15,9 +15,7 @@
 import { errorCode, errorMessage, CrdMigratorError } from '../errors.js'
 import { isConflict, isUnprocessable } from '../kube/api-errors.js'
 import { conversionStrategy } from '../kube/conversion.js'
-import { getCrd } from '../kube/crds.js'
-import { ContentType } from '../kube/http.js'
-import { crdPath } from '../kube/paths.js'
+import { getCrd, patchStoredVersions } from '../kube/crds.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { readCrdState } from '../state/crd-state.js'
 import { accessDenied } from './access-preflight.js'
@@ -167,22 +165,10 @@ async function narrowUnderStart(
     if (next.action === 'keep') return { storedVersions, kept: next.why }
     if (next.action === 'done') return { storedVersions }
     try {
-      const patched = await withRetry(
-        () =>
-          ctx.http.request<CustomResourceDefinition>({
-            method: 'PATCH',
-            path: crdPath(name, 'status'),
-            contentType: ContentType.jsonPatch,
-            body: [
-              { op: 'test', path: '/metadata/uid', value: start.uid },
-              { op: 'test', path: '/metadata/generation', value: start.generation },
-              { op: 'test', path: '/status/storedVersions', value: storedVersions },
-              { op: 'replace', path: '/status/storedVersions', value: [start.storageVersion] },
-            ],
-          }),
-        retry,
-      )
-      return { storedVersions: patched.body.status?.storedVersions ?? [] }
+      // The same patch as a frozen run's, without the freeze to test (there is none here).
+      const expect = { uid: crd.metadata.uid ?? '', generation: start.generation, storedVersions, annotations: {} }
+      const patched = await withRetry(() => patchStoredVersions(ctx.http, name, [start.storageVersion], expect), retry)
+      return { storedVersions: patched.status?.storedVersions ?? [] }
     } catch (err) {
       // A failed test is a 422 (1.30-1.37): something moved; read again and decide again.
       if (!isUnprocessable(err) && !isConflict(err)) throw err
