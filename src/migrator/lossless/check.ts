@@ -24,8 +24,9 @@ import { isConflict, isGone, isNotFound } from '../../kube/api-errors.js'
 import { conversionStrategy, isConversionRefusal } from '../../kube/conversion.js'
 import { ContentType, type KubeHttp } from '../../kube/http.js'
 import { collectionPath, listOrderKey, objectPath, resourceRef, type ResourceRef } from '../../kube/paths.js'
-import type { CustomResourceDefinition, ListMeta, ObjectMeta } from '../../kube/types.js'
+import type { CustomResourceDefinition, ObjectMeta } from '../../kube/types.js'
 import { continueFrom } from '../../kube/unreadable.js'
+import { pageRequest, type ListPage } from '../../kube/list-pages.js'
 import type { ConversionGate } from '../conversion/gate.js'
 import type { MigrationContext, MigrationSettings } from '../context.js'
 import { requestRetry, withRetry, type RetryOptions } from '../engine/retry.js'
@@ -157,9 +158,9 @@ async function forEachPage(
   let lastKey: string | undefined
   let restarted = false
   for (let pages = 0; ;) {
-    let page: { items: KubeObject[]; metadata: ListMeta }
+    let page: ListPage<KubeObject>
     try {
-      page = await withRetry(() => listPage(options.http, collectionPath(ref), options.pageSize, token, options.signal), options.retry)
+      page = await withRetry(() => listPage(ref, options, options.pageSize, token), options.retry)
     } catch (err) {
       if (!isGone(err) || token === undefined) throw err
       token = undefined
@@ -191,14 +192,9 @@ async function forEachPage(
   }
 }
 
-async function listPage(http: KubeHttp, path: string, limit: number, token: string | undefined, signal: AbortSignal | undefined) {
-  const { body } = await http.request<{ items?: KubeObject[] | null; metadata?: ListMeta }>({
-    method: 'GET',
-    path,
-    query: { limit, continue: token },
-    signal,
-  })
-  return { items: body.items ?? [], metadata: body.metadata ?? {} }
+/** A page of whole objects through `ref`'s version (list-pages.ts's request). */
+function listPage(ref: ResourceRef, options: LosslessOptions, limit: number, token: string | undefined): Promise<ListPage<KubeObject>> {
+  return pageRequest<KubeObject>(options.http, collectionPath(ref), { signal: options.signal })({ limit, continue: token })
 }
 
 /** The same objects at the same snapshot, through the storage version: what their rewrite keeps. */
@@ -211,7 +207,7 @@ async function compareWithStorageView(
 ): Promise<void> {
   const first = items[0]!
   const start = continueFrom(listOrderKey(first.metadata.namespace, first.metadata.name), resourceVersion)
-  const same = await withRetry(() => listPage(options.http, collectionPath(target), items.length, start, options.signal), options.retry)
+  const same = await withRetry(() => listPage(target, options, items.length, start), options.retry)
   const byUid = new Map(same.items.map((o) => [o.metadata.uid, o]))
   for (const before of items) {
     const after = byUid.get(before.metadata.uid)
@@ -309,9 +305,10 @@ export async function proveLossless(
   run: { maxPages?: number; conversion?: ConversionGate | undefined } = {},
 ): Promise<LosslessReport | undefined> {
   if (settings.losslessCheck === false) return undefined
+  const options = losslessOptions(ctx.http, settings, ctx.signal)
   const report = await checkLossless(crd, storageVersion, {
-    ...losslessOptions(ctx.http, settings, ctx.signal),
-    ...(run.conversion ? { retry: { ...requestRetry(settings.maxAttempts, ctx.signal), conversion: run.conversion } } : {}),
+    ...options,
+    ...(run.conversion ? { retry: { ...options.retry, conversion: run.conversion } } : {}),
     ...(run.maxPages !== undefined ? { maxPages: run.maxPages } : {}),
   })
   const log = ctx.logger.child({ crd: crd.metadata.name })
