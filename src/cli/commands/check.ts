@@ -1,0 +1,35 @@
+import type { Command } from 'commander'
+import { outputFormat } from '../output.js'
+import { addConfigOptions, configFromOptions } from '../options.js'
+import { CLIENT_FLAGS, logger, outputOption, shutdownSignal } from '../command-kit.js'
+
+export function registerCheck(program: Command): void {
+  addConfigOptions(program.command('check'), (s) =>
+    [...CLIENT_FLAGS, 'migrating-annotation', 'selector', 'crds', 'stash-presets', 'page-size', 'max-attempts'].includes(s.flag),
+  )
+    .description('is it safe to drop a version? yes or no per CRD, with reasons; exit code 3 when not')
+    .argument('[crd...]', 'only these CRDs, managed or not (default: every managed CRD, or the CRDs of --manifests)')
+    .option('--drop <version>', 'the version to drop')
+    .option(
+      '--manifests <path...>',
+      "CRD manifests about to be applied (files or directories, e.g. a chart's crds/): their CRDs are checked, for the versions they no longer list unless --drop says",
+    )
+    .option('--strict', 'a check that could not be made (forbidden, version not deprecated) answers no', false)
+    .addOption(outputOption())
+    .option('--json', 'the same as -o json')
+    .action(async (names: string[], opts: Record<string, unknown>) => {
+      const format = outputFormat(opts)
+      // Warnings only by default (a server that does not answer yet): the output is the table.
+      const config = configFromOptions({ logLevel: 'warn', ...opts })
+      const { runCheckCommand } = await import('../check.js')
+      process.exitCode = await runCheckCommand(config, process.stdout, {
+        format,
+        logger: logger(config, 'short'),
+        names,
+        drop: opts.drop as string | undefined,
+        manifests: opts.manifests as string[] | undefined,
+        strict: Boolean(opts.strict),
+        signal: shutdownSignal(undefined),
+      })
+    })
+}

@@ -1,0 +1,12 @@
+import { Argument, type Command } from 'commander'
+
+export function registerCompletion(program: Command): void {
+  program
+    .command('completion')
+    .description('print a completion script for bash, zsh or fish, e.g. source <(crd-migrator completion bash)')
+    .addArgument(new Argument('<shell>', 'bash, zsh or fish').choices(['bash', 'zsh', 'fish']))
+    .action(async (shell: 'bash' | 'zsh' | 'fish') => {
+      const { completionScript } = await import('../completion.js')
+      process.stdout.write(completionScript(shell, program))
+    })
+}

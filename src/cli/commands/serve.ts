@@ -1,0 +1,20 @@
+import type { Command } from 'commander'
+import { addConfigOptions, configFromOptions } from '../options.js'
+import { logger, shutdownSignal } from '../command-kit.js'
+
+export function registerServe(program: Command): void {
+  addConfigOptions(program.command('serve'))
+    .description('serve the validating webhook and, on the replica holding the Lease, run the migration controller')
+    .action(async (opts: Record<string, unknown>) => {
+      const config = configFromOptions(opts)
+      const log = logger(config, 'serve')
+      // Before start-up, not after: in a container node is PID 1, and PID 1 ignores a
+      // SIGTERM it has no handler for. One during start-up closes as soon as it is done.
+      const signal = shutdownSignal(log)
+      const { serve } = await import('../serve.js')
+      const handle = await serve(config, log)
+      if (!signal.aborted) await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }))
+      await handle.close()
+      log.flush()
+    })
+}
