@@ -13,9 +13,21 @@
  * - slow start: double the limit while the latency stays under half the tolerance;
  * - additive increase: one more while the latency stays within `tolerance` times the
  *   floor and the limit was reached (a limit nobody uses says nothing);
- * - multiplicative decrease: a quarter less when the latency rises past the tolerance
- *   (plus a margin, so noise does not flap it);
+ * - multiplicative decrease: a quarter less when the latency stays past the tolerance
+ *   (plus a margin, so noise does not flap it) for {@link DECREASE_STRIKES} windows in a
+ *   row (one slow window is a pause or a compaction, and a quarter less takes a quarter of
+ *   the limit's windows to win back);
  * - a 429 halves it at once (throttled()), once per burst of 429s.
+ *
+ * Past the tolerance, throughput decides. How far latency rises above the floor before the
+ * knee depends on the machine: etcd batches concurrent writes, so on a slow disk or CPU the
+ * latency of one write alone is a small part of the latency at the knee (a 2-core machine
+ * ran its best at 13× the floor, and a limit held at 8× gave 0.58× the throughput, npm run
+ * bench). So each window also measures answers per second: while the limit buys throughput
+ * (at least {@link SCALING_GAIN} more than the best at 50–80 % of it), latency above the
+ * tolerance is the server batching, not suffering, and the limit still grows; it comes
+ * down only when more in flight bought nothing (an API Priority and Fairness queue, a busy
+ * server: latency up, throughput flat).
  *
  * `decideLimit` is the decision as a pure function (tested by tables);
  * AdaptiveConcurrency collects the windows and applies it.
@@ -48,6 +60,11 @@ export const DEFAULT_TOLERANCE = 8
 /** Decrease only past tolerance × this: the dead band keeps noise from flapping the limit. */
 export const DECREASE_MARGIN = 1.25
 export const DECREASE_FACTOR = 0.75
+export const DECREASE_STRIKES = 2
+/** Past the tolerance the limit still grows while its throughput beats the best at 50–80 % of it by this much. */
+export const SCALING_GAIN = 1.05
+/** Weight of a new window in a limit's smoothed throughput (the rest: what was seen there before). */
+const RATE_WEIGHT = 0.5
 
 /** One window of answers, all to requests started under the same limit. */
 export interface LatencyWindow {
@@ -59,6 +76,8 @@ export interface LatencyWindow {
   medianMs: number
   /** Whether the requests in flight reached the limit during the window (else demand, not the limit, bounded them). */
   saturated: boolean
+  /** Answers per second during the window (every answer, also to requests sent before it opened); absent: latency alone decides. */
+  ratePerSecond?: number
 }
 
 export interface LimitState {
@@ -67,6 +86,10 @@ export interface LimitState {
   floorMs: number | null
   /** Doubling until the latency first rises past half the tolerance, or a 429. */
   slowStart: boolean
+  /** Smoothed answers per second seen at each limit while it was reached. */
+  rates?: Readonly<Record<number, number>>
+  /** Windows in a row past the decrease threshold so far (one alone is a spike: a pause, a compaction). */
+  strikes?: number
 }
 
 export type LimitDecision = 'slow-start' | 'increase' | 'hold' | 'idle' | 'decrease'
@@ -104,16 +127,55 @@ export function decideLimit(
   const s = resolve(settings)
   const floorMs = Math.max(Number.EPSILON, state.floorMs === null ? window.medianMs : Math.min(state.floorMs, window.medianMs))
   const ratio = window.medianMs / floorMs
-  const next = (limit: number, slowStart: boolean, decision: LimitDecision) => ({
-    state: { limit: Math.min(s.max, Math.max(s.min, limit)), floorMs, slowStart },
+  const rates = recordRate(state.rates, window)
+  const next = (limit: number, slowStart: boolean, decision: LimitDecision, strikes = 0) => ({
+    state: {
+      limit: Math.min(s.max, Math.max(s.min, limit)),
+      floorMs,
+      slowStart,
+      ...(rates ? { rates } : {}),
+      ...(strikes ? { strikes } : {}),
+    },
     decision,
   })
-  if (ratio > s.tolerance * DECREASE_MARGIN) return next(Math.floor(state.limit * DECREASE_FACTOR), false, 'decrease')
-  if (ratio > s.tolerance) return next(state.limit, false, 'hold')
+  if (ratio > s.tolerance) {
+    const gain = throughputGain(rates, window)
+    if (gain !== undefined && gain >= SCALING_GAIN) return next(state.limit + 1, false, 'increase')
+    // No gain measured yet, or none left: latency alone decides, as below the knee's throughput.
+    if (ratio > s.tolerance * DECREASE_MARGIN && (gain === undefined || gain < 1)) {
+      const strikes = (state.strikes ?? 0) + 1
+      if (strikes >= DECREASE_STRIKES) return next(Math.floor(state.limit * DECREASE_FACTOR), false, 'decrease')
+      return next(state.limit, false, 'hold', strikes)
+    }
+    return next(state.limit, false, 'hold')
+  }
   // A limit nobody reached says nothing about a higher one.
   if (!window.saturated) return next(state.limit, state.slowStart, 'idle')
   if (state.slowStart && ratio <= s.tolerance / 2) return next(state.limit * 2, true, 'slow-start')
   return next(state.limit + 1, false, 'increase')
+}
+
+/** The window's throughput folded into its limit's smoothed rate (only a saturated window measures the limit). */
+function recordRate(rates: LimitState['rates'], window: LatencyWindow): LimitState['rates'] {
+  if (window.ratePerSecond === undefined || !window.saturated || !(window.ratePerSecond > 0)) return rates
+  const before = rates?.[window.limit]
+  const rate = before === undefined ? window.ratePerSecond : before * (1 - RATE_WEIGHT) + window.ratePerSecond * RATE_WEIGHT
+  return { ...rates, [window.limit]: rate }
+}
+
+/**
+ * This limit's smoothed throughput against the best seen at 50–80 % of it: above 1, more in
+ * flight bought more answers per second. Undefined without both measurements.
+ */
+export function throughputGain(rates: LimitState['rates'], window: LatencyWindow): number | undefined {
+  const here = rates?.[window.limit]
+  if (here === undefined || !window.saturated) return undefined
+  let best: number | undefined
+  for (const [limit, rate] of Object.entries(rates!)) {
+    const l = Number(limit)
+    if (l >= window.limit * 0.5 && l <= window.limit * 0.8 && (best === undefined || rate > best)) best = rate
+  }
+  return best === undefined ? undefined : here / best
 }
 
 /** After a 429: half the limit, slow start over. */
@@ -134,6 +196,9 @@ export class AdaptiveConcurrency {
   private samples: Float64Array
   private count = 0
   private saturated = false
+  /** When the window opened, and every answer since (also to requests sent before): its throughput. */
+  private windowOpenedAt: number
+  private answersInWindow = 0
   private lastDecrease = Number.NEGATIVE_INFINITY
   /** Decisions so far, by kind (for logs and tests). */
   readonly decisions: Record<LimitDecision | 'throttled', number> = {
@@ -154,6 +219,7 @@ export class AdaptiveConcurrency {
     this.minSamples = resolve(settings).minSamples
     this.state = initialLimitState(settings)
     this.windowStart = this.now()
+    this.windowOpenedAt = this.windowStart
     this.samples = new Float64Array(Math.max(this.minSamples, resolve(settings).max))
   }
 
@@ -172,6 +238,7 @@ export class AdaptiveConcurrency {
 
   /** An answer (anything but a 429) to a request sent at `startedAt` (this clock), after `latencyMs`. */
   answered(startedAt: number, latencyMs: number): void {
+    this.answersInWindow++
     if (startedAt < this.windowStart) return
     this.samples[this.count++] = latencyMs
     // At least the limit (every request in flight answered once), and minSamples, but no
@@ -193,11 +260,14 @@ export class AdaptiveConcurrency {
   }
 
   private closeWindow(): void {
+    const now = this.now()
+    const elapsedMs = now - this.windowOpenedAt
     const window: LatencyWindow = {
       limit: this.state.limit,
       samples: this.count,
       medianMs: median(this.samples.subarray(0, this.count)),
       saturated: this.saturated,
+      ...(elapsedMs > 0 ? { ratePerSecond: (this.answersInWindow * 1000) / elapsedMs } : {}),
     }
     const { state, decision } = decideLimit(this.state, window, this.settings)
     this.decisions[decision]++
@@ -210,6 +280,8 @@ export class AdaptiveConcurrency {
     this.state = state
     this.count = 0
     this.saturated = false
+    this.windowOpenedAt = this.now()
+    this.answersInWindow = 0
     if (!changed) return
     // Answers to requests sent under the old limit say nothing about the new one.
     this.windowStart = this.now()
