@@ -25,12 +25,15 @@ const code = (s: string) => (s.includes('`') ? `\`\` ${s} \`\`` : `\`${s}\``)
 
 // ---------------------------------------------------------------- CLI
 
+/** Help text as one markdown line: wrapped help joined, `<placeholders>` outside code spans escaped. */
+const text = (s: string) => cell(s.replace(/\s*\n\s*/g, ' '))
+
 function commandSections(cmd: Command, helper: Help, depth: number): string[] {
   const out: string[] = []
   const usage = helper.commandUsage(cmd)
   out.push(`${'#'.repeat(Math.min(depth, 6))} ${usage.replace(/ \[options\].*$/, '').replace(/ \[.*$/, '')}`, '')
   const description = helper.commandDescription(cmd)
-  if (description) out.push(description, '')
+  if (description) out.push(text(description), '')
   out.push('```', `${usage}`, '```', '')
   const args = helper.visibleArguments(cmd)
   if (args.length > 0) {
@@ -38,7 +41,7 @@ function commandSections(cmd: Command, helper: Help, depth: number): string[] {
     for (const a of args) {
       // As the usage line writes it: <required>, [optional], ... when it takes several.
       const term = `${a.required ? '<' : '['}${helper.argumentTerm(a)}${a.variadic ? '...' : ''}${a.required ? '>' : ']'}`
-      out.push(`- ${code(term)}: ${helper.argumentDescription(a)}`)
+      out.push(`- ${code(term)}: ${text(helper.argumentDescription(a))}`)
     }
     out.push('')
   }
@@ -47,14 +50,15 @@ function commandSections(cmd: Command, helper: Help, depth: number): string[] {
     out.push('Options:', '')
     for (const o of options) {
       const description = helper.optionDescription(o)
-      out.push(`- ${code(helper.optionTerm(o))}${description ? `: ${description}` : ''}`)
+      out.push(`- ${code(helper.optionTerm(o))}${description ? `: ${text(description)}` : ''}`)
     }
     out.push('')
   }
   const subcommands = helper.visibleCommands(cmd).filter((c) => c.name() !== 'help')
   if (subcommands.length > 0) {
     out.push('Commands:', '')
-    for (const c of subcommands) out.push(`- [${code(c.name())}](#${anchor(helper.commandUsage(c))}): ${helper.subcommandDescription(c)}`)
+    for (const c of subcommands)
+      out.push(`- [${code(c.name())}](#${anchor(helper.commandUsage(c))}): ${text(helper.subcommandDescription(c))}`)
     out.push('')
     for (const c of subcommands) out.push(...commandSections(c, helper, depth + 1))
   }
