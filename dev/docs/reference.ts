@@ -7,6 +7,7 @@
  * dev/docs/main.ts writes them (npm run docs); test/unit/docs-reference.test.ts fails when
  * a committed page differs from what this renders.
  */
+import type { EventEmitter } from 'node:events'
 import { Help, type Command } from 'commander'
 import { Registry } from 'prom-client'
 import { buildProgram } from '../../src/cli/program.js'
@@ -34,6 +35,8 @@ function commandSections(cmd: Command, helper: Help, depth: number): string[] {
   out.push(`${'#'.repeat(Math.min(depth, 6))} ${usage.replace(/ \[options\].*$/, '').replace(/ \[.*$/, '')}`, '')
   const description = helper.commandDescription(cmd)
   if (description) out.push(text(description), '')
+  const before = helpText(cmd, depth === 2 ? ['beforeAll', 'before'] : ['before'])
+  if (before) out.push('```text', before, '```', '')
   out.push('```', `${usage}`, '```', '')
   const args = helper.visibleArguments(cmd)
   if (args.length > 0) {
@@ -54,6 +57,8 @@ function commandSections(cmd: Command, helper: Help, depth: number): string[] {
     }
     out.push('')
   }
+  const after = helpText(cmd, depth === 2 ? ['after', 'afterAll'] : ['after'])
+  if (after) out.push('```text', after, '```', '')
   const subcommands = helper.visibleCommands(cmd).filter((c) => c.name() !== 'help')
   if (subcommands.length > 0) {
     out.push('Commands:', '')
@@ -63,6 +68,15 @@ function commandSections(cmd: Command, helper: Help, depth: number): string[] {
     for (const c of subcommands) out.push(...commandSections(c, helper, depth + 1))
   }
   return out
+}
+
+/** What addHelpText adds to --help (examples, notes): commander writes it through these events. */
+function helpText(cmd: Command, positions: string[]): string {
+  let written = ''
+  for (const position of positions) {
+    ;(cmd as unknown as EventEmitter).emit(`${position}Help`, { error: false, command: cmd, write: (s: string) => (written += s) })
+  }
+  return written.replace(/^\s*\n/, '').replace(/\s+$/, '')
 }
 
 /** GitHub's anchor of a heading made by commandSections. */

@@ -46,6 +46,7 @@ t.test('the CLI page follows the program: a new command, argument or option appe
     .option('--level <n>', 'how hard', '3')
     .addOption(new Option('--mode <m>', 'which way').choices(['up', 'down']))
     .option('--name <value>', 'a wrapped\n  help text naming <crd>')
+    .addHelpText('after', '\nExamples:\n  tool frob x')
   program.command('secret', { hidden: true }).description('not for users')
   const page = renderCliReference(program)
   t.match(page, '## tool\n')
@@ -55,6 +56,7 @@ t.test('the CLI page follows the program: a new command, argument or option appe
   t.match(page, '- `--level <n>`: how hard (default: "3")')
   t.match(page, '- `--mode <m>`: which way (choices: "up", "down")')
   t.match(page, '- `--name <value>`: a wrapped help text naming &lt;crd&gt;\n', 'one line; a placeholder is not taken for HTML')
+  t.match(page, '```text\nExamples:\n  tool frob x\n```', 'text added to --help (examples) is kept')
   t.notMatch(page, 'secret', 'hidden commands stay hidden, as in --help')
 })
 
