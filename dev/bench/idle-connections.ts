@@ -13,7 +13,7 @@
  * --config passes a config file to serve (e.g. webhook.maxConnections,
  * webhook.timeouts.keepAliveSeconds). Bounded: at most --connections sockets, for at most
  * --hold-seconds, to 127.0.0.1; everything is closed at the end. Not a test: it prints
- * figures (the README quotes them), it asserts nothing.
+ * figures (docs/webhook.md quotes them), it asserts nothing.
  */
 import { spawn } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'

@@ -149,7 +149,7 @@ export const OPS_VALUES = {
   tests: { enabled: true },
 }
 
-/** An explicit stash rule, every field set (README's example, limited to two namespaces). */
+/** An explicit stash rule, every field set (docs/migrate-one-crd.md's example, limited to two namespaces). */
 export const EXPLICIT_STASH_RULE = {
   group: 'example.com',
   source: {

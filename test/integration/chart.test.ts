@@ -442,7 +442,7 @@ for (const scenario of scenarios) {
     })
 
     if (scenario.values['hostNetwork']) {
-      t.test('Pod Security: host networking needs a privileged namespace (README)', async (t) => {
+      t.test('Pod Security: host networking needs a privileged namespace (docs/install.md, Helm values)', async (t) => {
         const restricted = uniqueName('chart-hn')
         await createNamespace(restricted)
         const deployment = one(manifests, 'Deployment')

@@ -1,10 +1,10 @@
 /**
- * The chart installed the way README.md's Install section says, end to end: in a network
+ * The chart installed the way docs/install.md (and the README) says, end to end: in a network
  * namespace of its own (helpers/network-namespace.ts), a private control plane whose API
  * server reaches webhooks through Service endpoints (--enable-aggregator-routing=true), the
  * workload controllers and the node agent (dev/agent/: the pods are processes of the
  * project's dist/), and cert-manager's controllers and cainjector
- * (dev/controlplane/cert-manager.ts). Then `helm install` with the README's values, and:
+ * (dev/controlplane/cert-manager.ts). Then `helm install` with docs/install.md's values, and:
  * the Certificate is Ready and cainjector puts its CA into the chart's
  * ValidatingWebhookConfiguration; 2 replicas Running and Ready, one of them holding the
  * Lease; the API server calls the webhook through the Service (a storage flip of a frozen
@@ -145,12 +145,12 @@ t.afterEach(async (t) => {
   if (!t.passing() || process.env['CRD_MIGRATOR_INSTALL_LOGS'] === '1') await dumpLogs()
 })
 
-// The managed CRD lives in the group README's install names (`rbac.managedGroups={example.com}`).
+// The managed CRD lives in the group docs/install.md's install names (`rbac.managedGroups={example.com}`).
 const MANAGED_GROUP = 'example.com'
 const OBJECTS = 60
 
 t.test('helm install with the README values; the Certificate becomes Ready and cainjector fills the caBundle', async (t) => {
-  // README.md, Install, 3. crd-migrator: these values and nothing else.
+  // docs/install.md, Install, 3. crd-migrator: these values and nothing else.
   const res = await helmRun([
     'install',
     RELEASE,
@@ -273,7 +273,7 @@ t.test('a managed CRD with objects at v1, storage flipped to v2, is migrated by 
     'etcd holds them at v1',
   )
   await setStorageVersion(http, created.metadata.name, 'v2')
-  // README.md, Mark a CRD as managed.
+  // docs/install.md, Mark a CRD as managed.
   const label = await patch(`${CRDS}/${created.metadata.name}`, { metadata: { labels: { 'crd-migrator.io/managed': 'true' } } })
   t.equal(label.status, 200, 'labelled managed')
   const done = await until(
@@ -525,7 +525,7 @@ t.test('the leader killed mid-migration: another pod takes the Lease and finishe
 })
 
 t.test('helm test passes, its pods run by the agent', async (t) => {
-  // README.md: `helm test` needs `--set tests.enabled=true` (the hook is off by default).
+  // docs/install.md: `helm test` needs `--set tests.enabled=true` (the hook is off by default).
   const up = await helmRun(['upgrade', RELEASE, CHART, '-n', NS, '--reuse-values', '--set', 'tests.enabled=true'])
   t.equal(up.code, 0, `helm upgrade --set tests.enabled=true: ${up.stderr}`)
   const res = await helmRun(['test', RELEASE, '-n', NS, '--timeout', '3m'])

@@ -309,7 +309,7 @@ t.test('the entry point is the built crd-migrator CLI, running `serve`', async (
   t.equal(node, '/nodejs/bin/node', 'distroless node')
   // No node flags: `serve` keeps V8's default young generation. The executable's shebang
   // caps it for the CLI (migrate), but the webhook parses reviews of up to 3 MiB, and with
-  // 2 MB semi-spaces a 1 MB CRD's review took 4x the floor's p99 (README, Benchmarks).
+  // 2 MB semi-spaces a 1 MB CRD's review took 4x the floor's p99 (docs/commands.md and docs/performance.md).
   t.same(extra, [])
   t.notOk(script!.startsWith('-'), 'no node flags before the script')
   t.ok(nodeFlagsOfShebang(read('src/cli/main.ts')).length > 0, 'while the CLI executable sets its own')

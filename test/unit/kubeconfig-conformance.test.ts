@@ -5,7 +5,7 @@
  * carry is compared: the server, the CA, the client certificate and key, the auth headers,
  * insecure-skip-tls-verify, tls-server-name, proxy-url and the namespace. Where we differ on
  * purpose (kubectl's behaviour where client-node has its own, or a field client-node does
- * not read) the test asserts the difference, and the README lists it ("Kubeconfig",
+ * not read) the test asserts the difference, and docs/configuration.md lists it ("Kubeconfig",
  * differences from client-node). Field-by-field parsing and errors: kubeconfig.test.ts.
  */
 import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
@@ -49,7 +49,7 @@ interface Source {
 interface Shape {
   name: string
   setup: (dir: string) => Promise<Source>
-  /** An intended difference: asserts it, instead of equality (each is a row of the README's table). */
+  /** An intended difference: asserts it, instead of equality (each is a row of docs/configuration.md's table). */
   differs?: (t: Test, ours: Seen | Error, theirs: Seen | Error, dir: string) => Promise<void> | void
 }
 
@@ -131,7 +131,7 @@ async function ours(source: Source): Promise<Seen> {
     key: text(tls.key),
     headers,
     insecure: tls.rejectUnauthorized === false,
-    // tls-server-name as configured (we send it as SNI only when it is a name, see the README).
+    // tls-server-name as configured (we send it as SNI only when it is a name, see docs/configuration.md).
     servername: context.cluster.tlsServerName,
     proxy: context.cluster.proxyUrl?.href.replace(/\/$/, ''),
     namespace: context.namespace,
@@ -368,7 +368,7 @@ const SHAPES: Shape[] = [
     },
   },
 
-  // The intended differences (README, "Differences from client-node").
+  // The intended differences (docs/configuration.md, "Differences from client-node").
   {
     name: 'DIFFERS: KUBECONFIG files that both set current-context: the first wins (kubectl), client-node takes the last',
     setup: async (dir) => {
