@@ -1,170 +1,159 @@
 /**
- * `crd-migrator completion bash|zsh|fish`: a completion script generated from the
- * program's own commands and options (commander has none built in), so it cannot drift
- * from the CLI. It completes command names, each command's long and short options, the
- * values of options and arguments with a fixed set of choices, and file names otherwise.
+ * `crd-migrator completion bash|zsh|fish`: a thin script that asks the program itself
+ * (`crd-migrator __complete WORD...`, complete/run.ts) what fits the word being typed, as
+ * cobra's generated scripts do. The script knows no command or flag: whatever the
+ * installed version offers (its commands, flags, choices, the kubeconfig's contexts, the
+ * cluster's CRDs) is what Tab offers.
+ *
+ * The answer is cobra's: candidates one a line (`value<TAB>description`), then
+ * `:<directive>`; the scripts act on the directives crd-migrator sends: 4 no file names,
+ * 32 keep the order (managed CRDs first), 0 with no candidates: file names.
  */
-import type { Command, Option } from 'commander'
+import { PROGRAM_NAME } from './program.js'
 
 export const SHELLS = ['bash', 'zsh', 'fish'] as const
 export type Shell = (typeof SHELLS)[number]
 
-/** What a script needs to know of one command. */
-interface CommandSpec {
-  name: string
-  description: string
-  options: OptionSpec[]
-  /** Choices of the first argument, e.g. the shells of `completion`. */
-  argumentChoices: readonly string[]
-}
+/** A shell function name from the program's: crd-migrator -> _crd_migrator. */
+export const functionName = (name: string): string => `_${name.replace(/[^A-Za-z0-9_]/g, '_')}`
 
-interface OptionSpec {
-  long?: string
-  short?: string
-  description: string
-  /** The option takes a value. */
-  takesValue: boolean
-  choices: readonly string[]
-}
-
-function optionSpec(o: Option): OptionSpec {
-  return {
-    long: o.long,
-    short: o.short,
-    description: firstClause(o.description),
-    takesValue: o.required || o.optional,
-    choices: o.argChoices ?? [],
-  }
-}
-
-/** Help text up to its first `;` or `(`, without the `[env ...]` note: a line in a menu. */
-function firstClause(text: string): string {
-  return text
-    .replace(/\s*\[env [^\]]*\]$/, '')
-    .split(/[;(]/)[0]!
-    .trim()
-}
-
-export function commandSpecs(program: Command): CommandSpec[] {
-  return program.commands.map((cmd) => ({
-    name: cmd.name(),
-    description: firstClause(cmd.description()),
-    options: [
-      ...cmd.options.filter((o) => !o.hidden).map(optionSpec),
-      { long: '--help', description: 'display help', takesValue: false, choices: [] },
-    ],
-    argumentChoices: cmd.registeredArguments[0]?.argChoices ?? [],
-  }))
-}
-
-export function completionScript(shell: Shell, program: Command): string {
-  const name = program.name()
-  const specs = commandSpecs(program)
+export function completionScript(shell: Shell, name: string = PROGRAM_NAME): string {
   switch (shell) {
     case 'bash':
-      return bashScript(name, specs)
+      return bashScript(name)
     case 'zsh':
-      return zshScript(name, specs)
+      return zshScript(name)
     case 'fish':
-      return fishScript(name, specs)
+      return fishScript(name)
   }
 }
 
-const flags = (o: OptionSpec) => [o.long, o.short].filter((f): f is string => f !== undefined)
-/** A shell function name from the program's: crd-migrator -> _crd_migrator. */
-const functionName = (name: string) => `_${name.replace(/[^A-Za-z0-9_]/g, '_')}`
-/** Single-quoted for zsh (as for any POSIX shell: a quote ends, is escaped, and starts again). */
-const shQuote = (s: string) => `'${s.replace(/'/g, "'\\''")}'`
-/** Single-quoted for fish, which reads \\ and \' inside single quotes. */
-const fishQuote = (s: string) => `'${s.replace(/[\\']/g, '\\$&')}'`
-
-function bashScript(name: string, specs: CommandSpec[]): string {
+function bashScript(name: string): string {
   const fn = functionName(name)
-  const words = (s: CommandSpec) => [...s.argumentChoices, ...s.options.flatMap(flags)].join(' ')
-  // After an option that takes a value: its choices, or nothing (then bash offers file names).
-  const valueCases = (s: CommandSpec) => {
-    const values = s.options.filter((o) => o.takesValue)
-    const free = values.filter((o) => o.choices.length === 0).flatMap(flags)
-    return [
-      ...values
-        .filter((o) => o.choices.length > 0)
-        .map((o) => `        ${flags(o).join('|')}) COMPREPLY=($(compgen -W "${o.choices.join(' ')}" -- "$cur")); return ;;`),
-      ...(free.length > 0 ? [`        ${free.join('|')}) return ;;`] : []),
-    ]
-  }
-  return [
-    `# ${name} completion for bash: source <(${name} completion bash)`,
-    `${fn}() {`,
-    '  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} cmd= i',
-    '  COMPREPLY=()',
-    '  for ((i = 1; i < COMP_CWORD; i++)); do',
-    '    case ${COMP_WORDS[i]} in -*) ;; *) cmd=${COMP_WORDS[i]}; break ;; esac',
-    '  done',
-    '  case $cmd in',
-    `    '') COMPREPLY=($(compgen -W "${[...specs.map((s) => s.name), '--help', '--version'].join(' ')}" -- "$cur")); return ;;`,
-    ...specs.flatMap((s) => [
-      `    ${s.name})`,
-      '      case $prev in',
-      ...valueCases(s),
-      '      esac',
-      `      COMPREPLY=($(compgen -W "${words(s)}" -- "$cur")) ;;`,
-    ]),
-    '  esac',
-    '}',
-    // -o default: file names when nothing else fits (a value of --kubeconfig, a CRD name is typed).
-    `complete -o default -F ${fn} ${name}`,
-    '',
-  ].join('\n')
+  return `# ${name} completion for bash: source <(${name} completion bash)
+# Asks \`${name} __complete WORD...\` for the candidates of the word at the cursor.
+${fn}() {
+  local words=() cur piece line w i joined
+  COMPREPLY=()
+  # bash splits --context=x and a:b at COMP_WORDBREAKS; the program wants the words as typed,
+  # so pieces with no space between them are joined again (COMP_LINE tells where spaces are).
+  if [[ -n \${COMP_LINE+set} && -n \${COMP_POINT+set} ]]; then
+    line=\${COMP_LINE:0:COMP_POINT}
+    for ((i = 0; i <= COMP_CWORD; i++)); do
+      joined=1
+      if [[ $line =~ ^[[:space:]]+ ]]; then
+        line=\${line:\${#BASH_REMATCH[0]}}
+        joined=0
+      fi
+      w=\${COMP_WORDS[i]}
+      # The word at the cursor: only what is before the cursor.
+      ((i == COMP_CWORD)) && w=$line
+      if [[ $line != "$w"* ]]; then
+        words=("\${COMP_WORDS[@]:0:COMP_CWORD+1}")
+        piece=\${COMP_WORDS[COMP_CWORD]}
+        break
+      fi
+      line=\${line:\${#w}}
+      piece=$w
+      if ((i > 1 && joined)); then words[\${#words[@]}-1]+=$w; else words+=("$w"); fi
+    done
+  else
+    words=("\${COMP_WORDS[@]:0:COMP_CWORD+1}")
+    piece=\${COMP_WORDS[COMP_CWORD]}
+  fi
+  cur=\${words[\${#words[@]}-1]}
+  # Right after a word break (--context=|), bash replaces nothing: the candidates follow it.
+  [[ $piece =~ ^[=:]+$ ]] && piece=
+  local prog=\${words[0]} out directive keep prefix= c
+  [[ $prog == '~/'* ]] && prog=$HOME/\${prog:2}
+  out=$("$prog" __complete "\${words[@]:1}" 2>/dev/null </dev/null) || return 0
+  directive=\${out##*$'\\n'}
+  directive=\${directive#:}
+  [[ $directive =~ ^[0-9]+$ ]] || return 0
+  if [[ $out == *$'\\n'* ]]; then out=\${out%$'\\n'*}; else out=; fi
+  # The answer to --flag=x is the value alone; bash replaces what follows its last word break.
+  [[ $cur == -*=* ]] && prefix=\${cur%%=*}=
+  keep=\${cur:0:\${#cur}-\${#piece}}
+  if [[ -n $out ]]; then
+    while IFS= read -r c; do
+      c=$prefix\${c%%$'\\t'*}
+      [[ $c == "$keep"* ]] && COMPREPLY+=("\${c:\${#keep}}")
+    done <<<"$out"
+  fi
+  ((directive & 2)) && compopt -o nospace 2>/dev/null
+  ((directive & 32)) && compopt -o nosort 2>/dev/null
+  # Nothing fits and file names would not either: no fallback to them.
+  ((directive & 4)) && ((\${#COMPREPLY[@]} == 0)) && compopt +o default 2>/dev/null
+  return 0
+}
+# -o default: file names when the program offers nothing and says they fit (--kubeconfig, --manifests).
+complete -o default -F ${fn} ${name}
+`
 }
 
-function zshScript(name: string, specs: CommandSpec[]): string {
+function zshScript(name: string): string {
   const fn = functionName(name)
-  const escape = (s: string) => s.replace(/[[\]:\\]/g, '\\$&')
-  const optionArg = (o: OptionSpec, flag: string) => {
-    const spec = `${flag}[${escape(o.description)}]`
-    if (!o.takesValue) return shQuote(spec)
-    return shQuote(`${spec}:value:${o.choices.length > 0 ? `(${o.choices.join(' ')})` : '_files'}`)
-  }
-  return [
-    `#compdef ${name}`,
-    `# ${name} completion for zsh: source <(${name} completion zsh), or save it as _${name} in your $fpath`,
-    `${fn}() {`,
-    '  local -a commands',
-    `  commands=(${specs.map((s) => shQuote(`${s.name}:${s.description.replace(/:/g, '\\:')}`)).join(' ')})`,
-    '  if (( CURRENT == 2 )); then',
-    "    _describe 'command' commands",
-    '    return',
-    '  fi',
-    '  case ${words[2]} in',
-    ...specs.map((s) => {
-      const args = s.options.flatMap((o) => flags(o).map((f) => optionArg(o, f)))
-      if (s.argumentChoices.length > 0) args.push(shQuote(`1:${s.name}:(${s.argumentChoices.join(' ')})`))
-      else args.push(shQuote('*:file:_files'))
-      return `    ${s.name}) shift words; (( CURRENT-- )); _arguments -s ${args.join(' ')} ;;`
-    }),
-    '  esac',
-    '}',
-    `if [ "$funcstack[1]" = "${fn}" ]; then ${fn} "$@"; else compdef ${fn} ${name}; fi`,
-    '',
-  ].join('\n')
+  return `#compdef ${name}
+# ${name} completion for zsh: source <(${name} completion zsh) after compinit, or save it as _${name} in your $fpath
+# Asks \`${name} __complete WORD...\` for the candidates of the word at the cursor.
+${fn}() {
+  local cur=\${words[CURRENT]} out directive prefix= line value description keep=
+  local -a lines candidates nospace
+  out=$(\${~words[1]} __complete "\${(@)words[2,CURRENT]}" 2>/dev/null </dev/null) || return 1
+  lines=("\${(@f)out}")
+  directive=\${lines[-1]#:}
+  [[ $directive == <-> ]] || return 1
+  lines=("\${(@)lines[1,-2]}")
+  # The answer to --flag=x is the value alone.
+  [[ $cur == -*=* ]] && prefix=\${cur%%=*}=
+  for line in $lines; do
+    [[ -z $line ]] && continue
+    value=\${line%%$'\\t'*}
+    description=
+    [[ $line == *$'\\t'* ]] && description=\${line#*$'\\t'}
+    # _describe reads value:description, so a colon in the value is escaped.
+    candidates+=("\${prefix}\${value//:/\\\\:}\${description:+:$description}")
+  done
+  (( directive & 32 )) && keep=-V
+  (( directive & 2 )) && nospace=(-S '')
+  if (( \${#candidates} > 0 )); then
+    _describe $keep 'values' candidates "\${(@)nospace}"
+  elif (( ! (directive & 4) )); then
+    [[ $cur == -*=* ]] && compset -P '*='
+    _files
+  else
+    return 1
+  fi
+}
+if [ "$funcstack[1]" = "${fn}" ]; then ${fn} "$@"; else compdef ${fn} ${name}; fi
+`
 }
 
-function fishScript(name: string, specs: CommandSpec[]): string {
-  const lines = [
-    `# ${name} completion for fish: ${name} completion fish | source, or save it as ~/.config/fish/completions/${name}.fish`,
-    `complete -c ${name} -f`,
-    `complete -c ${name} -n __fish_use_subcommand -l help -d 'display help'`,
-    `complete -c ${name} -n __fish_use_subcommand -l version -d 'print the version'`,
-  ]
-  for (const s of specs) {
-    lines.push(`complete -c ${name} -n __fish_use_subcommand -a ${s.name} -d ${fishQuote(s.description)}`)
-    const when = `-n ${fishQuote(`__fish_seen_subcommand_from ${s.name}`)}`
-    if (s.argumentChoices.length > 0) lines.push(`complete -c ${name} ${when} -a ${fishQuote(s.argumentChoices.join(' '))}`)
-    for (const o of s.options) {
-      const names = [o.long ? `-l ${o.long.slice(2)}` : '', o.short ? `-s ${o.short.slice(1)}` : ''].filter(Boolean).join(' ')
-      const value = !o.takesValue ? '' : o.choices.length > 0 ? ` -x -a ${fishQuote(o.choices.join(' '))}` : ' -r -F'
-      lines.push(`complete -c ${name} ${when} ${names}${value} -d ${fishQuote(o.description)}`)
-    }
-  }
-  return lines.join('\n') + '\n'
+function fishScript(name: string): string {
+  const fn = `__${functionName(name).slice(1)}_complete`
+  return `# ${name} completion for fish: ${name} completion fish | source, or save it as ~/.config/fish/completions/${name}.fish
+# Asks \`${name} __complete WORD...\` for the candidates of the word at the cursor.
+function ${fn}
+    set -l args (commandline -opc)
+    set -l cur (commandline -ct)
+    set -l out ($args[1] __complete $args[2..-1] $cur 2>/dev/null </dev/null)
+    or return
+    set -l directive (string replace -r -- '^:' '' $out[-1])
+    string match -qr -- '^[0-9]+$' $directive; or return
+    set -e out[-1]
+    # The answer to --flag=x is the value alone; fish replaces the whole token.
+    set -l prefix (string match -r -- '^-[^=]*=' $cur)
+    for c in $out
+        printf '%s%s\\n' "$prefix" $c
+    end
+    if test (count $out) -eq 0; and test (math "bitand($directive, 4)") -eq 0
+        for p in (__fish_complete_path (string replace -r -- '^-[^=]*=' '' $cur))
+            printf '%s%s\\n' "$prefix" $p
+        end
+    end
+end
+complete -c ${name} -e
+# -f: file names only when the program says they fit; -k: its order (managed CRDs first).
+complete -c ${name} -f -k -a '(${fn})'
+`
 }

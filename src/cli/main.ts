@@ -2,15 +2,16 @@
 import { CommanderError } from 'commander'
 import { describeError, errorCode } from '../errors.js'
 import { plainText } from '../sanitize.js'
-import { buildProgram } from './program.js'
+import { buildProgram, programName } from './program.js'
+import { COMPLETE_COMMAND, runComplete } from './commands/complete.js'
 
 // Exit codes: 0 done, 1 a migration or request failed, 2 bad usage or configuration, 3 `check`: not safe to drop.
-buildProgram()
-  .parseAsync(process.argv)
-  .catch((err: unknown) => {
-    // commander has printed its message (or the help, or the version) already.
-    if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2)
-    process.stderr.write(`crd-migrator: ${plainText(describeError(err))}\n`)
-    // A kubeconfig that cannot be used is configuration too.
-    process.exit(errorCode(err) === 'CRDM_CONFIG_INVALID' || errorCode(err) === 'CRDM_KUBECONFIG' ? 2 : 1)
-  })
+const program = buildProgram(programName(process.argv[1], process.env))
+const run = process.argv[2] === COMPLETE_COMMAND ? runComplete(program, process.argv.slice(3)) : program.parseAsync(process.argv)
+run.catch((err: unknown) => {
+  // commander has printed its message (or the help, or the version) already.
+  if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2)
+  process.stderr.write(`crd-migrator: ${plainText(describeError(err))}\n`)
+  // A kubeconfig that cannot be used is configuration too.
+  process.exit(errorCode(err) === 'CRDM_CONFIG_INVALID' || errorCode(err) === 'CRDM_KUBECONFIG' ? 2 : 1)
+})

@@ -2,6 +2,7 @@
  * The CLI as a commander program, built but not run: main.ts parses argv with it, and the
  * generated CLI reference and the completion read the same commands and options.
  */
+import { basename } from 'node:path'
 import { Command } from 'commander'
 import { VERSION } from '../version.js'
 import { registerServe } from './commands/serve.js'
@@ -11,12 +12,23 @@ import { registerCheck } from './commands/check.js'
 import { registerPlan } from './commands/plan.js'
 import { registerWebhookConfig } from './commands/webhook-config.js'
 import { registerCompletion } from './commands/completion.js'
+import { registerComplete } from './commands/complete.js'
+
+/** The name in usage and help: `kubectl crd-migrator` when kubectl runs it as a plugin. */
+export const PROGRAM_NAME = 'crd-migrator'
+export const PLUGIN_NAME = 'kubectl crd-migrator'
+
+/** kubectl runs a plugin by its file name (kubectl-crd_migrator); old kubectl versions also set KUBECTL_PLUGINS_CALLER. */
+export function programName(script: string | undefined, env: NodeJS.ProcessEnv): string {
+  const file = script ? basename(script) : ''
+  return file.startsWith('kubectl-') || file.startsWith('kubectl_complete-') || env['KUBECTL_PLUGINS_CALLER'] ? PLUGIN_NAME : PROGRAM_NAME
+}
 
 // Each command's module is imported when it runs: `migrate` and `status` never load the
 // webhook server and the metrics registry, `--version` and `--help` load neither (start-up time).
-export function buildProgram(): Command {
+export function buildProgram(name: string = PROGRAM_NAME): Command {
   const program = new Command()
-    .name('crd-migrator')
+    .name(name)
     .version(VERSION, '--version', 'print the version and exit')
     // Usage errors reach main.ts's one exit path (exit code 2), help and --version exit 0.
     .exitOverride()
@@ -31,5 +43,6 @@ export function buildProgram(): Command {
   registerPlan(program)
   registerWebhookConfig(program)
   registerCompletion(program)
+  registerComplete(program)
   return program
 }

@@ -25,23 +25,9 @@ export interface LoadKubeConfigOptions {
  */
 export function loadKubeConfig(file?: string, options: LoadKubeConfigOptions = {}): KubeContext {
   const env = options.env ?? process.env
-  if (file) {
-    if (!existsSync(file)) throw new CrdMigratorError('CRDM_KUBECONFIG', `kubeconfig ${file} does not exist`)
-    return resolveContext(readKubeconfig(file), options.context)
-  }
-  const listed = (env['KUBECONFIG'] ?? '').split(delimiter).filter((f) => f !== '')
-  if (listed.length > 0) {
-    // kubectl skips listed files that do not exist; one that exists must parse.
-    const present = listed.filter((f) => existsSync(f))
-    if (present.length === 0) {
-      throw new CrdMigratorError('CRDM_KUBECONFIG', `none of the files in KUBECONFIG exists: ${listed.join(', ')}`)
-    }
-    const configs = present.map(readKubeconfig)
-    const merged = configs.length === 1 ? configs[0]! : mergeKubeconfigs(configs, `kubeconfig files ${present.join(', ')} (KUBECONFIG)`)
-    return resolveContext(merged, options.context)
-  }
+  const config = readKubeconfigs(file, options)
+  if (config) return resolveContext(config, options.context)
   const home = join(options.homeDir ?? homedir(), '.kube', 'config')
-  if (existsSync(home)) return resolveContext(readKubeconfig(home), options.context)
   const inCluster = inClusterContext(env, options.serviceAccountDir ?? SERVICE_ACCOUNT_DIR)
   if (inCluster) {
     if (options.context) {
@@ -56,6 +42,34 @@ export function loadKubeConfig(file?: string, options: LoadKubeConfigOptions = {
     'CRDM_KUBECONFIG',
     `no Kubernetes cluster configured: pass --kubeconfig, set KUBECONFIG, write ${home}, or run inside a cluster`,
   )
+}
+
+/**
+ * The kubeconfig kubectl would read, every context in it (completion lists them): an
+ * explicit file, else the files of $KUBECONFIG merged, else ~/.kube/config; undefined when
+ * there is none (in a pod, the service account is all there is).
+ */
+export function readKubeconfigs(
+  file?: string,
+  options: Omit<LoadKubeConfigOptions, 'context' | 'serviceAccountDir'> = {},
+): Kubeconfig | undefined {
+  const env = options.env ?? process.env
+  if (file) {
+    if (!existsSync(file)) throw new CrdMigratorError('CRDM_KUBECONFIG', `kubeconfig ${file} does not exist`)
+    return readKubeconfig(file)
+  }
+  const listed = (env['KUBECONFIG'] ?? '').split(delimiter).filter((f) => f !== '')
+  if (listed.length > 0) {
+    // kubectl skips listed files that do not exist; one that exists must parse.
+    const present = listed.filter((f) => existsSync(f))
+    if (present.length === 0) {
+      throw new CrdMigratorError('CRDM_KUBECONFIG', `none of the files in KUBECONFIG exists: ${listed.join(', ')}`)
+    }
+    const configs = present.map(readKubeconfig)
+    return configs.length === 1 ? configs[0]! : mergeKubeconfigs(configs, `kubeconfig files ${present.join(', ')} (KUBECONFIG)`)
+  }
+  const home = join(options.homeDir ?? homedir(), '.kube', 'config')
+  return existsSync(home) ? readKubeconfig(home) : undefined
 }
 
 function readKubeconfig(file: string): Kubeconfig {

@@ -115,9 +115,18 @@ t.test('the built CLI runs with production dependencies only', async (t) => {
   const completion = await run(process.execPath, ['dist/cli/main.js', 'completion', 'bash'], app, env)
   t.equal(completion.code, 0, 'crd-migrator completion bash', { stderr: completion.stderr })
   t.match(completion.stdout, /^complete -o default -F _crd_migrator crd-migrator$/m)
+  t.match(completion.stdout, /"\$prog" __complete /, 'the script asks the program')
+  const candidates = await run(process.execPath, ['dist/cli/main.js', '__complete', 'migrate', '--out'], app, env)
+  t.match(candidates.stdout, /^--output\t.+\n:4\n$/, 'crd-migrator __complete', { stderr: candidates.stderr })
+  // The executables of package.json's bin (kubectl_complete-crd_migrator among them) are in the image.
+  const bins = (JSON.parse(await readFile(join(app, 'package.json'), 'utf8')) as { bin: Record<string, string> }).bin
+  for (const [command, file] of Object.entries(bins)) t.ok(existsSync(join(app, file)), `${command}: ${file}`)
+  const plugin = await run(process.execPath, [bins['kubectl_complete-crd_migrator']!, 'mig'], app, env)
+  t.match(plugin.stdout, /^migrate\t.+\n:4\n$/, 'kubectl_complete-crd_migrator', { stderr: plugin.stderr })
 
-  // Every run-time module resolves and loads (main.js would run the CLI: checked above).
-  const files = (await jsFiles(join(app, 'dist'))).filter((f) => !f.endsWith(join('cli', 'main.js')))
+  // Every run-time module resolves and loads (the executables would run: checked above).
+  const executables = new Set(Object.values(bins).map((f) => join(app, f)))
+  const files = (await jsFiles(join(app, 'dist'))).filter((f) => !executables.has(f))
   const script = `for (const f of ${JSON.stringify(files.map((f) => pathToFileURL(f).href))}) await import(f)`
   const imports = await run(process.execPath, ['--input-type=module', '-e', script], app, env)
   t.equal(imports.code, 0, `all ${files.length} modules of dist/ load`, { stderr: imports.stderr })
