@@ -63,7 +63,7 @@ t.test('--force rewrites objects stored at v1 although storedVersions was narrow
   const forced = await migrate('--force')
   t.equal(forced.code, 0, 'migrate --force', { stderr: forced.stderr })
   const result = forced.results[0]
-  t.equal(result?.outcome, 'Succeeded', result?.reason)
+  t.equal(result?.outcome, 'Succeeded', result?.reason ?? 'no result')
   t.equal(result?.storage?.counts.seen, COUNT, 'every object was walked')
   t.equal((result?.storage?.counts.rewritten ?? 0) + (result?.storage?.counts.conflict ?? 0), COUNT, 'every object was written anew')
   t.same(Object.fromEntries(await storedVersionsInEtcd(cp, group, 'widgets')), { [`${group}/v2`]: COUNT }, 'etcd holds every object at v2')
