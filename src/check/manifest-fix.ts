@@ -14,7 +14,7 @@
  * document by document, with the original parse after setIn(['apiVersion'], …); any other
  * difference refuses the whole file.
  */
-import { readFile, writeFile } from 'node:fs/promises'
+import { chmod, readFile, rename, stat, writeFile } from 'node:fs/promises'
 import { isScalar, parseAllDocuments } from 'yaml'
 import { CrdMigratorError, ConfigError, errorMessage } from '../errors.js'
 import type { BlockingResource, VersionGate } from './manifest-resources.js'
@@ -143,7 +143,7 @@ export async function applyFixes(plans: ReturnType<typeof planFixes>, dryRun: bo
       const text = await readFile(file, 'utf8')
       const edits = fixes.map((f) => ({ documentIndex: f.resource.documentIndex, apiVersion: f.to }))
       const rewritten = rewriteApiVersions(text, edits, file)
-      if (!dryRun) await writeFile(file, rewritten.text)
+      if (!dryRun) await replaceFile(file, rewritten.text)
       for (const f of fixes) {
         const line = rewritten.changes.find((c) => c.documentIndex === f.resource.documentIndex)?.line
         outcomes.push({ ...base(f.resource), to: f.to, status: dryRun ? 'would-fix' : 'fixed', ...(line ? { line } : {}) })
@@ -154,6 +154,15 @@ export async function applyFixes(plans: ReturnType<typeof planFixes>, dryRun: bo
     }
   }
   return outcomes.sort((a, b) => a.file.localeCompare(b.file) || a.documentIndex - b.documentIndex)
+}
+
+/** The new text under a temporary name in the same directory, then renamed over the file (its mode kept): never half a file. */
+async function replaceFile(file: string, text: string): Promise<void> {
+  const { mode } = await stat(file)
+  const temp = `${file}.crd-migrator-fix-${process.pid}`
+  await writeFile(temp, text, { mode })
+  await chmod(temp, mode)
+  await rename(temp, file)
 }
 
 /** A diff-like summary: per file, each apiVersion line before and after; refusals with their reason. */
