@@ -57,7 +57,18 @@ export interface DropEvidence {
   migrator: MigratorRecord
 }
 
-export const CHECKS = ['defined', 'storedVersions', 'objects', 'managedFields', 'stashes', 'storage', 'served', 'clients'] as const
+// manifests: custom resources in `check --manifests` files written at the version (src/check/manifest-resources.ts).
+export const CHECKS = [
+  'defined',
+  'storedVersions',
+  'objects',
+  'managedFields',
+  'stashes',
+  'storage',
+  'served',
+  'clients',
+  'manifests',
+] as const
 export type CheckName = (typeof CHECKS)[number]
 
 export interface Reason {

@@ -1,7 +1,10 @@
 /**
- * CRD manifests about to be applied (a Helm chart's crds/ folder, a release's YAML): the
- * CustomResourceDefinitions they hold and the versions each lists. Other documents are
- * left alone; a file that is not YAML, or a CRD without a name or versions, is a usage error.
+ * Manifests about to be applied (a Helm chart's crds/ folder, a release's YAML, a GitOps
+ * repository): the CustomResourceDefinitions they hold, with the versions each lists, and
+ * every other document that names an apiVersion and a kind (the custom resources among
+ * them are matched against the versions being dropped by manifest-resources.ts). A Helm
+ * template (a file with `{{`) is not YAML until rendered: it is skipped, and said so. A
+ * file that is not YAML, or a CRD without a name or versions, is a usage error.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
@@ -10,12 +13,42 @@ import { ConfigError, errorMessage } from '../errors.js'
 
 export interface ManifestCrd {
   name: string
+  group: string
+  kind: string
   versions: string[]
+  /** The version marked storage, when exactly one is. */
+  storage: string | undefined
+  /** spec.conversion.strategy (None when absent). */
+  conversion: 'None' | 'Webhook'
   /** The file it came from, for messages. */
   file: string
 }
 
+/** A document that is not a CRD but has an apiVersion and a kind: maybe a custom resource. */
+export interface ManifestResource {
+  file: string
+  /** Position of the document in its file, from 0 (yq's document_index). */
+  documentIndex: number
+  apiVersion: string
+  kind: string
+  namespace?: string
+  name?: string
+}
+
+export interface SkippedFile {
+  file: string
+  reason: string
+}
+
+export interface Manifests {
+  crds: ManifestCrd[]
+  resources: ManifestResource[]
+  skipped: SkippedFile[]
+}
+
 const MANIFEST = /\.(ya?ml|json)$/i
+/** Go template actions: Helm's templates/ (not its crds/, which Helm applies as they are). */
+const TEMPLATE = /\{\{/
 
 /** The manifest files under `path`: the file itself, or a directory's YAML and JSON files, subdirectories included, in name order. */
 export function manifestFiles(path: string): string[] {
@@ -31,33 +64,72 @@ export function manifestFiles(path: string): string[] {
     .flatMap((e) => (e.isDirectory() ? manifestFiles(join(path, e.name)) : MANIFEST.test(e.name) ? [join(path, e.name)] : []))
 }
 
-/** The CRDs of one file's text (one or more YAML documents). */
-export function parseCrdManifests(text: string, file: string): ManifestCrd[] {
-  const out: ManifestCrd[] = []
-  for (const doc of parseAllDocuments(text)) {
-    if (doc.errors.length > 0) throw new ConfigError(`--manifests: ${file} is not valid YAML: ${doc.errors[0]!.message}`)
-    const value: unknown = doc.toJS()
-    if (!isObject(value) || value['kind'] !== 'CustomResourceDefinition') continue
-    if (value['apiVersion'] !== 'apiextensions.k8s.io/v1')
-      throw new ConfigError(
-        `--manifests: ${file}: a CustomResourceDefinition of ${JSON.stringify(value['apiVersion'])}, expected apiextensions.k8s.io/v1`,
-      )
-    const metadata = value['metadata']
-    const spec = value['spec']
-    const name = isObject(metadata) ? metadata['name'] : undefined
-    const versions = isObject(spec) ? spec['versions'] : undefined
-    if (typeof name !== 'string' || name === '')
-      throw new ConfigError(`--manifests: ${file}: a CustomResourceDefinition without metadata.name`)
-    if (!Array.isArray(versions) || versions.some((v) => !isObject(v) || typeof v['name'] !== 'string'))
-      throw new ConfigError(`--manifests: ${file}: CustomResourceDefinition ${name} has no spec.versions with names`)
-    out.push({ name, versions: versions.map((v) => (v as { name: string }).name), file })
-  }
-  return out
+/** Why a file's text is not read as manifests (a template), or undefined. */
+export function skipReason(text: string): string | undefined {
+  return TEMPLATE.test(text) ? 'a template ({{ … }}): render it first (helm template) and check the output' : undefined
 }
 
-/** Every CRD of the files under each path; a CRD named twice is a usage error, as is finding none. */
-export function readCrdManifests(paths: readonly string[]): ManifestCrd[] {
+/** The CRDs and the other resources of one file's text (one or more YAML documents). */
+export function parseManifests(text: string, file: string): Omit<Manifests, 'skipped'> {
   const crds: ManifestCrd[] = []
+  const resources: ManifestResource[] = []
+  parseAllDocuments(text).forEach((doc, documentIndex) => {
+    if (doc.errors.length > 0) throw new ConfigError(`--manifests: ${file} is not valid YAML: ${doc.errors[0]!.message}`)
+    const value: unknown = doc.toJS()
+    if (!isObject(value)) return
+    const { apiVersion, kind } = value
+    if (kind === 'CustomResourceDefinition' && typeof apiVersion === 'string' && apiVersion.startsWith('apiextensions.k8s.io/')) {
+      crds.push(crdOf(value, file))
+      return
+    }
+    if (typeof apiVersion !== 'string' || typeof kind !== 'string' || !apiVersion.includes('/')) return
+    const metadata = isObject(value.metadata) ? value.metadata : {}
+    resources.push({
+      file,
+      documentIndex,
+      apiVersion,
+      kind,
+      ...(typeof metadata.namespace === 'string' ? { namespace: metadata.namespace } : {}),
+      ...(typeof metadata.name === 'string' ? { name: metadata.name } : {}),
+    })
+  })
+  return { crds, resources }
+}
+
+function crdOf(value: Record<string, unknown>, file: string): ManifestCrd {
+  if (value.apiVersion !== 'apiextensions.k8s.io/v1')
+    throw new ConfigError(
+      `--manifests: ${file}: a CustomResourceDefinition of ${JSON.stringify(value.apiVersion)}, expected apiextensions.k8s.io/v1`,
+    )
+  const metadata = isObject(value.metadata) ? value.metadata : {}
+  const spec = isObject(value.spec) ? value.spec : {}
+  const name = metadata.name
+  const versions = spec.versions
+  if (typeof name !== 'string' || name === '')
+    throw new ConfigError(`--manifests: ${file}: a CustomResourceDefinition without metadata.name`)
+  if (!Array.isArray(versions) || versions.some((v) => !isObject(v) || typeof v.name !== 'string'))
+    throw new ConfigError(`--manifests: ${file}: CustomResourceDefinition ${name} has no spec.versions with names`)
+  const names = isObject(spec.names) ? spec.names : {}
+  const storage = (versions as Array<{ name: string; storage?: unknown }>).filter((v) => v.storage === true)
+  const conversion = isObject(spec.conversion) && spec.conversion.strategy === 'Webhook' ? 'Webhook' : 'None'
+  return {
+    name,
+    group: typeof spec.group === 'string' ? spec.group : name.slice(name.indexOf('.') + 1),
+    kind: typeof names.kind === 'string' ? names.kind : '',
+    versions: versions.map((v) => (v as { name: string }).name),
+    storage: storage.length === 1 ? storage[0]!.name : undefined,
+    conversion,
+    file,
+  }
+}
+
+/**
+ * Every CRD and resource of the files under each path, templates skipped. A CRD named
+ * twice is a usage error; so is finding no CRD, unless `resourcesEnough` (`--drop` names
+ * the version, so custom resources alone say what to check).
+ */
+export function readManifests(paths: readonly string[], resourcesEnough = false): Manifests {
+  const out: Manifests = { crds: [], resources: [], skipped: [] }
   for (const file of paths.flatMap(manifestFiles)) {
     let text: string
     try {
@@ -65,14 +137,24 @@ export function readCrdManifests(paths: readonly string[]): ManifestCrd[] {
     } catch (err) {
       throw new ConfigError(`--manifests: cannot read ${file}: ${errorMessage(err)}`, { cause: err })
     }
-    for (const crd of parseCrdManifests(text, file)) {
-      const twice = crds.find((c) => c.name === crd.name)
-      if (twice) throw new ConfigError(`--manifests: CustomResourceDefinition ${crd.name} is in ${twice.file} and in ${crd.file}`)
-      crds.push(crd)
+    const skip = skipReason(text)
+    if (skip !== undefined) {
+      out.skipped.push({ file, reason: skip })
+      continue
     }
+    const parsed = parseManifests(text, file)
+    for (const crd of parsed.crds) {
+      const twice = out.crds.find((c) => c.name === crd.name)
+      if (twice) throw new ConfigError(`--manifests: CustomResourceDefinition ${crd.name} is in ${twice.file} and in ${crd.file}`)
+      out.crds.push(crd)
+    }
+    out.resources.push(...parsed.resources)
   }
-  if (crds.length === 0) throw new ConfigError(`--manifests: no CustomResourceDefinition in ${paths.join(', ')}`)
-  return crds
+  if (out.crds.length === 0 && !(resourcesEnough && out.resources.length > 0))
+    throw new ConfigError(
+      `--manifests: no CustomResourceDefinition in ${paths.join(', ')}${resourcesEnough ? ', and no other resource' : ' (with --drop VERSION, custom resources alone are checked)'}`,
+    )
+  return out
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {

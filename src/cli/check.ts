@@ -12,7 +12,17 @@ import type { CustomResourceDefinition } from '../kube/types.js'
 import { crdsByName, managedCrds } from '../check/select.js'
 import { EvidenceReader } from '../check/drop-evidence.js'
 import { decideDrop, droppedVersions, type DropVerdict } from '../check/drop-verdict.js'
-import { readCrdManifests } from '../check/manifests.js'
+import { readManifests, type Manifests, type SkippedFile } from '../check/manifests.js'
+import {
+  blockingResources,
+  clusterGate,
+  crdsOfResources,
+  manifestGate,
+  withResourceReasons,
+  type BlockingResource,
+  type VersionGate,
+} from '../check/manifest-resources.js'
+import { applyFixes, formatFixes, planFixes, type FixOutcome } from '../check/manifest-fix.js'
 import { renderData, type OutputFormat } from './output.js'
 
 /** The exit code when some version is not safe to drop (0: every one is; 1: a request or lookup failed; 2: usage). */
@@ -30,6 +40,10 @@ export interface CheckCommandOptions {
   manifests?: readonly string[] | undefined
   /** A check that could not be made (forbidden, not deprecated) answers no. */
   strict?: boolean
+  /** --fix: move the manifests' custom resources at a dropped version to the storage version. */
+  fix?: boolean
+  /** With fix: say what would change, write nothing. */
+  dryRun?: boolean
   signal?: AbortSignal
 }
 
@@ -39,6 +53,12 @@ export interface CheckReport {
   results: DropVerdict[]
   /** Named CRDs that do not exist. */
   missing: string[]
+  /** --manifests: custom resources that fail to apply once their version is gone (after --fix, those it did not move). */
+  resources?: BlockingResource[]
+  /** --fix: what was rewritten (with --dry-run: would be), or refused and why. */
+  fixes?: FixOutcome[]
+  /** --manifests: files not read (templates). */
+  skipped?: SkippedFile[]
 }
 
 /** A CRD and the versions to check on it; no CRD: not in the cluster. */
@@ -50,24 +70,26 @@ interface Target {
   nothing?: string
 }
 
-export function checkUsage(options: Pick<CheckCommandOptions, 'names' | 'drop' | 'manifests'>): void {
+export function checkUsage(options: Pick<CheckCommandOptions, 'names' | 'drop' | 'manifests' | 'fix' | 'dryRun'>): void {
   const manifests = options.manifests ?? []
   if (options.drop === undefined && manifests.length === 0)
     throw new ConfigError('check: say which version goes: --drop VERSION, or --manifests PATH (the versions its CRDs no longer list)')
   if (options.drop === '') throw new ConfigError('check: --drop needs a version name')
   if (manifests.length > 0 && options.names.length > 0)
     throw new ConfigError('check: name CRDs or give --manifests, not both (the manifests name the CRDs)')
+  if (options.fix && manifests.length === 0) throw new ConfigError('check: --fix rewrites manifests: give --manifests PATH')
+  if (options.dryRun && !options.fix) throw new ConfigError('check: --dry-run goes with --fix (check itself writes nothing)')
 }
 
 export async function runCheckCommand(config: Config, out: NodeJS.WritableStream, options: CheckCommandOptions): Promise<number> {
   checkUsage(options)
   // Manifests are read before the cluster is asked: a bad file is a usage error, whatever the cluster.
-  const manifests = options.manifests?.length ? readCrdManifests(options.manifests) : undefined
+  const manifests = options.manifests?.length ? readManifests(options.manifests, options.drop !== undefined) : undefined
   const http = commandHttp(config, 'check', options.logger)
   try {
-    const { targets, missing } = manifests
+    const { targets, missing, gates } = manifests
       ? await manifestTargets(http, manifests, options.drop)
-      : await clusterTargets(http, config, options.names, options.drop!)
+      : { ...(await clusterTargets(http, config, options.names, options.drop!)), gates: [] }
     const reader = new EvidenceReader(http, config, options.signal)
     const results: DropVerdict[] = []
     for (const target of targets) {
@@ -82,11 +104,23 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
       }
       for (const version of target.versions) results.push(decideDrop(await reader.gather(target.crd, version), { strict: options.strict }))
     }
-    const report: CheckReport = { safe: results.every((r) => r.safe) && missing.length === 0, results, missing }
-    out.write(options.format === 'text' ? formatCheck(report, targets.length === 0 && !manifests) : renderData(report, options.format))
+    const { blocking, fixes } = manifests ? await resourcesAfterFix(manifests, gates, options) : { blocking: [], fixes: undefined }
+    const verdicts = withResourceReasons(results, blocking)
+    const report: CheckReport = {
+      safe: verdicts.every((r) => r.safe) && missing.length === 0,
+      results: verdicts,
+      missing,
+      ...(manifests ? { resources: blocking, skipped: manifests.skipped } : {}),
+      ...(fixes ? { fixes } : {}),
+    }
+    if (options.format === 'text') {
+      out.write(formatFixes(fixes ?? [], options.dryRun === true))
+      for (const s of manifests?.skipped ?? []) out.write(`skipped ${s.file}: ${s.reason}\n`)
+      out.write(formatCheck(report, targets.length === 0 && !manifests))
+    } else out.write(renderData(report, options.format))
     for (const name of missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
     if (missing.length) return 1
-    return results.every((r) => r.safe) ? 0 : EXIT_NOT_SAFE
+    return verdicts.every((r) => r.safe) ? 0 : EXIT_NOT_SAFE
   } finally {
     http.close()
   }
@@ -105,33 +139,60 @@ async function clusterTargets(
   return { targets: crds.map((crd) => ({ name: crd.metadata.name, crd, versions: [drop] })), missing }
 }
 
-/** The manifests' CRDs as the cluster has them, with the versions dropped: `drop`, or those the manifest no longer lists. */
+/**
+ * The manifests' CRDs as the cluster has them, with the versions dropped: `drop`, or those
+ * the manifest no longer lists; with `drop`, also the cluster's CRDs of custom resources
+ * the manifests hold at that version without their CRD. Each with the gate its custom
+ * resources in the manifests must pass.
+ */
 async function manifestTargets(
   http: KubeHttp,
-  manifests: ReturnType<typeof readCrdManifests>,
+  manifests: Manifests,
   drop: string | undefined,
-): Promise<{ targets: Target[]; missing: string[] }> {
+): Promise<{ targets: Target[]; missing: string[]; gates: VersionGate[] }> {
   const live = new Map(
     (
       await crdsByName(
         http,
-        manifests.map((m) => m.name),
+        manifests.crds.map((m) => m.name),
       )
     ).crds.map((crd) => [crd.metadata.name, crd]),
   )
-  const targets = manifests.map((m): Target => {
+  const gates: VersionGate[] = []
+  const targets = manifests.crds.map((m): Target => {
     const crd = live.get(m.name)
-    if (!crd) return { name: m.name, crd, versions: [], nothing: `not in the cluster: nothing is stored yet (${m.file})` }
-    const versions =
-      drop !== undefined
+    const versions = !crd
+      ? []
+      : drop !== undefined
         ? [drop]
         : droppedVersions(
             crd.spec.versions.map((v) => v.name),
             m.versions,
           )
+    gates.push(manifestGate(m, versions, crd))
+    if (!crd) return { name: m.name, crd, versions, nothing: `not in the cluster: nothing is stored yet (${m.file})` }
     return { name: m.name, crd, versions, nothing: `${m.file} keeps every version the cluster's CRD has` }
   })
-  return { targets, missing: [] }
+  if (drop !== undefined) {
+    for (const crd of await crdsOfResources(http, manifests.resources, drop, gates)) {
+      targets.push({ name: crd.metadata.name, crd, versions: [drop] })
+      gates.push(clusterGate(crd, [drop]))
+    }
+  }
+  return { targets, missing: [], gates }
+}
+
+/** The manifests' custom resources at a dropped version; with --fix, those it did not move (all of them with --dry-run). */
+async function resourcesAfterFix(
+  manifests: Manifests,
+  gates: readonly VersionGate[],
+  options: Pick<CheckCommandOptions, 'fix' | 'dryRun'>,
+): Promise<{ blocking: BlockingResource[]; fixes: FixOutcome[] | undefined }> {
+  const blocking = blockingResources(manifests.resources, gates)
+  if (!options.fix) return { blocking, fixes: undefined }
+  const fixes = await applyFixes(planFixes(blocking, gates), options.dryRun === true)
+  const moved = (b: BlockingResource) => fixes.some((f) => f.status === 'fixed' && f.file === b.file && f.documentIndex === b.documentIndex)
+  return { blocking: blocking.filter((b) => !moved(b)), fixes }
 }
 
 const MARK = { blocks: 'no', ok: 'ok', unknown: '??' } as const

@@ -25,6 +25,8 @@ export interface MigrateCommandOptions {
   /** Resources named kubectl style (`secrets`, `deployments.apps`), migrated after the CRDs. */
   resources?: string[]
   dryRun: boolean
+  /** --force: rewrite every object whatever status.storedVersions says. */
+  force?: boolean
   /** Where the human summary goes. */
   out: NodeJS.WritableStream
   /** Show a progress bar (stderr is a TTY). */
@@ -55,6 +57,7 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
     logger,
   })
   const owner = `cli:${os.userInfo().username}@${os.hostname()}`
+  const overrides = { force: options.force === true }
   try {
     const format = options.format ?? 'text'
     if (options.dryRun) {
@@ -62,7 +65,7 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
       const reports: Array<DryRunReport | { crd: string; error: string }> = []
       for (const name of names) {
         try {
-          const report = await dryRun(http, name, settingsFor(config, name), logger)
+          const report = await dryRun(http, name, settingsFor(config, name, overrides), logger)
           reports.push(report)
           if (format === 'text') options.out.write(formatDryRun(report))
         } catch (err) {
@@ -96,8 +99,8 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
         }
         const migrate = () =>
           crd
-            ? migrateCrd(name, settingsFor(config, name), ctx)
-            : migrateResource(parseResourceName(name), (n) => settingsFor(config, n), ctx)
+            ? migrateCrd(name, settingsFor(config, name, overrides), ctx)
+            : migrateResource(parseResourceName(name), (n) => settingsFor(config, n, overrides), ctx)
         // A conversion webhook that does not answer blocks the run before anything is
         // frozen; wait for it (a certificate rotation takes a minute or two), then give up.
         const waitUntil = Date.now() + config.migrator.conversionWaitSeconds * 1000

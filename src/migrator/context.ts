@@ -42,6 +42,8 @@ export interface MigrationSettings {
   engine?: 'own' | 'builtin'
   /** engine builtin: fail when kube-controller-manager has not started the migration within this long (migrator.builtinStartTimeoutSeconds). */
   builtinStartTimeoutMs: number
+  /** Rewrite every object whatever status.storedVersions says (`migrate --force`); storedVersions still ends [storage]. */
+  force?: boolean
 }
 
 export interface MigrationContext {

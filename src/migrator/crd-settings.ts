@@ -4,8 +4,14 @@ import { ALL_PHASES } from './plan.js'
 import { resolveStashRules } from './phases/stashes/rules.js'
 import { acceptedRemovalsFor } from './lossless/verdict.js'
 
-/** The settings of one CRD's migration: the global ones, overridden by its own entry. */
-export function settingsFor(config: Config, crdName: string): MigrationSettings {
+/** What only the command line asks for, one run at a time (never a config file's standing order). */
+export interface RunOverrides {
+  /** `migrate --force`: rewrite every object whatever status.storedVersions says. */
+  force?: boolean
+}
+
+/** The settings of one CRD's migration: the global ones, overridden by its own entry, then by the run's overrides. */
+export function settingsFor(config: Config, crdName: string, overrides: RunOverrides = {}): MigrationSettings {
   const m = config.migrator
   const own = m.crds[crdName]
   const skip = new Set([...m.skipPhases, ...(own?.skipPhases ?? [])])
@@ -27,6 +33,7 @@ export function settingsFor(config: Config, crdName: string): MigrationSettings 
     acceptedRemovals: acceptedRemovalsFor(crdName, m.acceptRemovals),
     builtinStartTimeoutMs: m.builtinStartTimeoutSeconds * 1000,
     ...(m.apiServerEndpoints.length ? { apiServerEndpoints: m.apiServerEndpoints } : {}),
+    ...(overrides.force ? { force: true } : {}),
     ...(m.stashPresets.length || m.stashes.length ? { stashes: resolveStashRules(m.stashPresets, m.stashes) } : {}),
   }
 }

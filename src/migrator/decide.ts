@@ -13,7 +13,7 @@ import { builtinActivity, builtinBusyReason, unbackedConditionText } from './pha
 import { scanManagedFields } from './phases/managed-fields-scan.js'
 import { rulesForGroup, type StashRule } from './phases/stashes/rules.js'
 import { runStashPhase } from './phases/stashes/stash-phase.js'
-import { Phase, versionHasStatusSubresource, type CrdPlan } from './plan.js'
+import { Phase, storagePhaseRuns, versionHasStatusSubresource, type CrdPlan } from './plan.js'
 
 /** What a run will do once it holds the freeze. */
 export interface RunPlan {
@@ -28,7 +28,7 @@ export interface RunPlan {
 /**
  * Whether to run at all, and which phases. A resumed freeze runs the storage phase
  * whatever storedVersions says now: the run that froze the CRD did so for a reason, and
- * storedVersions could have been narrowed since. Managed-fields-only work is counted
+ * storedVersions could have been narrowed since; so does `force`. Managed-fields-only work is counted
  * before freezing, so a CRD with nothing to do is never frozen.
  */
 export async function decideRun(
@@ -47,7 +47,12 @@ export async function decideRun(
     if (busy) return { skip: 'builtin-migration', reason: busy }
   }
 
-  const runStorage = settings.phases.includes(Phase.StorageVersionMigration) && (plan.storageMigrationNeeded || verdict.action === 'resume')
+  const runStorage = storagePhaseRuns({
+    phases: settings.phases,
+    storageMigrationNeeded: plan.storageMigrationNeeded,
+    resume: verdict.action === 'resume',
+    force: settings.force === true,
+  })
   const runCleanup = settings.phases.includes(Phase.CleanupManagedFields)
   const stashRules = settings.phases.includes(Phase.StashedObjectMigration) ? rulesForGroup(settings.stashes ?? [], crd.spec.group) : []
   if (settings.useStatusSubresource && runStorage && !versionHasStatusSubresource(crd, storageVersion)) {

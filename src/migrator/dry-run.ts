@@ -1,6 +1,6 @@
 import { getCrd } from '../kube/crds.js'
 import type { KubeHttp } from '../kube/http.js'
-import { Phase, planCrd } from './plan.js'
+import { Phase, planCrd, storagePhaseRuns } from './plan.js'
 import { scanManagedFields } from './phases/managed-fields-scan.js'
 import type { Logger } from 'pino'
 import type { MigrationSettings } from './context.js'
@@ -47,7 +47,8 @@ export async function dryRun(http: KubeHttp, name: string, settings: MigrationSe
   }
   if (plan.blockedReason || !plan.storageVersion) return report
   const scan = await scanManagedFields(http, crd, plan.storageVersion, settings)
-  if (settings.phases.includes(Phase.StorageVersionMigration) && plan.storageMigrationNeeded) {
+  const force = settings.force === true
+  if (storagePhaseRuns({ phases: settings.phases, storageMigrationNeeded: plan.storageMigrationNeeded, resume: false, force })) {
     report.objectsToRewrite = scan.total
     report.storedVersionsAfter = [plan.storageVersion]
     if (settings.losslessCheck !== false) report.lossless = await checkLossless(crd, plan.storageVersion, losslessOptions(http, settings))

@@ -48,6 +48,21 @@ export function planCrd(crd: CustomResourceDefinition): CrdPlan {
   }
 }
 
+/**
+ * Whether the storage phase rewrites every object: status.storedVersions wider than
+ * [storage], a freeze resumed (the run that froze had a reason, and storedVersions may have
+ * been narrowed since), or `force` (storedVersions is not trusted: someone narrowed it by
+ * hand while objects are still stored at an old version; cmctl's --skip-stored-version-check).
+ */
+export function storagePhaseRuns(o: {
+  phases: readonly Phase[]
+  storageMigrationNeeded: boolean
+  resume: boolean
+  force: boolean
+}): boolean {
+  return o.phases.includes(Phase.StorageVersionMigration) && (o.storageMigrationNeeded || o.resume || o.force)
+}
+
 /** A run's result before it has done anything: Skipped, with what it read of the CRD. */
 export function startingResult(name: string, crd: CustomResourceDefinition, plan: CrdPlan): MigrationResult {
   return {

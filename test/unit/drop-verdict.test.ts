@@ -1,7 +1,9 @@
 import t from 'tap'
 import { decideDrop, droppedVersions, type CheckName, type DropEvidence, type Reason } from '../../src/check/drop-verdict.js'
 import { requestedDeprecatedApis, samplesOf, wasRequested } from '../../src/check/deprecated-requests.js'
-import { parseCrdManifests } from '../../src/check/manifests.js'
+import { parseManifests } from '../../src/check/manifests.js'
+
+const parseCrdManifests = (text: string, file: string) => parseManifests(text, file).crds
 import { formatDuration, MS_PER_CRD, MS_PER_OBJECT, planRow, planSummary } from '../../src/check/fleet-plan.js'
 import { ConfigError } from '../../src/errors.js'
 
@@ -173,8 +175,25 @@ metadata: {name: gadgets.example.com}
 spec: {versions: [{name: v2}]}
 `
   t.strictSame(parseCrdManifests(text, 'crds.yaml'), [
-    { name: 'widgets.example.com', versions: ['v1beta1', 'v1'], file: 'crds.yaml' },
-    { name: 'gadgets.example.com', versions: ['v2'], file: 'crds.yaml' },
+    {
+      name: 'widgets.example.com',
+      group: 'example.com',
+      kind: '', // no spec.names in this manifest
+      versions: ['v1beta1', 'v1'],
+      storage: 'v1',
+      conversion: 'None',
+      file: 'crds.yaml',
+    },
+    // No group, kind or storage written: the group from the name, the others unknown.
+    {
+      name: 'gadgets.example.com',
+      group: 'example.com',
+      kind: '',
+      versions: ['v2'],
+      storage: undefined,
+      conversion: 'None',
+      file: 'crds.yaml',
+    },
   ])
   t.throws(() => parseCrdManifests('a: [', 'bad.yaml'), ConfigError, 'not YAML')
   t.throws(

@@ -1,6 +1,8 @@
 import t from 'tap'
 import type { CrdCondition, CustomResourceDefinition } from '../../src/kube/types.js'
-import { ALL_PHASES, Phase, planCrd, versionHasStatusSubresource, type CrdPlan } from '../../src/migrator/plan.js'
+import { ALL_PHASES, Phase, planCrd, storagePhaseRuns, versionHasStatusSubresource, type CrdPlan } from '../../src/migrator/plan.js'
+import { loadConfig } from '../../src/config/load.js'
+import { settingsFor } from '../../src/migrator/crd-settings.js'
 
 const ESTABLISHED: CrdCondition = { type: 'Established', status: 'True' }
 
@@ -254,4 +256,41 @@ t.test('versionHasStatusSubresource', async (t) => {
   t.equal(versionHasStatusSubresource(c, 'v3'), false, 'unknown version')
   versions[0]!.subresources = { status: {}, scale: {} }
   t.equal(versionHasStatusSubresource(c, 'v1alpha1'), true, 'status and scale')
+})
+
+t.test('storagePhaseRuns: storedVersions wider than [storage], a resumed freeze, or --force', async (t) => {
+  const noStorage = ALL_PHASES.filter((p) => p !== Phase.StorageVersionMigration)
+  const rows: Array<[string, Parameters<typeof storagePhaseRuns>[0], boolean]> = [
+    [
+      'storedVersions [storage]: Skipped as up to date',
+      { phases: ALL_PHASES, storageMigrationNeeded: false, resume: false, force: false },
+      false,
+    ],
+    ['storedVersions wider', { phases: ALL_PHASES, storageMigrationNeeded: true, resume: false, force: false }, true],
+    ['a resumed freeze', { phases: ALL_PHASES, storageMigrationNeeded: false, resume: true, force: false }, true],
+    [
+      '--force with storedVersions narrowed by hand',
+      { phases: ALL_PHASES, storageMigrationNeeded: false, resume: false, force: true },
+      true,
+    ],
+    ['--force and wider storedVersions', { phases: ALL_PHASES, storageMigrationNeeded: true, resume: false, force: true }, true],
+    [
+      '--force, but the storage phase skipped (skipPhases)',
+      { phases: noStorage, storageMigrationNeeded: false, resume: false, force: true },
+      false,
+    ],
+    [
+      'storage phase skipped, storedVersions wider',
+      { phases: noStorage, storageMigrationNeeded: true, resume: false, force: false },
+      false,
+    ],
+  ]
+  for (const [name, input, want] of rows) t.equal(storagePhaseRuns(input), want, name)
+})
+
+t.test('settingsFor: --force is a run override, never set by configuration alone', async (t) => {
+  const config = loadConfig({ env: {}, flags: {} })
+  t.notOk('force' in settingsFor(config, 'widgets.example.com'), 'not forced by default')
+  t.notOk('force' in settingsFor(config, 'widgets.example.com', { force: false }))
+  t.equal(settingsFor(config, 'widgets.example.com', { force: true }).force, true, '--force reaches the settings')
 })

@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -11,8 +11,16 @@ import {
   notMigratorMatchExpression,
   renderWebhookConfiguration,
   renderWebhookConfigurationYaml,
-  writeLocalWebhookConfiguration,
 } from '../../src/webhook/configuration.js'
+import {
+  localWebhookConfigurationYaml,
+  readCaPem,
+  webhookConfigInputs,
+  writeOutFile,
+  type WebhookConfigFlags,
+} from '../../src/webhook/local-configuration.js'
+import { ConfigError } from '../../src/errors.js'
+import { generateDevCertificates } from '../../dev/certs/devcerts.js'
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
 
@@ -109,18 +117,72 @@ t.test(
   },
 )
 
-t.test('writeLocalWebhookConfiguration writes the url variant with the dev CA', async (t) => {
+t.test('webhook-config renders the url variant with the CA given, to stdout or a file', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'crd-migrator-webhook-config-'))
   t.teardown(() => rm(dir, { recursive: true, force: true }))
-  const pem = '-----BEGIN CERTIFICATE-----\nMIIC\n-----END CERTIFICATE-----\n'
-  await writeFile(join(dir, 'ca.crt'), pem)
-  const outFile = join(dir, 'local', 'validating-webhook.yaml')
-  const written = await writeLocalWebhookConfiguration({ caCertFile: join(dir, 'ca.crt'), port: 19443, outFile })
-  const parsed = parse(await readFile(outFile, 'utf8'))
-  t.same(parsed, written)
+  const certs = await generateDevCertificates(join(dir, 'certs'))
+  const inputs = webhookConfigInputs({ ca: certs.caCertFile, port: '19443' })
+  t.equal(inputs.outFile, undefined, 'stdout by default')
+  const yaml = localWebhookConfigurationYaml(inputs, readCaPem(inputs.ca))
+  const parsed = parse(yaml)
   t.equal(parsed.webhooks[0].clientConfig.url, 'https://127.0.0.1:19443/validate-crd')
-  t.equal(Buffer.from(parsed.webhooks[0].clientConfig.caBundle, 'base64').toString('utf8'), pem)
+  t.equal(Buffer.from(parsed.webhooks[0].clientConfig.caBundle, 'base64').toString('utf8'), certs.caCertPem)
+  const bundle = Buffer.from(certs.caCertPem).toString('base64')
+  const fromBundle = webhookConfigInputs({ caBundle: bundle, port: '19443' })
+  t.equal(localWebhookConfigurationYaml(fromBundle, readCaPem(fromBundle.ca)), yaml, '--ca-bundle renders the same as --ca')
+  const ipv6 = webhookConfigInputs({ ca: certs.caCertFile, host: '::1' })
+  t.equal(parse(localWebhookConfigurationYaml(ipv6, certs.caCertPem)).webhooks[0].clientConfig.url, 'https://[::1]:9443/validate-crd')
+  const outFile = join(dir, 'local', 'validating-webhook.yaml')
+  await writeOutFile(outFile, yaml)
+  t.equal(await readFile(outFile, 'utf8'), yaml, '--out FILE writes the same text, its directory created')
   t.same(parse(renderWebhookConfigurationYaml({ mode: 'service' })), renderWebhookConfiguration({ mode: 'service' }))
+})
+
+t.test('webhook-config flags: what each one accepts and refuses (ConfigError: exit 2)', async (t) => {
+  const cases: Array<[string, WebhookConfigFlags, RegExp | { outFile: string | undefined; host?: string; port?: number }]> = [
+    ['no CA', {}, /name the CA .*--ca FILE.*--ca-bundle BASE64/],
+    ['both CAs', { ca: 'a', caBundle: 'b' }, /not both/],
+    ['empty --ca', { ca: ' ' }, /--ca needs a file name/],
+    ['--ca-bundle not base64', { caBundle: 'not base64!' }, /--ca-bundle is not base64/],
+    ['--ca-bundle of no PEM', { caBundle: Buffer.from('hello').toString('base64') }, /--ca-bundle holds no PEM certificate/],
+    ['port 0', { ca: 'x', port: '0' }, /--port must be a whole number from 1 to 65535, got "0"/],
+    ['port 65536', { ca: 'x', port: '65536' }, /--port must be a whole number/],
+    ['port not a number', { ca: 'x', port: '94a3' }, /--port must be a whole number/],
+    ['port negative', { ca: 'x', port: '-1' }, /--port must be a whole number/],
+    ['empty host', { ca: 'x', host: ' ' }, /--host must not be empty/],
+    ['host with a path', { ca: 'x', host: 'a/b' }, /not a host name/],
+    ['bad annotation key', { ca: 'x', migratingAnnotation: 'no spaces allowed' }, /--migrating-annotation .* not a valid annotation key/],
+    ['empty --out', { ca: 'x', out: '' }, /--out needs a file name, or - for stdout/],
+    ['defaults', { ca: 'x' }, { outFile: undefined, host: '127.0.0.1', port: 9443 }],
+    ['--out - is stdout', { ca: 'x', out: '-' }, { outFile: undefined }],
+    ['--out FILE', { ca: 'x', out: 'o.yaml' }, { outFile: 'o.yaml' }],
+    ['port 65535', { ca: 'x', port: '65535' }, { outFile: undefined, port: 65535 }],
+  ]
+  for (const [name, flags, want] of cases) {
+    if (want instanceof RegExp) {
+      t.throws(() => webhookConfigInputs(flags), want, name)
+      t.throws(() => webhookConfigInputs(flags), ConfigError, `${name}: a ConfigError`)
+    } else {
+      t.match(webhookConfigInputs(flags), want, name)
+    }
+  }
+})
+
+t.test('--ca that is missing, or not a PEM certificate: ConfigError naming the file', async (t) => {
+  const dir = t.testdir({
+    'key.pem': '-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n',
+    'garbage.pem': '-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n',
+  })
+  const cases: Array<[string, string, RegExp]> = [
+    ['missing', join(dir, 'nope.crt'), /cannot read --ca .*nope\.crt: ENOENT/],
+    ['a key, no certificate', join(dir, 'key.pem'), /--ca .*key\.pem holds no PEM certificate/],
+    ['a broken certificate', join(dir, 'garbage.pem'), /--ca .*garbage\.pem holds a PEM block that is not a certificate/],
+    ['a directory', dir, /cannot read --ca/],
+  ]
+  for (const [name, file, want] of cases) {
+    t.throws(() => readCaPem({ file }), want, name)
+    t.throws(() => readCaPem({ file }), ConfigError, `${name}: a ConfigError`)
+  }
 })
 
 t.test('a second matchCondition lets the migrator identities past the webhook', async (t) => {

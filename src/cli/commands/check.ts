@@ -12,9 +12,15 @@ export function registerCheck(program: Command): void {
     .option('--drop <version>', 'the version to drop')
     .option(
       '--manifests <path...>',
-      "CRD manifests about to be applied (files or directories, e.g. a chart's crds/): their CRDs are checked, for the versions they no longer list unless --drop says",
+      "manifests about to be applied (files or directories, e.g. a chart's crds/, a GitOps folder): their CRDs are checked, for the versions they no longer list unless --drop says, and so are their custom resources written at such a version; Helm templates are skipped",
     )
     .option('--strict', 'a check that could not be made (forbidden, version not deprecated) answers no', false)
+    .option(
+      '--fix',
+      'with --manifests: rewrite the apiVersion of custom resources written at a dropped version to the storage version, in place (conversion None only; a webhook-converted CRD is refused with the reason)',
+      false,
+    )
+    .option('--dry-run', 'with --fix: print what would change, as a diff, and write nothing', false)
     .addOption(outputOption())
     .option('--json', 'the same as -o json')
     .action(async (names: string[], opts: Record<string, unknown>) => {
@@ -29,6 +35,8 @@ export function registerCheck(program: Command): void {
         drop: opts.drop as string | undefined,
         manifests: opts.manifests as string[] | undefined,
         strict: Boolean(opts.strict),
+        fix: Boolean(opts.fix),
+        dryRun: Boolean(opts.dryRun),
         signal: shutdownSignal(undefined),
       })
     })

@@ -33,6 +33,11 @@ export function registerMigrate(program: Command): void {
       'resources to migrate, kubectl style (resource[.version][.group]): a built-in one (e.g. secrets, after an encryption key rotation) has every object rewritten; a custom one is its CRD migration',
     )
     .option('--dry-run', 'report what each phase would do; write nothing', false)
+    .option(
+      '--force',
+      'rewrite every object even when status.storedVersions already says [storage] (e.g. narrowed by hand while objects are still stored at an old version); the freeze and every check as usual, storedVersions [storage] at the end',
+      false,
+    )
     .addOption(outputOption())
     .option('--json', 'the same as -o json')
     .action(async (names: string[], opts: Record<string, unknown>) => {
@@ -46,6 +51,7 @@ export function registerMigrate(program: Command): void {
       process.exitCode = await runMigrateCommand(names, config, log, {
         resources,
         dryRun: Boolean(opts.dryRun),
+        force: Boolean(opts.force),
         format,
         out: process.stdout,
         progressBar: process.stderr.isTTY === true && config.logLevel !== 'silent',

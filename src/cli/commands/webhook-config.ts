@@ -1,24 +1,17 @@
 import type { Command } from 'commander'
-
-interface WebhookConfigOptions {
-  ca: string
-  host: string
-  port: string
-  out: string
-  migratingAnnotation?: string
-  migratorUsers?: string
-  migratorGroups?: string
-  builtinMigratorUsers?: string
-}
+import type { WebhookConfigFlags } from '../../webhook/local-configuration.js'
 
 export function registerWebhookConfig(program: Command): void {
   program
     .command('webhook-config')
-    .description('write the url variant of the ValidatingWebhookConfiguration for a webhook running on this machine')
-    .option('--ca <file>', 'CA that signed the serving certificate', 'certs/ca.crt')
-    .option('--host <host>', 'where the webhook listens', '127.0.0.1')
-    .option('--port <port>', 'webhook port', '9443')
-    .option('--out <file>', 'output file', 'webhook-config/local/validating-webhook.yaml')
+    .description(
+      'print the url variant of the ValidatingWebhookConfiguration, for a webhook running outside the cluster (e.g. on this machine); apply it with kubectl apply -f -',
+    )
+    .option('--ca <file>', 'PEM file of the CA that signed the webhook serving certificate (this or --ca-bundle is required)')
+    .option('--ca-bundle <base64>', 'the caBundle itself: base64 of the PEM CA certificate, instead of --ca')
+    .option('--host <host>', 'where the webhook listens, as the API server reaches it', '127.0.0.1')
+    .option('--port <port>', 'webhook port (1-65535)', '9443')
+    .option('--out <file>', 'write the YAML to this file instead of stdout (- is stdout)', '-')
     .option('--migrating-annotation <key>', 'annotation key that freezes a CRD')
     .option(
       '--migrator-users <a,b>',
@@ -29,28 +22,16 @@ export function registerWebhookConfig(program: Command): void {
       '--builtin-migrator-users <a,b>',
       "kube-controller-manager's usernames, whose StorageMigrating condition writes are not sent (those of `serve --builtin-migrator-users`)",
     )
-    .action(async (opts: WebhookConfigOptions) => {
-      const list = (v: string | undefined) =>
-        v === undefined
-          ? undefined
-          : v
-              .split(',')
-              .map((s) => s.trim())
-              .filter(Boolean)
-      const migratorUsers = list(opts.migratorUsers)
-      const migratorGroups = list(opts.migratorGroups)
-      const builtinMigratorUsers = list(opts.builtinMigratorUsers)
-      const { writeLocalWebhookConfiguration } = await import('../../webhook/configuration.js')
-      await writeLocalWebhookConfiguration({
-        caCertFile: opts.ca,
-        host: opts.host,
-        port: Number(opts.port),
-        outFile: opts.out,
-        annotationKey: opts.migratingAnnotation,
-        migratorUsers,
-        migratorGroups,
-        builtinMigratorUsers,
-      })
-      process.stdout.write(`wrote ${opts.out}; install it with: kubectl apply -f ${opts.out}\n`)
+    .action(async (opts: WebhookConfigFlags) => {
+      const { webhookConfigInputs, readCaPem, localWebhookConfigurationYaml, writeOutFile } =
+        await import('../../webhook/local-configuration.js')
+      const inputs = webhookConfigInputs(opts)
+      const yaml = localWebhookConfigurationYaml(inputs, readCaPem(inputs.ca))
+      if (inputs.outFile === undefined) {
+        process.stdout.write(yaml)
+        return
+      }
+      await writeOutFile(inputs.outFile, yaml)
+      process.stderr.write(`wrote ${inputs.outFile}; install it with: kubectl apply -f ${inputs.outFile}\n`)
     })
 }

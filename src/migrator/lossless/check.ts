@@ -70,6 +70,8 @@ export interface LosslessOptions {
   /** Write through the status subresource (the rewrite does; so does its dry run). */
   useStatusSubresource: boolean
   retry: RetryOptions
+  /** Read through every other version of spec.versions, not only those status.storedVersions lists (`migrate --force`: it is not trusted). */
+  everyVersion?: boolean
   /** Check only this many pages per version (before the freeze); default all. */
   maxPages?: number
   signal?: AbortSignal | undefined
@@ -84,7 +86,8 @@ export async function checkLossless(
 ): Promise<LosslessReport> {
   const started = Date.now()
   const method: LosslessMethod = conversionStrategy(crd) === 'Webhook' ? 'dry-run' : 'list'
-  const old = (crd.status?.storedVersions ?? []).filter((v) => v !== storageVersion)
+  const listed = options.everyVersion ? crd.spec.versions.map((v) => v.name) : (crd.status?.storedVersions ?? [])
+  const old = listed.filter((v) => v !== storageVersion)
   const served = (v: string) => crd.spec.versions.some((d) => d.name === v && d.served)
   const report: LosslessReport = {
     method,
@@ -287,6 +290,7 @@ export function losslessOptions(http: KubeHttp, settings: MigrationSettings, sig
     concurrency: settings.concurrency,
     useStatusSubresource: settings.useStatusSubresource,
     retry: requestRetry(settings.maxAttempts, signal),
+    ...(settings.force ? { everyVersion: true } : {}),
     signal,
   }
 }
