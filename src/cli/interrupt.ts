@@ -24,11 +24,11 @@ export function interruptMessage(n: number, signal: NodeJS.Signals, inFlight: re
     return inFlight.length
       ? `crd-migrator: interrupted (${signal}): stopping writes, lifting the freeze of ${list(inFlight)}…\n`
       : `crd-migrator: interrupted (${signal}): stopping…\n`
-  if (inFlight.length === 0) return `crd-migrator: ${signal} again: nothing left frozen by this run; exiting\n`
+  if (inFlight.length === 0) return `crd-migrator: interrupted again (${signal}): nothing left frozen by this run; exiting\n`
   const byHand = inFlight.map((crd) => `  ${unfreezeCommand(crd, annotation)}\n`).join('')
   if (n === 2)
     return (
-      `crd-migrator: ${signal} again: still lifting the freeze of ${list(inFlight)}. Interrupt once more to exit at once: ` +
+      `crd-migrator: interrupted again (${signal}): still lifting the freeze of ${list(inFlight)}. Interrupt once more to exit at once: ` +
       `the CRD may then stay frozen (writes to it refused). To lift a freeze by hand, as the migrator or a break-glass identity:\n${byHand}`
     )
   return `crd-migrator: exiting without lifting the freeze: ${list(inFlight)} may stay frozen; to lift it by hand:\n${byHand}`

@@ -254,14 +254,14 @@ t.test('what each signal says', async (t) => {
   const second = interruptMessage(2, 'SIGINT', ['a'], KEY)
   t.match(
     second,
-    /^crd-migrator: SIGINT again: still lifting the freeze of a\. Interrupt once more to exit at once: the CRD may then stay frozen/,
+    /^crd-migrator: interrupted again \(SIGINT\): still lifting the freeze of a\. Interrupt once more to exit at once: the CRD may then stay frozen/,
   )
   t.match(second, `as the migrator or a break-glass identity:\n  kubectl annotate crd a ${KEY}-\n`)
   t.match(
     interruptMessage(3, 'SIGINT', ['a'], KEY),
     /^crd-migrator: exiting without lifting the freeze: a may stay frozen; to lift it by hand:\n {2}kubectl annotate crd a ksvm/,
   )
-  t.equal(interruptMessage(2, 'SIGINT', [], KEY), 'crd-migrator: SIGINT again: nothing left frozen by this run; exiting\n')
+  t.equal(interruptMessage(2, 'SIGINT', [], KEY), 'crd-migrator: interrupted again (SIGINT): nothing left frozen by this run; exiting\n')
   t.equal(
     resumeHint(['a', 'b']),
     'run `crd-migrator migrate a b` again (with the same flags) to resume; a CRD finished meanwhile is skipped as up to date\n',
