@@ -1,6 +1,6 @@
 #!/usr/bin/env -S node --max-semi-space-size=2 --heap-growing-percent=20
 import { CommanderError } from 'commander'
-import { describeError, errorCode, InterruptedError } from '../errors.js'
+import { describeError, errorCode, interruption } from '../errors.js'
 import { exitCodeFor } from './interrupt.js'
 import { plainText } from '../sanitize.js'
 import { buildProgram } from './program.js'
@@ -12,9 +12,10 @@ buildProgram()
     // commander has printed its message (or the help, or the version) already.
     if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2)
     // Ctrl-C or SIGTERM: said as such, exit 128 + the signal's number (a shell's convention).
-    if (err instanceof InterruptedError) {
-      process.stderr.write(`crd-migrator: ${err.message}\n`)
-      process.exit(exitCodeFor(err.signal))
+    const interrupted = interruption(err)
+    if (interrupted) {
+      process.stderr.write(`crd-migrator: ${interrupted.message}\n`)
+      process.exit(exitCodeFor(interrupted.signal))
     }
     process.stderr.write(`crd-migrator: ${plainText(describeError(err))}\n`)
     // A kubeconfig that cannot be used is configuration too.

@@ -11,7 +11,7 @@ import { exitCodeFor, Interrupt, interruptMessage, resumeHint } from '../../src/
 import { LiveView } from '../../src/cli/progress-live.js'
 import { PlainView, QuietView } from '../../src/cli/progress.js'
 import { CrdProgress, etaSeconds, finishLine, formatSeconds, liveLine, plainLine } from '../../src/cli/progress-text.js'
-import { InterruptedError } from '../../src/errors.js'
+import { InterruptedError, interruption } from '../../src/errors.js'
 import type { MigrationResult } from '../../src/migrator/context.js'
 import type { WalkCounts, WalkProgress } from '../../src/migrator/engine/walker.js'
 import { countsText, summarize } from '../../src/migrator/report.js'
@@ -299,4 +299,13 @@ t.test('what each signal does: abort, wait, exit', async (t) => {
     t.equal(said.length, row.said, `${label}: one message per signal`)
     t.equal(interrupt.exitCode, exitCodeFor(row.signals[0]!))
   }
+})
+
+t.test('an interrupt is found behind the abort error a request rejects with', async (t) => {
+  const sigterm = new InterruptedError('SIGTERM')
+  const aborted = Object.assign(new Error('The operation was aborted'), { name: 'AbortError', cause: sigterm })
+  t.equal(interruption(sigterm), sigterm)
+  t.equal(interruption(new Error('wrapped', { cause: aborted })), sigterm)
+  t.equal(interruption(new Error('unrelated')), undefined)
+  t.equal(interruption('not an error'), undefined)
 })
