@@ -44,8 +44,9 @@ export function registerMigrate(program: Command): void {
       const config = configFromOptions({ logLevel: 'warn', ...opts })
       const log = logger(config, 'short')
       // Listening before anything is frozen: a Ctrl-C from here on lifts what the run froze.
-      const interrupt = new Interrupt(config.annotations.migrating)
-      interrupt.install()
+      // A dry run freezes nothing: Ctrl-C ends it at once, as Node does by default.
+      const interrupt = opts.dryRun ? undefined : new Interrupt(config.annotations.migrating)
+      interrupt?.install()
       const { runMigrateCommand } = await import('../migrate.js')
       process.exitCode = await runMigrateCommand(names, config, log, {
         resources,
@@ -53,7 +54,7 @@ export function registerMigrate(program: Command): void {
         format,
         out: process.stdout,
         progress: config.logLevel === 'silent' ? 'off' : process.stderr.isTTY === true ? 'live' : 'plain',
-        interrupt,
+        ...(interrupt ? { interrupt } : {}),
       })
     })
 }
