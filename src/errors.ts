@@ -75,6 +75,21 @@ export class CrdMigratorError extends Error {
   }
 }
 
+/** A run stopped by SIGINT or SIGTERM (exit 130 or 143): what the process is told, not a failure to explain. */
+export class InterruptedError extends CrdMigratorError {
+  override readonly name: string = 'InterruptedError'
+
+  constructor(readonly signal: NodeJS.Signals) {
+    super('CRDM_ABORTED', `interrupted by ${signal}`)
+  }
+}
+
+/** The InterruptedError behind an error, if any: an aborted request carries it as its cause. */
+export function interruption(err: unknown): InterruptedError | undefined {
+  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) if (e instanceof InterruptedError) return e
+  return undefined
+}
+
 /**
  * A configuration that cannot be used, from a file, an environment variable or a flag
  * alike; the message names the field and where its value came from.

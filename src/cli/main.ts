@@ -1,6 +1,7 @@
 #!/usr/bin/env -S node --max-semi-space-size=2 --heap-growing-percent=20
 import { CommanderError } from 'commander'
-import { describeError, errorCode } from '../errors.js'
+import { describeError, errorCode, interruption } from '../errors.js'
+import { exitCodeFor } from './interrupt.js'
 import { plainText } from '../sanitize.js'
 import { buildProgram, programName } from './program.js'
 import { COMPLETE_COMMAND, runComplete } from './commands/complete.js'
@@ -11,6 +12,12 @@ const run = process.argv[2] === COMPLETE_COMMAND ? runComplete(program, process.
 run.catch((err: unknown) => {
   // commander has printed its message (or the help, or the version) already.
   if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2)
+  // Ctrl-C or SIGTERM: said as such, exit 128 + the signal's number (a shell's convention).
+  const interrupted = interruption(err)
+  if (interrupted) {
+    process.stderr.write(`crd-migrator: ${interrupted.message}\n`)
+    process.exit(exitCodeFor(interrupted.signal))
+  }
   process.stderr.write(`crd-migrator: ${plainText(describeError(err))}\n`)
   // A kubeconfig that cannot be used is configuration too.
   process.exit(errorCode(err) === 'CRDM_CONFIG_INVALID' || errorCode(err) === 'CRDM_KUBECONFIG' ? 2 : 1)

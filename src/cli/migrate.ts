@@ -2,7 +2,7 @@ import os from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
 import type { Config } from '../config/schema.js'
-import { describeError } from '../errors.js'
+import { describeError, errorCode } from '../errors.js'
 import { plainText } from '../sanitize.js'
 import { renderData, type OutputFormat } from './output.js'
 import { kubeHttp } from '../kube/client.js'
@@ -20,6 +20,9 @@ import type { WalkProgress } from '../migrator/engine/walker.js'
 import { writeBudget } from '../migrator/engine/budget.js'
 import { runInParallel } from '../migrator/parallel.js'
 import { observeStorageSwitchesOf } from '../migrator/phases/storage-switch.js'
+import { resumeHint, type Interrupt } from './interrupt.js'
+import { PlainView, QuietView, type ProgressView } from './progress.js'
+import { finishLine } from './progress-text.js'
 
 export interface MigrateCommandOptions {
   /** Resources named kubectl style (`secrets`, `deployments.apps`), migrated after the CRDs. */
@@ -29,14 +32,18 @@ export interface MigrateCommandOptions {
   force?: boolean
   /** Where the human summary goes. */
   out: NodeJS.WritableStream
-  /** Show a progress bar (stderr is a TTY). */
-  progressBar: boolean
+  /** live: lines redrawn in place (stderr is a terminal); plain: a line every --progress-every seconds; off (default): none. */
+  progress?: ProgressMode
   signal?: AbortSignal
+  /** Ctrl-C/SIGTERM handling (interrupt.ts): its signal stops the run; it is told the CRDs in flight. */
+  interrupt?: Interrupt
   /** text: a summary per CRD as it finishes; json/yaml: every result (or dry-run report) at the end. */
   format?: OutputFormat
-  /** Where "waiting for …" lines go (default stderr). */
+  /** Where progress, "waiting for …" and interrupt lines go (default stderr). */
   status?: NodeJS.WritableStream
 }
+
+export type ProgressMode = 'live' | 'plain' | 'off'
 
 /** How often a blocked CRD is tried again while `migrate` waits for its conversion webhook. */
 const BLOCKED_RETRY_MS = 5_000
@@ -78,14 +85,23 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
       return failed ? 1 : 0
     }
     let failed = 0
+    const status = options.status ?? process.stderr
+    const view = await progressView(options.progress ?? 'off', status, config.progressEvery)
+    const interrupt = options.interrupt
+    const signal = interrupt?.signal ?? options.signal
+    if (interrupt) interrupt.write = (text) => view.print(status, text)
+    const annotation = config.annotations.migrating
     const checkpointSeal = await loadCheckpointSeal(config.migrator.stateKeyFile, logger, { strict: config.migrator.strictStateKeyFile })
     const targets = [...names.map((name) => ({ name, crd: true })), ...(options.resources ?? []).map((name) => ({ name, crd: false }))]
-    // Only a terminal gets a bar: pipes and pods never load cli-progress (memory). Several
-    // CRDs at once would draw over each other's bar: each then reports by its summary only.
-    const ProgressBar = options.progressBar && parallel === 1 ? (await import('./progress-bar.js')).ProgressBar : undefined
     const budget = parallel > 1 ? writeBudget(config.migrator) : undefined
     const migrateOne = async ({ name, crd }: { name: string; crd: boolean }): Promise<MigrationResult | { crd: string; error: string }> => {
-      const bar = ProgressBar ? new ProgressBar(name) : undefined
+      // Interrupted before its turn: nothing of it is touched.
+      if (signal?.aborted) {
+        view.print(status, `${name}: not started (interrupted)\n`)
+        return { crd: name, error: 'not started: interrupted' }
+      }
+      view.start(name)
+      interrupt?.inFlight.add(name)
       try {
         const ctx = {
           http,
@@ -93,9 +109,9 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
           owner,
           checkpointSeal,
           events: new KubeEventRecorder(http, 'crd-migrator', owner),
-          signal: options.signal,
+          signal,
           ...(budget ? { budget } : {}),
-          ...(bar ? { onProgress: (phase: Phase, p: WalkProgress) => bar.update(phase, p) } : {}),
+          onProgress: (phase: Phase, p: WalkProgress) => view.update(name, phase, p),
         }
         const migrate = () =>
           crd
@@ -111,21 +127,26 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
           Date.now() + BLOCKED_RETRY_MS <= waitUntil
         ) {
           const left = Math.round((waitUntil - Date.now()) / 1000)
-          ;(options.status ?? process.stderr).write(
-            `${name}: waiting for ${plainText(result.reason).replace(/ does not answer: /, ' (')}) — ${left}s left\n`,
-          )
-          await sleep(BLOCKED_RETRY_MS, undefined, options.signal ? { signal: options.signal } : undefined)
+          view.print(status, `${name}: waiting for ${plainText(result.reason).replace(/ does not answer: /, ' (')}) — ${left}s left\n`)
+          await sleep(BLOCKED_RETRY_MS, undefined, signal ? { signal } : undefined)
           result = await migrate()
         }
-        bar?.stop()
+        interrupt?.inFlight.delete(name)
+        view.finish(name, finishLine(name, result, view.progressOf(name), annotation), result.errorCode === 'CRDM_ABORTED')
         // One write per summary: summaries of CRDs finishing together never interleave.
-        if (format === 'text') options.out.write(formatResult(result))
+        if (format === 'text') view.print(options.out, formatResult(result))
         if (result.outcome === 'Failed' || result.outcome === 'Blocked') failed++
         return result
       } catch (err) {
-        bar?.stop()
+        interrupt?.inFlight.delete(name)
+        const stopped = signal?.aborted === true
+        view.finish(
+          name,
+          finishLine(name, { error: stopped ? 'stopped' : `failed (${errorCode(err)})` }, view.progressOf(name), annotation),
+          stopped,
+        )
         failed++
-        if (format === 'text') options.out.write(`${name}: ${plainText(describeError(err))}\n`)
+        if (format === 'text') view.print(options.out, `${name}: ${plainText(describeError(err))}\n`)
         return { crd: name, error: describeError(err) }
       }
     }
@@ -139,13 +160,30 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
             (err: unknown) => logger.debug({ err }, 'first look at the storage switch of the batch failed; each run asks for itself'),
           )
         : undefined
-    const results = await runInParallel(targets, parallel, migrateOne)
+    const results = await runInParallel(targets, parallel, migrateOne).finally(() => view.close())
     await firstLook
     if (format !== 'text') options.out.write(renderData(results, format))
+    if (interrupt?.exitCode !== undefined) {
+      const unfinished = targets.filter((_, i) => !isDone(results[i]!)).map((t) => t.name)
+      status.write(resumeHint(unfinished))
+      return interrupt.exitCode
+    }
     return failed ? 1 : 0
   } finally {
     http.close()
   }
+}
+
+/** A target that needs no further run: done now, or already. */
+function isDone(r: MigrationResult | { crd: string; error: string }): boolean {
+  return 'outcome' in r && (r.outcome === 'Succeeded' || r.outcome === 'Skipped')
+}
+
+/** The view of `mode`; the live one (and its terminal codes) is loaded only on a terminal. */
+async function progressView(mode: ProgressMode, status: NodeJS.WritableStream, everySeconds: number): Promise<ProgressView> {
+  if (mode === 'live') return new (await import('./progress-live.js')).LiveView(status as NodeJS.WriteStream)
+  if (mode === 'plain' && everySeconds > 0) return new PlainView(status, everySeconds * 1000)
+  return new QuietView(status)
 }
 
 export function formatResult(r: MigrationResult): string {
@@ -191,6 +229,11 @@ export function formatResult(r: MigrationResult): string {
       `  managedFields: ${r.cleanup.entriesRemoved} entries of unserved versions removed${r.cleanup.entriesRelabelled ? `, ${r.cleanup.entriesRelabelled} relabelled to ${r.storageVersion}` : ''} from ${r.cleanup.counts.rewritten} of ${r.cleanup.counts.seen} objects, ${r.cleanup.counts.failed} failed`,
     )
     for (const f of r.cleanup.failures.slice(0, 5)) lines.push(`    failed ${f.key}: ${f.error}`)
+    // What cleanup leaves on purpose, and the step that removes it.
+    for (const [version, kept] of Object.entries(r.cleanup.servedEntriesKept ?? {}))
+      lines.push(
+        `  next: ${version} is still served: its ${entries(kept.entries)} (on ${kept.objects} object(s)) stay until ${version} is unserved (served: false); then run migrate again`,
+      )
   }
   if (r.conversion && (r.conversion.outages > 0 || r.outcome !== 'Succeeded'))
     lines.push(

@@ -95,6 +95,8 @@ export const ConfigSchema = z.strictObject({
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** json or text (time, level, message, key=value); unset: text on a terminal, JSON otherwise (src/log.ts). */
   logFormat: z.enum(LOG_FORMATS).optional(),
+  /** `migrate` off a terminal: a progress line per CRD in flight every this many seconds; 0: no progress lines. */
+  progressEvery: z.number().min(0).max(3600).default(5),
   annotations: z
     .strictObject({
       /**

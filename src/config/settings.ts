@@ -52,6 +52,13 @@ export const SETTINGS: readonly Setting[] = [
     description: 'json or text (time, level, message, key=value); default: text on a terminal, json otherwise',
   },
   {
+    path: 'progressEvery',
+    flag: 'progress-every',
+    env: 'CRD_MIGRATOR_PROGRESS_EVERY',
+    kind: 'number',
+    description: 'migrate, off a terminal (a pipe, CI): seconds between progress lines per CRD in flight (default 5); 0: no progress lines',
+  },
+  {
     path: 'annotations.migrating',
     flag: 'migrating-annotation',
     env: 'CRD_MIGRATOR_MIGRATING_ANNOTATION',

@@ -11,6 +11,7 @@ import type { StorageSwitchReport } from './phases/storage-switch.js'
 import type { ObjectFailure, WalkProgress, WalkResult } from './engine/walker.js'
 import type { WriteBudget } from './engine/budget.js'
 import type { LosslessReport } from './lossless/check.js'
+import type { ServedEntriesKept } from './phases/served-entries.js'
 
 export interface MigrationSettings {
   migratingAnnotation: string
@@ -78,6 +79,8 @@ export type CleanupResult = WalkResult & {
   conversionRefused?: number
   /** Writes refused because someone wrote the object after we read it, each then read and written again. */
   staleWrites?: number
+  /** Cleanup: entries of still-served old versions left in place (removed once the version is unserved). */
+  servedEntriesKept?: ServedEntriesKept
 }
 
 /** The built-in StorageVersionMigration a run delegated its storage phase to. */

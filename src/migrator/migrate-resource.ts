@@ -18,6 +18,7 @@ import { migrateCrd } from './migrate.js'
 import { failOnObjects } from './phases/failures.js'
 import { runPhase } from './phases/object-phase.js'
 import { Phase } from './plan.js'
+import { logRunFailure } from './reporter.js'
 
 /** `plural.group`, the CRD's name, when the resource is a custom resource; undefined for a built-in one. */
 export async function crdDefining(http: KubeHttp, ref: ResourceRef): Promise<string | undefined> {
@@ -75,16 +76,16 @@ export async function migrateWithoutCrd(
       { kind: 'resource', name, ref },
       { ...settings, useStatusSubresource: false },
       ctx,
-      {},
+      { onStopped: (partial) => (result.storage = partial) },
     )
     failOnObjects(result.storage, 'could not be rewritten')
     result.outcome = 'Succeeded'
     const c = result.storage.counts
     result.reason = `${c.rewritten + c.conflict} of ${c.seen} object(s) rewritten through ${ref.group ? `${ref.group}/` : ''}${ref.version}, ${c.current} already current`
   } catch (err) {
-    result.errorCode = errorCode(err)
-    result.reason = errorMessage(err)
-    log.error({ err, code: result.errorCode }, 'migration failed')
+    result.errorCode = ctx.signal?.aborted ? 'CRDM_ABORTED' : errorCode(err)
+    result.reason = ctx.signal?.aborted && ctx.signal.reason instanceof Error ? ctx.signal.reason.message : errorMessage(err)
+    logRunFailure(log, result, err)
   }
   result.durationMs = Date.now() - started
   ctx.metrics?.migrations.inc({ result: result.outcome })

@@ -26,6 +26,7 @@ import { DataLossError, proveLossless } from './lossless/check.js'
 import { runPhase } from './phases/object-phase.js'
 import { STORAGE_SETTLE_MS, waitForStorageEverywhere } from './phases/storage-switch.js'
 import { Phase, planCrd, startingResult } from './plan.js'
+import { logRunFailure } from './reporter.js'
 
 /** What the run started from: storedVersions are narrowed only while these still hold. */
 export interface RewriteStart {
@@ -107,6 +108,7 @@ export async function migrateCrdUnfrozen(name: string, settings: MigrationSettin
     })
     result.storage = await runPhase(Phase.StorageVersionMigration, { kind: 'crd', crd, storageVersion }, settings, ctx, {
       rewrite: conversionStrategy(crd) === 'Webhook' ? 'apply' : 'merge-patch',
+      onStopped: (partial) => (result.storage = partial),
     })
     failOnObjects(result.storage, 'could not be rewritten')
     const c = result.storage.counts
@@ -124,7 +126,7 @@ export async function migrateCrdUnfrozen(name: string, settings: MigrationSettin
     // A loss found before any write: Blocked, nothing written.
     if (result.errorCode === 'CRDM_DATA_LOSS') result.outcome = 'Blocked'
     result.reason = ctx.signal?.aborted && ctx.signal.reason instanceof Error ? ctx.signal.reason.message : errorMessage(err)
-    log.error({ err, code: result.errorCode }, 'migration failed')
+    logRunFailure(log, result, err)
   }
   return finish(result)
 }

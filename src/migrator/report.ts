@@ -5,7 +5,10 @@ export function countsText(result: MigrationResult): string {
   const parts: string[] = []
   if (result.storage) {
     const c = result.storage.counts
-    parts.push(`rewritten=${c.rewritten + c.conflict}`, `alreadyCurrent=${c.current}`, `gone=${c.gone}`, `failed=${c.failed}`)
+    // The same words and numbers as the summary (summarize) and `migrate`'s detail line.
+    parts.push(`rewritten=${c.rewritten}`, `alreadyCurrent=${c.current}`)
+    if (c.conflict) parts.push(`writtenByOthers=${c.conflict}`)
+    parts.push(`gone=${c.gone}`, `failed=${c.failed}`)
     if (c.resumed) parts.push(`resumed=${c.resumed}`)
     if (result.storage.conversionRefused) parts.push(`conversionRefused=${result.storage.conversionRefused}`)
   }
@@ -28,10 +31,19 @@ export function countsText(result: MigrationResult): string {
 
 export function summarize(result: MigrationResult): string {
   const parts: string[] = []
-  if (result.storage)
+  if (result.storage) {
+    // The words and numbers of last-counts (countsText) and of `migrate`'s detail line.
+    const c = result.storage.counts
+    const also = [
+      c.conflict ? `${c.conflict} written by others meanwhile` : '',
+      c.gone ? `${c.gone} deleted meanwhile` : '',
+      c.failed ? `${c.failed} failed` : '',
+      c.resumed ? `${c.resumed} done by an earlier run` : '',
+    ].filter(Boolean)
     parts.push(
-      `${result.storage.counts.seen} object(s) rewritten in ${result.storageVersion}, storedVersions ${JSON.stringify(result.storedVersionsAfter)}`,
+      `${c.rewritten} of ${c.seen} object(s) rewritten in ${result.storageVersion}, ${c.current} already current${also.map((a) => `, ${a}`).join('')}, storedVersions ${JSON.stringify(result.storedVersionsAfter)}`,
     )
+  }
   if (result.builtin)
     parts.push(
       `objects rewritten in ${result.storageVersion} by the built-in StorageVersionMigration ${result.builtin.name} in ${(result.builtin.durationMs / 1000).toFixed(1)}s, storedVersions ${JSON.stringify(result.storedVersionsAfter)}`,

@@ -84,7 +84,7 @@ export class RunReporter {
   }
 
   failed(result: MigrationResult, err: unknown): void {
-    this.log.error({ err, code: result.errorCode }, 'migration failed')
+    logRunFailure(this.log, result, err)
   }
 
   /** The run's end, as the CRD is now (its Event is recorded on it). */
@@ -121,4 +121,10 @@ export class RunReporter {
 /** The reason, led by its error code when the run failed. */
 export function failureText(result: MigrationResult): string {
   return result.errorCode ? `${result.errorCode}: ${result.reason}` : result.reason
+}
+
+/** A failed run's log line; a stop from outside (Ctrl-C, shutdown) is no error and carries no stack. */
+export function logRunFailure(log: Logger, result: MigrationResult, err: unknown): void {
+  if (result.errorCode === 'CRDM_ABORTED') log.info({ code: result.errorCode, reason: result.reason }, 'migration stopped')
+  else log.error({ err, code: result.errorCode }, 'migration failed')
 }

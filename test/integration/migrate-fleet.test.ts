@@ -73,7 +73,7 @@ t.test(`${CRDS} CRDs × ${OBJECTS} objects, ${PARALLEL} at once under one budget
   })
 
   const out = collector()
-  const code = await runMigrateCommand(names, config, logger, { dryRun: false, out: out.stream, progressBar: false, format: 'text' })
+  const code = await runMigrateCommand(names, config, logger, { dryRun: false, out: out.stream, format: 'text' })
   t.equal(code, 0, 'exit 0', { output: out.writes.join('') })
 
   // One summary per CRD, each one whole write starting with its name and ending the line.
@@ -120,7 +120,7 @@ t.test(`${CRDS} CRDs × ${OBJECTS} objects, ${PARALLEL} at once under one budget
 
   // Run again, as after a restart mid-fleet: nothing is redone.
   const again = collector()
-  const code2 = await runMigrateCommand(names, config, logger, { dryRun: false, out: again.stream, progressBar: false, format: 'json' })
+  const code2 = await runMigrateCommand(names, config, logger, { dryRun: false, out: again.stream, format: 'json' })
   t.equal(code2, 0)
   const results = JSON.parse(again.writes.join('')) as Array<{ crd: string; outcome: string; skipReason?: string }>
   t.same(

@@ -585,3 +585,36 @@ t.test('skip: objects the predicate rules out are counted skipped without a hand
   t.equal(result.checkpoint, 'ns/k059', 'skipped objects count as finished for the checkpoint')
   t.ok(Date.now() - started < 1500, `not paced at 2 per second over the skipped ones (${Date.now() - started} ms)`)
 })
+
+t.test('a stop mid-walk: the writes in flight end first; those the stop cut short are neither done nor failed', async (t) => {
+  const ac = new AbortController()
+  const { pages } = pagesOf([names(20).map((n) => item(n))])
+  const release = signal()
+  let started = 0
+  let last: WalkProgress | undefined
+  const walk = walkObjects(
+    pages,
+    async (i) => {
+      started++
+      if (started === 4) ac.abort()
+      // k000 and k001 finish after the stop; k002 and k003 are cut short by it.
+      if (i.metadata.name <= 'k001') {
+        await release.promise
+        return 'rewritten'
+      }
+      await nextTurn()
+      throw new DOMException('aborted', 'AbortError')
+    },
+    { concurrency: 4, qps: 0, signal: ac.signal, onProgress: (p) => (last = p) },
+  )
+  let rejected = false
+  void walk.catch(() => (rejected = true))
+  await nextTurn()
+  await nextTurn()
+  t.notOk(rejected, 'not rejected while writes are in flight')
+  release.fire()
+  await t.rejects(walk, { name: 'AbortError' })
+  t.equal(last?.counts.rewritten, 2, 'the writes that landed after the stop are counted')
+  t.equal(last?.counts.failed, 0, 'the ones the stop cut short are not failures')
+  t.equal(last?.checkpoint, 'k001', 'the checkpoint covers what is certainly done')
+})

@@ -2,7 +2,8 @@ import type { Command } from 'commander'
 import { ConfigError } from '../../errors.js'
 import { outputFormat } from '../output.js'
 import { addConfigOptions, configFromOptions } from '../options.js'
-import { logger, outputOption, shutdownSignal } from '../command-kit.js'
+import { logger, outputOption } from '../command-kit.js'
+import { Interrupt } from '../interrupt.js'
 
 export function registerMigrate(program: Command): void {
   addConfigOptions(
@@ -47,6 +48,10 @@ export function registerMigrate(program: Command): void {
       if (resources.length > 0 && opts.dryRun) throw new ConfigError('migrate: --dry-run plans CRDs only, not --resource')
       const config = configFromOptions({ logLevel: 'warn', ...opts })
       const log = logger(config, 'short')
+      // Listening before anything is frozen: a Ctrl-C from here on lifts what the run froze.
+      // A dry run freezes nothing: Ctrl-C ends it at once, as Node does by default.
+      const interrupt = opts.dryRun ? undefined : new Interrupt(config.annotations.migrating)
+      interrupt?.install()
       const { runMigrateCommand } = await import('../migrate.js')
       process.exitCode = await runMigrateCommand(names, config, log, {
         resources,
@@ -54,8 +59,8 @@ export function registerMigrate(program: Command): void {
         force: Boolean(opts.force),
         format,
         out: process.stdout,
-        progressBar: process.stderr.isTTY === true && config.logLevel !== 'silent',
-        signal: shutdownSignal(undefined),
+        progress: config.logLevel === 'silent' ? 'off' : process.stderr.isTTY === true ? 'live' : 'plain',
+        ...(interrupt ? { interrupt } : {}),
       })
     })
 }

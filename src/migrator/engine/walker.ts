@@ -157,59 +157,12 @@ export async function walkObjects(
   }
 
   const highWater = Math.max(64, options.concurrency * 4)
-  for await (const page of pages) {
-    options.signal?.throwIfAborted()
-    if (firstError) break
-    if (page.remainingItemCount !== undefined) total = counts.seen + page.items.length + page.remainingItemCount
-    for (const object of page.unreadable ?? []) {
-      counts.seen++
-      counts.failed++
-      const seq = nextSeq++
-      failedAt(seq)
-      const error = options.onUnreadable ? options.onUnreadable(object) : object.error
-      if (failures.length < maxFailures) failures.push(objectFailure(object.key, error))
-    }
-    for (const item of page.items) {
-      counts.seen++
-      const key = listOrderKey(item.metadata.namespace, item.metadata.name)
-      const seq = nextSeq++
-      if (seq < firstFailedSeq) keyBySeq.set(seq, key)
-      if (options.resumeAfter !== undefined && key <= options.resumeAfter) {
-        counts.resumed++
-        finish(seq)
-        continue
-      }
-      if (options.skip?.(item)) {
-        counts.skipped++
-        finish(seq)
-        options.onSkipped?.()
-        continue
-      }
-      queue.add(async () => {
-        if (options.signal?.aborted || firstError) return
-        const started = performance.now()
-        options.onWriteStart?.()
-        let outcome: Outcome | 'failed'
-        try {
-          outcome = await handle(item)
-          counts[outcome]++
-          // A failed object never finishes: the checkpoint a later run resumes from must
-          // stay before it, or that run would skip an object still in the old version.
-          finish(seq)
-        } catch (err) {
-          outcome = 'failed'
-          counts.failed++
-          failedAt(seq)
-          if (failures.length < maxFailures) failures.push(objectFailure(key, err))
-          if (isFatal(err)) firstError ??= err
-        }
-        options.onWriteEnd?.(outcome, (performance.now() - started) / 1000)
-        options.onProgress?.(progress())
-        if (options.concurrencyLimit) followLimit()
-      })
-    }
-    options.onProgress?.(progress())
-    await queue.whenSizeBelow(highWater)
+  try {
+    await walkPages()
+  } catch (err) {
+    // Stopped: the writes in flight end first, so the counts the caller reads are final.
+    if (options.signal?.aborted) await queue.whenIdle()
+    throw err
   }
   await queue.whenIdle()
   options.signal?.throwIfAborted()
@@ -219,6 +172,68 @@ export async function walkObjects(
   total = counts.seen
   options.onProgress?.(progress())
   return { counts: { ...counts }, failures, checkpoint }
+
+  async function walkPages(): Promise<void> {
+    for await (const page of pages) {
+      options.signal?.throwIfAborted()
+      if (firstError) break
+      if (page.remainingItemCount !== undefined) total = counts.seen + page.items.length + page.remainingItemCount
+      for (const object of page.unreadable ?? []) {
+        counts.seen++
+        counts.failed++
+        const seq = nextSeq++
+        failedAt(seq)
+        const error = options.onUnreadable ? options.onUnreadable(object) : object.error
+        if (failures.length < maxFailures) failures.push(objectFailure(object.key, error))
+      }
+      for (const item of page.items) {
+        counts.seen++
+        const key = listOrderKey(item.metadata.namespace, item.metadata.name)
+        const seq = nextSeq++
+        if (seq < firstFailedSeq) keyBySeq.set(seq, key)
+        if (options.resumeAfter !== undefined && key <= options.resumeAfter) {
+          counts.resumed++
+          finish(seq)
+          continue
+        }
+        if (options.skip?.(item)) {
+          counts.skipped++
+          finish(seq)
+          options.onSkipped?.()
+          continue
+        }
+        queue.add(async () => {
+          if (options.signal?.aborted || firstError) return
+          const started = performance.now()
+          options.onWriteStart?.()
+          let outcome: Outcome | 'failed'
+          try {
+            outcome = await handle(item)
+            counts[outcome]++
+            // A failed object never finishes: the checkpoint a later run resumes from must
+            // stay before it, or that run would skip an object still in the old version.
+            finish(seq)
+          } catch (err) {
+            // Stopped mid-write: neither done nor failed (the checkpoint stays before it).
+            if (options.signal?.aborted) {
+              options.onWriteEnd?.('failed', (performance.now() - started) / 1000)
+              return
+            }
+            outcome = 'failed'
+            counts.failed++
+            failedAt(seq)
+            if (failures.length < maxFailures) failures.push(objectFailure(key, err))
+            if (isFatal(err)) firstError ??= err
+          }
+          options.onWriteEnd?.(outcome, (performance.now() - started) / 1000)
+          options.onProgress?.(progress())
+          if (options.concurrencyLimit) followLimit()
+        })
+      }
+      options.onProgress?.(progress())
+      await queue.whenSizeBelow(highWater)
+    }
+  }
 }
 
 /**

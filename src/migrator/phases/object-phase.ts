@@ -16,7 +16,8 @@ import { makeCleanupHandler, makeRewriteHandler, type RewriteWrite, type WriteCo
 import { Phase } from '../plan.js'
 import { requestRetry, ThrottleGate, withRetry } from '../engine/retry.js'
 import type { StateWriter } from '../freeze/state-writer.js'
-import { settled, walkObjects, type Outcome } from '../engine/walker.js'
+import { settled, walkObjects, type Outcome, type WalkProgress } from '../engine/walker.js'
+import { ServedEntriesCount } from './served-entries.js'
 
 /**
  * What a phase walks: a CRD's custom resources (through its storage version), or a
@@ -35,6 +36,8 @@ export interface PhaseRun {
   conversion?: ConversionGate | undefined
   /** How the storage phase writes (apply when a webhook converts). */
   rewrite?: RewriteWrite
+  /** Told the counts so far when the run is stopped mid-phase (the phase then throws). */
+  onStopped?: (partial: CleanupResult) => void
 }
 
 /** Removes only managedFields entries of versions the CRD does not define at all. */
@@ -153,6 +156,10 @@ export async function runPhase(
   const writeDuration = m?.writeDuration.labels({ phase })
   // A gauge read at each scrape: set four times a second, not after every object.
   let remainingSetAt = Number.NEGATIVE_INFINITY
+  // The walk's live counts (updated in place), for a run stopped mid-phase.
+  let live: WalkProgress | undefined
+  // Entries of served old versions the cleanup leaves (they go once the version is unserved).
+  const servedKept = policy && !policy.rewriteServedNonStorage ? new ServedEntriesCount(policy) : undefined
   try {
     const result = await walkObjects(pages, handler, {
       concurrency: settings.concurrency,
@@ -169,7 +176,10 @@ export async function runPhase(
       // Objects with nothing to clean are settled from the list, not paced at --qps.
       ...(policy
         ? {
-            skip: (item: PartialObjectMetadata) => !needsManagedFieldsCleanup(item.metadata.managedFields, policy),
+            skip: (item: PartialObjectMetadata) => {
+              servedKept?.add(item.metadata.managedFields)
+              return !needsManagedFieldsCleanup(item.metadata.managedFields, policy)
+            },
             onSkipped: () => outcomes?.skipped.inc(),
           }
         : {}),
@@ -184,6 +194,7 @@ export async function runPhase(
           }
         : {}),
       onProgress: (progress) => {
+        live = progress
         const now = performance.now()
         if (m && now - remainingSetAt >= 250) {
           remainingSetAt = now
@@ -198,8 +209,19 @@ export async function runPhase(
       { ...labels, result: result.counts.failed > 0 ? 'Failed' : 'Succeeded' },
       (Date.now() - started) / 1000,
     )
-    return { ...result, entriesRemoved, entriesRelabelled, conversionRefused, staleWrites }
+    const kept = servedKept?.result()
+    return { ...result, entriesRemoved, entriesRelabelled, conversionRefused, staleWrites, ...(kept ? { servedEntriesKept: kept } : {}) }
   } catch (err) {
+    if (ctx.signal?.aborted && live)
+      run.onStopped?.({
+        counts: { ...live.counts },
+        failures: [],
+        checkpoint: live.checkpoint,
+        entriesRemoved,
+        entriesRelabelled,
+        conversionRefused,
+        staleWrites,
+      })
     ctx.metrics?.phaseDuration.observe({ ...labels, result: 'Failed' }, (Date.now() - started) / 1000)
     throw err
   } finally {

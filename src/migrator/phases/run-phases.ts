@@ -36,7 +36,13 @@ export const storagePhase: RunPhase = async (run) => {
     { kind: 'crd', crd: run.crd, storageVersion: run.plan.storageVersion },
     run.settings,
     run.ctx,
-    { state: run.state, conversion: run.conversion, rewrite: run.rewrite, resumeAfter: run.frozen.resumeAfter },
+    {
+      state: run.state,
+      conversion: run.conversion,
+      rewrite: run.rewrite,
+      resumeAfter: run.frozen.resumeAfter,
+      onStopped: (partial) => (run.result.storage = partial),
+    },
   )
   failOnObjects(run.result.storage, 'could not be rewritten')
 }
@@ -76,7 +82,7 @@ export const cleanupPhase: RunPhase = async (run) => {
     { kind: 'crd', crd: run.crd, storageVersion: run.plan.storageVersion },
     run.settings,
     run.ctx,
-    { state: run.state, conversion: run.conversion, rewrite: run.rewrite },
+    { state: run.state, conversion: run.conversion, rewrite: run.rewrite, onStopped: (partial) => (run.result.cleanup = partial) },
   )
   failOnObjects(run.result.cleanup, 'kept managedFields of unserved versions')
 }

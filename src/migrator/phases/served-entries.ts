@@ -1,0 +1,35 @@
+/**
+ * The managedFields entries a cleanup leaves on purpose: those of old versions still
+ * served (users may still apply with them). Counted from the list the cleanup walks, so
+ * the run can say what stays and what the next step is (unserve the version, run again).
+ */
+import type { ManagedFieldsEntry } from '../../kube/types.js'
+import type { ManagedFieldsPolicy } from './managed-fields.js'
+
+/** Per still-served old version: its entries, and the objects carrying at least one. */
+export type ServedEntriesKept = Record<string, { entries: number; objects: number }>
+
+export class ServedEntriesCount {
+  private readonly kept: ServedEntriesKept = {}
+
+  constructor(private readonly policy: Pick<ManagedFieldsPolicy, 'group' | 'servedVersions' | 'storageVersion'>) {}
+
+  add(entries: readonly ManagedFieldsEntry[] | undefined): void {
+    const prefix = `${this.policy.group}/`
+    const seen = new Set<string>()
+    for (const e of entries ?? []) {
+      if (!e.apiVersion?.startsWith(prefix)) continue
+      const version = e.apiVersion.slice(prefix.length)
+      if (version === this.policy.storageVersion || !this.policy.servedVersions.has(version)) continue
+      const k = (this.kept[version] ??= { entries: 0, objects: 0 })
+      k.entries++
+      if (!seen.has(version)) k.objects++
+      seen.add(version)
+    }
+  }
+
+  /** undefined when nothing stays. */
+  result(): ServedEntriesKept | undefined {
+    return Object.keys(this.kept).length ? { ...this.kept } : undefined
+  }
+}
