@@ -76,6 +76,8 @@ export type CleanupResult = WalkResult & {
   conversionRefused?: number
   /** Writes refused because someone wrote the object after we read it, each then read and written again. */
   staleWrites?: number
+  /** CleanupManagedFields: objects keeping entries of a served non-storage version (left by design), by version. */
+  servedKept?: Record<string, number>
 }
 
 /** The built-in StorageVersionMigration a run delegated its storage phase to. */

@@ -11,7 +11,7 @@ import type { ConversionGate } from '../conversion/gate.js'
 import type { CustomResourceDefinition, PartialObjectMetadata } from '../../kube/types.js'
 import type { CleanupResult, MigrationContext, MigrationSettings } from '../context.js'
 import type { MigratorMetrics } from '../metrics.js'
-import { managedFieldsPolicy, needsManagedFieldsCleanup } from './managed-fields.js'
+import { managedFieldsPolicy, needsManagedFieldsCleanup, servedKeptVersions } from './managed-fields.js'
 import { makeCleanupHandler, makeRewriteHandler, type RewriteWrite, type WriteContext } from './object-writes.js'
 import { Phase } from '../plan.js'
 import { requestRetry, ThrottleGate, withRetry } from '../engine/retry.js'
@@ -107,6 +107,7 @@ export async function runPhase(
     entriesRelabelled += cleaned.relabelled
   }
   let conversionRefused = 0
+  const servedKept: Record<string, number> = {}
   const policy = phase === Phase.CleanupManagedFields && crd ? managedFieldsPolicy(crd, write.ref.version, settings) : undefined
   const writeObject = policy
     ? makeCleanupHandler(write, policy, count)
@@ -169,7 +170,11 @@ export async function runPhase(
       // Objects with nothing to clean are settled from the list, not paced at --qps.
       ...(policy
         ? {
-            skip: (item: PartialObjectMetadata) => !needsManagedFieldsCleanup(item.metadata.managedFields, policy),
+            skip: (item: PartialObjectMetadata) => {
+              // Entries of a served old version stay by design; counted, so the summary can say what `check --drop` will.
+              for (const v of servedKeptVersions(item.metadata.managedFields, policy)) servedKept[v] = (servedKept[v] ?? 0) + 1
+              return !needsManagedFieldsCleanup(item.metadata.managedFields, policy)
+            },
             onSkipped: () => outcomes?.skipped.inc(),
           }
         : {}),
@@ -198,7 +203,14 @@ export async function runPhase(
       { ...labels, result: result.counts.failed > 0 ? 'Failed' : 'Succeeded' },
       (Date.now() - started) / 1000,
     )
-    return { ...result, entriesRemoved, entriesRelabelled, conversionRefused, staleWrites }
+    return {
+      ...result,
+      entriesRemoved,
+      entriesRelabelled,
+      conversionRefused,
+      staleWrites,
+      ...(Object.keys(servedKept).length ? { servedKept } : {}),
+    }
   } catch (err) {
     ctx.metrics?.phaseDuration.observe({ ...labels, result: 'Failed' }, (Date.now() - started) / 1000)
     throw err
