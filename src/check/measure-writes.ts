@@ -10,6 +10,7 @@ import { Accept, ContentType, type KubeHttp } from '../kube/http.js'
 import { pageRequest } from '../kube/list-pages.js'
 import { apiVersionOf, collectionPath, objectPath, resourceRef, type ResourceRef } from '../kube/paths.js'
 import type { CustomResourceDefinition, PartialObjectMetadata } from '../kube/types.js'
+import { requestRetry, withRetry } from '../migrator/engine/retry.js'
 import { planCrd } from '../migrator/plan.js'
 import { plainText } from '../sanitize.js'
 import { FIELD_MANAGER } from '../version.js'
@@ -22,6 +23,8 @@ export interface MeasureOptions {
   concurrency: number
   /** No write starts after this many milliseconds. */
   budgetMs: number
+  /** Tries per request, as the migrator's (a 429 waits for its Retry-After: the wait is part of the rate). */
+  maxAttempts: number
   /** The CRDs whose migration writes through the status subresource (--crds <name>.useStatusSubresource). */
   statusSubresource?: (crd: string) => boolean
   signal?: AbortSignal | undefined
@@ -36,7 +39,11 @@ interface Target {
 }
 
 /** Lists up to `options.samples` objects of `crds`, then writes each once with dryRun=All, timed. */
-export async function measureWrites(http: KubeHttp, crds: readonly CustomResourceDefinition[], options: MeasureOptions): Promise<WriteSample> {
+export async function measureWrites(
+  http: KubeHttp,
+  crds: readonly CustomResourceDefinition[],
+  options: MeasureOptions,
+): Promise<WriteSample> {
   const targets = await pickTargets(http, crds, options)
   const concurrency = Math.max(1, Math.min(options.concurrency, targets.length))
   let written = 0
@@ -51,7 +58,7 @@ export async function measureWrites(http: KubeHttp, crds: readonly CustomResourc
       options.signal?.throwIfAborted()
       const target = targets[next++]!
       try {
-        await dryRunWrite(http, target, options.signal)
+        await withRetry(() => dryRunWrite(http, target, options.signal), requestRetry(options.maxAttempts, options.signal))
         written++
       } catch (err) {
         options.signal?.throwIfAborted()
@@ -74,10 +81,12 @@ async function pickTargets(http: KubeHttp, crds: readonly CustomResourceDefiniti
     const plan = planCrd(crd)
     if (!plan.storageVersion || plan.blockedReason || !plan.servedVersions.includes(plan.storageVersion)) continue
     const ref = resourceRef(crd, plan.storageVersion)
-    const page = await pageRequest<PartialObjectMetadata>(http, collectionPath(ref), {
+    const request = pageRequest<PartialObjectMetadata>(http, collectionPath(ref), {
       accept: Accept.partialObjectMetadataList,
       signal: options.signal,
-    })({ limit: left, continue: undefined })
+    })
+    // Right after a storage flip the API server answers 429 while it re-initialises storage.
+    const page = await withRetry(() => request({ limit: left, continue: undefined }), requestRetry(options.maxAttempts, options.signal))
     const apply = conversionStrategy(crd) === 'Webhook'
     const status = options.statusSubresource?.(crd.metadata.name) ?? false
     for (const item of page.items.slice(0, left)) targets.push({ ref, item, apply, status })

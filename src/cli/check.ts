@@ -83,7 +83,9 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
       for (const version of target.versions) results.push(decideDrop(await reader.gather(target.crd, version), { strict: options.strict }))
     }
     const report: CheckReport = { safe: results.every((r) => r.safe) && missing.length === 0, results, missing }
-    out.write(options.format === 'text' ? formatCheck(report, options.names.length === 0 && !manifests) : renderData(report, options.format))
+    out.write(
+      options.format === 'text' ? formatCheck(report, options.names.length === 0 && !manifests) : renderData(report, options.format),
+    )
     for (const name of missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
     if (missing.length) return 1
     return results.every((r) => r.safe) ? 0 : EXIT_NOT_SAFE

@@ -19,7 +19,15 @@ import { requestRetry, withRetry } from '../migrator/engine/retry.js'
 import { scanManagedFields } from '../migrator/phases/managed-fields-scan.js'
 import { Phase, planCrd } from '../migrator/plan.js'
 import { servedVersionToList } from '../check/drop-evidence.js'
-import { CONSTANT_BASIS, planRow, planSummary, type EstimateBasis, type PlanInput, type PlanRow, type PlanSummary } from '../check/fleet-plan.js'
+import {
+  CONSTANT_BASIS,
+  planRow,
+  planSummary,
+  type EstimateBasis,
+  type PlanInput,
+  type PlanRow,
+  type PlanSummary,
+} from '../check/fleet-plan.js'
 import { measureWrites } from '../check/measure-writes.js'
 import { describeBasis, measuredBasis, objectsPerSecond, type WriteSample } from '../check/write-rate.js'
 import { renderData, type OutputFormat } from './output.js'
@@ -90,13 +98,19 @@ export async function planFleet(
   let measureError: string | undefined
   if (options.measure) {
     // Only CRDs with work: their objects are the ones a migration writes.
-    const working = new Set(inputs.map((i) => planRow(i)).filter((r) => r.work.length > 0 && !r.blockedReason).map((r) => r.name))
+    const working = new Set(
+      inputs
+        .map((i) => planRow(i))
+        .filter((r) => r.work.length > 0 && !r.blockedReason)
+        .map((r) => r.name),
+    )
     sample = await measureWrites(
       http,
       crds.filter((c) => working.has(c.metadata.name)),
       {
         ...options.measure,
         concurrency: config.migrator.concurrency,
+        maxAttempts: config.migrator.maxAttempts,
         statusSubresource: (name) => settingsFor(config, name).useStatusSubresource,
         signal: options.signal,
       },

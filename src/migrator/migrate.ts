@@ -28,7 +28,8 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
   const report = new RunReporter(name, ctx)
   const crd = await withRetry(() => getCrd(ctx.http, name), requestRetry(settings.maxAttempts, ctx.signal)).catch((err: unknown) => {
     // Said as `status` says it, with a code, rather than as the API server's 404.
-    if (isNotFound(err)) throw new CrdMigratorError('CRDM_RESOURCE_NOT_FOUND', `customresourcedefinition "${name}" not found`, { cause: err })
+    if (isNotFound(err))
+      throw new CrdMigratorError('CRDM_RESOURCE_NOT_FOUND', `customresourcedefinition "${name}" not found`, { cause: err })
     throw err
   })
   const crdPlan = planCrd(crd)

@@ -40,7 +40,9 @@ export function registerPlan(program: Command): void {
         logger: logger(config, 'short'),
         names,
         scan: opts.scan !== false,
-        measure: opts.measure ? { ...DEFAULT_MEASURE, ...(opts.measureObjects ? { samples: opts.measureObjects as number } : {}) } : undefined,
+        measure: opts.measure
+          ? { ...DEFAULT_MEASURE, ...(opts.measureObjects ? { samples: opts.measureObjects as number } : {}) }
+          : undefined,
         signal: shutdownSignal(undefined),
       })
     })
@@ -48,6 +50,7 @@ export function registerPlan(program: Command): void {
 
 function parseCount(value: string): number {
   const n = Number(value)
-  if (!Number.isInteger(n) || n < 1 || n > 10_000) throw new ConfigError(`plan: --measure-objects must be a whole number from 1 to 10000, got ${JSON.stringify(value)}`)
+  if (!Number.isInteger(n) || n < 1 || n > 10_000)
+    throw new ConfigError(`plan: --measure-objects must be a whole number from 1 to 10000, got ${JSON.stringify(value)}`)
   return n
 }
