@@ -31,7 +31,7 @@ export function countsText(result: MigrationResult): string {
  * design: users may still apply with it), one clause per version; what `check --drop`
  * counts against dropping it. Empty when there are none.
  */
-export function servedKeptSteps(result: Pick<MigrationResult, 'cleanup'>): string[] {
+export function servedKeptSteps(result: { cleanup?: { servedKept?: Record<string, number> | undefined } | undefined }): string[] {
   return Object.entries(result.cleanup?.servedKept ?? {}).map(
     ([v, n]) =>
       `${n} object${n === 1 ? ' keeps' : 's keep'} managedFields entries of ${v}, which is still served (left by design; check --drop ${v} counts them): to drop ${v}, set served: false on it, then run migrate again`,
