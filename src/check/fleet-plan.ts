@@ -30,6 +30,8 @@ export interface EstimateBasis {
   source: 'constant' | 'measured'
   /** Dry-run writes the measured rate is from. */
   samples?: number
+  /** The dry-run writes' own rate, before the allowance for the etcd write they skip. */
+  dryRunPerSecond?: number
 }
 
 /** The bench's rate: a rough guess for a cluster nobody measured. */

@@ -62,7 +62,16 @@ export interface PlanReport {
   summary: PlanSummary & {
     /** What the estimate stands on, in words. */
     estimate: string
-    basis: { source: EstimateBasis['source']; objectsPerSecond: number; samples?: number; failed?: number; measureError?: string }
+    basis: {
+      source: EstimateBasis['source']
+      /** The rate the estimate uses. */
+      objectsPerSecond: number
+      samples?: number
+      failed?: number
+      /** The dry-run writes' own rate (objectsPerSecond allows for the etcd write they skip). */
+      dryRunPerSecond?: number
+      measureError?: string
+    }
   }
   missing: string[]
 }
@@ -130,6 +139,7 @@ export async function planFleet(
         source: basis.source,
         objectsPerSecond: objectsPerSecond(basis),
         ...(sample ? { samples: sample.written, failed: sample.failed } : {}),
+        ...(basis.dryRunPerSecond ? { dryRunPerSecond: Math.round(basis.dryRunPerSecond * 10) / 10 } : {}),
         ...(measureError ? { measureError } : {}),
       },
     },

@@ -15,11 +15,11 @@ const sample = (s: Partial<WriteSample>): WriteSample => ({ written: 100, failed
 
 t.test('measuredBasis: the burst throughput, capped by --qps; a reason when too little succeeded', async (t) => {
   const rows: Array<[what: string, s: WriteSample, qps: number, objectsPerSecond: number | undefined, reason?: RegExp]> = [
-    ['100 writes in 2 s: 50/s', sample({}), 0, 50],
-    ['--qps below the measured rate caps it', sample({}), 20, 20],
-    ['--qps above the measured rate changes nothing', sample({}), 500, 50],
-    ['failures do not count as writes', sample({ written: 50, failed: 50 }), 0, 25],
-    ['exactly the minimum', sample({ written: MIN_SAMPLES, wallMs: 1000 }), 0, MIN_SAMPLES],
+    ['100 dry-run writes in 2 s: 50/s, real writes 50/1.5', sample({}), 0, 33.3],
+    ['--qps below the rate caps it', sample({}), 20, 20],
+    ['--qps above the rate changes nothing', sample({}), 500, 33.3],
+    ['failures do not count as writes', sample({ written: 51, failed: 49, wallMs: 1000 }), 0, 34],
+    ['exactly the minimum', sample({ written: MIN_SAMPLES, wallMs: 1500 }), 0, 4.4],
     [
       'one short of the minimum',
       sample({ written: MIN_SAMPLES - 1 }),
@@ -53,10 +53,16 @@ t.test('measuredBasis: the burst throughput, capped by --qps; a reason when too 
 })
 
 t.test('describeBasis: measured says so and on how many writes; the constant says what it is and suggests --measure', async (t) => {
-  const measured: EstimateBasis = { msPerObject: 1000 / 42.5, msPerCrd: MS_PER_CRD, source: 'measured', samples: 180 }
+  const measured: EstimateBasis = {
+    msPerObject: 1000 / 42.5,
+    msPerCrd: MS_PER_CRD,
+    source: 'measured',
+    samples: 180,
+    dryRunPerSecond: 63.75,
+  }
   t.match(
     describeBasis(measured),
-    /^measured on this cluster: 42\.5 objects\/s from 180 dry-run writes \(dryRun=All: nothing stored\), plus 2\.4 s per CRD/,
+    /^measured on this cluster: 42\.5 objects\/s from 180 dry-run writes \(dryRun=All: nothing stored\) at 63\.8\/s, less the etcd write a dry run skips \(÷1\.5\), plus 2\.4 s per CRD/,
   )
   t.match(
     describeBasis(CONSTANT_BASIS),
