@@ -30,6 +30,7 @@ export async function measurePlan(ctx: MigrationContext, group: string): Promise
       source: report.summary.basis.source,
       objectsPerSecond: report.summary.basis.objectsPerSecond,
       samples: report.summary.basis.samples ?? 0,
+      dryRunPerSecond: report.summary.basis.dryRunPerSecond ?? null,
     }
   } finally {
     http.close()
@@ -50,7 +51,7 @@ export function planVsActualLine(runs: readonly MigrationRun[]): string | undefi
   if (!rows.length) return undefined
   const each = rows.map((r) => {
     const p = r.planEstimate!
-    return `${r.size.toLocaleString('en-US')} objects: estimate ${round(p.estimateMs / 1000, 1)} s (${p.source}, ${p.objectsPerSecond} objects/s from ${p.samples} dry-run writes), actual ${round(p.actualMs / 1000, 1)} s = ${p.ratio}×`
+    return `${r.size.toLocaleString('en-US')} objects: estimate ${round(p.estimateMs / 1000, 1)} s (${p.source}, ${p.objectsPerSecond} objects/s from ${p.samples} dry-run writes at ${p.dryRunPerSecond ?? '?'}/s), actual ${round(p.actualMs / 1000, 1)} s = ${p.ratio}×`
   })
   return `plan --measure estimate vs actual (ours at the defaults, whole run): ${each.join('; ')}.`
 }

@@ -89,7 +89,15 @@ export interface MigrationRun {
   /** ours: the lossless check before its storage phase (method, objects compared, time). */
   lossless?: { method: string; checked: number; durationMs: number }
   /** ours at the defaults, main case: `plan --measure`'s estimate made before the run, and the run's whole time (plan-estimate.ts). */
-  planEstimate?: { estimateMs: number; source: string; objectsPerSecond: number; samples: number; actualMs: number; ratio: number }
+  planEstimate?: {
+    estimateMs: number
+    source: string
+    objectsPerSecond: number
+    samples: number
+    dryRunPerSecond: number | null
+    actualMs: number
+    ratio: number
+  }
 }
 
 /**

@@ -113,20 +113,23 @@ export async function planFleet(
         .filter((r) => r.work.length > 0 && !r.blockedReason)
         .map((r) => r.name),
     )
-    sample = await measureWrites(
-      http,
-      crds.filter((c) => working.has(c.metadata.name)),
-      {
-        ...options.measure,
-        concurrency: config.migrator.concurrency,
-        maxAttempts: config.migrator.maxAttempts,
-        statusSubresource: (name) => settingsFor(config, name).useStatusSubresource,
-        signal: options.signal,
-      },
-    )
-    const measured = measuredBasis(sample, config.migrator.qps)
-    if ('basis' in measured) basis = measured.basis
-    else measureError = measured.reason
+    if (working.size === 0) measureError = 'no CRD needs work: nothing to measure'
+    else {
+      sample = await measureWrites(
+        http,
+        crds.filter((c) => working.has(c.metadata.name)),
+        {
+          ...options.measure,
+          concurrency: config.migrator.concurrency,
+          maxAttempts: config.migrator.maxAttempts,
+          statusSubresource: (name) => settingsFor(config, name).useStatusSubresource,
+          signal: options.signal,
+        },
+      )
+      const measured = measuredBasis(sample, config.migrator.qps)
+      if ('basis' in measured) basis = measured.basis
+      else measureError = measured.reason
+    }
   }
   const rows = inputs.map((i) => planRow(i, basis))
   const summary = planSummary(rows, config.migrator.maxParallelCrds, basis)

@@ -22,6 +22,7 @@ import {
   storedVersionsInEtcd,
 } from '../helpers/cluster.js'
 import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+import { grantClusterRole } from '../helpers/rbac.js'
 import { runProcess } from '../helpers/run-process.js'
 import { until } from '../helpers/until.js'
 
@@ -87,6 +88,35 @@ t.test('plan --measure: a rate from dry-run writes; nothing stored', async (t) =
 
   const bad = await cli(cp.kubeconfigPath, 'plan', crd.metadata.name, '--measure', '--measure-objects', '0')
   t.equal(bad.code, 2, 'a bad --measure-objects is a usage error')
+})
+
+t.test('plan --measure without patch permission: the constant, and why', async (t) => {
+  const cp = await getControlPlane()
+  const http = httpFor(cp.kubeconfigPath)
+  const group = uniqueGroup('measure-ro')
+  const ns = uniqueName('measure-ro')
+  await createNamespace(http, ns)
+  const crd = await createCrd(http, crdManifest({ group, versions: ['v1', 'v2'], storage: 'v1' }))
+  await createObjects(http, refFor(crd, 'v1'), [ns], 20)
+  await setStorageVersion(http, crd.metadata.name, 'v2')
+  const name = uniqueName('plan-reader')
+  await grantClusterRole(
+    cp,
+    name,
+    [
+      { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions'], verbs: ['get', 'list'] },
+      { apiGroups: [group], resources: ['widgets'], verbs: ['list'] },
+    ],
+    [{ kind: 'User', apiGroup: 'rbac.authorization.k8s.io', name }],
+  )
+  const reader = await cp.mintUser(name)
+  const r = await cli(reader.kubeconfigPath, 'plan', crd.metadata.name, '--measure', '-o', 'json')
+  t.equal(r.code, 0, r.stderr)
+  const report = JSON.parse(r.stdout) as PlanReport
+  t.equal(report.summary.basis.source, 'constant')
+  t.equal(report.summary.basis.failed, 20, 'every dry-run write refused')
+  t.match(report.summary.basis.measureError, /^0 of 20 dry-run writes succeeded, 10 needed: CRDM_FORBIDDEN: /)
+  t.match(report.summary.estimate, /^could not measure \(0 of 20 .*\); a rough constant: 519 objects\/s/)
 })
 
 t.test('a CRD that does not exist: one not-found line, exit 1', async (t) => {
