@@ -43,9 +43,17 @@ export function parseProgress(text: string | undefined): { done: number; total: 
 export const ETA_EVIDENCE_SECONDS = 10
 
 /**
+ * A heartbeat at most this old dates the progress count written with it (a run writes both
+ * every progressIntervalSeconds, 5 s by default). An older one belongs to a run that stopped
+ * writing (stalled, or dead and not yet taken over): its rate is then taken up to now, so
+ * the stall slows it rather than the ETA running out while nothing moves.
+ */
+export const FRESH_HEARTBEAT_SECONDS = 30
+
+/**
  * Seconds left for a running CRD at the rate its own run has shown: the count settled
  * (progress) over the time from started-at to when that count was written (the heartbeat
- * written with it; now without one), less the time since then. Undefined while there is
+ * written with it, when fresh; now otherwise), less the time since then. Undefined while there is
  * not enough evidence: nothing settled, no start time, or less than ETA_EVIDENCE_SECONDS
  * of run. The rate includes the freeze and the wait for the storage switch, and a later
  * phase counts from 0 again, so estimates err on the long side.
@@ -55,8 +63,13 @@ export function etaSeconds(progress: string | undefined, startedAt: string | und
   const started = startedAt ? Date.parse(startedAt) : Number.NaN
   if (!p || Number.isNaN(started)) return undefined
   if (p.done === p.total) return 0
-  // A heartbeat from the future (clock skew) or before the start is no sample time.
-  const at = sampledAt && sampledAt.getTime() >= started && sampledAt.getTime() <= now.getTime() ? sampledAt.getTime() : now.getTime()
+  // A heartbeat from the future (clock skew), before the start, or stale is no sample time.
+  const fresh =
+    sampledAt !== undefined &&
+    sampledAt.getTime() >= started &&
+    sampledAt.getTime() <= now.getTime() &&
+    now.getTime() - sampledAt.getTime() <= FRESH_HEARTBEAT_SECONDS * 1000
+  const at = fresh ? sampledAt.getTime() : now.getTime()
   const elapsed = (at - started) / 1000
   if (p.done === 0 || elapsed < ETA_EVIDENCE_SECONDS) return undefined
   const left = ((p.total - p.done) * elapsed) / p.done - (now.getTime() - at) / 1000

@@ -5,7 +5,9 @@
  * check agree on managedFields entries of a version that is still served.
  */
 import t from 'tap'
-import { getCrd } from '../../src/kube/crds.js'
+import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
+import { getCrd, patchCrdAnnotations } from '../../src/kube/crds.js'
+import { StateAnnotation } from '../../src/state/crd-state.js'
 import { ContentType, type KubeHttp } from '../../src/kube/http.js'
 import { collectionPath, crdPath } from '../../src/kube/paths.js'
 import type { PartialObjectMetadata } from '../../src/kube/types.js'
@@ -189,4 +191,38 @@ t.test('plan, migrate and check agree on managedFields of a served old version',
   const after = await cli(cp.kubeconfigPath, 'check', name, '--drop', 'v1', '-o', 'json')
   const mfAfter = (JSON.parse(after.stdout) as CheckReport).results[0]!.reasons.find((r) => r.check === 'managedFields')!
   t.equal(mfAfter.status, 'ok', mfAfter.message)
+})
+
+t.test("status: an ETA from the run's own progress, only after 10 s of it", async (t) => {
+  const cp = await getControlPlane()
+  const http = httpFor(cp.kubeconfigPath)
+  const crd = await createCrd(http, crdManifest({ group: uniqueGroup('eta'), versions: ['v1', 'v2'], storage: 'v2' }))
+  const name = crd.metadata.name
+  // A run of another replica, as its state writer leaves the CRD: progress with a fresh heartbeat.
+  const run = (startedSecondsAgo: number, progress: string) =>
+    patchCrdAnnotations(http, name, {
+      [DEFAULT_MIGRATING_ANNOTATION]: 'true',
+      [StateAnnotation.owner]: 'another-replica',
+      [StateAnnotation.startedAt]: new Date(Date.now() - startedSecondsAgo * 1000).toISOString(),
+      [StateAnnotation.heartbeat]: new Date().toISOString(),
+      [StateAnnotation.phase]: 'StorageVersionMigration',
+      [StateAnnotation.progress]: progress,
+    })
+  const summary = async () => {
+    const r = await cli(cp.kubeconfigPath, 'status', name, '--summary')
+    t.equal(r.code, 0, r.stderr)
+    return r.stdout
+  }
+  await run(3, '40/400')
+  t.match(await summary(), /in flight: 1, queued: 0; ETA of the running: estimating…\n$/, '3 s of run: not enough evidence')
+  const early = JSON.parse((await cli(cp.kubeconfigPath, 'status', name, '-o', 'json')).stdout) as Array<{ etaSeconds?: number }>
+  t.notOk('etaSeconds' in early[0]!, 'no etaSeconds while estimating')
+
+  // 100 of 400 in 50 s: 300 more take about 150 s.
+  await run(50, '100/400')
+  const text = await summary()
+  const m = /ETA of the running: (\d+)m(\d+)s at the rate seen so far\n$/.exec(text)
+  t.ok(m, text)
+  const seconds = Number(m?.[1]) * 60 + Number(m?.[2])
+  t.ok(seconds >= 140 && seconds <= 155, `ETA ${seconds} s`)
 })

@@ -81,10 +81,12 @@ t.test("etaSeconds: the run's own rate, only with evidence", async (t) => {
     ['10 s of run: enough', '500/1000', '2026-11-25T12:01:30Z', undefined, 10],
     // Written at the heartbeat 20 s ago: 250 in 80 s, 750 more take 240 s from then, 220 s from now.
     ['the count as of its heartbeat', '250/1000', started, at('2026-11-25T12:01:20Z'), 220],
-    ['a heartbeat 9 s into the run: not enough evidence', '250/1000', started, at('2026-11-25T12:00:09Z'), undefined],
+    ['a fresh heartbeat 9 s into the run: not enough evidence', '250/1000', '2026-11-25T12:01:20Z', at('2026-11-25T12:01:29Z'), undefined],
     ['a heartbeat from the future: now instead', '250/1000', started, at('2026-11-25T12:09:00Z'), 300],
     ['a heartbeat before the start (clock skew): now instead', '250/1000', started, at('2026-11-25T11:59:00Z'), 300],
-    ['overdue at the old rate: 1 s, never 0 or less while running', '999/1000', started, at('2026-11-25T12:00:30Z'), 1],
+    ['overdue at its rate: 1 s, never 0 or less while running', '999/1000', started, at('2026-11-25T12:01:15Z'), 1],
+    // 31 s old: the run stopped writing; its rate up to now (250 in 100 s), the stall included.
+    ['a stale heartbeat: the rate up to now', '250/1000', started, at('2026-11-25T12:01:09Z'), 300],
   ]
   for (const [what, progress, startedAt, sampledAt, eta] of rows) t.equal(etaSeconds(progress, startedAt, now, sampledAt), eta, what)
 })
