@@ -90,6 +90,10 @@ t.test('plan --measure: a rate from dry-run writes; nothing stored', async (t) =
 
   const bad = await cli(cp.kubeconfigPath, 'plan', crd.metadata.name, '--measure', '--measure-objects', '0')
   t.equal(bad.code, 2, 'a bad --measure-objects is a usage error')
+  t.match(bad.stderr, /--measure-objects must be a whole number from 1 to 10000, got "0"/)
+  const alone = await cli(cp.kubeconfigPath, 'plan', crd.metadata.name, '--measure-objects', '50')
+  t.equal(alone.code, 2, '--measure-objects without --measure is not silently ignored')
+  t.match(alone.stderr, /plan: --measure-objects needs --measure/)
 })
 
 t.test('plan --measure without patch permission: the constant, and why', async (t) => {

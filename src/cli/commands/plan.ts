@@ -32,6 +32,7 @@ export function registerPlan(program: Command): void {
     .option('--json', 'the same as -o json')
     .action(async (names: string[], opts: Record<string, unknown>) => {
       const format = outputFormat(opts)
+      if (opts.measureObjects !== undefined && !opts.measure) throw new ConfigError('plan: --measure-objects needs --measure')
       // Warnings only by default (a server that does not answer yet): the output is the table.
       const config = configFromOptions({ logLevel: 'warn', ...opts })
       const { runPlanCommand, DEFAULT_MEASURE } = await import('../plan.js')
