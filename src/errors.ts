@@ -41,7 +41,7 @@ export const ERROR_CODES = {
   CRDM_CONVERSION_REFUSED: 'conversion refused',
   /** A stashed copy could not be migrated (no referrer, a referrer changed meanwhile, a name taken); nothing half-done. */
   CRDM_STASH_FAILED: 'stashed copy not migrated',
-  /** The resource to migrate (a StorageVersionMigration's or `migrate --resource`) is not served. */
+  /** The resource to migrate (a CRD named to `migrate`, a StorageVersionMigration's, `migrate --resource`) does not exist or is not served. */
   CRDM_RESOURCE_NOT_FOUND: 'resource not found',
   /** engine builtin: the API server serves no storagemigration.k8s.io, or kube-controller-manager did not start the migration in time. */
   CRDM_BUILTIN_UNAVAILABLE: 'built-in storage version migrator unavailable',

@@ -223,12 +223,19 @@ export async function flipStorageToV2(http: KubeHttp, etcdEndpoint: string, grou
   const deadline = Date.now() + 60_000
   for (let i = 0; ; i++) {
     const probe = `zz-storage-probe-${i}`
+    let tries = 0
     await retrying('create the storage probe', () =>
-      http.request({
-        method: 'POST',
-        path: objectPath(ref, namespace, probe).replace(/\/[^/]+$/, ''),
-        body: { apiVersion: `${group}/v1`, kind: KIND, metadata: { name: probe, namespace }, spec: { replicas: 0 } },
-      }),
+      http
+        .request({
+          method: 'POST',
+          path: objectPath(ref, namespace, probe).replace(/\/[^/]+$/, ''),
+          body: { apiVersion: `${group}/v1`, kind: KIND, metadata: { name: probe, namespace }, spec: { replicas: 0 } },
+        })
+        .catch((err: unknown) => {
+          // A create tried again after its first try landed (a timeout on a loaded machine) finds it made.
+          if (++tries > 1 && err instanceof KubeApiError && err.status === 409) return undefined
+          throw err
+        }),
     )
     const raw = await etcdGet(etcdEndpoint, `/registry/${group}/${PLURAL}/${namespace}/${probe}`)
     await retrying('delete the storage probe', () => http.request({ method: 'DELETE', path: objectPath(ref, namespace, probe) }))

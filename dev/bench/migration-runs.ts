@@ -13,6 +13,7 @@ import { runKsvm, type KsvmBuild } from './ksvm.js'
 import { log } from './log.js'
 import type { Around, Conv, MigrationContext } from './migration-context.js'
 import type { MigrationRun, Tool } from './report.js'
+import { measurePlan, withActual } from './plan-estimate.js'
 import { runChild } from './run-child.js'
 import { conversionOf, counted, dropConversionCrd, dropCrd, prepare, prove, reviewsText, timeoutFor, writeOf } from './run-steps.js'
 import { round } from './stats.js'
@@ -30,12 +31,15 @@ export interface OursRunOptions {
   /** Through the conversion webhook, counted. */
   conv?: Conv
   around?: Around
+  /** Plan the CRD with `plan --measure` first, and keep its estimate beside the run's time. */
+  planEstimate?: boolean
 }
 
 /** Ours (the product's migrateCrd in child.js) on a fresh CRD of `size` objects. */
 export async function runOurs(ctx: MigrationContext, size: number, tool: Tool, options: OursRunOptions = {}): Promise<MigrationRun> {
   const { concurrency, qps, conv, around = (run) => run() } = options
   const { group, createMs, setup } = await prepare(ctx, size, tool, conv)
+  const estimate = options.planEstimate ? await measurePlan(ctx, group) : undefined
   const input: OursChildInput = {
     kubeconfigPath: ctx.sa.kubeconfigPath,
     crd: `${PLURAL}.${group}`,
@@ -69,6 +73,7 @@ export async function runOurs(ctx: MigrationContext, size: number, tool: Tool, o
     throttled: r.throttled,
     timeline: r.timeline,
     ...(r.lossless ? { lossless: r.lossless } : {}),
+    ...(estimate ? { planEstimate: withActual(estimate, r.wallMs) } : {}),
     etcd: await prove(ctx, group, size, conv),
     notes: `storedVersions after: ${JSON.stringify(r.storedVersionsAfter)}; counts ${JSON.stringify(r.counts)}; throttled ${r.throttled}; managedFields phase ${round((r.cleanupPhaseMs ?? 0) / 1000, 2)} s`,
   }
@@ -82,7 +87,7 @@ export async function runOurs(ctx: MigrationContext, size: number, tool: Tool, o
     await dropCrd(ctx, group, size)
   }
   log(
-    `${tool} N=${size}${conv ? ` (conversion, webhook delay ${conv.delayMs} ms)` : ''}: ${r.outcome}, storage phase ${round(rewriteMs / 1000, 2)} s = ${Math.round(run.objectsPerSecond)}/s, whole run ${round(r.wallMs / 1000, 2)} s, p50 ${r.latency.p50Ms} ms p99 ${r.latency.p99Ms} ms, peak RSS ${r.peakRssMb} MB, etcd v2 ${run.etcd.allV2}${reviewsText(run)}`,
+    `${tool} N=${size}${conv ? ` (conversion, webhook delay ${conv.delayMs} ms)` : ''}: ${r.outcome}, storage phase ${round(rewriteMs / 1000, 2)} s = ${Math.round(run.objectsPerSecond)}/s, whole run ${round(r.wallMs / 1000, 2)} s${run.planEstimate ? ` (plan --measure estimated ${round(run.planEstimate.estimateMs / 1000, 2)} s: ${run.planEstimate.ratio}×)` : ''}, p50 ${r.latency.p50Ms} ms p99 ${r.latency.p99Ms} ms, peak RSS ${r.peakRssMb} MB, etcd v2 ${run.etcd.allV2}${reviewsText(run)}`,
   )
   return run
 }

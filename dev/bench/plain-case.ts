@@ -49,13 +49,14 @@ export async function runPlainCase(ctx: MigrationContext, ksvm: KsvmBuild | unde
 
   // 2. Every size: ceiling, ours best, ours default, KSVM.
   for (const size of sizes) {
+    // The main case: ours at the defaults, planned with `plan --measure` first.
     if (size > oursOnlyAbove) {
-      migrations.push(await runOurs(ctx, size, 'ours-default'))
+      migrations.push(await runOurs(ctx, size, 'ours-default', { planEstimate: true }))
       continue
     }
     migrations.push(await runCeilingOnce(ctx, size, ceilingConcurrency))
     migrations.push(await runOurs(ctx, size, 'ours-best', { concurrency: bestConcurrency, qps: 0 }))
-    migrations.push(await runOurs(ctx, size, 'ours-default'))
+    migrations.push(await runOurs(ctx, size, 'ours-default', { planEstimate: true }))
     if (ksvm) {
       migrations.push(await runKsvmOnce(ctx, ksvm, size, 'ksvm', KSVM_UNTHROTTLED))
       if (size <= ksvmManifestMax) migrations.push(await runKsvmOnce(ctx, ksvm, size, 'ksvm-manifest', KSVM_MANIFEST))

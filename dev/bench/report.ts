@@ -1,4 +1,5 @@
 import type { ConversionProbe } from './conversion.js'
+import { planVsActualLine } from './plan-estimate.js'
 import type { ForegroundStats } from './foreground.js'
 import type { LoadSummary, MachineInfo } from './stats.js'
 import type { WebhookCaseResult } from './webhook-load.js'
@@ -87,6 +88,16 @@ export interface MigrationRun {
   timeline?: Array<{ what: string; from: number; to: number }>
   /** ours: the lossless check before its storage phase (method, objects compared, time). */
   lossless?: { method: string; checked: number; durationMs: number }
+  /** ours at the defaults, main case: `plan --measure`'s estimate made before the run, and the run's whole time (plan-estimate.ts). */
+  planEstimate?: {
+    estimateMs: number
+    source: string
+    objectsPerSecond: number
+    samples: number
+    dryRunPerSecond: number | null
+    actualMs: number
+    ratio: number
+  }
 }
 
 /**
@@ -207,6 +218,8 @@ export function renderMarkdown(r: BenchResult): string {
     )
     lines.push('|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|')
     for (const run of r.migrations.filter((x) => !x.tool.endsWith('-sweep'))) lines.push(runRow(run))
+    const plan = planVsActualLine(r.migrations)
+    if (plan) lines.push('', plan)
     const sweep = r.migrations.filter((x) => x.tool === 'ours-sweep')
     if (sweep.length) {
       lines.push('')

@@ -3,6 +3,7 @@
  * KSVM and the ceiling, the good neighbour, the webhook against the bare node:https floor.
  */
 import type { BenchResult, MigrationRun, NeighbourCase, Target, Tool } from './report.js'
+import { planTarget } from './plan-estimate.js'
 import { round } from './stats.js'
 
 const int = (n: number) => n.toLocaleString('en-US')
@@ -144,5 +145,6 @@ export function issueTargets(
       })
     }
   }
+  if (x.migrations.some((m) => m.planEstimate)) targets.push(planTarget(x.migrations))
   return targets
 }

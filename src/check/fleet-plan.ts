@@ -1,7 +1,8 @@
 /**
  * `plan`: which CRDs of a fleet need work, how many objects that writes, and how long it
  * may take. Pure: what the API server told (counts, storedVersions) in, rows and an
- * estimate out. The estimate is arithmetic over measured rates, never a promise.
+ * estimate out. The estimate is arithmetic over a write rate (the bench's constant, or one
+ * measured on the user's cluster: write-rate.ts), never a promise.
  */
 
 /**
@@ -19,6 +20,23 @@ export const MS_PER_OBJECT = 1000 / 519
  */
 export const MS_PER_CRD = 2400
 
+/** What an estimate is computed from: a write rate, and where it came from. */
+export interface EstimateBasis {
+  /** Milliseconds per object written. */
+  msPerObject: number
+  /** Milliseconds per CRD whatever its size (freeze, storage-switch checks, state writes). */
+  msPerCrd: number
+  /** constant: the bench's rate on another machine; measured: dry-run writes to this cluster. */
+  source: 'constant' | 'measured'
+  /** Dry-run writes the measured rate is from. */
+  samples?: number
+  /** The dry-run writes' own rate, before the allowance for the etcd write they skip. */
+  dryRunPerSecond?: number
+}
+
+/** The bench's rate: a rough guess for a cluster nobody measured. */
+export const CONSTANT_BASIS: EstimateBasis = { msPerObject: MS_PER_OBJECT, msPerCrd: MS_PER_CRD, source: 'constant' }
+
 export interface PlanInput {
   name: string
   storageVersion: string | undefined
@@ -29,6 +47,12 @@ export interface PlanInput {
   objects: number | undefined
   /** Objects with managedFields entries the cleanup phase would rewrite; undefined when not scanned. */
   managedFieldsObjects: number | undefined
+  /**
+   * Objects with managedFields entries of a served version other than storage, by version:
+   * the cleanup leaves them by design (users may still apply with that version), and
+   * `check --drop` counts them as blocking. Empty or absent: none (or not scanned).
+   */
+  servedManagedFields?: Record<string, number>
 }
 
 export type Work = 'storage' | 'managedFields'
@@ -42,7 +66,7 @@ export interface PlanRow extends PlanInput {
   estimateMs: number | undefined
 }
 
-export function planRow(input: PlanInput): PlanRow {
+export function planRow(input: PlanInput, basis: EstimateBasis = CONSTANT_BASIS): PlanRow {
   const storageWork =
     input.storageVersion !== undefined && !(input.storedVersions.length === 1 && input.storedVersions[0] === input.storageVersion)
   const cleanupWork = (input.managedFieldsObjects ?? 0) > 0
@@ -51,7 +75,7 @@ export function planRow(input: PlanInput): PlanRow {
   // The storage phase writes every object; the cleanup phase then writes those with managedFields to clean.
   const rewrite = storageWork ? input.objects : 0
   const writes = rewrite === undefined ? undefined : rewrite + (input.managedFieldsObjects ?? 0)
-  return { ...input, work, writes, estimateMs: writes === undefined ? undefined : MS_PER_CRD + writes * MS_PER_OBJECT }
+  return { ...input, work, writes, estimateMs: writes === undefined ? undefined : basis.msPerCrd + writes * basis.msPerObject }
 }
 
 export interface PlanSummary {
@@ -72,19 +96,19 @@ export interface PlanSummary {
   maxParallelCrds: number
 }
 
-export function planSummary(rows: readonly PlanRow[], maxParallelCrds: number): PlanSummary {
+export function planSummary(rows: readonly PlanRow[], maxParallelCrds: number, basis: EstimateBasis = CONSTANT_BASIS): PlanSummary {
   const working = rows.filter((r) => r.work.length > 0 && !r.blockedReason)
   const sized = working.filter((r) => r.writes !== undefined)
   const writes = sized.reduce((n, r) => n + r.writes!, 0)
-  const writesMs = writes * MS_PER_OBJECT
+  const writesMs = writes * basis.msPerObject
   return {
     crds: rows.length,
     needingWork: working.length,
     blocked: rows.filter((r) => r.blockedReason).length,
     writes,
     unknownSize: working.length - sized.length,
-    serialMs: sized.length * MS_PER_CRD + writesMs,
-    parallelMs: Math.ceil(sized.length / maxParallelCrds) * MS_PER_CRD + writesMs,
+    serialMs: sized.length * basis.msPerCrd + writesMs,
+    parallelMs: Math.ceil(sized.length / maxParallelCrds) * basis.msPerCrd + writesMs,
     maxParallelCrds,
   }
 }

@@ -116,7 +116,7 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
     if (options.format === 'text') {
       out.write(formatFixes(fixes ?? [], options.dryRun === true))
       for (const s of manifests?.skipped ?? []) out.write(`skipped ${s.file}: ${s.reason}\n`)
-      out.write(formatCheck(report, targets.length === 0 && !manifests))
+      out.write(formatCheck(report, options.names.length === 0 && !manifests))
     } else out.write(renderData(report, options.format))
     for (const name of missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
     if (missing.length) return 1

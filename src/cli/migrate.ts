@@ -13,6 +13,7 @@ import { dryRun, type DryRunReport } from '../migrator/dry-run.js'
 import { describeFindings } from '../migrator/lossless/verdict.js'
 import { parseResourceName } from '../kube/resources.js'
 import { migrateCrd, type MigrationResult } from '../migrator/migrate.js'
+import { servedKeptSteps } from '../migrator/report.js'
 import { migrateResource } from '../migrator/migrate-resource.js'
 import type { Phase } from '../migrator/plan.js'
 import { settingsFor } from '../migrator/crd-settings.js'
@@ -229,11 +230,7 @@ export function formatResult(r: MigrationResult): string {
       `  managedFields: ${r.cleanup.entriesRemoved} entries of unserved versions removed${r.cleanup.entriesRelabelled ? `, ${r.cleanup.entriesRelabelled} relabelled to ${r.storageVersion}` : ''} from ${r.cleanup.counts.rewritten} of ${r.cleanup.counts.seen} objects, ${r.cleanup.counts.failed} failed`,
     )
     for (const f of r.cleanup.failures.slice(0, 5)) lines.push(`    failed ${f.key}: ${f.error}`)
-    // What cleanup leaves on purpose, and the step that removes it.
-    for (const [version, kept] of Object.entries(r.cleanup.servedEntriesKept ?? {}))
-      lines.push(
-        `  next: ${version} is still served: its ${entries(kept.entries)} (on ${kept.objects} object(s)) stay until ${version} is unserved (served: false); then run migrate again`,
-      )
+    for (const step of servedKeptSteps(r)) lines.push(`  next: ${step}`)
   }
   if (r.conversion && (r.conversion.outages > 0 || r.outcome !== 'Succeeded'))
     lines.push(

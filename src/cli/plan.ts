@@ -2,7 +2,8 @@ import type { Logger } from 'pino'
 /**
  * `crd-migrator plan [CRD...]`: which CRDs need a migration, how many objects that writes
  * and roughly how long it takes (src/check/fleet-plan.ts). Reads only: a list of one
- * object per CRD for its count, and a metadata list for its managedFields.
+ * object per CRD for its count, and a metadata list for its managedFields. `--measure`
+ * adds a burst of dry-run writes (nothing stored) for a rate measured on this cluster.
  */
 import type { Config } from '../config/schema.js'
 import { isForbidden } from '../kube/api-errors.js'
@@ -18,8 +19,19 @@ import { requestRetry, withRetry } from '../migrator/engine/retry.js'
 import { scanManagedFields } from '../migrator/phases/managed-fields-scan.js'
 import { Phase, planCrd } from '../migrator/plan.js'
 import { servedVersionToList } from '../check/drop-evidence.js'
-import { formatDuration, MS_PER_CRD, MS_PER_OBJECT, planRow, planSummary, type PlanRow, type PlanSummary } from '../check/fleet-plan.js'
+import {
+  CONSTANT_BASIS,
+  planRow,
+  planSummary,
+  type EstimateBasis,
+  type PlanInput,
+  type PlanRow,
+  type PlanSummary,
+} from '../check/fleet-plan.js'
+import { measureWrites } from '../check/measure-writes.js'
+import { describeBasis, measuredBasis, objectsPerSecond, type WriteSample } from '../check/write-rate.js'
 import { renderData, type OutputFormat } from './output.js'
+import { formatPlan } from './plan-format.js'
 
 export interface PlanCommandOptions {
   /** Where the client says it retries a server that never answered (--connect-attempts). */
@@ -29,36 +41,114 @@ export interface PlanCommandOptions {
   names: readonly string[]
   /** Read every object's metadata for the managedFields to clean (default); off: counts only. */
   scan: boolean
+  /** Measure the write rate with dry-run writes (--measure) instead of the bench's constant. */
+  measure?: MeasureSettings | undefined
   signal?: AbortSignal
 }
 
-/** What `-o json|yaml` prints. */
+export interface MeasureSettings {
+  /** Objects written (dryRun=All) at most. */
+  samples: number
+  /** No write starts after this many milliseconds. */
+  budgetMs: number
+}
+
+/** `--measure`'s defaults: enough writes for a rate, few enough seconds not to matter. */
+export const DEFAULT_MEASURE: MeasureSettings = { samples: 200, budgetMs: 5000 }
+
+/** What -o json|yaml prints. */
 export interface PlanReport {
   rows: PlanRow[]
-  summary: PlanSummary & { estimate: string }
+  summary: PlanSummary & {
+    /** What the estimate stands on, in words. */
+    estimate: string
+    basis: {
+      source: EstimateBasis['source']
+      /** The rate the estimate uses. */
+      objectsPerSecond: number
+      samples?: number
+      failed?: number
+      /** The dry-run writes' own rate (objectsPerSecond allows for the etcd write they skip). */
+      dryRunPerSecond?: number
+      measureError?: string
+    }
+  }
   missing: string[]
 }
 
 /** `crd-migrator plan [CRD...]`; exit code 1 when a named CRD does not exist. */
 export async function runPlanCommand(config: Config, out: NodeJS.WritableStream, options: PlanCommandOptions): Promise<number> {
-  const http = commandHttp(config, 'plan', options.logger)
+  const http = commandHttp(config, 'plan', options.logger, options.measure ? config.migrator.concurrency : undefined)
   try {
-    const { crds, missing } = await selectCrds(http, config, options.names)
-    const rows: PlanRow[] = []
-    for (const crd of crds) rows.push(await planOne(http, config, crd, options))
-    const summary = planSummary(rows, config.migrator.maxParallelCrds)
-    const report: PlanReport = { rows, summary: { ...summary, estimate: ESTIMATE_NOTE }, missing }
+    const report = await planFleet(http, config, options)
     if (options.format !== 'text') out.write(renderData(report, options.format))
     else
-      out.write(rows.length ? formatPlan(report, options.scan) : options.names.length ? '' : 'no managed CRDs (see --selector / --crds)\n')
-    for (const name of missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
-    return missing.length ? 1 : 0
+      out.write(
+        report.rows.length ? formatPlan(report, options.scan) : options.names.length ? '' : 'no managed CRDs (see --selector / --crds)\n',
+      )
+    for (const name of report.missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
+    return report.missing.length ? 1 : 0
   } finally {
     http.close()
   }
 }
 
-const ESTIMATE_NOTE = `an estimate from measured rates (${Math.round(1000 / MS_PER_OBJECT)} objects/s written, ${MS_PER_CRD / 1000} s per CRD), not a promise: the API server, etcd and conversion webhooks set the real pace`
+/** The plan of the named (or managed) CRDs, through the caller's client: the CLI's, or the bench's. */
+export async function planFleet(
+  http: KubeHttp,
+  config: Config,
+  options: Pick<PlanCommandOptions, 'names' | 'scan' | 'measure' | 'signal'>,
+): Promise<PlanReport> {
+  const { crds, missing } = await selectCrds(http, config, options.names)
+  const inputs: PlanInput[] = []
+  for (const crd of crds) inputs.push(await planOne(http, config, crd, options))
+  let basis = CONSTANT_BASIS
+  let sample: WriteSample | undefined
+  let measureError: string | undefined
+  if (options.measure) {
+    // Only CRDs with work: their objects are the ones a migration writes.
+    const working = new Set(
+      inputs
+        .map((i) => planRow(i))
+        .filter((r) => r.work.length > 0 && !r.blockedReason)
+        .map((r) => r.name),
+    )
+    if (working.size === 0) measureError = 'no CRD needs work: nothing to measure'
+    else {
+      sample = await measureWrites(
+        http,
+        crds.filter((c) => working.has(c.metadata.name)),
+        {
+          ...options.measure,
+          concurrency: config.migrator.concurrency,
+          maxAttempts: config.migrator.maxAttempts,
+          statusSubresource: (name) => settingsFor(config, name).useStatusSubresource,
+          signal: options.signal,
+        },
+      )
+      const measured = measuredBasis(sample, config.migrator.qps)
+      if ('basis' in measured) basis = measured.basis
+      else measureError = measured.reason
+    }
+  }
+  const rows = inputs.map((i) => planRow(i, basis))
+  const summary = planSummary(rows, config.migrator.maxParallelCrds, basis)
+  return {
+    rows,
+    summary: {
+      ...summary,
+      estimate: describeBasis(basis, measureError),
+      basis: {
+        source: basis.source,
+        objectsPerSecond: objectsPerSecond(basis),
+        ...(sample ? { samples: sample.written, failed: sample.failed } : {}),
+        ...(basis.dryRunPerSecond ? { dryRunPerSecond: Math.round(basis.dryRunPerSecond * 10) / 10 } : {}),
+        ...(measureError ? { measureError } : {}),
+      },
+    },
+    missing,
+  }
+}
 
 async function selectCrds(
   http: KubeHttp,
@@ -69,26 +159,35 @@ async function selectCrds(
   return crdsByName(http, names)
 }
 
-async function planOne(http: KubeHttp, config: Config, crd: CustomResourceDefinition, options: PlanCommandOptions): Promise<PlanRow> {
+async function planOne(
+  http: KubeHttp,
+  config: Config,
+  crd: CustomResourceDefinition,
+  options: Pick<PlanCommandOptions, 'scan' | 'signal'>,
+): Promise<PlanInput> {
   const plan = planCrd(crd)
   const settings = settingsFor(config, crd.metadata.name)
   const cleanup = settings.phases.includes(Phase.CleanupManagedFields)
   let managedFieldsObjects: number | undefined
+  let servedManagedFields: Record<string, number> | undefined
   if (options.scan && cleanup && plan.storageVersion && !plan.blockedReason) {
     try {
-      managedFieldsObjects = (await scanManagedFields(http, crd, plan.storageVersion, settings, options.signal)).objects
+      const scan = await scanManagedFields(http, crd, plan.storageVersion, settings, options.signal)
+      managedFieldsObjects = scan.objects
+      servedManagedFields = scan.servedKept
     } catch (err) {
       if (!isForbidden(err)) throw err
     }
   }
-  return planRow({
+  return {
     name: crd.metadata.name,
     storageVersion: plan.storageVersion,
     storedVersions: plan.storedVersions,
     blockedReason: plan.blockedReason,
     objects: await countObjects(http, crd, config.migrator.maxAttempts, options.signal),
     managedFieldsObjects,
-  })
+    ...(servedManagedFields ? { servedManagedFields } : {}),
+  }
 }
 
 /**
@@ -112,38 +211,4 @@ export async function countObjects(
     if (isForbidden(err)) return undefined
     throw err
   }
-}
-
-function formatPlan(report: PlanReport, scanned: boolean): string {
-  const header = ['NAME', 'STORAGE', 'STORED', 'OBJECTS', 'MANAGEDFIELDS', 'WORK', 'ESTIMATE']
-  const count = (n: number | undefined, known = true) => (!known ? '-' : n === undefined ? '?' : String(n))
-  const lines = report.rows.map((r) => [
-    r.name,
-    r.storageVersion ?? '-',
-    r.storedVersions.join(',') || '-',
-    count(r.objects),
-    count(r.managedFieldsObjects, scanned),
-    r.blockedReason ? `blocked: ${r.blockedReason}` : r.work.length ? r.work.join('+') : 'none',
-    r.blockedReason || r.work.length === 0 ? '-' : r.estimateMs === undefined ? '?' : formatDuration(r.estimateMs),
-  ])
-  const all = [header, ...lines]
-  const widths = header.map((_, i) => Math.max(...all.map((l) => l[i]!.length)))
-  const table = all
-    .map((l) =>
-      l
-        .map((c, i) => (i === l.length - 1 ? c : c.padEnd(widths[i]!)))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n')
-  const s = report.summary
-  const unknown = s.unknownSize ? ` (${s.unknownSize} of unknown size left out)` : ''
-  return [
-    table,
-    '',
-    `${s.needingWork} of ${s.crds} CRDs need work${s.blocked ? `, ${s.blocked} blocked` : ''}; ${s.writes} objects to write${unknown}${scanned ? '' : '; managedFields not scanned (--no-scan)'}.`,
-    `Estimate: ${formatDuration(s.parallelMs)} at --max-parallel-crds ${s.maxParallelCrds}, ${formatDuration(s.serialMs)} one CRD after another.`,
-    `(${s.estimate})`,
-    '',
-  ].join('\n')
 }

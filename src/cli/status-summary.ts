@@ -1,6 +1,6 @@
 /**
  * The fleet view of `status`: each CRD in one state, counts by state, and an ETA for the
- * running ones from the rate their progress annotations show so far. Pure: everything
+ * running ones from the rate their own progress annotations show so far (never a constant). Pure: everything
  * comes from the CRDs as read, and the time.
  */
 import { builtinMigrationRunning } from '../kube/builtin-migrations.js'
@@ -37,18 +37,43 @@ export function parseProgress(text: string | undefined): { done: number; total: 
 }
 
 /**
- * Seconds left for a running CRD at the rate seen since its run started (started-at), or
- * undefined while there is no rate yet (nothing settled, or no start time). The rate
- * includes the wait for the storage switch, so early estimates are on the long side.
+ * Seconds of a run a rate needs before it is shown: the first seconds hold the freeze and
+ * the wait for the storage switch, and a rate from them says little about the rest.
  */
-export function etaSeconds(progress: string | undefined, startedAt: string | undefined, now: Date): number | undefined {
+export const ETA_EVIDENCE_SECONDS = 10
+
+/**
+ * A heartbeat at most this old dates the progress count written with it (a run writes both
+ * every progressIntervalSeconds, 5 s by default). An older one belongs to a run that stopped
+ * writing (stalled, or dead and not yet taken over): its rate is then taken up to now, so
+ * the stall slows it rather than the ETA running out while nothing moves.
+ */
+export const FRESH_HEARTBEAT_SECONDS = 30
+
+/**
+ * Seconds left for a running CRD at the rate its own run has shown: the count settled
+ * (progress) over the time from started-at to when that count was written (the heartbeat
+ * written with it, when fresh; now otherwise), less the time since then. Undefined while there is
+ * not enough evidence: nothing settled, no start time, or less than ETA_EVIDENCE_SECONDS
+ * of run. The rate includes the freeze and the wait for the storage switch, and a later
+ * phase counts from 0 again, so estimates err on the long side.
+ */
+export function etaSeconds(progress: string | undefined, startedAt: string | undefined, now: Date, sampledAt?: Date): number | undefined {
   const p = parseProgress(progress)
   const started = startedAt ? Date.parse(startedAt) : Number.NaN
   if (!p || Number.isNaN(started)) return undefined
   if (p.done === p.total) return 0
-  const elapsed = (now.getTime() - started) / 1000
-  if (p.done === 0 || elapsed <= 0) return undefined
-  return Math.ceil(((p.total - p.done) * elapsed) / p.done)
+  // A heartbeat from the future (clock skew), before the start, or stale is no sample time.
+  const fresh =
+    sampledAt !== undefined &&
+    sampledAt.getTime() >= started &&
+    sampledAt.getTime() <= now.getTime() &&
+    now.getTime() - sampledAt.getTime() <= FRESH_HEARTBEAT_SECONDS * 1000
+  const at = fresh ? sampledAt.getTime() : now.getTime()
+  const elapsed = (at - started) / 1000
+  if (p.done === 0 || elapsed < ETA_EVIDENCE_SECONDS) return undefined
+  const left = ((p.total - p.done) * elapsed) / p.done - (now.getTime() - at) / 1000
+  return Math.max(1, Math.ceil(left))
 }
 
 export interface SummaryInput {
@@ -117,7 +142,7 @@ export function formatSummary(s: StatusSummary): string {
     s.running === 0
       ? ''
       : s.etaSeconds === undefined
-        ? '; ETA of the running: not known yet'
-        : `; ETA of the running: ${formatSeconds(s.etaSeconds)}${s.runningWithoutEta ? ` (${s.runningWithoutEta} without a rate yet)` : ''}`
+        ? '; ETA of the running: estimating…'
+        : `; ETA of the running: ${formatSeconds(s.etaSeconds)} at the rate seen so far${s.runningWithoutEta ? ` (${s.runningWithoutEta} still estimating…)` : ''}`
   return `${s.crds} CRD${s.crds === 1 ? '' : 's'}: ${counts.join(', ')}\nin flight: ${s.inFlight}, queued: ${s.queued}${eta}\n`
 }

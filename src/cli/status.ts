@@ -63,7 +63,7 @@ export function statusRows(
     .map(({ crd, state }) => {
       const plan = planCrd(crd)
       const fleet = fleetState(crd, state)
-      const eta = fleet === 'Running' ? etaSeconds(state.progress, state.startedAt, now) : undefined
+      const eta = fleet === 'Running' ? etaSeconds(state.progress, state.startedAt, now, state.heartbeat) : undefined
       return {
         name: crd.metadata.name,
         storage: plan.storageVersion ?? '-',

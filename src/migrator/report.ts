@@ -1,4 +1,5 @@
 /** How a migration's result is put into words: the summary and the counts annotation. */
+import type { ServedEntriesKept } from './phases/served-entries.js'
 import type { MigrationResult } from './context.js'
 
 export function countsText(result: MigrationResult): string {
@@ -27,6 +28,18 @@ export function countsText(result: MigrationResult): string {
     )
   if (result.conversion?.outages) parts.push(`conversionOutages=${result.conversion.outages}`)
   return parts.join(' ')
+}
+
+/**
+ * The next step when the cleanup left managedFields entries of a served old version (by
+ * design: users may still apply with it), one clause per version; what `check --drop`
+ * counts against dropping it. Empty when there are none.
+ */
+export function servedKeptSteps(result: { cleanup?: { servedEntriesKept?: ServedEntriesKept | undefined } | undefined }): string[] {
+  return Object.entries(result.cleanup?.servedEntriesKept ?? {}).map(
+    ([v, { entries, objects }]) =>
+      `${objects} object${objects === 1 ? ' keeps' : 's keep'} ${entries} managedFields entr${entries === 1 ? 'y' : 'ies'} of ${v}, which is still served (left by design; check --drop ${v} counts them): to drop ${v}, set served: false on it, then run migrate again`,
+  )
 }
 
 export function summarize(result: MigrationResult): string {

@@ -287,7 +287,12 @@ t.test('plan: which CRDs need work, their counts, an estimate', async (t) => {
   )
   t.equal(report.summary.needingWork, 2)
   t.equal(report.summary.writes, COUNT + 7)
-  t.match(report.summary.estimate, /an estimate from measured rates/)
+  t.match(
+    report.summary.estimate,
+    /a rough constant: 519 objects\/s .* run plan --measure/,
+    'without --measure: the bench constant, said so',
+  )
+  t.equal(report.summary.basis.source, 'constant')
 
   const text = collector()
   await runPlanCommand(config, text.stream, { format: 'text', names, scan: false })

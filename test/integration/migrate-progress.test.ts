@@ -72,7 +72,7 @@ t.test(`in a pipe: progress lines while ${N} objects are migrated, for one CRD`,
 
     // v1 is still served: cleanup leaves its entries, and says what to do.
     const next = new RegExp(
-      `next: v1 is still served: its ${N} managedFields entries \\(on ${N} object\\(s\\)\\) stay until v1 is unserved \\(served: false\\); then run migrate again`,
+      `next: ${N} objects keep ${N} managedFields entries of v1, which is still served \\(left by design; check --drop v1 counts them\\): to drop v1, set served: false on it, then run migrate again`,
     )
     t.match(run.stdout, next, 'the next step, in one line')
     await setStorageVersion(http, a.name, 'v2', ['v1'])

@@ -62,17 +62,33 @@ t.test('parseProgress: settled/total only', async (t) => {
     t.equal(parseProgress(text), undefined, `${String(text)}: none`)
 })
 
-t.test('etaSeconds: the rate since the run started', async (t) => {
+t.test("etaSeconds: the run's own rate, only with evidence", async (t) => {
   const now = new Date('2026-11-25T12:01:40Z')
   const started = '2026-11-25T12:00:00Z' // 100 s ago
-  t.equal(etaSeconds('250/1000', started, now), 300, '250 in 100 s: 750 more take 300 s')
-  t.equal(etaSeconds('1000/1000', started, now), 0, 'done')
-  t.equal(etaSeconds('3/1000', started, now), 33234, 'rounded up')
-  t.equal(etaSeconds('0/1000', started, now), undefined, 'nothing settled yet: no rate')
-  t.equal(etaSeconds('250/1000', undefined, now), undefined, 'no start time')
-  t.equal(etaSeconds('250/1000', 'garbage', now), undefined, 'an unreadable start time')
-  t.equal(etaSeconds('250/1000', '2026-11-25T12:05:00Z', now), undefined, 'a start in the future (clock skew)')
-  t.equal(etaSeconds('waiting for API server(s) a to store v2', started, now), undefined, 'waiting: no count')
+  const at = (iso: string) => new Date(iso)
+  const rows: Array<
+    [what: string, progress: string | undefined, startedAt: string | undefined, sampledAt: Date | undefined, eta: number | undefined]
+  > = [
+    ['250 in 100 s: 750 more take 300 s', '250/1000', started, undefined, 300],
+    ['done', '1000/1000', started, undefined, 0],
+    ['rounded up', '3/1000', started, undefined, 33234],
+    ['nothing settled yet: estimating', '0/1000', started, undefined, undefined],
+    ['no start time', '250/1000', undefined, undefined, undefined],
+    ['an unreadable start time', '250/1000', 'garbage', undefined, undefined],
+    ['a start in the future (clock skew)', '250/1000', '2026-11-25T12:05:00Z', undefined, undefined],
+    ['waiting: no count', 'waiting for API server(s) a to store v2', started, undefined, undefined],
+    ['9 s of run: not enough evidence yet', '500/1000', '2026-11-25T12:01:31Z', undefined, undefined],
+    ['10 s of run: enough', '500/1000', '2026-11-25T12:01:30Z', undefined, 10],
+    // Written at the heartbeat 20 s ago: 250 in 80 s, 750 more take 240 s from then, 220 s from now.
+    ['the count as of its heartbeat', '250/1000', started, at('2026-11-25T12:01:20Z'), 220],
+    ['a fresh heartbeat 9 s into the run: not enough evidence', '250/1000', '2026-11-25T12:01:20Z', at('2026-11-25T12:01:29Z'), undefined],
+    ['a heartbeat from the future: now instead', '250/1000', started, at('2026-11-25T12:09:00Z'), 300],
+    ['a heartbeat before the start (clock skew): now instead', '250/1000', started, at('2026-11-25T11:59:00Z'), 300],
+    ['overdue at its rate: 1 s, never 0 or less while running', '999/1000', started, at('2026-11-25T12:01:15Z'), 1],
+    // 31 s old: the run stopped writing; its rate up to now (250 in 100 s), the stall included.
+    ['a stale heartbeat: the rate up to now', '250/1000', started, at('2026-11-25T12:01:09Z'), 300],
+  ]
+  for (const [what, progress, startedAt, sampledAt, eta] of rows) t.equal(etaSeconds(progress, startedAt, now, sampledAt), eta, what)
 })
 
 t.test('summarize: counts, in flight, queued, the ETA of the slowest running CRD', async (t) => {
@@ -104,11 +120,11 @@ t.test('summarize: counts, in flight, queued, the ETA of the slowest running CRD
   t.equal(
     formatSummary(s),
     '9 CRDs: 2 succeeded, 1 up to date, 3 running, 1 pending, 1 failed, 1 frozen by another tool\n' +
-      'in flight: 3, queued: 2; ETA of the running: 1m35s (1 without a rate yet)\n',
+      'in flight: 3, queued: 2; ETA of the running: 1m35s at the rate seen so far (1 still estimating…)\n',
   )
   t.equal(
     formatSummary(summarize([{ name: 'f', state: 'Running', etaSeconds: undefined }])),
-    '1 CRD: 0 succeeded, 0 up to date, 1 running, 0 pending, 0 failed\nin flight: 1, queued: 0; ETA of the running: not known yet\n',
+    '1 CRD: 0 succeeded, 0 up to date, 1 running, 0 pending, 0 failed\nin flight: 1, queued: 0; ETA of the running: estimating…\n',
   )
   t.equal(
     formatSummary(summarize([])),

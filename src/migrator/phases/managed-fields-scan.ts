@@ -2,7 +2,7 @@ import type { KubeHttp } from '../../kube/http.js'
 import { listMetadata } from '../../kube/list-metadata.js'
 import { resourceRef } from '../../kube/paths.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
-import { cleanManagedFields, managedFieldsPolicy } from './managed-fields.js'
+import { cleanManagedFields, managedFieldsPolicy, servedKeptVersions } from './managed-fields.js'
 import { requestRetry, withRetry } from '../engine/retry.js'
 
 export interface ScanResult {
@@ -16,6 +16,8 @@ export interface ScanResult {
   relabelled: number
   /** Objects that would get the seeding entry because none would remain. */
   seeded: number
+  /** Objects keeping entries of a served non-storage version (left by design), by version. */
+  servedKept: Record<string, number>
 }
 
 /** Reads every object's metadata and counts the managedFields work, writing nothing. */
@@ -27,7 +29,7 @@ export async function scanManagedFields(
   signal?: AbortSignal,
 ): Promise<ScanResult> {
   const policy = managedFieldsPolicy(crd, storageVersion, settings)
-  const result: ScanResult = { total: 0, objects: 0, entries: 0, relabelled: 0, seeded: 0 }
+  const result: ScanResult = { total: 0, objects: 0, entries: 0, relabelled: 0, seeded: 0, servedKept: {} }
   for await (const page of listMetadata(http, resourceRef(crd, storageVersion), {
     pageSize: settings.pageSize,
     // Right after a storage flip the API server answers 429 while it re-initialises storage.
@@ -36,6 +38,7 @@ export async function scanManagedFields(
   })) {
     for (const item of page.items) {
       result.total++
+      for (const v of servedKeptVersions(item.metadata.managedFields, policy)) result.servedKept[v] = (result.servedKept[v] ?? 0) + 1
       const cleanup = cleanManagedFields(item.metadata.managedFields, policy)
       if (!cleanup.changed) continue
       result.objects++

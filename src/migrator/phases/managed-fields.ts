@@ -131,6 +131,21 @@ function latest(a: string | undefined, b: string | undefined): string | undefine
   return a > b ? a : b
 }
 
+/**
+ * The versions of this group, served and not the storage version, an object keeps
+ * managedFields entries at after the cleanup (left by design while served, unless
+ * rewriteServedNonStorage): what `check --drop` still counts against dropping them.
+ */
+export function servedKeptVersions(entries: readonly ManagedFieldsEntry[] | undefined, policy: ManagedFieldsPolicy): string[] {
+  if (policy.rewriteServedNonStorage) return []
+  const kept = new Set<string>()
+  for (const entry of entries ?? []) {
+    const version = versionOf(entry.apiVersion, policy.group)
+    if (version !== undefined && version !== policy.storageVersion && policy.servedVersions.has(version)) kept.add(version)
+  }
+  return [...kept].sort()
+}
+
 /** Whether an object needs the cleanup at all; cheap enough to run on every listed item. */
 export function needsManagedFieldsCleanup(entries: readonly ManagedFieldsEntry[] | undefined, policy: ManagedFieldsPolicy): boolean {
   return cleanManagedFields(entries, policy).changed

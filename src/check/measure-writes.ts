@@ -1,0 +1,110 @@
+/**
+ * `plan --measure`: a short burst of the migrator's own no-op write, sent with
+ * `dryRun=All`, to objects of the CRDs planned: the API server decodes, converts, admits
+ * and encodes each as a real rewrite would, and stores nothing. Its throughput, at the
+ * migrator's concurrency, is the rate write-rate.ts turns into an estimate.
+ */
+import { describeError } from '../errors.js'
+import { conversionStrategy } from '../kube/conversion.js'
+import { Accept, ContentType, type KubeHttp } from '../kube/http.js'
+import { pageRequest } from '../kube/list-pages.js'
+import { apiVersionOf, collectionPath, objectPath, resourceRef, type ResourceRef } from '../kube/paths.js'
+import type { CustomResourceDefinition, PartialObjectMetadata } from '../kube/types.js'
+import { requestRetry, withRetry } from '../migrator/engine/retry.js'
+import { planCrd } from '../migrator/plan.js'
+import { plainText } from '../sanitize.js'
+import { FIELD_MANAGER } from '../version.js'
+import type { WriteSample } from './write-rate.js'
+
+export interface MeasureOptions {
+  /** Objects written at most (spread over the CRDs in order). */
+  samples: number
+  /** Writes in flight at most: the migrator's --concurrency. */
+  concurrency: number
+  /** No write starts after this many milliseconds. */
+  budgetMs: number
+  /** Tries per request, as the migrator's (a 429 waits for its Retry-After: the wait is part of the rate). */
+  maxAttempts: number
+  /** The CRDs whose migration writes through the status subresource (--crds <name>.useStatusSubresource). */
+  statusSubresource?: (crd: string) => boolean
+  signal?: AbortSignal | undefined
+}
+
+interface Target {
+  ref: ResourceRef
+  item: PartialObjectMetadata
+  /** Server-side apply (a CRD converting through a webhook, as the migrator does), else an empty merge patch. */
+  apply: boolean
+  status: boolean
+}
+
+/** Lists up to `options.samples` objects of `crds`, then writes each once with dryRun=All, timed. */
+export async function measureWrites(
+  http: KubeHttp,
+  crds: readonly CustomResourceDefinition[],
+  options: MeasureOptions,
+): Promise<WriteSample> {
+  const targets = await pickTargets(http, crds, options)
+  const concurrency = Math.max(1, Math.min(options.concurrency, targets.length))
+  let written = 0
+  let failed = 0
+  let firstError: string | undefined
+  let next = 0
+  const started = performance.now()
+  const deadline = started + options.budgetMs
+  let ended = started
+  const worker = async () => {
+    while (next < targets.length && performance.now() < deadline) {
+      options.signal?.throwIfAborted()
+      const target = targets[next++]!
+      try {
+        await withRetry(() => dryRunWrite(http, target, options.signal), requestRetry(options.maxAttempts, options.signal))
+        written++
+      } catch (err) {
+        options.signal?.throwIfAborted()
+        failed++
+        firstError ??= plainText(describeError(err))
+      }
+      ended = performance.now()
+    }
+  }
+  await Promise.all(Array.from({ length: concurrency }, worker))
+  return { written, failed, wallMs: ended - started, concurrency, firstError }
+}
+
+/** The objects to write: a page of each CRD that has a storage version, until there are enough. */
+async function pickTargets(http: KubeHttp, crds: readonly CustomResourceDefinition[], options: MeasureOptions): Promise<Target[]> {
+  const targets: Target[] = []
+  for (const crd of crds) {
+    const left = options.samples - targets.length
+    if (left <= 0) break
+    const plan = planCrd(crd)
+    if (!plan.storageVersion || plan.blockedReason || !plan.servedVersions.includes(plan.storageVersion)) continue
+    const ref = resourceRef(crd, plan.storageVersion)
+    const request = pageRequest<PartialObjectMetadata>(http, collectionPath(ref), {
+      accept: Accept.partialObjectMetadataList,
+      signal: options.signal,
+    })
+    // Right after a storage flip the API server answers 429 while it re-initialises storage.
+    const page = await withRetry(() => request({ limit: left, continue: undefined }), requestRetry(options.maxAttempts, options.signal))
+    const apply = conversionStrategy(crd) === 'Webhook'
+    const status = options.statusSubresource?.(crd.metadata.name) ?? false
+    for (const item of page.items.slice(0, left)) targets.push({ ref, item, apply, status })
+  }
+  return targets
+}
+
+/** The migrator's no-op write (object-writes.ts makeRewriteHandler), with dryRun=All: nothing is stored. */
+async function dryRunWrite(http: KubeHttp, t: Target, signal: AbortSignal | undefined): Promise<void> {
+  const { name, namespace, uid, resourceVersion } = t.item.metadata
+  const metadata = t.apply ? { name, ...(namespace ? { namespace } : {}), uid, resourceVersion } : { uid, resourceVersion }
+  await http.request({
+    method: 'PATCH',
+    path: objectPath(t.ref, namespace, name, t.status ? 'status' : undefined),
+    query: t.apply ? { dryRun: 'All', fieldManager: FIELD_MANAGER } : { dryRun: 'All' },
+    body: { apiVersion: apiVersionOf(t.ref), kind: t.ref.kind, metadata },
+    contentType: t.apply ? ContentType.applyPatch : ContentType.mergePatch,
+    accept: Accept.partialObjectMetadata,
+    signal,
+  })
+}

@@ -1,0 +1,60 @@
+/**
+ * `plan`'s table and summary for people. Pure: a report in, text out. The managedFields
+ * column says what `check --drop` will count too: entries the cleanup leaves because
+ * their version is still served, with the next step under the table.
+ */
+import { formatDuration, type PlanRow } from '../check/fleet-plan.js'
+import type { PlanReport } from './plan.js'
+
+/** `0`, `0 (40 at served v1)`, `-` (not scanned), `?` (not known). */
+export function managedFieldsCell(row: Pick<PlanRow, 'managedFieldsObjects' | 'servedManagedFields'>, scanned: boolean): string {
+  if (!scanned) return '-'
+  if (row.managedFieldsObjects === undefined) return '?'
+  const served = Object.entries(row.servedManagedFields ?? {}).map(([v, n]) => `${n} at served ${v}`)
+  return served.length ? `${row.managedFieldsObjects} (${served.join(', ')})` : String(row.managedFieldsObjects)
+}
+
+/** One line per CRD and version whose managedFields entries stay after a migration because the version is served. */
+export function servedNextSteps(rows: readonly PlanRow[]): string[] {
+  return rows.flatMap((r) =>
+    Object.entries(r.servedManagedFields ?? {}).map(
+      ([v, n]) =>
+        `${r.name}: ${n} object${n === 1 ? ' keeps' : 's keep'} managedFields entries of ${v}, which is still served: a migration leaves them by design, and check --drop ${v} counts them. To drop ${v}: set served: false on ${v}, then run migrate again.`,
+    ),
+  )
+}
+
+export function formatPlan(report: PlanReport, scanned: boolean): string {
+  const header = ['NAME', 'STORAGE', 'STORED', 'OBJECTS', 'MANAGEDFIELDS', 'WORK', 'ESTIMATE']
+  const lines = report.rows.map((r) => [
+    r.name,
+    r.storageVersion ?? '-',
+    r.storedVersions.join(',') || '-',
+    r.objects === undefined ? '?' : String(r.objects),
+    managedFieldsCell(r, scanned),
+    r.blockedReason ? `blocked: ${r.blockedReason}` : r.work.length ? r.work.join('+') : 'none',
+    r.blockedReason || r.work.length === 0 ? '-' : r.estimateMs === undefined ? '?' : formatDuration(r.estimateMs),
+  ])
+  const all = [header, ...lines]
+  const widths = header.map((_, i) => Math.max(...all.map((l) => l[i]!.length)))
+  const table = all
+    .map((l) =>
+      l
+        .map((c, i) => (i === l.length - 1 ? c : c.padEnd(widths[i]!)))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n')
+  const s = report.summary
+  const unknown = s.unknownSize ? ` (${s.unknownSize} of unknown size left out)` : ''
+  const next = servedNextSteps(report.rows)
+  return [
+    table,
+    '',
+    `${s.needingWork} of ${s.crds} CRDs need work${s.blocked ? `, ${s.blocked} blocked` : ''}; ${s.writes} objects to write${unknown}${scanned ? '' : '; managedFields not scanned (--no-scan)'}.`,
+    `Estimate: ${formatDuration(s.parallelMs)} at --max-parallel-crds ${s.maxParallelCrds}, ${formatDuration(s.serialMs)} one CRD after another.`,
+    `(${s.estimate})`,
+    ...(next.length ? ['', ...next.map((l) => `Next: ${l}`)] : []),
+    '',
+  ].join('\n')
+}

@@ -1,0 +1,165 @@
+/**
+ * Issue #36's estimates and words, the pure parts: the rate a burst of dry-run writes
+ * gives and the words on what an estimate stands on; the plan's arithmetic on a measured
+ * basis; the managedFields column and next step for entries of a served old version.
+ */
+import t from 'tap'
+import { CONSTANT_BASIS, MS_PER_CRD, planRow, planSummary, type EstimateBasis, type PlanRow } from '../../src/check/fleet-plan.js'
+import { describeBasis, measuredBasis, MIN_SAMPLES, objectsPerSecond, type WriteSample } from '../../src/check/write-rate.js'
+import { managedFieldsCell, servedNextSteps } from '../../src/cli/plan-format.js'
+import type { ManagedFieldsEntry } from '../../src/kube/types.js'
+import { servedKeptVersions, type ManagedFieldsPolicy } from '../../src/migrator/phases/managed-fields.js'
+import { servedKeptSteps } from '../../src/migrator/report.js'
+
+const sample = (s: Partial<WriteSample>): WriteSample => ({ written: 100, failed: 0, wallMs: 2000, concurrency: 64, ...s })
+
+t.test('measuredBasis: the burst throughput, capped by --qps; a reason when too little succeeded', async (t) => {
+  const rows: Array<[what: string, s: WriteSample, qps: number, objectsPerSecond: number | undefined, reason?: RegExp]> = [
+    ['100 dry-run writes in 2 s: 50/s, real writes 50/1.5', sample({}), 0, 33.3],
+    ['--qps below the rate caps it', sample({}), 20, 20],
+    ['--qps above the rate changes nothing', sample({}), 500, 33.3],
+    ['failures do not count as writes', sample({ written: 51, failed: 49, wallMs: 1000 }), 0, 34],
+    ['exactly the minimum', sample({ written: MIN_SAMPLES, wallMs: 1500 }), 0, 4.4],
+    [
+      'one short of the minimum',
+      sample({ written: MIN_SAMPLES - 1 }),
+      0,
+      undefined,
+      /9 of 9 dry-run writes succeeded, 10 needed \(too few objects to sample\)/,
+    ],
+    [
+      'every write refused: the first refusal said',
+      sample({ written: 0, failed: 40, firstError: 'CRDM_FORBIDDEN: PATCH …: 403' }),
+      0,
+      undefined,
+      /0 of 40 dry-run writes succeeded, 10 needed: CRDM_FORBIDDEN/,
+    ],
+    ['no time measured', sample({ wallMs: 0 }), 0, undefined, /no measurable time/],
+  ]
+  for (const [what, s, qps, rate, reason] of rows) {
+    const got = measuredBasis(s, qps)
+    if (rate === undefined) {
+      t.ok('reason' in got, what)
+      if ('reason' in got) t.match(got.reason, reason!, what)
+      continue
+    }
+    t.ok('basis' in got, what)
+    if (!('basis' in got)) continue
+    t.equal(objectsPerSecond(got.basis), rate, what)
+    t.equal(got.basis.source, 'measured')
+    t.equal(got.basis.samples, s.written)
+    t.equal(got.basis.msPerCrd, MS_PER_CRD, "the per-CRD cost stays the bench's")
+  }
+})
+
+t.test('describeBasis: measured says so and on how many writes; the constant says what it is and suggests --measure', async (t) => {
+  const measured: EstimateBasis = {
+    msPerObject: 1000 / 42.5,
+    msPerCrd: MS_PER_CRD,
+    source: 'measured',
+    samples: 180,
+    dryRunPerSecond: 63.75,
+  }
+  t.match(
+    describeBasis(measured),
+    /^measured on this cluster: 42\.5 objects\/s from 180 dry-run writes \(dryRun=All: nothing stored\) at 63\.8\/s, less the etcd write a dry run skips \(÷1\.5\), plus 2\.4 s per CRD/,
+  )
+  t.match(
+    describeBasis(CONSTANT_BASIS),
+    /^a rough constant: 519 objects\/s and 2\.4 s per CRD, measured by the bench on another machine; .*run plan --measure/,
+  )
+  t.match(
+    describeBasis(CONSTANT_BASIS, '0 of 5 dry-run writes succeeded'),
+    /^could not measure \(0 of 5 dry-run writes succeeded\); a rough constant/,
+  )
+})
+
+t.test('planRow and planSummary on a measured basis', async (t) => {
+  // The issue's run: 4,000 objects took 101 s, about 40 objects/s.
+  const basis: EstimateBasis = { msPerObject: 25, msPerCrd: 2000, source: 'measured', samples: 200 }
+  const base = { storageVersion: 'v2', blockedReason: undefined, managedFieldsObjects: 0 }
+  const rows = [
+    planRow({ ...base, name: 'a', storedVersions: ['v1', 'v2'], objects: 4000 }, basis),
+    planRow({ ...base, name: 'b', storedVersions: ['v1', 'v2'], objects: 1000, managedFieldsObjects: 200 }, basis),
+    planRow({ ...base, name: 'c', storedVersions: ['v2'], objects: 50 }, basis),
+  ]
+  t.strictSame(
+    rows.map((r) => [r.name, r.writes, r.estimateMs]),
+    [
+      ['a', 4000, 2000 + 4000 * 25],
+      ['b', 1200, 2000 + 1200 * 25],
+      ['c', 0, 0],
+    ],
+  )
+  const s = planSummary(rows, 4, basis)
+  t.equal(s.serialMs, 2 * 2000 + 5200 * 25)
+  t.equal(s.parallelMs, 2000 + 5200 * 25, 'the fixed costs overlap, the writes share one budget')
+  t.equal(planSummary(rows, 1, basis).parallelMs, s.serialMs)
+  t.not(
+    planRow({ ...base, name: 'a', storedVersions: ['v1', 'v2'], objects: 4000 }).estimateMs,
+    rows[0]!.estimateMs,
+    'the default is the constant',
+  )
+})
+
+const GROUP = 'example.com'
+const policy: ManagedFieldsPolicy = {
+  group: GROUP,
+  servedVersions: new Set(['v1beta1', 'v1', 'v2']),
+  storageVersion: 'v2',
+  rewriteServedNonStorage: false,
+  relabelUnserved: true,
+}
+const entry = (apiVersion: string): ManagedFieldsEntry => ({
+  manager: 'm',
+  operation: 'Apply',
+  apiVersion,
+  fieldsType: 'FieldsV1',
+  fieldsV1: {},
+})
+
+t.test('servedKeptVersions: entries of served, non-storage versions of the group, which the cleanup leaves', async (t) => {
+  const rows: Array<[what: string, entries: ManagedFieldsEntry[] | undefined, p: ManagedFieldsPolicy, versions: string[]]> = [
+    ['none', undefined, policy, []],
+    ['storage version only', [entry(`${GROUP}/v2`)], policy, []],
+    ['a served old version', [entry(`${GROUP}/v1`), entry(`${GROUP}/v2`)], policy, ['v1']],
+    ['two, sorted, each once', [entry(`${GROUP}/v1`), entry(`${GROUP}/v1beta1`), entry(`${GROUP}/v1`)], policy, ['v1', 'v1beta1']],
+    ['an unserved version: the cleanup takes it', [entry(`${GROUP}/v1alpha1`)], policy, []],
+    ['another group', [entry('other.com/v1')], policy, []],
+    ['rewriteServedNonStorage: the cleanup moves them', [entry(`${GROUP}/v1`)], { ...policy, rewriteServedNonStorage: true }, []],
+  ]
+  for (const [what, entries, p, versions] of rows) t.strictSame(servedKeptVersions(entries, p), versions, what)
+})
+
+t.test('plan: the managedFields cell and the next step', async (t) => {
+  const cell: Array<[what: string, row: Pick<PlanRow, 'managedFieldsObjects' | 'servedManagedFields'>, scanned: boolean, text: string]> = [
+    ['not scanned', { managedFieldsObjects: undefined }, false, '-'],
+    ['unknown (forbidden)', { managedFieldsObjects: undefined }, true, '?'],
+    ['nothing', { managedFieldsObjects: 0, servedManagedFields: {} }, true, '0'],
+    ['cleanup work', { managedFieldsObjects: 12 }, true, '12'],
+    ['a served old version', { managedFieldsObjects: 0, servedManagedFields: { v1: 4000 } }, true, '0 (4000 at served v1)'],
+    ['both', { managedFieldsObjects: 3, servedManagedFields: { v1: 5, v1beta1: 1 } }, true, '3 (5 at served v1, 1 at served v1beta1)'],
+  ]
+  for (const [what, row, scanned, text] of cell) t.equal(managedFieldsCell(row, scanned), text, what)
+  const row = planRow({
+    name: 'w.example.com',
+    storageVersion: 'v2',
+    storedVersions: ['v1', 'v2'],
+    blockedReason: undefined,
+    objects: 4000,
+    managedFieldsObjects: 0,
+    servedManagedFields: { v1: 4000 },
+  })
+  t.strictSame(servedNextSteps([row]), [
+    'w.example.com: 4000 objects keep managedFields entries of v1, which is still served: a migration leaves them by design, and check --drop v1 counts them. To drop v1: set served: false on v1, then run migrate again.',
+  ])
+  t.strictSame(servedNextSteps([{ ...row, servedManagedFields: {} }]), [])
+})
+
+t.test('migrate: the next step after a cleanup that left entries of a served version', async (t) => {
+  t.strictSame(servedKeptSteps({}), [])
+  t.strictSame(servedKeptSteps({ cleanup: {} }), [], 'a cleanup that kept nothing')
+  t.strictSame(servedKeptSteps({ cleanup: { servedEntriesKept: { v1: { entries: 1, objects: 1 } } } }), [
+    '1 object keeps 1 managedFields entry of v1, which is still served (left by design; check --drop v1 counts them): to drop v1, set served: false on it, then run migrate again',
+  ])
+})
