@@ -13,7 +13,8 @@ import { crdsByName, managedCrds } from '../check/select.js'
 import { EvidenceReader } from '../check/drop-evidence.js'
 import { decideDrop, droppedVersions, type DropVerdict } from '../check/drop-verdict.js'
 import { readCrdManifests } from '../check/manifests.js'
-import { renderData, type OutputFormat } from './output.js'
+import { isData, renderData, type OutputFormat } from './output.js'
+import type { ClientFlags } from './client-flags.js'
 
 /** The exit code when some version is not safe to drop (0: every one is; 1: a request or lookup failed; 2: usage). */
 export const EXIT_NOT_SAFE = 3
@@ -30,6 +31,8 @@ export interface CheckCommandOptions {
   manifests?: readonly string[] | undefined
   /** A check that could not be made (forbidden, not deprecated) answers no. */
   strict?: boolean
+  /** --request-timeout, --as. */
+  client?: ClientFlags
   signal?: AbortSignal
 }
 
@@ -63,7 +66,7 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
   checkUsage(options)
   // Manifests are read before the cluster is asked: a bad file is a usage error, whatever the cluster.
   const manifests = options.manifests?.length ? readCrdManifests(options.manifests) : undefined
-  const http = commandHttp(config, 'check', options.logger)
+  const http = commandHttp(config, 'check', options.logger, options.client)
   try {
     const { targets, missing } = manifests
       ? await manifestTargets(http, manifests, options.drop)
@@ -83,7 +86,7 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
       for (const version of target.versions) results.push(decideDrop(await reader.gather(target.crd, version), { strict: options.strict }))
     }
     const report: CheckReport = { safe: results.every((r) => r.safe) && missing.length === 0, results, missing }
-    out.write(options.format === 'text' ? formatCheck(report, targets.length === 0 && !manifests) : renderData(report, options.format))
+    out.write(isData(options.format) ? renderData(report, options.format) : formatCheck(report, targets.length === 0 && !manifests))
     for (const name of missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
     if (missing.length) return 1
     return results.every((r) => r.safe) ? 0 : EXIT_NOT_SAFE

@@ -19,7 +19,8 @@ import { scanManagedFields } from '../migrator/phases/managed-fields-scan.js'
 import { Phase, planCrd } from '../migrator/plan.js'
 import { servedVersionToList } from '../check/drop-evidence.js'
 import { formatDuration, MS_PER_CRD, MS_PER_OBJECT, planRow, planSummary, type PlanRow, type PlanSummary } from '../check/fleet-plan.js'
-import { renderData, type OutputFormat } from './output.js'
+import { isData, renderData, renderNames, type OutputFormat } from './output.js'
+import type { ClientFlags } from './client-flags.js'
 
 export interface PlanCommandOptions {
   /** Where the client says it retries a server that never answered (--connect-attempts). */
@@ -29,6 +30,8 @@ export interface PlanCommandOptions {
   names: readonly string[]
   /** Read every object's metadata for the managedFields to clean (default); off: counts only. */
   scan: boolean
+  /** --request-timeout, --as. */
+  client?: ClientFlags
   signal?: AbortSignal
 }
 
@@ -41,16 +44,23 @@ export interface PlanReport {
 
 /** `crd-migrator plan [CRD...]`; exit code 1 when a named CRD does not exist. */
 export async function runPlanCommand(config: Config, out: NodeJS.WritableStream, options: PlanCommandOptions): Promise<number> {
-  const http = commandHttp(config, 'plan', options.logger)
+  const http = commandHttp(config, 'plan', options.logger, options.client)
   try {
     const { crds, missing } = await selectCrds(http, config, options.names)
     const rows: PlanRow[] = []
     for (const crd of crds) rows.push(await planOne(http, config, crd, options))
     const summary = planSummary(rows, config.migrator.maxParallelCrds)
     const report: PlanReport = { rows, summary: { ...summary, estimate: ESTIMATE_NOTE }, missing }
-    if (options.format !== 'text') out.write(renderData(report, options.format))
+    if (isData(options.format)) out.write(renderData(report, options.format))
+    else if (options.format === 'name') out.write(renderNames(rows.map((r) => r.name)))
     else
-      out.write(rows.length ? formatPlan(report, options.scan) : options.names.length ? '' : 'no managed CRDs (see --selector / --crds)\n')
+      out.write(
+        rows.length
+          ? formatPlan(report, options.scan, options.format === 'wide')
+          : options.names.length
+            ? ''
+            : 'no managed CRDs (see -l/--selector, --crds)\n',
+      )
     for (const name of missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
     return missing.length ? 1 : 0
   } finally {
@@ -114,8 +124,9 @@ export async function countObjects(
   }
 }
 
-function formatPlan(report: PlanReport, scanned: boolean): string {
-  const header = ['NAME', 'STORAGE', 'STORED', 'OBJECTS', 'MANAGEDFIELDS', 'WORK', 'ESTIMATE']
+/** The table; wide: with the writes each CRD's migration sends (objects to rewrite plus objects to clean). */
+export function formatPlan(report: PlanReport, scanned: boolean, wide = false): string {
+  const header = ['NAME', 'STORAGE', 'STORED', 'OBJECTS', 'MANAGEDFIELDS', ...(wide ? ['WRITES'] : []), 'WORK', 'ESTIMATE']
   const count = (n: number | undefined, known = true) => (!known ? '-' : n === undefined ? '?' : String(n))
   const lines = report.rows.map((r) => [
     r.name,
@@ -123,6 +134,7 @@ function formatPlan(report: PlanReport, scanned: boolean): string {
     r.storedVersions.join(',') || '-',
     count(r.objects),
     count(r.managedFieldsObjects, scanned),
+    ...(wide ? [count(r.writes)] : []),
     r.blockedReason ? `blocked: ${r.blockedReason}` : r.work.length ? r.work.join('+') : 'none',
     r.blockedReason || r.work.length === 0 ? '-' : r.estimateMs === undefined ? '?' : formatDuration(r.estimateMs),
   ])

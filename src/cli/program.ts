@@ -11,11 +11,13 @@ import { registerCheck } from './commands/check.js'
 import { registerPlan } from './commands/plan.js'
 import { registerWebhookConfig } from './commands/webhook-config.js'
 import { registerCompletion } from './commands/completion.js'
+import { registerVersion } from './commands/version.js'
+import { configureProgramHelp } from './help.js'
 
 // Each command's module is imported when it runs: `migrate` and `status` never load the
 // webhook server and the metrics registry, `--version` and `--help` load neither (start-up time).
 export function buildProgram(): Command {
-  const program = new Command()
+  const program = configureProgramHelp(new Command())
     .name('crd-migrator')
     .version(VERSION, '--version', 'print the version and exit')
     // Usage errors reach main.ts's one exit path (exit code 2), help and --version exit 0.
@@ -30,6 +32,7 @@ export function buildProgram(): Command {
   registerCheck(program)
   registerPlan(program)
   registerWebhookConfig(program)
+  registerVersion(program)
   registerCompletion(program)
   return program
 }

@@ -16,6 +16,8 @@ export interface Requester {
   user: string
   /** Where the kubeconfig came from: `kubeconfig /home/me/.kube/config`. */
   origin: string
+  /** The user impersonated (--as, or the kubeconfig user's `as`): RBAC judged that user. */
+  impersonating?: string
   /** What RBAC saw: verb, resource, namespace. */
   attributes?: RequestAttributes
 }
@@ -55,6 +57,9 @@ function explanation(status: number, who: Requester): string {
   const user = who.user
     ? `user ${JSON.stringify(who.user)} of context ${JSON.stringify(who.context)}`
     : `context ${JSON.stringify(who.context)}`
+  if (status === 403 && who.attributes && who.impersonating) {
+    return ` — ${JSON.stringify(who.impersonating)} (impersonated by ${user}) may not use ${describeAttributes(who.attributes)}: grant it with RBAC, or impersonate a user who may`
+  }
   if (status === 401) {
     return (
       ` — the API server at ${who.server} does not accept the credentials of ${user} (${who.origin}): ` +

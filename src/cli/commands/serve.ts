@@ -3,7 +3,7 @@ import { addConfigOptions, configFromOptions } from '../options.js'
 import { logger, shutdownSignal } from '../command-kit.js'
 
 export function registerServe(program: Command): void {
-  addConfigOptions(program.command('serve'))
+  addConfigOptions(program.command('serve'), 'all')
     .description('serve the validating webhook and, on the replica holding the Lease, run the migration controller')
     .action(async (opts: Record<string, unknown>) => {
       const config = configFromOptions(opts)
