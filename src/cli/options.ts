@@ -31,11 +31,17 @@ export function addConfigOptions(
     if (flags !== 'all' && !flags.includes(s.flag)) continue
     const own = defaults[s.flag]
     const value = own === null ? undefined : (own ?? settingDefault(s))
-    // Shown as a user types it: text quoted, numbers and booleans not.
-    const help = {
-      default: value === undefined || s.kind === 'int' || s.kind === 'number' || s.kind === 'boolean' ? value : JSON.stringify(value),
-      env: s.env,
-    }
+    // Shown as a user types it: text quoted, numbers and booleans not, a list item by item.
+    const shown =
+      value === undefined || s.kind === 'int' || s.kind === 'number' || s.kind === 'boolean'
+        ? value
+        : s.kind === 'list'
+          ? value
+              .split(',')
+              .map((v) => JSON.stringify(v))
+              .join(', ')
+          : JSON.stringify(value)
+    const help = { default: shown, env: s.env }
     const description = descriptions[s.flag] ?? s.description
     if (s.kind === 'boolean') {
       cmd.addOption(describeSettingOption(new Option(`--${s.flag}`, description), help))

@@ -46,6 +46,6 @@ export function settingDefault(setting: Setting): string | undefined {
   let value: unknown = CONFIG_DEFAULTS
   for (const key of setting.path.split('.')) value = (value as Record<string, unknown> | undefined)?.[key]
   if (value === undefined || value === null) return undefined
-  if (Array.isArray(value)) return value.length ? value.join(',') : undefined
-  return typeof value === 'object' ? JSON.stringify(value) : String(value)
+  if (Array.isArray(value)) return value.length ? (value as unknown[]).map(String).join(',') : undefined
+  return typeof value === 'string' ? value : JSON.stringify(value)
 }

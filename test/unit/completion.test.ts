@@ -60,7 +60,8 @@ t.test('bash: the sourced script completes command names, options and option val
   t.equal(complete(['crd-migrator', 'st']), 'status')
   t.equal(complete(['crd-migrator', 'migrate', '--log-f']), '--log-format', 'an option of the command')
   t.equal(complete(['crd-migrator', 'migrate', '--webhook-p']), '', 'not an option of another command (serve)')
-  t.equal(complete(['crd-migrator', 'migrate', '-o', '']), 'text json yaml', 'the choices of an option')
+  t.equal(complete(['crd-migrator', 'migrate', '-o', '']), 'text name json yaml', 'the choices of an option')
+  t.equal(complete(['crd-migrator', 'migrate', '--engine', '']), 'own builtin', 'the choices of a setting, from the schema')
   t.equal(complete(['crd-migrator', 'migrate', '--kubeconfig', '']), '', 'a free value: nothing (bash falls back to file names)')
   t.equal(complete(['crd-migrator', 'completion', 'z']), 'zsh', 'the choices of an argument')
 })
@@ -86,6 +87,6 @@ t.test('fish: the sourced script completes command names, options and their valu
   }
   t.same(complete('crd-migrator mig'), ['migrate'], 'a command name')
   t.same(complete('crd-migrator migrate --log-f'), ['--log-format'], 'an option of the command')
-  t.same(complete('crd-migrator migrate -o ').sort(), ['json', 'text', 'yaml'], 'the choices of an option')
+  t.same(complete('crd-migrator migrate -o ').sort(), ['json', 'name', 'text', 'yaml'], 'the choices of an option')
   t.same(complete('crd-migrator completion ').sort(), ['bash', 'fish', 'zsh'], 'the choices of an argument')
 })
