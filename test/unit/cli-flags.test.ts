@@ -61,13 +61,12 @@ t.test('--dry-run: bare is client, =VALUE must be a strategy, a name after a bar
 })
 
 t.test('--as, --as-group, --as-uid over the kubeconfig user', async (t) => {
-  const context = (impersonate?: KubeContext['user']['impersonate']): KubeContext =>
-    ({
-      name: 'c',
-      cluster: { name: 'c', server: new URL('https://127.0.0.1:6443'), insecureSkipTlsVerify: false },
-      user: { name: 'u', ...(impersonate ? { impersonate } : {}) },
-      origin: 'test',
-    }) as KubeContext
+  const context = (impersonate?: KubeContext['user']['impersonate']): KubeContext => ({
+    name: 'c',
+    cluster: { name: 'c', server: new URL('https://127.0.0.1:6443'), insecureSkipTlsVerify: false },
+    user: { name: 'u', ...(impersonate ? { impersonate } : {}) },
+    origin: 'test',
+  })
   t.equal(withImpersonation(context(), undefined).user.impersonate, undefined, 'no flags: as the kubeconfig says')
   t.same(withImpersonation(context(), { user: 'jane', groups: ['a', 'b'] }).user.impersonate, {
     user: 'jane',

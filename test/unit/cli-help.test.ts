@@ -19,7 +19,10 @@ const command = (name: string): Command => {
   return cmd
 }
 const help = (name: string) => command(name).helpInformation()
-const longFlags = (name: string) => command(name).options.filter((o) => !o.hidden).map((o) => o.long)
+const longFlags = (name: string) =>
+  command(name)
+    .options.filter((o) => !o.hidden)
+    .map((o) => o.long)
 
 t.test('choices and defaults come from the schema', async (t) => {
   const rows: Array<[string, readonly string[] | undefined, string | undefined]> = [
@@ -98,11 +101,7 @@ t.test('each command lists the flags it uses, no other', async (t) => {
     const flags = longFlags(name)
     for (const f of serveOnly) t.notOk(flags.includes(f), `${name} has no ${f}`)
     const settingsFlags = SETTINGS.filter((s) => flags.includes(`--${s.flag}`)).map((s) => s.flag)
-    t.same(
-      settingsFlags.sort(),
-      [...COMMAND_SETTINGS[name as keyof typeof COMMAND_SETTINGS]].sort(),
-      `${name}: the settings of its list`,
-    )
+    t.same(settingsFlags.sort(), [...COMMAND_SETTINGS[name as keyof typeof COMMAND_SETTINGS]].sort(), `${name}: the settings of its list`)
   }
   for (const name of ['migrate', 'status', 'check', 'plan', 'version'])
     for (const f of ['--request-timeout', '--as', '--as-group', '--as-uid', '--verbosity'])
