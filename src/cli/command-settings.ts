@@ -1,8 +1,8 @@
 /**
  * Which config-backed flags each command has: the settings it reads, and no other (a
  * serve-only flag in `migrate --help` would promise what migrate does not do). `serve`
- * has them all. test/unit/cli-help.test.ts checks that each listed flag is one the
- * command's code reads.
+ * has them all. test/unit/cli-help.test.ts checks each command's help shows exactly
+ * its list, and no serve-only flag.
  */
 
 /** Where, as whom and how patiently to talk to the API server, and the log. */
