@@ -19,6 +19,8 @@ export const ERROR_CODES = {
   CRDM_TLS: 'TLS failure',
   /** The API server did not accept the credentials (401). */
   CRDM_UNAUTHORIZED: 'credentials refused',
+  /** The API server did not answer a request within --request-timeout. */
+  CRDM_REQUEST_TIMEOUT: 'request timed out',
   /** The API server refused the request to the user (403: RBAC or admission). */
   CRDM_FORBIDDEN: 'forbidden',
   /** The checkpoint-sealing key cannot be read or is too short. */

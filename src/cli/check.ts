@@ -23,7 +23,8 @@ import {
   type VersionGate,
 } from '../check/manifest-resources.js'
 import { applyFixes, formatFixes, planFixes, type FixOutcome } from '../check/manifest-fix.js'
-import { renderData, type OutputFormat } from './output.js'
+import { isData, renderData, type OutputFormat } from './output.js'
+import type { ClientFlags } from './client-flags.js'
 
 /** The exit code when some version is not safe to drop (0: every one is; 1: a request or lookup failed; 2: usage). */
 export const EXIT_NOT_SAFE = 3
@@ -44,6 +45,8 @@ export interface CheckCommandOptions {
   fix?: boolean
   /** With fix: say what would change, write nothing. */
   dryRun?: boolean
+  /** --request-timeout, --as. */
+  client?: ClientFlags
   signal?: AbortSignal
 }
 
@@ -85,7 +88,7 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
   checkUsage(options)
   // Manifests are read before the cluster is asked: a bad file is a usage error, whatever the cluster.
   const manifests = options.manifests?.length ? readManifests(options.manifests, options.drop !== undefined) : undefined
-  const http = commandHttp(config, 'check', options.logger)
+  const http = commandHttp(config, 'check', options.logger, options.client)
   try {
     const { targets, missing, gates } = manifests
       ? await manifestTargets(http, manifests, options.drop)
@@ -113,7 +116,7 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
       ...(manifests ? { resources: blocking, skipped: manifests.skipped } : {}),
       ...(fixes ? { fixes } : {}),
     }
-    if (options.format === 'text') {
+    if (!isData(options.format)) {
       out.write(formatFixes(fixes ?? [], options.dryRun === true))
       for (const s of manifests?.skipped ?? []) out.write(`skipped ${s.file}: ${s.reason}\n`)
       out.write(formatCheck(report, options.names.length === 0 && !manifests))

@@ -1,20 +1,29 @@
 import type { Logger } from 'pino'
 import type { Config } from '../config/schema.js'
 import { kubeHttp } from '../kube/client.js'
-import type { KubeHttp } from '../kube/http.js'
+import type { KubeHttp, KubeHttpOptions } from '../kube/http.js'
 import { userAgent } from '../version.js'
+import type { ClientFlags } from './client-flags.js'
 
 /**
- * The client of a command that reads (status, check, plan): the kubeconfig and context of
- * the configuration, its --connect-attempts, and retries logged where the command logs.
+ * The client of a command: the kubeconfig and context of the configuration, its
+ * --connect-attempts, kubectl's --request-timeout and --as flags, and retries (and at -v 6
+ * each request) logged where the command logs.
  */
-export function commandHttp(config: Config, command: string, logger: Logger | undefined, maxSockets?: number): KubeHttp {
+export function commandHttp(
+  config: Config,
+  command: string,
+  logger: Logger | undefined,
+  client: ClientFlags = {},
+  options: Omit<KubeHttpOptions, 'userAgent' | 'connectAttempts' | 'logger'> = {},
+): KubeHttp {
   return kubeHttp(config.kubeconfig, {
     context: config.context,
-    // `plan --measure` writes (dry run) at the migrator's concurrency, and needs its sockets.
-    ...(maxSockets ? { maxSockets } : {}),
     userAgent: userAgent(command),
     connectAttempts: config.connectAttempts,
+    ...(client.requestTimeoutMs !== undefined ? { requestTimeoutMs: client.requestTimeoutMs } : {}),
+    ...(client.impersonate ? { impersonate: client.impersonate } : {}),
+    ...options,
     ...(logger ? { logger } : {}),
   })
 }

@@ -1,11 +1,12 @@
-/** What every command's registration shares: its logger, its signal handling, its output flag. */
-import { Option } from 'commander'
+/** What every command's registration shares: its logger, its signal handling, its client flags. */
+import type { Command } from 'commander'
 import type { Logger } from 'pino'
 import { createLogger } from '../log.js'
 import type { Config } from '../config/schema.js'
-import { OUTPUT_FORMATS } from './output.js'
-import { InterruptedError } from '../errors.js'
 import { exitCodeFor } from './interrupt.js'
+import { ConfigError, InterruptedError } from '../errors.js'
+import { configFromOptions } from './options.js'
+import { logLevelOf } from './client-flags.js'
 
 /** `serve` logs to stdout, buffered; the short commands to stderr, line by line (log.ts). */
 export function logger(config: Config, command: 'serve' | 'short'): Logger {
@@ -15,8 +16,24 @@ export function logger(config: Config, command: 'serve' | 'short'): Logger {
     : createLogger({ level: config.logLevel, format, fd: 2, sync: true })
 }
 
-/** The flags of every command that talks to the API server: where, as whom, how patiently, and its log. */
-export const CLIENT_FLAGS = ['kubeconfig', 'context', 'connect-attempts', 'log-level', 'log-format']
+/**
+ * The configuration of a short command (status, check, plan, migrate, version): warnings
+ * only unless --log-level or -v says otherwise (the output is the table, the summary).
+ */
+export function shortCommandConfig(opts: Record<string, unknown>): Config {
+  return configFromOptions({ logLevel: 'warn', ...opts, ...(logLevelOf(opts) ? { logLevel: logLevelOf(opts) } : {}) })
+}
+
+/**
+ * kubectl: "name cannot be provided when a selector is specified". A selector given on
+ * the command line with names would be either ignored or a silent intersection; refused.
+ */
+export function refuseNamesWithSelector(cmd: Command, names: readonly string[]): void {
+  if (names.length > 0 && cmd.getOptionValueSource('selector') === 'cli')
+    throw new ConfigError(
+      `${cmd.name()}: name CRDs or select them with -l/--selector, not both (kubectl: name cannot be provided when a selector is specified)`,
+    )
+}
 
 /**
  * Aborts on the first SIGINT/SIGTERM, with a CRDM_ABORTED error (main.ts: exit 130 or 143,
@@ -35,6 +52,6 @@ export function shutdownSignal(log: Logger | undefined): AbortSignal {
   return controller.signal
 }
 
-export function outputOption(): Option {
-  return new Option('-o, --output <format>', 'output format').choices(OUTPUT_FORMATS)
-}
+export { outputOption } from './output.js'
+/** The flags of every command that talks to the API server (command-settings.ts has each command's whole list). */
+export const CLIENT_FLAGS = ['kubeconfig', 'context', 'connect-attempts', 'log-level', 'log-format']

@@ -2,11 +2,14 @@ import os from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
 import type { Config } from '../config/schema.js'
+import type { KubeHttp } from '../kube/http.js'
 import { describeError, errorCode } from '../errors.js'
 import { plainText } from '../sanitize.js'
-import { renderData, type OutputFormat } from './output.js'
-import { kubeHttp } from '../kube/client.js'
-import { userAgent } from '../version.js'
+import { isData, renderData, renderNames, type OutputFormat } from './output.js'
+import { commandHttp } from './command-http.js'
+import type { ClientFlags } from './client-flags.js'
+import { managedCrds } from '../check/select.js'
+import { formatServerDryRun, serverDryRun, type ServerDryRunReport } from '../migrator/server-dry-run.js'
 import { KubeEventRecorder } from '../kube/events.js'
 import { loadCheckpointSeal } from '../migrator/freeze/checkpoint-seal.js'
 import { dryRun, type DryRunReport } from '../migrator/dry-run.js'
@@ -31,6 +34,12 @@ export interface MigrateCommandOptions {
   dryRun: boolean
   /** --force: rewrite every object whatever status.storedVersions says. */
   force?: boolean
+  /** --dry-run=server: every write sent with dryRun=All, nothing persisted, no freeze (migrator/server-dry-run.ts). */
+  serverDryRun?: boolean
+  /** -l/--selector without names: the CRDs this label selector matches. */
+  selector?: string
+  /** --request-timeout, --as. */
+  client?: ClientFlags
   /** Where the human summary goes. */
   out: NodeJS.WritableStream
   /** live: lines redrawn in place (stderr is a terminal); plain: a line every --progress-every seconds; off (default): none. */
@@ -55,19 +64,28 @@ const BLOCKED_RETRY_MS = 5_000
  */
 export async function runMigrateCommand(names: string[], config: Config, logger: Logger, options: MigrateCommandOptions): Promise<number> {
   // CRDs (and resources) migrated at once, sharing one write budget when more than one.
-  const parallel = Math.max(1, Math.min(config.migrator.maxParallelCrds, names.length + (options.resources?.length ?? 0)))
-  const http = kubeHttp(config.kubeconfig, {
-    context: config.context,
+  // (With -l the names are known only once listed: the most that may run at once.)
+  const planned = options.selector !== undefined && names.length === 0 ? Infinity : names.length + (options.resources?.length ?? 0)
+  let parallel = Math.max(1, Math.min(config.migrator.maxParallelCrds, planned))
+  const http = commandHttp(config, 'migrate', logger, options.client, {
     // The budget's writes, plus the reads (lists, CRD reads, state writes) of every CRD in flight.
     maxSockets: (Math.max(config.migrator.concurrency, 4) + parallel - 1) * 2,
-    userAgent: userAgent('migrate'),
-    connectAttempts: config.connectAttempts,
-    logger,
+    ...(options.serverDryRun ? { dryRun: true } : {}),
   })
   const owner = `cli:${os.userInfo().username}@${os.hostname()}`
   const overrides = { force: options.force === true }
   try {
     const format = options.format ?? 'text'
+    if (options.selector !== undefined && names.length === 0) {
+      // Exactly what the selector matches, as kubectl -l (not the config's --crds names).
+      names = (await managedCrds(http, { labelSelector: options.selector, names: [] })).map((c) => c.metadata.name)
+      if (names.length === 0) {
+        process.stderr.write(`crd-migrator: no CRDs match -l ${JSON.stringify(options.selector)}\n`)
+        if (!options.resources?.length) return 0
+      }
+      parallel = Math.max(1, Math.min(config.migrator.maxParallelCrds, names.length + (options.resources?.length ?? 0)))
+    }
+    if (options.serverDryRun) return await serverDryRunAll(http, names, config, logger, options, format)
     if (options.dryRun) {
       let failed = 0
       const reports: Array<DryRunReport | { crd: string; error: string }> = []
@@ -75,14 +93,16 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
         try {
           const report = await dryRun(http, name, settingsFor(config, name, overrides), logger)
           reports.push(report)
-          if (format === 'text') options.out.write(formatDryRun(report))
+          if (!isData(format) && format !== 'name') options.out.write(formatDryRun(report))
         } catch (err) {
           failed++
           reports.push({ crd: name, error: describeError(err) })
-          if (format === 'text') options.out.write(`${name}: cannot plan: ${plainText(describeError(err))}\n`)
+          if (!isData(format))
+            (format === 'name' ? process.stderr : options.out).write(`${name}: cannot plan: ${plainText(describeError(err))}\n`)
         }
       }
-      if (format !== 'text') options.out.write(renderData(reports, format))
+      if (isData(format)) options.out.write(renderData(reports, format))
+      else if (format === 'name') options.out.write(renderNames(names))
       return failed ? 1 : 0
     }
     let failed = 0
@@ -147,7 +167,7 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
           stopped,
         )
         failed++
-        if (format === 'text') view.print(options.out, `${name}: ${plainText(describeError(err))}\n`)
+        if (!isData(format)) view.print(format === 'name' ? process.stderr : options.out, `${name}: ${plainText(describeError(err))}\n`)
         return { crd: name, error: describeError(err) }
       }
     }
@@ -163,7 +183,12 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
         : undefined
     const results = await runInParallel(targets, parallel, migrateOne).finally(() => view.close())
     await firstLook
-    if (format !== 'text') options.out.write(renderData(results, format))
+    if (isData(format)) options.out.write(renderData(results, format))
+    // kubectl -o name: the objects it acted on; a CRD whose migration failed is not one.
+    else if (format === 'name')
+      options.out.write(
+        renderNames(results.filter((r) => 'outcome' in r && r.outcome !== 'Failed' && r.outcome !== 'Blocked').map((r) => r.crd)),
+      )
     if (interrupt?.exitCode !== undefined) {
       const unfinished = targets.filter((_, i) => !isDone(results[i]!)).map((t) => t.name)
       status.write(resumeHint(unfinished))
@@ -272,4 +297,33 @@ export function formatDryRun(r: DryRunReport): string {
     '',
   ]
   return lines.map(plainText).join('\n')
+}
+
+/** --dry-run=server: each CRD's writes sent with dryRun=All through `http` (a dry-run client), one CRD after another. */
+async function serverDryRunAll(
+  http: KubeHttp,
+  names: readonly string[],
+  config: Config,
+  logger: Logger,
+  options: MigrateCommandOptions,
+  format: OutputFormat,
+): Promise<number> {
+  let failed = 0
+  const reports: Array<ServerDryRunReport | { crd: string; error: string }> = []
+  for (const name of names) {
+    try {
+      const report = await serverDryRun(http, name, settingsFor(config, name), { logger, signal: options.signal })
+      const refused = (report.storageVersionMigration?.failed ?? 0) + (report.cleanupManagedFields?.failed ?? 0)
+      if (refused > 0 || report.blockedReason) failed++
+      reports.push(report)
+      if (!isData(format) && format !== 'name') options.out.write(formatServerDryRun(report))
+      else if (format === 'name' && refused === 0 && !report.blockedReason) options.out.write(renderNames([name]))
+    } catch (err) {
+      failed++
+      reports.push({ crd: name, error: describeError(err) })
+      if (!isData(format)) (format === 'name' ? process.stderr : options.out).write(`${name}: ${plainText(describeError(err))}\n`)
+    }
+  }
+  if (isData(format)) options.out.write(renderData(reports, format))
+  return failed ? 1 : 0
 }

@@ -2,18 +2,58 @@ import { Option, type Command } from 'commander'
 import { loadConfig } from '../config/load.js'
 import type { Config } from '../config/schema.js'
 import { parseSettingValue, SETTINGS, type Setting } from '../config/settings.js'
+import { settingChoices, settingDefault } from '../config/setting-values.js'
+import { describeSettingOption } from './help.js'
 
-/** Adds one option per setting (the shared table) plus --config. */
-export function addConfigOptions(cmd: Command, only?: (s: Setting) => boolean): Command {
+/** kubectl's short forms of the settings that mean the same there. */
+const SHORT: Readonly<Record<string, string>> = { selector: '-l' }
+
+const PLACEHOLDER: Readonly<Record<Setting['kind'], string>> = { string: 'value', int: 'n', number: 'n', list: 'a,b', boolean: '' }
+
+/**
+ * Adds --config and one option per setting in `flags` (in the settings table's order).
+ * Each shows its choices, default and env name, none of them commander's own default
+ * value (see help.ts); the values are checked by the config schema, for a flag as for
+ * the file and the environment.
+ */
+export function addConfigOptions(
+  cmd: Command,
+  flags: readonly string[] | 'all',
+  /** What a setting means for this command, when not what the settings table says. */
+  descriptions: Readonly<Record<string, string>> = {},
+  /** A default that differs for this command (null: none to show). */
+  defaults: Readonly<Record<string, string | null>> = {},
+): Command {
   cmd.addOption(new Option('-c, --config <file>', 'YAML or JSON config file').env('CRD_MIGRATOR_CONFIG'))
+  const unknown = flags === 'all' ? [] : flags.filter((f) => !SETTINGS.some((s) => s.flag === f))
+  if (unknown.length) throw new Error(`no setting has the flag(s) ${unknown.join(', ')}`)
   for (const s of SETTINGS) {
-    if (only && !only(s)) continue
+    if (flags !== 'all' && !flags.includes(s.flag)) continue
+    const own = defaults[s.flag]
+    const value = own === null ? undefined : (own ?? settingDefault(s))
+    // Shown as a user types it: text quoted, numbers and booleans not, a list item by item.
+    const shown =
+      value === undefined || s.kind === 'int' || s.kind === 'number' || s.kind === 'boolean'
+        ? value
+        : s.kind === 'list'
+          ? value
+              .split(',')
+              .map((v) => JSON.stringify(v))
+              .join(', ')
+          : JSON.stringify(value)
+    const help = { default: shown, env: s.env }
+    const description = descriptions[s.flag] ?? s.description
     if (s.kind === 'boolean') {
-      cmd.addOption(new Option(`--${s.flag}`, s.description))
-      cmd.addOption(new Option(`--no-${s.flag}`, `turn off: ${s.description}`).hideHelp())
-    } else {
-      cmd.addOption(new Option(`--${s.flag} <${s.kind === 'list' ? 'a,b' : 'value'}>`, `${s.description} [env ${s.env}]`))
+      cmd.addOption(describeSettingOption(new Option(`--${s.flag}`, description), help))
+      cmd.addOption(new Option(`--no-${s.flag}`, `turn off: ${description}`).hideHelp())
+      continue
     }
+    const short = SHORT[s.flag]
+    const option = new Option(`${short ? `${short}, ` : ''}--${s.flag} <${PLACEHOLDER[s.kind]}>`, description)
+    // The choices are shown and completed; the schema checks them (a list's items too).
+    const choices = settingChoices(s)
+    if (choices) option.argChoices = [...choices]
+    cmd.addOption(describeSettingOption(option, help))
   }
   return cmd
 }

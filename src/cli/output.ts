@@ -1,17 +1,44 @@
-/** `-o text|json|yaml` for the commands that print results (`--json` is kept as an alias). */
+/** `-o text|wide|name|json|yaml` for the commands that print results (`--json` is kept as an alias). */
+import { Option } from 'commander'
 import { stringify } from 'yaml'
 import { ConfigError } from '../errors.js'
 
-export const OUTPUT_FORMATS = ['text', 'json', 'yaml'] as const
+export const OUTPUT_FORMATS = ['text', 'wide', 'name', 'json', 'yaml'] as const
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number]
+/** The formats that are data. */
+export type DataFormat = 'json' | 'yaml'
 
-export function outputFormat(opts: { output?: unknown; json?: unknown }): OutputFormat {
-  const format = opts.output ?? (opts.json === true ? 'json' : 'text')
-  if (typeof format === 'string' && (OUTPUT_FORMATS as readonly string[]).includes(format)) return format as OutputFormat
-  throw new ConfigError(`--output: expected one of ${OUTPUT_FORMATS.join(', ')}, got ${JSON.stringify(format)}`)
+/**
+ * The -o option of a command, with the formats it prints: `wide` (the table with more
+ * columns) and `name` (kubectl's `customresourcedefinition.apiextensions.k8s.io/NAME` per
+ * CRD) only where they mean something.
+ */
+export function outputOption(formats: readonly OutputFormat[] = ['text', 'json', 'yaml']): Option {
+  return new Option('-o, --output <format>', 'output format').choices(formats)
 }
 
+/** `--json`, which -o cannot be given with (they would disagree). */
+export function jsonOption(): Option {
+  return new Option('--json', 'the same as -o json').conflicts('output')
+}
+
+export function outputFormat(
+  opts: { output?: unknown; json?: unknown },
+  formats: readonly OutputFormat[] = ['text', 'json', 'yaml'],
+): OutputFormat {
+  const format = opts.output ?? (opts.json === true ? 'json' : 'text')
+  if (typeof format === 'string' && (formats as readonly string[]).includes(format)) return format as OutputFormat
+  throw new ConfigError(`--output: expected one of ${formats.join(', ')}, got ${JSON.stringify(format)}`)
+}
+
+export const isData = (format: OutputFormat): format is DataFormat => format === 'json' || format === 'yaml'
+
 /** Machine-readable output: what the text form shows, as data. */
-export function renderData(value: unknown, format: Exclude<OutputFormat, 'text'>): string {
+export function renderData(value: unknown, format: DataFormat): string {
   return format === 'json' ? `${JSON.stringify(value, null, 2)}\n` : stringify(value, { lineWidth: 0 })
+}
+
+/** `-o name`: one line per CRD, as kubectl prints it. */
+export function renderNames(names: readonly string[]): string {
+  return names.map((n) => `customresourcedefinition.apiextensions.k8s.io/${n}\n`).join('')
 }

@@ -24,14 +24,16 @@ export function servedNextSteps(rows: readonly PlanRow[]): string[] {
   )
 }
 
-export function formatPlan(report: PlanReport, scanned: boolean): string {
-  const header = ['NAME', 'STORAGE', 'STORED', 'OBJECTS', 'MANAGEDFIELDS', 'WORK', 'ESTIMATE']
+/** The table; wide: with the writes each CRD's migration sends (objects to rewrite plus objects to clean). */
+export function formatPlan(report: PlanReport, scanned: boolean, wide = false): string {
+  const header = ['NAME', 'STORAGE', 'STORED', 'OBJECTS', 'MANAGEDFIELDS', ...(wide ? ['WRITES'] : []), 'WORK', 'ESTIMATE']
   const lines = report.rows.map((r) => [
     r.name,
     r.storageVersion ?? '-',
     r.storedVersions.join(',') || '-',
     r.objects === undefined ? '?' : String(r.objects),
     managedFieldsCell(r, scanned),
+    ...(wide ? [r.writes === undefined ? '?' : String(r.writes)] : []),
     r.blockedReason ? `blocked: ${r.blockedReason}` : r.work.length ? r.work.join('+') : 'none',
     r.blockedReason || r.work.length === 0 ? '-' : r.estimateMs === undefined ? '?' : formatDuration(r.estimateMs),
   ])

@@ -30,7 +30,8 @@ import {
 } from '../check/fleet-plan.js'
 import { measureWrites } from '../check/measure-writes.js'
 import { describeBasis, measuredBasis, objectsPerSecond, type WriteSample } from '../check/write-rate.js'
-import { renderData, type OutputFormat } from './output.js'
+import { isData, renderData, renderNames, type OutputFormat } from './output.js'
+import type { ClientFlags } from './client-flags.js'
 import { formatPlan } from './plan-format.js'
 
 export interface PlanCommandOptions {
@@ -43,6 +44,8 @@ export interface PlanCommandOptions {
   scan: boolean
   /** Measure the write rate with dry-run writes (--measure) instead of the bench's constant. */
   measure?: MeasureSettings | undefined
+  /** --request-timeout, --as. */
+  client?: ClientFlags
   signal?: AbortSignal
 }
 
@@ -78,13 +81,25 @@ export interface PlanReport {
 
 /** `crd-migrator plan [CRD...]`; exit code 1 when a named CRD does not exist. */
 export async function runPlanCommand(config: Config, out: NodeJS.WritableStream, options: PlanCommandOptions): Promise<number> {
-  const http = commandHttp(config, 'plan', options.logger, options.measure ? config.migrator.concurrency : undefined)
+  const http = commandHttp(
+    config,
+    'plan',
+    options.logger,
+    options.client,
+    // `plan --measure` writes (dry run) at the migrator's concurrency, and needs its sockets.
+    options.measure ? { maxSockets: config.migrator.concurrency } : {},
+  )
   try {
     const report = await planFleet(http, config, options)
-    if (options.format !== 'text') out.write(renderData(report, options.format))
+    if (isData(options.format)) out.write(renderData(report, options.format))
+    else if (options.format === 'name') out.write(renderNames(report.rows.map((r) => r.name)))
     else
       out.write(
-        report.rows.length ? formatPlan(report, options.scan) : options.names.length ? '' : 'no managed CRDs (see --selector / --crds)\n',
+        report.rows.length
+          ? formatPlan(report, options.scan, options.format === 'wide')
+          : options.names.length
+            ? ''
+            : 'no managed CRDs (see -l/--selector, --crds)\n',
       )
     for (const name of report.missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
     return report.missing.length ? 1 : 0

@@ -13,6 +13,8 @@ import { registerPlan } from './commands/plan.js'
 import { registerWebhookConfig } from './commands/webhook-config.js'
 import { registerCompletion } from './commands/completion.js'
 import { registerComplete } from './commands/complete.js'
+import { registerVersion } from './commands/version.js'
+import { configureProgramHelp } from './help.js'
 
 /** The name in usage and help: `kubectl crd-migrator` when kubectl runs it as a plugin. */
 export const PROGRAM_NAME = 'crd-migrator'
@@ -27,7 +29,7 @@ export function programName(script: string | undefined, env: NodeJS.ProcessEnv):
 // Each command's module is imported when it runs: `migrate` and `status` never load the
 // webhook server and the metrics registry, `--version` and `--help` load neither (start-up time).
 export function buildProgram(name: string = PROGRAM_NAME): Command {
-  const program = new Command()
+  const program = configureProgramHelp(new Command())
     .name(name)
     .version(VERSION, '--version', 'print the version and exit')
     // Usage errors reach main.ts's one exit path (exit code 2), help and --version exit 0.
@@ -42,6 +44,7 @@ export function buildProgram(name: string = PROGRAM_NAME): Command {
   registerCheck(program)
   registerPlan(program)
   registerWebhookConfig(program)
+  registerVersion(program)
   registerCompletion(program)
   registerComplete(program)
   return program

@@ -23,7 +23,8 @@ import { planCrd } from '../migrator/plan.js'
 import { runInParallel } from '../migrator/parallel.js'
 import { describeFreeze, readCrdState } from '../state/crd-state.js'
 import { plainText, sanitizeText } from '../sanitize.js'
-import { renderData, type OutputFormat } from './output.js'
+import { isData, renderData, renderNames, type OutputFormat } from './output.js'
+import type { ClientFlags } from './client-flags.js'
 import { etaSeconds, fleetState, formatSummary, summarize, type FleetState, type StatusSummary } from './status-summary.js'
 
 export interface StatusRow {
@@ -97,6 +98,24 @@ export function describeBuiltin(crd: CustomResourceDefinition, builtin: readonly
   return builtin === undefined ? '?' : '-'
 }
 
+/**
+ * A row as data (-o json|yaml): lists as lists, and a cell with nothing in it (`-` in the
+ * table) left out, not spelt `"-"`.
+ */
+export function statusData(row: StatusRow): Record<string, unknown> {
+  const data: Record<string, unknown> = { name: row.name }
+  for (const [k, v] of Object.entries(row)) {
+    if (k === 'name' || v === '-' || v === undefined) continue
+    data[k] = k === 'storedVersions' ? String(v).split(',') : v
+  }
+  if (!('storedVersions' in data)) data['storedVersions'] = []
+  return data
+}
+
+/** -o wide: the fleet state and the ETA of a running CRD besides the table's columns. */
+const WIDE_HEADER = ['STATE', 'ETA']
+const wideCells = (row: StatusRow): string[] => [row.state, row.etaSeconds === undefined ? '-' : `${row.etaSeconds}s`]
+
 const HEADER: Record<Column, string> = {
   name: 'NAME',
   storage: 'STORAGE',
@@ -110,22 +129,32 @@ const HEADER: Record<Column, string> = {
 }
 const COLUMNS = Object.keys(HEADER) as Column[]
 
+/** The cells of a row (or of the header), wide or not. */
+function cells(row: StatusRow | 'header', wide: boolean): string[] {
+  const base = COLUMNS.map((k) => (row === 'header' ? HEADER[k] : row[k]))
+  return wide ? [...base, ...(row === 'header' ? WIDE_HEADER : wideCells(row))] : base
+}
+
 /** Column widths that fit the header and these rows. */
-export function columnWidths(rows: readonly StatusRow[]): number[] {
-  return COLUMNS.map((k) => Math.max(HEADER[k].length, ...rows.map((r) => r[k].length)))
+export function columnWidths(rows: readonly StatusRow[], wide = false): number[] {
+  const all = [cells('header', wide), ...rows.map((r) => cells(r, wide))]
+  return all[0]!.map((_, i) => Math.max(...all.map((c) => c[i]!.length)))
 }
 
 /** One line of the table (the last column unpadded). */
-export function formatRow(row: Record<Column, string>, widths: readonly number[]): string {
+export function formatRow(row: StatusRow | 'header', widths: readonly number[], wide = false): string {
+  const line = cells(row, wide)
   return (
-    COLUMNS.map((k, i) => (i === COLUMNS.length - 1 ? row[k] : row[k].padEnd(widths[i]!)))
+    line
+      .map((c, i) => (i === line.length - 1 ? c : c.padEnd(widths[i]!)))
       .join('  ')
       .trimEnd() + '\n'
   )
 }
 
-export function formatTable(rows: StatusRow[], widths = columnWidths(rows)): string {
-  return [HEADER, ...rows].map((r) => formatRow(r, widths)).join('')
+export function formatTable(rows: StatusRow[], widths?: number[], wide = false): string {
+  const w = widths ?? columnWidths(rows, wide)
+  return [formatRow('header', w, wide), ...rows.map((r) => formatRow(r, w, wide))].join('')
 }
 
 export interface StatusCommandOptions {
@@ -138,6 +167,8 @@ export interface StatusCommandOptions {
   summary?: boolean
   /** Keep watching, printing each change (a row, or the summary) until `signal` aborts: kubectl get -w. */
   watch?: boolean
+  /** --request-timeout, --as. */
+  client?: ClientFlags
   signal?: AbortSignal
 }
 
@@ -151,7 +182,7 @@ const PARALLEL_GETS = 8
  * then read by GET.
  */
 export async function runStatusCommand(config: Config, out: NodeJS.WritableStream, options: StatusCommandOptions): Promise<number> {
-  const http = commandHttp(config, 'status', options.logger)
+  const http = commandHttp(config, 'status', options.logger, options.client)
   try {
     return await showStatus(http, config, out, options)
   } finally {
@@ -251,6 +282,7 @@ class StatusView {
   private readonly rows = new Map<string, StatusRow>()
   private widths: number[] = []
   private lastSummary = ''
+  private readonly wide: boolean
 
   constructor(
     private readonly out: NodeJS.WritableStream,
@@ -258,6 +290,7 @@ class StatusView {
     rows: StatusRow[],
   ) {
     for (const r of rows) this.rows.set(r.name, r)
+    this.wide = options.format === 'wide'
   }
 
   first(): void {
@@ -265,8 +298,13 @@ class StatusView {
     const { format, summary } = this.options
     const s = statusSummary(rows)
     this.lastSummary = summaryKey(s)
-    if (format !== 'text') {
-      this.out.write(this.options.watch ? this.document(summary ? s : rows) : renderData(summary ? s : rows, format))
+    if (isData(format)) {
+      const data = summary ? s : rows.map(statusData)
+      this.out.write(this.options.watch ? this.document(data) : renderData(data, format))
+      return
+    }
+    if (format === 'name' && !summary) {
+      this.out.write(renderNames(rows.map((r) => r.name)))
       return
     }
     if (summary) {
@@ -274,11 +312,11 @@ class StatusView {
       return
     }
     if (rows.length === 0) {
-      if (this.options.names.length === 0) this.out.write('no managed CRDs (see --selector / --crds)\n')
+      if (this.options.names.length === 0) this.out.write('no managed CRDs (see -l/--selector, --crds)\n')
       return
     }
-    this.widths = columnWidths(rows)
-    this.out.write(formatTable(rows, this.widths) + (this.options.watch ? '' : `\n${formatSummary(s)}`))
+    this.widths = columnWidths(rows, this.wide)
+    this.out.write(formatTable(rows, this.widths, this.wide) + (this.options.watch ? '' : `\n${formatSummary(s)}`))
   }
 
   /** A CRD as it is now (undefined: deleted, or no longer shown). */
@@ -296,15 +334,16 @@ class StatusView {
       const key = summaryKey(s)
       if (key === this.lastSummary) return
       this.lastSummary = key
-      this.out.write(this.options.format === 'text' ? formatSummary(s) : this.document(s))
+      this.out.write(isData(this.options.format) ? this.document(s) : formatSummary(s))
     } else if (row) {
-      if (this.options.format !== 'text') this.out.write(this.document(row))
+      if (isData(this.options.format)) this.out.write(this.document(statusData(row)))
+      else if (this.options.format === 'name') this.out.write(renderNames([row.name]))
       else {
         if (this.widths.length === 0) {
-          this.widths = columnWidths([row])
-          this.out.write(formatTable([], this.widths))
+          this.widths = columnWidths([row], this.wide)
+          this.out.write(formatTable([], this.widths, this.wide))
         }
-        this.out.write(formatRow(row, this.widths))
+        this.out.write(formatRow(row, this.widths, this.wide))
       }
     }
   }

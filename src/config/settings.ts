@@ -42,14 +42,14 @@ export const SETTINGS: readonly Setting[] = [
     flag: 'log-level',
     env: 'CRD_MIGRATOR_LOG_LEVEL',
     kind: 'string',
-    description: 'fatal, error, warn, info, debug, trace or silent',
+    description: 'how much is logged',
   },
   {
     path: 'logFormat',
     flag: 'log-format',
     env: 'CRD_MIGRATOR_LOG_FORMAT',
     kind: 'string',
-    description: 'json or text (time, level, message, key=value); default: text on a terminal, json otherwise',
+    description: 'json, or text (time, level, message, key=value); unset: text on a terminal, json otherwise',
   },
   {
     path: 'progressEvery',
@@ -157,7 +157,7 @@ export const SETTINGS: readonly Setting[] = [
     flag: 'selector',
     env: 'CRD_MIGRATOR_SELECTOR',
     kind: 'string',
-    description: 'label selector of managed CRDs',
+    description: 'label selector of the CRDs to act on (managed CRDs), as kubectl -l',
   },
   {
     path: 'migrator.selector.names',
@@ -200,14 +200,14 @@ export const SETTINGS: readonly Setting[] = [
     flag: 'skip-phases',
     env: 'CRD_MIGRATOR_SKIP_PHASES',
     kind: 'list',
-    description: 'StorageVersionMigration and/or CleanupManagedFields',
+    description: 'phases not to run',
   },
   {
     path: 'migrator.stashPresets',
     flag: 'stash-presets',
     env: 'CRD_MIGRATOR_STASH_PRESETS',
     kind: 'list',
-    description: 'migrate copies of CRs stashed in other objects, by preset: kubevirt-instancetypes',
+    description: 'migrate copies of CRs stashed in other objects, by preset',
   },
   {
     path: 'migrator.losslessCheck',
@@ -215,7 +215,7 @@ export const SETTINGS: readonly Setting[] = [
     env: 'CRD_MIGRATOR_LOSSLESS_CHECK',
     kind: 'boolean',
     description:
-      "prove every rewrite keeps each object's content before writing any, else CRDM_DATA_LOSS (on by default; --no-lossless-check turns it off)",
+      "prove every rewrite keeps each object's content before writing any, else CRDM_DATA_LOSS (--no-lossless-check turns it off)",
   },
   {
     path: 'migrator.acceptRemovals',

@@ -16,6 +16,8 @@ export interface Requester {
   user: string
   /** Where the kubeconfig came from: `kubeconfig /home/me/.kube/config`. */
   origin: string
+  /** The user impersonated (--as, or the kubeconfig user's `as`): RBAC judged that user. */
+  impersonating?: string
   /** What RBAC saw: verb, resource, namespace. */
   attributes?: RequestAttributes
 }
@@ -37,7 +39,7 @@ export class KubeApiError extends CrdMigratorError {
     // cleaned and cut before they reach a message, an annotation, an Event or a terminal.
     const said = statusObject?.message ?? (typeof body === 'string' && body !== '' ? body : undefined)
     const message = said === undefined ? `HTTP ${status}` : sanitizeText(String(said))
-    super(codeFor(status), `${method} ${path}: ${status} ${message}${who ? explanation(status, who) : ''}`)
+    super(codeFor(status), `${method} ${path}: ${status} ${message}${who ? explanation(status, who, statusObject?.details?.kind) : ''}`)
     this.status = status
     this.reason = statusObject?.reason
     this.details = typeof statusObject?.details === 'object' && statusObject.details !== null ? statusObject.details : undefined
@@ -51,10 +53,19 @@ function codeFor(status: number): ErrorCode {
 }
 
 /** What a 401 or 403 means for this user, in the terms of its kubeconfig and of RBAC. */
-function explanation(status: number, who: Requester): string {
+/** What a 403 names when the refusal is of the impersonation itself (the Impersonate-* headers), not of the request. */
+const IMPERSONATED_KINDS = new Set(['users', 'groups', 'uids', 'userextras', 'serviceaccounts'])
+
+function explanation(status: number, who: Requester, detailsKind?: string): string {
   const user = who.user
     ? `user ${JSON.stringify(who.user)} of context ${JSON.stringify(who.context)}`
     : `context ${JSON.stringify(who.context)}`
+  if (status === 403 && who.impersonating && detailsKind !== undefined && IMPERSONATED_KINDS.has(detailsKind)) {
+    return ` — ${user} may not impersonate ${JSON.stringify(who.impersonating)} (--as, or the kubeconfig user's as): grant it the impersonate verb with RBAC`
+  }
+  if (status === 403 && who.attributes && who.impersonating) {
+    return ` — ${JSON.stringify(who.impersonating)} (impersonated by ${user}) may not use ${describeAttributes(who.attributes)}: grant it with RBAC, or impersonate a user who may`
+  }
   if (status === 401) {
     return (
       ` — the API server at ${who.server} does not accept the credentials of ${user} (${who.origin}): ` +

@@ -2,9 +2,9 @@ import { existsSync, readFileSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { delimiter, join } from 'node:path'
 import { isIPv6 } from 'node:net'
-import { KubeHttp, type KubeHttpOptions } from './http.js'
+import { KubeHttp, type Impersonation, type KubeHttpOptions } from './http.js'
 import { mergeKubeconfigs, parseKubeconfig, resolveContext, type KubeContext, type Kubeconfig } from './kubeconfig.js'
-import { CrdMigratorError, errorMessage } from '../errors.js'
+import { ConfigError, CrdMigratorError, errorMessage } from '../errors.js'
 
 /** Where a pod's service-account credentials are mounted. */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount'
@@ -118,9 +118,34 @@ export function inClusterContext(env: NodeJS.ProcessEnv, dir: string): KubeConte
 export interface KubeHttpFactoryOptions extends KubeHttpOptions {
   /** The kubeconfig context to use instead of current-context (`--context`). */
   context?: string | undefined
+  /** --as, --as-group, --as-uid: over the kubeconfig user's as, as-groups, as-uid. */
+  impersonate?: Impersonation | undefined
 }
 
 export function kubeHttp(file?: string, options: KubeHttpFactoryOptions = {}): KubeHttp {
-  const { context, ...httpOptions } = options
-  return new KubeHttp(loadKubeConfig(file, { context }), httpOptions)
+  const { context, impersonate, ...httpOptions } = options
+  return new KubeHttp(withImpersonation(loadKubeConfig(file, { context }), impersonate), httpOptions)
+}
+
+/**
+ * The context with the flags' impersonation over the kubeconfig user's, field by field, as
+ * kubectl merges its overrides: --as replaces `as`, --as-group replaces `as-groups`,
+ * --as-uid replaces `as-uid`; the user's as-user-extra stays. Groups or a uid without a
+ * user to impersonate are refused, as by client-go.
+ */
+export function withImpersonation(context: KubeContext, flags: Impersonation | undefined): KubeContext {
+  const given = flags && (flags.user !== undefined || flags.uid !== undefined || (flags.groups?.length ?? 0) > 0)
+  if (!given) return context
+  const before = context.user.impersonate
+  const user = flags.user ?? before?.user
+  const uid = flags.uid ?? before?.uid
+  const groups = flags.groups?.length ? [...flags.groups] : (before?.groups ?? [])
+  if (!user) throw new ConfigError('--as-group and --as-uid impersonate a user: name one with --as')
+  return {
+    ...context,
+    user: {
+      ...context.user,
+      impersonate: { user, ...(uid ? { uid } : {}), groups, extra: before?.extra ?? {} },
+    },
+  }
 }

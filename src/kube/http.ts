@@ -1,8 +1,7 @@
 import https from 'node:https'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { urlToHttpOptions } from 'node:url'
-import type { Agent, IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http'
-import type { Logger } from 'pino'
+import type { Agent, OutgoingHttpHeaders } from 'node:http'
 import { KubeApiError } from './api-errors.js'
 import { FIELD_MANAGER, userAgent } from '../version.js'
 import { Credentials, type AuthHeaders, type ClientCertificate } from './credentials.js'
@@ -13,7 +12,21 @@ import { createAgent, limitConnect, retireAgent, roundTrip, tlsOptions, type Rou
 import { explainConnectionError, KubeUnreachableError } from './connection-errors.js'
 import { requestAttributes } from './request-info.js'
 
+import {
+  Accept,
+  ContentType,
+  PLAIN_PATH,
+  queryEntries,
+  requestTimedOut,
+  type KubeHttpOptions,
+  type KubeRequest,
+  type KubeResponse,
+  type RawKubeResponse,
+} from './request-options.js'
+
 export type { KubeTlsOptions } from './transport.js'
+export { Accept, ContentType }
+export type { Impersonation, KubeHttpOptions, KubeRequest, KubeResponse, RawKubeResponse } from './request-options.js'
 
 /**
  * A small keep-alive HTTPS client, the one transport of the product: one pooled connection
@@ -22,57 +35,6 @@ export type { KubeTlsOptions } from './transport.js'
  * current (token and certificate files re-read, exec plugins run again), transport.ts
  * builds the pools (CA, tls-server-name, proxy-url).
  */
-
-export const ContentType = {
-  json: 'application/json',
-  mergePatch: 'application/merge-patch+json',
-  jsonPatch: 'application/json-patch+json',
-  applyPatch: 'application/apply-patch+yaml',
-} as const
-
-export const Accept = {
-  json: 'application/json',
-  partialObjectMetadataList: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json',
-  partialObjectMetadata: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json',
-} as const
-
-/** A path node:http can send as it is: no character that needs escaping (anything else goes through URL). */
-const PLAIN_PATH = /^\/[A-Za-z0-9\-._~!$&'()*+,;=:@/%]*$/
-
-/** The query parameters that are sent: undefined and empty values are left out. */
-function queryEntries(query: KubeRequest['query']): Array<[string, string]> {
-  const entries: Array<[string, string]> = []
-  for (const k in query) {
-    const v = query[k]
-    if (v !== undefined && v !== '') entries.push([k, String(v)])
-  }
-  return entries
-}
-
-export interface KubeRequest {
-  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
-  path: string
-  query?: Record<string, string | number | boolean | undefined>
-  body?: unknown
-  contentType?: string
-  accept?: string
-  /** Per-request timeout in milliseconds. */
-  timeoutMs?: number
-  signal?: AbortSignal
-}
-
-export interface KubeResponse<T = unknown> {
-  status: number
-  headers: IncomingHttpHeaders
-  body: T
-}
-
-/** A response of any status, the body as text: see {@link KubeHttp.requestRaw}. */
-export interface RawKubeResponse {
-  status: number
-  headers: IncomingHttpHeaders
-  body: string
-}
 
 /** How to reach and authenticate to the API server, as the kubeconfig says. */
 export interface KubeConnection {
@@ -106,36 +68,6 @@ export async function kubeConnection(source: KubeconfigSource): Promise<KubeConn
   return { server: context.cluster.server, headers, tls: tlsOptions(context.cluster, credentials.clientCertificate) }
 }
 
-export interface KubeHttpOptions {
-  /** Upper bound of pooled sockets for requests; the migrator sets this to its write concurrency. Watches have their own. */
-  maxSockets?: number
-  /** The User-Agent of every request; default `crd-migrator/<version> (library)`. */
-  userAgent?: string
-  /**
-   * Talk to this address instead of the kubeconfig's server, verifying the certificate
-   * for the kubeconfig's server name (one API server of several behind one name).
-   */
-  endpoint?: URL
-  /** How often token and client-certificate files are read again (rotation). */
-  credentialRefreshMs?: number
-  defaultTimeoutMs?: number
-  /** Where HTTPS_PROXY, HTTP_PROXY and NO_PROXY are read when the kubeconfig has no proxy-url (default process.env). */
-  environment?: ProxyEnvironment
-  /**
-   * Tries to connect while the API server has never answered this client (refused, a name
-   * that does not resolve, a timeout), 0.5 s, 1 s, 2 s ... apart; then CRDM_UNREACHABLE,
-   * which the migration's own retries do not retry: a cluster that cannot be reached at all
-   * fails in seconds. Once it has answered, a failed connection is the migration's to retry
-   * (an API server restarting). Default {@link DEFAULT_CONNECT_ATTEMPTS}; 1 for a sibling of
-   * one address ({@link KubeHttp.forEndpoint}), which has its own deadline.
-   */
-  connectAttempts?: number
-  /** How long a new connection may take (TCP and TLS); default 10 s. */
-  connectTimeoutMs?: number
-  /** Where each connection retry is logged (warn, with the cause). */
-  logger?: Pick<Logger, 'warn'> | undefined
-}
-
 /** Connection tries before a cluster that has never answered is given up (the `connectAttempts` setting's default). */
 export const DEFAULT_CONNECT_ATTEMPTS = 3
 const CONNECT_RETRY_BASE_MS = 500
@@ -160,7 +92,9 @@ export class KubeHttp {
   private pools: Pools | undefined
   private readonly retired = new Set<Agent>()
   private readonly options: Required<Omit<KubeHttpOptions, 'endpoint' | 'environment' | 'logger'>>
-  private readonly logger: Pick<Logger, 'warn'> | undefined
+  private readonly logger: KubeHttpOptions['logger']
+  /** -v 6 and up: a trace line per request. */
+  private readonly traceRequests: boolean
   /** Set by the first answer of the API server, whatever its status: from then on a failed connection is a passing outage. */
   private reached = false
   private readonly environment: ProxyEnvironment
@@ -189,12 +123,20 @@ export class KubeHttp {
       userAgent: options.userAgent ?? userAgent('library'),
       connectAttempts: Math.max(1, options.connectAttempts ?? (options.endpoint ? 1 : DEFAULT_CONNECT_ATTEMPTS)),
       connectTimeoutMs: options.connectTimeoutMs ?? 10_000,
+      requestTimeoutMs: Math.max(0, options.requestTimeoutMs ?? 0),
+      dryRun: options.dryRun ?? false,
     }
     this.logger = options.logger
+    this.traceRequests = options.logger?.isLevelEnabled?.('trace') === true
     this.credentials = shared ?? new Credentials(this.context, { refreshMs: this.options.credentialRefreshMs })
     const { protocol, hostname, port, auth } = urlToHttpOptions(this.server)
     this.origin = { protocol, hostname, port, ...(auth ? { auth } : {}) }
     this.basePath = this.server.pathname.replace(/\/$/, '')
+  }
+
+  /** Every write this client sends carries dryRun=All (KubeHttpOptions.dryRun). */
+  get dryRun(): boolean {
+    return this.options.dryRun
   }
 
   /** Credentials as they are now, and pools holding the current client certificate (new pools when it changed). */
@@ -287,29 +229,46 @@ export class KubeHttp {
   }
 
   private async exchange(req: KubeRequest): Promise<RoundTripAnswer & { pathname: string }> {
-    // Every write names its field manager (the writes that set their own keep theirs).
-    const write = req.method === 'POST' || req.method === 'PUT' || req.method === 'PATCH'
-    const target = this.target(
-      req.path,
-      write && req.query?.['fieldManager'] === undefined ? { ...req.query, fieldManager: FIELD_MANAGER } : req.query,
-    )
+    // Every write names its field manager (the writes that set their own keep theirs), and
+    // with dryRun asks the API server to persist nothing.
+    const write = req.method !== 'GET'
+    const query =
+      write && req.method !== 'DELETE' && req.query?.['fieldManager'] === undefined
+        ? { ...req.query, fieldManager: FIELD_MANAGER }
+        : req.query
+    const target = this.target(req.path, write && this.options.dryRun ? { ...query, dryRun: 'All' } : query)
     // A string: node:http then sends headers and body as one string, in one write.
     const payload = req.body === undefined ? undefined : typeof req.body === 'string' ? req.body : JSON.stringify(req.body)
-    for (let attempt = 1, connecting = 1; ; attempt++) {
-      const connected = this.connectedNow() ?? (await this.connect())
-      let answer: RoundTripAnswer
-      try {
-        answer = await this.send(target.path, req, payload, connected, connecting)
-      } catch (err) {
-        if (!this.retryConnect(err, connecting)) throw err
-        await sleep(CONNECT_RETRY_BASE_MS * 2 ** (connecting - 1), undefined, req.signal ? { signal: req.signal } : undefined)
-        connecting++
-        attempt--
-        continue
+    // --request-timeout: one deadline for the whole exchange, connection retries included.
+    const limit = this.options.requestTimeoutMs
+    const deadline = limit > 0 ? AbortSignal.timeout(limit) : undefined
+    const signal = deadline ? (req.signal ? AbortSignal.any([req.signal, deadline]) : deadline) : req.signal
+    const started = this.traceRequests ? performance.now() : 0
+    try {
+      for (let attempt = 1, connecting = 1; ; attempt++) {
+        const connected = this.connectedNow() ?? (await this.connect())
+        let answer: RoundTripAnswer
+        try {
+          answer = await this.send(target.path, { ...req, signal }, payload, connected, connecting)
+        } catch (err) {
+          if (!this.retryConnect(err, connecting)) throw err
+          await sleep(CONNECT_RETRY_BASE_MS * 2 ** (connecting - 1), undefined, signal ? { signal } : undefined)
+          connecting++
+          attempt--
+          continue
+        }
+        this.reached = true
+        if (this.traceRequests)
+          this.logger?.trace?.(
+            { method: req.method, path: target.path, status: answer.status, ms: Math.round(performance.now() - started) },
+            'request',
+          )
+        if (this.retryUnauthorized(answer.status, attempt, connected)) continue
+        return { pathname: target.pathname, ...answer }
       }
-      this.reached = true
-      if (this.retryUnauthorized(answer.status, attempt, connected)) continue
-      return { pathname: target.pathname, ...answer }
+    } catch (err) {
+      if (deadline?.aborted && !req.signal?.aborted) throw requestTimedOut(req, limit, err)
+      throw err
     }
   }
 
@@ -336,6 +295,7 @@ export class KubeHttp {
       context: this.context.name,
       user: this.context.user.name,
       origin: this.context.origin,
+      ...(this.context.user.impersonate?.user ? { impersonating: this.context.user.impersonate.user } : {}),
       ...(attributes ? { attributes } : {}),
     })
   }

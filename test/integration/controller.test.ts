@@ -110,10 +110,10 @@ t.test('the CLI: migrate --dry-run, migrate, status', async (t) => {
     new RegExp(`${crd.metadata.name.replace(/\./g, '\\.')}\\s+v2\\s+v2\\s+no\\s+-\\s+-\\s+Succeeded\\s+\\d+\\.\\ds\\s+-\\n`),
   )
 
-  const one = parse((await cli('status', crd.metadata.name, '-o', 'yaml')).stdout) as Array<Record<string, string>>
+  const one = parse((await cli('status', crd.metadata.name, '-o', 'yaml')).stdout) as Array<Record<string, unknown>>
   t.same(
     one.map((r) => [r.name, r.storage, r.storedVersions, r.lastResult]),
-    [[crd.metadata.name, 'v2', 'v2', 'Succeeded']],
+    [[crd.metadata.name, 'v2', ['v2'], 'Succeeded']],
     'status CRD -o yaml: that CRD',
   )
   const missing = await cli('status', 'absent.example.com').then(

@@ -18,7 +18,10 @@ const program = buildProgram()
 const complete = (line: string): Completion => completeWords(program, line.split(' '))
 const values = (c: Completion) => c.candidates.map((x) => x.value)
 /** The choices of -o, as the program declares them (read generically: whoever adds a choice adds a candidate). */
-const outputChoices = [...(program.commands.find((c) => c.name() === 'migrate')!.options.find((o) => o.short === '-o')!.argChoices ?? [])]
+const choicesOfO = (command: string) => [
+  ...(program.commands.find((c) => c.name() === command)!.options.find((o) => o.short === '-o')!.argChoices ?? []),
+]
+const outputChoices = choicesOfO('migrate')
 const has =
   (...want: string[]) =>
   (v: string[]) =>
@@ -46,6 +49,8 @@ t.test('candidates for a line (the last word is the one being typed)', async (t)
     { line: '--v', want: has('--version'), directive: NO_FILES, note: "the program's own flags" },
     { line: 'migrate --log-f', want: ['--log-format'], directive: NO_FILES, note: "a command's long flag" },
     { line: 'migrate --webhook-p', want: [], directive: NO_FILES, note: 'not a flag of another command (serve)' },
+    { line: 'migrate --engine ', want: ['own', 'builtin'], directive: NO_FILES, note: "a setting's choices, from the schema" },
+    { line: 'status -o ', want: has('wide', 'name', 'json', 'yaml'), directive: NO_FILES, note: "status's output formats" },
     {
       line: 'status -',
       want: (v) => v.includes('-w') && v.includes('--watch') && v.includes('-o') && v.includes('--help'),
@@ -63,7 +68,7 @@ t.test('candidates for a line (the last word is the one being typed)', async (t)
     { line: 'migrate --output j', want: ['json'], directive: NO_FILES, note: 'the choices, by prefix' },
     { line: 'migrate --output=', want: outputChoices, directive: NO_FILES, note: '--flag= form: the values alone' },
     { line: 'migrate --output=y', want: ['yaml'], directive: NO_FILES, note: '--flag=prefix form' },
-    { line: 'status -wo ', want: outputChoices, directive: NO_FILES, note: 'a value flag after a boolean in one word' },
+    { line: 'status -wo ', want: choicesOfO('status'), directive: NO_FILES, note: 'a value flag after a boolean in one word' },
     { line: 'status --context ', want: [], directive: NO_FILES, lookup: { kind: 'contexts' }, note: 'contexts: looked up' },
     { line: 'status --context=', want: [], directive: NO_FILES, lookup: { kind: 'contexts' }, note: 'contexts, --context= form' },
     { line: 'migrate --kubeconfig ', want: [], directive: Directive.Default, note: 'a path: file names' },

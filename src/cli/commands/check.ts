@@ -1,13 +1,16 @@
 import type { Command } from 'commander'
-import { outputFormat } from '../output.js'
-import { addConfigOptions, configFromOptions } from '../options.js'
-import { CLIENT_FLAGS, logger, outputOption, shutdownSignal } from '../command-kit.js'
+import { jsonOption, outputFormat, outputOption } from '../output.js'
+import { addConfigOptions } from '../options.js'
+import { addClientFlags, clientFlags } from '../client-flags.js'
+import { COMMAND_SETTINGS, READ_ONLY_DESCRIPTIONS, SHORT_COMMAND_DEFAULTS } from '../command-settings.js'
+import { logger, refuseNamesWithSelector, shortCommandConfig, shutdownSignal } from '../command-kit.js'
 
 export function registerCheck(program: Command): void {
-  addConfigOptions(program.command('check'), (s) =>
-    [...CLIENT_FLAGS, 'migrating-annotation', 'selector', 'crds', 'stash-presets', 'page-size', 'max-attempts'].includes(s.flag),
-  )
-    .description('is it safe to drop a version? yes or no per CRD, with reasons; exit code 3 when not')
+  const cmd = program.command('check')
+  addClientFlags(addConfigOptions(cmd, COMMAND_SETTINGS.check, READ_ONLY_DESCRIPTIONS, SHORT_COMMAND_DEFAULTS))
+    .description(
+      'is it safe to drop a version? yes or no per CRD, with reasons; exit code 3 when not (reads the cluster only; --fix edits manifest files, nothing else)',
+    )
     .argument('[crd...]', 'only these CRDs, managed or not (default: every managed CRD, or the CRDs of --manifests)')
     .option('--drop <version>', 'the version to drop')
     .option(
@@ -22,11 +25,11 @@ export function registerCheck(program: Command): void {
     )
     .option('--dry-run', 'with --fix: print what would change, as a diff, and write nothing', false)
     .addOption(outputOption())
-    .option('--json', 'the same as -o json')
+    .addOption(jsonOption())
     .action(async (names: string[], opts: Record<string, unknown>) => {
       const format = outputFormat(opts)
-      // Warnings only by default (a server that does not answer yet): the output is the table.
-      const config = configFromOptions({ logLevel: 'warn', ...opts })
+      refuseNamesWithSelector(cmd, names)
+      const config = shortCommandConfig(opts)
       const { runCheckCommand } = await import('../check.js')
       process.exitCode = await runCheckCommand(config, process.stdout, {
         format,
@@ -37,6 +40,7 @@ export function registerCheck(program: Command): void {
         strict: Boolean(opts.strict),
         fix: Boolean(opts.fix),
         dryRun: Boolean(opts.dryRun),
+        client: clientFlags(opts),
         signal: shutdownSignal(undefined),
       })
     })

@@ -1,26 +1,18 @@
 import type { Command } from 'commander'
-import { outputFormat } from '../output.js'
-import { addConfigOptions, configFromOptions } from '../options.js'
+import { jsonOption, outputFormat, outputOption } from '../output.js'
+import { addConfigOptions } from '../options.js'
+import { addClientFlags, clientFlags } from '../client-flags.js'
+import { COMMAND_SETTINGS, READ_ONLY_DESCRIPTIONS, SHORT_COMMAND_DEFAULTS } from '../command-settings.js'
+import { logger, refuseNamesWithSelector, shortCommandConfig, shutdownSignal } from '../command-kit.js'
 import { ConfigError } from '../../errors.js'
-import { CLIENT_FLAGS, logger, outputOption, shutdownSignal } from '../command-kit.js'
+
+const FORMATS = ['text', 'wide', 'name', 'json', 'yaml'] as const
 
 export function registerPlan(program: Command): void {
-  addConfigOptions(program.command('plan'), (s) =>
-    [
-      ...CLIENT_FLAGS,
-      'selector',
-      'crds',
-      'skip-phases',
-      'rewrite-served-managed-fields',
-      'max-parallel-crds',
-      'concurrency',
-      'qps',
-      'page-size',
-      'max-attempts',
-    ].includes(s.flag),
-  )
-    .description('which CRDs need a migration, their object counts, and an estimate of how long it takes')
-    .argument('[crd...]', 'only these CRDs, managed or not (default: every managed CRD)')
+  const cmd = program.command('plan')
+  addClientFlags(addConfigOptions(cmd, COMMAND_SETTINGS.plan, READ_ONLY_DESCRIPTIONS, SHORT_COMMAND_DEFAULTS))
+    .description('which CRDs need a migration, their object counts, and an estimate of how long it takes (reads only)')
+    .argument('[crd...]', 'only these CRDs, managed or not (default: every managed CRD: -l/--selector and --crds)')
     .option('--no-scan', 'count objects only; do not read their metadata for managedFields to clean')
     .option(
       '--measure',
@@ -28,13 +20,13 @@ export function registerPlan(program: Command): void {
       false,
     )
     .option('--measure-objects <n>', 'dry-run writes of --measure at most (default 200; at most 5 s of writes)', parseCount)
-    .addOption(outputOption())
-    .option('--json', 'the same as -o json')
+    .addOption(outputOption(FORMATS))
+    .addOption(jsonOption())
     .action(async (names: string[], opts: Record<string, unknown>) => {
-      const format = outputFormat(opts)
+      const format = outputFormat(opts, FORMATS)
+      refuseNamesWithSelector(cmd, names)
       if (opts.measureObjects !== undefined && !opts.measure) throw new ConfigError('plan: --measure-objects needs --measure')
-      // Warnings only by default (a server that does not answer yet): the output is the table.
-      const config = configFromOptions({ logLevel: 'warn', ...opts })
+      const config = shortCommandConfig(opts)
       const { runPlanCommand, DEFAULT_MEASURE } = await import('../plan.js')
       process.exitCode = await runPlanCommand(config, process.stdout, {
         format,
@@ -44,6 +36,7 @@ export function registerPlan(program: Command): void {
         measure: opts.measure
           ? { ...DEFAULT_MEASURE, ...(opts.measureObjects ? { samples: opts.measureObjects as number } : {}) }
           : undefined,
+        client: clientFlags(opts),
         signal: shutdownSignal(undefined),
       })
     })

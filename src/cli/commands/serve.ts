@@ -1,9 +1,10 @@
 import type { Command } from 'commander'
 import { addConfigOptions, configFromOptions } from '../options.js'
 import { logger, shutdownSignal } from '../command-kit.js'
+import { SERVE_SETTINGS } from '../command-settings.js'
 
 export function registerServe(program: Command): void {
-  addConfigOptions(program.command('serve'), (s) => s.flag !== 'progress-every')
+  addConfigOptions(program.command('serve'), SERVE_SETTINGS)
     .description('serve the validating webhook and, on the replica holding the Lease, run the migration controller')
     .action(async (opts: Record<string, unknown>) => {
       const config = configFromOptions(opts)

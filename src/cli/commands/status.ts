@@ -1,20 +1,25 @@
 import type { Command } from 'commander'
-import { outputFormat } from '../output.js'
-import { addConfigOptions, configFromOptions } from '../options.js'
-import { CLIENT_FLAGS, logger, outputOption, shutdownSignal } from '../command-kit.js'
+import { jsonOption, outputFormat, outputOption } from '../output.js'
+import { addConfigOptions } from '../options.js'
+import { addClientFlags, clientFlags } from '../client-flags.js'
+import { COMMAND_SETTINGS, READ_ONLY_DESCRIPTIONS, SHORT_COMMAND_DEFAULTS } from '../command-settings.js'
+import { logger, refuseNamesWithSelector, shortCommandConfig, shutdownSignal } from '../command-kit.js'
+
+const FORMATS = ['text', 'wide', 'name', 'json', 'yaml'] as const
 
 export function registerStatus(program: Command): void {
-  addConfigOptions(program.command('status'), (s) => [...CLIENT_FLAGS, 'migrating-annotation', 'selector', 'crds'].includes(s.flag))
-    .description('show managed CRDs: storage version, storedVersions, freeze, phase, progress and last result')
-    .argument('[crd...]', 'only these CRDs, managed or not (default: every managed CRD)')
-    .addOption(outputOption())
-    .option('--json', 'the same as -o json')
+  const cmd = program.command('status')
+  addClientFlags(addConfigOptions(cmd, COMMAND_SETTINGS.status, READ_ONLY_DESCRIPTIONS, SHORT_COMMAND_DEFAULTS))
+    .description('show managed CRDs: storage version, storedVersions, freeze, phase, progress and last result (reads only)')
+    .argument('[crd...]', 'only these CRDs, managed or not (default: every managed CRD: -l/--selector and --crds)')
+    .addOption(outputOption(FORMATS))
+    .addOption(jsonOption())
     .option('--summary', 'only the summary: counts by state, in flight, queued, ETA of the running CRDs', false)
     .option('-w, --watch', 'after the first output, print each change (a row, or with --summary the summary) until interrupted', false)
     .action(async (names: string[], opts: Record<string, unknown>) => {
-      const format = outputFormat(opts)
-      // Warnings only by default (a server that does not answer yet): the output is the table.
-      const config = configFromOptions({ logLevel: 'warn', ...opts })
+      const format = outputFormat(opts, FORMATS)
+      refuseNamesWithSelector(cmd, names)
+      const config = shortCommandConfig(opts)
       const { runStatusCommand } = await import('../status.js')
       const watch = Boolean(opts.watch)
       process.exitCode = await runStatusCommand(config, process.stdout, {
@@ -23,6 +28,7 @@ export function registerStatus(program: Command): void {
         names,
         summary: Boolean(opts.summary),
         watch,
+        client: clientFlags(opts),
         ...(watch ? { signal: shutdownSignal(undefined) } : {}),
       })
     })

@@ -1,0 +1,60 @@
+import type { Command } from 'commander'
+import { VERSION } from '../../version.js'
+import { describeError, errorCode } from '../../errors.js'
+import { plainText } from '../../sanitize.js'
+import { isData, jsonOption, outputFormat, outputOption, renderData } from '../output.js'
+import { addConfigOptions } from '../options.js'
+import { addClientFlags, clientFlags } from '../client-flags.js'
+import { COMMAND_SETTINGS } from '../command-settings.js'
+import { logger, shortCommandConfig } from '../command-kit.js'
+
+/** What the API server's GET /version answers (k8s.io/apimachinery version.Info), as far as it is shown. */
+interface ServerVersion {
+  gitVersion?: string
+  [key: string]: unknown
+}
+
+/**
+ * `crd-migrator version`, as kubectl version: this client's version and the API server's
+ * (GET /version); --client for the first only. A server that cannot be asked: the client
+ * version is printed all the same, then the error, exit 1.
+ */
+export function registerVersion(program: Command): void {
+  addClientFlags(addConfigOptions(program.command('version'), COMMAND_SETTINGS.version))
+    .description("print crd-migrator's version and the API server's (reads only)")
+    .option('--client', "this client's version only; the API server is not asked", false)
+    .addOption(outputOption())
+    .addOption(jsonOption())
+    .action(async (opts: Record<string, unknown>) => {
+      const format = outputFormat(opts)
+      const clientVersion = { version: VERSION }
+      let serverVersion: ServerVersion | undefined
+      let failure: unknown
+      if (!opts.client) {
+        try {
+          const config = shortCommandConfig(opts)
+          const { commandHttp } = await import('../command-http.js')
+          const http = commandHttp(config, 'version', logger(config, 'short'), clientFlags(opts))
+          try {
+            serverVersion = (await http.request<ServerVersion>({ method: 'GET', path: '/version' })).body
+          } finally {
+            http.close()
+          }
+        } catch (err) {
+          failure = err
+        }
+      }
+      const data = { clientVersion, ...(serverVersion ? { serverVersion } : {}) }
+      if (isData(format)) process.stdout.write(renderData(data, format))
+      else {
+        process.stdout.write(`Client Version: ${VERSION}\n`)
+        if (serverVersion) process.stdout.write(`Server Version: ${plainText(String(serverVersion.gitVersion ?? '?'))}\n`)
+      }
+      if (failure !== undefined) {
+        // Usage errors (a bad flag value) stay exit 2: main.ts's one exit path.
+        if (errorCode(failure) === 'CRDM_CONFIG_INVALID') throw failure as Error
+        process.stderr.write(`crd-migrator: cannot get the API server's version: ${plainText(describeError(failure))}\n`)
+        process.exitCode = 1
+      }
+    })
+}
