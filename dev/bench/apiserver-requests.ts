@@ -138,14 +138,26 @@ export interface RequestsPerCrd {
   totals: Record<RequestKind, number>
 }
 
-/** The rows divided by the number of CRDs, each with its kind; totals per kind. */
+/** Stands for the group of each CRD's objects (a fleet has one group per CRD): their rows are summed. */
+export const EACH_GROUP = '(each)'
+
+/**
+ * The rows divided by the number of CRDs, each with its kind; totals per kind. The rows of
+ * the migrated objects are summed over their groups (one row per verb and subresource).
+ */
 export function requestsPerCrd(rows: readonly RequestRow[], crds: number, c: RequestClassifier): RequestsPerCrd {
   const totals: Record<RequestKind, number> = { 'object-write': 0, 'object-read': 0, overhead: 0, background: 0 }
-  const out = rows.map((row) => {
+  const merged = new Map<string, PerCrdRow>()
+  for (const row of rows) {
     const kind = classifyRequest(row, c)
     totals[kind] += row.count / crds
-    return { ...row, kind, perCrd: round2(row.count / crds) }
-  })
+    const r = kind === 'object-write' || kind === 'object-read' ? { ...row, group: EACH_GROUP } : row
+    const key = requestKey(r)
+    const sum = merged.get(key)
+    if (sum) sum.count += row.count
+    else merged.set(key, { ...r, kind, perCrd: 0 })
+  }
+  const out = [...merged.values()].map((r) => ({ ...r, perCrd: round2(r.count / crds) }))
   for (const k of Object.keys(totals) as RequestKind[]) totals[k] = round2(totals[k])
   return { crds, rows: out, totals }
 }

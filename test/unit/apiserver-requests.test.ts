@@ -127,6 +127,7 @@ t.test('requestsPerCrd: object writes (status too), object reads, overhead and b
     { verb: 'PATCH', group: 'a.io', resource: 'widgets', subresource: '', count: 600 },
     { verb: 'PATCH', group: 'a.io', resource: 'widgets', subresource: 'status', count: 3 },
     { verb: 'LIST', group: 'a.io', resource: 'widgets', subresource: '', count: 12 },
+    { verb: 'PATCH', group: 'b.io', resource: 'widgets', subresource: '', count: 600 },
     { verb: 'PATCH', group: 'apiextensions.k8s.io', resource: 'customresourcedefinitions', subresource: '', count: 18 },
     { verb: 'GET', group: '', resource: 'configmaps', subresource: '', count: 400 },
   ]
@@ -134,12 +135,20 @@ t.test('requestsPerCrd: object writes (status too), object reads, overhead and b
   t.same(
     r.rows.map((x) => [x.kind, x.perCrd]),
     [
-      ['object-write', 100],
+      ['object-write', 200],
       ['object-write', 0.5],
       ['object-read', 2],
       ['overhead', 3],
       ['background', 66.67],
     ],
   )
-  t.same(r.totals, { 'object-write': 100.5, 'object-read': 2, overhead: 3, background: 66.67 })
+  t.same(
+    r.rows.filter((x) => x.kind === 'object-write').map((x) => [x.group, x.count]),
+    [
+      ['(each)', 1200],
+      ['(each)', 3],
+    ],
+    "the objects' rows summed over their groups",
+  )
+  t.same(r.totals, { 'object-write': 200.5, 'object-read': 2, overhead: 3, background: 66.67 })
 })
