@@ -63,7 +63,13 @@ export async function beginRun(
   // does runs under the guard's signal, which a lifted freeze or a new generation aborts.
   const guard = guardFreeze(
     ctx.http,
-    { name, uid: frozen.crd.metadata.uid, generation: frozen.frozenGeneration, migratingAnnotation: settings.migratingAnnotation },
+    {
+      name,
+      uid: frozen.crd.metadata.uid,
+      generation: frozen.frozenGeneration,
+      migratingAnnotation: settings.migratingAnnotation,
+      resourceVersion: frozen.crd.metadata.resourceVersion,
+    },
     report.log,
     ctx.signal,
   )
