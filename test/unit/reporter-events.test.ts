@@ -21,7 +21,7 @@ const crd: CustomResourceDefinition = {
     ],
   },
   status: { storedVersions: ['v1', 'v2'] },
-} as CustomResourceDefinition
+}
 
 function recorder() {
   const events: Array<{ type: EventType; reason: string; message: string }> = []
