@@ -26,6 +26,7 @@ import { getCrd } from '../../src/kube/crds.js'
 import { KubeHttp } from '../../src/kube/http.js'
 import { attachControlPlane, startControlPlane, type ControlPlane } from '../controlplane/controlplane.js'
 import { serviceAccountIdentity } from '../controlplane/service-account.js'
+import { countRequests, renderRequestsPerCrd, requestsPerCrd, type RequestRow, type RequestsPerCrd } from './apiserver-requests.js'
 import { classify, flowControlObjects, installFlowControl, levelNames, nominalSeats, removeFlowControl } from './apf.js'
 import {
   BENCH_NAMESPACES,
@@ -141,6 +142,18 @@ export interface CliRun {
   provedInEtcd: boolean
   storedVersionsNarrowed: boolean
   foreground: ForegroundStats
+  /** What the API server counted (apiserver_request_total) from spawn to exit, per CRD. */
+  requests: RequestsPerCrd
+}
+
+/**
+ * Requests the API server counts that are not the migrator's: the foreground tenant's
+ * ConfigMaps, and the API server's own loops (its identity Leases, the endpoint reconciler
+ * reading the kubernetes Endpoints and EndpointSlice by name; the migrator lists slices).
+ */
+function background(row: RequestRow): boolean {
+  if (row.resource === 'configmaps' || row.resource === 'leases') return true
+  return (row.resource === 'endpoints' || row.resource === 'endpointslices') && row.verb !== 'LIST'
 }
 
 export interface FleetResult {
@@ -285,10 +298,13 @@ async function main(): Promise<void> {
       const stateHome = await mkdtemp(path.join(work, `${what}-state-`))
       let from = 0
       let to = 0
+      let requestRows: RequestRow[] = []
       const { result: run, samples } = await withForeground(tenant.input, async () => {
+        const counter = await countRequests(http)
         from = Date.now()
         const r = await runMigrate(names, sa.kubeconfigPath, stateHome)
         to = Date.now()
+        requestRows = await counter.stop()
         return r
       })
       const outcomes: Record<string, number> = {}
@@ -321,6 +337,7 @@ async function main(): Promise<void> {
         provedInEtcd: proved,
         storedVersionsNarrowed: stored.every((s) => s === 'v2'),
         foreground: fg,
+        requests: requestsPerCrd(requestRows, groups.length, { objects: PLURAL, background }),
       }
       log(
         `${what}: ${groups.length} CRD(s), ${objects} objects in ${round(run.wallMs / 1000, 1)} s (${r.objectsPerSecond}/s), exit ${run.exitCode}, ${JSON.stringify(outcomes)}; foreground p99 ${fg.p99Ms} ms; etcd ${proved ? 'all v2' : 'NOT all v2'}`,
@@ -410,6 +427,11 @@ export function renderFleet(r: FleetResult): string {
     '|---|---|---|---|',
     ...r.targets.map((t) => `| ${t.name} | ${t.target} | ${t.value} | ${t.met === null ? 'n/a' : t.met ? 'yes' : 'no'} |`),
     '',
+    '## Requests per CRD (apiserver_request_total, from the spawn of migrate to its exit)',
+    '',
+    "Object writes are the rewrites (per object); overhead is everything else the migrator sent, per CRD (the process's own start-up requests divided among the CRDs of the run).",
+    '',
+    ...[r.single, r.fleet].filter((c) => c.requests).map((c) => renderRequestsPerCrd(`### ${c.what}`, c.requests)),
   ].join('\n')
 }
 

@@ -52,3 +52,38 @@ export async function listApiServers(http: KubeHttp): Promise<URL[]> {
 export function describeEndpoint(url: URL): string {
   return url.host
 }
+
+/**
+ * How long one EndpointSlices answer stands for every CRD of a batch: the two storage
+ * checks of each CRD, and the batch's first look, list the API servers once per window
+ * instead of once each. Short, so a server that joins is asked within seconds (it starts
+ * with the CRDs as they are now, and so with the new storage version anyway).
+ */
+export const API_SERVERS_TTL_MS = 10_000
+
+/** {@link listApiServers}, its answer shared for `ttlMs` per API server address; a failure is not kept. */
+export class SharedApiServers {
+  private readonly answers = new Map<string, { at: number; servers: Promise<URL[]> }>()
+
+  constructor(
+    private readonly ttlMs = API_SERVERS_TTL_MS,
+    private readonly now: () => number = () => performance.now(),
+    private readonly list: (http: KubeHttp) => Promise<URL[]> = listApiServers,
+  ) {}
+
+  get(http: KubeHttp): Promise<URL[]> {
+    const key = http.server.href
+    const kept = this.answers.get(key)
+    if (kept && this.now() - kept.at < this.ttlMs) return kept.servers
+    const servers = this.list(http)
+    const entry = { at: this.now(), servers }
+    this.answers.set(key, entry)
+    servers.catch(() => {
+      if (this.answers.get(key) === entry) this.answers.delete(key)
+    })
+    return servers
+  }
+}
+
+/** The process's shared answers (the storage checks of every run). */
+export const sharedApiServers = new SharedApiServers()

@@ -29,6 +29,11 @@ export interface ListWatchFilter {
 export interface ListWatchOptions extends ListWatchFilter {
   /** Objects per list page; default 500, client-go's pager's. */
   pageSize?: number | undefined
+  /**
+   * Watch from this revision without a first list: the caller has seen the objects at it
+   * already (a write's answer). Too old (410): listed as usual.
+   */
+  resourceVersion?: string | undefined
 }
 
 export const DEFAULT_LIST_PAGE_SIZE = 500
@@ -65,7 +70,7 @@ export async function listAndWatch<T extends Watched>(
   options: ListWatchOptions = {},
 ): Promise<void> {
   const filter = { labelSelector: options.labelSelector, fieldSelector: options.fieldSelector }
-  let resourceVersion: string | undefined
+  let resourceVersion = options.resourceVersion || undefined
   let failures = 0
   let relisting = false
   while (!signal.aborted) {

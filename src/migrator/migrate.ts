@@ -15,7 +15,7 @@ import { preflightConversion } from './conversion/preflight.js'
 import { decideRun } from './decide.js'
 import { requestRetry, withRetry } from './engine/retry.js'
 import { cleanupPhase, stashPhase, storagePhase, storedVersionsPhase } from './phases/run-phases.js'
-import { DataLossError, proveLossless } from './lossless/check.js'
+import { DataLossError, proveLossless, type LosslessReport } from './lossless/check.js'
 import { planCrd, startingResult } from './plan.js'
 import { summarize } from './report.js'
 import { RunReporter } from './reporter.js'
@@ -54,9 +54,10 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
 
   // Objects whose rewrite would not keep their content: the first page, before freezing
   // (the common case, a field every object loses, never freezes); all of them in the run.
+  let firstLossless: LosslessReport | undefined
   if (plan.runStorage) {
     try {
-      await proveLossless(crd, plan.storageVersion, settings, ctx, { maxPages: 1 })
+      firstLossless = await proveLossless(crd, plan.storageVersion, settings, ctx, { maxPages: 1 })
     } catch (err) {
       if (!(err instanceof DataLossError)) throw err
       const blocked: MigrationResult = {
@@ -72,6 +73,7 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
   }
 
   const run = await beginRun(crd, crdPlan, plan, settings, ctx, report, base, started)
+  run.checkedBeforeFreeze = firstLossless
   try {
     if (plan.runStorage) await storagePhase(run)
     if (plan.stashRules.length > 0) await stashPhase(run)

@@ -15,6 +15,9 @@ import type { FreezeVerdict } from '../state/crd-state.js'
 
 export class RunReporter {
   readonly log: Logger
+  /** The start's Event, until it is recorded or folded into the end's (see started). */
+  private start: { crd: CustomResourceDefinition; message: string; timer: NodeJS.Timeout } | undefined
+  private startRecorded: Promise<void> | undefined
 
   constructor(
     readonly name: string,
@@ -59,7 +62,12 @@ export class RunReporter {
     return result
   }
 
-  async started(plan: CrdPlan, storageVersion: string, verdict: FreezeVerdict, frozen: Frozen, keySource: string): Promise<void> {
+  /**
+   * The run began. Its Event waits `deferMs` (the progress interval): a run that ends
+   * sooner says its start in the end's Event instead (one Event per run, not two); a
+   * longer one records it then, so `kubectl events` shows a migration that is running.
+   */
+  started(plan: CrdPlan, storageVersion: string, verdict: FreezeVerdict, frozen: Frozen, keySource: string, deferMs: number): void {
     if (verdict.action === 'resume') {
       this.log.info(
         { previousOwner: verdict.previousOwner, checkpoint: verdict.checkpoint, trusted: frozen.resumeAfter !== undefined },
@@ -80,7 +88,18 @@ export class RunReporter {
     if (frozen.resumeAfter) message += `, resuming after ${frozen.resumeAfter}`
     if (frozen.unverifiedCheckpoint !== undefined)
       message += `; the checkpoint ${frozen.unverifiedCheckpoint} has no valid seal, so every object is checked again`
-    await this.ctx.events?.record(frozen.crd, 'Normal', 'MigrationStarted', message)
+    if (!this.ctx.events) return
+    const timer = setTimeout(() => this.recordStart(), deferMs)
+    timer.unref()
+    this.start = { crd: frozen.crd, message, timer }
+  }
+
+  private recordStart(): void {
+    const start = this.start
+    if (!start) return
+    this.start = undefined
+    clearTimeout(start.timer)
+    this.startRecorded = this.ctx.events?.record(start.crd, 'Normal', 'MigrationStarted', start.message)
   }
 
   failed(result: MigrationResult, err: unknown): void {
@@ -90,11 +109,16 @@ export class RunReporter {
   /** The run's end, as the CRD is now (its Event is recorded on it). */
   async finished(result: MigrationResult, crd: CustomResourceDefinition): Promise<MigrationResult> {
     this.ctx.metrics?.migrations.inc({ result: result.outcome })
+    // A start not yet told goes with the end, in the same words.
+    const start = this.start
+    if (start) clearTimeout(start.timer)
+    this.start = undefined
+    await this.startRecorded
     await this.ctx.events?.record(
       crd,
       result.outcome === 'Succeeded' ? 'Normal' : 'Warning',
       `Migration${result.outcome}`,
-      failureText(result),
+      start ? `${failureText(result)}. Started: ${start.message}` : failureText(result),
     )
     this.log.info({ outcome: result.outcome, reason: result.reason, durationMs: result.durationMs }, 'migration finished')
     return result

@@ -15,6 +15,7 @@ import { freezeCrd, latestCrd, unfreezeCrd, type Frozen } from './freeze/freeze.
 import { StateWriter } from './freeze/state-writer.js'
 import type { RewriteWrite } from './phases/object-writes.js'
 import { releaseHeldBuiltinMigrations } from './phases/builtin-storage.js'
+import type { LosslessReport } from './lossless/check.js'
 import type { CrdPlan } from './plan.js'
 import { countsText } from './report.js'
 import { failureText, type RunReporter } from './reporter.js'
@@ -39,6 +40,8 @@ export interface MigrationRun {
   guard: FreezeGuard
   /** When migrateCrd began (the result's duration counts from there). */
   started: number
+  /** The lossless check's first pages, before the freeze (migrate.ts). */
+  checkedBeforeFreeze?: LosslessReport | undefined
 }
 
 /** Freezes the CRD (or takes over our own freeze, trusting only a sealed checkpoint) and sets the run up around it. */
@@ -55,12 +58,18 @@ export async function beginRun(
   const name = crd.metadata.name
   const seal = ctx.checkpointSeal ?? processCheckpointSeal()
   const frozen = await freezeCrd(crd, plan.verdict, plan.storageVersion, settings, ctx, seal)
-  await report.started(crdPlan, plan.storageVersion, plan.verdict, frozen, seal.source)
+  report.started(crdPlan, plan.storageVersion, plan.verdict, frozen, seal.source, settings.progressIntervalMs)
   // From here the run holds only while its freeze does (freeze-guard.ts): everything it
   // does runs under the guard's signal, which a lifted freeze or a new generation aborts.
   const guard = guardFreeze(
     ctx.http,
-    { name, uid: frozen.crd.metadata.uid, generation: frozen.frozenGeneration, migratingAnnotation: settings.migratingAnnotation },
+    {
+      name,
+      uid: frozen.crd.metadata.uid,
+      generation: frozen.frozenGeneration,
+      migratingAnnotation: settings.migratingAnnotation,
+      resourceVersion: frozen.crd.metadata.resourceVersion,
+    },
     report.log,
     ctx.signal,
   )
@@ -118,7 +127,8 @@ export function runFailed(run: MigrationRun, outer: MigrationContext, err: unkno
 export async function endRun(run: MigrationRun, outer: MigrationContext): Promise<CustomResourceDefinition> {
   const { result, conversion } = run
   run.guard.stop()
-  await run.state.stop()
+  // Progress the writer had not written yet goes with the unfreeze (kept on a failure).
+  const progress = await run.state.stop()
   if (conversion)
     result.conversion = {
       webhook: conversion.webhook,
@@ -126,7 +136,7 @@ export async function endRun(run: MigrationRun, outer: MigrationContext): Promis
       outageSeconds: Math.round(conversion.outageMs / 100) / 10,
     }
   result.durationMs = Date.now() - run.started
-  const lifted = await unfreezeCrd(
+  const { lifted, crd } = await unfreezeCrd(
     run.name,
     {
       outcome: result.outcome === 'Succeeded' || result.outcome === 'Blocked' ? result.outcome : 'Failed',
@@ -134,11 +144,12 @@ export async function endRun(run: MigrationRun, outer: MigrationContext): Promis
       counts: countsText(result),
       durationMs: result.durationMs,
       frozenGeneration: run.frozen.frozenGeneration,
+      progress,
     },
     run.settings,
     outer,
   )
   result.leftFrozen = !lifted
   if (lifted) await releaseHeldBuiltinMigrations(outer, run.crd)
-  return latestCrd(run.crd, outer)
+  return crd ?? latestCrd(run.crd, outer)
 }

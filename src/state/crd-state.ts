@@ -166,17 +166,31 @@ export function takeOverPatch(owner: string, now = new Date()): AnnotationPatch 
   return { [StateAnnotation.owner]: owner, [StateAnnotation.heartbeat]: now.toISOString() }
 }
 
-/** Enters a phase; progress starts again. */
-export function phasePatch(phase: string): AnnotationPatch {
-  return { [StateAnnotation.phase]: phase, [StateAnnotation.progress]: null }
+/** What a running migration's state annotations say: its phase, progress text and (storage phase) checkpoint. */
+export interface RunState {
+  phase: string | undefined
+  /** null: no progress in this phase yet (the annotation is removed). */
+  progress: string | null
+  /** Only in the storage phase; undefined: leave the checkpoint annotations alone. */
+  checkpoint?: { key: string | undefined; seal: string | null }
 }
 
-/** Progress of the running phase; the checkpoint (with its seal) only in the storage phase. */
-export function progressPatch(progress: string, checkpoint?: { key: string | undefined; seal: string | null }): AnnotationPatch {
-  const patch: AnnotationPatch = { [StateAnnotation.progress]: progress }
-  if (checkpoint) {
-    patch[StateAnnotation.checkpoint] = checkpoint.key ?? null
-    patch[StateAnnotation.checkpointSeal] = checkpoint.key === undefined ? null : checkpoint.seal
+/**
+ * One coalesced state write: of `next`, only what differs from what the CRD already says
+ * (`written`, undefined when not known: everything), so phase, progress and checkpoint go
+ * in one patch however often they changed since. The heartbeat is added by the writer, to
+ * every write, so an empty patch still says the run is alive.
+ */
+export function runStatePatch(written: RunState | undefined, next: RunState): AnnotationPatch {
+  const patch: AnnotationPatch = {}
+  if (next.phase !== undefined && next.phase !== written?.phase) patch[StateAnnotation.phase] = next.phase
+  if (written === undefined || next.progress !== written.progress) patch[StateAnnotation.progress] = next.progress
+  const c = next.checkpoint
+  const w = written?.checkpoint
+  // Not written in this phase yet: said either way (a checkpoint left by an earlier run must not stand for ours).
+  if (c && (w === undefined || c.key !== w.key || (c.key !== undefined && c.seal !== w.seal))) {
+    patch[StateAnnotation.checkpoint] = c.key ?? null
+    patch[StateAnnotation.checkpointSeal] = c.key === undefined ? null : c.seal
   }
   return patch
 }
@@ -194,6 +208,8 @@ export interface RunOutcome {
   durationMs: number
   /** Recorded as observed-generation on success. */
   frozenGeneration: number
+  /** The last progress, when the run's state writer had not written it yet (kept on a failure, with the result). */
+  progress?: string | undefined
 }
 
 /** What only a running migration needs; removed after a success (kept after a failure, to show where it stopped). */
@@ -220,6 +236,7 @@ export function unfreezePatch(migratingAnnotation: string, run: RunOutcome, now 
     [StateAnnotation.lastDuration]: `${(run.durationMs / 1000).toFixed(1)}s`,
     [StateAnnotation.finishedAt]: now.toISOString(),
   }
+  if (run.outcome !== 'Succeeded' && run.progress !== undefined) patch[StateAnnotation.progress] = run.progress
   if (run.outcome === 'Succeeded') {
     patch[StateAnnotation.observedGeneration] = String(run.frozenGeneration)
     // A success leaves a compact record (result, counts, duration, when, generation); the

@@ -176,6 +176,10 @@ t.test('npm run bench:fleet --smoke: a fleet of CRDs and one CRD of as many obje
     t.ok(run.provedInEtcd, `${run.what}: every object at v2 in etcd`)
     t.ok(run.storedVersionsNarrowed, `${run.what}: every CRD's storedVersions is [v2]`)
     t.ok(run.foreground.requests > 0, `${run.what}: the foreground client sent requests during the run`)
+    // The API server counts every client (other tests share it): at least, never fewer.
+    const writes = run.requests.rows.filter((x) => x.kind === 'object-write').reduce((n, x) => n + x.count, 0)
+    t.ok(writes >= run.objects, `${run.what}: the API server counted a write per object at least (${writes} of ${run.objects})`)
+    t.ok(run.requests.totals.overhead > 0, `${run.what}: and the requests around them, per CRD (${run.requests.totals.overhead})`)
   }
   t.equal(result.single.crds, 1)
   t.ok(result.fleet.crds > 1)
@@ -183,6 +187,7 @@ t.test('npm run bench:fleet --smoke: a fleet of CRDs and one CRD of as many obje
   t.notOk(result.migrator.priorityLevel === 'exempt', 'the migrator ran under APF')
   const md = await readFile(path.join(out, 'fleet-latest.md'), 'utf8')
   t.match(md, /\| fleet time vs one CRD of the same objects \| <= 1\.3x \|/)
+  t.match(md, /## Requests per CRD/)
 })
 
 t.test('npm run bench:fleet -- --help lists its flags; a bad one is a clear error', async (t) => {

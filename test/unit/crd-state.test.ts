@@ -7,13 +7,14 @@ import {
   describeFreeze,
   freezePatch,
   isStateAnnotation,
-  progressPatch,
+  runStatePatch,
   readCrdState,
   StateAnnotation,
   unfreezePatch,
   upToDatePatch,
   type CrdState,
   type FreezeVerdict,
+  type RunState,
 } from '../../src/state/crd-state.js'
 
 const KEY = DEFAULT_MIGRATING_ANNOTATION
@@ -322,18 +323,72 @@ t.test('unfreezePatch lifts the freeze and records the outcome', async (t) => {
   t.notOk('crd-migrator.io/started-at' in failed)
 })
 
-t.test('progressPatch writes the checkpoint with its seal only when given one', async (t) => {
-  t.strictSame(progressPatch('3/10'), { 'crd-migrator.io/progress': '3/10' })
-  t.strictSame(progressPatch('3/10', { key: 'ns/a', seal: 'mac' }), {
-    'crd-migrator.io/progress': '3/10',
-    'crd-migrator.io/checkpoint': 'ns/a',
-    'crd-migrator.io/checkpoint-seal': 'mac',
-  })
-  t.strictSame(progressPatch('0/10', { key: undefined, seal: 'mac' }), {
-    'crd-migrator.io/progress': '0/10',
-    'crd-migrator.io/checkpoint': null,
-    'crd-migrator.io/checkpoint-seal': null,
-  })
+t.test(
+  'runStatePatch: one write carries what changed since the last (phase, progress, checkpoint); nothing new is an empty patch',
+  async (t) => {
+    const P = 'crd-migrator.io/phase'
+    const G = 'crd-migrator.io/progress'
+    const C = 'crd-migrator.io/checkpoint'
+    const S = 'crd-migrator.io/checkpoint-seal'
+    const storage = (progress: string, key: string | undefined, seal: string | null = 'mac'): RunState => ({
+      phase: 'StorageVersionMigration',
+      progress,
+      checkpoint: { key, seal },
+    })
+    const cases: Array<[string, RunState | undefined, RunState, Record<string, string | null>]> = [
+      [
+        'nothing written yet: the phase and its (empty) progress',
+        undefined,
+        { phase: 'StorageVersionMigration', progress: null },
+        { [P]: 'StorageVersionMigration', [G]: null },
+      ],
+      ['nothing written yet, no phase entered: progress only', undefined, { phase: undefined, progress: null }, { [G]: null }],
+      ['nothing changed: empty (the writer adds the heartbeat)', storage('3/10', 'ns/a'), storage('3/10', 'ns/a'), {}],
+      ['progress moved', storage('3/10', 'ns/a'), storage('5/10', 'ns/a'), { [G]: '5/10' }],
+      [
+        'progress and checkpoint moved',
+        storage('3/10', 'ns/a'),
+        storage('5/10', 'ns/c', 'mac2'),
+        { [G]: '5/10', [C]: 'ns/c', [S]: 'mac2' },
+      ],
+      ['a seal that changed alone is written', storage('3/10', 'ns/a', 'old'), storage('3/10', 'ns/a', 'new'), { [C]: 'ns/a', [S]: 'new' }],
+      [
+        'no checkpoint yet: both removed',
+        { phase: 'Started', progress: null },
+        storage('0/10', undefined),
+        { [P]: 'StorageVersionMigration', [G]: '0/10', [C]: null, [S]: null },
+      ],
+      [
+        'two phases since the last write: only the latest, with its progress',
+        storage('10/10', 'ns/z'),
+        { phase: 'CleanupManagedFields', progress: '2/10' },
+        { [P]: 'CleanupManagedFields', [G]: '2/10' },
+      ],
+      [
+        'a new phase without progress yet removes the old progress',
+        storage('10/10', 'ns/z'),
+        { phase: 'UpdatingStoredVersions', progress: null },
+        { [P]: 'UpdatingStoredVersions', [G]: null },
+      ],
+      [
+        'a wait said in the progress annotation',
+        { phase: 'StorageVersionMigration', progress: null },
+        { phase: 'StorageVersionMigration', progress: 'waiting for x' },
+        { [G]: 'waiting for x' },
+      ],
+    ]
+    for (const [name, written, next, want] of cases) t.strictSame(runStatePatch(written, next), want, name)
+  },
+)
+
+t.test('unfreezePatch carries progress the writer had not written, on a failure only', async (t) => {
+  const run = { reason: 'boom', counts: '1/2', durationMs: 1000, frozenGeneration: 3, progress: '7/10' }
+  t.equal(unfreezePatch(KEY, { ...run, outcome: 'Failed' }, NOW)['crd-migrator.io/progress'], '7/10')
+  t.equal(unfreezePatch(KEY, { ...run, outcome: 'Succeeded' }, NOW)['crd-migrator.io/progress'], null, 'a success removes it')
+  t.notOk(
+    'crd-migrator.io/progress' in unfreezePatch(KEY, { ...run, progress: undefined, outcome: 'Failed' }, NOW),
+    'none: left as written',
+  )
 })
 
 t.test('upToDatePatch writes only what is not there yet', async (t) => {

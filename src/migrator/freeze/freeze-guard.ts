@@ -24,6 +24,8 @@ export interface FrozenCrd {
   uid: string | undefined
   generation: number
   migratingAnnotation: string
+  /** The revision the freeze left it at: watched from there, without a first list (the run has that copy). */
+  resourceVersion?: string | undefined
 }
 
 /**
@@ -106,7 +108,7 @@ export function guardFreeze(http: KubeHttp, frozen: FrozenCrd, logger: Logger, p
       },
     },
     watch.signal,
-    { fieldSelector: `metadata.name=${frozen.name}`, pageSize: 1 },
+    { fieldSelector: `metadata.name=${frozen.name}`, pageSize: 1, resourceVersion: frozen.resourceVersion },
   )
 
   return {

@@ -54,15 +54,23 @@ export async function freezeCrd(
   return { crd: frozen, frozenGeneration, binding, resumeAfter, unverifiedCheckpoint }
 }
 
-/** Lifts the freeze and records the outcome. Returns whether the freeze is gone. */
-export async function unfreezeCrd(name: string, run: RunOutcome, settings: MigrationSettings, ctx: MigrationContext): Promise<boolean> {
+/**
+ * Lifts the freeze and records the outcome. Returns whether the freeze is gone, and the CRD
+ * the patch got back (the CRD as it is now, for the final Event: no read after it).
+ */
+export async function unfreezeCrd(
+  name: string,
+  run: RunOutcome,
+  settings: MigrationSettings,
+  ctx: MigrationContext,
+): Promise<{ lifted: boolean; crd?: CustomResourceDefinition }> {
   try {
-    await withRetry(() => patchCrdAnnotations(ctx.http, name, unfreezePatch(settings.migratingAnnotation, run)), UNFREEZE_RETRY)
-    return true
+    const crd = await withRetry(() => patchCrdAnnotations(ctx.http, name, unfreezePatch(settings.migratingAnnotation, run)), UNFREEZE_RETRY)
+    return { lifted: true, crd }
   } catch (err) {
-    if (isNotFound(err)) return true
+    if (isNotFound(err)) return { lifted: true }
     ctx.logger.error({ crd: name, err }, 'could not remove the migrating annotation; the CRD stays frozen until a later run resumes it')
-    return false
+    return { lifted: false }
   }
 }
 

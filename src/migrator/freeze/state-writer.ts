@@ -1,10 +1,15 @@
 /**
  * Writes phase, progress, checkpoint and heartbeat annotations on a timer, never per
- * object: the CRD is watched by every controller in the cluster, so per-object updates
- * would be a storm. The heartbeat also tells other replicas this run is alive, and its
- * answer (the CRD as it is now) goes to `onWritten`, so the run sees a lifted freeze even
- * without its watch (freeze-guard.ts). Once `halt` is aborted (the run stopped) nothing
- * more is written: the unfreeze that follows records the outcome.
+ * object nor per phase: the CRD is watched by every controller in the cluster, so each
+ * write costs every watcher an event. One write per interval carries whatever changed
+ * since the last (runStatePatch) with the heartbeat; a phase that ends before the next
+ * tick is never written at all, and what was not written when the run ends goes with the
+ * unfreeze (stop() hands it over). The heartbeat is written every interval whatever
+ * changed, as before coalescing, so other replicas never mistake a run for dead (by
+ * default every 5 s, against a takeover after 30 s of silence). Its answer (the CRD as it is now) goes to
+ * `onWritten`, so the run sees a lifted freeze even without its watch (freeze-guard.ts).
+ * Once `halt` is aborted (the run stopped) nothing more is written: the unfreeze that
+ * follows records the outcome.
  */
 
 export interface StateWriterOptions {
@@ -15,18 +20,24 @@ export interface StateWriterOptions {
 }
 import { patchCrdAnnotations } from '../../kube/crds.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
-import { heartbeatPatch, phasePatch, progressPatch, StateAnnotation, type AnnotationPatch } from '../../state/crd-state.js'
+import { heartbeatPatch, runStatePatch, type AnnotationPatch, type RunState } from '../../state/crd-state.js'
 import type { MigrationContext } from '../context.js'
 import { Phase } from '../plan.js'
 import { settled, type WalkProgress } from '../engine/walker.js'
 
 export class StateWriter {
-  /** The phase and its live progress (the walker updates it in place); read when written. */
+  private phaseName: string | undefined
+  /** The phase's live progress (the walker updates it in place); read when written. */
   private latest: { phase: Phase; progress: WalkProgress } | undefined
-  private written = ''
+  /** What the run waits for, said in the progress annotation until progress or a new phase replaces it. */
+  private note: string | undefined
+  /** What the CRD says, as far as this writer's landed writes know (undefined: not known yet). */
+  private written: RunState | undefined
   private pending: Promise<unknown> = Promise.resolve()
   private stopped = false
   private readonly timer: NodeJS.Timeout
+  /** The CRD as the last write got it back. */
+  lastCrd: CustomResourceDefinition | undefined
 
   /** `sealCheckpoint` makes the seal a resumed run checks (null: none can be made). */
   constructor(
@@ -40,61 +51,62 @@ export class StateWriter {
     this.timer.unref()
   }
 
-  async phase(phase: string): Promise<void> {
+  /** Enters a phase: written with the next tick (with its progress by then), not now. */
+  phase(phase: string): void {
+    this.phaseName = phase
     this.latest = undefined
-    await this.write(phasePatch(phase))
+    this.note = undefined
   }
 
   /**
    * Remembers the latest progress; the timer writes it. Called after every object, so it
-   * only keeps a reference: the text is made when written. `final` writes it now.
+   * only keeps a reference: the text is made when written.
    */
-  progress(phase: Phase, p: WalkProgress, final?: false): void
-  progress(phase: Phase, p: WalkProgress, final: true): Promise<void>
-  progress(phase: Phase, p: WalkProgress, final = false): Promise<void> | void {
+  progress(phase: Phase, p: WalkProgress): void {
     if (this.latest?.phase !== phase || this.latest.progress !== p) this.latest = { phase, progress: p }
-    if (final) return this.flush()
+    this.note = undefined
   }
 
-  /** Says what the run waits for (in the progress annotation), now. */
+  /** Says what the run waits for (in the progress annotation), now: a wait may be long, and people look for why. */
   async waiting(text: string): Promise<void> {
     this.latest = undefined
-    await this.write(progressPatch(text))
+    this.note = text
+    await this.flush()
   }
 
   /**
    * No write starts after this, and the one in flight has landed when it resolves: the
    * unfreeze that follows removes these annotations, and a late write would put them back.
+   * Returns the progress text not written yet, for the unfreeze to carry.
    */
-  async stop(): Promise<void> {
+  async stop(): Promise<string | undefined> {
     clearInterval(this.timer)
     this.stopped = true
     await this.pending
+    const now = this.current()
+    return now.progress !== null && now.progress !== this.written?.progress ? now.progress : undefined
   }
 
-  private flush(): Promise<void> {
+  private current(): RunState {
     const latest = this.latest
-    let patch: AnnotationPatch = {}
-    if (latest) {
-      const p = latest.progress
-      const checkpoint =
-        latest.phase === Phase.StorageVersionMigration
-          ? { key: p.checkpoint, seal: p.checkpoint === undefined ? null : this.sealCheckpoint(p.checkpoint) }
-          : undefined
-      patch = progressPatch(`${settled(p)}/${p.total ?? '?'}`, checkpoint)
-    }
-    const key = JSON.stringify(patch)
-    // Heartbeat even without news, so a slow phase is not mistaken for a dead run.
-    if (key === this.written && latest) patch[StateAnnotation.phase] = latest.phase
-    this.written = key
-    return this.write(patch)
+    if (!latest) return { phase: this.phaseName, progress: this.note ?? null }
+    const p = latest.progress
+    const state: RunState = { phase: this.phaseName ?? latest.phase, progress: `${settled(p)}/${p.total ?? '?'}` }
+    if (latest.phase === Phase.StorageVersionMigration)
+      state.checkpoint = { key: p.checkpoint, seal: p.checkpoint === undefined ? null : this.sealCheckpoint(p.checkpoint) }
+    return state
   }
 
-  private write(patch: AnnotationPatch): Promise<void> {
+  /** One write: what changed since the last, and the heartbeat (even without news, so a slow phase is not mistaken for a dead run). */
+  private flush(): Promise<void> {
     const next = this.pending.then(async () => {
       if (this.stopped || this.options.halt?.aborted) return
+      const state = this.current()
+      const patch: AnnotationPatch = { ...runStatePatch(this.written, state), ...heartbeatPatch() }
       try {
-        const crd = await patchCrdAnnotations(this.ctx.http, this.name, { ...patch, ...heartbeatPatch() })
+        const crd = await patchCrdAnnotations(this.ctx.http, this.name, patch)
+        this.written = state
+        this.lastCrd = crd
         this.options.onWritten?.(crd)
       } catch (err) {
         // Progress is informational; the migration goes on and the next write may succeed.

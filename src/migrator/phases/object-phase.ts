@@ -204,7 +204,8 @@ export async function runPhase(
         state?.progress(phase, progress)
       },
     })
-    await state?.progress(phase, { counts: result.counts, total: result.counts.seen, checkpoint: result.checkpoint, inFlight: 0 }, true)
+    // The final count: written with the next tick, or by the unfreeze if the run ends first.
+    state?.progress(phase, { counts: result.counts, total: result.counts.seen, checkpoint: result.checkpoint, inFlight: 0 })
     ctx.metrics?.phaseDuration.observe(
       { ...labels, result: result.counts.failed > 0 ? 'Failed' : 'Succeeded' },
       (Date.now() - started) / 1000,

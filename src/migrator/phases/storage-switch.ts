@@ -8,11 +8,12 @@
  * storageVersionHash; the run goes on once all agree and keep agreeing for the settle
  * time. Where the servers cannot be reached one by one (a managed control plane behind
  * one address), it says so once and checks the server it talks to, plus the settle time.
- * The CRDs of one group switched together share their discovery reads (discovery-cache.ts).
+ * The CRDs of one group switched together share their discovery reads (discovery-cache.ts),
+ * and the CRDs of a batch one EndpointSlices answer per 10 s (apiservers.ts).
  */
 import type { Logger } from 'pino'
 import { CrdMigratorError, errorMessage } from '../../errors.js'
-import { describeEndpoint, listApiServers } from '../../kube/apiservers.js'
+import { describeEndpoint, sharedApiServers } from '../../kube/apiservers.js'
 import { storageVersionHash, waitForStorageVersion } from '../../kube/discovery.js'
 import { sharedDiscovery } from '../../kube/discovery-cache.js'
 import type { KubeHttp } from '../../kube/http.js'
@@ -105,7 +106,7 @@ export async function waitForStorageEverywhere(
   const want = storageVersionHash(crd.group, version, crd.kind)
   let servers: URL[]
   try {
-    servers = o.endpoints?.length ? o.endpoints.map((e) => new URL(e)) : await listApiServers(http)
+    servers = o.endpoints?.length ? o.endpoints.map((e) => new URL(e)) : await sharedApiServers.get(http)
   } catch (err) {
     return single(http, crd, version, o, 0, `the API servers cannot be listed (${errorMessage(err)})`)
   }
@@ -212,7 +213,7 @@ export async function observeStorageSwitches(
     .map((crd) => ({ crd, plan: planCrd(crd) }))
     .filter(({ plan }) => plan.storageMigrationNeeded && plan.blockedReason === undefined)
   if (pending.length === 0) return 0
-  const servers = o.endpoints?.length ? o.endpoints.map((e) => new URL(e)) : await listApiServers(http).catch(() => [])
+  const servers = o.endpoints?.length ? o.endpoints.map((e) => new URL(e)) : await sharedApiServers.get(http).catch(() => [])
   // Where the servers are not listed, the runs ask the one in use (single-server mode): so does this.
   const clients = servers.length
     ? serverClients(http, servers).map((c) => ({ key: c.url.href, http: c.http, own: true }))

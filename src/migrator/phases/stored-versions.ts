@@ -26,6 +26,7 @@ export async function narrowStoredVersions(
   frozenGeneration: number,
   maxAttempts: number,
   migratingAnnotation: string,
+  known?: CustomResourceDefinition,
 ): Promise<CustomResourceDefinition> {
   // Every object is done by now: an API server restart or an etcd hiccup at this point
   // must not fail the run, and neither must the run's own progress and heartbeat writes to
@@ -34,11 +35,14 @@ export async function narrowStoredVersions(
   // and generation read, the freeze, the storedVersions read. Both calls are safe to
   // repeat: the read is a read, and a retry of a patch whose answer was lost is refused
   // (422: storedVersions moved) and goes round the loop, whose read finds it narrowed.
+  // `known`, the CRD as the run's last write got it back, stands in for the first read:
+  // the patch tests what the read is checked for, so a stale copy costs a 422 and a read,
+  // never a wrong narrowing.
   const retry = requestRetry(maxAttempts, ctx.signal)
   let uid: string | undefined
   let refused: { err: unknown; expect: StoredVersionsPrecondition } | undefined
   for (let round = 1; ; round++) {
-    const crd = await withRetry(() => getCrd(ctx.http, name), retry)
+    const crd = round === 1 && known ? known : await withRetry(() => getCrd(ctx.http, name), retry)
     const plan = planCrd(crd)
     uid ??= crd.metadata.uid
     if (crd.metadata.uid !== uid) {
