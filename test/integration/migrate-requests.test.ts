@@ -48,7 +48,7 @@ t.test(
     const out = new Writable({ write: (_c, _e, done) => done() })
 
     const counter = await countRequests(http)
-    const code = await runMigrateCommand([f.name], config, logger, { dryRun: false, out, progressBar: false, format: 'json' })
+    const code = await runMigrateCommand([f.name], config, logger, { dryRun: false, out, format: 'json' })
     const rows = await counter.stop()
     t.equal(code, 0, 'exit 0')
     t.same(
