@@ -15,11 +15,11 @@ const sample = (s: Partial<WriteSample>): WriteSample => ({ written: 100, failed
 
 t.test('measuredBasis: the burst throughput, capped by --qps; a reason when too little succeeded', async (t) => {
   const rows: Array<[what: string, s: WriteSample, qps: number, objectsPerSecond: number | undefined, reason?: RegExp]> = [
-    ['100 dry-run writes in 2 s: 50/s, real writes 50/1.5', sample({}), 0, 33.3],
+    ['100 dry-run writes in 2 s: 50/s, real writes 50/2', sample({}), 0, 25],
     ['--qps below the rate caps it', sample({}), 20, 20],
-    ['--qps above the rate changes nothing', sample({}), 500, 33.3],
-    ['failures do not count as writes', sample({ written: 51, failed: 49, wallMs: 1000 }), 0, 34],
-    ['exactly the minimum', sample({ written: MIN_SAMPLES, wallMs: 1500 }), 0, 4.4],
+    ['--qps above the rate changes nothing', sample({}), 500, 25],
+    ['failures do not count as writes', sample({ written: 51, failed: 49, wallMs: 1000 }), 0, 25.5],
+    ['exactly the minimum', sample({ written: MIN_SAMPLES, wallMs: 1500 }), 0, 3.3],
     [
       'one short of the minimum',
       sample({ written: MIN_SAMPLES - 1 }),
@@ -62,7 +62,7 @@ t.test('describeBasis: measured says so and on how many writes; the constant say
   }
   t.match(
     describeBasis(measured),
-    /^measured on this cluster: 42\.5 objects\/s from 180 dry-run writes \(dryRun=All: nothing stored\) at 63\.8\/s, less the etcd write a dry run skips \(÷1\.5\), plus 2\.4 s per CRD/,
+    /^measured on this cluster: 42\.5 objects\/s from 180 dry-run writes \(dryRun=All: nothing stored\) at 63\.8\/s, less the etcd write a dry run skips \(÷2\), plus 2\.4 s per CRD/,
   )
   t.match(
     describeBasis(CONSTANT_BASIS),
