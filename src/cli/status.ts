@@ -169,6 +169,8 @@ export interface StatusCommandOptions {
   watch?: boolean
   /** --request-timeout, --as. */
   client?: ClientFlags
+  /** -l on the command line: exactly the CRDs it matches (kubectl), not those carrying our state besides. */
+  selectorOnly?: boolean
   signal?: AbortSignal
 }
 
@@ -197,7 +199,10 @@ export async function showStatus(
   out: NodeJS.WritableStream,
   options: StatusCommandOptions,
 ): Promise<number> {
-  const [{ crds, missing }, builtin] = await Promise.all([readCrds(http, config, options.names), builtinMigrationsOrUnknown(http)])
+  const [{ crds, missing }, builtin] = await Promise.all([
+    readCrds(http, config, options.names, options.selectorOnly),
+    builtinMigrationsOrUnknown(http),
+  ])
   for (const name of missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
   const rows = selectRows(crds, config, options.names, builtin).rows
   const view = new StatusView(out, options, rows)
@@ -211,6 +216,7 @@ export async function readCrds(
   http: KubeHttp,
   config: Config,
   names: readonly string[],
+  selectorOnly = false,
 ): Promise<{ crds: CustomResourceDefinition[]; missing: string[] }> {
   if (names.length > 0) {
     const got = await getEach(http, [...new Set(names)])
@@ -219,6 +225,7 @@ export async function readCrds(
   }
   const { labelSelector } = config.migrator.selector
   const byLabel = labelSelector.trim() ? await listCrds(http, labelSelector) : []
+  if (selectorOnly) return { crds: byLabel, missing: [] }
   const have = new Set(byLabel.map((c) => c.metadata.name))
   const selection = new CrdSelection(config.migrator.selector)
   const others: string[] = []
@@ -383,7 +390,7 @@ async function watchRows(
     : new CrdSelection({ labelSelector: selector.labelSelector, names: [...new Set([...selector.names, ...shownNames])] })
   const rowConfig = named ? namedOnly(config, [...options.names]) : config
   const onObject = (crd: CustomResourceDefinition) => {
-    if (!watched.selects(crd) && !named && !readCrdState(crd, config.annotations.migrating).carriesState) return
+    if (!watched.selects(crd) && !named && (options.selectorOnly || !readCrdState(crd, config.annotations.migrating).carriesState)) return
     view.update(crd.metadata.name, statusRows([crd], rowConfig, builtin)[0])
   }
   await Promise.all(

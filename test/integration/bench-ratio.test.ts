@@ -41,7 +41,7 @@ async function ratioOfOneRun(t: Test): Promise<{ ratio: number; line: string }> 
   for (const m of result.migrations) t.ok(m.etcd.allV2 && m.etcd.total === SIZE, `${m.tool}: all ${SIZE} objects at v2 in etcd`)
   const of = (tool: string) => result.migrations.find((m) => m.tool === tool)!
   const ratio = result.ratios[0]!.oursDefaultVsCeiling!
-  const line = `ours-default ${of('ours-default').objectsPerSecond}/s vs ceiling ${of('ceiling').objectsPerSecond}/s = ${ratio.toFixed(2)}×`
+  const line = `ours-default ${Math.round(of('ours-default').objectsPerSecond)}/s vs ceiling ${Math.round(of('ceiling').objectsPerSecond)}/s = ${ratio.toFixed(2)}×`
   t.comment(line)
   return { ratio, line }
 }
@@ -51,6 +51,7 @@ t.test(`npm run bench at ${SIZE} objects: ours at the defaults keeps at least ${
   if (devBuildIsStale(root)) t.equal(buildDev(root, 'pipe').status, 0, 'tsc -p dev/tsconfig.json compiles')
   await ensureBinaries()
   const first = await ratioOfOneRun(t)
-  const best = first.ratio >= FLOOR ? first : await ratioOfOneRun(t)
-  t.ok(Math.max(first.ratio, best.ratio) >= FLOOR, `at least ${FLOOR}× in one of two runs: ${first.line}; ${best.line}`)
+  if (first.ratio >= FLOOR) return void t.pass(`at least ${FLOOR}×: ${first.line}`)
+  const second = await ratioOfOneRun(t)
+  t.ok(second.ratio >= FLOOR, `at least ${FLOOR}× in one of two runs: ${first.line}; then ${second.line}`)
 })

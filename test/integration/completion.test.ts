@@ -36,11 +36,17 @@ for (const plural of [...managedByLabel, managedByName, ...unmanaged]) {
   await http.request({ method: 'POST', path: CRD_API, body: crd })
   t.teardown(() => deleteCrd(http, crd.metadata.name))
 }
-const selection = ['--selector', `complete-test=${label}`, '--crds', name(managedByName)]
 /** Our CRDs in the order offered: managed ones (by name), then the others. */
 const expected = [name(managedByName), name('mangos'), name('zebras'), name('apples'), name('bananas')]
 
 const dir = t.testdir()
+// The managed CRDs, as a config file gives them: every command has --config (migrate has no --crds).
+const selectionFile = join(dir, 'selection.yaml')
+writeFileSync(
+  selectionFile,
+  stringify({ migrator: { selector: { labelSelector: `complete-test=${label}`, names: [name(managedByName)] } } }),
+)
+const selection = ['--config', selectionFile]
 /** The environment of a shell: no kubeconfig but the ones a test names, node on PATH. */
 const baseEnv: NodeJS.ProcessEnv = {
   ...process.env,

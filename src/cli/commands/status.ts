@@ -19,7 +19,12 @@ export function registerStatus(program: Command): void {
     .action(async (names: string[], opts: Record<string, unknown>) => {
       const format = outputFormat(opts, FORMATS)
       refuseNamesWithSelector(cmd, names)
-      const config = shortCommandConfig(opts)
+      // -l on the command line: what it matches, no more (kubectl), not the configured --crds besides.
+      const selectorOnly = cmd.getOptionValueSource('selector') === 'cli'
+      const given = shortCommandConfig(opts)
+      const config = selectorOnly
+        ? { ...given, migrator: { ...given.migrator, selector: { labelSelector: opts.selector as string, names: [] } } }
+        : given
       const { runStatusCommand } = await import('../status.js')
       const watch = Boolean(opts.watch)
       process.exitCode = await runStatusCommand(config, process.stdout, {
@@ -29,6 +34,7 @@ export function registerStatus(program: Command): void {
         summary: Boolean(opts.summary),
         watch,
         client: clientFlags(opts),
+        selectorOnly,
         ...(watch ? { signal: shutdownSignal(undefined) } : {}),
       })
     })
