@@ -250,7 +250,7 @@ t.test('the bash script in a real bash: CRD names and contexts through the progr
     ['eks:eu-west-1:1:cluster/prod'],
     "--context=arn:aws:e as bash splits it: what follows the last ':'",
   )
-  t.same(reply(['crd-migrator', 'migrate', '-o', '']).sort(), ['json', 'text', 'yaml'])
+  t.same(reply(['crd-migrator', 'migrate', '-o', '']).sort(), ['json', 'name', 'text', 'yaml'])
 })
 
 t.test('kubectl_complete-crd_migrator: the same answers for `kubectl crd-migrator ...`', async (t) => {
