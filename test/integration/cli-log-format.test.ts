@@ -20,8 +20,12 @@ t.test('migrate logs text lines with --log-format text, JSON lines with json or 
   await createCrd(http, crd)
   t.teardown(() => deleteCrd(http, crd.metadata.name))
 
+  // The log alone: progress lines, which share stderr, are off (test/integration/migrate-progress.test.ts has them).
   const stderrOf = async (...flags: string[]) => {
-    const args = ['dist/cli/main.js', 'migrate', crd.metadata.name, '--kubeconfig', cp.kubeconfigPath, '--log-level', 'info', '-o', 'json']
+    const args = [
+      ...['dist/cli/main.js', 'migrate', crd.metadata.name, '--kubeconfig', cp.kubeconfigPath],
+      ...['--log-level', 'info', '-o', 'json', '--progress-every', '0'],
+    ]
     const { stderr } = await run(process.execPath, [...args, ...flags], { cwd: process.cwd() })
     return stderr.split('\n').filter(Boolean)
   }
