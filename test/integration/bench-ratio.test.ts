@@ -4,7 +4,7 @@
  * same run, and a generous floor on the ratio. Not a timing assertion on a fixed figure:
  * both run on the same machine one after the other, so a slow machine slows both. Another
  * test file may share the CPU with one of the two (tap runs two at a time), so a run under
- * the floor is run once more, and the better of the two counts: a regression fails both.
+ * the floor is run again, up to three runs: a regression fails them all.
  */
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import os from 'node:os'
@@ -21,11 +21,13 @@ const benchJs = path.join(root, 'dist-dev', 'dev', 'bench', 'main.js')
 /**
  * Ours at the defaults against the ceiling: 1.13× on a quiet machine at 10,000 objects
  * (0.89× with the adaptive rule of the regression). Under `npm test` another test file
- * shares the two cores and the ratio at 3,000 objects swings (0.59–1.55× measured there),
+ * shares the two cores and the ratio at 3,000 objects swings (0.38–1.55× measured there),
  * so the floor only catches a limit stuck low (a few writes in flight: 0.1–0.4×).
  */
 const FLOOR = 0.5
 const SIZE = 3000
+/** A run that another test file slowed is run again; a regression is slow every time. */
+const ATTEMPTS = 3
 
 async function ratioOfOneRun(t: Test): Promise<{ ratio: number; line: string }> {
   const out = await mkdtemp(path.join(os.tmpdir(), 'crd-migrator-bench-ratio-'))
@@ -55,8 +57,11 @@ t.test(`npm run bench at ${SIZE} objects: ours at the defaults keeps at least ${
   t.setTimeout(15 * 60 * 1000)
   if (devBuildIsStale(root)) t.equal(buildDev(root, 'pipe').status, 0, 'tsc -p dev/tsconfig.json compiles')
   await ensureBinaries()
-  const first = await ratioOfOneRun(t)
-  if (first.ratio >= FLOOR) return void t.pass(`at least ${FLOOR}×: ${first.line}`)
-  const second = await ratioOfOneRun(t)
-  t.ok(second.ratio >= FLOOR, `at least ${FLOOR}× in one of two runs: ${first.line}; then ${second.line}`)
+  const lines: string[] = []
+  for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
+    const run = await ratioOfOneRun(t)
+    lines.push(run.line)
+    if (run.ratio >= FLOOR) return void t.pass(`at least ${FLOOR}× (run ${attempt} of at most ${ATTEMPTS}): ${lines.join('; then ')}`)
+  }
+  t.fail(`under ${FLOOR}× in ${ATTEMPTS} runs: ${lines.join('; then ')}`)
 })
