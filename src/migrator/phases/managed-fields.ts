@@ -132,6 +132,18 @@ function latest(a: string | undefined, b: string | undefined): string | undefine
 }
 
 /**
+ * The version of an entry the cleanup leaves by design: of this group, served, and not
+ * the storage version (the caller decides whether rewriteServedNonStorage applies).
+ */
+export function servedKeptVersion(
+  entry: ManagedFieldsEntry,
+  policy: Pick<ManagedFieldsPolicy, 'group' | 'servedVersions' | 'storageVersion'>,
+): string | undefined {
+  const version = versionOf(entry.apiVersion, policy.group)
+  return version !== undefined && version !== policy.storageVersion && policy.servedVersions.has(version) ? version : undefined
+}
+
+/**
  * The versions of this group, served and not the storage version, an object keeps
  * managedFields entries at after the cleanup (left by design while served, unless
  * rewriteServedNonStorage): what `check --drop` still counts against dropping them.
@@ -140,8 +152,8 @@ export function servedKeptVersions(entries: readonly ManagedFieldsEntry[] | unde
   if (policy.rewriteServedNonStorage) return []
   const kept = new Set<string>()
   for (const entry of entries ?? []) {
-    const version = versionOf(entry.apiVersion, policy.group)
-    if (version !== undefined && version !== policy.storageVersion && policy.servedVersions.has(version)) kept.add(version)
+    const version = servedKeptVersion(entry, policy)
+    if (version !== undefined) kept.add(version)
   }
   return [...kept].sort()
 }

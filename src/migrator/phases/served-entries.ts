@@ -4,7 +4,7 @@
  * the run can say what stays and what the next step is (unserve the version, run again).
  */
 import type { ManagedFieldsEntry } from '../../kube/types.js'
-import type { ManagedFieldsPolicy } from './managed-fields.js'
+import { servedKeptVersion, type ManagedFieldsPolicy } from './managed-fields.js'
 
 /** Per still-served old version: its entries, and the objects carrying at least one. */
 export type ServedEntriesKept = Record<string, { entries: number; objects: number }>
@@ -15,12 +15,10 @@ export class ServedEntriesCount {
   constructor(private readonly policy: Pick<ManagedFieldsPolicy, 'group' | 'servedVersions' | 'storageVersion'>) {}
 
   add(entries: readonly ManagedFieldsEntry[] | undefined): void {
-    const prefix = `${this.policy.group}/`
     const seen = new Set<string>()
     for (const e of entries ?? []) {
-      if (!e.apiVersion?.startsWith(prefix)) continue
-      const version = e.apiVersion.slice(prefix.length)
-      if (version === this.policy.storageVersion || !this.policy.servedVersions.has(version)) continue
+      const version = servedKeptVersion(e, this.policy)
+      if (version === undefined) continue
       const k = (this.kept[version] ??= { entries: 0, objects: 0 })
       k.entries++
       if (!seen.has(version)) k.objects++
