@@ -6,14 +6,14 @@
  */
 import { describeError } from '../errors.js'
 import { conversionStrategy } from '../kube/conversion.js'
-import { Accept, ContentType, type KubeHttp } from '../kube/http.js'
+import { Accept, type KubeHttp } from '../kube/http.js'
 import { pageRequest } from '../kube/list-pages.js'
-import { apiVersionOf, collectionPath, objectPath, resourceRef, type ResourceRef } from '../kube/paths.js'
+import { collectionPath, resourceRef } from '../kube/paths.js'
 import type { CustomResourceDefinition, PartialObjectMetadata } from '../kube/types.js'
 import { requestRetry, withRetry } from '../migrator/engine/retry.js'
 import { planCrd } from '../migrator/plan.js'
 import { plainText } from '../sanitize.js'
-import { FIELD_MANAGER } from '../version.js'
+import { makeRewriteHandler } from '../migrator/phases/object-writes.js'
 import type { WriteSample } from './write-rate.js'
 
 export interface MeasureOptions {
@@ -30,21 +30,32 @@ export interface MeasureOptions {
   signal?: AbortSignal | undefined
 }
 
+/** One object to write, and the migrator's own rewrite of its CRD. */
 interface Target {
-  ref: ResourceRef
   item: PartialObjectMetadata
-  /** Server-side apply (a CRD converting through a webhook, as the migrator does), else an empty merge patch. */
-  apply: boolean
-  status: boolean
+  write: (item: PartialObjectMetadata) => Promise<unknown>
 }
 
-/** Lists up to `options.samples` objects of `crds`, then writes each once with dryRun=All, timed. */
+/**
+ * Lists up to `options.samples` objects of `crds`, then writes each once, timed, with the
+ * storage phase's own no-op write (object-writes.ts makeRewriteHandler) sent through a
+ * client whose every write carries dryRun=All: what is measured cannot drift from what a
+ * migration sends.
+ */
 export async function measureWrites(
   http: KubeHttp,
   crds: readonly CustomResourceDefinition[],
   options: MeasureOptions,
 ): Promise<WriteSample> {
-  const targets = await pickTargets(http, crds, options)
+  const dryRun = http.asDryRun()
+  try {
+    return await timeWrites(await pickTargets(http, dryRun, crds, options), options)
+  } finally {
+    dryRun.close()
+  }
+}
+
+async function timeWrites(targets: Target[], options: MeasureOptions): Promise<WriteSample> {
   const concurrency = Math.max(1, Math.min(options.concurrency, targets.length))
   let written = 0
   let failed = 0
@@ -58,7 +69,7 @@ export async function measureWrites(
       options.signal?.throwIfAborted()
       const target = targets[next++]!
       try {
-        await withRetry(() => dryRunWrite(http, target, options.signal), requestRetry(options.maxAttempts, options.signal))
+        await target.write(target.item)
         written++
       } catch (err) {
         options.signal?.throwIfAborted()
@@ -73,8 +84,14 @@ export async function measureWrites(
 }
 
 /** The objects to write: a page of each CRD that has a storage version, until there are enough. */
-async function pickTargets(http: KubeHttp, crds: readonly CustomResourceDefinition[], options: MeasureOptions): Promise<Target[]> {
+async function pickTargets(
+  http: KubeHttp,
+  dryRun: KubeHttp,
+  crds: readonly CustomResourceDefinition[],
+  options: MeasureOptions,
+): Promise<Target[]> {
   const targets: Target[] = []
+  const retry = requestRetry(options.maxAttempts, options.signal)
   for (const crd of crds) {
     const left = options.samples - targets.length
     if (left <= 0) break
@@ -86,25 +103,14 @@ async function pickTargets(http: KubeHttp, crds: readonly CustomResourceDefiniti
       signal: options.signal,
     })
     // Right after a storage flip the API server answers 429 while it re-initialises storage.
-    const page = await withRetry(() => request({ limit: left, continue: undefined }), requestRetry(options.maxAttempts, options.signal))
-    const apply = conversionStrategy(crd) === 'Webhook'
-    const status = options.statusSubresource?.(crd.metadata.name) ?? false
-    for (const item of page.items.slice(0, left)) targets.push({ ref, item, apply, status })
+    const page = await withRetry(() => request({ limit: left, continue: undefined }), retry)
+    // As the migrator writes this CRD: server-side apply when a webhook converts, else an empty merge patch.
+    const write = makeRewriteHandler(
+      { http: dryRun, ref, retry },
+      options.statusSubresource?.(crd.metadata.name) ?? false,
+      conversionStrategy(crd) === 'Webhook' ? 'apply' : 'merge-patch',
+    )
+    for (const item of page.items.slice(0, left)) targets.push({ item, write })
   }
   return targets
-}
-
-/** The migrator's no-op write (object-writes.ts makeRewriteHandler), with dryRun=All: nothing is stored. */
-async function dryRunWrite(http: KubeHttp, t: Target, signal: AbortSignal | undefined): Promise<void> {
-  const { name, namespace, uid, resourceVersion } = t.item.metadata
-  const metadata = t.apply ? { name, ...(namespace ? { namespace } : {}), uid, resourceVersion } : { uid, resourceVersion }
-  await http.request({
-    method: 'PATCH',
-    path: objectPath(t.ref, namespace, name, t.status ? 'status' : undefined),
-    query: t.apply ? { dryRun: 'All', fieldManager: FIELD_MANAGER } : { dryRun: 'All' },
-    body: { apiVersion: apiVersionOf(t.ref), kind: t.ref.kind, metadata },
-    contentType: t.apply ? ContentType.applyPatch : ContentType.mergePatch,
-    accept: Accept.partialObjectMetadata,
-    signal,
-  })
 }

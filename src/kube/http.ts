@@ -180,6 +180,21 @@ export class KubeHttp {
     )
   }
 
+  /** A client of the same server, credentials and options whose every write carries dryRun=All; close it when done. */
+  asDryRun(): KubeHttp {
+    return new KubeHttp(
+      this.context,
+      {
+        ...this.options,
+        environment: this.environment,
+        logger: this.logger,
+        ...(this.identityHost ? { endpoint: this.server } : {}),
+        dryRun: true,
+      },
+      this.credentials,
+    )
+  }
+
   url(path: string, query?: KubeRequest['query']): URL {
     const url = new URL(this.basePath + path, this.server)
     for (const [k, v] of queryEntries(query)) url.searchParams.set(k, v)
