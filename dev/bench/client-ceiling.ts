@@ -75,16 +75,24 @@ function startStub(objects: number): Promise<{ child: ChildProcess; url: string;
   })
 }
 
-/** Asks the stub for its counts and CPU (`reset` first sets its objects and counts back). */
+/** Asks the stub for its counts and CPU (`reset` first sets its objects and counts back); fails if it has exited. */
 function stubStats(stub: ChildProcess, op: 'reset' | 'stats'): Promise<StubStats> {
-  return new Promise((resolve) => {
+  return new Promise((resolve, reject) => {
+    if (stub.exitCode !== null || stub.signalCode !== null)
+      return reject(new Error(`the stub exited (${stub.exitCode ?? stub.signalCode})`))
+    const onExit = (code: number | null, signal: string | null) => {
+      stub.off('message', onMessage)
+      reject(new Error(`the stub exited with ${code ?? signal}`))
+    }
     const onMessage = (m: unknown) => {
       const answer = m as { op?: string; stats: StubStats }
       if (answer.op !== op) return
       stub.off('message', onMessage)
+      stub.off('exit', onExit)
       resolve(answer.stats)
     }
     stub.on('message', onMessage)
+    stub.once('exit', onExit)
     stub.send({ op })
   })
 }
