@@ -8,7 +8,7 @@
 /**
  * Milliseconds per object written (a no-op rewrite, or a managedFields cleanup): 10,000
  * objects rewritten in 19.27 s at the defaults, 519 objects/s, on a 2-core machine with a
- * local API server (bench/results/latest.md, ours-default; at 100,000 objects 459/s).
+ * local API server (bench/results/2026-11-25-10k-100k.md, ours-default; at 100,000 objects 459/s).
  */
 export const MS_PER_OBJECT = 1000 / 519
 
