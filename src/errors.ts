@@ -55,6 +55,8 @@ export const ERROR_CODES = {
   CRDM_CRD_CHANGED: 'CRD changed during the migration',
   /** Someone else (a break-glass user) removed the migrating annotation while the run held it; the run stopped. */
   CRDM_FREEZE_LIFTED: 'freeze lifted during the migration',
+  /** Another crd-migrator instance took the run's freeze over (its heartbeat went unseen too long); the run stopped and left the freeze to it. */
+  CRDM_FREEZE_TAKEN_OVER: 'freeze taken over during the migration',
   /** The run was stopped (shutdown, leadership lost, Ctrl-C). */
   CRDM_ABORTED: 'stopped',
   /** A webhook configuration cannot be rendered from the options given. */

@@ -15,7 +15,8 @@ export interface AnnotationDoc {
 }
 
 const STATE_MEANINGS: { readonly [K in keyof typeof StateAnnotation]: string } = {
-  owner: 'identity of the run holding the freeze (pod name, or `cli:user@host`)',
+  owner:
+    'identity of the run holding the freeze (pod name, or `cli:user@host`); another instance takes the freeze over by writing its own after `--takeover-after-seconds` without a heartbeat, and a run that finds a name not its own here stops (`CRDM_FREEZE_TAKEN_OVER`) and leaves the freeze to it',
   heartbeat: 'last time that run showed it was alive (RFC 3339)',
   phase:
     '`Started`, `StorageVersionMigration`, `StashedObjectMigration` (with stash rules), `UpdatingStoredVersions`, `CleanupManagedFields`, then `Succeeded` or `Failed`; `Blocked` when a run could not start because the conversion webhook does not answer (nothing frozen)',

@@ -118,9 +118,11 @@ export function finishLine(
   if (end.outcome === 'Skipped') return `${crd}: Skipped${end.skipReason ? ` (${end.skipReason})` : ''}`
   const freeze = end.leftFrozen
     ? `; the freeze could NOT be lifted: ${unfreezeCommand(crd, annotation)}`
-    : end.outcome === 'Blocked'
-      ? '; nothing frozen'
-      : '; freeze lifted'
+    : end.errorCode === 'CRDM_FREEZE_TAKEN_OVER'
+      ? '; freeze left to the instance that took it over'
+      : end.outcome === 'Blocked'
+        ? '; nothing frozen'
+        : '; freeze lifted'
   const took = formatSeconds(end.durationMs / 1000)
   if (end.errorCode === 'CRDM_ABORTED') {
     const c = progress?.current

@@ -3,7 +3,7 @@
  * freeze to the unfreeze. Begun after the decision; ended whatever happened in between.
  */
 import type { Logger } from 'pino'
-import { errorCode, errorMessage } from '../errors.js'
+import { CrdMigratorError, errorCode, errorMessage } from '../errors.js'
 import { conversionStrategy, conversionWebhookOf } from '../kube/conversion.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import type { MigrationContext, MigrationResult, MigrationSettings } from './context.js'
@@ -68,6 +68,7 @@ export async function beginRun(
       uid: frozen.crd.metadata.uid,
       generation: frozen.frozenGeneration,
       migratingAnnotation: settings.migratingAnnotation,
+      owner: ctx.owner,
       resourceVersion: frozen.crd.metadata.resourceVersion,
     },
     report.log,
@@ -108,7 +109,8 @@ export async function beginRun(
 
 /** A failed run's code and reason: a lost freeze, or a stop from outside, says why better than the aborted request. */
 export function runFailed(run: MigrationRun, outer: MigrationContext, err: unknown): void {
-  const lost = run.guard.lost
+  // The storedVersions patch may see a takeover before the guard does (its owner test).
+  const lost = run.guard.lost ?? (err instanceof CrdMigratorError && err.code === 'CRDM_FREEZE_TAKEN_OVER' ? err : undefined)
   const stopped = outer.signal?.aborted === true
   run.result.errorCode = lost ? lost.code : stopped ? 'CRDM_ABORTED' : errorCode(err)
   // A loss found before any write stops the run as Blocked: nothing was written.
@@ -122,12 +124,15 @@ export function runFailed(run: MigrationRun, outer: MigrationContext, err: unkno
 
 /**
  * Lifts the freeze, whatever happened, recording the outcome on the CRD; then lets a
- * built-in migration our freeze held back go. Returns the CRD as it is now.
+ * built-in migration our freeze held back go. Returns the CRD as it is now. A freeze
+ * taken over by another instance is not ours to lift: it is left, with every state
+ * annotation, to its new owner (lifting it would end that run's freeze mid-run).
  */
 export async function endRun(run: MigrationRun, outer: MigrationContext): Promise<CustomResourceDefinition> {
   const { result, conversion } = run
   run.guard.stop()
   // Progress the writer had not written yet goes with the unfreeze (kept on a failure).
+  // Stopped in any case: no state write starts after this.
   const progress = await run.state.stop()
   if (conversion)
     result.conversion = {
@@ -136,6 +141,18 @@ export async function endRun(run: MigrationRun, outer: MigrationContext): Promis
       outageSeconds: Math.round(conversion.outageMs / 100) / 10,
     }
   result.durationMs = Date.now() - run.started
+  const takenOver = run.guard.lost?.code === 'CRDM_FREEZE_TAKEN_OVER' ? run.guard.lost : undefined
+  if (takenOver || result.errorCode === 'CRDM_FREEZE_TAKEN_OVER') {
+    // Taken over after the last phase ended: still not ours to record or lift.
+    if (takenOver && result.errorCode !== takenOver.code) {
+      result.outcome = 'Failed'
+      result.errorCode = takenOver.code
+      result.reason = takenOver.message
+    }
+    // The freeze is held, by its new owner: not "left frozen" by us (the reason says who).
+    result.leftFrozen = false
+    return latestCrd(run.crd, outer)
+  }
   const { lifted, crd } = await unfreezeCrd(
     run.name,
     {

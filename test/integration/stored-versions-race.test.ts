@@ -17,7 +17,7 @@ import { crdPath } from '../../src/kube/paths.js'
 import { StateWriter } from '../../src/migrator/freeze/state-writer.js'
 import { migrateCrd } from '../../src/migrator/migrate.js'
 import { narrowStoredVersions } from '../../src/migrator/phases/stored-versions.js'
-import { MIGRATING_VALUE, StateAnnotation } from '../../src/state/crd-state.js'
+import { MIGRATING_VALUE, StateAnnotation, takeOverPatch } from '../../src/state/crd-state.js'
 import { createCrd, crdManifest, defaultSettings, httpFor, setStorageVersion } from '../helpers/cluster.js'
 import { getControlPlane, uniqueGroup } from '../helpers/controlplane.js'
 import { crdWithObjects } from '../helpers/fixtures.js'
@@ -25,12 +25,12 @@ import { crdWithObjects } from '../helpers/fixtures.js'
 const logger = pino({ level: 'silent' })
 const annotation = DEFAULT_MIGRATING_ANNOTATION
 
-/** A frozen CRD whose storage moved v1 -> v2: storedVersions [v1, v2], to be narrowed to [v2]. */
-async function frozenCrd(http: KubeHttp, prefix: string) {
+/** A CRD frozen by `owner` whose storage moved v1 -> v2: storedVersions [v1, v2], to be narrowed to [v2]. */
+async function frozenCrd(http: KubeHttp, prefix: string, owner = 'o') {
   const created = await createCrd(http, crdManifest({ group: uniqueGroup(prefix), versions: ['v1', 'v2'], storage: 'v1' }))
   const name = created.metadata.name
   await setStorageVersion(http, name, 'v2')
-  const crd = await patchCrdAnnotations(http, name, { [annotation]: MIGRATING_VALUE })
+  const crd = await patchCrdAnnotations(http, name, { [annotation]: MIGRATING_VALUE, [StateAnnotation.owner]: owner })
   return { name, generation: crd.metadata.generation!, storedVersions: crd.status?.storedVersions }
 }
 
@@ -63,7 +63,7 @@ function interposed(
 t.test('the run’s own progress and heartbeat writes between every read and patch do not fail it', async (t) => {
   const cp = await getControlPlane()
   const real = httpFor(cp.kubeconfigPath)
-  const { name, generation, storedVersions } = await frozenCrd(real, 'svrace')
+  const { name, generation, storedVersions } = await frozenCrd(real, 'svrace', 'test-owner')
   t.same(storedVersions, ['v1', 'v2'])
 
   // The run's real StateWriter, on the real API server; every read of the CRD is followed
@@ -141,6 +141,20 @@ t.test('what the patch guards still stops it between read and patch', async (t) 
     })
     t.equal(counts.patches, 1, 'the patch was sent and refused by the API server')
     t.same((await getCrd(real, name)).status?.storedVersions, ['v1', 'v2'])
+  })
+
+  t.test('the freeze taken over by another instance: CRDM_FREEZE_TAKEN_OVER, storedVersions untouched', async (t) => {
+    const { name, generation } = await frozenCrd(real, 'svtake')
+    const { http, counts } = interposed(real, name, async (round) => {
+      if (round === 1) await patchCrdAnnotations(real, name, takeOverPatch('replica-b'))
+    })
+    const err = await narrowStoredVersions({ http, logger, owner: 'o' }, name, 'v2', generation, 3, annotation).catch((e: unknown) => e)
+    t.match(err, { code: 'CRDM_FREEZE_TAKEN_OVER', message: /taken over by replica-b .*status\.storedVersions left as \["v1","v2"\]/ })
+    t.equal(counts.patches, 1, 'the patch was sent and refused by the API server (its owner test)')
+    t.equal(counts.reads, 2, 'then read again, which says why')
+    const after = await getCrd(real, name)
+    t.same(after.status?.storedVersions, ['v1', 'v2'])
+    t.equal(after.metadata.annotations?.[StateAnnotation.owner], 'replica-b')
   })
 
   t.test('the spec changed (generation): CRDM_CRD_CHANGED, storedVersions untouched', async (t) => {

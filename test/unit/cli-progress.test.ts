@@ -169,6 +169,11 @@ t.test('the end line of each CRD', async (t) => {
       'w: Failed (CRDM_OBJECTS_FAILED) in 22s: StorageVersionMigration 1744/4000; freeze lifted',
     ],
     [
+      { ...base, outcome: 'Failed', errorCode: 'CRDM_FREEZE_TAKEN_OVER' },
+      stopped,
+      'w: Failed (CRDM_FREEZE_TAKEN_OVER) in 22s: StorageVersionMigration 1744/4000; freeze left to the instance that took it over',
+    ],
+    [
       { ...base, outcome: 'Blocked', errorCode: 'CRDM_CONVERSION_OUTAGE' },
       undefined,
       'w: Blocked (CRDM_CONVERSION_OUTAGE) in 22s; nothing frozen',

@@ -3,11 +3,14 @@
  * annotation has stopped the migration on purpose (the webhook now lets storage move), and
  * a CRD whose generation moved under the freeze (a version added, its schema changed) is
  * no longer the CRD the run froze: either way every further write is wasted at best, and
- * narrowing storedVersions afterwards would be wrong. So, from the freeze to the end of
+ * narrowing storedVersions afterwards would be wrong. A freeze whose owner annotation no
+ * longer names this run was taken over (another instance saw no heartbeat for
+ * takeoverAfterSeconds: a long pause, a frozen node, a lost Lease) and is the new owner's:
+ * this run stops and leaves the freeze and its state annotations alone (run.ts endRun). So, from the freeze to the end of
  * the run, the CRD is watched (a watch of that one name), and every CRD the run's own
  * heartbeat writes get back is looked at too (the same check, for when the watch is not
  * allowed or lags); the first sign aborts the run's signal with a coded error
- * (CRDM_FREEZE_LIFTED, CRDM_CRD_CHANGED), which the run reports as its failure. Writes in
+ * (CRDM_FREEZE_LIFTED, CRDM_FREEZE_TAKEN_OVER, CRDM_CRD_CHANGED), which the run reports as its failure. Writes in
  * flight at that moment finish (at most the writes in flight); no new one starts.
  */
 import type { Logger } from 'pino'
@@ -16,7 +19,8 @@ import type { KubeHttp } from '../../kube/http.js'
 import { CRD_API } from '../../kube/paths.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
 import { listAndWatch } from '../../kube/watch.js'
-import { MIGRATING_VALUE } from '../../state/crd-state.js'
+import { sanitizeText } from '../../sanitize.js'
+import { MIGRATING_VALUE, StateAnnotation } from '../../state/crd-state.js'
 
 /** What the run froze. */
 export interface FrozenCrd {
@@ -24,6 +28,8 @@ export interface FrozenCrd {
   uid: string | undefined
   generation: number
   migratingAnnotation: string
+  /** This run's identity, written in the owner annotation (StateAnnotation.owner, a fixed key) by the freeze or its takeover. */
+  owner: string
   /** The revision the freeze left it at: watched from there, without a first list (the run has that copy). */
   resourceVersion?: string | undefined
 }
@@ -48,6 +54,8 @@ export function freezeLost(frozen: FrozenCrd, crd: Pick<CustomResourceDefinition
         `stopped at once, status.storedVersions left as they were`,
     )
   }
+  const owner = crd.metadata.annotations?.[StateAnnotation.owner]
+  if (owner !== frozen.owner) return freezeTakenOver(owner, 'as they were')
   const generation = crd.metadata.generation ?? 0
   if (generation !== frozen.generation) {
     return new CrdMigratorError(
@@ -58,6 +66,26 @@ export function freezeLost(frozen: FrozenCrd, crd: Pick<CustomResourceDefinition
   }
   return undefined
 }
+
+/**
+ * The freeze is still set but no longer this run's: `owner` (undefined: the owner
+ * annotation was removed) holds it now. Said with where status.storedVersions stands.
+ */
+export function freezeTakenOver(owner: string | undefined, storedVersions: string): CrdMigratorError {
+  // The owner annotation is text from the cluster: anyone allowed to annotate the CRD wrote it.
+  const who = owner ? sanitizeText(owner, OWNER_MAX) : ''
+  return new CrdMigratorError(
+    'CRDM_FREEZE_TAKEN_OVER',
+    who
+      ? `the freeze was taken over by ${who} during the migration (this run's heartbeat had gone unseen for longer than the takeover time); ` +
+          `stopped at once, the freeze left to ${who}, which finishes the migration; status.storedVersions left ${storedVersions}`
+      : `the freeze's owner annotation (${StateAnnotation.owner}) was removed during the migration while the CRD stayed frozen; ` +
+          `stopped at once, the freeze left as it is; status.storedVersions left ${storedVersions}`,
+  )
+}
+
+/** Characters of a foreign owner's name kept in a message. */
+const OWNER_MAX = 253
 
 export interface FreezeGuard {
   /** Aborted by the parent signal (with its reason) or when the freeze is lost (with a CrdMigratorError). */

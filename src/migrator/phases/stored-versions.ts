@@ -1,14 +1,16 @@
 /**
  * Narrowing status.storedVersions to [storage], the defence in depth of KEP-2855: the
  * webhook should have kept the storage version still, but storedVersions is only narrowed
- * when the CRD provably is still frozen and has the storage version and generation it had
- * when the objects were rewritten.
+ * when the CRD provably is still frozen, by this run (its owner annotation: not taken
+ * over), and has the storage version and generation it had when the objects were
+ * rewritten.
  */
 import { getCrd, patchStoredVersions, type StoredVersionsPrecondition } from '../../kube/crds.js'
 import { isConflict, isUnprocessable } from '../../kube/api-errors.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
 import { CrdMigratorError } from '../../errors.js'
-import { MIGRATING_VALUE } from '../../state/crd-state.js'
+import { MIGRATING_VALUE, StateAnnotation } from '../../state/crd-state.js'
+import { freezeTakenOver } from '../freeze/freeze-guard.js'
 import type { MigrationContext } from '../context.js'
 import { planCrd } from '../plan.js'
 import { requestRetry, withRetry } from '../engine/retry.js'
@@ -32,9 +34,10 @@ export async function narrowStoredVersions(
   // must not fail the run, and neither must the run's own progress and heartbeat writes to
   // the same CRD (issue 34: a resourceVersion precondition lost to them 5 times in a row
   // under load). So the patch tests what matters instead (storedVersionsPatch): the uid
-  // and generation read, the freeze, the storedVersions read. Both calls are safe to
-  // repeat: the read is a read, and a retry of a patch whose answer was lost is refused
-  // (422: storedVersions moved) and goes round the loop, whose read finds it narrowed.
+  // and generation read, the freeze and its owner (this run), the storedVersions read.
+  // Both calls are safe to repeat: the read is a read, and a retry of a patch whose answer
+  // was lost is refused (422: storedVersions moved) and goes round the loop, whose read
+  // finds it narrowed.
   // `known`, the CRD as the run's last write got it back, stands in for the first read:
   // the patch tests what the read is checked for, so a stale copy costs a 422 and a read,
   // never a wrong narrowing.
@@ -57,6 +60,9 @@ export async function narrowStoredVersions(
         `the freeze (annotation ${migratingAnnotation}) was removed by someone else during the migration; status.storedVersions left as ${JSON.stringify(plan.storedVersions)}`,
       )
     }
+    // Frozen still, but by another instance that took the freeze over: the narrowing is its now.
+    const owner = crd.metadata.annotations?.[StateAnnotation.owner]
+    if (owner !== ctx.owner) throw freezeTakenOver(owner, `as ${JSON.stringify(plan.storedVersions)}`)
     if (plan.storageVersion !== storageVersion) {
       throw new CrdMigratorError(
         'CRDM_CRD_CHANGED',
@@ -75,7 +81,7 @@ export async function narrowStoredVersions(
       uid: uid!,
       generation: frozenGeneration,
       storedVersions: plan.storedVersions,
-      annotations: { [migratingAnnotation]: MIGRATING_VALUE },
+      annotations: { [migratingAnnotation]: MIGRATING_VALUE, [StateAnnotation.owner]: ctx.owner },
     }
     // The last patch was refused although nothing it tested moved: a real refusal.
     if (refused && JSON.stringify(refused.expect) === JSON.stringify(expect)) throw refused.err
