@@ -61,6 +61,7 @@ const MATRIX_SUITES = [
   'test/integration/check.test.ts',
   'test/integration/kube-errors.test.ts',
   'test/integration/stored-versions-race.test.ts',
+  'test/integration/freeze-takeover.test.ts',
   'test/integration/cert-manager.test.ts',
   'test/integration/install.test.ts',
 ]
