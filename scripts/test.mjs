@@ -121,16 +121,15 @@ const newestLabel = process.env.CRD_MIGRATOR_KUBE_VERSION || 'the default versio
 const solo = chosenFiles ? [] : SOLO_SUITES.map((f) => `--exclude=${f}`)
 const newest = await runPass(newestLabel, [...args, ...solo], {})
 let status = newest.code === 0 ? checkCoverage() : (newest.code ?? (newest.signal === 'SIGINT' ? 130 : 1))
+// The passes after the first: tap's options stay (reporter, timeouts); coverage is the full run's.
+const laterPassOptions = [...args.filter((a) => a !== '--disable-coverage'), '--disable-coverage']
 if (!chosenFiles && !signalled) {
-  const options = args.filter((a) => a !== '--disable-coverage')
-  const alone = await runPass(`${newestLabel}, alone`, [...options, '--disable-coverage', '--jobs=1', ...SOLO_SUITES], {})
+  const alone = await runPass(`${newestLabel}, alone`, [...laterPassOptions, '--jobs=1', ...SOLO_SUITES], {})
   if (alone.code !== 0 && status === 0) status = alone.code ?? 1
 }
 const current = process.env.CRD_MIGRATOR_KUBE_VERSION
 if (!chosenFiles && !signalled && process.env.CRD_MIGRATOR_MATRIX !== '0' && current !== OLDEST_KUBE_VERSION) {
-  // tap's options stay (reporter, timeouts); coverage is the full run's.
-  const options = args.filter((a) => a !== '--disable-coverage')
-  const oldest = await runPass(OLDEST_KUBE_VERSION, [...options, '--disable-coverage', ...MATRIX_SUITES], {
+  const oldest = await runPass(OLDEST_KUBE_VERSION, [...laterPassOptions, ...MATRIX_SUITES], {
     CRD_MIGRATOR_KUBE_VERSION: OLDEST_KUBE_VERSION,
   })
   if (oldest.code !== 0 && status === 0) status = oldest.code ?? 1

@@ -22,6 +22,7 @@ import type { ClientInput, ClientOutput } from './client-ceiling-client.js'
 import type { StubStats } from './client-ceiling-resource.js'
 import { renderClientCeiling, type CeilingRun, type ClientCeilingReport } from './client-ceiling-report.js'
 import { productNodeFlags } from './product-flags.js'
+import { runJsonChild } from './run-child.js'
 import { loadAverage, machineInfo, round, sampleLoad } from './stats.js'
 
 const log = (s: string) => process.stderr.write(`[client-ceiling ${new Date().toISOString().slice(11, 19)}] ${s}\n`)
@@ -99,24 +100,7 @@ function stubStats(stub: ChildProcess, op: 'reset' | 'stats'): Promise<StubStats
 
 /** Runs the client once with `nodeFlags`; its JSON line, or an error with its exit code. */
 function runClient(nodeFlags: string[], input: ClientInput, timeoutMs: number): Promise<ClientOutput> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...nodeFlags, CLIENT_JS], { stdio: ['pipe', 'pipe', 'inherit'] })
-    child.stdin.on('error', () => {}) // a child that dies early: its exit code says so below
-    child.stdin.end(JSON.stringify(input))
-    let out = ''
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d))
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
-    child.once('error', reject)
-    child.once('close', (code, signal) => {
-      clearTimeout(timer)
-      if (code !== 0) return reject(new Error(`the client exited with ${code ?? signal}`))
-      try {
-        resolve(JSON.parse(out.trim().split('\n').at(-1)!) as ClientOutput)
-      } catch (err) {
-        reject(err)
-      }
-    })
-  })
+  return runJsonChild<ClientOutput>([...nodeFlags, CLIENT_JS], input, timeoutMs, 'the client')
 }
 
 function kubeconfigFor(url: string, caCertFile: string): string {

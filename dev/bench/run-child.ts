@@ -14,18 +14,26 @@ export interface ChildNodeFlags {
 }
 
 export function runChild<T>(flags: ChildNodeFlags, mode: 'ours' | 'ceiling', input: unknown, timeoutMs: number): Promise<T> {
+  const nodeFlags = mode === 'ours' ? [...flags.oursNodeFlags, ...flags.childNodeOptions] : flags.childNodeOptions
+  return runJsonChild<T>([...nodeFlags, CHILD_JS, mode], input, timeoutMs, `bench child ${mode}`)
+}
+
+/**
+ * Runs `node ...args` with `input` as JSON on stdin; its result is the last JSON line of its
+ * stdout, or an error naming `label` with its exit code. Killed after `timeoutMs`.
+ */
+export function runJsonChild<T>(args: string[], input: unknown, timeoutMs: number, label: string): Promise<T> {
   return new Promise((resolve, reject) => {
-    const nodeFlags = mode === 'ours' ? [...flags.oursNodeFlags, ...flags.childNodeOptions] : flags.childNodeOptions
-    const child = spawn(process.execPath, [...nodeFlags, CHILD_JS, mode], { stdio: ['pipe', 'pipe', 'inherit'] })
+    const child = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'] })
     child.stdin.on('error', () => {}) // a child that dies early: its exit code says so below
     child.stdin.end(JSON.stringify(input))
     let out = ''
     child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d))
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
-    child.on('error', reject)
-    child.on('close', (code) => {
+    child.once('error', reject)
+    child.once('close', (code, signal) => {
       clearTimeout(timer)
-      if (code !== 0) return reject(new Error(`bench child ${mode} exited with ${code}`))
+      if (code !== 0) return reject(new Error(`${label} exited with ${code ?? signal}`))
       try {
         resolve(JSON.parse(out.trim().split('\n').at(-1)!) as T)
       } catch (err) {

@@ -6,12 +6,13 @@
  * narrowing storedVersions afterwards would be wrong. A freeze whose owner annotation no
  * longer names this run was taken over (another instance saw no heartbeat for
  * takeoverAfterSeconds: a long pause, a frozen node, a lost Lease) and is the new owner's:
- * this run stops and leaves the freeze and its state annotations alone (run.ts endRun). So, from the freeze to the end of
- * the run, the CRD is watched (a watch of that one name), and every CRD the run's own
- * heartbeat writes get back is looked at too (the same check, for when the watch is not
- * allowed or lags); the first sign aborts the run's signal with a coded error
- * (CRDM_FREEZE_LIFTED, CRDM_FREEZE_TAKEN_OVER, CRDM_CRD_CHANGED), which the run reports as its failure. Writes in
- * flight at that moment finish (at most the writes in flight); no new one starts.
+ * this run stops and leaves the freeze and its state annotations alone (run.ts endRun).
+ * So, from the freeze to the end of the run, the CRD is watched (a watch of that one
+ * name), and every CRD the run's own heartbeat writes get back is looked at too (the same
+ * check, for when the watch is not allowed or lags); the first sign aborts the run's
+ * signal with a coded error (CRDM_FREEZE_LIFTED, CRDM_FREEZE_TAKEN_OVER,
+ * CRDM_CRD_CHANGED), which the run reports as its failure. Writes in flight at that moment
+ * finish (at most the writes in flight); no new one starts.
  */
 import type { Logger } from 'pino'
 import { CrdMigratorError } from '../../errors.js'
