@@ -41,6 +41,7 @@ const MATRIX_SUITES = [
   'test/integration/migrate-edges.test.ts',
   'test/integration/migrate-trust.test.ts',
   'test/integration/migrate-lossless.test.ts',
+  'test/integration/lossless-rules.test.ts',
   'test/integration/migrate-managed-fields.test.ts',
   'test/integration/migrate-ownership-none.test.ts',
   'test/integration/migrate-concurrent-writers.test.ts',

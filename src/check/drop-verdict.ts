@@ -117,10 +117,14 @@ function storedVersions(e: DropEvidence): Reason {
       status: 'blocks',
       message: `status.storedVersions ${list} lists ${e.version}, the storage version: the API server refuses to remove it from spec.versions`,
     }
+  // A migration that its lossless check refused will not narrow them until the changes are accepted.
+  const refused = e.migrator.lastResult?.startsWith('Blocked: CRDM_DATA_LOSS')
   return {
     check: 'storedVersions',
     status: 'blocks',
-    message: `status.storedVersions ${list} still lists ${e.version}: the API server refuses to remove it from spec.versions (\`crd-migrator migrate ${e.crd}\` rewrites every object, then narrows it to [${e.storageVersion ?? 'the storage version'}])`,
+    message: refused
+      ? `status.storedVersions ${list} still lists ${e.version}, and crd-migrator's last run stopped Blocked (CRDM_DATA_LOSS): rewriting the objects in ${e.storageVersion ?? 'the storage version'} would change their content; \`crd-migrator plan ${e.crd}\` lists each change and the flag that accepts it, then \`crd-migrator migrate ${e.crd}\` with it`
+      : `status.storedVersions ${list} still lists ${e.version}: the API server refuses to remove it from spec.versions (\`crd-migrator migrate ${e.crd}\` rewrites every object, then narrows it to [${e.storageVersion ?? 'the storage version'}])`,
   }
 }
 

@@ -53,6 +53,12 @@ export interface PlanInput {
    * `check --drop` counts them as blocking. Empty or absent: none (or not scanned).
    */
   servedManagedFields?: Record<string, number>
+  /**
+   * The lossless check the run makes before its first write, when plan ran it: whether it
+   * refuses (the run would stop Blocked, CRDM_DATA_LOSS), how many objects it read, and the
+   * lines that say what changes and how to accept it.
+   */
+  lossless?: { refuses: boolean; checked: number; complete: boolean; lossy: number; unchecked: number; lines: string[] }
 }
 
 export type Work = 'storage' | 'managedFields'
@@ -97,14 +103,14 @@ export interface PlanSummary {
 }
 
 export function planSummary(rows: readonly PlanRow[], maxParallelCrds: number, basis: EstimateBasis = CONSTANT_BASIS): PlanSummary {
-  const working = rows.filter((r) => r.work.length > 0 && !r.blockedReason)
+  const working = rows.filter((r) => r.work.length > 0 && !r.blockedReason && !r.lossless?.refuses)
   const sized = working.filter((r) => r.writes !== undefined)
   const writes = sized.reduce((n, r) => n + r.writes!, 0)
   const writesMs = writes * basis.msPerObject
   return {
     crds: rows.length,
     needingWork: working.length,
-    blocked: rows.filter((r) => r.blockedReason).length,
+    blocked: rows.filter((r) => r.blockedReason || r.lossless?.refuses).length,
     writes,
     unknownSize: working.length - sized.length,
     serialMs: sized.length * basis.msPerCrd + writesMs,

@@ -23,6 +23,9 @@ export const COMMAND_SETTINGS = {
     'stash-presets',
     'lossless-check',
     'accept-removals',
+    'accept-changes',
+    'accept-unchecked',
+    'consent-annotations',
     'rewrite-served-managed-fields',
     'conversion-outage-limit-seconds',
     'apiserver-endpoints',
@@ -45,6 +48,12 @@ export const COMMAND_SETTINGS = {
     'skip-phases',
     'rewrite-served-managed-fields',
     'max-parallel-crds',
+    // plan runs the lossless check the run makes, with the same consent.
+    'lossless-check',
+    'accept-removals',
+    'accept-changes',
+    'accept-unchecked',
+    'consent-annotations',
     // plan --measure writes (dry run) as the migration would.
     'concurrency',
     'qps',

@@ -14,6 +14,7 @@ import { KubeEventRecorder } from '../kube/events.js'
 import { loadCheckpointSeal } from '../migrator/freeze/checkpoint-seal.js'
 import { dryRun, type DryRunReport } from '../migrator/dry-run.js'
 import { describeFindings } from '../migrator/lossless/verdict.js'
+import { losslessLines, wouldBlock } from '../migrator/lossless/report-text.js'
 import { parseResourceName } from '../kube/resources.js'
 import { migrateCrd, type MigrationResult } from '../migrator/migrate.js'
 import { servedKeptSteps } from '../migrator/report.js'
@@ -55,6 +56,9 @@ export interface MigrateCommandOptions {
 
 export type ProgressMode = 'live' | 'plain' | 'off'
 
+/** `migrate --dry-run[=server]`: a real run of some CRD would stop Blocked (its lossless check refuses). */
+export const EXIT_WOULD_BLOCK = 4
+
 /** How often a blocked CRD is tried again while `migrate` waits for its conversion webhook. */
 const BLOCKED_RETRY_MS = 5_000
 
@@ -88,10 +92,12 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
     if (options.serverDryRun) return await serverDryRunAll(http, names, config, logger, options, format)
     if (options.dryRun) {
       let failed = 0
+      let blocked = 0
       const reports: Array<DryRunReport | { crd: string; error: string }> = []
       for (const name of names) {
         try {
           const report = await dryRun(http, name, settingsFor(config, name, overrides), logger)
+          if (report.lossless && wouldBlock(report.lossless)) blocked++
           reports.push(report)
           if (!isData(format) && format !== 'name') options.out.write(formatDryRun(report))
         } catch (err) {
@@ -103,7 +109,7 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
       }
       if (isData(format)) options.out.write(renderData(reports, format))
       else if (format === 'name') options.out.write(renderNames(names))
-      return failed ? 1 : 0
+      return failed ? 1 : blocked ? EXIT_WOULD_BLOCK : 0
     }
     let failed = 0
     const status = options.status ?? process.stderr
@@ -214,17 +220,7 @@ async function progressView(mode: ProgressMode, status: NodeJS.WritableStream, e
 
 export function formatResult(r: MigrationResult): string {
   const lines = [`${r.crd}: ${r.outcome}${r.errorCode ? ` (${r.errorCode})` : ''} in ${(r.durationMs / 1000).toFixed(1)}s — ${r.reason}`]
-  if (r.lossless) {
-    const l = r.lossless
-    const extras = [
-      l.acceptedRemovals ? `${l.acceptedRemovals} with accepted removals` : '',
-      l.defaultsAdded ? `${l.defaultsAdded} gaining schema defaults` : '',
-      l.unserved.length ? `objects stored in unserved ${l.unserved.join(', ')} not checkable` : '',
-    ].filter(Boolean)
-    lines.push(
-      `  lossless check (${l.method === 'list' ? 'storage-version list view' : 'dry-run round trip'} through ${l.through.join(', ') || 'no old version'}): ${l.checked} checked, ${l.lossy} would change${extras.length ? `, ${extras.join(', ')}` : ''}`,
-    )
-  }
+  if (r.lossless) lines.push(...losslessLines(r.crd, r.lossless))
   if (r.storage) {
     const c = r.storage.counts
     lines.push(
@@ -263,7 +259,7 @@ export function formatResult(r: MigrationResult): string {
     )
   if (r.outcome === 'Blocked' && r.errorCode === 'CRDM_DATA_LOSS')
     lines.push(
-      '  nothing was written and status.storedVersions is unchanged; fix the schema or conversion webhook, or accept a removal with --accept-removals <crd>:<field path>',
+      '  nothing was written and status.storedVersions is unchanged; fix the schema or conversion webhook, or accept the changes on purpose (the line above)',
     )
   else if (r.outcome === 'Blocked')
     lines.push('  nothing was frozen; run migrate again once the webhook answers (the controller retries by itself)')
@@ -290,7 +286,10 @@ export function formatDryRun(r: DryRunReport): string {
       : []),
     ...(r.lossless
       ? [
-          `  lossless check: ${r.lossless.checked} checked, ${r.lossless.lossy} would change${r.lossless.lossy ? ` (the run would stop Blocked, CRDM_DATA_LOSS): ${describeFindings(r.lossless.findings, r.lossless.lossy)}` : ''}`,
+          ...losslessLines(r.crd, r.lossless),
+          ...(wouldBlock(r.lossless)
+            ? [`  the run would stop Blocked (CRDM_DATA_LOSS): ${describeFindings(r.lossless.findings, r.lossless.lossy)}`]
+            : []),
         ]
       : []),
     `  CleanupManagedFields: ${r.objectsToClean ? `would remove ${entries(r.managedFieldsEntriesToRemove)}${r.managedFieldsEntriesToRelabel ? ` and relabel ${entries(r.managedFieldsEntriesToRelabel)} to ${r.storageVersion}` : ''} from ${r.objectsToClean} object(s)${r.objectsToSeed ? ` (${r.objectsToSeed} seeded)` : ''}` : 'nothing to do'}`,
@@ -309,12 +308,14 @@ async function serverDryRunAll(
   format: OutputFormat,
 ): Promise<number> {
   let failed = 0
+  let blocked = 0
   const reports: Array<ServerDryRunReport | { crd: string; error: string }> = []
   for (const name of names) {
     try {
       const report = await serverDryRun(http, name, settingsFor(config, name), { logger, signal: options.signal })
       const refused = (report.storageVersionMigration?.failed ?? 0) + (report.cleanupManagedFields?.failed ?? 0)
       if (refused > 0 || report.blockedReason) failed++
+      else if (report.lossless && wouldBlock(report.lossless)) blocked++
       reports.push(report)
       if (!isData(format) && format !== 'name') options.out.write(formatServerDryRun(report))
       else if (format === 'name' && refused === 0 && !report.blockedReason) options.out.write(renderNames([name]))
@@ -325,5 +326,5 @@ async function serverDryRunAll(
     }
   }
   if (isData(format)) options.out.write(renderData(reports, format))
-  return failed ? 1 : 0
+  return failed ? 1 : blocked ? EXIT_WOULD_BLOCK : 0
 }

@@ -34,8 +34,14 @@ export function formatPlan(report: PlanReport, scanned: boolean, wide = false): 
     r.objects === undefined ? '?' : String(r.objects),
     managedFieldsCell(r, scanned),
     ...(wide ? [r.writes === undefined ? '?' : String(r.writes)] : []),
-    r.blockedReason ? `blocked: ${r.blockedReason}` : r.work.length ? r.work.join('+') : 'none',
-    r.blockedReason || r.work.length === 0 ? '-' : r.estimateMs === undefined ? '?' : formatDuration(r.estimateMs),
+    r.blockedReason
+      ? `blocked: ${r.blockedReason}`
+      : r.lossless?.refuses
+        ? 'blocked: CRDM_DATA_LOSS (below)'
+        : r.work.length
+          ? r.work.join('+')
+          : 'none',
+    r.blockedReason || r.lossless?.refuses || r.work.length === 0 ? '-' : r.estimateMs === undefined ? '?' : formatDuration(r.estimateMs),
   ])
   const all = [header, ...lines]
   const widths = header.map((_, i) => Math.max(...all.map((l) => l[i]!.length)))
@@ -50,12 +56,19 @@ export function formatPlan(report: PlanReport, scanned: boolean, wide = false): 
   const s = report.summary
   const unknown = s.unknownSize ? ` (${s.unknownSize} of unknown size left out)` : ''
   const next = servedNextSteps(report.rows)
+  // Every CRD whose check saw changes: what changes, and the flags that accept it.
+  const lossless = report.rows.flatMap((r) =>
+    r.lossless && r.lossless.lines.length > 1
+      ? [`${r.name}${r.lossless.refuses ? ': the run would stop Blocked (CRDM_DATA_LOSS)' : ''}`, ...r.lossless.lines]
+      : [],
+  )
   return [
     table,
     '',
     `${s.needingWork} of ${s.crds} CRDs need work${s.blocked ? `, ${s.blocked} blocked` : ''}; ${s.writes} objects to write${unknown}${scanned ? '' : '; managedFields not scanned (--no-scan)'}.`,
     `Estimate: ${formatDuration(s.parallelMs)} at --max-parallel-crds ${s.maxParallelCrds}, ${formatDuration(s.serialMs)} one CRD after another.`,
     `(${s.estimate})`,
+    ...(lossless.length ? ['', ...lossless] : []),
     ...(next.length ? ['', ...next.map((l) => `Next: ${l}`)] : []),
     '',
   ].join('\n')

@@ -15,6 +15,10 @@ import { collectionPath, resourceRef } from '../kube/paths.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { Accept } from '../kube/http.js'
 import { settingsFor } from '../migrator/crd-settings.js'
+import type { MigrationSettings } from '../migrator/context.js'
+import { checkLossless, losslessOptions, refusesRewrite } from '../migrator/lossless/check.js'
+import { losslessLines } from '../migrator/lossless/report-text.js'
+import { conversionStrategy } from '../kube/conversion.js'
 import { requestRetry, withRetry } from '../migrator/engine/retry.js'
 import { scanManagedFields } from '../migrator/phases/managed-fields-scan.js'
 import { Phase, planCrd } from '../migrator/plan.js'
@@ -194,14 +198,56 @@ async function planOne(
       if (!isForbidden(err)) throw err
     }
   }
+  const storageWork =
+    plan.storageVersion !== undefined &&
+    !plan.blockedReason &&
+    plan.storageMigrationNeeded &&
+    settings.phases.includes(Phase.StorageVersionMigration)
+  const lossless =
+    options.scan && storageWork ? await preflightLossless(http, crd, plan.storageVersion!, settings, options.signal) : undefined
   return {
     name: crd.metadata.name,
     storageVersion: plan.storageVersion,
+    ...(lossless ? { lossless } : {}),
     storedVersions: plan.storedVersions,
     blockedReason: plan.blockedReason,
     objects: await countObjects(http, crd, config.migrator.maxAttempts, options.signal),
     managedFieldsObjects,
     ...(servedManagedFields ? { servedManagedFields } : {}),
+  }
+}
+
+/**
+ * The run's lossless check, as plan can afford it: every object of a conversion-None CRD
+ * (two lists a page), the first page of a webhook-converted one (a dry run per object,
+ * the run's own check before its freeze). Undefined where RBAC forbids the reads.
+ */
+async function preflightLossless(
+  http: KubeHttp,
+  crd: CustomResourceDefinition,
+  storageVersion: string,
+  settings: MigrationSettings,
+  signal?: AbortSignal,
+): Promise<PlanInput['lossless']> {
+  if (settings.losslessCheck === false) return undefined
+  try {
+    const options = losslessOptions(http, settings, signal)
+    const report = await checkLossless(crd, storageVersion, {
+      ...options,
+      ...(conversionStrategy(crd) === 'Webhook' ? { maxPages: 1 } : {}),
+    })
+    const refuses = refusesRewrite(report)
+    return {
+      refuses,
+      checked: report.checked,
+      complete: report.complete,
+      lossy: report.lossy,
+      unchecked: report.unchecked,
+      lines: losslessLines(crd.metadata.name, report),
+    }
+  } catch (err) {
+    if (isForbidden(err)) return undefined
+    throw err
   }
 }
 

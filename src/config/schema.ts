@@ -6,10 +6,20 @@
  * or a constant derived from it, never a literal of its own.
  */
 import { z } from 'zod'
-import { invalidAcceptedRemoval } from '../migrator/lossless/verdict.js'
+import { invalidAcceptEntry } from './accept-entries.js'
 
 /** The migration phases, in the order they run; migrator/plan.ts names them for the code. */
 export const PHASE_NAMES = ['StorageVersionMigration', 'StashedObjectMigration', 'CleanupManagedFields'] as const
+/** `<crd name>:<field path>` entries, each checked (config/accept-entries.ts). */
+const acceptEntries = z
+  .array(
+    z.string().superRefine((entry, ctx) => {
+      const why = invalidAcceptEntry(entry)
+      if (why) ctx.addIssue({ code: 'custom', message: why })
+    }),
+  )
+  .default([])
+
 const PhaseName = z.enum(PHASE_NAMES)
 
 /**
@@ -279,14 +289,24 @@ export const ConfigSchema = z.strictObject({
        * `widgets.example.com:spec.token`, `widgets.example.com:spec.items[*].name`): a field
        * a new schema dropped deliberately. Only the migrator's own configuration can say so.
        */
-      acceptRemovals: z
-        .array(
-          z.string().superRefine((entry, ctx) => {
-            const why = invalidAcceptedRemoval(entry)
-            if (why) ctx.addIssue({ code: 'custom', message: why })
-          }),
-        )
-        .default([]),
+      acceptRemovals: acceptEntries,
+      /**
+       * Changes accepted on purpose, as `<crd name>:<field path>`: any change the rewrite
+       * makes at or below the path (removed, added, changed, moved), e.g. a field a new
+       * release moves (`pipelineruns.tekton.dev:spec.timeout`) or adds.
+       */
+      acceptChanges: acceptEntries,
+      /**
+       * CRDs whose objects may be rewritten where no view can check them (stored in an
+       * unserved version and without managedFields): their count is reported, not refused.
+       */
+      acceptUnchecked: z.array(z.string().min(1)).default([]),
+      /**
+       * Also take consent from the CRD's own annotations (`crd-migrator.io/accept-changes`,
+       * `crd-migrator.io/accept-unchecked`). Only where the chart's ValidatingAdmissionPolicy
+       * lets nobody set them without the `accept-changes` permission on that CRD (RBAC).
+       */
+      consentAnnotations: z.boolean().default(false),
       /** Also move managedFields of served non-storage versions to the storage version. */
       rewriteServedManagedFields: z.boolean().default(false),
       /**

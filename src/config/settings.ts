@@ -225,6 +225,29 @@ export const SETTINGS: readonly Setting[] = [
     description: 'fields the rewrite may drop on purpose, as <crd name>:<field path> (e.g. widgets.example.com:spec.token)',
   },
   {
+    path: 'migrator.acceptChanges',
+    flag: 'accept-changes',
+    env: 'CRD_MIGRATOR_ACCEPT_CHANGES',
+    kind: 'list',
+    description:
+      'fields the rewrite may change on purpose (removed, added, changed or moved, at or below the path), as <crd name>:<field path> (e.g. pipelineruns.tekton.dev:spec.timeout)',
+  },
+  {
+    path: 'migrator.acceptUnchecked',
+    flag: 'accept-unchecked',
+    env: 'CRD_MIGRATOR_ACCEPT_UNCHECKED',
+    kind: 'list',
+    description: 'CRDs whose objects no view can check (stored in an unserved version, no managedFields) may be rewritten anyway',
+  },
+  {
+    path: 'migrator.consentAnnotations',
+    flag: 'consent-annotations',
+    env: 'CRD_MIGRATOR_CONSENT_ANNOTATIONS',
+    kind: 'boolean',
+    description:
+      "also take consent from the CRD's crd-migrator.io/accept-changes and accept-unchecked annotations (only where the chart's ValidatingAdmissionPolicy guards them)",
+  },
+  {
     path: 'migrator.rewriteServedManagedFields',
     flag: 'rewrite-served-managed-fields',
     env: 'CRD_MIGRATOR_REWRITE_SERVED_MANAGED_FIELDS',

@@ -39,6 +39,12 @@ export interface MigrationSettings {
   losslessCheck?: boolean
   /** Field patterns this CRD's rewrite may drop on purpose (migrator.acceptRemovals, for this CRD). */
   acceptedRemovals?: readonly string[]
+  /** Field patterns where this CRD's rewrite may change anything on purpose (migrator.acceptChanges, the CRD's accept annotation). */
+  acceptedChanges?: readonly string[]
+  /** Rewrite objects no view can check (migrator.acceptUnchecked, the CRD's accept annotation). */
+  acceptUnchecked?: boolean
+  /** Also read consent from the CRD's accept annotations (migrator.consentAnnotations). */
+  consentFromCrd?: boolean
   /** Who rewrites the objects: our writer (default) or a built-in StorageVersionMigration. */
   engine?: 'own' | 'builtin'
   /** engine builtin: fail when kube-controller-manager has not started the migration within this long (migrator.builtinStartTimeoutSeconds). */

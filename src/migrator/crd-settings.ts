@@ -2,7 +2,7 @@ import type { Config } from '../config/schema.js'
 import type { MigrationSettings } from './context.js'
 import { ALL_PHASES } from './plan.js'
 import { resolveStashRules } from './phases/stashes/rules.js'
-import { acceptedRemovalsFor } from './lossless/verdict.js'
+import { acceptedFieldsFor } from '../config/accept-entries.js'
 
 /** What only the command line asks for, one run at a time (never a config file's standing order). */
 export interface RunOverrides {
@@ -30,7 +30,10 @@ export function settingsFor(config: Config, crdName: string, overrides: RunOverr
     storageSettleTimeoutMs: m.storageSwitchTimeoutSeconds * 1000,
     engine: own?.engine ?? m.engine,
     losslessCheck: m.losslessCheck,
-    acceptedRemovals: acceptedRemovalsFor(crdName, m.acceptRemovals),
+    acceptedRemovals: acceptedFieldsFor(crdName, m.acceptRemovals),
+    acceptedChanges: acceptedFieldsFor(crdName, m.acceptChanges),
+    ...(m.acceptUnchecked.includes(crdName) ? { acceptUnchecked: true } : {}),
+    ...(m.consentAnnotations ? { consentFromCrd: true } : {}),
     builtinStartTimeoutMs: m.builtinStartTimeoutSeconds * 1000,
     ...(m.apiServerEndpoints.length ? { apiServerEndpoints: m.apiServerEndpoints } : {}),
     ...(overrides.force ? { force: true } : {}),

@@ -20,6 +20,8 @@ import type { MigrationSettings } from './context.js'
 import type { ObjectFailure, WalkCounts } from './engine/walker.js'
 import { runPhase } from './phases/object-phase.js'
 import { Phase, planCrd } from './plan.js'
+import { checkLossless, losslessOptions, refusesRewrite, type LosslessReport } from './lossless/check.js'
+import { losslessLines } from './lossless/report-text.js'
 
 /** What the API server answered to one phase's dry-run writes. */
 export interface ServerDryRunPhase {
@@ -43,6 +45,8 @@ export interface ServerDryRunReport {
   blockedReason?: string
   /** Phase StorageVersionMigration: present when the run would rewrite the objects. */
   storageVersionMigration?: ServerDryRunPhase
+  /** The lossless check the real run makes before its first write (reads and dry runs only). */
+  lossless?: LosslessReport
   /** Phase CleanupManagedFields, as the managedFields are now (before the storage phase ran). */
   cleanupManagedFields?: ServerDryRunPhase
 }
@@ -67,7 +71,11 @@ export async function serverDryRun(
   const target = { kind: 'crd' as const, crd, storageVersion: plan.storageVersion }
   const ctx = { http, logger: context.logger, owner: 'dry-run', ...(context.signal ? { signal: context.signal } : {}) }
   const run = { rewrite: conversionStrategy(crd) === 'Webhook' ? ('apply' as const) : ('merge-patch' as const) }
-  if (settings.phases.includes(Phase.StorageVersionMigration) && plan.storageMigrationNeeded && settings.engine !== 'builtin')
+  const storage = settings.phases.includes(Phase.StorageVersionMigration) && (plan.storageMigrationNeeded || settings.force === true)
+  // The real run checks every object before its first write, whichever engine rewrites them.
+  if (storage && settings.losslessCheck !== false)
+    report.lossless = await checkLossless(crd, plan.storageVersion, losslessOptions(http, settings, context.signal))
+  if (storage && settings.engine !== 'builtin')
     report.storageVersionMigration = phaseReport(await runPhase(Phase.StorageVersionMigration, target, settings, ctx, run))
   if (settings.phases.includes(Phase.CleanupManagedFields))
     report.cleanupManagedFields = phaseReport(await runPhase(Phase.CleanupManagedFields, target, settings, ctx, run))
@@ -98,6 +106,10 @@ export function formatServerDryRun(r: ServerDryRunReport): string {
     for (const f of p.failures.slice(0, 5)) lines.push(`    refused ${f.key}: ${f.error}`)
   }
   phase('StorageVersionMigration', r.storageVersionMigration, `nothing to do (status.storedVersions ${JSON.stringify(r.storedVersions)})`)
+  if (r.lossless) {
+    lines.push(...losslessLines(r.crd, r.lossless))
+    if (refusesRewrite(r.lossless)) lines.push('  the run would stop Blocked (CRDM_DATA_LOSS) before its first write')
+  }
   phase('CleanupManagedFields', r.cleanupManagedFields, 'skipped')
   // Failures may quote a webhook or the API server: one line each, no escapes.
   return `${lines.map(plainText).join('\n')}\n`

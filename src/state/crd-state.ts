@@ -42,9 +42,32 @@ export const StateAnnotation = {
   builtinMigration: `${STATE_PREFIX}builtin-migration`,
 } as const
 
-/** Whether an annotation key is one of the migrator's state keys. */
+/**
+ * Consent that a person with the `accept-changes` permission on the CRD (RBAC) writes,
+ * not migrator state: the chart's ValidatingAdmissionPolicy guards them, by the API
+ * server's own authorizer; the migrator reads them only where that policy is installed
+ * (migrator.consentAnnotations).
+ * - acceptChanges: field paths, comma-separated, where the rewrite may change anything
+ *   (`spec.timeout,spec.timeouts`), as migrator.acceptChanges says for this CRD;
+ * - acceptUnchecked: "true": objects no view can check may be rewritten.
+ */
+export const ConsentAnnotation = {
+  acceptChanges: `${STATE_PREFIX}accept-changes`,
+  acceptUnchecked: `${STATE_PREFIX}accept-unchecked`,
+} as const
+
+const CONSENT_KEYS: ReadonlySet<string> = new Set(Object.values(ConsentAnnotation))
+
+/** Whether an annotation key is one of the migrator's state keys (consent is not: it is a person's). */
 export function isStateAnnotation(key: string): boolean {
-  return key.startsWith(STATE_PREFIX)
+  return key.startsWith(STATE_PREFIX) && !CONSENT_KEYS.has(key)
+}
+
+/** The consent a CRD's annotations give, as read (paths unchecked: accept-entries.ts checks them). */
+export function readCrdConsent(crd: Pick<CustomResourceDefinition, 'metadata'>): { acceptChanges: string[]; acceptUnchecked: boolean } {
+  const a = crd.metadata.annotations ?? {}
+  const paths = (a[ConsentAnnotation.acceptChanges] ?? '').match(/(?:[^,"\s]|"(?:[^"\\]|\\.)*")+/g) ?? []
+  return { acceptChanges: paths, acceptUnchecked: a[ConsentAnnotation.acceptUnchecked] === 'true' }
 }
 
 /** An annotation patch: a value sets a key, null removes it (JSON merge patch). */

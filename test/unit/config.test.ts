@@ -393,6 +393,7 @@ t.test('settingsFor', async (t) => {
       engine: 'own',
       losslessCheck: true,
       acceptedRemovals: [],
+      acceptedChanges: [],
       builtinStartTimeoutMs: 120_000,
     },
     'per-CRD overrides, qps 0 included',

@@ -401,6 +401,10 @@ The crd-migrator config file (see src/config/schema.ts), built from values. POD_
 {{- if .Values.migrator.enabled }}
 {{- $_ := set $config.migrator "stateKeyFile" (printf "%s/key" (include "crd-migrator.stateKeyDir" .)) }}
 {{- end }}
+{{- /* The CRD's consent annotations count only where the policy guarding them is rendered. */}}
+{{- if .Values.consent.enabled }}
+{{- $_ := set $config.migrator "consentAnnotations" true }}
+{{- end }}
 {{- /* Only when on: the key is absent from the config of every release that does not use it. */}}
 {{- if .Values.storageVersionMigrations.enabled }}
 {{- $_ := set $config.migrator "storageVersionMigrations" true }}

@@ -18,6 +18,17 @@
  *   through the webhook the CRD names now.
  *
  * Objects stored in the storage version already come out of either unchanged.
+ *
+ * Beside the views, each object's managedFields name the fields its managers set: a field
+ * named there that the rewrite does not keep was pruned from every view (a schema
+ * narrowed in every version). Where no old view can be read (a stored version no longer
+ * served), the objects are listed through the storage version and held to their
+ * managedFields alone; an object with no managedFields cannot be checked, and is refused
+ * unless the CRD's unchecked objects are accepted.
+ *
+ * An addition that the round trip shows only in the old version's view is asked about
+ * once more: the storage version's view of the same object (one GET) says whether the
+ * rewrite stores it. Not stored: the conversion's bookkeeping, reported (verdict.ts).
  */
 import { CrdMigratorError } from '../../errors.js'
 import { isConflict, isGone, isNotFound } from '../../kube/api-errors.js'
@@ -27,11 +38,24 @@ import { collectionPath, listOrderKey, objectPath, resourceRef, type ResourceRef
 import type { CustomResourceDefinition, ObjectMeta } from '../../kube/types.js'
 import { continueFrom } from '../../kube/unreadable.js'
 import { pageRequest, type ListPage } from '../../kube/list-pages.js'
+import { fieldPattern } from './content-diff.js'
+import { readCrdConsent } from '../../state/crd-state.js'
+import { invalidFieldPath } from '../../config/accept-entries.js'
 import type { ConversionGate } from '../conversion/gate.js'
 import type { MigrationContext, MigrationSettings } from '../context.js'
 import { requestRetry, withRetry, type RetryOptions } from '../engine/retry.js'
-import { diffOwnedContent } from './content-diff.js'
-import { defaultedFields, describeFindings, judgeChanges, type LosslessRules, type ObjectFinding } from './verdict.js'
+import type { FieldChange, FieldChangeKind } from './content-diff.js'
+import { managedEntries, managedPaths } from './managed-paths.js'
+import { hasPath } from './content-diff.js'
+import {
+  describeFindings,
+  judgeRoundTrip,
+  schemaDefaults,
+  type ChangeVerdict,
+  type LosslessRules,
+  type ObjectFinding,
+  type RoundTrip,
+} from './verdict.js'
 
 type KubeObject = Record<string, unknown> & { metadata: ObjectMeta }
 
@@ -49,10 +73,24 @@ export interface LosslessReport {
   lossy: number
   /** The first of them, with their changes. */
   findings: ObjectFinding[]
-  /** Objects whose only losses are accepted removals. */
-  acceptedRemovals: number
+  /** Objects whose only changes are accepted ones (acceptChanges, acceptRemovals). */
+  accepted: number
   /** Objects that gain fields their schema defaults (reported, not refused). */
   defaultsAdded: number
+  /** Objects whose round trip adds bookkeeping the rewrite does not store (reported, not refused). */
+  bookkeeping: number
+  /** Objects read once more through the storage version to tell bookkeeping from stored content (the extra view's cost). */
+  storageViews: number
+  /** Objects no view can check (stored in an unserved version, no managedFields): refused unless accepted. */
+  unchecked: number
+  /** Why objects went unchecked, when some did. */
+  uncheckedReason?: string
+  /** Whether this CRD's unchecked objects are accepted (the run goes on with them). */
+  uncheckedAccepted: boolean
+  /** Each field that changes, by pattern and kind, with its object count and verdict (at most 50 patterns). */
+  changes: ChangeCount[]
+  /** Consent taken from the CRD's annotations (consentFromCrd), and the entries there that are not field paths (ignored). */
+  crdConsent?: { acceptChanges: string[]; acceptUnchecked: boolean; ignored: string[] }
   /** Objects the conversion webhook refused to convert: the rewrite fails them by name. */
   refused: number
   /** Whether the whole collection was checked (false: the first pages only). */
@@ -60,10 +98,29 @@ export interface LosslessReport {
   durationMs: number
 }
 
+/** One field that changes in some objects: what the plan and the refusal list, with the line that accepts it. */
+export interface ChangeCount {
+  /** Field pattern (`spec.items[*].name`); for a move, where the value goes. */
+  pattern: string
+  change: FieldChangeKind
+  /** A move's source pattern. */
+  from?: string
+  /** Seen through managedFields only (pruned from every view). */
+  managedFields?: true
+  verdict: 'refused' | 'accepted' | 'bookkeeping' | 'default'
+  objects: number
+}
+
 export interface LosslessOptions {
   http: KubeHttp
   /** Field patterns whose removal the migrator's configuration accepts for this CRD. */
   acceptedRemovals: readonly string[]
+  /** Field patterns where any change is accepted for this CRD. */
+  acceptedChanges?: readonly string[]
+  /** Objects that no view can check are accepted (counted, not refused). */
+  acceptUnchecked?: boolean
+  /** Also take consent from the CRD's own annotations (migrator.consentAnnotations: the chart's policy guards them). */
+  consentFromCrd?: boolean
   pageSize: number
   /** Dry runs in flight at once (conversion Webhook). */
   concurrency: number
@@ -78,6 +135,7 @@ export interface LosslessOptions {
 }
 
 const KEPT_FINDINGS = 20
+const KEPT_CHANGE_PATTERNS = 50
 
 export async function checkLossless(
   crd: CustomResourceDefinition,
@@ -89,6 +147,7 @@ export async function checkLossless(
   const listed = options.everyVersion ? crd.spec.versions.map((v) => v.name) : (crd.status?.storedVersions ?? [])
   const old = listed.filter((v) => v !== storageVersion)
   const served = (v: string) => crd.spec.versions.some((d) => d.name === v && d.served)
+  const crdConsent = options.consentFromCrd ? consentOf(crd) : undefined
   const report: LosslessReport = {
     method,
     through: old.filter(served),
@@ -96,8 +155,14 @@ export async function checkLossless(
     checked: 0,
     lossy: 0,
     findings: [],
-    acceptedRemovals: 0,
+    accepted: 0,
     defaultsAdded: 0,
+    bookkeeping: 0,
+    storageViews: 0,
+    unchecked: 0,
+    uncheckedAccepted: options.acceptUnchecked === true || crdConsent?.acceptUnchecked === true,
+    changes: [],
+    ...(crdConsent ? { crdConsent } : {}),
     refused: 0,
     complete: true,
     durationMs: 0,
@@ -105,30 +170,98 @@ export async function checkLossless(
   const rules: LosslessRules = {
     judgeAdditions: method === 'dry-run',
     acceptedRemovals: options.acceptedRemovals,
-    defaultedFields: defaultedFields(crd, [storageVersion, ...old]),
+    acceptedChanges: [...(options.acceptedChanges ?? []), ...(crdConsent?.acceptChanges ?? [])],
+    defaults: schemaDefaults(crd, [storageVersion, ...old]),
   }
-  const judge = (before: KubeObject, after: KubeObject) => {
+  const counts = new Map<string, ChangeCount>()
+  const judge = (object: KubeObject, verdict: ChangeVerdict) => {
     report.checked++
-    const verdict = judgeChanges(diffOwnedContent(before, after), rules)
-    if (verdict.accepted.length > 0) report.acceptedRemovals++
+    tally(counts, verdict)
+    if (verdict.accepted.length > 0) report.accepted++
     if (verdict.defaults.length > 0) report.defaultsAdded++
+    if (verdict.bookkeeping.length > 0) report.bookkeeping++
     if (verdict.blocking.length === 0) return
     report.lossy++
     if (report.findings.length < KEPT_FINDINGS)
-      report.findings.push({ key: listOrderKey(before.metadata.namespace, before.metadata.name), changes: verdict.blocking })
+      report.findings.push({ key: listOrderKey(object.metadata.namespace, object.metadata.name), changes: verdict.blocking })
   }
   const target = resourceRef(crd, storageVersion)
+  const stored = (o: KubeObject) => readStored(o, target, options, () => report.storageViews++)
   for (const version of report.through) {
     const through = resourceRef(crd, version)
     const finished = await forEachPage(through, options, async (items, rv) => {
-      if (method === 'list') await compareWithStorageView(items, rv, target, options, judge)
-      else await compareWithDryRuns(items, through, options, judge, () => report.refused++)
+      if (method === 'list') await compareWithStorageView(items, rv, target, options, rules, judge)
+      else await compareWithDryRuns(items, through, options, rules, stored, judge, () => report.refused++)
     })
     if (!finished) report.complete = false
   }
+  // Objects stored in unserved versions: no old view; held to their managedFields.
+  if (report.unserved.length > 0) {
+    const finished = await forEachPage(target, options, async (items) => {
+      for (const item of items) {
+        if (managedEntries(item).length === 0) report.unchecked++
+        else judge(item, judgeRoundTrip({ before: item, after: item, lostManaged: lostManagedFields(item, item) }, rules))
+      }
+    })
+    if (!finished) report.complete = false
+    if (report.unchecked > 0)
+      report.uncheckedReason = `${report.unchecked} object(s) have no managedFields, and objects stored in unserved ${report.unserved.join(', ')} cannot be read as stored`
+  }
+  report.changes = [...counts.values()]
+    .sort((a, b) => verdictOrder(a) - verdictOrder(b) || b.objects - a.objects || (a.pattern < b.pattern ? -1 : 1))
+    .slice(0, KEPT_CHANGE_PATTERNS)
   report.durationMs = Date.now() - started
   report.findings.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
   return report
+}
+
+/** The CRD's consent annotations, each path checked as a config entry is (a bad one is ignored, and said). */
+function consentOf(crd: CustomResourceDefinition): NonNullable<LosslessReport['crdConsent']> {
+  const read = readCrdConsent(crd)
+  const good = read.acceptChanges.filter((p) => invalidFieldPath(p) === undefined)
+  return { acceptChanges: good, acceptUnchecked: read.acceptUnchecked, ignored: read.acceptChanges.filter((p) => !good.includes(p)) }
+}
+
+/** Whether the report refuses the rewrite: content that would change, or objects nothing could check. */
+export function refusesRewrite(report: LosslessReport): boolean {
+  return report.lossy > 0 || (report.unchecked > 0 && !report.uncheckedAccepted)
+}
+
+const VERDICTS = ['refused', 'accepted', 'bookkeeping', 'default'] as const
+const verdictOrder = (c: ChangeCount) => VERDICTS.indexOf(c.verdict)
+
+/** Counts each field pattern once per object, by kind and verdict. */
+function tally(counts: Map<string, ChangeCount>, verdict: ChangeVerdict): void {
+  const seen = new Set<string>()
+  const add = (list: FieldChange[], v: ChangeCount['verdict']) => {
+    for (const c of list) {
+      const pattern = fieldPattern(c.path)
+      const from = c.from === undefined ? undefined : fieldPattern(c.from)
+      const key = `${v}\u0000${c.change}\u0000${pattern}\u0000${from ?? ''}`
+      if (seen.has(key)) continue
+      seen.add(key)
+      const count = counts.get(key)
+      if (count) count.objects++
+      else if (counts.size < 10 * KEPT_CHANGE_PATTERNS)
+        counts.set(key, {
+          pattern,
+          change: c.change,
+          ...(from !== undefined ? { from } : {}),
+          ...(c.managedFields ? { managedFields: true as const } : {}),
+          verdict: v,
+          objects: 1,
+        })
+    }
+  }
+  add(verdict.blocking, 'refused')
+  add(verdict.accepted, 'accepted')
+  add(verdict.bookkeeping, 'bookkeeping')
+  add(verdict.defaults, 'default')
+}
+
+/** Fields `object`'s managedFields name that `kept` does not hold. */
+function lostManagedFields(object: KubeObject, kept: KubeObject, select?: (entry: { apiVersion?: string }) => boolean): string[] {
+  return managedPaths(object, select).filter((p) => !hasPath(kept, p))
 }
 
 /** What a check with findings ends the run with (nothing written; the freeze, if any, lifted), its report attached. */
@@ -144,10 +277,32 @@ export class DataLossError extends CrdMigratorError {
 }
 
 export function dataLossError(crdName: string, storageVersion: string, report: LosslessReport): DataLossError {
+  if (report.lossy === 0)
+    return new DataLossError(
+      `${report.uncheckedReason ?? `${report.unchecked} object(s) of ${crdName} cannot be checked`}: rewriting them in ${storageVersion} is not proven to keep their content. Nothing was written. Serve the old version again so the check can read them, or accept them unchecked on purpose (${acceptUncheckedHint(crdName)})`,
+      report,
+    )
+  const through = [...report.through, ...report.unserved.map((v) => `managedFields of objects stored in unserved ${v}`)]
   return new DataLossError(
-    `rewriting ${report.lossy} object(s) of ${crdName} in ${storageVersion} would not keep their content (checked through ${report.through.join(', ')}; ${report.method === 'list' ? "the storage version's schema prunes" : 'the round trip through the conversion webhook differs'}): ${describeFindings(report.findings, report.lossy)}. Nothing was written. Fix the CRD's schema or conversion webhook, or accept a removal on purpose (migrator.acceptRemovals / --accept-removals ${crdName}:<field path>)`,
+    `rewriting ${report.lossy} object(s) of ${crdName} in ${storageVersion} would not keep their content (checked through ${through.join(', ')}; ${report.method === 'list' ? "the storage version's schema prunes" : 'the round trip through the conversion webhook differs'}): ${describeFindings(report.findings, report.lossy)}. Nothing was written. Fix the CRD's schema or conversion webhook, or accept the changes on purpose: ${acceptHint(crdName, report.changes)}`,
     report,
   )
+}
+
+/** The flags that accept exactly the refused changes (moves: both ends). */
+export function acceptHint(crdName: string, changes: readonly ChangeCount[]): string {
+  const patterns = new Set<string>()
+  for (const c of changes) {
+    if (c.verdict !== 'refused') continue
+    if (c.from !== undefined) patterns.add(c.from)
+    patterns.add(c.pattern)
+  }
+  if (patterns.size === 0) return `--accept-changes ${crdName}:<field path>`
+  return [...patterns].map((p) => `--accept-changes '${crdName}:${p}'`).join(' ')
+}
+
+export function acceptUncheckedHint(crdName: string): string {
+  return `--accept-unchecked ${crdName}`
 }
 
 /** Walks the list through `ref` a page at a time; false when it stopped at maxPages. */
@@ -206,7 +361,8 @@ async function compareWithStorageView(
   resourceVersion: string,
   target: ResourceRef,
   options: LosslessOptions,
-  judge: (before: KubeObject, after: KubeObject) => void,
+  rules: LosslessRules,
+  judge: (object: KubeObject, verdict: ChangeVerdict) => void,
 ): Promise<void> {
   const first = items[0]!
   const start = continueFrom(listOrderKey(first.metadata.namespace, first.metadata.name), resourceVersion)
@@ -215,7 +371,7 @@ async function compareWithStorageView(
   for (const before of items) {
     const after = byUid.get(before.metadata.uid)
     // The same snapshot holds the same objects; one missing was not in it (never, but not judged).
-    if (after) judge(before, after)
+    if (after) judge(before, judgeRoundTrip({ before, after, lostManaged: lostManagedFields(before, after) }, rules))
   }
 }
 
@@ -224,19 +380,52 @@ async function compareWithDryRuns(
   items: KubeObject[],
   through: ResourceRef,
   options: LosslessOptions,
-  judge: (before: KubeObject, after: KubeObject) => void,
+  rules: LosslessRules,
+  stored: (o: KubeObject) => Promise<KubeObject | undefined>,
+  judge: (object: KubeObject, verdict: ChangeVerdict) => void,
   refused: () => void,
 ): Promise<void> {
+  // managedFields entries of this version name fields in its shape: the round trip's view holds them.
+  const sameVersion = (entry: { apiVersion?: string }) => entry.apiVersion === `${through.group}/${through.version}`
   let next = 0
   const worker = async () => {
     while (next < items.length) {
       const item = items[next++]!
       const pair = await roundTrip(item, through, options)
       if (pair === 'refused') refused()
-      else if (pair) judge(pair.before, pair.after)
+      else if (pair) {
+        const trip: RoundTrip = { ...pair, lostManaged: lostManagedFields(pair.before, pair.after, sameVersion) }
+        let verdict = judgeRoundTrip(trip, rules)
+        if (verdict.needsStorageView) {
+          const view = await stored(pair.before)
+          if (view) verdict = judgeRoundTrip({ ...trip, stored: view }, rules)
+        }
+        judge(pair.before, verdict)
+      }
     }
   }
   await Promise.all(Array.from({ length: Math.max(1, Math.min(options.concurrency, items.length)) }, worker))
+}
+
+/** The object through the storage version: what its rewrite stores (undefined: gone since). */
+async function readStored(
+  object: KubeObject,
+  target: ResourceRef,
+  options: LosslessOptions,
+  counted: () => void,
+): Promise<KubeObject | undefined> {
+  counted()
+  const { namespace, name } = object.metadata
+  try {
+    const { body } = await withRetry(
+      () => options.http.request<KubeObject>({ method: 'GET', path: objectPath(target, namespace, name), signal: options.signal }),
+      options.retry,
+    )
+    return body
+  } catch (err) {
+    if (isNotFound(err)) return undefined
+    throw err
+  }
 }
 
 async function roundTrip(
@@ -286,6 +475,9 @@ export function losslessOptions(http: KubeHttp, settings: MigrationSettings, sig
   return {
     http,
     acceptedRemovals: settings.acceptedRemovals ?? [],
+    acceptedChanges: settings.acceptedChanges ?? [],
+    acceptUnchecked: settings.acceptUnchecked === true,
+    consentFromCrd: settings.consentFromCrd === true,
     pageSize: settings.pageSize,
     concurrency: settings.concurrency,
     useStatusSubresource: settings.useStatusSubresource,
@@ -318,13 +510,14 @@ export async function proveLossless(
   const log = ctx.logger.child({ crd: crd.metadata.name })
   if (report.unserved.length > 0)
     log.warn(
-      { versions: report.unserved },
-      'objects stored in versions that are no longer served cannot be read as they are stored; their rewrite is not checked',
+      { versions: report.unserved, unchecked: report.unchecked },
+      'objects stored in versions that are no longer served cannot be read as they are stored; they are held to their managedFields',
     )
+  const refuses = refusesRewrite(report)
   log.info(
-    { ...report, findings: report.findings.slice(0, 5), firstPages: run.maxPages },
-    report.lossy > 0 ? 'lossless check: rewrite would change data' : 'lossless check passed',
+    { ...report, findings: report.findings.slice(0, 5), changes: report.changes.slice(0, 10), firstPages: run.maxPages },
+    refuses ? 'lossless check: rewrite would change data' : 'lossless check passed',
   )
-  if (report.lossy > 0) throw dataLossError(crd.metadata.name, storageVersion, report)
+  if (refuses) throw dataLossError(crd.metadata.name, storageVersion, report)
   return report
 }

@@ -6,30 +6,46 @@
  * every other top-level field (spec, status, data, ...), and metadata's labels,
  * annotations, finalizers and ownerReferences. Paths are written the way kubectl's
  * field paths read: `spec.items[2].name`, `metadata.labels["app.kubernetes.io/name"]`.
+ *
+ * Only own keys count: a field or label named `constructor`, `toString` or `__proto__` is
+ * a field like any other (JSON.parse makes them own properties; `in` would see the
+ * prototype's).
  */
 
-export type FieldChangeKind = 'removed' | 'changed' | 'added'
+export type FieldChangeKind = 'removed' | 'changed' | 'added' | 'moved'
 
 export interface FieldChange {
   path: string
   change: FieldChangeKind
+  /** `moved`: where the value was (`path` is where it is now). */
+  from?: string
+  /** Seen through managedFields only: a manager set it, and no view of the object shows it. */
+  managedFields?: true
 }
 
-type Obj = Record<string, unknown>
+/** A change with the values it is about: what judging needs, never what is reported (values may be secrets). */
+export interface ValuedChange extends FieldChange {
+  before?: unknown
+  after?: unknown
+}
+
+export type Obj = Record<string, unknown>
 
 const OWNED_METADATA = ['labels', 'annotations', 'finalizers', 'ownerReferences'] as const
 const NOT_OWNED = new Set(['apiVersion', 'kind', 'metadata'])
 
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v)
+export const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v)
+const own = (o: Obj, key: string) => Object.prototype.hasOwnProperty.call(o, key)
 
 /** The owned content of an object, as one object keyed like the object itself. */
 export function ownedContent(object: Obj): Obj {
-  const owned: Obj = {}
-  for (const [key, value] of Object.entries(object)) if (!NOT_OWNED.has(key)) owned[key] = value
+  // Object.fromEntries defines keys as own data properties: `__proto__` stays a key.
+  const owned = Object.fromEntries(Object.entries(object).filter(([key]) => !NOT_OWNED.has(key)))
   const metadata = isObj(object['metadata']) ? object['metadata'] : {}
   // No labels and no annotations are empty maps: an added label is named by its key.
   const ownedMetadata: Obj = { labels: {}, annotations: {} }
-  for (const key of OWNED_METADATA) if (metadata[key] !== undefined && metadata[key] !== null) ownedMetadata[key] = metadata[key]
+  for (const key of OWNED_METADATA)
+    if (own(metadata, key) && metadata[key] !== undefined && metadata[key] !== null) ownedMetadata[key] = metadata[key]
   owned['metadata'] = ownedMetadata
   return owned
 }
@@ -41,42 +57,145 @@ export function childPath(parent: string, key: string): string {
 }
 
 /**
- * How `after` differs from `before`, owned content only, in path order. At most `limit`
- * changes are returned (an object with hundreds of changes names the first ones).
+ * How `after` differs from `before`, owned content only, in path order, at the highest
+ * node that differs (an added `spec.timeouts` is one change), values attached. At most
+ * `limit` changes are returned (an object with hundreds of changes names the first ones).
  */
-export function diffOwnedContent(before: Obj, after: Obj, limit = 50): FieldChange[] {
-  const changes: FieldChange[] = []
+export function diffValues(before: Obj, after: Obj, limit = 200): ValuedChange[] {
+  const changes: ValuedChange[] = []
   walk(ownedContent(before), ownedContent(after), '', changes, limit)
   return changes
 }
 
-function walk(a: unknown, b: unknown, path: string, out: FieldChange[], limit: number): void {
+/** diffValues without the values: paths and kinds only. */
+export function diffOwnedContent(before: Obj, after: Obj, limit = 50): FieldChange[] {
+  return diffValues(before, after, limit).map(withoutValues)
+}
+
+export function withoutValues(c: ValuedChange): FieldChange {
+  const out: FieldChange = { path: c.path, change: c.change }
+  if (c.from !== undefined) out.from = c.from
+  if (c.managedFields) out.managedFields = true
+  return out
+}
+
+function walk(a: unknown, b: unknown, path: string, out: ValuedChange[], limit: number): void {
   if (out.length >= limit) return
   if (isObj(a) && isObj(b)) {
     for (const key of Object.keys(a)) {
       if (out.length >= limit) return
       const p = childPath(path, key)
-      if (!(key in b)) out.push({ path: p, change: 'removed' })
+      if (!own(b, key)) out.push({ path: p, change: 'removed', before: a[key] })
       else walk(a[key], b[key], p, out, limit)
     }
     for (const key of Object.keys(b)) {
       if (out.length >= limit) return
-      if (!(key in a)) out.push({ path: childPath(path, key), change: 'added' })
+      if (!own(a, key)) out.push({ path: childPath(path, key), change: 'added', after: b[key] })
     }
     return
   }
   if (Array.isArray(a) && Array.isArray(b)) {
     const common = Math.min(a.length, b.length)
     for (let i = 0; i < common; i++) walk(a[i], b[i], `${path}[${i}]`, out, limit)
-    for (let i = common; i < a.length && out.length < limit; i++) out.push({ path: `${path}[${i}]`, change: 'removed' })
-    for (let i = common; i < b.length && out.length < limit; i++) out.push({ path: `${path}[${i}]`, change: 'added' })
+    for (let i = common; i < a.length && out.length < limit; i++) out.push({ path: `${path}[${i}]`, change: 'removed', before: a[i] })
+    for (let i = common; i < b.length && out.length < limit; i++) out.push({ path: `${path}[${i}]`, change: 'added', after: b[i] })
     return
   }
   // Scalars (JSON has no NaN), or an object/array where the other holds something else.
-  if (a !== b) out.push({ path, change: 'changed' })
+  if (a !== b) out.push({ path, change: 'changed', before: a, after: b })
 }
 
-/** A path with its array indices as `[*]`: how accepted removals and schema defaults name fields. */
+/**
+ * A removed or added node split into its leaves (scalars, empty maps and lists), so that
+ * a value that moved into a new parent (`spec.timeout` → `spec.timeouts.pipeline`) can be
+ * paired with where it went, and consent can name a field below the node.
+ */
+export function leaves(c: ValuedChange, limit = 200): ValuedChange[] {
+  const out: ValuedChange[] = []
+  const side = c.change === 'removed' ? 'before' : 'after'
+  const visit = (value: unknown, path: string) => {
+    if (out.length >= limit) return
+    const entries = isObj(value)
+      ? Object.keys(value).map((k) => [childPath(path, k), value[k]] as const)
+      : Array.isArray(value)
+        ? value.map((v, i) => [`${path}[${i}]`, v] as const)
+        : []
+    if (entries.length === 0) out.push({ path, change: c.change, [side]: value })
+    for (const [p, v] of entries) visit(v, p)
+  }
+  visit(c[side], c.path)
+  return out
+}
+
+/**
+ * Pairs removed leaves with added leaves of the same value, each used once: a conversion
+ * that moves a field shows it as one `moved` change. The rest are returned as they came.
+ */
+export function pairMoves(changes: readonly ValuedChange[]): ValuedChange[] {
+  const added = new Map<string, ValuedChange[]>()
+  for (const c of changes) if (c.change === 'added') push(added, canonical(c.after), c)
+  const paired = new Set<ValuedChange>()
+  const out: ValuedChange[] = []
+  for (const c of changes) {
+    // A field seen through managedFields only has no value to pair.
+    if (c.change !== 'removed' || c.managedFields) continue
+    const candidates = added.get(canonical(c.before))
+    const to = candidates?.find((a) => !paired.has(a))
+    if (!to) continue
+    paired.add(c).add(to)
+    out.push({ path: to.path, change: 'moved', from: c.path, before: c.before, after: to.after })
+  }
+  return [...changes.filter((c) => !paired.has(c)), ...out]
+}
+
+function push<K, V>(m: Map<K, V[]>, k: K, v: V): void {
+  const list = m.get(k)
+  if (list) list.push(v)
+  else m.set(k, [v])
+}
+
+/** A JSON text of a value with sorted keys: equal values, equal texts. */
+export function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`
+  if (isObj(value))
+    return `{${Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonical(value[k])}`)
+      .join(',')}}`
+  return JSON.stringify(value) ?? 'null'
+}
+
+/** Whether `path` (as childPath writes it) names a field present in `object`'s owned content. */
+export function hasPath(object: Obj, path: string): boolean {
+  let node: unknown = ownedContent(object)
+  for (const step of parsePath(path)) {
+    if (typeof step === 'number') {
+      if (!Array.isArray(node) || step >= node.length) return false
+      node = node[step]
+    } else {
+      if (!isObj(node) || !own(node, step)) return false
+      node = node[step]
+    }
+  }
+  return true
+}
+
+/** `spec.items[2]["a.b"]` → ['spec', 'items', 2, 'a.b']; `[*]` is kept as '*'. */
+export function parsePath(path: string): Array<string | number> {
+  const steps: Array<string | number> = []
+  const re = /(?:^|\.)([A-Za-z_$][\w$-]*)|\[(\d+)\]|\[(\*)\]|\[("(?:[^"\\]|\\.)*")\]/gy
+  let m: RegExpExecArray | null
+  while ((m = re.exec(path)) !== null) {
+    if (m[1] !== undefined) steps.push(m[1])
+    else if (m[2] !== undefined) steps.push(Number(m[2]))
+    else if (m[3] !== undefined) steps.push('*')
+    else steps.push(JSON.parse(m[4]!) as string)
+    if (re.lastIndex === path.length) break
+  }
+  return steps
+}
+
+/** A path with its array indices as `[*]`: how accepted changes and schema defaults name fields. */
 export function fieldPattern(path: string): string {
   return path.replace(/\[\d+\]/g, '[*]')
 }

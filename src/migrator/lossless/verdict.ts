@@ -2,31 +2,59 @@
  * Which differences between an object before and after its rewrite stop a migration, and
  * how that is said. Pure: table-tested (test/unit/lossless.test.ts).
  *
- * - removed or changed: refused, unless the field is an accepted removal (a removal only:
- *   set by whoever runs the migrator, never by the CRD);
- * - added: refused (a conversion webhook that injects content), unless the storage
- *   version's schema (or the stored one's) defaults that field: then it is reported.
+ * Every change is refused unless one of these explains it:
+ * - consent: `acceptChanges` (any change at or below a path: removed, added, changed,
+ *   moved) or `acceptRemovals` (removals only), set by whoever runs the migrator (its
+ *   configuration, its flags, or the CRD's accept annotation that only an RBAC-permitted
+ *   user may set), never by the CRD's author alone;
+ * - a default: an addition at exactly a path the schema defaults, with exactly that
+ *   default (nested defaults applied), never anything below it;
+ * - bookkeeping: an addition the old version's view shows after the round trip but that
+ *   is not in what the rewrite stores (the storage version's view of the same object).
+ *   A conversion's round-trip data (Cluster API's conversion-data annotation) is made on
+ *   the way out and never stored: nothing is written that was not there. Anything the
+ *   rewrite does store (an injected `spec.owner`, a `pwned` label) is in that view, so it
+ *   cannot pass as bookkeeping.
  *
  * Conversion None can only prune: the storage version's list view, which the check
  * compares with, shows what is kept and none of the defaults that the write will add, so
  * additions there are never judged (see check.ts).
  */
 import type { CustomResourceDefinition } from '../../kube/types.js'
-import { childPath, fieldPattern, type FieldChange } from './content-diff.js'
+import {
+  canonical,
+  childPath,
+  diffValues,
+  fieldPattern,
+  hasPath,
+  isObj,
+  leaves,
+  pairMoves,
+  withoutValues,
+  type FieldChange,
+  type Obj,
+  type ValuedChange,
+} from './content-diff.js'
 
 export interface LosslessRules {
   /** Whether additions are judged (Webhook) or cannot be seen (None). */
   judgeAdditions: boolean
   /** Field patterns (`spec.token`, `spec.items[*].name`) whose removal is accepted, and all below them. */
   acceptedRemovals: readonly string[]
-  /** Field patterns a schema defaults, and all below them. */
-  defaultedFields: ReadonlySet<string>
+  /** Field patterns where any change is accepted, and all below them. */
+  acceptedChanges: readonly string[]
+  /** Field patterns a schema defaults, with the schema node that says how. */
+  defaults: ReadonlyMap<string, SchemaNode>
 }
 
 export interface ChangeVerdict {
   blocking: FieldChange[]
   accepted: FieldChange[]
   defaults: FieldChange[]
+  /** Additions of the round trip that the rewrite does not store. */
+  bookkeeping: FieldChange[]
+  /** Additions that only the storage version's view can tell from injected content (not given yet). */
+  needsStorageView: boolean
 }
 
 /** `pattern` names `path` or a field above it. */
@@ -36,21 +64,77 @@ export function covers(pattern: string, path: string): boolean {
   return p === q || p.startsWith(`${q}.`) || p.startsWith(`${q}[`)
 }
 
-export function judgeChanges(changes: readonly FieldChange[], rules: LosslessRules): ChangeVerdict {
-  const verdict: ChangeVerdict = { blocking: [], accepted: [], defaults: [] }
-  for (const c of changes) {
-    if (c.change === 'removed' && rules.acceptedRemovals.some((q) => covers(q, c.path))) verdict.accepted.push(c)
-    else if (c.change === 'added') {
-      if ([...rules.defaultedFields].some((q) => covers(q, c.path))) verdict.defaults.push(c)
-      else if (rules.judgeAdditions) verdict.blocking.push(c)
-    } else verdict.blocking.push(c)
+export interface RoundTrip {
+  before: Obj
+  /** What the rewrite keeps, as `before`'s version shows it. */
+  after: Obj
+  /** What the rewrite stores, through the storage version (Webhook: asked for when additions need it). */
+  stored?: Obj | undefined
+  /** Fields that managedFields say a manager set and that the rewrite does not keep. */
+  lostManaged?: readonly string[]
+}
+
+export function judgeRoundTrip(trip: RoundTrip, rules: LosslessRules): ChangeVerdict {
+  const verdict: ChangeVerdict = { blocking: [], accepted: [], defaults: [], bookkeeping: [], needsStorageView: false }
+  const split: ValuedChange[] = []
+  for (const c of diffValues(trip.before, trip.after)) {
+    if (c.change === 'added' && !rules.judgeAdditions) continue
+    if (c.change === 'added' && isDefault(c, rules.defaults)) verdict.defaults.push(withoutValues(c))
+    else if (c.change === 'added' || c.change === 'removed') split.push(...leaves(c))
+    else split.push(c)
   }
+  const seen = new Set(split.map((c) => c.path))
+  for (const path of trip.lostManaged ?? [])
+    if (![...seen].some((s) => covers(s, path))) split.push({ path, change: 'removed', managedFields: true })
+  for (const c of pairMoves(split)) {
+    const change = withoutValues(c)
+    if (accepted(change, rules)) verdict.accepted.push(change)
+    else if (c.change !== 'added') verdict.blocking.push(change)
+    else if (trip.stored === undefined) {
+      verdict.blocking.push(change)
+      verdict.needsStorageView = true
+    } else if (hasPath(trip.stored, c.path)) verdict.blocking.push(change)
+    else verdict.bookkeeping.push(change)
+  }
+  const order = (a: FieldChange, b: FieldChange) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0)
+  verdict.blocking.sort(order)
   return verdict
 }
 
-/** Field patterns with a `default` in the schemas of these versions of the CRD. */
-export function defaultedFields(crd: CustomResourceDefinition, versions: readonly string[]): Set<string> {
-  const out = new Set<string>()
+function accepted(c: FieldChange, rules: LosslessRules): boolean {
+  const changes = (path: string) => rules.acceptedChanges.some((q) => covers(q, path))
+  if (c.change === 'moved') return changes(c.from!) && changes(c.path)
+  if (changes(c.path)) return true
+  return c.change === 'removed' && rules.acceptedRemovals.some((q) => covers(q, c.path))
+}
+
+/** An addition at exactly a defaulted path, with exactly its default (nested defaults applied). */
+function isDefault(c: ValuedChange, defaults: ReadonlyMap<string, SchemaNode>): boolean {
+  const node = defaults.get(fieldPattern(c.path))
+  if (!node) return false
+  return canonical(c.after) === canonical(withNestedDefaults(node, structuredClone(node.default)))
+}
+
+/** A value as the API server's structural defaulting leaves it: defaults of absent properties filled in, recursively. */
+export function withNestedDefaults(node: SchemaNode, value: unknown): unknown {
+  if (isObj(value)) {
+    for (const [key, child] of Object.entries(node.properties ?? {})) {
+      if (!Object.prototype.hasOwnProperty.call(value, key)) {
+        if (child.default === undefined) continue
+        value[key] = structuredClone(child.default)
+      }
+      value[key] = withNestedDefaults(child, value[key])
+    }
+  } else if (Array.isArray(value) && node.items && !Array.isArray(node.items)) {
+    const items = node.items
+    return value.map((v) => withNestedDefaults(items, v))
+  }
+  return value
+}
+
+/** Field patterns with a `default` in the schemas of these versions of the CRD, each with its schema node. */
+export function schemaDefaults(crd: CustomResourceDefinition, versions: readonly string[]): Map<string, SchemaNode> {
+  const out = new Map<string, SchemaNode>()
   for (const v of crd.spec.versions) {
     if (!versions.includes(v.name)) continue
     const schema = (v.schema as { openAPIV3Schema?: SchemaNode } | undefined)?.openAPIV3Schema
@@ -60,42 +144,16 @@ export function defaultedFields(crd: CustomResourceDefinition, versions: readonl
 }
 
 /** The parts of a structural schema that say where defaults are. */
-interface SchemaNode {
+export interface SchemaNode {
   default?: unknown
   properties?: Record<string, SchemaNode>
   items?: SchemaNode | SchemaNode[]
 }
 
-function collectDefaults(node: SchemaNode, path: string, out: Set<string>): void {
-  if (path && node.default !== undefined) out.add(path)
+function collectDefaults(node: SchemaNode, path: string, out: Map<string, SchemaNode>): void {
+  if (path && node.default !== undefined && !out.has(path)) out.set(path, node)
   for (const [key, child] of Object.entries(node.properties ?? {})) collectDefaults(child, childPath(path, key), out)
   if (node.items && !Array.isArray(node.items)) collectDefaults(node.items, `${path}[*]`, out)
-}
-
-/**
- * The accepted removals of one CRD, from entries `<crd name>:<field path>` (the
- * migrator's configuration or flag). A field path is checked when the entry is parsed.
- */
-export function acceptedRemovalsFor(crdName: string, entries: readonly string[]): string[] {
-  const out: string[] = []
-  for (const entry of entries) {
-    const at = entry.indexOf(':')
-    if (entry.slice(0, at) === crdName) out.push(entry.slice(at + 1))
-  }
-  return out
-}
-
-/** Why an accepted-removal entry cannot be used, or undefined when it can. */
-export function invalidAcceptedRemoval(entry: string): string | undefined {
-  const at = entry.indexOf(':')
-  if (at <= 0) return `"${entry}" is not <crd name>:<field path> (e.g. widgets.example.com:spec.token)`
-  const path = entry.slice(at + 1)
-  if (!/^[A-Za-z_$][\w$-]*(\.[A-Za-z_$][\w$-]*|\[(\*|\d+|"(?:[^"\\]|\\.)*")\])*$/.test(path))
-    return `"${path}" in "${entry}" is not a field path (e.g. spec.token, spec.items[*].name, metadata.labels["app.kubernetes.io/name"])`
-  const metadataField = path === 'metadata' || path.startsWith('metadata.') || path.startsWith('metadata[')
-  if (metadataField && !/^metadata\.(labels|annotations|finalizers|ownerReferences)(?![\w$-])/.test(path))
-    return `"${path}" in "${entry}": of metadata only labels, annotations, finalizers and ownerReferences are checked`
-  return undefined
 }
 
 export interface ObjectFinding {
@@ -104,10 +162,16 @@ export interface ObjectFinding {
   changes: FieldChange[]
 }
 
+/** How one change reads: "spec.token removed", "spec.timeouts.pipeline moved from spec.timeout". */
+export function describeChange(c: FieldChange): string {
+  if (c.change === 'moved') return `${c.path} moved from ${c.from}`
+  return `${c.path} ${c.change}${c.managedFields ? ' (set by a manager, pruned from every view)' : ''}`
+}
+
 /** One line per object, its first changes named: "ns/obj-00007: spec.token removed, spec.owner added". */
 export function describeFindings(findings: readonly ObjectFinding[], objects: number, shown = 5): string {
   const lines = findings.slice(0, shown).map((f) => {
-    const named = f.changes.slice(0, 4).map((c) => `${c.path} ${c.change}`)
+    const named = f.changes.slice(0, 4).map(describeChange)
     if (f.changes.length > 4) named.push(`${f.changes.length - 4} more`)
     return `${f.key}: ${named.join(', ')}`
   })

@@ -1,0 +1,57 @@
+/**
+ * How the lossless check's report reads on a terminal, the same in `migrate`, its dry
+ * runs, `plan` and `check`: one summary line, then each changing field with its kind,
+ * verdict and object count, then the exact flags that would accept what is refused.
+ */
+import { acceptHint, acceptUncheckedHint, refusesRewrite, type ChangeCount, type LosslessReport } from './check.js'
+
+const VERDICT_WORDS: Record<ChangeCount['verdict'], string> = {
+  refused: 'refused',
+  accepted: 'accepted',
+  bookkeeping: 'bookkeeping (round-trip data, not stored)',
+  default: 'schema default',
+}
+
+/** "spec.timeouts.pipeline moved from spec.timeout", "spec.token removed (set by a manager, pruned from every view)". */
+export function describeChangeCount(c: ChangeCount): string {
+  if (c.change === 'moved') return `${c.pattern} moved from ${c.from}`
+  return `${c.pattern} ${c.change}${c.managedFields ? ' (set by a manager, pruned from every view)' : ''}`
+}
+
+/** The lines of a report, indented by `indent`; `crdName` for the accept line. */
+export function losslessLines(crdName: string, l: LosslessReport, indent = '  '): string[] {
+  const extras = [
+    l.accepted ? `${l.accepted} with accepted changes` : '',
+    l.defaultsAdded ? `${l.defaultsAdded} gaining schema defaults` : '',
+    l.bookkeeping ? `${l.bookkeeping} with round-trip bookkeeping the rewrite does not store` : '',
+    l.unchecked ? `${l.unchecked} could not be checked${l.uncheckedAccepted ? ' (accepted)' : ''}` : '',
+    l.refused ? `${l.refused} refused by the conversion webhook` : '',
+    l.complete ? '' : 'first page only',
+  ].filter(Boolean)
+  const views = [...l.through, ...l.unserved.map((v) => `managedFields of objects stored in unserved ${v}`)]
+  const method = l.method === 'list' ? 'storage-version list view' : 'dry-run round trip'
+  const lines = [
+    `${indent}lossless check (${method} through ${views.join(', ') || 'no old version'}): ${l.checked} checked, ${l.lossy} would change${extras.length ? `, ${extras.join(', ')}` : ''}${l.storageViews ? `; ${l.storageViews} read again through the storage version` : ''}`,
+  ]
+  const width = Math.max(0, ...l.changes.map((c) => describeChangeCount(c).length))
+  for (const c of l.changes)
+    lines.push(
+      `${indent}  ${describeChangeCount(c).padEnd(width)}  ${String(c.objects).padStart(6)} object(s)  ${VERDICT_WORDS[c.verdict]}`,
+    )
+  const consent = l.crdConsent
+  if (consent && (consent.acceptChanges.length || consent.acceptUnchecked))
+    lines.push(
+      `${indent}consent from the CRD's annotations: ${[...consent.acceptChanges, ...(consent.acceptUnchecked ? ['unchecked objects'] : [])].join(', ')}`,
+    )
+  if (consent?.ignored.length)
+    lines.push(`${indent}ignored (not field paths) in the CRD's accept-changes annotation: ${consent.ignored.join(', ')}`)
+  if (l.lossy > 0) lines.push(`${indent}accept on purpose with: ${acceptHint(crdName, l.changes)}`)
+  if (l.unchecked > 0 && !l.uncheckedAccepted) {
+    lines.push(`${indent}${l.uncheckedReason ?? `${l.unchecked} object(s) could not be checked`}`)
+    lines.push(`${indent}accept them unchecked on purpose with: ${acceptUncheckedHint(crdName)}`)
+  }
+  return lines
+}
+
+/** Whether a report means the run would stop Blocked (CRDM_DATA_LOSS). */
+export const wouldBlock = refusesRewrite
