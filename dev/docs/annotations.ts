@@ -4,7 +4,7 @@
  * the config defaults; the record is typed over StateAnnotation, so a new state key does
  * not compile until it is described here.
  */
-import { StateAnnotation } from '../../src/state/crd-state.js'
+import { ConsentAnnotation, StateAnnotation } from '../../src/state/crd-state.js'
 import { DEFAULT_MANAGED_SELECTOR, DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
 
 export interface AnnotationDoc {
@@ -38,6 +38,13 @@ const STATE_MEANINGS: { readonly [K in keyof typeof StateAnnotation]: string } =
     'generation the last successful run handled (for people; the controller keeps its own record in memory and looks at every managed CRD once after a restart)',
 }
 
+const CONSENT_MEANINGS: { readonly [K in keyof typeof ConsentAnnotation]: string } = {
+  acceptChanges:
+    'field paths, comma-separated (`spec.timeout,spec.timeouts`), where the rewrite may change anything on purpose (as `--accept-changes` for this CRD); the chart\'s ValidatingAdmissionPolicy refuses setting or changing it to anyone without the `accept-changes` verb on this CRD',
+  acceptUnchecked:
+    '`"true"`: objects no view can check (stored in an unserved version, without managedFields) may be rewritten (as `--accept-unchecked`); guarded the same way',
+}
+
 /** Every key, in the order a reader meets them: the freeze, the opt-in, then the state. */
 export function annotationDocs(): AnnotationDoc[] {
   const managedLabel = DEFAULT_MANAGED_SELECTOR.split('=')[0]!
@@ -53,6 +60,11 @@ export function annotationDocs(): AnnotationDoc[] {
       kind: 'label on the CRD, set by you',
       meaning: `the default selector (\`--selector\`) manages the CRDs labelled \`${DEFAULT_MANAGED_SELECTOR}\``,
     },
+    ...(Object.keys(CONSENT_MEANINGS) as Array<keyof typeof ConsentAnnotation>).map((k) => ({
+      key: ConsentAnnotation[k],
+      kind: 'annotation on the CRD, set by a person RBAC allows to `accept-changes` it (read with `--consent-annotations`, which the chart sets)',
+      meaning: CONSENT_MEANINGS[k],
+    })),
     ...(Object.keys(STATE_MEANINGS) as Array<keyof typeof StateAnnotation>).map((k) => ({
       key: StateAnnotation[k],
       kind: 'annotation on the CRD, written by crd-migrator',

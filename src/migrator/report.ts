@@ -27,6 +27,10 @@ export function countsText(result: MigrationResult): string {
       ...(result.cleanup.staleWrites ? [`cleanupRetriedAfterConcurrentWrite=${result.cleanup.staleWrites}`] : []),
     )
   if (result.conversion?.outages) parts.push(`conversionOutages=${result.conversion.outages}`)
+  const l = result.lossless
+  if (l?.accepted) parts.push(`losslessAccepted=${l.accepted}`)
+  if (l?.bookkeeping) parts.push(`losslessBookkeeping=${l.bookkeeping}`)
+  if (l?.unchecked) parts.push(`losslessUnchecked=${l.unchecked}`)
   return parts.join(' ')
 }
 
@@ -71,5 +75,13 @@ export function summarize(result: MigrationResult): string {
       `${removed} managedFields entr${removed === 1 ? 'y' : 'ies'} of unserved versions removed${relabelled ? `, ${relabelled} relabelled to ${result.storageVersion}` : ''} from ${result.cleanup.counts.rewritten} object(s)`,
     )
   }
+  const l = result.lossless
+  // What the lossless check let through on purpose: consent, bookkeeping, objects it could not read.
+  const checked = [
+    l?.accepted ? `${l.accepted} with accepted changes` : '',
+    l?.bookkeeping ? `${l.bookkeeping} with round-trip bookkeeping not stored` : '',
+    l?.unchecked ? `${l.unchecked} not checkable (accepted: ${l.uncheckedReason ?? 'no view can read them'})` : '',
+  ].filter(Boolean)
+  if (checked.length) parts.push(`lossless check: ${checked.join(', ')}`)
   return parts.join('; ') || 'nothing to do'
 }
