@@ -79,11 +79,21 @@ export const CLUSTER_KINDS = [
   'CustomResourceDefinition',
   'FlowSchema',
   'PriorityLevelConfiguration',
+  'ValidatingAdmissionPolicy',
+  'ValidatingAdmissionPolicyBinding',
 ]
 export function one(ms: Manifest[], kind: string, name?: string): Manifest {
   const found = ms.filter((m) => m.kind === kind && (name === undefined || m.metadata.name === name))
   if (found.length !== 1) throw new Error(`expected one ${kind}${name ? `/${name}` : ''}, got ${ids(found).join(', ') || 'none'}`)
   return found[0]!
+}
+
+/** The migrator's own ClusterRole (component rbac), not the consent ClusterRole people are bound to. */
+export function migratorClusterRole(ms: Manifest[]): Manifest {
+  return one(
+    ms.filter((m) => m.kind !== 'ClusterRole' || m.metadata.labels?.['app.kubernetes.io/component'] !== 'consent'),
+    'ClusterRole',
+  )
 }
 
 export function withoutChartLabels<T extends Manifest>(m: T): T {

@@ -6,7 +6,7 @@
  */
 import t from 'tap'
 import { uniqueName } from '../helpers/controlplane.js'
-import { createNamespace, createRbacOf, one, rulesOf, template } from '../helpers/chart.js'
+import { createNamespace, createRbacOf, one, rulesOf, template, migratorClusterRole } from '../helpers/chart.js'
 import { BASE_RULES, scenarios } from '../helpers/chart-scenarios.js'
 
 t.test('RBAC, created for real, allows what the migrator does and nothing else', async (t) => {
@@ -94,7 +94,7 @@ t.test(
       const ns = uniqueName(`chart-eng-${engine}`)
       await createNamespace(ns)
       const manifests = await template(uniqueName('en'), ns, { migrator: { engine } })
-      const rule = rulesOf(one(manifests, 'ClusterRole')).find((r) => r.apiGroups?.includes(builtins.group))
+      const rule = rulesOf(migratorClusterRole(manifests)).find((r) => r.apiGroups?.includes(builtins.group))
       t.same(rule?.verbs, engine === 'own' ? ['get', 'list'] : ['get', 'list', 'patch', 'create', 'delete'], `engine ${engine}: the rule`)
       if (engine === 'own') t.same(rule, BASE_RULES.at(-1), 'the base rule')
       const can = await createRbacOf(t, manifests, ns)

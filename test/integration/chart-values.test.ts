@@ -27,6 +27,7 @@ import {
   rulesOf,
   template,
   valuesArgs,
+  migratorClusterRole,
 } from '../helpers/chart.js'
 import { BASE_RULES, EXPLICIT_STASH_RULE, migratorEnabled, stashRbac, SVM_CRD, SVM_RULES } from '../helpers/chart-scenarios.js'
 
@@ -42,7 +43,7 @@ t.test("the chart's stash presets and phases are the migrator's", async (t) => {
   // The template hardcodes each preset's resources (crd-migrator.stashPresets): the same as PRESETS.
   for (const preset of STASH_PRESETS) {
     for (const values of [{ stashPresets: [preset] }, { stashes: [{ preset }] }]) {
-      const cr = rulesOf(one(await template('p', 'p-ns', { migrator: values }), 'ClusterRole'))
+      const cr = rulesOf(migratorClusterRole(await template('p', 'p-ns', { migrator: values })))
       const expected = stashRbac([PRESETS[preset]])
       t.same(cr.slice(cr.length - expected.length), expected, `${preset} (${Object.keys(values)[0]}): the rules of PRESETS['${preset}']`)
       t.equal(cr.length, BASE_RULES.length + expected.length, `${preset}: nothing more`)
@@ -165,7 +166,7 @@ t.test('the StorageVersionMigration CRD renders only with storageVersionMigratio
       expected.crd ? [`CustomResourceDefinition/${SVM_CRD}`] : [],
       `${what}: CRD ${expected.crd ? 'rendered' : 'not rendered'}`,
     )
-    const clusterRole = manifests.find((m) => m.kind === 'ClusterRole')
+    const clusterRole = migratorClusterRole(manifests)
     const svmRules = clusterRole ? rulesOf(clusterRole).filter((r) => r.apiGroups?.includes('migration.k8s.io')) : []
     t.same(svmRules, expected.rules ? SVM_RULES : [], `${what}: StorageVersionMigration rules ${expected.rules ? 'exactly' : 'none'}`)
     if (!migratorEnabled(values) || (values['rbac'] as { create?: boolean } | undefined)?.create === false)
@@ -185,7 +186,7 @@ t.test('the StorageVersionMigration CRD renders only with storageVersionMigratio
   // builtInResources alone (e.g. a StorageVersionMigration someone else reconciles): the rules, nothing of KSVM.
   const manifests = await template('svm', 'svm-ns', { migrator: { builtInResources: [{ group: 'batch', resource: 'cronjobs' }] } })
   t.same(
-    rulesOf(one(manifests, 'ClusterRole')).slice(BASE_RULES.length),
+    rulesOf(migratorClusterRole(manifests)).slice(BASE_RULES.length),
     [{ apiGroups: ['batch'], resources: ['cronjobs'], verbs: ['get', 'list', 'patch'] }],
     'builtInResources alone: exactly its rule',
   )
@@ -236,7 +237,7 @@ t.test("the chart's StorageState CRD is kube-storage-version-migrator's, unchang
       expected.crds.map((c) => `CustomResourceDefinition/${c}`).sort(),
       `${what}: CRDs`,
     )
-    const rules = rulesOf(one(manifests, 'ClusterRole')).filter((r) => r.apiGroups?.includes('migration.k8s.io'))
+    const rules = rulesOf(migratorClusterRole(manifests)).filter((r) => r.apiGroups?.includes('migration.k8s.io'))
     t.same(rules, expected.rules, `${what}: rules on migration.k8s.io`)
     const { raw } = configOf(t, manifests)
     t.same((raw['migrator'] as Record<string, unknown>)['ksvmTrigger'], expected.config, `${what}: config migrator.ksvmTrigger`)

@@ -72,6 +72,7 @@ import {
   templateRaw,
   valuesArgs,
   withoutChartLabels,
+  migratorClusterRole,
 } from '../helpers/chart.js'
 import {
   APF_KINDS,
@@ -249,7 +250,7 @@ for (const scenario of scenarios) {
       // The RBAC covers what the migrator will do with the rules it resolves from this config.
       const resolved = resolveStashRules(config.migrator.stashPresets, config.migrator.stashes)
       t.equal(resolved.length, (stashPresets?.length ?? 0) + (stashes?.length ?? 0), 'every stash rule resolves')
-      const clusterRole = manifests.find((m) => m.kind === 'ClusterRole')
+      const clusterRole = migratorClusterRole(manifests)
       if (clusterRole) {
         const cr = rulesOf(clusterRole)
         t.same(
@@ -379,7 +380,7 @@ for (const scenario of scenarios) {
         return
       }
       checkLeastPrivilege(t, manifests, Boolean(scenario.values['rbac']?.allGroups), (scenario.stashRules ?? []).filter(isStashSourceRule))
-      const all = rulesOf(one(manifests, 'ClusterRole'))
+      const all = rulesOf(migratorClusterRole(manifests))
       // The stash rules come last.
       const cr = all.slice(0, all.length - (scenario.stashRules?.length ?? 0))
       t.same(all.slice(cr.length), scenario.stashRules ?? [], 'the stash rules, exactly')

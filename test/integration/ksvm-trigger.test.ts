@@ -21,7 +21,7 @@ import { servedStorageVersionHash, storageVersionHash } from '../../src/kube/dis
 import type { KubeHttp } from '../../src/kube/http.js'
 import { listAndWatch } from '../../src/kube/watch.js'
 import { httpFor, setStorageVersion, storedVersionsInEtcd } from '../helpers/cluster.js'
-import { one, rulesOf, template } from '../helpers/chart.js'
+import { rulesOf, template, migratorClusterRole } from '../helpers/chart.js'
 import { getControlPlane, uniqueName } from '../helpers/controlplane.js'
 import { grantClusterRole } from '../helpers/rbac.js'
 import { crdWithObjects } from '../helpers/fixtures.js'
@@ -168,7 +168,7 @@ t.test("a storage flip while the migration is pending: it is deleted and a new o
   // The trigger runs as a user holding exactly the ClusterRole the chart renders for it.
   const user = uniqueName('trigger')
   const manifests = await template(user, 'trigger-ns', { storageVersionMigrations: { trigger: { enabled: true } } })
-  await grantClusterRole(cp, user, rulesOf(one(manifests, 'ClusterRole')), [
+  await grantClusterRole(cp, user, rulesOf(migratorClusterRole(manifests)), [
     { kind: 'User', apiGroup: 'rbac.authorization.k8s.io', name: user },
   ])
   const asChart = httpFor((await cp.mintUser(user)).kubeconfigPath)

@@ -23,7 +23,7 @@ import { CRD_API } from '../../src/kube/paths.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import { listAndWatch } from '../../src/kube/watch.js'
 import { isStateAnnotation } from '../../src/state/crd-state.js'
-import { configOf, loadRenderedConfig, one, rulesOf, template } from '../helpers/chart.js'
+import { configOf, loadRenderedConfig, rulesOf, template, migratorClusterRole } from '../helpers/chart.js'
 import { httpFor, storedVersionsInEtcd } from '../helpers/cluster.js'
 import { getControlPlane, uniqueName } from '../helpers/controlplane.js'
 import { crdWithObjects } from '../helpers/fixtures.js'
@@ -66,7 +66,7 @@ async function setup(t: Test, o: { managed: boolean; covered: boolean; chartValu
     ...(o.covered ? { rbac: { managedGroups: [fixture.group] } } : {}),
     ...o.chartValues,
   })
-  const rules = rulesOf(one(manifests, 'ClusterRole'))
+  const rules = rulesOf(migratorClusterRole(manifests))
   t.equal(
     rules.some((r) => r.apiGroups?.includes(fixture.group)),
     o.covered,

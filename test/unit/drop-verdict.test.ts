@@ -59,6 +59,18 @@ t.test('each piece of evidence, and the verdict it gives', async (t) => {
       { safe: false, blocks: ['storedVersions', 'objects'], says: /last run: Failed: CRDM_OBJECTS_FAILED/ },
     ],
     [
+      'the last run was refused by its lossless check',
+      {
+        storedVersions: ['v1alpha1', 'v1'],
+        migrator: { ...clean.migrator, lastResult: 'Blocked: CRDM_DATA_LOSS: rewriting 3 object(s) would not keep their content' },
+      },
+      {
+        safe: false,
+        blocks: ['storedVersions', 'objects'],
+        says: /last run stopped Blocked \(CRDM_DATA_LOSS\).*crd-migrator plan .* lists each change and the flag that accepts it/,
+      },
+    ],
+    [
       'a success at an older generation',
       { migrator: { ...clean.migrator, observedGeneration: 2 } },
       { safe: true, says: /last success was at generation 2, the CRD is at 4/ },

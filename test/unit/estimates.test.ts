@@ -6,7 +6,7 @@
 import t from 'tap'
 import { CONSTANT_BASIS, MS_PER_CRD, planRow, planSummary, type EstimateBasis, type PlanRow } from '../../src/check/fleet-plan.js'
 import { describeBasis, measuredBasis, MIN_SAMPLES, objectsPerSecond, type WriteSample } from '../../src/check/write-rate.js'
-import { managedFieldsCell, servedNextSteps } from '../../src/cli/plan-format.js'
+import { formatPlan, managedFieldsCell, servedNextSteps } from '../../src/cli/plan-format.js'
 import type { ManagedFieldsEntry } from '../../src/kube/types.js'
 import { servedKeptVersions, type ManagedFieldsPolicy } from '../../src/migrator/phases/managed-fields.js'
 import { servedKeptSteps } from '../../src/migrator/report.js'
@@ -162,4 +162,39 @@ t.test('migrate: the next step after a cleanup that left entries of a served ver
   t.strictSame(servedKeptSteps({ cleanup: { servedEntriesKept: { v1: { entries: 1, objects: 1 } } } }), [
     '1 object keeps 1 managedFields entry of v1, which is still served (left by design; check --drop v1 counts them): to drop v1, set served: false on it, then run migrate again',
   ])
+})
+
+t.test('plan: a CRD whose lossless check refuses is blocked, left out of the estimate, its changes listed', async (t) => {
+  const base = { storageVersion: 'v2', storedVersions: ['v1', 'v2'], blockedReason: undefined, managedFieldsObjects: 0, objects: 100 }
+  const lines = [
+    '  lossless check (...): 100 checked, 100 would change',
+    '    spec.t removed  100 object(s)  refused',
+    "  accept on purpose with: --accept-changes 'a.example.com:spec.t'",
+  ]
+  const refused = planRow({
+    ...base,
+    name: 'a.example.com',
+    lossless: { refuses: true, checked: 100, complete: true, lossy: 100, unchecked: 0, lines },
+  })
+  const fine = planRow({
+    ...base,
+    name: 'b.example.com',
+    lossless: { refuses: false, checked: 100, complete: true, lossy: 0, unchecked: 0, lines: lines.slice(0, 1) },
+  })
+  const s = planSummary([refused, fine], 4)
+  t.equal(s.blocked, 1, 'counted blocked')
+  t.equal(s.needingWork, 1, 'only the other needs work')
+  t.equal(s.writes, 100, 'the blocked CRD writes nothing')
+  const text = formatPlan(
+    { rows: [refused, fine], summary: { ...s, estimate: 'e', basis: { source: 'constant', objectsPerSecond: 1 } }, missing: [] },
+    true,
+  )
+  t.match(text, /a\.example\.com .*blocked: CRDM_DATA_LOSS \(below\)\s+-/, 'marked in the table, no estimate')
+  t.match(text, '1 of 2 CRDs need work, 1 blocked')
+  t.match(
+    text,
+    `a.example.com: the run would stop Blocked (CRDM_DATA_LOSS)\n${lines.join('\n')}`,
+    'its changes and the accept line under the table',
+  )
+  t.notMatch(text, 'b.example.com: the run', 'nothing said of a CRD that passes')
 })

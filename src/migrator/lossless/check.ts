@@ -46,7 +46,7 @@ import type { MigrationContext, MigrationSettings } from '../context.js'
 import { requestRetry, withRetry, type RetryOptions } from '../engine/retry.js'
 import type { FieldChange, FieldChangeKind } from './content-diff.js'
 import { managedEntries, managedPaths } from './managed-paths.js'
-import { hasPath } from './content-diff.js'
+import { hasOwnedPath, ownedContent } from './content-diff.js'
 import {
   describeFindings,
   judgeRoundTrip,
@@ -261,7 +261,8 @@ function tally(counts: Map<string, ChangeCount>, verdict: ChangeVerdict): void {
 
 /** Fields `object`'s managedFields name that `kept` does not hold. */
 function lostManagedFields(object: KubeObject, kept: KubeObject, select?: (entry: { apiVersion?: string }) => boolean): string[] {
-  return managedPaths(object, select).filter((p) => !hasPath(kept, p))
+  const owned = ownedContent(kept)
+  return managedPaths(object, select).filter((p) => !hasOwnedPath(owned, p))
 }
 
 /** What a check with findings ends the run with (nothing written; the freeze, if any, lifted), its report attached. */

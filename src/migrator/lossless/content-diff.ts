@@ -167,7 +167,12 @@ export function canonical(value: unknown): string {
 
 /** Whether `path` (as childPath writes it) names a field present in `object`'s owned content. */
 export function hasPath(object: Obj, path: string): boolean {
-  let node: unknown = ownedContent(object)
+  return hasOwnedPath(ownedContent(object), path)
+}
+
+/** hasPath on content ownedContent already made (many paths of one object). */
+export function hasOwnedPath(owned: Obj, path: string): boolean {
+  let node: unknown = owned
   for (const step of parsePath(path)) {
     if (typeof step === 'number') {
       if (!Array.isArray(node) || step >= node.length) return false
