@@ -166,7 +166,7 @@ t.test('the StorageVersionMigration CRD renders only with storageVersionMigratio
       expected.crd ? [`CustomResourceDefinition/${SVM_CRD}`] : [],
       `${what}: CRD ${expected.crd ? 'rendered' : 'not rendered'}`,
     )
-    const clusterRole = migratorClusterRole(manifests)
+    const clusterRole = manifests.find((m) => m.kind === 'ClusterRole' && m.metadata.labels?.['app.kubernetes.io/component'] !== 'consent')
     const svmRules = clusterRole ? rulesOf(clusterRole).filter((r) => r.apiGroups?.includes('migration.k8s.io')) : []
     t.same(svmRules, expected.rules ? SVM_RULES : [], `${what}: StorageVersionMigration rules ${expected.rules ? 'exactly' : 'none'}`)
     if (!migratorEnabled(values) || (values['rbac'] as { create?: boolean } | undefined)?.create === false)

@@ -402,7 +402,7 @@ The crd-migrator config file (see src/config/schema.ts), built from values. POD_
 {{- $_ := set $config.migrator "stateKeyFile" (printf "%s/key" (include "crd-migrator.stateKeyDir" .)) }}
 {{- end }}
 {{- /* The CRD's consent annotations count only where the policy guarding them is rendered. */}}
-{{- if .Values.consent.enabled }}
+{{- if and .Values.consent.enabled .Values.migrator.enabled }}
 {{- $_ := set $config.migrator "consentAnnotations" true }}
 {{- end }}
 {{- /* Only when on: the key is absent from the config of every release that does not use it. */}}
