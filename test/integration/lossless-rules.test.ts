@@ -18,6 +18,7 @@ import { migrateCrd, type MigrationSettings } from '../../src/migrator/migrate.j
 import { ConsentAnnotation } from '../../src/state/crd-state.js'
 import { consentPolicy } from '../../src/webhook/consent-policy.js'
 import { grantClusterRole } from '../helpers/rbac.js'
+import { runProcess } from '../helpers/run-process.js'
 import { createCrd, createNamespace, createObjects, defaultSettings, httpFor, refFor, setStorageVersion } from '../helpers/cluster.js'
 import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
 
@@ -297,4 +298,30 @@ t.test('consent on the CRD: only a user RBAC allows to accept-changes may give i
   t.equal(result.outcome, 'Succeeded', result.reason)
   t.same(result.lossless?.crdConsent?.acceptChanges, ['spec.token'])
   t.same(specOf((await etcdObjects(m)).get('obj-00001')), { a: 'a1' }, 'exactly the accepted field went')
+})
+
+t.test('the CLI: plan marks the CRD blocked, both dry runs exit 4, migrate with the printed flags succeeds', async (t) => {
+  const m = await made('cli', { v1: withToken, v2: withoutToken }, 5, (i) => ({ spec: { a: `a${i}`, token: `secret-${i}` } }))
+  await setStorageVersion(http, m.name, 'v2')
+  const cli = (...args: string[]) => runProcess(process.execPath, ['dist/cli/main.js', ...args, '--kubeconfig', cp.kubeconfigPath])
+  const plan = await cli('plan', m.name)
+  t.equal(plan.code, 0, plan.stderr)
+  t.match(plan.stdout, /blocked: CRDM_DATA_LOSS \(below\)/, 'marked in the table')
+  t.match(plan.stdout, '0 of 1 CRDs need work, 1 blocked')
+  t.match(plan.stdout, /spec\.token removed +5 object\(s\) +refused/)
+  const accept = `--accept-changes '${m.name}:spec.token'`
+  t.match(plan.stdout, accept, 'the line that accepts it')
+  const dry = await cli('migrate', m.name, '--dry-run')
+  t.equal(dry.code, 4, `--dry-run exits 4: ${dry.stdout}${dry.stderr}`)
+  t.match(dry.stdout, 'the run would stop Blocked (CRDM_DATA_LOSS)')
+  const server = await cli('migrate', m.name, '--dry-run=server')
+  t.equal(server.code, 4, `--dry-run=server exits 4: ${server.stdout}${server.stderr}`)
+  t.match(server.stdout, 'the run would stop Blocked (CRDM_DATA_LOSS) before its first write')
+  const accepted = await cli('plan', m.name, '--accept-changes', `${m.name}:spec.token`)
+  t.match(accepted.stdout, '1 of 1 CRDs need work', 'plan agrees once accepted')
+  const run = await cli('migrate', m.name, '--accept-changes', `${m.name}:spec.token`)
+  t.equal(run.code, 0, run.stdout + run.stderr)
+  t.match(run.stdout, /spec\.token removed +5 object\(s\) +accepted/)
+  t.same(versionsIn(await etcdObjects(m)), new Set(['v2']))
+  t.same((await getCrd(http, m.name)).status?.storedVersions, ['v2'])
 })
