@@ -12,7 +12,7 @@
 // package is internal to the module, so its logic (the CRD named by
 // util/contract.CalculateCRDName, its `cluster.x-k8s.io/<contract>` labels, the newest
 // compatible contract first: v1beta2, then v1beta1) is reproduced below over a plain
-// client, reading CRD metadata only.
+// client, reading CRD metadata only (uncached, without client-side rate limit).
 //
 // Not a Go module of its own in the repository: scripts/build-upgrades.sh copies this file
 // into a generated module requiring sigs.k8s.io/cluster-api at CAPI_VERSION and builds it
@@ -69,6 +69,10 @@ func main() {
 	if err != nil {
 		fail("kubeconfig", err)
 	}
+	// CAPI's manager reads the CRDs through its informer cache, so a conversion costs no
+	// request; this client asks the API server each time, and client-go's default limit (5
+	// requests/s) would make every object's conversion wait. No client-side limit.
+	restConfig.QPS = -1
 	crdScheme := runtime.NewScheme()
 	utilruntime.Must(apiextensionsv1.AddToScheme(crdScheme))
 	c, err := client.New(restConfig, client.Options{Scheme: crdScheme})
