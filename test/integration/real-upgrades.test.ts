@@ -54,7 +54,7 @@ import { capiObjects, capiProviderCrds, createObjects, tektonObjects, type NewOb
 t.setTimeout(30 * 60_000)
 const cp = await getControlPlane()
 const tools = await ensureUpgradeTools()
-t.setTimeout(6 * 60_000)
+t.setTimeout(Number(process.env['TAP_TIMEOUT'] ?? '600') * 1000)
 
 const PER_KIND = 20
 
@@ -186,6 +186,17 @@ for (const u of upgrades) {
       for (const [k, v] of await readThrough(cp, u.group, u.from, p)) viaOld.set(`${p}/${k}`, v)
     }
     t.same(apiVersionsOf(viaNew), [`${u.group}/${u.to}`], `every object read through ${u.to}`)
+    // What the conversion makes of the stored content (for the record: consent is about the round trip).
+    for (const p of u.plurals) {
+      const paths = new Map<string, number>()
+      for (const [k, o] of viaNew)
+        if (k.startsWith(`${p}/`))
+          for (const c of diffValues(content(before.get(k)!), content(o))) {
+            const key = `${pathPattern(c.path)} ${c.change}`
+            paths.set(key, (paths.get(key) ?? 0) + 1)
+          }
+      t.comment(`${p} ${u.from} → ${u.to} (objects): ${JSON.stringify(Object.fromEntries(paths))}`)
+    }
     const unlike = [...viaOld].filter(([k, o]) => diffValues(content(before.get(k)!), content(o)).length > 0).map(([k]) => k)
     t.same(unlike, [], `every object read through ${u.from} as stored`)
 
