@@ -229,8 +229,17 @@ export async function applyCrds(cp: ControlPlane, crds: readonly CrdManifest[], 
   return out
 }
 
-export async function deleteCrds(cp: ControlPlane, names: readonly string[]): Promise<void> {
-  for (const name of names) await cp.apiRequest(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`, { method: 'DELETE' })
+/** Deletes the CRDs and waits until they are gone (their objects deleted), so they can be created again. */
+export async function deleteCrds(cp: ControlPlane, names: readonly string[], timeoutMs = 60_000): Promise<void> {
+  const path = (name: string) => `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`
+  for (const name of names) await cp.apiRequest(path(name), { method: 'DELETE' })
+  const deadline = Date.now() + timeoutMs
+  for (const name of names) {
+    while ((await cp.apiRequest(path(name))).status !== 404) {
+      if (Date.now() > deadline) throw new Error(`CRD ${name} still there ${timeoutMs}ms after its deletion`)
+      await new Promise((r) => setTimeout(r, 200))
+    }
+  }
 }
 
 /** Every object of `group`/`plural` as etcd holds it, by `namespace/name`. */

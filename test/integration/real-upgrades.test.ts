@@ -86,7 +86,16 @@ const upgrades: Upgrade[] = [
     to: 'v1beta2',
     releases: (tools) => ({ old: tools.capiCrds['v1.10.6']!, flip: tools.capiCrds['v1.11.0']!, last: tools.capiCrds['v1.14.2']! }),
     webhook: (tools) => startRealWebhook('capi-conversion', tools.capiConversion, [`--kubeconfig=${cp.kubeconfigPath}`]),
-    setup: async () => void (await applyCrds(cp, capiProviderCrds() as CrdManifest[])),
+    setup: async () => {
+      const providers = capiProviderCrds() as CrdManifest[]
+      await applyCrds(cp, providers)
+      t.teardown(() =>
+        deleteCrds(
+          cp,
+          providers.map((c) => c.metadata.name),
+        ),
+      )
+    },
     objects: (ns) => capiObjects(ns, PER_KIND),
     consent: {
       // v1beta2's failureDomains is a list whose controlPlane: false v1beta1 (omitempty) drops.
@@ -157,18 +166,20 @@ for (const u of upgrades) {
     const crdOf = (plural: string) => `${plural}.${u.group}`
     const lossy = u.plurals.filter((p) => p in u.consent && u.consent[p]!.length > 0)
     const releases = u.releases(tools)
+    const ns = uniqueName('upgrade')
     const webhook = await u.webhook(tools)
-    t.teardown(() => webhook.stop())
+    // One teardown, in order: the objects and CRDs go while their webhook still answers.
+    t.teardown(async () => {
+      await cp.apiRequest(`/api/v1/namespaces/${ns}`, { method: 'DELETE' })
+      await deleteCrds(cp, names).finally(() => webhook.stop())
+    })
     await deleteCrds(cp, names) // a kept control plane of an earlier run
-    t.teardown(() => deleteCrds(cp, names))
     await u.setup?.()
 
     // The old release, its objects, then the release that flips storage.
     const old = (await readCrds(releases.old, names)).map((c) => withConversion(c, webhook))
     await applyCrds(cp, old)
-    const ns = uniqueName('upgrade')
     await cp.apiRequest('/api/v1/namespaces', { method: 'POST', body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } } })
-    t.teardown(() => cp.apiRequest(`/api/v1/namespaces/${ns}`, { method: 'DELETE' }))
     await createObjects(cp, u.group, u.from, ns, u.objects(ns))
     const flip = (await readCrds(releases.flip, names)).map((c) => withConversion(c, webhook))
     await applyCrds(cp, flip)
