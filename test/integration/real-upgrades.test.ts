@@ -197,6 +197,7 @@ for (const u of upgrades) {
       for (const [k, v] of await readThrough(cp, u.group, u.from, p)) viaOld.set(`${p}/${k}`, v)
     }
     t.same(apiVersionsOf(viaNew), [`${u.group}/${u.to}`], `every object read through ${u.to}`)
+    t.ok((await webhook.reviews()) > 0, `${webhook.name} converted them (${await webhook.reviews()} ConversionReviews so far)`)
     // What the conversion makes of the stored content (for the record: consent is about the round trip).
     for (const p of u.plurals) {
       const paths = new Map<string, number>()
