@@ -65,6 +65,7 @@ const MATRIX_SUITES = [
   'test/integration/freeze-takeover.test.ts',
   'test/integration/cert-manager.test.ts',
   'test/integration/install.test.ts',
+  'test/integration/real-upgrades.test.ts',
 ]
 /**
  * Speed guards: on a full run they leave the main pass and run after it, alone (tap's
