@@ -53,6 +53,8 @@ export function addConfigOptions(
     // The choices are shown and completed; the schema checks them (a list's items too).
     const choices = settingChoices(s)
     if (choices) option.argChoices = [...choices]
+    // A list flag may be given more than once, as kubectl's are: each value is kept.
+    if (s.kind === 'list') option.argParser((value: string, previous: string[] | undefined) => [...(previous ?? []), value])
     cmd.addOption(describeSettingOption(option, help))
   }
   return cmd
@@ -68,7 +70,7 @@ export function configFromOptions(opts: Record<string, unknown>, env: NodeJS.Pro
   for (const s of SETTINGS) {
     const value = opts[camel(s.flag)]
     if (value === undefined) continue
-    flags[s.path] = parseSettingValue(s, value as string | boolean, `--${s.flag}`)
+    flags[s.path] = parseSettingValue(s, value as string | boolean | string[], `--${s.flag}`)
   }
   return loadConfig({ file: opts.config as string | undefined, env, flags })
 }

@@ -35,3 +35,11 @@ export function invalidFieldPath(path: string, where = ''): string | undefined {
     return `"${path}"${where}: of metadata only labels, annotations, finalizers and ownerReferences are checked`
   return undefined
 }
+
+/**
+ * A comma-separated list, as a flag, an environment variable or an annotation gives it:
+ * commas inside double quotes stay (`metadata.labels["a,b"]`), items trimmed, empty ones dropped.
+ */
+export function splitList(raw: string): string[] {
+  return (raw.match(/(?:[^,"]|"(?:[^"\\]|\\.)*")+/g) ?? []).map((s) => s.trim()).filter(Boolean)
+}

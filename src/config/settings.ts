@@ -4,6 +4,7 @@
  * README, so the three cannot drift.
  */
 import { ConfigError } from '../errors.js'
+import { splitList } from './accept-entries.js'
 
 export type SettingKind = 'string' | 'int' | 'number' | 'boolean' | 'list'
 
@@ -386,7 +387,12 @@ export const SETTINGS: readonly Setting[] = [
   },
 ]
 
-export function parseSettingValue(setting: Setting, raw: string | boolean, source: string): unknown {
+export function parseSettingValue(setting: Setting, raw: string | boolean | readonly string[], source: string): unknown {
+  // A list flag given more than once (`--accept-changes a --accept-changes b`): every one counts.
+  if (typeof raw === 'object') {
+    if (setting.kind !== 'list') return parseSettingValue(setting, raw[raw.length - 1] ?? '', source)
+    return raw.flatMap((r) => splitList(r))
+  }
   if (typeof raw === 'boolean') {
     if (setting.kind !== 'boolean') throw new ConfigError(`${source}: expects a value`)
     return raw
@@ -395,10 +401,7 @@ export function parseSettingValue(setting: Setting, raw: string | boolean, sourc
     case 'string':
       return raw
     case 'list':
-      return raw
-        .split(',')
-        .map((s) => s.trim())
-        .filter(Boolean)
+      return splitList(raw)
     case 'boolean':
       if (/^(true|1|yes)$/i.test(raw)) return true
       if (/^(false|0|no)$/i.test(raw)) return false

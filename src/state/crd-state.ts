@@ -12,6 +12,7 @@
  */
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { sanitizeText } from '../sanitize.js'
+import { splitList } from '../config/accept-entries.js'
 
 /** The value of the migrating annotation that freezes a CRD (KEP-2855). */
 export const MIGRATING_VALUE = 'true'
@@ -66,8 +67,10 @@ export function isStateAnnotation(key: string): boolean {
 /** The consent a CRD's annotations give, as read (paths unchecked: accept-entries.ts checks them). */
 export function readCrdConsent(crd: Pick<CustomResourceDefinition, 'metadata'>): { acceptChanges: string[]; acceptUnchecked: boolean } {
   const a = crd.metadata.annotations ?? {}
-  const paths = (a[ConsentAnnotation.acceptChanges] ?? '').match(/(?:[^,"\s]|"(?:[^"\\]|\\.)*")+/g) ?? []
-  return { acceptChanges: paths, acceptUnchecked: a[ConsentAnnotation.acceptUnchecked] === 'true' }
+  return {
+    acceptChanges: splitList(a[ConsentAnnotation.acceptChanges] ?? ''),
+    acceptUnchecked: a[ConsentAnnotation.acceptUnchecked] === 'true',
+  }
 }
 
 /** An annotation patch: a value sets a key, null removes it (JSON merge patch). */

@@ -191,7 +191,7 @@ t.test('a field every version prunes is found through managedFields; etcd keeps 
   const result = await run(m, defaultSettings())
   t.equal(result.outcome, 'Blocked', result.reason)
   t.equal(result.errorCode, 'CRDM_DATA_LOSS')
-  t.match(result.reason, 'spec.token removed (set by a manager, pruned from every view)')
+  t.match(result.reason, 'spec.token removed (set by a manager, not in what the rewrite keeps)')
   t.equal(result.lossless?.lossy, 8)
   const etcd = await etcdObjects(m)
   t.same(versionsIn(etcd), new Set(['v1']))
@@ -224,7 +224,7 @@ t.test('an unserved stored version: objects held to their managedFields; uncheck
   const blocked = await run(m, defaultSettings())
   t.equal(blocked.outcome, 'Blocked', blocked.reason)
   t.match(blocked.reason, 'managedFields of objects stored in unserved v1')
-  t.match(blocked.reason, 'spec.token removed (set by a manager, pruned from every view)')
+  t.match(blocked.reason, 'spec.token removed (set by a manager, not in what the rewrite keeps)')
   t.equal(specOf((await etcdObjects(m)).get('obj-00000'))['token'], 'secret-0', 'the token is still in etcd')
 
   // Objects without managedFields (an empty entry clears them) cannot be checked at all.

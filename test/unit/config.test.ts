@@ -132,6 +132,22 @@ t.test('environment parsing', async (t) => {
 t.test('parseSettingValue', async (t) => {
   const setting = (path: string) => SETTINGS.find((s) => s.path === path)!
   t.equal(parseSettingValue(setting('migrator.concurrency'), ' 12 ', 'src'), 12, 'int with spaces')
+  const changes = setting('migrator.acceptChanges')
+  t.strictSame(parseSettingValue(changes, 'a.example.com:spec.x, b.example.com:spec.y', 'src'), [
+    'a.example.com:spec.x',
+    'b.example.com:spec.y',
+  ])
+  t.strictSame(
+    parseSettingValue(changes, ['a.example.com:spec.x', 'a.example.com:spec.y,b.example.com:status'], '--accept-changes'),
+    ['a.example.com:spec.x', 'a.example.com:spec.y', 'b.example.com:status'],
+    'a list flag given twice keeps every value',
+  )
+  t.strictSame(
+    parseSettingValue(changes, 'a.example.com:metadata.labels["x,y"],a.example.com:spec.z', 'src'),
+    ['a.example.com:metadata.labels["x,y"]', 'a.example.com:spec.z'],
+    'a comma inside quotes stays',
+  )
+  t.equal(parseSettingValue(setting('migrator.concurrency'), ['3', '12'], '--concurrency'), 12, 'a scalar flag given twice: the last')
   t.throws(
     () => parseSettingValue(setting('migrator.concurrency'), '1.5', 'src'),
     /src: expected an integer, got "1.5"/,

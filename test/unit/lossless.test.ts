@@ -385,6 +385,6 @@ t.test('describeFindings names moves and managedFields removals', async (t) => {
   )
   t.equal(
     describeFindings([{ key: 'ns/a', changes: [{ path: 'spec.x', change: 'removed', managedFields: true }] }], 1),
-    'ns/a: spec.x removed (set by a manager, pruned from every view)',
+    'ns/a: spec.x removed (set by a manager, not in what the rewrite keeps)',
   )
 })

@@ -12,10 +12,10 @@ const VERDICT_WORDS: Record<ChangeCount['verdict'], string> = {
   default: 'schema default',
 }
 
-/** "spec.timeouts.pipeline moved from spec.timeout", "spec.token removed (set by a manager, pruned from every view)". */
+/** "spec.timeouts.pipeline moved from spec.timeout", "spec.token removed (set by a manager, not in what the rewrite keeps)". */
 export function describeChangeCount(c: ChangeCount): string {
   if (c.change === 'moved') return `${c.pattern} moved from ${c.from}`
-  return `${c.pattern} ${c.change}${c.managedFields ? ' (set by a manager, pruned from every view)' : ''}`
+  return `${c.pattern} ${c.change}${c.managedFields ? ' (set by a manager, not in what the rewrite keeps)' : ''}`
 }
 
 /** The lines of a report, indented by `indent`; `crdName` for the accept line. */
