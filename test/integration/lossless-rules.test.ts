@@ -12,73 +12,28 @@ import { startConversionWebhook } from '../../dev/conversion/webhook.js'
 import { getCrd } from '../../src/kube/crds.js'
 import { ContentType } from '../../src/kube/http.js'
 import { crdPath, objectPath } from '../../src/kube/paths.js'
-import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import { dryRun } from '../../src/migrator/dry-run.js'
 import { migrateCrd, type MigrationSettings } from '../../src/migrator/migrate.js'
 import { ConsentAnnotation } from '../../src/state/crd-state.js'
 import { consentPolicy } from '../../src/webhook/consent-policy.js'
 import { grantClusterRole } from '../helpers/rbac.js'
 import { runProcess } from '../helpers/run-process.js'
-import { createCrd, createNamespace, createObjects, defaultSettings, httpFor, refFor, setStorageVersion } from '../helpers/cluster.js'
-import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+import { defaultSettings, httpFor, refFor, setStorageVersion } from '../helpers/cluster.js'
+import { getControlPlane, uniqueName } from '../helpers/controlplane.js'
+import { etcdWidgets, OPEN_SCHEMA, specOf, specSchema, storedAt, twoVersions, type Obj, type TwoVersions } from '../helpers/two-versions.js'
 
 const logger = pino({ level: 'silent' })
 const cp = await getControlPlane()
 const http = httpFor(cp.kubeconfigPath)
 
-type Obj = Record<string, unknown>
-const spec = (properties: Record<string, Obj>) => ({
-  openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', properties } } },
-})
-const open = { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } }
-
-interface Made {
-  crd: CustomResourceDefinition
-  group: string
-  ns: string
-  name: string
-}
-
-async function made(
-  prefix: string,
-  schemas: { v1: Obj; v2: Obj },
-  count: number,
-  body: (i: number) => Obj,
-  conversion?: Obj,
-): Promise<Made> {
-  const group = uniqueGroup(prefix)
-  const ns = uniqueName(prefix)
-  await createNamespace(http, ns)
-  const crd = await createCrd(http, {
-    apiVersion: 'apiextensions.k8s.io/v1',
-    kind: 'CustomResourceDefinition',
-    metadata: { name: `widgets.${group}` },
-    spec: {
-      group,
-      scope: 'Namespaced',
-      names: { plural: 'widgets', kind: 'Widget', singular: 'widget', listKind: 'WidgetList' },
-      versions: [
-        { name: 'v1', served: true, storage: true, schema: schemas.v1 },
-        { name: 'v2', served: true, storage: false, schema: schemas.v2 },
-      ],
-      ...(conversion ? { conversion } : {}),
-    },
-  } as unknown as CustomResourceDefinition)
-  await createObjects(http, refFor(crd, 'v1'), [ns], count, body)
-  return { crd, group, ns, name: crd.metadata.name }
-}
-
-async function etcdObjects(m: Made): Promise<Map<string, Obj>> {
-  const out = new Map<string, Obj>()
-  for (const key of await cp.listEtcdKeys(`/registry/${m.group}/widgets/`)) {
-    const raw = await cp.readEtcdKey(key)
-    if (raw) out.set(key.slice(key.lastIndexOf('/') + 1), JSON.parse(raw.toString('utf8')) as Obj)
-  }
-  return out
-}
-const specOf = (o: Obj | undefined) => (o?.['spec'] ?? {}) as Obj
+type Made = TwoVersions
+const spec = specSchema
+const open = OPEN_SCHEMA
+const made = (prefix: string, schemas: { v1: Obj; v2: Obj }, count: number, body: (i: number) => Obj, conversion?: Obj) =>
+  twoVersions(http, prefix, schemas, count, body, { conversion })
+const etcdObjects = (m: Made) => etcdWidgets(cp, m.group)
 const metaOf = (o: Obj | undefined) => (o?.['metadata'] ?? {}) as { annotations?: Record<string, string>; labels?: Record<string, string> }
-const versionsIn = (objects: Map<string, Obj>) => new Set([...objects.values()].map((o) => String(o['apiVersion']).split('/')[1]))
+const versionsIn = storedAt
 
 const run = (m: Made, settings: MigrationSettings) => migrateCrd(m.name, settings, { http, logger, owner: 'lossless-rules' })
 

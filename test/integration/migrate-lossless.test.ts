@@ -10,7 +10,6 @@ import { pino } from 'pino'
 import { startConversionWebhook } from '../../dev/conversion/webhook.js'
 import { ConfigSchema } from '../../src/config/schema.js'
 import { getCrd } from '../../src/kube/crds.js'
-import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import { settingsFor } from '../../src/migrator/crd-settings.js'
 import { dryRun } from '../../src/migrator/dry-run.js'
 import { migrateCrdUnfrozen } from '../../src/migrator/migrate-unfrozen.js'
@@ -18,70 +17,22 @@ import { formatDryRun } from '../../src/cli/migrate.js'
 import { migrateCrd, type MigrationSettings } from '../../src/migrator/migrate.js'
 import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
 import { StateAnnotation } from '../../src/state/crd-state.js'
-import { createCrd, createNamespace, createObjects, defaultSettings, httpFor, refFor, setStorageVersion } from '../helpers/cluster.js'
-import { getControlPlane, uniqueGroup, uniqueName } from '../helpers/controlplane.js'
+import { defaultSettings, httpFor } from '../helpers/cluster.js'
+import { getControlPlane } from '../helpers/controlplane.js'
+import { etcdWidgets, OPEN_SCHEMA, specOf, specSchema, storedAt, twoVersions, type Obj, type TwoVersions } from '../helpers/two-versions.js'
 
 const logger = pino({ level: 'silent' })
 const cp = await getControlPlane()
 const http = httpFor(cp.kubeconfigPath)
 
-type Obj = Record<string, unknown>
-const spec = (properties: Record<string, Obj>) => ({
-  openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', properties } } },
-})
-const open = { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } }
-
-interface Made {
-  crd: CustomResourceDefinition
-  group: string
-  ns: string
-}
-
+type Made = TwoVersions
+const spec = specSchema
+const open = OPEN_SCHEMA
 /** A CRD whose v1 and v2 have these schemas, `count` objects created at v1 (etcd holds them at v1), storage flipped to v2. */
-async function made(
-  prefix: string,
-  schemas: { v1: Obj; v2: Obj },
-  count: number,
-  body: (i: number) => Obj,
-  conversion?: Obj,
-): Promise<Made> {
-  const group = uniqueGroup(prefix)
-  const ns = uniqueName(prefix)
-  await createNamespace(http, ns)
-  const manifest = {
-    apiVersion: 'apiextensions.k8s.io/v1',
-    kind: 'CustomResourceDefinition',
-    metadata: { name: `widgets.${group}` },
-    spec: {
-      group,
-      scope: 'Namespaced',
-      names: { plural: 'widgets', kind: 'Widget', singular: 'widget', listKind: 'WidgetList' },
-      versions: [
-        { name: 'v1', served: true, storage: true, schema: schemas.v1 },
-        { name: 'v2', served: true, storage: false, schema: schemas.v2 },
-      ],
-      ...(conversion ? { conversion } : {}),
-    },
-  } as unknown as CustomResourceDefinition
-  const created = await createCrd(http, manifest)
-  await createObjects(http, refFor(created, 'v1'), [ns], count, body)
-  const crd = await setStorageVersion(http, created.metadata.name, 'v2')
-  return { crd, group, ns }
-}
-
-/** Every object as etcd holds it, by name. */
-async function etcdObjects(m: Made): Promise<Map<string, Obj>> {
-  const keys = await cp.listEtcdKeys(`/registry/${m.group}/widgets/`)
-  const out = new Map<string, Obj>()
-  for (const key of keys) {
-    const raw = await cp.readEtcdKey(key)
-    if (raw) out.set(key.slice(key.lastIndexOf('/') + 1), JSON.parse(raw.toString('utf8')) as Obj)
-  }
-  return out
-}
-
-const specOf = (o: Obj | undefined) => (o?.['spec'] ?? {}) as Obj
-const apiVersions = (objects: Map<string, Obj>) => new Set([...objects.values()].map((o) => String(o['apiVersion']).split('/')[1]))
+const made = (prefix: string, schemas: { v1: Obj; v2: Obj }, count: number, body: (i: number) => Obj, conversion?: Obj) =>
+  twoVersions(http, prefix, schemas, count, body, { conversion, flip: true })
+const etcdObjects = (m: Made) => etcdWidgets(cp, m.group)
+const apiVersions = storedAt
 
 /** The run left nothing behind: no freeze, storedVersions as they were, the result on the CRD. */
 async function expectUntouched(t: Test, m: Made, result: Awaited<ReturnType<typeof migrateCrd>>): Promise<void> {
