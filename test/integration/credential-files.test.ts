@@ -136,6 +136,19 @@ for (const c of cases) {
   })
 }
 
+t.test('a config file (--config) that is a FIFO: completion offers nothing at once, status says why', async (t) => {
+  // Not a credential file, but completion reads it too, with the same synchronous read.
+  const r = await run(['__complete', 'status', '--config', fifo, '--kubeconfig', cp.kubeconfigPath, ''])
+  t.notOk(r.killed, `__complete: ended by itself (not killed after ${RUN_LIMIT_MS / 1000} s)`)
+  t.ok(r.seconds < 10, `__complete: back in ${r.seconds.toFixed(1)} s`)
+  t.equal(r.stdout, NONE)
+  t.equal(r.stderr, '')
+  const s = await run(['status', '--config', fifo, '--kubeconfig', cp.kubeconfigPath])
+  t.notOk(s.killed, `status: ended by itself (not killed after ${RUN_LIMIT_MS / 1000} s)`)
+  t.not(s.code, 0)
+  t.match(s.stderr, new RegExp(`CRDM_CONFIG_INVALID: config file ${fifo} is a FIFO, not a regular file`))
+})
+
 t.test('the same cluster through a token file that is a regular file: status answers (the check is no obstacle)', async (t) => {
   // A token the API server does not know: it answers 401, which proves the file was read and sent.
   writeFileSync(join(dir, 'token'), 'not-a-known-token\n')
