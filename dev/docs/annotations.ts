@@ -40,7 +40,7 @@ const STATE_MEANINGS: { readonly [K in keyof typeof StateAnnotation]: string } =
 
 const CONSENT_MEANINGS: { readonly [K in keyof typeof ConsentAnnotation]: string } = {
   acceptChanges:
-    'field paths, comma-separated (`spec.timeout,spec.timeouts`), where the rewrite may change anything on purpose (as `--accept-changes` for this CRD); the chart\'s ValidatingAdmissionPolicy refuses setting or changing it to anyone without the `accept-changes` verb on this CRD',
+    "field paths, comma-separated (`spec.timeout,spec.timeouts`), where the rewrite may change anything on purpose (as `--accept-changes` for this CRD); the chart's ValidatingAdmissionPolicy refuses setting or changing it to anyone without the `accept-changes` verb on this CRD",
   acceptUnchecked:
     '`"true"`: objects no view can check (stored in an unserved version, without managedFields) may be rewritten (as `--accept-unchecked`); guarded the same way',
 }
