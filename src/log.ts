@@ -9,11 +9,19 @@
  * review cost the webhook ~7% of its CPU in synchronous writes). pino flushes what is
  * left when the process exits. Short commands (`migrate`, `status`) write synchronously,
  * so their lines stay in order with what they print.
+ *
+ * A line quotes text from outside (a StorageVersionMigration's spec, an API server's or a
+ * webhook's message), and JSON leaves DEL, C1 controls, U+2028/U+2029 and format
+ * characters (U+202E, the bidirectional override) raw: a terminal acts on or hides them
+ * when someone runs `kubectl logs`. Every line is written with those as \u escapes
+ * (escapeInvisible, as the text format writes its values): the same JSON, the same
+ * values once parsed, nothing invisible.
  */
 import { isatty } from 'node:tty'
-import { pino, type DestinationStream, type Logger } from 'pino'
+import { pino, type DestinationStream, type Logger, type LoggerOptions as PinoOptions } from 'pino'
 import type { LogFormat } from './config/schema.js'
 import { formatLogLine } from './log-text.js'
+import { escapeInvisible } from './sanitize.js'
 
 export interface LoggerOptions {
   level: string
@@ -30,11 +38,16 @@ export function resolveLogFormat(format: LogFormat | undefined, terminal: boolea
   return format ?? (terminal ? 'text' : 'json')
 }
 
+/** pino's options for the process's logger: its level and name, and every line's invisible characters escaped (above). */
+export function pinoOptions(level: string): PinoOptions {
+  return { level, base: { name: 'crd-migrator' }, hooks: { streamWrite: escapeInvisible } }
+}
+
 export function createLogger(options: LoggerOptions): Logger {
   const fd = options.fd ?? 1
   const destination = pino.destination({ fd, sync: options.sync ?? false })
   const format = resolveLogFormat(options.format, isatty(fd))
-  return pino({ level: options.level, base: { name: 'crd-migrator' } }, format === 'text' ? textStream(destination) : destination)
+  return pino(pinoOptions(options.level), format === 'text' ? textStream(destination) : destination)
 }
 
 /** pino hands a stream one JSON line per write; this one passes it on as text. */

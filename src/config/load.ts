@@ -1,7 +1,7 @@
-import { readFileSync } from 'node:fs'
 import { parse as parseYaml } from 'yaml'
 import type { z } from 'zod'
 import { ConfigError, errorMessage } from '../errors.js'
+import { FileRefused, MAX_CONFIG_FILE_BYTES, readRegularFileSync } from '../regular-file.js'
 import { ConfigSchema, type Config } from './schema.js'
 import { parseSettingValue, SETTINGS } from './settings.js'
 
@@ -48,8 +48,16 @@ export function loadConfig(sources: ConfigSources = {}): Config {
 function readConfigFile(file: string): Record<string, unknown> {
   let text: string
   try {
-    text = readFileSync(file, 'utf8')
+    // Through regular-file.ts: Tab completion reads --config too, and a FIFO or a device
+    // named there must be refused at once, not block the event loop before its deadline.
+    text = readRegularFileSync(file, {
+      what: `config file ${file}`,
+      code: 'CRDM_CONFIG_INVALID',
+      maxBytes: MAX_CONFIG_FILE_BYTES,
+      hint: 'name the YAML file itself (a FIFO or a device is refused, never waited on or read)',
+    }).toString('utf8')
   } catch (err) {
+    if (err instanceof FileRefused) throw new ConfigError(err.message, { cause: err })
     throw new ConfigError(`cannot read config file ${file}: ${errorMessage(err)}`)
   }
   let doc: unknown

@@ -8,6 +8,7 @@ import { errorCode, errorMessage } from '../errors.js'
 import type { MigrationResult } from '../migrator/context.js'
 import { collectionPath, type ResourceRef } from '../kube/paths.js'
 import type { ResourceName } from '../kube/resources.js'
+import { sanitizeText } from '../sanitize.js'
 
 export const KSVM_GROUP = 'migration.k8s.io'
 export const KSVM_VERSION = 'v1alpha1'
@@ -63,7 +64,13 @@ export function targetOf(svm: StorageVersionMigration): { resource: ResourceName
   return { resource: { group: r.group ?? '', version: r.version || undefined, resource: r.resource } }
 }
 
-/** The one condition the object shows now; KSVM keeps a single current condition too. */
+/**
+ * The one condition the object shows now; KSVM keeps a single current condition too. Its
+ * message quotes what whoever created the object wrote in its spec (the resource's name,
+ * group and version) and what the API server or a conversion webhook answered, so it is
+ * cleaned and cut as text from outside (sanitize.ts): no escape sequence, control, line
+ * break or bidirectional override reaches `kubectl get -o yaml` or `describe` raw.
+ */
 export function condition(
   type: SvmConditionType,
   status: SvmCondition['status'],
@@ -71,7 +78,7 @@ export function condition(
   message: string,
   now = new Date(),
 ): SvmCondition {
-  return { type, status, reason, message: message.slice(0, 1024), lastUpdateTime: now.toISOString().replace(/\.\d{3}Z$/, 'Z') }
+  return { type, status, reason, message: sanitizeText(message), lastUpdateTime: now.toISOString().replace(/\.\d{3}Z$/, 'Z') }
 }
 
 /**

@@ -1,10 +1,11 @@
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { delimiter, join } from 'node:path'
 import { isIPv6 } from 'node:net'
 import { KubeHttp, type Impersonation, type KubeHttpOptions } from './http.js'
 import { mergeKubeconfigs, parseKubeconfig, resolveContext, type KubeContext, type Kubeconfig } from './kubeconfig.js'
 import { ConfigError, CrdMigratorError, errorMessage } from '../errors.js'
+import { FileRefused, MAX_CREDENTIAL_FILE_BYTES, MAX_KUBECONFIG_BYTES, readRegularFileSync } from '../regular-file.js'
 
 /** Where a pod's service-account credentials are mounted. */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount'
@@ -72,11 +73,22 @@ export function readKubeconfigs(
   return existsSync(home) ? readKubeconfig(home) : undefined
 }
 
+/**
+ * A kubeconfig file, read through regular-file.ts: a FIFO or a device (/dev/zero) named as
+ * the kubeconfig is refused at once instead of holding the process (Tab completion's
+ * deadline cannot end a synchronous read), and a file over MAX_KUBECONFIG_BYTES is not read.
+ */
 function readKubeconfig(file: string): Kubeconfig {
   let source: string
   try {
-    source = readFileSync(file, 'utf8')
+    source = readRegularFileSync(file, {
+      what: `kubeconfig ${file}`,
+      code: 'CRDM_KUBECONFIG',
+      maxBytes: MAX_KUBECONFIG_BYTES,
+      hint: 'name the kubeconfig file itself (a FIFO or a device is refused, never waited on or read)',
+    }).toString('utf8')
   } catch (err) {
+    if (err instanceof FileRefused) throw err
     throw new CrdMigratorError('CRDM_KUBECONFIG', `cannot read kubeconfig ${file}: ${errorMessage(err)}`, { cause: err })
   }
   return parseKubeconfig(source, file)
@@ -99,7 +111,15 @@ export function inClusterContext(env: NodeJS.ProcessEnv, dir: string): KubeConte
     )
   }
   const namespaceFile = join(dir, 'namespace')
-  const namespace = existsSync(namespaceFile) ? readFileSync(namespaceFile, 'utf8').trim() : undefined
+  const namespace = existsSync(namespaceFile)
+    ? readRegularFileSync(namespaceFile, {
+        what: `the service account's namespace file ${namespaceFile}`,
+        code: 'CRDM_KUBECONFIG',
+        maxBytes: MAX_CREDENTIAL_FILE_BYTES,
+      })
+        .toString('utf8')
+        .trim()
+    : undefined
   const name = 'in-cluster'
   return {
     name,

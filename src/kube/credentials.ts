@@ -11,9 +11,9 @@
  * A client certificate is a new object only when its bytes change, so KubeHttp builds a new
  * connection pool exactly then.
  */
-import { readFile } from 'node:fs/promises'
 import { createSecureContext } from 'node:tls'
 import { CrdMigratorError, errorMessage } from '../errors.js'
+import { FileRefused, MAX_CREDENTIAL_FILE_BYTES, readRegularFile } from '../regular-file.js'
 import { runExecPlugin, type ExecCredentialResult, type ExecTerminal } from './exec-credential.js'
 import type { KubeContext } from './kubeconfig.js'
 
@@ -133,8 +133,10 @@ export class Credentials {
   /** The kubeconfig's client certificate: its data, or its files as they are now. */
   private async readClientCertificate(): Promise<ClientCertificate | undefined> {
     const u = this.context.user
-    const cert = u.clientCertificateData ?? (u.clientCertificate ? await readCredentialFile(u.clientCertificate, u.name) : undefined)
-    const key = u.clientKeyData ?? (u.clientKey ? await readCredentialFile(u.clientKey, u.name) : undefined)
+    const cert =
+      u.clientCertificateData ??
+      (u.clientCertificate ? await readCredentialFile(u.clientCertificate, u.name, 'client certificate') : undefined)
+    const key = u.clientKeyData ?? (u.clientKey ? await readCredentialFile(u.clientKey, u.name, 'client key') : undefined)
     return cert !== undefined && key !== undefined ? { cert, key } : undefined
   }
 
@@ -169,10 +171,21 @@ function impersonationHeaders(context: KubeContext): Record<string, string | str
   return headers
 }
 
-async function readCredentialFile(path: string, user: string): Promise<Buffer> {
+/**
+ * A token, client certificate or client key file, read through regular-file.ts: a FIFO or a
+ * device (/dev/zero) is refused at once, never waited on in the thread pool (where no
+ * deadline reaches) or read without end; at most MAX_CREDENTIAL_FILE_BYTES.
+ */
+async function readCredentialFile(path: string, user: string, what: string): Promise<Buffer> {
   try {
-    return await readFile(path)
+    return await readRegularFile(path, {
+      what: `${what} ${path} (user ${JSON.stringify(user)})`,
+      code: 'CRDM_KUBECONFIG',
+      maxBytes: MAX_CREDENTIAL_FILE_BYTES,
+      hint: 'credentials are read from regular files only (a FIFO or a device is refused, never waited on or read)',
+    })
   } catch (err) {
+    if (err instanceof FileRefused) throw err
     throw new CrdMigratorError('CRDM_KUBECONFIG', `cannot read ${path} (user ${JSON.stringify(user)}): ${errorMessage(err)}`, {
       cause: err,
     })
@@ -180,7 +193,7 @@ async function readCredentialFile(path: string, user: string): Promise<Buffer> {
 }
 
 async function readToken(path: string, user: string): Promise<string> {
-  const token = (await readCredentialFile(path, user)).toString('utf8').trim()
+  const token = (await readCredentialFile(path, user, 'token file')).toString('utf8').trim()
   if (token === '') throw new CrdMigratorError('CRDM_KUBECONFIG', `token file ${path} (user ${JSON.stringify(user)}) is empty`)
   return token
 }

@@ -10,9 +10,9 @@ import type { Agent, AgentOptions as HttpAgentOptions, ClientRequest, IncomingHt
 import type { Socket } from 'node:net'
 import https from 'node:https'
 import { urlToHttpOptions } from 'node:url'
-import { readFileSync } from 'node:fs'
 import { checkServerIdentity, TLSSocket, type PeerCertificate } from 'node:tls'
 import { CrdMigratorError, errorMessage } from '../errors.js'
+import { FileRefused, MAX_CREDENTIAL_FILE_BYTES, readRegularFileSync } from '../regular-file.js'
 import type { ClientCertificate } from './credentials.js'
 import { http } from './node-http.js'
 import { isServerName, type KubeCluster } from './kubeconfig.js'
@@ -170,10 +170,18 @@ export function retireAgent(agent: Agent): void {
   for (const sockets of Object.values(agent.freeSockets)) for (const socket of sockets ?? []) socket.destroy()
 }
 
+/** The cluster's certificate-authority file, through regular-file.ts (a FIFO or a device refused at once, at most MAX_CREDENTIAL_FILE_BYTES). */
 function readCa(cluster: KubeCluster): Buffer {
+  const file = cluster.certificateAuthority!
   try {
-    return readFileSync(cluster.certificateAuthority!)
+    return readRegularFileSync(file, {
+      what: `certificate-authority ${file} of cluster ${JSON.stringify(cluster.name)}`,
+      code: 'CRDM_KUBECONFIG',
+      maxBytes: MAX_CREDENTIAL_FILE_BYTES,
+      hint: 'credentials are read from regular files only (a FIFO or a device is refused, never waited on or read)',
+    })
   } catch (err) {
+    if (err instanceof FileRefused) throw err
     throw new CrdMigratorError(
       'CRDM_KUBECONFIG',
       `cannot read certificate-authority ${cluster.certificateAuthority} of cluster ${JSON.stringify(cluster.name)}: ${errorMessage(err)}`,

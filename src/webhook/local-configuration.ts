@@ -7,12 +7,12 @@
  * input is a ConfigError (exit code 2), never a stack of ENOENT.
  */
 import { X509Certificate } from 'node:crypto'
-import { readFileSync } from 'node:fs'
 import { mkdir, writeFile } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { stringify } from 'yaml'
 import { ANNOTATION_KEY } from '../config/schema.js'
 import { ConfigError, errorMessage } from '../errors.js'
+import { FileRefused, MAX_CREDENTIAL_FILE_BYTES, readRegularFileSync } from '../regular-file.js'
 import { renderWebhookConfiguration } from './configuration.js'
 
 /** The command's flags, as commander gives them. */
@@ -99,8 +99,15 @@ export function readCaPem(ca: WebhookConfigInputs['ca']): string {
   if ('pem' in ca) return ca.pem
   let text: string
   try {
-    text = readFileSync(ca.file, 'utf8')
+    // Through regular-file.ts: a FIFO or a device named by --ca is refused at once, not waited on.
+    text = readRegularFileSync(ca.file, {
+      what: `webhook-config: --ca ${ca.file}`,
+      code: 'CRDM_CONFIG_INVALID',
+      maxBytes: MAX_CREDENTIAL_FILE_BYTES,
+      hint: 'name the CA certificate file itself (a FIFO or a device is refused, never waited on or read)',
+    }).toString('utf8')
   } catch (err) {
+    if (err instanceof FileRefused) throw new ConfigError(err.message, { cause: err })
     throw new ConfigError(`webhook-config: cannot read --ca ${ca.file}: ${errorMessage(err)}`, { cause: err })
   }
   return checkedPem(text, `--ca ${ca.file}`)

@@ -19,11 +19,11 @@
  */
 import { X509Certificate, createPrivateKey } from 'node:crypto'
 import { watch, type FSWatcher } from 'node:fs'
-import { readFile } from 'node:fs/promises'
 import { dirname, resolve } from 'node:path'
 import { createSecureContext } from 'node:tls'
 import type { Logger } from 'pino'
 import { CrdMigratorError, errorMessage } from '../errors.js'
+import { FileRefused, MAX_CREDENTIAL_FILE_BYTES, readRegularFile } from '../regular-file.js'
 
 export const MIN_TLS_VERSION = 'TLSv1.2' as const
 
@@ -157,12 +157,24 @@ export async function loadCertificatePair(certFile: string, keyFile: string): Pr
 async function readPair(certFile: string, keyFile: string): Promise<[string, string]> {
   // One after the other: with both missing, the error must always name the same file, or
   // the "warn once" below would see a new problem on every poll.
+  // Through regular-file.ts: a FIFO or a device named as either is refused at once, not
+  // waited on in the thread pool at start-up and at every poll.
   let file = certFile
+  const read = async (f: string) =>
+    (
+      await readRegularFile(f, {
+        what: `certificate/key ${f}`,
+        code: 'CRDM_CERTIFICATE',
+        maxBytes: MAX_CREDENTIAL_FILE_BYTES,
+        hint: 'name the PEM files themselves (a FIFO or a device is refused, never waited on or read)',
+      })
+    ).toString('utf8')
   try {
-    const cert = await readFile(certFile, 'utf8')
+    const cert = await read(certFile)
     file = keyFile
-    return [cert, await readFile(keyFile, 'utf8')]
+    return [cert, await read(keyFile)]
   } catch (err) {
+    if (err instanceof FileRefused) throw new CertificateError(err.message, 'unreadable')
     const code = (err as NodeJS.ErrnoException).code
     throw new CertificateError(`cannot read certificate/key ${file}: ${code ?? errorMessage(err)}`, 'unreadable')
   }

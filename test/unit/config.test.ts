@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
@@ -266,6 +267,11 @@ t.test('an unknown top-level key names the file it came from', async (t) => {
 t.test('unreadable or malformed files', async (t) => {
   const missing = join(t.testdir({}), 'nope.yaml')
   expectError(t, () => loadConfig({ file: missing }), ['cannot read config file', missing, 'ENOENT'], 'missing file')
+  // Refused when opened, never waited on or read (issue 44, item 4: completion reads --config too).
+  const fifo = join(t.testdir({}), 'fifo')
+  execFileSync('mkfifo', [fifo])
+  expectError(t, () => loadConfig({ file: fifo }), [`config file ${fifo} is a FIFO, not a regular file`], 'a FIFO')
+  expectError(t, () => loadConfig({ file: '/dev/zero' }), ['config file /dev/zero is a character device, not a regular file'], '/dev/zero')
   const bad = configFile(t, 'migrator: [1\n')
   expectError(t, () => loadConfig({ file: bad }), [`config file ${bad} is not valid YAML`], 'invalid YAML')
   const list = configFile(t, '- migrator\n- webhook\n')

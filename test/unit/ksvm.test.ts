@@ -1,6 +1,7 @@
 import t from 'tap'
 import { RunLock } from '../../src/controller/run-lock.js'
 import {
+  condition,
   conditionForResult,
   isFinished,
   resolutionFailure,
@@ -77,7 +78,28 @@ t.test('conditionForResult: the condition a run leaves, and whether the object i
     const v = conditionForResult(result(r), now)
     t.match(v, { condition: { type, status, reason, lastUpdateTime: '2026-11-23T12:00:00Z' }, finished }, name)
   }
-  t.equal(conditionForResult(result({ reason: 'x'.repeat(5000) })).condition.message?.length, 1024, 'messages are cut to 1024')
+  t.equal(
+    conditionForResult(result({ reason: 'x'.repeat(5000) })).condition.message,
+    `${'x'.repeat(1024)}…(5000 characters)`,
+    'messages are cut to 1024 characters, and say so',
+  )
+})
+
+t.test('a condition message is text from outside: cleaned as sanitize.ts cleans it (issue 44, item 3)', async (t) => {
+  // What a StorageVersionMigration's creator can put in spec.resource, echoed in the message.
+  const rows: [string, string, string][] = [
+    ['ESC sequence (window title)', 'no resource \u001b]0;pwned\u0007widgets', 'no resource widgets'],
+    ['CSI colour', 'no resource \u001b[31mwidgets\u001b[0m', 'no resource widgets'],
+    ['BEL', 'a\u0007b', 'ab'],
+    ['C1 CSI and other C1', 'a\u009b2Jb\u0080c', 'abc'],
+    ['line and paragraph separators', 'a\u2028b\u2029c', 'a b c'],
+    ['bidirectional override', 'widgets\u202eexe.', 'widgetsexe.'],
+    ['newline forging a line', 'x\nSucceeded: all good', 'x Succeeded: all good'],
+  ]
+  for (const [name, raw, clean] of rows) {
+    t.equal(condition('Failed', 'True', 'CRDM_RESOURCE_NOT_FOUND', raw).message, clean, name)
+    t.equal(conditionForResult(result({ reason: raw })).condition.message, clean, `${name} (a run's reason)`)
+  }
 })
 
 t.test('resolutionFailure: a 403 or a resource not served fails the object for good; anything else is retried', async (t) => {

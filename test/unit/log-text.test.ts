@@ -1,7 +1,7 @@
 import { pino } from 'pino'
 import t from 'tap'
 import { formatLogLine, formatValue } from '../../src/log-text.js'
-import { resolveLogFormat } from '../../src/log.js'
+import { pinoOptions, resolveLogFormat } from '../../src/log.js'
 import { configFromOptions } from '../../src/cli/options.js'
 import { ConfigError } from '../../src/errors.js'
 
@@ -136,3 +136,33 @@ t.test('--log-format and CRD_MIGRATOR_LOG_FORMAT reach the config; anything else
   t.equal(configFromOptions({}, {}).logFormat, undefined, 'unset: decided by the terminal')
   t.throws(() => configFromOptions({ logFormat: 'pretty' }, {}), ConfigError)
 })
+
+t.test(
+  'JSON lines: invisible characters written as \\u escapes, the line still JSON with the same values (issue 44, item 3)',
+  async (t) => {
+    const lines: string[] = []
+    const logger = pino(pinoOptions('info'), { write: (s: string) => lines.push(s) })
+    // What a StorageVersionMigration's creator can write in its spec, quoted by the controller.
+    const hostile = 'widgets\u001b]0;pwned\u0007\u009b2J\u0085\u2028\u2029\u202eexe.\u007f\u200b\u{e0001}'
+    logger.warn({ svm: hostile, nested: { resource: hostile } }, `cannot migrate ${hostile}`)
+    logger.child({ svm: hostile }).info('a child logger too')
+    t.equal(lines.length, 2)
+    // eslint-disable-next-line no-control-regex -- control characters are what it looks for
+    const raw = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u2028\u2029\p{Cf}]/u
+    for (const line of lines) {
+      t.notOk(raw.test(line), 'no control, separator or format character raw in the line')
+      t.ok(line.endsWith('\n'), 'one line')
+      t.equal(line.indexOf('\n'), line.length - 1, 'no line break but the last')
+    }
+    const [first, second] = lines.map((l) => JSON.parse(l) as Record<string, unknown>)
+    t.equal(first!['msg'], `cannot migrate ${hostile}`, 'the message parses back to every character')
+    t.equal(first!['svm'], hostile)
+    t.same(first!['nested'], { resource: hostile })
+    t.equal(second!['svm'], hostile)
+    t.match(lines[0], /\\u009b2J\\u0085\\u2028\\u2029\\u202eexe\.\\u007f\\u200b\\udb40\\udc01/, 'each as its \\u escape')
+    t.equal(formatLogLine(lines[0]!).includes('\u202e'), false, 'the text format of an escaped line is clean too')
+    const plain: string[] = []
+    pino(pinoOptions('info'), { write: (s: string) => plain.push(s) }).info({ crd: 'widgets.example.com' }, 'überprüft ✓')
+    t.match(plain[0], /"msg":"überprüft ✓"/, 'visible non-ASCII kept as it is')
+  },
+)

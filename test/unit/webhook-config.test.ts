@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -173,11 +174,16 @@ t.test('--ca that is missing, or not a PEM certificate: ConfigError naming the f
     'key.pem': '-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n',
     'garbage.pem': '-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n',
   })
+  const fifo = join(dir, 'fifo')
+  execFileSync('mkfifo', [fifo])
   const cases: Array<[string, string, RegExp]> = [
     ['missing', join(dir, 'nope.crt'), /cannot read --ca .*nope\.crt: ENOENT/],
     ['a key, no certificate', join(dir, 'key.pem'), /--ca .*key\.pem holds no PEM certificate/],
     ['a broken certificate', join(dir, 'garbage.pem'), /--ca .*garbage\.pem holds a PEM block that is not a certificate/],
-    ['a directory', dir, /cannot read --ca/],
+    ['a directory', dir, /^webhook-config: --ca .* is a directory, not a regular file/],
+    // Refused when opened, never waited on or read (issue 44, item 4).
+    ['a FIFO', fifo, /^webhook-config: --ca .*fifo is a FIFO, not a regular file/],
+    ['/dev/zero', '/dev/zero', /^webhook-config: --ca \/dev\/zero is a character device, not a regular file/],
   ]
   for (const [name, file, want] of cases) {
     t.throws(() => readCaPem({ file }), want, name)

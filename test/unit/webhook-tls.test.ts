@@ -5,6 +5,7 @@
  * ignored, readiness (the server's checks, which the ops listener's /readyz reports) and
  * graceful close.
  */
+import { execFileSync } from 'node:child_process'
 import { X509Certificate } from 'node:crypto'
 import { mkdir, mkdtemp, readFile, rename, rm, stat, symlink, writeFile } from 'node:fs/promises'
 import https from 'node:https'
@@ -20,6 +21,7 @@ import { startWebhookServer, type RunningWebhookServer, type StartWebhookServerO
 import {
   CertificateError,
   CertificateWatcher,
+  loadCertificatePair,
   TLS12_CIPHERS,
   validateCertificatePair,
   type CertificatePair,
@@ -221,6 +223,35 @@ t.test('generateDevCertificates: CA-signed serving certificate with the service 
   t.ok(customLeaf.checkIP('10.1.2.3'))
   t.notOk(custom.caReused)
 })
+
+t.test(
+  'loadCertificatePair: a FIFO or /dev/zero named as the certificate or key is refused at once, never waited on (issue 44, item 4)',
+  async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'crd-migrator-tls-fifo-'))
+    t.teardown(() => rm(dir, { recursive: true, force: true }))
+    const fifo = join(dir, 'fifo')
+    execFileSync('mkfifo', [fifo])
+    const rows: Array<[string, string, string, RegExp]> = [
+      ['certificate a FIFO', fifo, other.keyFile, /^certificate\/key .*fifo is a FIFO, not a regular file/],
+      ['key a FIFO', other.certFile, fifo, /^certificate\/key .*fifo is a FIFO, not a regular file/],
+      ['certificate /dev/zero', '/dev/zero', other.keyFile, /^certificate\/key \/dev\/zero is a character device, not a regular file/],
+    ]
+    for (const [what, cert, key, message] of rows) {
+      const started = performance.now()
+      await t.rejects(
+        loadCertificatePair(cert, key),
+        { name: 'CertificateError', code: 'CRDM_CERTIFICATE', reason: 'unreadable', message },
+        what,
+      )
+      t.ok(performance.now() - started < 1000, `${what}: at once`)
+    }
+    t.equal(
+      (await loadCertificatePair(other.certFile, other.keyFile)).info.fingerprint256,
+      fingerprint(other.certPem),
+      'regular files: loaded',
+    )
+  },
+)
 
 t.test('validateCertificatePair refuses a key that does not belong to the certificate', async (t) => {
   t.equal(validateCertificatePair(first.certPem, first.keyPem).info.fingerprint256, fingerprint(first.certPem))

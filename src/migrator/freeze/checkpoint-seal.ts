@@ -26,18 +26,20 @@
  * when the fsGroup is the process's group, as the chart runs it.
  *
  * The file must be a regular file of at most 64 KiB (else CRDM_STATE_KEY), and nothing
- * about it can hold start-up: it is opened without waiting (O_NONBLOCK: a FIFO would
- * otherwise wait for a writer, forever), looked at before a byte is read (a FIFO or a
- * device such as /dev/zero is refused), and read no further than the bound.
+ * about it can hold start-up: it is read by regular-file.ts, the reader of every file
+ * someone else names (kubeconfig and credential files too): opened without waiting
+ * (O_NONBLOCK: a FIFO would otherwise wait for a writer, forever), looked at before a
+ * byte is read (a FIFO or a device such as /dev/zero is refused), and read no further
+ * than the bound.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
-import { constants, type Stats } from 'node:fs'
-import type { FileHandle } from 'node:fs/promises'
-import { link, mkdir, open, realpath, stat, unlink, writeFile } from 'node:fs/promises'
+import type { Stats } from 'node:fs'
+import { link, mkdir, realpath, stat, unlink, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import type { Logger } from 'pino'
 import { CrdMigratorError, errorMessage } from '../../errors.js'
+import { FileRefused, readRegularFile } from '../../regular-file.js'
 
 /** What a seal is bound to: a checkpoint of another CRD or another freeze does not verify. */
 export interface CheckpointBinding {
@@ -129,7 +131,7 @@ export async function loadCheckpointSeal(
   try {
     return CheckpointSeal.fromKey(trimKey(await read(file)), file)
   } catch (err) {
-    if (err instanceof KeyFileRefused) throw err
+    if (err instanceof FileRefused) throw err
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') return fallback(logger, file, err)
   }
   try {
@@ -141,14 +143,9 @@ export async function loadCheckpointSeal(
   try {
     return CheckpointSeal.fromKey(trimKey(await read(file)), file)
   } catch (err) {
-    if (err instanceof KeyFileRefused) throw err
+    if (err instanceof FileRefused) throw err
     return fallback(logger, file, err)
   }
-}
-
-/** A key file refused: not a regular file, too large, or open to others under migrator.strictStateKeyFile. */
-class KeyFileRefused extends CrdMigratorError {
-  override readonly name: string = 'KeyFileRefused'
 }
 
 /** Who this process is, for the checks; undefined where there are no uids (Windows). */
@@ -185,33 +182,24 @@ export function keyFileProblems(st: Pick<Stats, 'mode' | 'uid' | 'gid'>, kind: '
 
 const octal = (mode: number) => `0${(mode & 0o7777).toString(8).padStart(3, '0')}`
 
-/** What a file that is not a regular one is, for the message. */
-function fileKind(st: Stats): string {
-  if (st.isFIFO()) return 'a FIFO'
-  if (st.isCharacterDevice()) return 'a character device'
-  if (st.isBlockDevice()) return 'a block device'
-  if (st.isSocket()) return 'a socket'
-  if (st.isDirectory()) return 'a directory'
-  return 'not a regular file'
-}
-
 /**
- * Reads the key from the file it checked (one open), warning about or refusing what
- * keyFileProblems finds; refuses anything but a regular file of at most MAX_KEY_FILE_BYTES.
+ * Reads the key from the file it checked (one open, through the one reader of files named
+ * by others, regular-file.ts: never waited on, a regular file of at most
+ * MAX_KEY_FILE_BYTES), warning about or refusing what keyFileProblems finds.
  */
 async function readKeyFile(file: string, logger: Logger, strict: boolean): Promise<Buffer> {
-  // Without waiting: a FIFO opened for reading waits for a writer, in a thread of the pool
-  // no signal reaches. O_NOCTTY: a terminal named here must not become ours.
-  const handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY)
-  try {
-    const st = await handle.stat()
-    if (!st.isFile())
-      throw new KeyFileRefused(
-        'CRDM_STATE_KEY',
-        `the state key file ${file} is ${fileKind(st)}, not a regular file: name a file holding the key (the chart mounts one from a Secret)`,
-      )
-    const self = processOwner()
-    if (self !== undefined) {
+  return readRegularFile(
+    file,
+    {
+      what: `the state key file ${file}`,
+      code: 'CRDM_STATE_KEY',
+      maxBytes: MAX_KEY_FILE_BYTES,
+      hint: 'name a file holding the key (the chart mounts one from a Secret)',
+      tooLarge: 'not a key file',
+    },
+    async (st) => {
+      const self = processOwner()
+      if (self === undefined) return
       const found: Array<{ path: string; mode: string; uid: number; gid: number; problems: string[] }> = []
       const look = (where: string, st: Stats, kind: 'file' | 'directory') => {
         const problems = keyFileProblems(st, kind, self)
@@ -220,38 +208,20 @@ async function readKeyFile(file: string, logger: Logger, strict: boolean): Promi
       look(file, st, 'file')
       const dirs = new Set([path.dirname(path.resolve(file)), path.dirname(await realpath(file))])
       for (const dir of dirs) look(dir, await stat(dir), 'directory')
-      if (found.length > 0) {
-        const text = found.map((f) => `${f.path} (mode ${f.mode}, uid ${f.uid}, gid ${f.gid}): ${f.problems.join(', ')}`).join('; ')
-        if (strict) {
-          throw new KeyFileRefused(
-            'CRDM_STATE_KEY',
-            `refusing the state key file ${file} (migrator.strictStateKeyFile): ${text}; whoever can read the key can forge checkpoints, whoever can replace it can plant one`,
-          )
-        }
-        logger.warn(
-          { file, found },
-          'the state key file could be read or replaced by others: whoever reads it can forge checkpoints (chmod 600 it, in a directory only its owner writes; migrator.strictStateKeyFile refuses such a file)',
+      if (found.length === 0) return
+      const text = found.map((f) => `${f.path} (mode ${f.mode}, uid ${f.uid}, gid ${f.gid}): ${f.problems.join(', ')}`).join('; ')
+      if (strict) {
+        throw new FileRefused(
+          'CRDM_STATE_KEY',
+          `refusing the state key file ${file} (migrator.strictStateKeyFile): ${text}; whoever can read the key can forge checkpoints, whoever can replace it can plant one`,
         )
       }
-    }
-    return await readBounded(handle, file)
-  } finally {
-    await handle.close()
-  }
-}
-
-/** The file's bytes, or CRDM_STATE_KEY once more than MAX_KEY_FILE_BYTES have come. */
-async function readBounded(handle: FileHandle, file: string): Promise<Buffer> {
-  const buffer = Buffer.alloc(MAX_KEY_FILE_BYTES + 1)
-  let length = 0
-  while (length < buffer.length) {
-    const { bytesRead } = await handle.read(buffer, length, buffer.length - length, length)
-    if (bytesRead === 0) break
-    length += bytesRead
-  }
-  if (length > MAX_KEY_FILE_BYTES)
-    throw new KeyFileRefused('CRDM_STATE_KEY', `the state key file ${file} holds more than ${MAX_KEY_FILE_BYTES} bytes: not a key file`)
-  return buffer.subarray(0, length)
+      logger.warn(
+        { file, found },
+        'the state key file could be read or replaced by others: whoever reads it can forge checkpoints (chmod 600 it, in a directory only its owner writes; migrator.strictStateKeyFile refuses such a file)',
+      )
+    },
+  )
 }
 
 /**
