@@ -13,7 +13,6 @@ import { formatServerDryRun, serverDryRun, type ServerDryRunReport } from '../mi
 import { KubeEventRecorder } from '../kube/events.js'
 import { loadCheckpointSeal } from '../migrator/freeze/checkpoint-seal.js'
 import { dryRun, type DryRunReport } from '../migrator/dry-run.js'
-import { describeFindings } from '../migrator/lossless/verdict.js'
 import { losslessLines, wouldBlock } from '../migrator/lossless/report-text.js'
 import { parseResourceName } from '../kube/resources.js'
 import { migrateCrd, type MigrationResult } from '../migrator/migrate.js'
@@ -285,12 +284,7 @@ export function formatDryRun(r: DryRunReport): string {
         ]
       : []),
     ...(r.lossless
-      ? [
-          ...losslessLines(r.crd, r.lossless),
-          ...(wouldBlock(r.lossless)
-            ? [`  the run would stop Blocked (CRDM_DATA_LOSS): ${describeFindings(r.lossless.findings, r.lossless.lossy)}`]
-            : []),
-        ]
+      ? [...losslessLines(r.crd, r.lossless), ...(wouldBlock(r.lossless) ? ['  the run would stop Blocked (CRDM_DATA_LOSS)'] : [])]
       : []),
     `  CleanupManagedFields: ${r.objectsToClean ? `would remove ${entries(r.managedFieldsEntriesToRemove)}${r.managedFieldsEntriesToRelabel ? ` and relabel ${entries(r.managedFieldsEntriesToRelabel)} to ${r.storageVersion}` : ''} from ${r.objectsToClean} object(s)${r.objectsToSeed ? ` (${r.objectsToSeed} seeded)` : ''}` : 'nothing to do'}`,
     '',

@@ -13,6 +13,7 @@ import { getCrd } from '../../src/kube/crds.js'
 import { ContentType } from '../../src/kube/http.js'
 import { crdPath, objectPath } from '../../src/kube/paths.js'
 import { dryRun } from '../../src/migrator/dry-run.js'
+import { acceptHint } from '../../src/migrator/lossless/check.js'
 import { migrateCrd, type MigrationSettings } from '../../src/migrator/migrate.js'
 import { ConsentAnnotation } from '../../src/state/crd-state.js'
 import { consentPolicy } from '../../src/webhook/consent-policy.js'
@@ -97,7 +98,8 @@ t.test('an annotation the webhook stores is injected content: refused, even name
   const result = await run(m, defaultSettings())
   t.equal(result.outcome, 'Blocked', result.reason)
   t.equal(result.errorCode, 'CRDM_DATA_LOSS')
-  t.match(result.reason, 'metadata.annotations["example.com/conversion-data"] added')
+  t.match(result.reason, 'metadata.annotations[…] added (5 objects)', 'the key elided in the public reason')
+  t.match(result.lossless?.changes, [{ pattern: 'metadata.annotations["example.com/conversion-data"]', verdict: 'refused' }])
   t.same(versionsIn(await etcdObjects(m)), new Set(['v1']), 'nothing rewritten')
 })
 
@@ -124,11 +126,12 @@ t.test('a move is named as a move, refused without consent for both ends, and ru
   const blocked = await run(m, defaultSettings({ acceptedChanges: ['spec.timeout'] }))
   t.equal(blocked.outcome, 'Blocked', blocked.reason)
   t.match(blocked.reason, 'spec.timeouts.pipeline moved from spec.timeout')
-  t.match(
-    blocked.reason,
+  t.equal(
+    acceptHint(m.name, blocked.lossless!.changes),
     `--accept-changes '${m.name}:spec.timeout' --accept-changes '${m.name}:spec.timeouts.pipeline'`,
     'the exact flags',
   )
+  t.match(blocked.reason, `crd-migrator plan ${m.name}`, 'the public reason points at plan for them')
   const result = await run(m, defaultSettings({ acceptedChanges: ['spec.timeout', 'spec.timeouts'] }))
   t.equal(result.outcome, 'Succeeded', result.reason)
   t.match(result.lossless?.changes, [
@@ -168,7 +171,10 @@ t.test('a field removed by a later update is not a loss: managedFields follow th
   const result = await run(m, defaultSettings({ acceptedRemovals: [] }))
   t.equal(result.outcome, 'Blocked', 'the two objects that still hold a token are refused')
   t.equal(result.lossless?.lossy, 2, 'and only those: obj-00001 lost nothing')
-  t.notMatch(result.reason, 'obj-00001')
+  t.notOk(
+    result.lossless?.findings.some((f) => f.key.endsWith('/obj-00001')),
+    'obj-00001 is not among the findings',
+  )
 })
 
 t.test('an unserved stored version: objects held to their managedFields; unchecked ones refused unless accepted', async (t) => {

@@ -14,6 +14,7 @@ import { settingsFor } from '../../src/migrator/crd-settings.js'
 import { dryRun } from '../../src/migrator/dry-run.js'
 import { migrateCrdUnfrozen } from '../../src/migrator/migrate-unfrozen.js'
 import { formatDryRun } from '../../src/cli/migrate.js'
+import { describeFindings } from '../../src/migrator/lossless/verdict.js'
 import { migrateCrd, type MigrationSettings } from '../../src/migrator/migrate.js'
 import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
 import { StateAnnotation } from '../../src/state/crd-state.js'
@@ -58,11 +59,14 @@ t.test('a storage schema that drops spec.token: Blocked before the freeze, objec
   t.match(text, 'lossless check (storage-version list view through v1): 10 checked, 10 would change')
   t.match(text, /spec\.token removed +10 object\(s\) +refused/, 'each changing field, its count and verdict')
   t.match(text, `accept on purpose with: --accept-changes '${m.crd.metadata.name}:spec.token'`, 'the exact line that accepts it')
-  t.match(text, `the run would stop Blocked (CRDM_DATA_LOSS): ${m.ns}/obj-00000: spec.token removed`)
+  t.match(text, `objects: ${m.ns}/obj-00000: spec.token removed`, 'the objects, named to whoever ran it')
+  t.match(text, 'the run would stop Blocked (CRDM_DATA_LOSS)')
   const result = await run(m, defaultSettings())
   t.equal(result.outcome, 'Blocked', result.reason)
   t.equal(result.errorCode, 'CRDM_DATA_LOSS')
-  t.match(result.reason, `${m.ns}/obj-00000: spec.token removed`, 'names the object and the field')
+  t.match(result.reason, 'spec.token removed (10 objects)', 'names the field and counts the objects')
+  t.notMatch(result.reason, m.ns, 'no object name in what every reader of the CRD sees')
+  t.match(describeFindings(result.lossless!.findings, 10), `${m.ns}/obj-00000: spec.token removed`, 'the report names them')
   t.match(result.reason, 'rewriting 10 object(s)', 'counts every object of the first page')
   t.notOk(result.storage, 'no object was rewritten')
   await expectUntouched(t, m, result)
@@ -79,8 +83,10 @@ t.test('a field only a few objects past the first page hold: found in the run, t
   const result = await run(m, defaultSettings({ pageSize: 20 }))
   t.equal(result.outcome, 'Blocked', result.reason)
   t.equal(result.errorCode, 'CRDM_DATA_LOSS')
-  t.match(result.reason, `${m.ns}/obj-00045: spec.rare removed`)
-  t.match(result.reason, `${m.ns}/obj-00058: spec.rare removed`)
+  const named = describeFindings(result.lossless!.findings, 2)
+  t.match(named, `${m.ns}/obj-00045: spec.rare removed`)
+  t.match(named, `${m.ns}/obj-00058: spec.rare removed`)
+  t.match(result.reason, 'spec.rare removed (2 objects)')
   t.equal(result.lossless?.lossy, 2, 'exactly the two objects')
   t.equal(result.lossless?.checked, 60, 'every object was checked')
   t.notOk(result.storage, 'the check runs before the first write')
@@ -134,7 +140,8 @@ t.test('a conversion webhook that injects fields and a label: Blocked, the injec
   const result = await run(m, defaultSettings())
   t.equal(result.outcome, 'Blocked', result.reason)
   t.equal(result.errorCode, 'CRDM_DATA_LOSS')
-  t.match(result.reason, 'metadata.labels.pwned added')
+  t.match(result.reason, 'metadata.labels[…] added', 'a label key is elided in the public reason')
+  t.match(describeFindings(result.lossless!.findings, 20), 'metadata.labels.pwned added', 'and named in the report')
   t.match(result.reason, 'spec.owner added')
   t.match(result.reason, 'spec.secretCopy added')
   await expectUntouched(t, m, result)

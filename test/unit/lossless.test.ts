@@ -2,6 +2,7 @@
 import t from 'tap'
 import { diffOwnedContent, fieldPattern, hasPath, ownedContent, parsePath } from '../../src/migrator/lossless/content-diff.js'
 import { managedPaths } from '../../src/migrator/lossless/managed-paths.js'
+import { describeRefusedChanges, elideKeys, type ChangeCount } from '../../src/migrator/lossless/check.js'
 import {
   covers,
   describeFindings,
@@ -387,4 +388,25 @@ t.test('describeFindings names moves and managedFields removals', async (t) => {
     describeFindings([{ key: 'ns/a', changes: [{ path: 'spec.x', change: 'removed', managedFields: true }] }], 1),
     'ns/a: spec.x removed (set by a manager, not in what the rewrite keeps)',
   )
+})
+
+t.test('the public refusal: patterns with map keys elided, counts, no object names', async (t) => {
+  const rows: Array<[string, string]> = [
+    ['spec.token', 'spec.token'],
+    ['spec.data["db-password=Hunter2!"]', 'spec.data[…]'],
+    ['metadata.labels.pwned', 'metadata.labels[…]'],
+    ['metadata.annotations["cluster.x-k8s.io/conversion-data"]', 'metadata.annotations[…]'],
+    ['spec.items[*].env["A\\"B"].value', 'spec.items[*].env[…].value'],
+    ['status.provenance.configSource', 'status.provenance.configSource'],
+  ]
+  for (const [pattern, want] of rows) t.equal(elideKeys(pattern), want, pattern)
+  const changes: ChangeCount[] = [
+    { pattern: 'spec.data["db-password=Hunter2!"]', change: 'removed', verdict: 'refused', objects: 3 },
+    { pattern: 'spec.data["api-key"]', change: 'removed', verdict: 'refused', objects: 2 },
+    { pattern: 'spec.timeouts.pipeline', from: 'spec.timeout', change: 'moved', verdict: 'refused', objects: 1 },
+    { pattern: 'spec.x', change: 'removed', verdict: 'accepted', objects: 9 },
+  ]
+  const text = describeRefusedChanges(changes)
+  t.equal(text, 'spec.data[…] removed (3 objects), spec.timeouts.pipeline moved from spec.timeout (1 object)')
+  t.notMatch(text, 'Hunter2', 'no key of a map')
 })

@@ -47,15 +47,7 @@ import { requestRetry, withRetry, type RetryOptions } from '../engine/retry.js'
 import type { FieldChange, FieldChangeKind } from './content-diff.js'
 import { managedEntries, managedPaths } from './managed-paths.js'
 import { hasOwnedPath, ownedContent } from './content-diff.js'
-import {
-  describeFindings,
-  judgeRoundTrip,
-  schemaDefaults,
-  type ChangeVerdict,
-  type LosslessRules,
-  type ObjectFinding,
-  type RoundTrip,
-} from './verdict.js'
+import { judgeRoundTrip, schemaDefaults, type ChangeVerdict, type LosslessRules, type ObjectFinding, type RoundTrip } from './verdict.js'
 
 type KubeObject = Record<string, unknown> & { metadata: ObjectMeta }
 
@@ -284,6 +276,13 @@ export class DataLossError extends CrdMigratorError {
   }
 }
 
+/**
+ * The refusal as everyone who can read the CRD sees it (its last-result annotation, the
+ * MigrationBlocked Event, a StorageVersionMigration's status): counts and field patterns
+ * with map keys elided, no object names. Readers there may not list the objects; the
+ * names, the full paths and the exact accept flags are in the report (the CLI prints them
+ * to whoever ran it with their own credentials) and in the migrator's log.
+ */
 export function dataLossError(crdName: string, storageVersion: string, report: LosslessReport): DataLossError {
   if (report.lossy === 0)
     return new DataLossError(
@@ -292,9 +291,33 @@ export function dataLossError(crdName: string, storageVersion: string, report: L
     )
   const through = [...report.through, ...report.unserved.map((v) => `managedFields of objects stored in unserved ${v}`)]
   return new DataLossError(
-    `rewriting ${report.lossy} object(s) of ${crdName} in ${storageVersion} would not keep their content (checked through ${through.join(', ')}; ${report.method === 'list' ? "the storage version's schema prunes" : 'the round trip through the conversion webhook differs'}): ${describeFindings(report.findings, report.lossy)}. Nothing was written. Fix the CRD's schema or conversion webhook, or accept the changes on purpose: ${acceptHint(crdName, report.changes)}`,
+    `rewriting ${report.lossy} object(s) of ${crdName} in ${storageVersion} would not keep their content (checked through ${through.join(', ')}; ${report.method === 'list' ? "the storage version's schema prunes" : 'the round trip through the conversion webhook differs'}): ${describeRefusedChanges(report.changes)}. Nothing was written. Fix the CRD's schema or conversion webhook, or accept the changes on purpose: \`crd-migrator plan ${crdName}\` lists each change and the --accept-changes flags that accept it`,
     report,
   )
+}
+
+/** "spec.token removed (10 objects), metadata.labels[…] added (3 objects)": the refused patterns, map keys elided. */
+export function describeRefusedChanges(changes: readonly ChangeCount[], shown = 6): string {
+  const counts = new Map<string, number>()
+  for (const c of changes) {
+    if (c.verdict !== 'refused') continue
+    const text =
+      c.change === 'moved'
+        ? `${elideKeys(c.pattern)} moved from ${elideKeys(c.from ?? '')}`
+        : `${elideKeys(c.pattern)} ${c.change}${c.managedFields ? ' (set by a manager, not in what the rewrite keeps)' : ''}`
+    counts.set(text, Math.max(counts.get(text) ?? 0, c.objects))
+  }
+  const parts = [...counts].slice(0, shown).map(([text, n]) => `${text} (${n} object${n === 1 ? '' : 's'})`)
+  if (counts.size > shown) parts.push(`${counts.size - shown} more field(s)`)
+  return parts.join(', ')
+}
+
+/**
+ * A field pattern with its map keys elided: `spec.data[…]`, `metadata.labels[…]`. A key can
+ * carry what its reader may not see (`spec.data["db-password=…"]`, a team's label).
+ */
+export function elideKeys(pattern: string): string {
+  return pattern.replace(/\["(?:[^"\\]|\\.)*"\]/g, '[…]').replace(/^metadata\.(labels|annotations)\.[A-Za-z_$][\w$-]*/, 'metadata.$1[…]')
 }
 
 /** The flags that accept exactly the refused changes (moves: both ends). */

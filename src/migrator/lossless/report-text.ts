@@ -3,6 +3,7 @@
  * runs, `plan` and `check`: one summary line, then each changing field with its kind,
  * verdict and object count, then the exact flags that would accept what is refused.
  */
+import { describeFindings } from './verdict.js'
 import { acceptHint, acceptUncheckedHint, refusesRewrite, type ChangeCount, type LosslessReport } from './check.js'
 
 const VERDICT_WORDS: Record<ChangeCount['verdict'], string> = {
@@ -45,6 +46,8 @@ export function losslessLines(crdName: string, l: LosslessReport, indent = '  ')
     )
   if (consent?.ignored.length)
     lines.push(`${indent}ignored (not field paths) in the CRD's accept-changes annotation: ${consent.ignored.join(', ')}`)
+  // Names and full paths: the CLI's reader ran it with their own credentials (the CRD's record says counts only).
+  if (l.lossy > 0) lines.push(`${indent}objects: ${describeFindings(l.findings, l.lossy)}`)
   if (l.lossy > 0) lines.push(`${indent}accept on purpose with: ${acceptHint(crdName, l.changes)}`)
   if (l.unchecked > 0 && !l.uncheckedAccepted) {
     lines.push(`${indent}${l.uncheckedReason ?? `${l.unchecked} object(s) could not be checked`}`)
