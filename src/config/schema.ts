@@ -7,6 +7,7 @@
  */
 import { z } from 'zod'
 import { invalidAcceptEntry } from './accept-entries.js'
+import { isAddressOrCidr } from './addresses.js'
 
 /** The migration phases, in the order they run; migrator/plan.ts names them for the code. */
 export const PHASE_NAMES = ['StorageVersionMigration', 'StashedObjectMigration', 'CleanupManagedFields'] as const
@@ -167,6 +168,25 @@ export const ConfigSchema = z.strictObject({
        */
       maxConnections: z.number().int().min(1).default(1000),
       /**
+       * Connections one peer (remote address) other than the API server keeps open at most
+       * (webhook/connection-policy.ts): one client holding the whole of maxConnections and
+       * re-opening a connection every 100 ms took every slot the API server's pooled
+       * connection gave up, and every review failed with EOF (issue 44). At the cap the
+       * peer's oldest idle connection is closed, not the new one. client-go keeps at most 25
+       * idle connections per webhook host; a burst of CRD writes seldom needs more.
+       */
+      maxConnectionsPerPeer: z.number().int().min(1).default(100),
+      /**
+       * The addresses (IPs or CIDRs) the API server's calls come from: connections from
+       * them are exempt from maxConnectionsPerPeer, never evicted, and may take the
+       * reservedConnections slots no other peer may. Empty: unknown, nothing reserved (the
+       * per-peer cap and eviction still protect the API server from one client). The chart
+       * passes networkPolicy.apiServerCIDRs.
+       */
+      apiServerAddresses: z.array(z.string().refine(isAddressOrCidr, { message: 'must be an IP address or a CIDR' })).default([]),
+      /** Slots of maxConnections only apiServerAddresses may take (when they are set). */
+      reservedConnections: z.number().int().min(0).default(100),
+      /**
        * Timeouts of the HTTPS listener (file-only), and why (the API server calls us with
        * timeoutSeconds: 5, at most 30):
        * - tlsHandshakeSeconds: the TLS handshake must finish within it. Node's default is
@@ -193,6 +213,13 @@ export const ConfigSchema = z.strictObject({
           connectionSeconds: z.number().min(0.1).default(15),
           keepAliveSeconds: z.number().min(0.1).default(95),
           connectionsCheckingIntervalSeconds: z.number().min(0.1).default(2),
+          /**
+           * A connection that has not carried a valid AdmissionReview this long after it was
+           * opened is closed (the API server sends its review at once). Connections held
+           * open for nothing cost a slot each; with this they cost a TLS handshake every
+           * few seconds instead.
+           */
+          firstReviewSeconds: z.number().min(0.1).default(5),
         })
         .prefault({})
         .refine((t) => t.headersSeconds <= t.requestSeconds, {
@@ -200,7 +227,15 @@ export const ConfigSchema = z.strictObject({
           path: ['headersSeconds'],
         }),
     })
-    .prefault({}),
+    .prefault({})
+    .refine((w) => w.maxConnectionsPerPeer <= w.maxConnections, {
+      message: 'maxConnectionsPerPeer must not be more than maxConnections',
+      path: ['maxConnectionsPerPeer'],
+    })
+    .refine((w) => w.reservedConnections < w.maxConnections, {
+      message: 'reservedConnections must be less than maxConnections',
+      path: ['reservedConnections'],
+    }),
   metrics: z
     .strictObject({
       /**

@@ -139,6 +139,27 @@ export const SETTINGS: readonly Setting[] = [
     description: 'connections the webhook keeps open at most; one past it is closed at once',
   },
   {
+    path: 'webhook.maxConnectionsPerPeer',
+    flag: 'webhook-max-connections-per-peer',
+    env: 'CRD_MIGRATOR_WEBHOOK_MAX_CONNECTIONS_PER_PEER',
+    kind: 'int',
+    description: "connections one address other than the API server's keeps open at most; past it, its oldest idle one is closed",
+  },
+  {
+    path: 'webhook.apiServerAddresses',
+    flag: 'webhook-apiserver-addresses',
+    env: 'CRD_MIGRATOR_WEBHOOK_APISERVER_ADDRESSES',
+    kind: 'list',
+    description: 'IPs or CIDRs the API server calls the webhook from: no per-peer cap, never evicted, and the reserved slots',
+  },
+  {
+    path: 'webhook.reservedConnections',
+    flag: 'webhook-reserved-connections',
+    env: 'CRD_MIGRATOR_WEBHOOK_RESERVED_CONNECTIONS',
+    kind: 'int',
+    description: 'slots of webhook.maxConnections only the API server addresses may take (when set)',
+  },
+  {
     path: 'metrics.port',
     flag: 'metrics-port',
     env: 'CRD_MIGRATOR_METRICS_PORT',

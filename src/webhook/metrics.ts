@@ -5,6 +5,7 @@
  */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
 import { ADMISSION_OPERATIONS, DENIAL_REASONS, type AdmissionOperation, type DenialReason } from './admission.js'
+import { CAP_REASONS, type CapReason } from './connection-policy.js'
 import { CERTIFICATE_REJECTIONS, type CertificateRejection } from './tls.js'
 
 export const METRIC_NAMES = Object.freeze({
@@ -15,6 +16,8 @@ export const METRIC_NAMES = Object.freeze({
   certificateExpiry: 'crd_migrator_webhook_certificate_expiry_timestamp_seconds',
   certificateRejected: 'crd_migrator_webhook_certificate_reload_rejected_total',
   connectionsRefused: 'crd_migrator_webhook_connections_refused_total',
+  connectionsEvicted: 'crd_migrator_webhook_connections_evicted_total',
+  connectionsOpen: 'crd_migrator_webhook_connections',
 })
 
 /** A decision takes microseconds; the top buckets catch GC pauses and event-loop stalls. */
@@ -30,8 +33,16 @@ export interface WebhookMetrics {
   setCertificate(certificate: { notAfter: Date; serialNumber: string } | undefined): void
   /** A certificate/key pair refused (at start-up or on reload), once per pair. */
   countCertificateRejected(reason: CertificateRejection): void
-  /** A connection closed as soon as it was accepted: webhook.maxConnections were open. */
-  countConnectionRefused(): void
+  /** A new connection closed as soon as it was accepted, at the cap `reason` (connection-policy.ts), with no idle connection to close instead. */
+  countConnectionRefused(reason: CapReason): void
+  /**
+   * An open connection closed by the connection policy: idle, to make room for a new one
+   * at the cap `reason`, or `no-review`: no valid AdmissionReview within
+   * webhook.timeouts.firstReviewSeconds.
+   */
+  countConnectionEvicted(reason: CapReason | 'no-review'): void
+  /** Connections open now, by peer: `apiserver` (webhook.apiServerAddresses) or `other`. */
+  setConnectionsOpen(apiServer: number, other: number): void
 }
 
 export function createWebhookMetrics(registry: Registry): WebhookMetrics {
@@ -107,7 +118,30 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
     () =>
       new Counter({
         name: METRIC_NAMES.connectionsRefused,
-        help: 'Connections to the webhook closed as soon as they were accepted, because webhook.maxConnections were open.',
+        help: 'Connections to the webhook closed as soon as they were accepted, at a cap (reason: peer = webhook.maxConnectionsPerPeer, shared = maxConnections - reservedConnections, total = maxConnections) with no idle connection to close instead.',
+        labelNames: ['reason'] as const,
+        registers: [registry],
+      }),
+  )
+  const connectionsEvicted = reuseOr(
+    registry,
+    METRIC_NAMES.connectionsEvicted,
+    () =>
+      new Counter({
+        name: METRIC_NAMES.connectionsEvicted,
+        help: 'Open connections to the webhook closed by its connection policy: idle ones, to make room for a new one at a cap (reason peer, shared, total), or no-review (no valid AdmissionReview within webhook.timeouts.firstReviewSeconds).',
+        labelNames: ['reason'] as const,
+        registers: [registry],
+      }),
+  )
+  const connectionsOpen = reuseOr(
+    registry,
+    METRIC_NAMES.connectionsOpen,
+    () =>
+      new Gauge({
+        name: METRIC_NAMES.connectionsOpen,
+        help: 'Connections to the webhook open now, by peer: apiserver (webhook.apiServerAddresses) or other.',
+        labelNames: ['peer'] as const,
         registers: [registry],
       }),
   )
@@ -118,6 +152,13 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
   }
   for (const reason of DENIAL_REASONS) denials.inc({ reason }, 0)
   for (const reason of CERTIFICATE_REJECTIONS) certificateRejected.inc({ reason }, 0)
+  for (const reason of CAP_REASONS) {
+    connectionsRefused.inc({ reason }, 0)
+    connectionsEvicted.inc({ reason }, 0)
+  }
+  connectionsEvicted.inc({ reason: 'no-review' }, 0)
+  connectionsOpen.set({ peer: 'apiserver' }, 0)
+  connectionsOpen.set({ peer: 'other' }, 0)
 
   return {
     observeReview(operation, decision, seconds, denial) {
@@ -138,8 +179,15 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
     countCertificateRejected(reason) {
       certificateRejected.inc({ reason })
     },
-    countConnectionRefused() {
-      connectionsRefused.inc()
+    countConnectionRefused(reason) {
+      connectionsRefused.inc({ reason })
+    },
+    countConnectionEvicted(reason) {
+      connectionsEvicted.inc({ reason })
+    },
+    setConnectionsOpen(apiServer, other) {
+      connectionsOpen.set({ peer: 'apiserver' }, apiServer)
+      connectionsOpen.set({ peer: 'other' }, other)
     },
   }
 }

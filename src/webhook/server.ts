@@ -15,7 +15,11 @@
  * (health/plugin.ts, cli/serve.ts). Anyone who can reach the pod can reach this port,
  * so it answers reviews and nothing else.
  *
- * Defaults (body limit, host, port, timeouts, the connection cap, the policy) are the
+ * Which connections are kept when they run short (per-peer cap, eviction of the oldest
+ * idle one, slots for the API server, the first-review deadline) is connection-policy.ts's
+ * decision and connections.ts's I/O; their `webhook-connections` check joins readiness.
+ *
+ * Defaults (body limit, host, port, timeouts, the connection caps, the policy) are the
  * config schema's (config/schema.ts, which says why each timeout and the cap are what they
  * are). All timeouts can be lowered through `timeouts` (tests do, to check them quickly).
  */
@@ -31,6 +35,8 @@ import { DEFAULT_ADMISSION_POLICY, type AdmissionPolicy } from './admission.js'
 import { createWebhookMetrics, type WebhookMetrics } from './metrics.js'
 import { RepeatSampler } from './repeat-sampler.js'
 import type { CertificateWatcher } from './tls.js'
+import type { ConnectionCaps } from './connection-policy.js'
+import { guardConnections } from './connections.js'
 import { loadServingCertificates } from './plugins/certificates.js'
 import { Drain, drainPlugin } from './plugins/drain.js'
 import { requestsPlugin } from './plugins/requests.js'
@@ -46,6 +52,8 @@ export interface ServerTimeouts {
   keepAliveTimeoutMs: number
   connectionsCheckingIntervalMs: number
   tlsHandshakeTimeoutMs: number
+  /** A connection with no valid AdmissionReview this long after it was accepted is closed. */
+  firstReviewMs: number
 }
 
 /** The config's webhook.timeouts (seconds) as the server's options (milliseconds). */
@@ -58,6 +66,7 @@ export function serverTimeouts(timeouts: Config['webhook']['timeouts']): ServerT
     keepAliveTimeoutMs: ms(timeouts.keepAliveSeconds),
     connectionsCheckingIntervalMs: ms(timeouts.connectionsCheckingIntervalSeconds),
     tlsHandshakeTimeoutMs: ms(timeouts.tlsHandshakeSeconds),
+    firstReviewMs: ms(timeouts.firstReviewSeconds),
   }
 }
 
@@ -149,8 +158,15 @@ export interface StartWebhookServerOptions extends WebhookAppOptions {
   certPollIntervalMs?: number
   /** Quiet time after a certificate directory event. Default 200 ms. */
   certDebounceMs?: number
-  /** Connections kept open at most; one past it is closed as soon as it is accepted. Default: the config's webhook.maxConnections. */
+  /**
+   * Caps and reserved addresses of the connection policy (connection-policy.ts). Defaults:
+   * the config's webhook.maxConnections, maxConnectionsPerPeer, reservedConnections,
+   * apiServerAddresses.
+   */
   maxConnections?: number
+  maxConnectionsPerPeer?: number
+  reservedConnections?: number
+  apiServerAddresses?: readonly string[]
   /**
    * How long close() keeps serving after the `webhook-open` readiness check started
    * failing, so endpoints and the API server stop sending us new connections first.
@@ -169,36 +185,14 @@ export interface RunningWebhookServer {
    * has begun. Whoever serves /readyz (cli/serve.ts) reports them.
    */
   readiness: readonly ReadinessCheck[]
+  /** The connection caps in force (connection-policy.ts; reserved is 0 without apiServerAddresses). */
+  connectionCaps: Readonly<ConnectionCaps>
   host: string
   port: number
   /** e.g. https://127.0.0.1:9443 */
   url: string
   /** Fail `webhook-open`, wait shutdownDelayMs, stop accepting, finish in-flight reviews. */
   close(): Promise<void>
-}
-
-/** Warn of refused connections at most this often (each one is counted). */
-const REFUSAL_WARNING_INTERVAL_MS = 60_000
-
-/**
- * At most `max` connections open (Node's server.maxConnections: one past it is closed as
- * soon as it is accepted, before its TLS handshake): idle TLS connections are what a
- * client can pile up cheaply, 65-80 KiB of ours each. Each refusal is counted, and warned
- * about once a minute with the address it came from.
- */
-function limitConnections(app: FastifyInstance, max: number, metrics: WebhookMetrics, logger: Logger): void {
-  app.server.maxConnections = max
-  let warnedAt = Number.NEGATIVE_INFINITY
-  app.server.on('drop', (dropped?: { remoteAddress?: string }) => {
-    metrics.countConnectionRefused()
-    const now = Date.now()
-    if (now - warnedAt < REFUSAL_WARNING_INTERVAL_MS) return
-    warnedAt = now
-    logger.warn(
-      { maxConnections: max, remoteAddress: dropped?.remoteAddress },
-      'webhook connection refused: webhook.maxConnections connections are open (each refusal counted in crd_migrator_webhook_connections_refused_total; warned once a minute)',
-    )
-  })
 }
 
 export async function startWebhookServer(options: StartWebhookServerOptions): Promise<RunningWebhookServer> {
@@ -224,7 +218,22 @@ export async function startWebhookServer(options: StartWebhookServerOptions): Pr
   }
   const { app, drain } = createApp({ ...options, logger, registry }, https, metrics)
   void app.register(certificates.plugin)
-  limitConnections(app, options.maxConnections ?? CONFIG_DEFAULTS.webhook.maxConnections, metrics, logger)
+  const defaults = CONFIG_DEFAULTS.webhook
+  const guard = guardConnections(app.server, {
+    caps: {
+      maxConnections: options.maxConnections ?? defaults.maxConnections,
+      maxPerPeer: Math.min(
+        options.maxConnectionsPerPeer ?? defaults.maxConnectionsPerPeer,
+        options.maxConnections ?? defaults.maxConnections,
+      ),
+      reserved: options.reservedConnections ?? defaults.reservedConnections,
+    },
+    apiServerAddresses: options.apiServerAddresses ?? defaults.apiServerAddresses,
+    firstReviewMs: timeouts.firstReviewMs,
+    metrics,
+    logger,
+  })
+  app.addHook('onClose', async () => guard.stop())
 
   try {
     await app.listen({ host, port: options.port ?? CONFIG_DEFAULTS.webhook.port })
@@ -241,7 +250,8 @@ export async function startWebhookServer(options: StartWebhookServerOptions): Pr
     app,
     registry,
     certificates: certificates.watcher,
-    readiness: Object.freeze([certificates.readiness, drain.readiness]),
+    readiness: Object.freeze([certificates.readiness, drain.readiness, guard.readiness]),
+    connectionCaps: guard.caps,
     host: address.address,
     port: address.port,
     url: `https://${urlHost}:${address.port}`,

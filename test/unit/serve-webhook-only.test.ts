@@ -122,7 +122,11 @@ t.test('serve() with the migrator off never loads a kubeconfig nor creates a cli
   t.teardown(() => handle.close())
   t.equal(handle.webhook!.app.server.requestTimeout, 7000, 'webhook.timeouts reach the HTTPS server')
   t.equal(handle.webhook!.app.server.keepAliveTimeout, 95_000, 'the others keep their defaults')
-  t.equal(handle.webhook!.app.server.maxConnections, 1000, 'webhook.maxConnections reaches the HTTPS server')
+  t.same(
+    handle.webhook!.connectionCaps,
+    { maxConnections: 1000, maxPerPeer: 100, reserved: 0 },
+    'webhook.maxConnections and maxConnectionsPerPeer reach the HTTPS server (nothing reserved without apiServerAddresses)',
+  )
   const answer = await postReview(handle.webhook!.port)
   t.equal(answer.status, 200)
   t.equal(answer.body.response?.allowed, false, 'the webhook decides (a frozen storage flip is refused)')
@@ -133,7 +137,13 @@ t.test('serve() with the migrator off never loads a kubeconfig nor creates a cli
     {
       status: 'ready',
       failing: [],
-      checks: { 'webhook-certificate': 'ok', 'webhook-open': 'ok', 'not-shutting-down': 'ok', 'listener-open': 'ok' },
+      checks: {
+        'webhook-certificate': 'ok',
+        'webhook-open': 'ok',
+        'webhook-connections': 'ok',
+        'not-shutting-down': 'ok',
+        'listener-open': 'ok',
+      },
     },
     "one readiness: the webhook's checks, serve's and the ops listener's",
   )

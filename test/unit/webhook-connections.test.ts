@@ -1,14 +1,17 @@
 /**
  * What idle connections may cost the real HTTPS webhook (startWebhookServer), with small
  * values so it takes seconds: an idle keep-alive connection is closed after the keep-alive
- * timeout, and a connection past webhook.maxConnections is closed as soon as it is
- * accepted (counted, warned once), while those already open keep being answered. The
+ * timeout; at a cap (webhook.maxConnections, maxConnectionsPerPeer) the oldest idle
+ * connection is closed for the new one, and with every slot busy the new one is refused
+ * (counted, warned once, readiness fails); the API server's addresses get reserved slots;
+ * a connection with no valid review within firstReviewMs is closed. The
  * memory the cap bounds is measured by dev/bench/idle-connections.ts, not here.
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
+import net from 'node:net'
 import tls from 'node:tls'
 import { Registry } from 'prom-client'
 import t from 'tap'
@@ -45,12 +48,18 @@ interface Held {
   closed: Promise<number>
   /** Sends a review on this connection; resolves with the status line. */
   ask(): Promise<string>
+  /** Sends headers and half a body, and no more: a request in flight. */
+  start(): void
 }
 
-/** A TLS connection; rejects when the server closes it before the handshake completes. */
-function connect(port: number): Promise<Held> {
+/** A TLS connection (from `from`, a loopback address); rejects when the server closes it before the handshake completes. */
+function connect(port: number, from = '127.0.0.1'): Promise<Held> {
   return new Promise((resolve, reject) => {
-    const socket = tls.connect({ host: '127.0.0.1', port, ca: certs.caCertPem, servername: 'localhost' })
+    const socket = tls.connect({
+      socket: net.connect({ host: '127.0.0.1', port, localAddress: from }),
+      ca: certs.caCertPem,
+      servername: 'localhost',
+    })
     let received = ''
     let waiting: ((statusLine: string) => void) | undefined
     socket.setEncoding('utf8')
@@ -73,6 +82,10 @@ function connect(port: number): Promise<Held> {
       resolve({
         socket,
         closed,
+        start: () =>
+          socket.write(
+            `POST /validate-crd HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(review)}\r\n\r\n{`,
+          ),
         ask: () =>
           new Promise((answered) => {
             waiting = answered
@@ -85,10 +98,17 @@ function connect(port: number): Promise<Held> {
   })
 }
 
-t.test('the defaults: keep-alive just past the API server idle timeout (90 s), 1,000 connections', async (t) => {
-  t.equal(SERVER_TIMEOUTS.keepAliveTimeoutMs, 95_000)
-  t.equal(CONFIG_DEFAULTS.webhook.maxConnections, 1000)
-})
+t.test(
+  'the defaults: keep-alive just past the API server idle timeout (90 s), 1,000 connections, 100 per peer, 5 s to the first review',
+  async (t) => {
+    t.equal(SERVER_TIMEOUTS.keepAliveTimeoutMs, 95_000)
+    t.equal(SERVER_TIMEOUTS.firstReviewMs, 5000)
+    t.equal(CONFIG_DEFAULTS.webhook.maxConnections, 1000)
+    t.equal(CONFIG_DEFAULTS.webhook.maxConnectionsPerPeer, 100)
+    t.equal(CONFIG_DEFAULTS.webhook.reservedConnections, 100)
+    t.same(CONFIG_DEFAULTS.webhook.apiServerAddresses, [])
+  },
+)
 
 t.test('an idle keep-alive connection is closed after the keep-alive timeout', async (t) => {
   const server = await startWebhookServer({
@@ -112,7 +132,10 @@ t.test('an idle keep-alive connection is closed after the keep-alive timeout', a
   t.ok(idle < KEEP_ALIVE_MS + 20_000, `closed by the server after ${Math.round(idle)} ms idle`)
 })
 
-t.test('past maxConnections a connection is closed at once, counted and warned; those open are still answered', async (t) => {
+const connections = (server: { app: { server: { getConnections(cb: (err: Error | null, n: number) => void): void } } }) =>
+  new Promise<number>((r, j) => server.app.server.getConnections((err, n) => (err ? j(err) : r(n))))
+
+t.test('at a cap the oldest idle connection is closed for the new one, counted and warned; the others are still answered', async (t) => {
   const registry = new Registry()
   const { logger, lines } = capturingLogger('info')
   const server = await startWebhookServer({
@@ -123,30 +146,137 @@ t.test('past maxConnections a connection is closed at once, counted and warned; 
     logger,
     registry,
     maxConnections: MAX_CONNECTIONS,
+    maxConnectionsPerPeer: 2,
   })
   t.teardown(() => server.close())
-  t.equal(server.app.server.maxConnections, MAX_CONNECTIONS)
   const held: Held[] = []
   t.teardown(() => held.forEach((h) => h.socket.destroy()))
-  for (let i = 0; i < MAX_CONNECTIONS; i++) {
+  for (let i = 0; i < 2; i++) {
     held.push(await connect(server.port))
     t.equal(await held[i]!.ask(), 'HTTP/1.1 200 OK', `connection ${i + 1} answered, then idle`)
   }
-  await t.rejects(connect(server.port), 'one more is closed before its TLS handshake')
-  await t.rejects(connect(server.port), 'and the next')
-  t.match(await registry.metrics(), /^crd_migrator_webhook_connections_refused_total 2$/m, 'each refusal counted')
-  const warnings = lines().filter((l) => l['msg']?.toString().startsWith('webhook connection refused'))
-  t.equal(warnings.length, 1, 'warned once, not once per refusal')
-  t.match(warnings[0], { level: 40, maxConnections: MAX_CONNECTIONS, remoteAddress: '127.0.0.1' })
-  t.equal(await held[0]!.ask(), 'HTTP/1.1 200 OK', 'a connection already open is still answered')
-
-  held.shift()!.socket.destroy()
-  await until(
-    'the server to count one connection less',
-    10_000,
-    () => new Promise<number>((r, j) => server.app.server.getConnections((err, n) => (err ? j(err) : r(n)))),
-    (n) => n < MAX_CONNECTIONS,
-  )
   held.push(await connect(server.port))
-  t.equal(await held.at(-1)!.ask(), 'HTTP/1.1 200 OK', 'below the cap again, a new connection is served')
+  t.equal(await held[2]!.ask(), 'HTTP/1.1 200 OK', 'a third from the same peer is served')
+  await held[0]!.closed
+  t.pass("and the peer's longest idle one was closed for it")
+  t.match(await registry.metrics(), /^crd_migrator_webhook_connections_evicted_total\{reason="peer"\} 1$/m, 'counted')
+  held.push(await connect(server.port, '127.0.0.2'))
+  t.equal(await held[3]!.ask(), 'HTTP/1.1 200 OK', 'another peer gets the last slot')
+  held.push(await connect(server.port, '127.0.0.3'))
+  t.equal(
+    await held[4]!.ask(),
+    'HTTP/1.1 200 OK',
+    'and a third peer one past the total cap, by closing an idle one of the peer holding most',
+  )
+  await held[1]!.closed
+  t.match(await registry.metrics(), /^crd_migrator_webhook_connections_evicted_total\{reason="shared"\} 1$/m)
+  t.match(await registry.metrics(), /^crd_migrator_webhook_connections_refused_total\{reason="shared"\} 0$/m, 'nothing refused')
+  const warnings = lines().filter((l) => /^webhook connection closed at the/.test(String(l['msg'])))
+  t.equal(warnings.length, 2, 'warned once per cap')
+  t.match(warnings[0], { level: 40, remoteAddress: '127.0.0.1', newRemoteAddress: '127.0.0.1', reason: 'peer' })
+  t.equal(await held[2]!.ask(), 'HTTP/1.1 200 OK', 'a connection left open is still answered')
+  t.equal(readiness(server), 'ok', 'evictions alone leave the webhook ready')
+})
+
+function readiness(server: { readiness: readonly { name: string; failing(): string | undefined }[] }): string {
+  return server.readiness.find((c) => c.name === 'webhook-connections')?.failing() ?? 'ok'
+}
+
+t.test('every slot busy: a new connection is refused, counted, warned, and readiness says so', async (t) => {
+  const registry = new Registry()
+  const { logger, lines } = capturingLogger('info')
+  const server = await startWebhookServer({
+    certFile: certs.certFile,
+    keyFile: certs.keyFile,
+    host: '127.0.0.1',
+    port: 0,
+    logger,
+    registry,
+    maxConnections: MAX_CONNECTIONS,
+    maxConnectionsPerPeer: 2,
+  })
+  t.teardown(() => server.close())
+  const held: Held[] = []
+  t.teardown(() => held.forEach((h) => h.socket.destroy()))
+  for (const from of ['127.0.0.1', '127.0.0.1', '127.0.0.2']) {
+    const h = await connect(server.port, from)
+    h.start()
+    held.push(h)
+  }
+  await until(
+    'three requests in flight',
+    5000,
+    async () => (await registry.metrics()).match(/^crd_migrator_webhook_connections\{peer="other"\} (\d+)$/m)?.[1],
+    (n) => n === '3',
+  )
+  await new Promise((r) => setTimeout(r, 300)) // and their headers parsed: requests in flight
+  await t.rejects(connect(server.port), 'a third of one peer is refused at its cap: all of its own are busy')
+  t.equal(readiness(server), 'ok', 'a peer refused at its own cap leaves the webhook ready')
+  await t.rejects(connect(server.port, '127.0.0.3'), 'a new peer is refused at the total cap')
+  const metrics = await registry.metrics()
+  t.match(metrics, /^crd_migrator_webhook_connections_refused_total\{reason="peer"\} 1$/m)
+  t.match(metrics, /^crd_migrator_webhook_connections_refused_total\{reason="shared"\} 1$/m)
+  t.match(readiness(server), /1 connection\(s\) refused in the last 30 s at the shared cap/, 'readiness fails, saying why')
+  const warnings = lines().filter((l) => /^webhook connection refused/.test(String(l['msg'])))
+  t.match(warnings.at(-1), { level: 40, remoteAddress: '127.0.0.3', reason: 'shared', maxConnections: MAX_CONNECTIONS })
+})
+
+t.test("the API server's addresses: a reserved slot, no per-peer cap, never evicted", async (t) => {
+  const registry = new Registry()
+  const server = await startWebhookServer({
+    certFile: certs.certFile,
+    keyFile: certs.keyFile,
+    host: '127.0.0.1',
+    port: 0,
+    logLevel: 'silent',
+    registry,
+    maxConnections: 4,
+    maxConnectionsPerPeer: 2,
+    reservedConnections: 1,
+    apiServerAddresses: ['127.0.0.1/32'],
+  })
+  t.teardown(() => server.close())
+  const held: Held[] = []
+  t.teardown(() => held.forEach((h) => h.socket.destroy()))
+  for (const from of ['127.0.0.2', '127.0.0.2', '127.0.0.3']) {
+    const h = await connect(server.port, from)
+    h.start()
+    held.push(h)
+  }
+  await until(
+    'three requests in flight',
+    5000,
+    async () => (await registry.metrics()).match(/^crd_migrator_webhook_connections\{peer="other"\} (\d+)$/m)?.[1],
+    (n) => n === '3',
+  )
+  await new Promise((r) => setTimeout(r, 300)) // and their headers parsed: requests in flight
+  await t.rejects(connect(server.port, '127.0.0.4'), 'other peers hold the shared part (4 - 1): refused')
+  const api = await connect(server.port, '127.0.0.1')
+  held.push(api)
+  t.equal(await api.ask(), 'HTTP/1.1 200 OK', "the API server's address gets the reserved slot")
+  t.match(await registry.metrics(), /^crd_migrator_webhook_connections\{peer="apiserver"\} 1$/m)
+})
+
+t.test('a connection with no valid AdmissionReview within firstReviewMs is closed', async (t) => {
+  const registry = new Registry()
+  const server = await startWebhookServer({
+    certFile: certs.certFile,
+    keyFile: certs.keyFile,
+    host: '127.0.0.1',
+    port: 0,
+    logLevel: 'silent',
+    registry,
+    timeouts: { firstReviewMs: 500 },
+  })
+  t.teardown(() => server.close())
+  const silent = await connect(server.port)
+  const answered = await connect(server.port)
+  t.teardown(() => [silent, answered].forEach((h) => h.socket.destroy()))
+  t.equal(await answered.ask(), 'HTTP/1.1 200 OK')
+  const started = performance.now()
+  const closedAt = await silent.closed
+  t.ok(closedAt - started < 2000, `the silent one was closed (${Math.round(closedAt - started)} ms after the other's review)`)
+  t.match(await registry.metrics(), /^crd_migrator_webhook_connections_evicted_total\{reason="no-review"\} 1$/m, 'counted')
+  t.equal(await answered.ask(), 'HTTP/1.1 200 OK', 'the one that carried a review is kept')
+  t.ok((await connections(server)) >= 1)
 })

@@ -539,7 +539,11 @@ t.test('starts without a certificate: not ready, then ready when one appears', a
   t.same(readinessReport(server.readiness), {
     ready: false,
     failing: ['webhook-certificate'],
-    checks: { 'webhook-certificate': 'no usable serving certificate loaded yet; see the log', 'webhook-open': 'ok' },
+    checks: {
+      'webhook-certificate': 'no usable serving certificate loaded yet; see the log',
+      'webhook-open': 'ok',
+      'webhook-connections': 'ok',
+    },
   })
   await t.rejects(servedCertificate(server, first.caCertPem), 'no handshake without a certificate')
   t.ok(logs.lines().some((l) => l['level'] === 40 && l['msg'] === 'no usable serving certificate at startup; waiting for one (not ready)'))

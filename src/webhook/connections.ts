@@ -1,0 +1,200 @@
+/**
+ * The connection policy's I/O (the decisions are connection-policy.ts's): every TCP
+ * connection the webhook's listener accepts is tracked from the moment it is accepted,
+ * before its TLS handshake, with its peer, whether a request is in flight on it, when it
+ * was last active and whether it carried a valid AdmissionReview. A new connection is
+ * accepted, or an idle one closed to make room for it, or it is refused; a connection
+ * with no valid review within webhook.timeouts.firstReviewSeconds is closed. Each
+ * refusal and eviction is counted (crd_migrator_webhook_connections_refused_total,
+ * _evicted_total) and warned about once a minute with the address; refusals at the shared
+ * or total cap fail the `webhook-connections` readiness check for a while.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Server, Socket } from 'node:net'
+import type { TLSSocket } from 'node:tls'
+import type { Logger } from 'pino'
+import type { ReadinessCheck } from '../health/plugin.js'
+import { addressMatcher, admitConnection, type CapReason, type ConnectionCaps, type TrackedConnection } from './connection-policy.js'
+import type { WebhookMetrics } from './metrics.js'
+
+/** Warn of refused or evicted connections at most this often (each one is counted). */
+const WARNING_INTERVAL_MS = 60_000
+/** How long a refusal at the shared or total cap keeps `webhook-connections` failing. */
+export const REFUSED_NOT_READY_MS = 30_000
+
+export interface ConnectionGuardOptions {
+  caps: ConnectionCaps
+  /** webhook.apiServerAddresses: IPs or CIDRs. */
+  apiServerAddresses: readonly string[]
+  firstReviewMs: number
+  metrics: WebhookMetrics
+  logger: Logger
+}
+
+interface Connection {
+  id: number
+  raw: Socket
+  tls?: TLSSocket
+  peer: string
+  apiServer: boolean
+  inFlight: number
+  lastActive: number
+  reviewed: boolean
+  overdue: boolean
+  deadline?: NodeJS.Timeout
+}
+
+export interface ConnectionGuard {
+  /** `webhook-connections`: fails for REFUSED_NOT_READY_MS after a refusal at the shared or total cap. */
+  readiness: ReadinessCheck
+  /** The caps in force (reserved is 0 without apiServerAddresses). */
+  readonly caps: Readonly<ConnectionCaps>
+  /** Connections tracked now (tests). */
+  open(): number
+  /** Stop the timers (at close). */
+  stop(): void
+}
+
+/** Tracks `server`'s connections and applies the policy to each new one. */
+export function guardConnections(server: Server, options: ConnectionGuardOptions): ConnectionGuard {
+  const { caps, metrics, logger } = options
+  const isApiServer = addressMatcher(options.apiServerAddresses)
+  const effective: ConnectionCaps = { ...caps, reserved: options.apiServerAddresses.length > 0 ? caps.reserved : 0 }
+  const connections = new Map<number, Connection>()
+  const byAddress = new Map<string, Connection>()
+  let nextId = 1
+  let refusedAt = Number.NEGATIVE_INFINITY
+  let refusedRecently = 0
+  let lastRefusalReason: CapReason = 'total'
+  const warnedAt = new Map<string, number>()
+
+  const warn = (kind: string, fields: Record<string, unknown>, msg: string) => {
+    const now = Date.now()
+    if (now - (warnedAt.get(kind) ?? Number.NEGATIVE_INFINITY) < WARNING_INTERVAL_MS) return
+    warnedAt.set(kind, now)
+    logger.warn({ ...fields, ...capsFields() }, `${msg} (each one counted; warned once a minute)`)
+  }
+  const capsFields = () => ({
+    maxConnections: effective.maxConnections,
+    maxConnectionsPerPeer: effective.maxPerPeer,
+    reservedConnections: effective.reserved,
+  })
+  const publish = () => {
+    let apiServer = 0
+    for (const c of connections.values()) if (c.apiServer) apiServer++
+    metrics.setConnectionsOpen(apiServer, connections.size - apiServer)
+  }
+  const key = (address: string | undefined, port: number | undefined) => `${address ?? ''}|${port ?? ''}`
+  const forget = (c: Connection) => {
+    if (!connections.delete(c.id)) return
+    byAddress.delete(key(c.raw.remoteAddress, c.raw.remotePort))
+    if (c.deadline) clearTimeout(c.deadline)
+    publish()
+  }
+  const close = (c: Connection) => {
+    ;(c.tls ?? c.raw).destroy()
+    c.raw.destroy()
+    forget(c)
+  }
+  const evictNoReview = (c: Connection) => {
+    metrics.countConnectionEvicted('no-review')
+    warn(
+      'no-review',
+      { remoteAddress: c.peer },
+      'webhook connection closed: no valid AdmissionReview within webhook.timeouts.firstReviewSeconds',
+    )
+    close(c)
+  }
+
+  const onConnection = (raw: Socket) => {
+    const peer = raw.remoteAddress ?? 'unknown'
+    const apiServer = isApiServer(peer)
+    const now = Date.now()
+    const open: TrackedConnection[] = []
+    for (const c of connections.values()) {
+      open.push({ id: c.id, peer: c.peer, apiServer: c.apiServer, busy: c.inFlight > 0, idleMs: now - c.lastActive, reviewed: c.reviewed })
+    }
+    const verdict = admitConnection({ peer, apiServer }, open, effective)
+    if (verdict.action === 'refuse') {
+      raw.destroy()
+      metrics.countConnectionRefused(verdict.reason)
+      if (verdict.reason !== 'peer') {
+        refusedRecently = now - refusedAt < REFUSED_NOT_READY_MS ? refusedRecently + 1 : 1
+        refusedAt = now
+        lastRefusalReason = verdict.reason
+      }
+      warn(
+        `refused-${verdict.reason}`,
+        { remoteAddress: peer, reason: verdict.reason },
+        `webhook connection refused at the ${verdict.reason} cap: no idle connection to close instead`,
+      )
+      return
+    }
+    if (verdict.action === 'evict') {
+      const victim = connections.get(verdict.victim)
+      if (victim) {
+        metrics.countConnectionEvicted(verdict.reason)
+        warn(
+          `evicted-${verdict.reason}`,
+          { remoteAddress: victim.peer, newRemoteAddress: peer, reason: verdict.reason },
+          `webhook connection closed at the ${verdict.reason} cap: the oldest idle one, for a new one`,
+        )
+        close(victim)
+      }
+    }
+    const c: Connection = { id: nextId++, raw, peer, apiServer, inFlight: 0, lastActive: now, reviewed: false, overdue: false }
+    connections.set(c.id, c)
+    byAddress.set(key(raw.remoteAddress, raw.remotePort), c)
+    raw.once('close', () => forget(c))
+    c.deadline = setTimeout(() => {
+      c.deadline = undefined
+      if (c.reviewed) return
+      if (c.inFlight > 0) c.overdue = true
+      else evictNoReview(c)
+    }, options.firstReviewMs).unref()
+    publish()
+  }
+  const onSecure = (tls: TLSSocket) => {
+    const c = byAddress.get(key(tls.remoteAddress, tls.remotePort))
+    if (c) c.tls = tls
+  }
+  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
+    const c = byAddress.get(key(req.socket.remoteAddress, req.socket.remotePort))
+    if (!c) return
+    c.inFlight++
+    let done = false
+    const finish = () => {
+      if (done) return
+      done = true
+      c.inFlight--
+      c.lastActive = Date.now()
+      if (res.statusCode === 200) c.reviewed = true
+      if (c.overdue && !c.reviewed && c.inFlight === 0 && connections.has(c.id)) evictNoReview(c)
+    }
+    res.once('finish', finish)
+    res.once('close', finish)
+  }
+
+  // Before tls.Server's own listener: a refused connection never starts its handshake.
+  server.prependListener('connection', onConnection)
+  server.on('secureConnection', onSecure)
+  server.on('request', onRequest)
+
+  return {
+    readiness: {
+      name: 'webhook-connections',
+      failing: () =>
+        Date.now() - refusedAt < REFUSED_NOT_READY_MS
+          ? `${refusedRecently} connection(s) refused in the last ${REFUSED_NOT_READY_MS / 1000} s at the ${lastRefusalReason} cap (webhook.maxConnections${lastRefusalReason === 'shared' ? ' - reservedConnections' : ''}), every open one busy`
+          : undefined,
+    },
+    caps: Object.freeze(effective),
+    open: () => connections.size,
+    stop() {
+      server.removeListener('connection', onConnection)
+      server.removeListener('secureConnection', onSecure)
+      server.removeListener('request', onRequest)
+      for (const c of connections.values()) if (c.deadline) clearTimeout(c.deadline)
+    },
+  }
+}
