@@ -56,6 +56,7 @@ const MATRIX_SUITES = [
   'test/integration/stashed-copies.test.ts',
   'test/integration/controller.test.ts',
   'test/integration/faults-apiserver.test.ts',
+  'test/integration/faults-webhook-flood.test.ts',
   'test/integration/faults-kill.test.ts',
   'test/integration/faults-webhook-down.test.ts',
   'test/integration/controlplane.test.ts',

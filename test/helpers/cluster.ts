@@ -21,7 +21,7 @@ import type { CustomResourceDefinition, ManagedFieldsEntry } from '../../src/kub
 import { ConfigSchema } from '../../src/config/schema.js'
 import type { MigrationSettings } from '../../src/migrator/migrate.js'
 import { settingsFor } from '../../src/migrator/crd-settings.js'
-import { startWebhookServer, type RunningWebhookServer } from '../../src/webhook/server.js'
+import { startWebhookServer, type RunningWebhookServer, type StartWebhookServerOptions } from '../../src/webhook/server.js'
 import { until } from './until.js'
 
 export const TEST_SCOPE_LABEL = 'crd-migrator-test/webhook'
@@ -266,6 +266,8 @@ export interface TestWebhook {
   scope: string
   /** Labels a CRD must carry for this webhook to see it. */
   labels: Record<string, string>
+  /** The CA of its serving certificate (for clients of its port). */
+  caPem: string
   reviews(): Promise<number>
   stopServer(): Promise<void>
 }
@@ -278,7 +280,13 @@ export interface TestWebhook {
 export async function startTestWebhook(
   cp: ControlPlane,
   scope: string,
-  policy: { migratorUsers?: string[]; migratorGroups?: string[]; logger?: Logger } = {},
+  policy: {
+    migratorUsers?: string[]
+    migratorGroups?: string[]
+    logger?: Logger
+    /** Options of the server itself (connection caps, timeouts, registry). */
+    server?: Partial<Omit<StartWebhookServerOptions, 'certFile' | 'keyFile' | 'host' | 'port' | 'policy'>>
+  } = {},
 ): Promise<TestWebhook> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'crd-migrator-webhook-'))
   const certs = await generateDevCertificates(dir)
@@ -290,6 +298,7 @@ export async function startTestWebhook(
     host: '127.0.0.1',
     port: 0,
     ...(policy.logger ? { logger: policy.logger } : { logLevel: 'silent' }),
+    ...policy.server,
     policy: { migratorUsers, migratorGroups, breakGlassGroups: ['system:masters'] },
   })
   // The same identities skip the webhook (matchConditions), as in the shipped configuration.
@@ -327,7 +336,14 @@ export async function startTestWebhook(
     await stopServer()
     await rm(dir, { recursive: true, force: true })
   })
-  const hook: TestWebhook = { server, scope, labels: { [TEST_SCOPE_LABEL]: scope }, reviews: () => reviewCount(server), stopServer }
+  const hook: TestWebhook = {
+    server,
+    scope,
+    labels: { [TEST_SCOPE_LABEL]: scope },
+    caPem: certs.caCertPem,
+    reviews: () => reviewCount(server),
+    stopServer,
+  }
   await waitWebhookActive(cp, hook)
   return hook
 }
