@@ -153,6 +153,7 @@ t.test('the PrometheusRule: the alerts, their thresholds from values, only metri
     'CrdMigratorMigrationFailed',
     'CrdMigratorWebhookCertificateExpiresSoon',
     'CrdMigratorWebhookCertificateRejected',
+    'CrdMigratorWebhookConnectionsRefused',
     'CrdMigratorWebhookErrors',
     'CrdMigratorWebhookRefusals',
   ])
@@ -214,4 +215,25 @@ t.test('the NetworkPolicy: the API server to the webhook port, scrapers to the m
   })
   t.same(webhookOnly.egress, [], 'webhook only: no egress at all')
   t.same(ids((await template('np', 'np-ns', {})).filter((m) => m.kind === 'NetworkPolicy')), [], 'none by default')
+  const known = await policyOf({ networkPolicy: { apiServerCIDRs: ['192.168.0.10/32'] } })
+  t.same(known.ingress, ingressOnly.ingress, "on without enabled once the API server's addresses are known (issue 44)")
+  const config = one(
+    await template('np', 'np-ns', { networkPolicy: { apiServerCIDRs: ['192.168.0.10/32'] } }),
+    'ConfigMap',
+    'np-crd-migrator',
+  )
+  t.match(
+    String((config['data'] as Record<string, string>)['config.yaml']),
+    /apiServerAddresses:\n\s+- 192\.168\.0\.10\/32/,
+    'and the webhook gets them as webhook.apiServerAddresses (reserved slots)',
+  )
+  t.same(
+    ids(
+      (await template('np', 'np-ns', { hostNetwork: true, networkPolicy: { apiServerCIDRs: ['10.0.0.0/8'] } })).filter(
+        (m) => m.kind === 'NetworkPolicy',
+      ),
+    ),
+    [],
+    'not with hostNetwork, where it would not apply',
+  )
 })

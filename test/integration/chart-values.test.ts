@@ -532,7 +532,7 @@ t.test('bad values are refused with a message', async (t) => {
     [
       'a NetworkPolicy that would keep the ServiceMonitor out',
       { networkPolicy: { enabled: true, apiServerCIDRs: ['10.0.0.0/8'] }, metrics: { serviceMonitor: { enabled: true } } },
-      /networkPolicy\.enabled with metrics\.serviceMonitor\.enabled needs networkPolicy\.metricsFrom/,
+      /networkPolicy \(enabled, or apiServerCIDRs\/apiServerPeers set\) with metrics\.serviceMonitor\.enabled needs networkPolicy\.metricsFrom/,
     ],
     [
       'a NetworkPolicy for pods on the host network',

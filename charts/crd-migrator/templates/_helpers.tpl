@@ -398,6 +398,10 @@ The crd-migrator config file (see src/config/schema.ts), built from values. POD_
     "crds" (deepCopy .Values.migrator.crds))
   "leaderElection" (dict "enabled" .Values.leaderElection.enabled "leaseName" (include "crd-migrator.leaseName" .))
 }}
+{{- /* The API server's addresses, where the NetworkPolicy knows them: slots only they may take (webhook/connection-policy.ts). */}}
+{{- if .Values.networkPolicy.apiServerCIDRs }}
+{{- $_ := set $config.webhook "apiServerAddresses" .Values.networkPolicy.apiServerCIDRs }}
+{{- end }}
 {{- if .Values.migrator.enabled }}
 {{- $_ := set $config.migrator "stateKeyFile" (printf "%s/key" (include "crd-migrator.stateKeyDir" .)) }}
 {{- end }}
@@ -420,4 +424,13 @@ The crd-migrator config file (see src/config/schema.ts), built from values. POD_
 {{- $_ := set $config.migrator "stashes" (deepCopy .Values.migrator.stashes) }}
 {{- end }}
 {{- mustMergeOverwrite $config (deepCopy .Values.extraConfig) | toYaml }}
+{{- end }}
+
+{{- /*
+"true" when the NetworkPolicy is rendered: networkPolicy.enabled, or the API server's
+addresses known (apiServerCIDRs or apiServerPeers) on the pod network.
+*/}}
+{{- define "crd-migrator.networkPolicyOn" -}}
+{{- $np := .Values.networkPolicy -}}
+{{- if or $np.enabled (and (not .Values.hostNetwork) (or $np.apiServerCIDRs $np.apiServerPeers)) }}true{{ else }}false{{ end -}}
 {{- end }}
