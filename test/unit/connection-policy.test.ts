@@ -4,6 +4,7 @@
  * which one is evicted, or whether the new one is refused or accepted.
  */
 import t from 'tap'
+import { ConfigSchema } from '../../src/config/schema.js'
 import { addressMatcher, admitConnection, type ConnectionCaps, type TrackedConnection } from '../../src/webhook/connection-policy.js'
 
 const API = '10.0.0.1'
@@ -165,4 +166,26 @@ t.test('addressMatcher: IPs and CIDRs, IPv4-mapped IPv6 included', async (t) => 
   t.notOk(m('fd01::1'))
   t.notOk(m(undefined))
   t.notOk(addressMatcher([])('10.0.0.7'))
+})
+
+t.test('the settings: API server addresses are IPs or CIDRs; the per-peer cap and the reserve fit under the cap', async (t) => {
+  const parse = (webhook: object) => ConfigSchema.safeParse({ webhook })
+  t.ok(parse({ apiServerAddresses: ['10.0.0.0/16', '192.168.1.5', 'fd00::/64'] }).success)
+  for (const bad of ['10.0.0.0/33', 'apiserver.example.com', '10.0.0.0/8/1', 'fd00::/129', '']) {
+    t.notOk(parse({ apiServerAddresses: [bad] }).success, `${JSON.stringify(bad)} refused`)
+  }
+  t.match(
+    JSON.stringify(parse({ maxConnections: 50, maxConnectionsPerPeer: 60 }).error?.issues),
+    /maxConnectionsPerPeer must not be more than maxConnections/,
+  )
+  t.match(
+    JSON.stringify(parse({ maxConnections: 50, reservedConnections: 50 }).error?.issues),
+    /reservedConnections must be less than maxConnections/,
+  )
+  t.match(ConfigSchema.parse({}).webhook, {
+    maxConnectionsPerPeer: 100,
+    reservedConnections: 100,
+    apiServerAddresses: [],
+    timeouts: { firstReviewSeconds: 5 },
+  })
 })
