@@ -68,6 +68,7 @@ export const CHECKS = [
   'served',
   'clients',
   'manifests',
+  'lossless',
 ] as const
 export type CheckName = (typeof CHECKS)[number]
 

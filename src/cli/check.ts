@@ -5,13 +5,16 @@ import type { Logger } from 'pino'
  * (src/check/drop-verdict.ts), for people or as data, and an exit code for pipelines.
  */
 import type { Config } from '../config/schema.js'
+import { preflightLossless } from '../migrator/lossless/preflight.js'
+import { settingsFor } from '../migrator/crd-settings.js'
+import { planCrd } from '../migrator/plan.js'
 import { ConfigError } from '../errors.js'
 import { commandHttp } from './command-http.js'
 import type { KubeHttp } from '../kube/http.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { crdsByName, managedCrds } from '../check/select.js'
 import { EvidenceReader } from '../check/drop-evidence.js'
-import { decideDrop, droppedVersions, type DropVerdict } from '../check/drop-verdict.js'
+import { decideDrop, droppedVersions, type DropVerdict, type Reason } from '../check/drop-verdict.js'
 import { readManifests, type Manifests, type SkippedFile } from '../check/manifests.js'
 import {
   blockingResources,
@@ -105,7 +108,10 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
         })
         continue
       }
-      for (const version of target.versions) results.push(decideDrop(await reader.gather(target.crd, version), { strict: options.strict }))
+      for (const version of target.versions) {
+        const verdict = decideDrop(await reader.gather(target.crd, version), { strict: options.strict })
+        results.push(await withLosslessReason(http, config, target.crd, version, verdict, options.signal))
+      }
     }
     const { blocking, fixes } = manifests ? await resourcesAfterFix(manifests, gates, options) : { blocking: [], fixes: undefined }
     const verdicts = withResourceReasons(results, blocking)
@@ -127,6 +133,31 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
   } finally {
     http.close()
   }
+}
+
+/**
+ * While status.storedVersions still lists the version, the migration that would narrow it
+ * must get through its lossless check: the run's pre-flight, in the run's words (a CRD the
+ * run would refuse is not safe, and the reason says what accepts it).
+ */
+async function withLosslessReason(
+  http: KubeHttp,
+  config: Config,
+  crd: CustomResourceDefinition,
+  version: string,
+  verdict: DropVerdict,
+  signal?: AbortSignal,
+): Promise<DropVerdict> {
+  const plan = planCrd(crd)
+  if (!plan.storageVersion || plan.blockedReason || version === plan.storageVersion || !plan.storedVersions.includes(version))
+    return verdict
+  const pre = await preflightLossless(http, crd, plan.storageVersion, settingsFor(config, crd.metadata.name), signal)
+  if (!pre) return verdict
+  const scope = pre.complete ? `${pre.checked} object read(s) checked` : `the first ${pre.checked} object read(s) checked`
+  const reason: Reason = pre.refuses
+    ? { check: 'lossless', status: 'blocks', message: `the migration would stop Blocked (CRDM_DATA_LOSS): ${pre.refusal}` }
+    : { check: 'lossless', status: 'ok', message: `the migration's lossless check passes (${scope})` }
+  return { ...verdict, safe: verdict.safe && !pre.refuses, reasons: [...verdict.reasons, reason] }
 }
 
 /** The named CRDs (managed or not), else every managed one; each with the version to drop. */

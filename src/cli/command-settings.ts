@@ -40,7 +40,20 @@ export const COMMAND_SETTINGS = {
     'strict-state-key-file',
   ],
   status: [...CLIENT, 'migrating-annotation', 'selector', 'crds'],
-  check: [...CLIENT, 'migrating-annotation', 'selector', 'crds', 'stash-presets', 'page-size', 'max-attempts'],
+  check: [
+    ...CLIENT,
+    'migrating-annotation',
+    'selector',
+    'crds',
+    'stash-presets',
+    'page-size',
+    'max-attempts',
+    // --drop runs the migration's lossless check, with the same consent as migrate.
+    'accept-removals',
+    'accept-changes',
+    'accept-unchecked',
+    'consent-annotations',
+  ],
   plan: [
     ...CLIENT,
     'selector',

@@ -15,10 +15,7 @@ import { collectionPath, resourceRef } from '../kube/paths.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { Accept } from '../kube/http.js'
 import { settingsFor } from '../migrator/crd-settings.js'
-import type { MigrationSettings } from '../migrator/context.js'
-import { checkLossless, losslessOptions, refusesRewrite } from '../migrator/lossless/check.js'
-import { losslessLines } from '../migrator/lossless/report-text.js'
-import { conversionStrategy } from '../kube/conversion.js'
+import { preflightLossless } from '../migrator/lossless/preflight.js'
 import { requestRetry, withRetry } from '../migrator/engine/retry.js'
 import { scanManagedFields } from '../migrator/phases/managed-fields-scan.js'
 import { Phase, planCrd } from '../migrator/plan.js'
@@ -214,40 +211,6 @@ async function planOne(
     objects: await countObjects(http, crd, config.migrator.maxAttempts, options.signal),
     managedFieldsObjects,
     ...(servedManagedFields ? { servedManagedFields } : {}),
-  }
-}
-
-/**
- * The run's lossless check, as plan can afford it: every object of a conversion-None CRD
- * (two lists a page), the first page of a webhook-converted one (a dry run per object,
- * the run's own check before its freeze). Undefined where RBAC forbids the reads.
- */
-async function preflightLossless(
-  http: KubeHttp,
-  crd: CustomResourceDefinition,
-  storageVersion: string,
-  settings: MigrationSettings,
-  signal?: AbortSignal,
-): Promise<PlanInput['lossless']> {
-  if (settings.losslessCheck === false) return undefined
-  try {
-    const options = losslessOptions(http, settings, signal)
-    const report = await checkLossless(crd, storageVersion, {
-      ...options,
-      ...(conversionStrategy(crd) === 'Webhook' ? { maxPages: 1 } : {}),
-    })
-    const refuses = refusesRewrite(report)
-    return {
-      refuses,
-      checked: report.checked,
-      complete: report.complete,
-      lossy: report.lossy,
-      unchecked: report.unchecked,
-      lines: losslessLines(crd.metadata.name, report),
-    }
-  } catch (err) {
-    if (isForbidden(err)) return undefined
-    throw err
   }
 }
 

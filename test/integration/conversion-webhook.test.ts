@@ -282,7 +282,20 @@ for (const unserved of [[], ['v1']]) {
     const f = await fixture(t, 1000, { unserved })
     const refused = [f.names[7]!, f.names[640]!, f.names[998]!]
     f.webhook.refuse(refused, 'spec.image is not a valid reference')
-    const failed = await migrateCrd(f.crd.metadata.name, settings(), { http: f.http, logger, owner: 'test-owner' })
+    if (unserved.length) {
+      // With v1 unserved and a webhook, no old view shows what the conversion adds: the
+      // lossless check refuses every object as unchecked unless that is accepted.
+      const blocked = await migrateCrd(f.crd.metadata.name, settings(), { http: f.http, logger, owner: 'test-owner' })
+      t.equal(`${blocked.outcome} ${blocked.errorCode}`, 'Blocked CRDM_DATA_LOSS', blocked.reason)
+      t.equal(blocked.lossless?.unchecked, 997, 'every object the webhook converts is unchecked')
+      t.equal(blocked.lossless?.refused, 3, 'the refused ones are stepped past, counted')
+      t.match(blocked.reason, '--accept-unchecked')
+    }
+    const failed = await migrateCrd(f.crd.metadata.name, settings({ acceptUnchecked: unserved.length > 0 }), {
+      http: f.http,
+      logger,
+      owner: 'test-owner',
+    })
     t.equal(failed.outcome, 'Failed', failed.reason)
     t.equal(failed.errorCode, 'CRDM_CONVERSION_REFUSED', failed.reason)
     const keys = refused.map((n) => `${f.ns}/${n}`)

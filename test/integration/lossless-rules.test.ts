@@ -278,6 +278,19 @@ t.test('the CLI: plan marks the CRD blocked, both dry runs exit 4, migrate with 
   const server = await cli('migrate', m.name, '--dry-run=server')
   t.equal(server.code, 4, `--dry-run=server exits 4: ${server.stdout}${server.stderr}`)
   t.match(server.stdout, 'the run would stop Blocked (CRDM_DATA_LOSS) before its first write')
+  const check = await cli('check', m.name, '--drop', 'v1')
+  t.equal(check.code, 3, 'check --drop: not safe')
+  t.match(
+    check.stdout,
+    /no\s+lossless\s+the migration would stop Blocked \(CRDM_DATA_LOSS\): 5 object\(s\) would change: spec\.token removed \(5 objects\)/,
+  )
+  t.match(check.stdout, accept, 'and what accepts it')
+  const checkAccepted = await cli('check', m.name, '--drop', 'v1', '--accept-changes', `${m.name}:spec.token`)
+  t.match(
+    checkAccepted.stdout,
+    /ok\s+lossless\s+the migration's lossless check passes \(5 object read\(s\) checked\)/,
+    'consent counts there too',
+  )
   const accepted = await cli('plan', m.name, '--accept-changes', `${m.name}:spec.token`)
   t.match(accepted.stdout, '1 of 1 CRDs need work', 'plan agrees once accepted')
   const run = await cli('migrate', m.name, '--accept-changes', `${m.name}:spec.token`)

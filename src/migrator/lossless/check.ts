@@ -37,6 +37,7 @@ import { ContentType, type KubeHttp } from '../../kube/http.js'
 import { collectionPath, listOrderKey, objectPath, resourceRef, type ResourceRef } from '../../kube/paths.js'
 import type { CustomResourceDefinition, ObjectMeta } from '../../kube/types.js'
 import { continueFrom } from '../../kube/unreadable.js'
+import { listMetadata } from '../../kube/list-metadata.js'
 import { pageRequest, type ListPage } from '../../kube/list-pages.js'
 import { fieldPattern } from './content-diff.js'
 import { readCrdConsent } from '../../state/crd-state.js'
@@ -192,17 +193,35 @@ export async function checkLossless(
   // view: every object is also unchecked then (any may be stored in the unserved version).
   if (report.unserved.length > 0) {
     let bare = 0
-    const finished = await forEachPage(target, options, async (items) => {
-      for (const item of items) {
-        if (managedEntries(item).length === 0) bare++
-        else judge(item, judgeRoundTrip({ before: item, after: item, lostManaged: lostManagedFields(item, item) }, rules))
-        if (method === 'dry-run' || managedEntries(item).length === 0) report.unchecked++
-      }
-    })
-    if (!finished) report.complete = false
+    // The last object judged, in list order: a fallback goes on after it.
+    let lastKey: string | undefined
+    // Through a webhook the old version's fields may be renamed in the storage version: a
+    // field its managers set that the storage view lacks is renamed or removed, not told apart.
+    const renamedOrRemoved = new Map<string, number>()
+    const heldToManagedFields = (item: KubeObject) => {
+      lastKey = listOrderKey(item.metadata.namespace, item.metadata.name)
+      const lost = managedEntries(item).length ? lostManagedFields(item, item) : []
+      if (managedEntries(item).length === 0) bare++
+      else if (method === 'list') judge(item, judgeRoundTrip({ before: item, after: item, lostManaged: lost }, rules))
+      for (const pattern of new Set(lost.map(fieldPattern))) renamedOrRemoved.set(pattern, (renamedOrRemoved.get(pattern) ?? 0) + 1)
+      if (method === 'dry-run' || managedEntries(item).length === 0) report.unchecked++
+    }
+    try {
+      const finished = await forEachPage(target, options, async (items) => items.forEach(heldToManagedFields))
+      if (!finished) report.complete = false
+    } catch (err) {
+      if (!isConversionRefusal(err)) throw err
+      // The webhook refuses some object: no page holding it lists. Step past it (the
+      // rewrite fails it by name too) and read the others one by one, after the last judged.
+      report.refused += await eachReadableObject(target, options, lastKey, heldToManagedFields)
+    }
     const unserved = report.unserved.join(', ')
+    const named = [...renamedOrRemoved]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 6)
+      .map(([p, n]) => `${elideKeys(p)} (${n})`)
     if (method === 'dry-run' && report.unchecked > 0)
-      report.uncheckedReason = `${report.unchecked} object(s) may be stored in unserved ${unserved}, which a conversion webhook converts: with no old view, what the conversion adds or renames cannot be seen (their managedFields were checked for removals)`
+      report.uncheckedReason = `${report.unchecked} object(s) may be stored in unserved ${unserved}, which a conversion webhook converts: with no old view, what the conversion adds, renames or drops cannot be told apart${named.length ? `; fields their managers set that the storage version does not show (renamed or removed): ${named.join(', ')}${renamedOrRemoved.size > named.length ? ', ...' : ''}` : ''}`
     else if (report.unchecked > 0)
       report.uncheckedReason = `${bare} object(s) have no managedFields, and objects stored in unserved ${unserved} cannot be read as stored`
   }
@@ -334,6 +353,40 @@ export function acceptHint(crdName: string, changes: readonly ChangeCount[]): st
 
 export function acceptUncheckedHint(crdName: string): string {
   return `--accept-unchecked ${crdName}`
+}
+
+/**
+ * Every object of `ref` the API server can convert, read one by one (a metadata list that
+ * steps past the ones its conversion webhook refuses); returns how many it refused.
+ */
+async function eachReadableObject(
+  ref: ResourceRef,
+  options: LosslessOptions,
+  after: string | undefined,
+  onObject: (o: KubeObject) => void,
+): Promise<number> {
+  let refused = 0
+  const pages = listMetadata(options.http, ref, {
+    pageSize: options.pageSize,
+    ...(options.signal ? { signal: options.signal } : {}),
+    fetchPage: (fetch) => withRetry(fetch, options.retry),
+    unreadable: isConversionRefusal,
+  })
+  const later = (key: string) => after === undefined || key > after
+  for await (const page of pages) {
+    refused += (page.unreadable ?? []).filter((u) => later(u.key)).length
+    for (const item of page.items) {
+      if (!later(listOrderKey(item.metadata.namespace, item.metadata.name))) continue
+      try {
+        const object = await readStored(item as KubeObject, ref, options, () => undefined)
+        if (object) onObject(object)
+      } catch (err) {
+        if (!isConversionRefusal(err)) throw err
+        refused++
+      }
+    }
+  }
+  return refused
 }
 
 /** Walks the list through `ref` a page at a time; false when it stopped at maxPages. */

@@ -1,0 +1,63 @@
+/**
+ * The run's lossless check as a pre-flight can afford it (`plan`, `check --drop`): every
+ * object of a conversion-None CRD (two lists a page), the first page of a webhook-converted
+ * one (a dry run per object: the run's own check before its freeze). Said in the words the
+ * run would use, so the pre-flights agree with the run.
+ */
+import { isForbidden } from '../../kube/api-errors.js'
+import { conversionStrategy } from '../../kube/conversion.js'
+import type { KubeHttp } from '../../kube/http.js'
+import type { CustomResourceDefinition } from '../../kube/types.js'
+import type { MigrationSettings } from '../context.js'
+import { acceptHint, acceptUncheckedHint, checkLossless, describeRefusedChanges, losslessOptions, refusesRewrite } from './check.js'
+import { losslessLines } from './report-text.js'
+
+export interface LosslessPreflight {
+  /** The run would stop Blocked (CRDM_DATA_LOSS). */
+  refuses: boolean
+  checked: number
+  /** false: the first page only (a webhook-converted CRD). */
+  complete: boolean
+  lossy: number
+  unchecked: number
+  /** The report as the CLI prints it (patterns, counts, verdicts, objects, the accept flags). */
+  lines: string[]
+  /** One sentence: what would stop the run and what accepts it; undefined when nothing does. */
+  refusal?: string
+}
+
+/** Undefined when the check is off, or RBAC forbids its reads. */
+export async function preflightLossless(
+  http: KubeHttp,
+  crd: CustomResourceDefinition,
+  storageVersion: string,
+  settings: MigrationSettings,
+  signal?: AbortSignal,
+): Promise<LosslessPreflight | undefined> {
+  if (settings.losslessCheck === false) return undefined
+  const name = crd.metadata.name
+  try {
+    const report = await checkLossless(crd, storageVersion, {
+      ...losslessOptions(http, settings, signal),
+      ...(conversionStrategy(crd) === 'Webhook' ? { maxPages: 1 } : {}),
+    })
+    const refuses = refusesRewrite(report)
+    const refusal = !refuses
+      ? undefined
+      : report.lossy > 0
+        ? `${report.lossy} object(s) would change: ${describeRefusedChanges(report.changes)}; accept on purpose with ${acceptHint(name, report.changes)}`
+        : `${report.uncheckedReason ?? `${report.unchecked} object(s) cannot be checked`}; accept on purpose with ${acceptUncheckedHint(name)}`
+    return {
+      refuses,
+      checked: report.checked,
+      complete: report.complete,
+      lossy: report.lossy,
+      unchecked: report.unchecked,
+      lines: losslessLines(name, report),
+      ...(refusal ? { refusal } : {}),
+    }
+  } catch (err) {
+    if (isForbidden(err)) return undefined
+    throw err
+  }
+}
