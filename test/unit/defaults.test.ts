@@ -74,6 +74,7 @@ t.test("the constants of other modules are the schema's defaults", async (t) => 
       keepAliveTimeoutMs: 95_000,
       connectionsCheckingIntervalMs: 2_000,
       tlsHandshakeTimeoutMs: 5_000,
+      firstReviewMs: 5_000,
     },
     'the webhook timeouts, the documented ones, in milliseconds',
   )
