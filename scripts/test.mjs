@@ -40,6 +40,7 @@ const MATRIX_SUITES = [
   'test/integration/migrate-storage.test.ts',
   'test/integration/migrate-edges.test.ts',
   'test/integration/migrate-trust.test.ts',
+  'test/integration/migrate-crd-access.test.ts',
   'test/integration/migrate-lossless.test.ts',
   'test/integration/lossless-rules.test.ts',
   'test/integration/migrate-managed-fields.test.ts',
