@@ -51,6 +51,7 @@ const MATRIX_SUITES = [
   'test/integration/storage-version-migration.test.ts',
   'test/integration/ksvm-trigger.test.ts',
   'test/integration/ksvm-unmanaged.test.ts',
+  'test/integration/ksvm-counts.test.ts',
   'test/integration/ksvm-hostile-text.test.ts',
   'test/integration/builtin-migrator.test.ts',
   'test/integration/encryption-rotation.test.ts',
