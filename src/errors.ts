@@ -57,6 +57,8 @@ export const ERROR_CODES = {
   CRDM_FREEZE_LIFTED: 'freeze lifted during the migration',
   /** Another crd-migrator instance took the run's freeze over (its heartbeat went unseen too long); the run stopped and left the freeze to it. */
   CRDM_FREEZE_TAKEN_OVER: 'freeze taken over during the migration',
+  /** The run ended but its freeze could not be lifted (the migrator lost `patch` on the CRD, or the API server kept refusing): the CRD stays frozen. */
+  CRDM_UNFREEZE_FAILED: 'freeze not lifted',
   /** The run was stopped (shutdown, leadership lost, Ctrl-C). */
   CRDM_ABORTED: 'stopped',
   /** A webhook configuration cannot be rendered from the options given. */

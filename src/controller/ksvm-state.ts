@@ -4,7 +4,7 @@
  * reports on it the way KSVM does (Running, then Succeeded or Failed, with reason and
  * message), as pure functions.
  */
-import { errorCode, errorMessage } from '../errors.js'
+import { ERROR_CODES, errorCode, errorMessage, type ErrorCode } from '../errors.js'
 import type { MigrationResult } from '../migrator/context.js'
 import { collectionPath, type ResourceRef } from '../kube/paths.js'
 import type { ResourceName } from '../kube/resources.js'
@@ -108,7 +108,8 @@ export function resolutionFailure(err: unknown, now = new Date()): SvmCondition 
  * Running=False with the reason, and tried again later.
  */
 export function conditionForResult(result: MigrationResult, now = new Date()): { condition: SvmCondition; finished: boolean } {
-  if (result.outcome === 'Succeeded') return { condition: condition('Succeeded', 'True', 'Succeeded', result.reason, now), finished: true }
+  if (result.outcome === 'Succeeded')
+    return { condition: condition('Succeeded', 'True', 'Succeeded', succeededWithoutCounts(result), now), finished: true }
   if (result.outcome === 'Skipped' && result.skipReason === 'up-to-date')
     return { condition: condition('Succeeded', 'True', 'UpToDate', result.reason, now), finished: true }
   if (result.outcome === 'Blocked' && result.errorCode !== 'CRDM_DATA_LOSS')
@@ -119,5 +120,48 @@ export function conditionForResult(result: MigrationResult, now = new Date()): {
   )
     return { condition: condition('Running', 'False', 'Waiting', result.reason, now), finished: false }
   const reason = result.errorCode ?? (result.outcome === 'Skipped' ? 'NotMigratable' : 'Failed')
-  return { condition: condition('Failed', 'True', reason, result.reason, now), finished: true }
+  const message = result.errorCode && COUNTED_BY_OBJECT.has(result.errorCode) ? failedWithoutCounts(result.errorCode) : result.reason
+  return { condition: condition('Failed', 'True', reason, message, now), finished: true }
+}
+
+/**
+ * Where the counts are, for the conditions that leave them out: the migrator's log, or a
+ * run with credentials that may list the objects (`migrate`, `plan`).
+ */
+export const COUNTS_ELSEWHERE =
+  "how many objects is not said here (whoever created this object may not be allowed to list them): see the migrator's log, " +
+  'or run crd-migrator migrate or plan with credentials that may list them'
+
+/**
+ * A StorageVersionMigration's status is read by whoever created it, who may not be allowed
+ * to list the objects it names (another tenant's ConfigMaps or custom resources): its
+ * conditions say what happened, never how many objects (SECURITY.md, "What a
+ * StorageVersionMigration's creator learns"). The API server records no creator on the
+ * object, and no admission path of ours sees it being created, so there is nobody to ask
+ * a SubjectAccessReview for: no counts at all, for every creator. These codes' reasons
+ * count or name objects, so their condition gives the code's words instead.
+ */
+const COUNTED_BY_OBJECT: ReadonlySet<ErrorCode> = new Set([
+  'CRDM_OBJECTS_FAILED',
+  'CRDM_CONVERSION_REFUSED',
+  'CRDM_STASH_FAILED',
+  'CRDM_DATA_LOSS',
+  'CRDM_UNFREEZE_FAILED',
+])
+
+function failedWithoutCounts(code: ErrorCode): string {
+  return `${ERROR_CODES[code]}; ${COUNTS_ELSEWHERE}`
+}
+
+/** A run that Succeeded, said without a number of objects. */
+export function succeededWithoutCounts(result: MigrationResult): string {
+  const to = result.storageVersion ? ` in ${result.storageVersion}` : ''
+  const parts: string[] = []
+  if (result.builtin) parts.push(`objects rewritten${to} by the built-in StorageVersionMigration ${result.builtin.name}`)
+  else if (result.storage) parts.push(`every object rewritten${to}`)
+  if (result.stashes) parts.push(`stashed copies moved${result.storageVersion ? ` to ${result.storageVersion}` : ''}`)
+  if (result.cleanup) parts.push('managedFields entries of unserved versions removed')
+  // A built-in resource has no CRD, so no storedVersions.
+  if (result.crdUid !== undefined) parts.push(`storedVersions ${JSON.stringify(result.storedVersionsAfter)}`)
+  return `${parts.join(', ') || 'nothing to do'}; ${COUNTS_ELSEWHERE}`
 }

@@ -1,5 +1,6 @@
 /**
- * May this process list and patch every object of a resource? Asked of the API server
+ * May this process list and patch every object of a resource (and patch the CRD it would
+ * freeze)? Asked of the API server
  * before a CRD is frozen or its objects listed (a StorageVersionMigration can name any
  * resource, also one the migrator's RBAC does not cover), with one
  * SelfSubjectAccessReview (authorization.k8s.io/v1, open to every authenticated user
@@ -14,13 +15,20 @@ import { collectionPath } from './paths.js'
 
 const SSAR_PATH = '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews'
 
-/** One permission a migration needs: `verb` on every object of `group`/`resource` (`subresource`), all namespaces. */
+/**
+ * One permission a migration needs: `verb` on every object of `group`/`resource`
+ * (`subresource`), all namespaces; or, with `name`, on that one (cluster-scoped) object.
+ */
 export interface AccessCheck {
   verb: 'list' | 'patch'
   group: string
   resource: string
   subresource?: 'status'
+  name?: string
 }
+
+const CRD_GROUP = 'apiextensions.k8s.io'
+const CRDS = 'customresourcedefinitions'
 
 /** The API server's answer to one check: allowed, denied, or unknown (could not be asked). */
 export interface AccessAnswer {
@@ -33,19 +41,35 @@ export interface AccessAnswer {
 export type AccessVerdict =
   { allowed: true; unverified: AccessCheck[] } | { allowed: false; denied: AccessCheck[]; reason: string; unverified: AccessCheck[] }
 
-/** What migrating a resource needs: list its objects, patch them (through `/status` too when writes go there). */
-export function checksFor(resource: { group: string; plural: string }, options: { statusSubresource?: boolean } = {}): AccessCheck[] {
+/** What a frozen run writes on its CRD: the freeze, heartbeat and unfreeze; status.storedVersions when `storedVersions`. */
+export interface CrdWrites {
+  name: string
+  storedVersions: boolean
+}
+
+/**
+ * What migrating a resource needs: list its objects, patch them (through `/status` too when
+ * writes go there); with `crd`, patch that CRD (a run that may freeze it but not lift it
+ * leaves it frozen against everyone) and its `/status` when the run narrows storedVersions.
+ */
+export function checksFor(
+  resource: { group: string; plural: string },
+  options: { statusSubresource?: boolean; crd?: CrdWrites } = {},
+): AccessCheck[] {
   const base = { group: resource.group, resource: resource.plural }
+  const crd = options.crd && { group: CRD_GROUP, resource: CRDS, name: options.crd.name }
   return [
     { verb: 'list', ...base },
     { verb: 'patch', ...base },
     ...(options.statusSubresource ? [{ verb: 'patch' as const, ...base, subresource: 'status' as const }] : []),
+    ...(crd ? [{ verb: 'patch' as const, ...crd }] : []),
+    ...(crd && options.crd?.storedVersions ? [{ verb: 'patch' as const, ...crd, subresource: 'status' as const }] : []),
   ]
 }
 
-/** `patch widgets.example.com/status`, `list secrets` (core group). */
+/** `patch widgets.example.com/status`, `list secrets` (core group), `patch customresourcedefinitions.apiextensions.k8s.io/status "widgets.example.com"`. */
 export function describeCheck(c: AccessCheck): string {
-  return `${c.verb} ${c.resource}${c.group ? `.${c.group}` : ''}${c.subresource ? `/${c.subresource}` : ''}`
+  return `${c.verb} ${c.resource}${c.group ? `.${c.group}` : ''}${c.subresource ? `/${c.subresource}` : ''}${c.name ? ` "${c.name}"` : ''}`
 }
 
 /** Allowed only when no check is denied; an unknown answer is not a denial (said in `unverified`). */
@@ -54,9 +78,10 @@ export function accessVerdict(answers: readonly AccessAnswer[]): AccessVerdict {
   const unverified = answers.filter((a) => a.allowed === undefined).map((a) => a.check)
   if (denied.length === 0) return { allowed: true, unverified }
   const reasons = [...new Set(denied.map((a) => a.reason).filter((r): r is string => !!r))]
-  const reason =
-    `the migrator may not ${denied.map((a) => describeCheck(a.check)).join(', ')} in all namespaces (RBAC)` +
-    (reasons.length ? ` (${reasons.join('; ')})` : '')
+  const everywhere = denied.filter((a) => a.check.name === undefined).map((a) => describeCheck(a.check))
+  const named = denied.filter((a) => a.check.name !== undefined).map((a) => describeCheck(a.check))
+  const what = [...(everywhere.length ? [`${everywhere.join(', ')} in all namespaces`] : []), ...named].join(', ')
+  const reason = `the migrator may not ${what} (RBAC)` + (reasons.length ? ` (${reasons.join('; ')})` : '')
   return { allowed: false, denied: denied.map((a) => a.check), reason, unverified }
 }
 
@@ -81,6 +106,7 @@ export async function reviewAccess(http: KubeHttp, checks: readonly AccessCheck[
                 group: check.group,
                 resource: check.resource,
                 ...(check.subresource ? { subresource: check.subresource } : {}),
+                ...(check.name ? { name: check.name } : {}),
               },
             },
           },
@@ -116,7 +142,7 @@ async function mayList(http: KubeHttp, check: AccessCheck, version: string): Pro
 export async function migrationAccess(
   http: KubeHttp,
   resource: { group: string; plural: string; version: string },
-  options: { statusSubresource?: boolean } = {},
+  options: { statusSubresource?: boolean; crd?: CrdWrites } = {},
 ): Promise<AccessVerdict> {
   return accessVerdict(await reviewAccess(http, checksFor(resource, options), resource.version))
 }

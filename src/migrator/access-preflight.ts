@@ -1,10 +1,10 @@
 /**
- * The migrator's own RBAC on a resource's objects, asked before anything is frozen or
- * listed (kube/access-review.ts): a run that may not list or patch them would freeze the
+ * The migrator's own RBAC on a resource's objects (and on the CRD a run freezes), asked
+ * before anything is frozen or listed (kube/access-review.ts): a run that may not list or patch them would freeze the
  * CRD against everyone, system:masters included, only to fail at its first list. Such a
  * run fails with CRDM_FORBIDDEN instead, nothing frozen and no state annotation written.
  */
-import { describeCheck, migrationAccess } from '../kube/access-review.js'
+import { describeCheck, migrationAccess, type CrdWrites } from '../kube/access-review.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import type { MigrationContext, MigrationSettings } from './context.js'
 import type { RunPlan } from './decide.js'
@@ -23,9 +23,11 @@ export async function accessDenied(
   statusSubresource: boolean,
   ctx: MigrationContext,
   maxAttempts = CONFIG_DEFAULTS.migrator.maxAttempts,
+  crd?: CrdWrites,
 ): Promise<string | undefined> {
   // Reads only: a 429 or a restarting API server is ridden out like any request of a run.
-  const verdict = await withRetry(() => migrationAccess(ctx.http, resource, { statusSubresource }), requestRetry(maxAttempts, ctx.signal))
+  const options = { statusSubresource, ...(crd ? { crd } : {}) }
+  const verdict = await withRetry(() => migrationAccess(ctx.http, resource, options), requestRetry(maxAttempts, ctx.signal))
   if (verdict.unverified.length > 0) {
     ctx.logger.warn(
       { resource: `${resource.plural}.${resource.group}`, unverified: verdict.unverified.map(describeCheck) },
@@ -38,6 +40,9 @@ export async function accessDenied(
 /**
  * migrateCrd's check, after the decision and before the freeze: only a new freeze is
  * checked (a freeze of ours being resumed is held already; its run fails and lifts it).
+ * Besides the objects, the CRD itself: a run that may set the freeze but not write its
+ * heartbeat, lift it or narrow status.storedVersions would leave the CRD frozen against
+ * everyone (issue 44, item 5).
  */
 export async function forbiddenToMigrate(
   crd: CustomResourceDefinition,
@@ -51,6 +56,7 @@ export async function forbiddenToMigrate(
     settings.useStatusSubresource && plan.runStorage,
     ctx,
     settings.maxAttempts,
+    { name: crd.metadata.name, storedVersions: plan.runStorage },
   )
   return denied && `${denied}; nothing was frozen`
 }

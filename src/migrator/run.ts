@@ -78,6 +78,7 @@ export async function beginRun(
   const binding = frozen.binding
   const state = new StateWriter(ctx, name, settings.progressIntervalMs, (checkpoint) => (binding ? seal.seal(binding, checkpoint) : null), {
     onWritten: (written) => guard.check(written),
+    onForbidden: (err) => guard.heartbeatForbidden(err),
     halt: guard.signal,
   })
   const webhook = conversionWebhookOf(crd)
@@ -153,7 +154,7 @@ export async function endRun(run: MigrationRun, outer: MigrationContext): Promis
     result.leftFrozen = false
     return latestCrd(run.crd, outer)
   }
-  const { lifted, crd } = await unfreezeCrd(
+  const unfrozen = await unfreezeCrd(
     run.name,
     {
       outcome: result.outcome === 'Succeeded' || result.outcome === 'Blocked' ? result.outcome : 'Failed',
@@ -166,7 +167,28 @@ export async function endRun(run: MigrationRun, outer: MigrationContext): Promis
     run.settings,
     outer,
   )
-  result.leftFrozen = !lifted
-  if (lifted) await releaseHeldBuiltinMigrations(outer, run.crd)
-  return crd ?? latestCrd(run.crd, outer)
+  if (!unfrozen.lifted) {
+    result.leftFrozen = true
+    notLifted(result, run.settings.migratingAnnotation, unfrozen.error)
+    return latestCrd(run.crd, outer)
+  }
+  result.leftFrozen = false
+  await releaseHeldBuiltinMigrations(outer, run.crd)
+  return unfrozen.crd ?? latestCrd(run.crd, outer)
+}
+
+/**
+ * The freeze could not be lifted (issue 44, item 5: the migrator lost `patch` on the CRD
+ * mid-run): whatever the phases did, the run Failed, with CRDM_UNFREEZE_FAILED, so
+ * `migrate` exits non-zero and the end's Event is a Warning. The reason says what the run
+ * had come to, by its code only (counts go in the result and the log, not in this text,
+ * which a StorageVersionMigration's status quotes).
+ */
+function notLifted(result: MigrationResult, migratingAnnotation: string, err: unknown): void {
+  const before = result.outcome === 'Failed' && result.errorCode ? `Failed (${result.errorCode})` : result.outcome
+  result.outcome = 'Failed'
+  result.errorCode = 'CRDM_UNFREEZE_FAILED'
+  result.reason =
+    `the freeze could not be lifted (${errorMessage(err)}): the CRD stays frozen until a later run resumes it or someone allowed to ` +
+    `lifts it (kubectl annotate crd ${result.crd} ${migratingAnnotation}-); the run itself had ended ${before}`
 }

@@ -102,3 +102,46 @@ t.test('where SelfSubjectAccessReviews are refused, a list of one object stands 
 t.test('other failures of the review are thrown, not taken for an answer', async (t) => {
   await t.rejects(migrationAccess(fakeHttp(new Set(), 500).http, { ...widgets, version: 'v2' }), { name: 'KubeApiError', message: /500/ })
 })
+
+t.test(
+  'a run that freezes a CRD is also asked whether it may patch that CRD (and its /status when it narrows storedVersions)',
+  async (t) => {
+    const crd = { name: 'widgets.example.com', storedVersions: true }
+    t.same(checksFor(widgets, { crd }).map(describeCheck), [
+      'list widgets.example.com',
+      'patch widgets.example.com',
+      'patch customresourcedefinitions.apiextensions.k8s.io "widgets.example.com"',
+      'patch customresourcedefinitions.apiextensions.k8s.io/status "widgets.example.com"',
+    ])
+    t.same(
+      checksFor(widgets, { crd: { ...crd, storedVersions: false } }).map(describeCheck),
+      [
+        'list widgets.example.com',
+        'patch widgets.example.com',
+        'patch customresourcedefinitions.apiextensions.k8s.io "widgets.example.com"',
+      ],
+      'a run that leaves storedVersions alone needs no /status',
+    )
+    const { http, seen } = fakeHttp(new Set(['list widgets', 'patch widgets', 'patch customresourcedefinitions']))
+    const verdict = await migrationAccess(http, { ...widgets, version: 'v2' }, { crd })
+    t.match(verdict, {
+      allowed: false,
+      reason: 'the migrator may not patch customresourcedefinitions.apiextensions.k8s.io/status "widgets.example.com" (RBAC) (no)',
+    })
+    t.same((seen[3]!.body as { spec: unknown }).spec, {
+      resourceAttributes: {
+        verb: 'patch',
+        group: 'apiextensions.k8s.io',
+        resource: 'customresourcedefinitions',
+        subresource: 'status',
+        name: 'widgets.example.com',
+      },
+    })
+    const both = accessVerdict(checksFor(widgets, { crd }).map((check) => ({ check, allowed: check.verb === 'list' })))
+    t.match(both, {
+      reason:
+        'the migrator may not patch widgets.example.com in all namespaces, patch customresourcedefinitions.apiextensions.k8s.io "widgets.example.com", ' +
+        'patch customresourcedefinitions.apiextensions.k8s.io/status "widgets.example.com" (RBAC)',
+    })
+  },
+)

@@ -79,10 +79,43 @@ t.test('conditionForResult: the condition a run leaves, and whether the object i
     t.match(v, { condition: { type, status, reason, lastUpdateTime: '2026-11-23T12:00:00Z' }, finished }, name)
   }
   t.equal(
-    conditionForResult(result({ reason: 'x'.repeat(5000) })).condition.message,
+    conditionForResult(result({ outcome: 'Failed', errorCode: 'CRDM_KUBE_API', reason: 'x'.repeat(5000) })).condition.message,
     `${'x'.repeat(1024)}…(5000 characters)`,
     'messages are cut to 1024 characters, and say so',
   )
+})
+
+/** A message without its version names (v1, v2beta1): what is left has no number when nothing is counted. */
+const noVersions = (message: string | undefined) => (message ?? '').replace(/\bv\d+\w*/g, 'vN')
+
+t.test('a condition never counts objects: its creator may not be allowed to list them (issue 44, item 6)', async (t) => {
+  const counts = { seen: 400, rewritten: 390, current: 7, conflict: 2, gone: 1, failed: 0, resumed: 0 }
+  const storage = { counts, failures: [] } as unknown as MigrationResult['storage']
+  const succeeded = conditionForResult(
+    result({ storage, reason: '390 of 400 object(s) rewritten in v2, 7 already current, storedVersions ["v2"]' }),
+  ).condition
+  t.match(succeeded, {
+    type: 'Succeeded',
+    reason: 'Succeeded',
+    message: /^every object rewritten in v2, storedVersions \["v2"\]; how many objects is not said here/,
+  })
+  t.notMatch(noVersions(succeeded.message), /\d/, 'no number in the message but the versions')
+  const builtin = conditionForResult(
+    result({ storage, crdUid: undefined, storageVersion: 'v1', reason: '390 of 400 object(s) rewritten through v1, 7 already current' }),
+  ).condition
+  t.match(builtin.message, /^every object rewritten in v1; how many objects/, 'a built-in resource: no storedVersions')
+  t.notMatch(noVersions(builtin.message), /\d/)
+  for (const [code, reason] of [
+    ['CRDM_OBJECTS_FAILED', '3 object(s) could not be rewritten, e.g. team-b/payroll: 422'],
+    ['CRDM_CONVERSION_REFUSED', 'the conversion webhook refused 3 object(s), which could not be rewritten: team-b/a (no)'],
+    ['CRDM_STASH_FAILED', '2 stashed copies not migrated: team-b/x (gone)'],
+    ['CRDM_DATA_LOSS', 'spec.data[…] removed (3 objects)'],
+    ['CRDM_UNFREEZE_FAILED', 'the freeze could not be lifted (403); the run itself had ended Succeeded'],
+  ] as const) {
+    const failed = conditionForResult(result({ outcome: code === 'CRDM_DATA_LOSS' ? 'Blocked' : 'Failed', errorCode: code, reason }))
+    t.match(failed, { condition: { type: 'Failed', reason: code }, finished: true }, code)
+    t.notMatch(failed.condition.message, /\d|team-b/, `${code}: no count, no object named`)
+  }
 })
 
 t.test('a condition message is text from outside: cleaned as sanitize.ts cleans it (issue 44, item 3)', async (t) => {
@@ -98,7 +131,11 @@ t.test('a condition message is text from outside: cleaned as sanitize.ts cleans 
   ]
   for (const [name, raw, clean] of rows) {
     t.equal(condition('Failed', 'True', 'CRDM_RESOURCE_NOT_FOUND', raw).message, clean, name)
-    t.equal(conditionForResult(result({ reason: raw })).condition.message, clean, `${name} (a run's reason)`)
+    t.equal(
+      conditionForResult(result({ outcome: 'Failed', errorCode: 'CRDM_KUBE_API', reason: raw })).condition.message,
+      clean,
+      `${name} (a run's reason)`,
+    )
   }
 })
 

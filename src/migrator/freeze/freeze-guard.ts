@@ -11,11 +11,12 @@
  * name), and every CRD the run's own heartbeat writes get back is looked at too (the same
  * check, for when the watch is not allowed or lags); the first sign aborts the run's
  * signal with a coded error (CRDM_FREEZE_LIFTED, CRDM_FREEZE_TAKEN_OVER,
- * CRDM_CRD_CHANGED), which the run reports as its failure. Writes in flight at that moment
+ * CRDM_CRD_CHANGED; CRDM_FORBIDDEN when the heartbeat itself is refused), which the run
+ * reports as its failure. Writes in flight at that moment
  * finish (at most the writes in flight); no new one starts.
  */
 import type { Logger } from 'pino'
-import { CrdMigratorError } from '../../errors.js'
+import { CrdMigratorError, errorMessage } from '../../errors.js'
 import type { KubeHttp } from '../../kube/http.js'
 import { CRD_API } from '../../kube/paths.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
@@ -85,6 +86,21 @@ export function freezeTakenOver(owner: string | undefined, storedVersions: strin
   )
 }
 
+/**
+ * The run's heartbeat was answered 403: RBAC no longer lets the migrator patch the CRD. Its
+ * freeze would go stale and be taken over (or stay set with nobody to lift it) while the
+ * run kept writing, so it stops; the unfreeze that follows may fail for the same reason
+ * (CRDM_UNFREEZE_FAILED, run.ts).
+ */
+export function heartbeatForbidden(name: string, err: unknown): CrdMigratorError {
+  return new CrdMigratorError(
+    'CRDM_FORBIDDEN',
+    `the migrator may no longer patch CustomResourceDefinition ${name} (its heartbeat was refused: ${errorMessage(err)}); ` +
+      `stopped at once, status.storedVersions left as they were`,
+    { cause: err },
+  )
+}
+
 /** Characters of a foreign owner's name kept in a message. */
 const OWNER_MAX = 253
 
@@ -93,6 +109,8 @@ export interface FreezeGuard {
   readonly signal: AbortSignal
   /** Looks at a copy of the CRD the run got back from the API server (a heartbeat write's answer). */
   check(crd: CustomResourceDefinition): void
+  /** The heartbeat was answered 403: the run cannot keep its freeze alive, so it stops (CRDM_FORBIDDEN). */
+  heartbeatForbidden(err: unknown): void
   /** Why the freeze was lost, once it was. */
   readonly lost: CrdMigratorError | undefined
   /** Ends the watch. */
@@ -108,13 +126,15 @@ export function guardFreeze(http: KubeHttp, frozen: FrozenCrd, logger: Logger, p
   if (parent?.aborted) onParentAbort()
   else parent?.addEventListener('abort', onParentAbort, { once: true })
 
-  const check = (crd: CustomResourceDefinition | undefined) => {
-    if (lost !== undefined || run.signal.aborted) return
-    const why = freezeLost(frozen, crd)
-    if (why === undefined) return
+  const stopWith = (why: CrdMigratorError) => {
     lost = why
     logger.warn({ crd: frozen.name, code: why.code, reason: why.message }, 'the freeze was lost; stopping the migration')
     run.abort(why)
+  }
+  const check = (crd: CustomResourceDefinition | undefined) => {
+    if (lost !== undefined || run.signal.aborted) return
+    const why = freezeLost(frozen, crd)
+    if (why !== undefined) stopWith(why)
   }
 
   let failures = 0
@@ -143,6 +163,9 @@ export function guardFreeze(http: KubeHttp, frozen: FrozenCrd, logger: Logger, p
   return {
     signal: run.signal,
     check: (crd) => check(crd),
+    heartbeatForbidden: (err) => {
+      if (lost === undefined && !run.signal.aborted) stopWith(heartbeatForbidden(frozen.name, err))
+    },
     get lost() {
       return lost
     },

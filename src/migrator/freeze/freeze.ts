@@ -56,21 +56,22 @@ export async function freezeCrd(
 
 /**
  * Lifts the freeze and records the outcome. Returns whether the freeze is gone, and the CRD
- * the patch got back (the CRD as it is now, for the final Event: no read after it).
+ * the patch got back (the CRD as it is now, for the final Event: no read after it), or
+ * why it could not be lifted.
  */
 export async function unfreezeCrd(
   name: string,
   run: RunOutcome,
   settings: MigrationSettings,
   ctx: MigrationContext,
-): Promise<{ lifted: boolean; crd?: CustomResourceDefinition }> {
+): Promise<{ lifted: true; crd?: CustomResourceDefinition } | { lifted: false; error: unknown }> {
   try {
     const crd = await withRetry(() => patchCrdAnnotations(ctx.http, name, unfreezePatch(settings.migratingAnnotation, run)), UNFREEZE_RETRY)
     return { lifted: true, crd }
   } catch (err) {
     if (isNotFound(err)) return { lifted: true }
     ctx.logger.error({ crd: name, err }, 'could not remove the migrating annotation; the CRD stays frozen until a later run resumes it')
-    return { lifted: false }
+    return { lifted: false, error: err }
   }
 }
 

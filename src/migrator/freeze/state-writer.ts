@@ -8,16 +8,25 @@
  * changed, as before coalescing, so other replicas never mistake a run for dead (by
  * default every 5 s, against a takeover after 30 s of silence). Its answer (the CRD as it is now) goes to
  * `onWritten`, so the run sees a lifted freeze even without its watch (freeze-guard.ts).
- * Once `halt` is aborted (the run stopped) nothing more is written: the unfreeze that
- * follows records the outcome.
+ * A write answered 403 (the migrator lost `patch` on the CRD mid-run) is no passing
+ * failure: the heartbeat is gone for good, so `onForbidden` stops the run. Once `halt` is
+ * aborted (the run stopped) nothing more is written: the unfreeze that follows records
+ * the outcome.
  */
 
 export interface StateWriterOptions {
   /** Told the CRD each write got back. */
   onWritten?: (crd: CustomResourceDefinition) => void
+  /**
+   * Told a write answered 403: the migrator may no longer patch the CRD, so its heartbeat
+   * stops and another replica would take the freeze over while this run goes on (the
+   * run stops; freeze-guard.ts).
+   */
+  onForbidden?: (err: unknown) => void
   /** No write starts once this is aborted. */
   halt?: AbortSignal
 }
+import { isForbidden } from '../../kube/api-errors.js'
 import { patchCrdAnnotations } from '../../kube/crds.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
 import { heartbeatPatch, runStatePatch, type AnnotationPatch, type RunState } from '../../state/crd-state.js'
@@ -109,6 +118,7 @@ export class StateWriter {
         this.lastCrd = crd
         this.options.onWritten?.(crd)
       } catch (err) {
+        if (isForbidden(err) && this.options.onForbidden) return this.options.onForbidden(err)
         // Progress is informational; the migration goes on and the next write may succeed.
         this.ctx.logger.warn({ crd: this.name, err }, 'could not write progress annotations')
       }
