@@ -200,11 +200,12 @@ export async function checkLossless(
     const renamedOrRemoved = new Map<string, number>()
     const heldToManagedFields = (item: KubeObject) => {
       lastKey = listOrderKey(item.metadata.namespace, item.metadata.name)
-      const lost = managedEntries(item).length ? lostManagedFields(item, item) : []
-      if (managedEntries(item).length === 0) bare++
+      const managed = managedEntries(item).length > 0
+      const lost = managed ? lostManagedFields(item, item) : []
+      if (!managed) bare++
       else if (method === 'list') judge(item, judgeRoundTrip({ before: item, after: item, lostManaged: lost }, rules))
       for (const pattern of new Set(lost.map(fieldPattern))) renamedOrRemoved.set(pattern, (renamedOrRemoved.get(pattern) ?? 0) + 1)
-      if (method === 'dry-run' || managedEntries(item).length === 0) report.unchecked++
+      if (method === 'dry-run' || !managed) report.unchecked++
     }
     try {
       const finished = await forEachPage(target, options, async (items) => items.forEach(heldToManagedFields))
