@@ -5,7 +5,13 @@
  */
 import t from 'tap'
 import { ConfigSchema } from '../../src/config/schema.js'
-import { addressMatcher, admitConnection, mayWait, type ConnectionCaps, type TrackedConnection } from '../../src/webhook/connection-policy.js'
+import {
+  addressMatcher,
+  admitConnection,
+  mayWait,
+  type ConnectionCaps,
+  type TrackedConnection,
+} from '../../src/webhook/connection-policy.js'
 
 const API = '10.0.0.1'
 const FLOOD = '10.1.0.9'

@@ -234,7 +234,11 @@ t.test('every slot busy: a new connection is refused, counted, warned, and readi
     (n) => n === '3',
   )
   await new Promise((r) => setTimeout(r, 300)) // and their headers parsed: requests in flight
-  t.match(await refused(connect(server.port)), /^after \d+ ms waiting/, 'a third of one peer is refused at its cap once it waited for its own to go idle')
+  t.match(
+    await refused(connect(server.port)),
+    /^after \d+ ms waiting/,
+    'a third of one peer is refused at its cap once it waited for its own to go idle',
+  )
   t.equal(readiness(server), 'ok', 'a peer refused at its own cap leaves the webhook ready')
   const [first, second] = await Promise.all([refused(connect(server.port, '127.0.0.3')), refused(connect(server.port, '127.0.0.3'))])
   t.same(
