@@ -21,6 +21,7 @@ import {
   clusterGate,
   crdsOfResources,
   manifestGate,
+  placeKey,
   withResourceReasons,
   type BlockingResource,
   type VersionGate,
@@ -113,7 +114,9 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
         results.push(await withLosslessReason(http, config, target.crd, version, verdict, options.signal))
       }
     }
-    const { blocking, fixes } = manifests ? await resourcesAfterFix(manifests, gates, options) : { blocking: [], fixes: undefined }
+    const { blocking, fixes, patch } = manifests
+      ? await resourcesAfterFix(manifests, gates, options)
+      : { blocking: [], fixes: undefined, patch: '' }
     const verdicts = withResourceReasons(results, blocking)
     const report: CheckReport = {
       safe: verdicts.every((r) => r.safe) && missing.length === 0,
@@ -123,9 +126,12 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
       ...(fixes ? { fixes } : {}),
     }
     if (!isData(options.format)) {
-      out.write(formatFixes(fixes ?? [], options.dryRun === true))
-      for (const s of manifests?.skipped ?? []) out.write(`skipped ${s.file}: ${s.reason}\n`)
-      out.write(formatCheck(report, options.names.length === 0 && !manifests))
+      // --fix --dry-run: stdout is the patch alone (git apply takes it); the rest goes to stderr.
+      const notes = options.dryRun ? process.stderr : out
+      if (patch) out.write(patch)
+      if (fixes) notes.write(`${patch && !options.dryRun ? '\n' : ''}${formatFixes(fixes, options.dryRun === true)}\n`)
+      for (const s of manifests?.skipped ?? []) notes.write(`skipped ${s.file}: ${s.reason}\n`)
+      notes.write(formatCheck(report, options.names.length === 0 && !manifests))
     } else out.write(renderData(report, options.format))
     for (const name of missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
     if (missing.length) return 1
@@ -221,12 +227,12 @@ async function resourcesAfterFix(
   manifests: Manifests,
   gates: readonly VersionGate[],
   options: Pick<CheckCommandOptions, 'fix' | 'dryRun'>,
-): Promise<{ blocking: BlockingResource[]; fixes: FixOutcome[] | undefined }> {
+): Promise<{ blocking: BlockingResource[]; fixes: FixOutcome[] | undefined; patch: string }> {
   const blocking = blockingResources(manifests.resources, gates)
-  if (!options.fix) return { blocking, fixes: undefined }
-  const fixes = await applyFixes(planFixes(blocking, gates), options.dryRun === true)
-  const moved = (b: BlockingResource) => fixes.some((f) => f.status === 'fixed' && f.file === b.file && f.documentIndex === b.documentIndex)
-  return { blocking: blocking.filter((b) => !moved(b)), fixes }
+  if (!options.fix) return { blocking, fixes: undefined, patch: '' }
+  const { outcomes: fixes, patch } = await applyFixes(planFixes(blocking, gates), options.dryRun === true)
+  const moved = (b: BlockingResource) => fixes.some((f) => f.status === 'fixed' && f.file === b.file && placeKey(f) === placeKey(b))
+  return { blocking: blocking.filter((b) => !moved(b)), fixes, patch }
 }
 
 const MARK = { blocks: 'no', ok: 'ok', unknown: '??' } as const
