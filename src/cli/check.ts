@@ -49,6 +49,8 @@ export interface CheckCommandOptions {
   fix?: boolean
   /** With fix: say what would change, write nothing. */
   dryRun?: boolean
+  /** A selection that matches no CRD is not an error (exit 0). */
+  allowEmpty?: boolean
   /** --request-timeout, --as. */
   client?: ClientFlags
   signal?: AbortSignal
@@ -118,8 +120,10 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
       ? await resourcesAfterFix(manifests, gates, options)
       : { blocking: [], fixes: undefined, patch: '' }
     const verdicts = withResourceReasons(results, blocking)
+    // A selector that matches nothing (a typo in -l) checked nothing: no green light for a gate.
+    const empty = !manifests && options.names.length === 0 && targets.length === 0 && !options.allowEmpty
     const report: CheckReport = {
-      safe: verdicts.every((r) => r.safe) && missing.length === 0,
+      safe: verdicts.every((r) => r.safe) && missing.length === 0 && !empty,
       results: verdicts,
       missing,
       ...(manifests ? { resources: blocking, skipped: manifests.skipped } : {}),
@@ -135,6 +139,12 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
     } else out.write(renderData(report, options.format))
     for (const name of missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
     if (missing.length) return 1
+    if (empty) {
+      process.stderr.write(
+        `crd-migrator: no managed CRD matched ${describeSelection(config)}: nothing was checked, so nothing is shown safe (--allow-empty accepts an empty selection)\n`,
+      )
+      return 1
+    }
     return verdicts.every((r) => r.safe) ? 0 : EXIT_NOT_SAFE
   } finally {
     http.close()
@@ -164,6 +174,16 @@ async function withLosslessReason(
     ? { check: 'lossless', status: 'blocks', message: `the migration would stop Blocked (CRDM_DATA_LOSS): ${pre.refusal}` }
     : { check: 'lossless', status: 'ok', message: `the migration's lossless check passes (${scope})` }
   return { ...verdict, safe: verdict.safe && !pre.refuses, reasons: [...verdict.reasons, reason] }
+}
+
+/** How the managed CRDs were selected, for the message when none matched. */
+function describeSelection(config: Config): string {
+  const { labelSelector, names } = config.migrator.selector
+  const parts = [
+    ...(labelSelector.trim() ? [`-l ${JSON.stringify(labelSelector)}`] : []),
+    ...(names.length ? [`the names ${names.join(', ')}`] : []),
+  ]
+  return parts.length ? parts.join(' or ') : 'an empty selection (no label selector, no names)'
 }
 
 /** The named CRDs (managed or not), else every managed one; each with the version to drop. */
