@@ -24,6 +24,13 @@ export function servedNextSteps(rows: readonly PlanRow[]): string[] {
   )
 }
 
+/** `1 min 3 s`, or with a measured range `40 s – 1 min 40 s`: a range is what a measurement can honestly say. */
+export function formatEstimate(ms: number, range?: readonly [number, number]): string {
+  if (!range) return formatDuration(ms)
+  const [fast, slow] = range.map(formatDuration)
+  return fast === slow ? fast! : `${fast} – ${slow}`
+}
+
 /** The table; wide: with the writes each CRD's migration sends (objects to rewrite plus objects to clean). */
 export function formatPlan(report: PlanReport, scanned: boolean, wide = false): string {
   const header = ['NAME', 'STORAGE', 'STORED', 'OBJECTS', 'MANAGEDFIELDS', ...(wide ? ['WRITES'] : []), 'WORK', 'ESTIMATE']
@@ -41,7 +48,11 @@ export function formatPlan(report: PlanReport, scanned: boolean, wide = false): 
         : r.work.length
           ? r.work.join('+')
           : 'none',
-    r.blockedReason || r.lossless?.refuses || r.work.length === 0 ? '-' : r.estimateMs === undefined ? '?' : formatDuration(r.estimateMs),
+    r.blockedReason || r.lossless?.refuses || r.work.length === 0
+      ? '-'
+      : r.estimateMs === undefined
+        ? '?'
+        : formatEstimate(r.estimateMs, r.estimateRangeMs),
   ])
   const all = [header, ...lines]
   const widths = header.map((_, i) => Math.max(...all.map((l) => l[i]!.length)))
@@ -66,7 +77,7 @@ export function formatPlan(report: PlanReport, scanned: boolean, wide = false): 
     table,
     '',
     `${s.needingWork} of ${s.crds} CRDs need work${s.blocked ? `, ${s.blocked} blocked` : ''}; ${s.writes} objects to write${unknown}${scanned ? '' : '; managedFields not scanned (--no-scan)'}.`,
-    `Estimate: ${formatDuration(s.parallelMs)} at --max-parallel-crds ${s.maxParallelCrds}, ${formatDuration(s.serialMs)} one CRD after another.`,
+    `Estimate: ${formatEstimate(s.parallelMs, s.parallelRangeMs)} at --max-parallel-crds ${s.maxParallelCrds}, ${formatEstimate(s.serialMs, s.serialRangeMs)} one CRD after another.`,
     `(${s.estimate})`,
     ...(lossless.length ? ['', ...lossless] : []),
     ...(next.length ? ['', ...next.map((l) => `Next: ${l}`)] : []),

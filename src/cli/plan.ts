@@ -68,8 +68,10 @@ export interface PlanReport {
     estimate: string
     basis: {
       source: EstimateBasis['source']
-      /** The rate the estimate uses. */
+      /** The rate the estimate uses (measured: the likely one). */
       objectsPerSecond: number
+      /** Measured: the slowest and fastest rate a real run may go (the estimates' range). */
+      objectsPerSecondRange?: [number, number]
       samples?: number
       failed?: number
       /** The dry-run writes' own rate (objectsPerSecond allows for the etcd write they skip). */
@@ -157,6 +159,14 @@ export async function planFleet(
       basis: {
         source: basis.source,
         objectsPerSecond: objectsPerSecond(basis),
+        ...(basis.range
+          ? {
+              objectsPerSecondRange: [
+                Math.round(10_000 / basis.range.slowMsPerObject) / 10,
+                Math.round(10_000 / basis.range.fastMsPerObject) / 10,
+              ] as [number, number],
+            }
+          : {}),
         ...(sample ? { samples: sample.written, failed: sample.failed } : {}),
         ...(basis.dryRunPerSecond ? { dryRunPerSecond: Math.round(basis.dryRunPerSecond * 10) / 10 } : {}),
         ...(measureError ? { measureError } : {}),
