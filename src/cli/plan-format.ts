@@ -3,8 +3,27 @@
  * column says what `check --drop` will count too: entries the cleanup leaves because
  * their version is still served, with the next step under the table.
  */
-import { formatDuration, type PlanRow } from '../check/fleet-plan.js'
-import type { PlanReport } from './plan.js'
+import { formatDuration, type EstimateBasis, type PlanRow, type PlanSummary } from '../check/fleet-plan.js'
+
+/** What -o json|yaml prints. */
+export interface PlanReport {
+  rows: PlanRow[]
+  summary: PlanSummary & {
+    /** What the estimate stands on, in words. */
+    estimate: string
+    basis: {
+      source: EstimateBasis['source']
+      /** The rate the estimate uses. */
+      objectsPerSecond: number
+      samples?: number
+      failed?: number
+      /** The dry-run writes' own rate (objectsPerSecond allows for the etcd write they skip). */
+      dryRunPerSecond?: number
+      measureError?: string
+    }
+  }
+  missing: string[]
+}
 
 /** `0`, `0 (40 at served v1)`, `-` (not scanned), `?` (not known). */
 export function managedFieldsCell(row: Pick<PlanRow, 'managedFieldsObjects' | 'servedManagedFields'>, scanned: boolean): string {

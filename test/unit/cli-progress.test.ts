@@ -6,7 +6,7 @@
  */
 import { PassThrough } from 'node:stream'
 import t from 'tap'
-import { formatResult } from '../../src/cli/migrate.js'
+import { formatResult } from '../../src/cli/run-migrate.js'
 import { exitCodeFor, Interrupt, interruptMessage, resumeHint } from '../../src/cli/interrupt.js'
 import { LiveView } from '../../src/cli/progress-live.js'
 import { PlainView, QuietView } from '../../src/cli/progress.js'
