@@ -6,6 +6,7 @@
 import type { MigrationResult } from '../migrator/context.js'
 import { settled, type WalkProgress } from '../migrator/engine/walker.js'
 import { unfreezeCommand } from './interrupt.js'
+import { headOf } from '../sanitize.js'
 
 /** How far one phase of one CRD got: objects settled of the best known total. */
 export interface PhaseCount {
@@ -98,7 +99,7 @@ export function liveLine(p: CrdProgress, now: number, width = 200): string {
     line = `${p.crd}  ${c.phase}  [${'#'.repeat(filled)}${'-'.repeat(BAR - filled)}]  ${c.done}/${c.total}  ${percent(c)}%  ${rateText(rate)}/s  ETA ${eta === undefined ? '-' : formatSeconds(eta)}`
   }
   // Wider than the terminal would wrap, and the redraw would then miscount its lines.
-  return line.length > width - 1 ? line.slice(0, Math.max(0, width - 2)) + '…' : line
+  return line.length > width - 1 ? headOf(line, width - 2) + '…' : line
 }
 
 /** Each phase walked: `StorageVersionMigration 4000/4000, CleanupManagedFields 0/4000`. */
