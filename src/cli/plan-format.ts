@@ -3,7 +3,8 @@
  * column says what `check --drop` will count too: entries the cleanup leaves because
  * their version is still served, with the next step under the table.
  */
-import { formatDuration, type EstimateBasis, type PlanRow, type PlanSummary } from '../check/fleet-plan.js'
+import { type EstimateBasis, type PlanRow, type PlanSummary } from '../check/fleet-plan.js'
+import { estimateDuration } from '../duration.js'
 
 /** What -o json|yaml prints. */
 export interface PlanReport {
@@ -60,7 +61,7 @@ export function formatPlan(report: PlanReport, scanned: boolean, wide = false): 
         : r.work.length
           ? r.work.join('+')
           : 'none',
-    r.blockedReason || r.lossless?.refuses || r.work.length === 0 ? '-' : r.estimateMs === undefined ? '?' : formatDuration(r.estimateMs),
+    r.blockedReason || r.lossless?.refuses || r.work.length === 0 ? '-' : r.estimateMs === undefined ? '?' : estimateDuration(r.estimateMs),
   ])
   const all = [header, ...lines]
   const widths = header.map((_, i) => Math.max(...all.map((l) => l[i]!.length)))
@@ -85,7 +86,7 @@ export function formatPlan(report: PlanReport, scanned: boolean, wide = false): 
     table,
     '',
     `${s.needingWork} of ${s.crds} CRDs need work${s.blocked ? `, ${s.blocked} blocked` : ''}; ${s.writes} objects to write${unknown}${scanned ? '' : '; managedFields not scanned (--no-scan)'}.`,
-    `Estimate: ${formatDuration(s.parallelMs)} at --max-parallel-crds ${s.maxParallelCrds}, ${formatDuration(s.serialMs)} one CRD after another.`,
+    `Estimate: ${estimateDuration(s.parallelMs)} at --max-parallel-crds ${s.maxParallelCrds}, ${estimateDuration(s.serialMs)} one CRD after another.`,
     `(${s.estimate})`,
     ...(lossless.length ? ['', ...lossless] : []),
     ...(next.length ? ['', ...next.map((l) => `Next: ${l}`)] : []),
