@@ -45,6 +45,7 @@ import { invalidFieldPath } from '../../config/accept-entries.js'
 import type { ConversionGate } from '../conversion/gate.js'
 import type { MigrationContext, MigrationSettings } from '../context.js'
 import { requestRetry, withRetry, type RetryOptions } from '../engine/retry.js'
+import { runInParallel } from '../parallel.js'
 import type { FieldChange } from './content-diff.js'
 import { managedEntries, managedPaths } from './managed-paths.js'
 import { hasOwnedPath, ownedContent } from './content-diff.js'
@@ -429,24 +430,19 @@ async function compareWithDryRuns(
 ): Promise<void> {
   // managedFields entries of this version name fields in its shape: the round trip's view holds them.
   const sameVersion = (entry: { apiVersion?: string }) => entry.apiVersion === `${through.group}/${through.version}`
-  let next = 0
-  const worker = async () => {
-    while (next < items.length) {
-      const item = items[next++]!
-      const pair = await roundTrip(item, through, options)
-      if (pair === 'refused') refused()
-      else if (pair) {
-        const trip: RoundTrip = { ...pair, lostManaged: lostManagedFields(pair.before, pair.after, sameVersion) }
-        let verdict = judgeRoundTrip(trip, rules)
-        if (verdict.needsStorageView) {
-          const view = await stored(pair.before)
-          if (view) verdict = judgeRoundTrip({ ...trip, stored: view }, rules)
-        }
-        judge(pair.before, verdict)
+  await runInParallel(items, options.concurrency, async (item) => {
+    const pair = await roundTrip(item, through, options)
+    if (pair === 'refused') refused()
+    else if (pair) {
+      const trip: RoundTrip = { ...pair, lostManaged: lostManagedFields(pair.before, pair.after, sameVersion) }
+      let verdict = judgeRoundTrip(trip, rules)
+      if (verdict.needsStorageView) {
+        const view = await stored(pair.before)
+        if (view) verdict = judgeRoundTrip({ ...trip, stored: view }, rules)
       }
+      judge(pair.before, verdict)
     }
-  }
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(options.concurrency, items.length)) }, worker))
+  })
 }
 
 /** The object through the storage version: what its rewrite stores (undefined: gone since). */
