@@ -141,12 +141,3 @@ export function planSummary(rows: readonly PlanRow[], maxParallelCrds: number, b
     maxParallelCrds,
   }
 }
-
-/** `3.2 s`, `4 min 10 s`, `1 h 5 min`: an estimate needs no more precision. */
-export function formatDuration(ms: number): string {
-  const s = Math.round(ms / 100) / 10
-  if (s < 60) return `${s} s`
-  const total = Math.round(ms / 1000)
-  if (total < 3600) return `${Math.floor(total / 60)} min ${total % 60} s`
-  return `${Math.floor(total / 3600)} h ${Math.round((total % 3600) / 60)} min`
-}

@@ -4,7 +4,8 @@ import { CommanderError } from 'commander'
 import { describeError, errorCode, interruption } from '../errors.js'
 import { exitCodeFor } from './interrupt.js'
 import { plainText } from '../sanitize.js'
-import { buildProgram, programName } from './program.js'
+import { buildProgram } from './program.js'
+import { programName } from './program-name.js'
 import { COMPLETE_COMMAND, runComplete } from './commands/complete.js'
 
 // Exit codes: 0 done, 1 a migration or request failed, 2 bad usage or configuration, 3 `check`: not safe to drop.

@@ -3,8 +3,30 @@
  * column says what `check --drop` will count too: entries the cleanup leaves because
  * their version is still served, with the next step under the table.
  */
-import { formatDuration, type PlanRow } from '../check/fleet-plan.js'
-import type { PlanReport } from './plan.js'
+import { type EstimateBasis, type PlanRow, type PlanSummary } from '../check/fleet-plan.js'
+import { estimateDuration } from '../duration.js'
+
+/** What -o json|yaml prints. */
+export interface PlanReport {
+  rows: PlanRow[]
+  summary: PlanSummary & {
+    /** What the estimate stands on, in words. */
+    estimate: string
+    basis: {
+      source: EstimateBasis['source']
+      /** The rate the estimate uses (measured: the likely one). */
+      objectsPerSecond: number
+      /** Measured: the slowest and fastest rate a real run may go (the estimates' range). */
+      objectsPerSecondRange?: [number, number]
+      samples?: number
+      failed?: number
+      /** The dry-run writes' own rate (objectsPerSecond allows for the etcd write they skip). */
+      dryRunPerSecond?: number
+      measureError?: string
+    }
+  }
+  missing: string[]
+}
 
 /** `0`, `0 (40 at served v1)`, `-` (not scanned), `?` (not known). */
 export function managedFieldsCell(row: Pick<PlanRow, 'managedFieldsObjects' | 'servedManagedFields'>, scanned: boolean): string {
@@ -26,8 +48,8 @@ export function servedNextSteps(rows: readonly PlanRow[]): string[] {
 
 /** `1 min 3 s`, or with a measured range `40 s – 1 min 40 s`: a range is what a measurement can honestly say. */
 export function formatEstimate(ms: number, range?: readonly [number, number]): string {
-  if (!range) return formatDuration(ms)
-  const [fast, slow] = range.map(formatDuration)
+  if (!range) return estimateDuration(ms)
+  const [fast, slow] = range.map(estimateDuration)
   return fast === slow ? fast! : `${fast} – ${slow}`
 }
 
