@@ -8,7 +8,7 @@
  * value commander filled in would count as given on the command line and beat the config
  * file and the environment (options.ts configFromOptions).
  */
-import type { Command, Option } from 'commander'
+import { Help, type Command, type Option } from 'commander'
 
 /** Columns of help written to something that is not a terminal (a pipe, a file, CI logs). */
 export const HELP_WIDTH_NOT_A_TTY = 100
@@ -21,6 +21,42 @@ interface SettingHelp {
 }
 
 const settingHelp = new WeakMap<Option, SettingHelp>()
+
+/** Shown first in every command's help, in this order: what people type every day. */
+const EVERYDAY_FLAGS = [
+  '--selector',
+  '--output',
+  '--drop',
+  '--manifests',
+  '--fix',
+  '--dry-run',
+  '--measure',
+  '--watch',
+  '--kubeconfig',
+  '--context',
+]
+/** How a command reaches the cluster and says what it does: after the command's own flags. */
+const PLUMBING_FLAGS = new Set([
+  '--config',
+  '--request-timeout',
+  '--as',
+  '--as-group',
+  '--as-uid',
+  '--verbosity',
+  '--log-level',
+  '--log-format',
+  '--json',
+  '--help',
+])
+
+/** Boolean flags that also take `--no-<flag>` (hidden, so help shows one line: `--[no-]flag`). */
+const negatable = new WeakSet<Option>()
+
+/** Marks a boolean flag whose `--no-` form exists (options.ts adds it hidden). */
+export function markNegatable(option: Option): Option {
+  negatable.add(option)
+  return option
+}
 
 /** Records the default and env name a config-backed flag's help shows. */
 export function describeSettingOption(option: Option, help: SettingHelp): Option {
@@ -52,6 +88,26 @@ export function configureProgramHelp(program: Command): Command {
       optionDescription(option: Option): string {
         const extras = optionExtras(option)
         return extras.length ? `${option.description} (${extras.join(', ')})`.trim() : option.description
+      },
+      // `--[no-]webhook`: the off form is shown, not hidden (issue 46).
+      optionTerm(option: Option): string {
+        const term = Help.prototype.optionTerm.call(this, option)
+        return negatable.has(option) && option.long ? term.replace(option.long, option.long.replace(/^--/, '--[no-]')) : term
+      },
+      // The everyday flags first, then the command's own, then how it reaches the cluster, then the settings.
+      visibleOptions(cmd: Command): Option[] {
+        const all = Help.prototype.visibleOptions.call(this, cmd)
+        const rank = (o: Option) => {
+          const everyday = EVERYDAY_FLAGS.indexOf(o.long ?? '')
+          if (everyday >= 0) return everyday
+          if (settingHelp.has(o)) return 3000
+          return PLUMBING_FLAGS.has(o.long ?? '') ? 2000 : 1000
+        }
+        // A stable sort: each group keeps the order the command declared.
+        return all
+          .map((o, i) => ({ o, i }))
+          .sort((a, b) => rank(a.o) - rank(b.o) || a.i - b.i)
+          .map((x) => x.o)
       },
       // A narrow terminal still wraps the long descriptions beside the long flag names.
       minWidthToWrap: 24,

@@ -4,7 +4,7 @@ import { CommanderError } from 'commander'
 import { describeError, errorCode, interruption } from '../errors.js'
 import { exitCodeFor } from './interrupt.js'
 import { plainText } from '../sanitize.js'
-import { buildProgram } from './program.js'
+import { buildProgram, withBooleanValues } from './program.js'
 import { programName } from './program-name.js'
 import { COMPLETE_COMMAND, runComplete } from './commands/complete.js'
 
@@ -17,7 +17,7 @@ const run = completing
   ? runComplete(program, process.argv.slice(2))
   : process.argv[2] === COMPLETE_COMMAND
     ? runComplete(program, process.argv.slice(3))
-    : program.parseAsync(process.argv)
+    : program.parseAsync(withBooleanValues(program, process.argv))
 run.catch((err: unknown) => {
   // commander has printed its message (or the help, or the version) already.
   if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2)

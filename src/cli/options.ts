@@ -3,7 +3,7 @@ import { loadConfig } from '../config/load.js'
 import type { Config } from '../config/schema.js'
 import { parseSettingValue, SETTINGS, type Setting } from '../config/settings.js'
 import { settingChoices, settingDefault } from '../config/setting-values.js'
-import { describeSettingOption } from './help.js'
+import { describeSettingOption, markNegatable } from './help.js'
 
 /** kubectl's short forms of the settings that mean the same there. */
 const SHORT: Readonly<Record<string, string>> = { selector: '-l' }
@@ -44,7 +44,7 @@ export function addConfigOptions(
     const help = { default: shown, env: s.env }
     const description = descriptions[s.flag] ?? s.description
     if (s.kind === 'boolean') {
-      cmd.addOption(describeSettingOption(new Option(`--${s.flag}`, description), help))
+      cmd.addOption(markNegatable(describeSettingOption(new Option(`--${s.flag}`, description), help)))
       cmd.addOption(new Option(`--no-${s.flag}`, `turn off: ${description}`).hideHelp())
       continue
     }

@@ -13,6 +13,8 @@ import { registerWebhookConfig } from './commands/webhook-config.js'
 import { registerCompletion } from './commands/completion.js'
 import { registerComplete } from './commands/complete.js'
 import { registerVersion } from './commands/version.js'
+import { rewriteBooleanValues } from './bool-flags.js'
+import { examplesText } from './examples.js'
 import { configureProgramHelp } from './help.js'
 import { PROGRAM_NAME } from './program-name.js'
 
@@ -27,7 +29,6 @@ export function buildProgram(name: string = PROGRAM_NAME): Command {
     .description(
       'Moves every custom resource of a CRD to its storage version, narrows status.storedVersions, and removes managedFields of unserved versions, behind a KEP-2855 freeze webhook.',
     )
-    .showHelpAfterError()
   registerServe(program)
   registerMigrate(program)
   registerStatus(program)
@@ -37,5 +38,20 @@ export function buildProgram(name: string = PROGRAM_NAME): Command {
   registerVersion(program)
   registerCompletion(program)
   registerComplete(program)
+  // A usage error says what is wrong and where the help is, as kubectl does, not 30-160 lines of help.
+  program.showHelpAfterError(`See '${name} --help'.`)
+  for (const cmd of program.commands) {
+    cmd.showHelpAfterError(`See '${name} ${cmd.name()} --help'.`)
+    const examples = examplesText(name, cmd.name())
+    if (examples) cmd.addHelpText('after', examples)
+  }
   return program
+}
+
+/** `argv` with `--flag=true|false` of the command it runs turned into the forms commander takes (bool-flags.ts). */
+export function withBooleanValues(program: Command, argv: readonly string[]): string[] {
+  const cmd = program.commands.find((c) => c.name() === argv[2] || c.aliases().includes(argv[2] ?? ''))
+  if (!cmd) return [...argv]
+  const flags = cmd.options.filter((o) => !o.required && !o.optional && o.long).map((o) => ({ long: o.long!, negate: o.negate }))
+  return [...argv.slice(0, 3), ...rewriteBooleanValues(argv.slice(3), flags)]
 }
