@@ -237,7 +237,7 @@ export function storedVersionsFrozen(
 /** `changed`: the state annotations set, changed or (when `frozen`) removed. */
 export function stateGuarded(ctx: MessageContext, changed: string[], frozen: boolean): Violation {
   const keys = listShort(changed.sort())
-  const { crdName, policy } = ctx
+  const { crdName } = ctx
   return {
     reason: 'annotation-guarded',
     summary: `${keys} changed on CRD ${crdName}`,
