@@ -79,7 +79,8 @@ function grantHint(ctx: MessageContext, rule: DenialReason): string {
   const user = ctx.user.username ? shorten(ctx.user.username) : '<user>'
   return (
     ` (crd-migrator webhook rule ${rule}.) To allow ${describeUser(ctx.user)}, grant it ${freezePermission(ctx.crdName)} with RBAC: ` +
-    `the chart's ClusterRole <release>-freeze has it, e.g. kubectl create clusterrolebinding <name> --clusterrole=<release>-freeze ` +
+    `the chart's ClusterRole <fullname>-freeze has it (crd-migrator-freeze for a release named crd-migrator; ` +
+    `helm's notes name it), e.g. kubectl create clusterrolebinding <name> --clusterrole=<fullname>-freeze ` +
     `--user=${user}; membership of system:masters is not needed.`
   )
 }

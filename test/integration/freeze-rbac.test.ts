@@ -123,7 +123,7 @@ t.test(
       new RegExp(`grant it verb "freeze" on customresourcedefinitions\\.apiextensions\\.k8s\\.io "${escape(name)}" with RBAC`),
       'names the permission',
     )
-    t.match(out, new RegExp(`kubectl create clusterrolebinding <name> --clusterrole=<release>-freeze --user=${escape(user.name)}`))
+    t.match(out, new RegExp(`kubectl create clusterrolebinding <name> --clusterrole=<fullname>-freeze --user=${escape(user.name)}`))
     t.match(out, /refused by admission control \(a webhook or policy\), not by RBAC/, 'the CLI does not blame RBAC')
     t.notMatch(out, /grant it with RBAC/, 'no longer "grant it with RBAC"')
     t.notMatch(out, /Succeeded/)

@@ -350,7 +350,7 @@ t.test('migrate from a workstation: an RBAC cluster-admin outside system:masters
     said,
     new RegExp(`verb "freeze" on customresourcedefinitions\\.apiextensions\\.k8s\\.io "${name.replace(/\./g, '\\.')}" with RBAC`),
   )
-  t.match(said, /--clusterrole=<release>-freeze --user=narrow-admin/, 'and what to grant')
+  t.match(said, /--clusterrole=<fullname>-freeze --user=narrow-admin/, 'and what to grant')
   t.notMatch(said, /grant it with RBAC/, 'not blamed on RBAC')
   t.same(await etcd(), { [`${MANAGED_GROUP}/v1`]: 20 }, 'nothing rewritten')
 

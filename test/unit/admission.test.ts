@@ -622,7 +622,7 @@ const rows: Row[] = [
     includes: [
       '(crd-migrator webhook rule annotation-guarded.)',
       `grant it verb "freeze" on customresourcedefinitions.apiextensions.k8s.io "${NAME}" with RBAC`,
-      'kubectl create clusterrolebinding <name> --clusterrole=<release>-freeze --user=alice',
+      'kubectl create clusterrolebinding <name> --clusterrole=<fullname>-freeze --user=alice',
       'system:masters is not needed',
       'cluster-admin holds it',
     ],
@@ -634,7 +634,7 @@ const rows: Row[] = [
     new: withStored(frozenV1, ['v1']),
     allowed: false,
     reason: 'stored-versions-frozen',
-    includes: ['(crd-migrator webhook rule stored-versions-frozen.)', '--clusterrole=<release>-freeze'],
+    includes: ['(crd-migrator webhook rule stored-versions-frozen.)', '--clusterrole=<fullname>-freeze'],
   },
   // --- CREATE -----------------------------------------------------------------------
   { name: 'CREATE without the annotation', operation: 'CREATE', old: null, new: crd(), allowed: true, reason: 'allowed' },
