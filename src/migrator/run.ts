@@ -15,7 +15,7 @@ import { freezeCrd, latestCrd, unfreezeCrd, type Frozen } from './freeze/freeze.
 import { StateWriter } from './freeze/state-writer.js'
 import type { RewriteWrite } from './phases/object-writes.js'
 import { releaseHeldBuiltinMigrations } from './phases/builtin-storage.js'
-import type { LosslessReport } from './lossless/check.js'
+import type { LosslessReport } from './lossless/verdict.js'
 import type { CrdPlan } from './plan.js'
 import { countsText } from './report.js'
 import { failureText, type RunReporter } from './reporter.js'
