@@ -36,6 +36,7 @@ const OLDEST_KUBE_VERSION = process.env.CRD_MIGRATOR_OLDEST_KUBE_VERSION || 'v1.
 const MATRIX_SUITES = [
   'test/integration/freeze-holes.test.ts',
   'test/integration/freeze-gaps.test.ts',
+  'test/integration/freeze-rbac.test.ts',
   'test/integration/faults-stale-freeze.test.ts',
   'test/integration/migrate-storage.test.ts',
   'test/integration/migrate-edges.test.ts',

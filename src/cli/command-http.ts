@@ -2,13 +2,16 @@ import type { Logger } from 'pino'
 import type { Config } from '../config/schema.js'
 import { kubeHttp } from '../kube/client.js'
 import type { KubeHttp, KubeHttpOptions } from '../kube/http.js'
+import { warningPrinter } from '../kube/warnings.js'
 import { userAgent } from '../version.js'
 import type { ClientFlags } from './client-flags.js'
 
 /**
  * The client of a command: the kubeconfig and context of the configuration, its
  * --connect-attempts, kubectl's --request-timeout and --as flags, and retries (and at -v 6
- * each request) logged where the command logs.
+ * each request) logged where the command logs. The API server's warnings (its `Warning:`
+ * headers: deprecations, an admission webhook's break-glass warning) go to stderr as
+ * kubectl prints them, once per distinct text.
  */
 export function commandHttp(
   config: Config,
@@ -23,6 +26,7 @@ export function commandHttp(
     connectAttempts: config.connectAttempts,
     ...(client.requestTimeoutMs !== undefined ? { requestTimeoutMs: client.requestTimeoutMs } : {}),
     ...(client.impersonate ? { impersonate: client.impersonate } : {}),
+    onWarning: warningPrinter(process.stderr),
     ...options,
     ...(logger ? { logger } : {}),
   })

@@ -33,3 +33,18 @@ export function isListedUser(user: UserIdentity, users: readonly string[]): bool
   if (!users.includes(user.username)) return false
   return !isServiceAccountUsername(user.username) || hasServiceAccountCredential(user)
 }
+
+/**
+ * The permission that lets a user besides the migrator set, change and lift the freeze and
+ * write the migrator's state (what break-glass groups may): the verb `freeze` on the CRD,
+ * asked of the API server's authorizer (RBAC) by the webhook configuration's
+ * matchConditions (webhook/configuration.ts). `cluster-admin` holds it through its
+ * wildcard; the chart's ClusterRole `<fullname>-freeze` grants it alone (resourceNames can
+ * narrow it to some CRDs). A custom verb, as `approve` on certificate signers: no request
+ * uses it, only authorization checks do.
+ */
+export const FREEZE_PERMISSION = Object.freeze({
+  verb: 'freeze',
+  group: 'apiextensions.k8s.io',
+  resource: 'customresourcedefinitions',
+})

@@ -39,7 +39,10 @@ export class KubeApiError extends CrdMigratorError {
     // cleaned and cut before they reach a message, an annotation, an Event or a terminal.
     const said = statusObject?.message ?? (typeof body === 'string' && body !== '' ? body : undefined)
     const message = said === undefined ? `HTTP ${status}` : sanitizeText(String(said))
-    super(codeFor(status), `${method} ${path}: ${status} ${message}${who ? explanation(status, who, statusObject?.details?.kind) : ''}`)
+    super(
+      codeFor(status),
+      `${method} ${path}: ${status} ${message}${who ? explanation(status, who, statusObject?.details?.kind, statusObject !== undefined && method !== 'GET') : ''}`,
+    )
     this.status = status
     this.reason = statusObject?.reason
     this.details = typeof statusObject?.details === 'object' && statusObject.details !== null ? statusObject.details : undefined
@@ -56,7 +59,7 @@ function codeFor(status: number): ErrorCode {
 /** What a 403 names when the refusal is of the impersonation itself (the Impersonate-* headers), not of the request. */
 const IMPERSONATED_KINDS = new Set(['users', 'groups', 'uids', 'userextras', 'serviceaccounts'])
 
-function explanation(status: number, who: Requester, detailsKind?: string): string {
+function explanation(status: number, who: Requester, detailsKind?: string, admissible = false): string {
   const user = who.user
     ? `user ${JSON.stringify(who.user)} of context ${JSON.stringify(who.context)}`
     : `context ${JSON.stringify(who.context)}`
@@ -72,8 +75,15 @@ function explanation(status: number, who: Requester, detailsKind?: string): stri
       'a token expired or revoked, a client certificate signed by another CA, or no credentials at all'
     )
   }
+  // The authorizer's 403 names the resource refused (details.kind, apierrors.NewForbidden);
+  // an admission webhook's or policy's refusal carries only what it set, and ours sets none.
+  // Saying "grant it with RBAC" there was wrong: RBAC had allowed the request. Only writes
+  // (`admissible`: a Status answer to anything but GET) go through admission.
+  if (status === 403 && admissible && detailsKind === undefined) {
+    return ` — refused by admission control (a webhook or policy), not by RBAC: its message says which rule and what to do`
+  }
   if (status === 403 && who.attributes) {
-    return ` — ${user} may not use ${describeAttributes(who.attributes)}: grant it with RBAC (or see which admission plugin refused)`
+    return ` — ${user} may not use ${describeAttributes(who.attributes)}: grant it with RBAC`
   }
   return ''
 }

@@ -11,6 +11,7 @@ import { proxyFromEnvironment, type ProxyEnvironment } from './proxy-env.js'
 import { createAgent, limitConnect, retireAgent, roundTrip, tlsOptions, type RoundTripAnswer, type KubeTlsOptions } from './transport.js'
 import { explainConnectionError, KubeUnreachableError } from './connection-errors.js'
 import { requestAttributes } from './request-info.js'
+import { parseWarningHeader } from './warnings.js'
 
 import {
   Accept,
@@ -91,8 +92,9 @@ export class KubeHttp {
   private readonly credentials: Credentials
   private pools: Pools | undefined
   private readonly retired = new Set<Agent>()
-  private readonly options: Required<Omit<KubeHttpOptions, 'endpoint' | 'environment' | 'logger'>>
+  private readonly options: Required<Omit<KubeHttpOptions, 'endpoint' | 'environment' | 'logger' | 'onWarning'>>
   private readonly logger: KubeHttpOptions['logger']
+  private readonly onWarning: KubeHttpOptions['onWarning']
   /** -v 6 and up: a trace line per request. */
   private readonly traceRequests: boolean
   /** Set by the first answer of the API server, whatever its status: from then on a failed connection is a passing outage. */
@@ -127,6 +129,7 @@ export class KubeHttp {
       dryRun: options.dryRun ?? false,
     }
     this.logger = options.logger
+    this.onWarning = options.onWarning
     this.traceRequests = options.logger?.isLevelEnabled?.('trace') === true
     this.credentials = shared ?? new Credentials(this.context, { refreshMs: this.options.credentialRefreshMs })
     const { protocol, hostname, port, auth } = urlToHttpOptions(this.server)
@@ -175,7 +178,7 @@ export class KubeHttp {
     const { connectAttempts: _ownDefault, ...inherited } = this.options
     return new KubeHttp(
       this.context,
-      { ...inherited, environment: this.environment, logger: this.logger, ...options, endpoint },
+      { ...inherited, environment: this.environment, logger: this.logger, onWarning: this.onWarning, ...options, endpoint },
       this.credentials,
     )
   }
@@ -188,6 +191,7 @@ export class KubeHttp {
         ...this.options,
         environment: this.environment,
         logger: this.logger,
+        onWarning: this.onWarning,
         ...(this.identityHost ? { endpoint: this.server } : {}),
         dryRun: true,
       },
@@ -279,6 +283,8 @@ export class KubeHttp {
             'request',
           )
         if (this.retryUnauthorized(answer.status, attempt, connected)) continue
+        if (this.onWarning && answer.headers.warning !== undefined)
+          for (const text of parseWarningHeader(answer.headers.warning)) this.onWarning(text)
         return { pathname: target.pathname, ...answer }
       }
     } catch (err) {

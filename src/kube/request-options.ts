@@ -97,6 +97,12 @@ export interface KubeHttpOptions {
    * trace, one line per request (method, path, status, milliseconds): `-v 6`.
    */
   logger?: (Pick<Logger, 'warn'> & Partial<Pick<Logger, 'trace' | 'isLevelEnabled'>>) | undefined
+  /**
+   * Called with the text of each warning the API server sends (`Warning:` headers, code
+   * 299: deprecations, admission webhooks' and policies' warnings), whatever the status of
+   * the answer. The CLI prints them as kubectl does (kube/warnings.ts warningPrinter).
+   */
+  onWarning?: ((text: string) => void) | undefined
 }
 
 /** A path node:http can send as it is: no character that needs escaping (anything else goes through URL). */

@@ -65,6 +65,12 @@ export interface AdmissionInput {
   object?: unknown
   /** The stored object; null/absent on CREATE. */
   oldObject?: unknown
+  /**
+   * The API server's authorizer allows the requester FREEZE_PERMISSION on this CRD: the
+   * review came through the webhook entry whose matchCondition checked it (configuration.ts).
+   * Such a user may do what break-glass groups may.
+   */
+  freezeAllowed?: boolean
 }
 
 export interface AdmissionDecision {

@@ -39,6 +39,16 @@
  *   A ServiceAccount username is skipped only with a ServiceAccount token's credential
  *   id (config/identities.ts): a client certificate named like it goes to the webhook,
  *   which refuses it the same way.
+ * - two entries, the same but for one matchCondition and the path: the API server asks its
+ *   own authorizer (CEL `authorizer`, in webhook matchConditions since 1.28, GA with them in
+ *   1.30) whether the requester may `freeze` the CRD (FREEZE_PERMISSION: RBAC, cluster-admin
+ *   through its wildcard, the chart's ClusterRole `<fullname>-freeze`), and sends the review
+ *   to `/validate-crd/freeze-allowed` when it may, to `/validate-crd` when not. The webhook
+ *   judges the first kind like a break-glass member (lift and repair the freeze, warned and
+ *   audited; never move storage). Asked only for the requests that reach the webhook anyway
+ *   (the condition comes last), in process, with no SubjectAccessReview, credentials or
+ *   cache of the webhook's own; so a webhook-only install without a ServiceAccount token
+ *   gets it too. The audit annotation's key names the entry: `storage-freeze-rbac.crd-migrator.io/reason`.
  * - failurePolicy: Fail: a freeze that lets changes through when the webhook is down is
  *   no freeze. timeoutSeconds: 5: a decision takes microseconds; a slow answer means a
  *   sick webhook, and the user should get the error quickly.
@@ -49,10 +59,19 @@ import { ANNOTATION_KEY } from '../config/schema.js'
 import { CrdMigratorError } from '../errors.js'
 import { STATE_PREFIX } from '../state/crd-state.js'
 import { STORAGE_MIGRATING } from '../kube/builtin-migrations.js'
-import { CREDENTIAL_ID_EXTRA, isServiceAccountUsername, SERVICE_ACCOUNT_CREDENTIAL_PREFIX } from '../config/identities.js'
+import {
+  CREDENTIAL_ID_EXTRA,
+  FREEZE_PERMISSION,
+  isServiceAccountUsername,
+  SERVICE_ACCOUNT_CREDENTIAL_PREFIX,
+} from '../config/identities.js'
 
 export const DEFAULT_WEBHOOK_CONFIGURATION_NAME = 'crd-migrator.crd-migrator.io'
 export const WEBHOOK_NAME = 'storage-freeze.crd-migrator.io'
+/** The entry for requesters RBAC allows to freeze the CRD (see the header). */
+export const WEBHOOK_RBAC_NAME = 'storage-freeze-rbac.crd-migrator.io'
+/** The path suffix of that entry: VALIDATE_FREEZE_ALLOWED_PATH (plugins/validate.ts) of the service's path. */
+export const FREEZE_ALLOWED_SUFFIX = '/freeze-allowed'
 export const DEFAULT_WEBHOOK_SERVICE = Object.freeze({
   namespace: 'crd-migrator',
   name: 'crd-migrator',
@@ -195,6 +214,12 @@ function identityMatchTerms(users: readonly string[], groups: readonly string[])
   return terms
 }
 
+/** True when the API server's authorizer allows the requester FREEZE_PERMISSION on the CRD of the request. */
+export function freezeAllowedExpression(): string {
+  const { group, resource, verb } = FREEZE_PERMISSION
+  return `authorizer.group(${celString(group)}).resource(${celString(resource)}).name(request.name).check(${celString(verb)}).allowed()`
+}
+
 export function renderWebhookConfiguration(options: WebhookConfigurationOptions): ValidatingWebhookConfiguration {
   const annotationKey = options.annotationKey ?? DEFAULT_MIGRATING_ANNOTATION
   const notMigrator = notMigratorMatchExpression(options.migratorUsers ?? DEFAULT_MIGRATOR_USERS, options.migratorGroups ?? [])
@@ -221,47 +246,65 @@ export function renderWebhookConfiguration(options: WebhookConfigurationOptions)
   }
   if (Object.keys(annotations).length > 0) metadata.annotations = annotations
 
+  function entry(freezeAllowed: boolean): ValidatingWebhook {
+    const allowed = freezeAllowedExpression()
+    return {
+      name: freezeAllowed ? WEBHOOK_RBAC_NAME : WEBHOOK_NAME,
+      admissionReviewVersions: ['v1'],
+      sideEffects: 'None',
+      failurePolicy: 'Fail',
+      matchPolicy: 'Equivalent',
+      timeoutSeconds: options.timeoutSeconds ?? 5,
+      clientConfig: freezeAllowed ? withSuffix(clientConfig, FREEZE_ALLOWED_SUFFIX) : clientConfig,
+      rules: [
+        {
+          apiGroups: ['apiextensions.k8s.io'],
+          apiVersions: ['v1'],
+          operations: ['CREATE', 'UPDATE', 'DELETE'],
+          resources: ['customresourcedefinitions'],
+          scope: 'Cluster',
+        },
+        {
+          apiGroups: ['apiextensions.k8s.io'],
+          apiVersions: ['v1'],
+          operations: ['UPDATE'],
+          resources: ['customresourcedefinitions/status'],
+          scope: 'Cluster',
+        },
+      ],
+      matchConditions: [
+        {
+          name: 'migration-state-involved',
+          expression: migrationStateMatchExpression(annotationKey, options.builtinMigratorUsers ?? DEFAULT_BUILTIN_MIGRATOR_USERS),
+        },
+        ...(notMigrator ? [{ name: 'not-the-migrator', expression: notMigrator }] : []),
+        freezeAllowed
+          ? { name: 'freeze-allowed-by-rbac', expression: allowed }
+          : { name: 'freeze-not-allowed-by-rbac', expression: `!${allowed}` },
+      ],
+    }
+  }
+
   return {
     apiVersion: 'admissionregistration.k8s.io/v1',
     kind: 'ValidatingWebhookConfiguration',
     metadata,
-    webhooks: [
-      {
-        name: WEBHOOK_NAME,
-        admissionReviewVersions: ['v1'],
-        sideEffects: 'None',
-        failurePolicy: 'Fail',
-        matchPolicy: 'Equivalent',
-        timeoutSeconds: options.timeoutSeconds ?? 5,
-        clientConfig,
-        rules: [
-          {
-            apiGroups: ['apiextensions.k8s.io'],
-            apiVersions: ['v1'],
-            operations: ['CREATE', 'UPDATE', 'DELETE'],
-            resources: ['customresourcedefinitions'],
-            scope: 'Cluster',
-          },
-          {
-            apiGroups: ['apiextensions.k8s.io'],
-            apiVersions: ['v1'],
-            operations: ['UPDATE'],
-            resources: ['customresourcedefinitions/status'],
-            scope: 'Cluster',
-          },
-        ],
-        matchConditions: [
-          {
-            name: 'migration-state-involved',
-            expression: migrationStateMatchExpression(annotationKey, options.builtinMigratorUsers ?? DEFAULT_BUILTIN_MIGRATOR_USERS),
-          },
-          ...(notMigrator ? [{ name: 'not-the-migrator', expression: notMigrator }] : []),
-        ],
-      },
-    ],
+    webhooks: [entry(false), entry(true)],
   }
 }
 
 export function renderWebhookConfigurationYaml(options: WebhookConfigurationOptions): string {
   return stringify(renderWebhookConfiguration(options), { lineWidth: 0 })
+}
+
+/** The same client configuration with `suffix` added to its URL's or its service's path. */
+function withSuffix(config: WebhookClientConfig, suffix: string): WebhookClientConfig {
+  const out: WebhookClientConfig = { ...config }
+  if (config.url !== undefined) {
+    const url = new URL(config.url)
+    url.pathname = url.pathname.replace(/\/$/, '') + suffix
+    out.url = url.href
+  }
+  if (config.service) out.service = { ...config.service, path: config.service.path.replace(/\/$/, '') + suffix }
+  return out
 }

@@ -9,7 +9,7 @@
  */
 import { STATE_PREFIX } from '../state/crd-state.js'
 import { STORAGE_MIGRATING } from '../kube/builtin-migrations.js'
-import type { UserIdentity } from '../config/identities.js'
+import { FREEZE_PERMISSION, type UserIdentity } from '../config/identities.js'
 import type { AdmissionOperation, AdmissionPolicy, DenialReason } from './admission.js'
 import { isObject } from './json.js'
 import { NOT_A_STRING } from './readers.js'
@@ -59,6 +59,33 @@ function describeGroups(label: string, groups: readonly string[]): string {
   return groups.length > 0 ? `${label} (${listShort(groups)})` : `${label} (none configured)`
 }
 
+/** `verb "freeze" on customresourcedefinitions.apiextensions.k8s.io "widgets.example.com"`. */
+function freezePermission(crdName: string): string {
+  return `verb "${FREEZE_PERMISSION.verb}" on ${FREEZE_PERMISSION.resource}.${FREEZE_PERMISSION.group} "${crdName}"`
+}
+
+/** Everyone but the migrator who may lift or repair the freeze: users RBAC allows to freeze the CRD, and break-glass groups. */
+function overriders(ctx: MessageContext, article = 'a'): string {
+  return (
+    `${article === 'a' ? 'a user' : 'users'} RBAC allows ${freezePermission(ctx.crdName)} (cluster-admin holds it) ` +
+    `or ${describeGroups(article === 'a' ? 'a member of the break-glass groups' : 'break-glass groups', ctx.policy.breakGlassGroups)}`
+  )
+}
+
+/**
+ * The end of a refusal a user with the permission would not get: which rule of the webhook
+ * refused, and what to grant (RBAC, not system:masters).
+ */
+function grantHint(ctx: MessageContext, rule: DenialReason): string {
+  const user = ctx.user.username ? shorten(ctx.user.username) : '<user>'
+  return (
+    ` (crd-migrator webhook rule ${rule}.) To allow ${describeUser(ctx.user)}, grant it ${freezePermission(ctx.crdName)} with RBAC: ` +
+    `the chart's ClusterRole <fullname>-freeze has it (crd-migrator-freeze for a release named crd-migrator; ` +
+    `helm's notes name it), e.g. kubectl create clusterrolebinding <name> --clusterrole=<fullname>-freeze ` +
+    `--user=${user}; membership of system:masters is not needed.`
+  )
+}
+
 function frozenBy(by: FreezeSource, ctx: MessageContext): string {
   return by === 'annotation'
     ? `annotation ${ctx.policy.migratingAnnotation}="${ctx.policy.migratingValue}"`
@@ -71,22 +98,26 @@ function whatToDo(ctx: MessageContext, by: FreezeSource = 'annotation'): string 
     return (
       `Wait for the migration to finish (kubectl get storageversionmigrations.storagemigration.k8s.io); ` +
       `kube-controller-manager sets ${STORAGE_MIGRATING}=False then. If none runs any more (a StorageVersionMigration ` +
-      `deleted mid-run leaves the condition behind), ${describeGroups('a member of the break-glass groups', policy.breakGlassGroups)} ` +
+      `deleted mid-run leaves the condition behind), ${overriders(ctx)} ` +
       `sets the condition to False in a request of its own, as the README shows ("crd-migrator and the built-in StorageVersionMigration").`
     )
   }
   return (
     `Wait for the migration to finish (the migrator removes the annotation), or see its state in ` +
     `the CRD's ${STATE_PREFIX}* annotations: kubectl get crd ${crdName} -o jsonpath='{.metadata.annotations}'. ` +
-    `To stop the migration on purpose, ${describeGroups('a member of the break-glass groups', policy.breakGlassGroups)} ` +
+    `To stop the migration on purpose, ${overriders(ctx)} ` +
     `first removes the annotation in a request of its own (kubectl annotate crd ${crdName} ${policy.migratingAnnotation}-), ` +
     `then makes the change.`
   )
 }
 
-/** The warning of an allowance by break-glass: who, and the summary of each guard overridden. */
-export function breakGlassWarning(user: UserIdentity, overridden: readonly Violation[]): string {
-  return `break-glass override by ${describeUser(user)}: ${overridden.map((v) => v.summary).join('; ')}`
+/**
+ * The warning of an allowance by break-glass: who, why (a break-glass group, or RBAC's
+ * `freeze` permission), and the summary of each guard overridden.
+ */
+export function breakGlassWarning(user: UserIdentity, overridden: readonly Violation[], byRbac = false, crdName = ''): string {
+  const why = byRbac ? ` (RBAC allows ${freezePermission(crdName)})` : ''
+  return `break-glass override by ${describeUser(user)}${why}: ${overridden.map((v) => v.summary).join('; ')}`
 }
 
 export function deleteFrozen(ctx: MessageContext, by: FreezeSource): Violation {
@@ -165,8 +196,9 @@ export function builtinConditionGuarded(ctx: MessageContext, before: readonly st
       `storage version migrator (kube-controller-manager) migrates it, and while it is True nobody may change its ` +
       `storage version or delete it; ${describeUser(ctx.user)} may not ${attempted}. Only kube-controller-manager ` +
       `(${allowed.length > 0 ? listShort(allowed) : 'no identity configured'}), the migrator and ` +
-      `${describeGroups('break-glass groups', policy.breakGlassGroups)} may. A condition left True by a deleted ` +
-      `StorageVersionMigration is set to False by a break-glass user (README: "crd-migrator and the built-in StorageVersionMigration").`,
+      `${overriders(ctx, 'users')} may. A condition left True by a deleted ` +
+      `StorageVersionMigration is set to False by one of them (README: "crd-migrator and the built-in StorageVersionMigration").` +
+      grantHint(ctx, 'builtin-condition-guarded'),
   }
 }
 
@@ -199,14 +231,15 @@ export function storedVersionsFrozen(
       `(annotation ${policy.migratingAnnotation}="${policy.migratingValue}"): ${describeUser(ctx.user)} may not change ` +
       `status.storedVersions from ${formatVersions(before)} to ${formatVersions(after)}${via}; the migrator sets them ` +
       `once every object is stored in the storage version. Only the migrator and ` +
-      `${describeGroups('break-glass groups', policy.breakGlassGroups)} may.`,
+      `${overriders(ctx, 'users')} may.` +
+      grantHint(ctx, 'stored-versions-frozen'),
   }
 }
 
 /** `changed`: the state annotations set, changed or (when `frozen`) removed. */
 export function stateGuarded(ctx: MessageContext, changed: string[], frozen: boolean): Violation {
   const keys = listShort(changed.sort())
-  const { crdName, policy } = ctx
+  const { crdName } = ctx
   return {
     reason: 'annotation-guarded',
     summary: `${keys} changed on CRD ${crdName}`,
@@ -214,7 +247,8 @@ export function stateGuarded(ctx: MessageContext, changed: string[], frozen: boo
       `The ${STATE_PREFIX}* annotations of CustomResourceDefinition "${crdName}" record the migrator's state ` +
       `(what \`crd-migrator status\` shows, where a resumed run stands); ${describeUser(ctx.user)} may not ` +
       `${frozen ? 'set, change or remove' : 'set or change'} ${keys}${frozen ? ' while the CRD is frozen' : ''}. ` +
-      `Only the migrator and ${describeGroups('break-glass groups', policy.breakGlassGroups)} may.`,
+      `Only the migrator and ${overriders(ctx, 'users')} may.` +
+      grantHint(ctx, 'annotation-guarded'),
   }
 }
 
@@ -238,7 +272,8 @@ export function migratingGuarded(ctx: MessageContext, oldValue: string | undefin
       `The annotation ${key} on CustomResourceDefinition "${crdName}" freezes its storage version ` +
       `during a migration and is managed by the crd-migrator; ${describeUser(ctx.user)} may not ` +
       `${attempted}. Only the migrator (${migrator.length > 0 ? migrator.join(', ') : 'no identity configured'}) ` +
-      `and ${describeGroups('break-glass groups', policy.breakGlassGroups)} may set, change or remove it.`,
+      `and ${overriders(ctx, 'users')} may set, change or remove it.` +
+      grantHint(ctx, 'annotation-guarded'),
   }
 }
 

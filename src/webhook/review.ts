@@ -222,7 +222,8 @@ export function isCrdRequest(request: AdmissionRequest): boolean {
  * into an outage of an unrelated resource. The warning reaches the client (kubectl
  * prints it) and the log line, so the misconfiguration is still visible.
  */
-export function reviewAdmission(request: AdmissionRequest, policy: AdmissionPolicy): AdmissionDecision {
+/** `freezeAllowed`: the review came through the webhook entry for users RBAC allows to freeze (configuration.ts). */
+export function reviewAdmission(request: AdmissionRequest, policy: AdmissionPolicy, freezeAllowed = false): AdmissionDecision {
   if (!isCrdRequest(request)) {
     const r = request.resource
     const got = `${r.group || 'core'}/${r.version} ${r.resource}`
@@ -241,6 +242,7 @@ export function reviewAdmission(request: AdmissionRequest, policy: AdmissionPoli
   }
   if (request.name !== undefined) input.name = request.name
   if (request.subResource !== undefined) input.subResource = request.subResource
+  if (freezeAllowed) input.freezeAllowed = true
   return decideAdmission(input, policy)
 }
 

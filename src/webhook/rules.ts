@@ -12,6 +12,12 @@
  *   break-glass groups included: an upgrade applied by an administrator mid-migration is
  *   the accident the freeze exists for. Break-glass users keep the power to remove the
  *   annotation, a deliberate and audited first step, and the refusal tells them so.
+ * - Who may do what break-glass groups may is decided by RBAC: a user the API server's
+ *   authorizer allows the verb `freeze` on the CRD (config/identities.ts FREEZE_PERMISSION;
+ *   `cluster-admin` through its wildcard) is judged like a break-glass member, warned and
+ *   audited the same way. The API server asks its authorizer in the webhook
+ *   configuration's matchConditions and sends such a review to the webhook entry of its
+ *   own (input.freezeAllowed); the fixed break-glass groups stay as a fallback.
  * - Storage changes are compared as the SET of version names with `storage: true`, so a
  *   reordering of spec.versions is not a change, while a flag flipped, a storage
  *   version added (alone or with a new version) or removed is.
@@ -100,7 +106,7 @@ const BREAK_GLASS_MAY_OVERRIDE: ReadonlySet<DenialReason> = new Set([
 
 export function decideAdmission(input: AdmissionInput, policy: AdmissionPolicy): AdmissionDecision {
   const crdName = messages.shorten(crdNameOf(input) ?? '(unnamed)')
-  const identity = classifyIdentity(input.userInfo, policy)
+  const identity = classifyIdentity(input.userInfo, policy, input.freezeAllowed === true)
   const ctx: DecisionContext = { crdName, identity, policy, user: input.userInfo }
 
   let violations: Violation[]
@@ -125,7 +131,12 @@ export function decideAdmission(input: AdmissionInput, policy: AdmissionPolicy):
   // itself and never a malformed review (with no object to look at there is nothing to
   // override).
   if (identity.breakGlass && violations.every((v) => BREAK_GLASS_MAY_OVERRIDE.has(v.reason))) {
-    return { allowed: true, reason: 'break-glass-override', warnings: [messages.breakGlassWarning(input.userInfo, violations)] }
+    const byRbac = !identity.breakGlassGroup
+    return {
+      allowed: true,
+      reason: 'break-glass-override',
+      warnings: [messages.breakGlassWarning(input.userInfo, violations, byRbac, crdName)],
+    }
   }
   const shown = identity.breakGlass ? violations.filter((v) => !BREAK_GLASS_MAY_OVERRIDE.has(v.reason)) : violations
   const main = shown[0] ?? first
@@ -139,7 +150,10 @@ export function decideAdmission(input: AdmissionInput, policy: AdmissionPolicy):
 
 interface Identity {
   migrator: boolean
+  /** May override what break-glass may: a member of a break-glass group, or allowed FREEZE_PERMISSION by RBAC. */
   breakGlass: boolean
+  /** A member of a break-glass group (the fixed fallback, also without RBAC). */
+  breakGlassGroup: boolean
   /** kube-controller-manager (policy.builtinMigratorUsers). */
   builtinMigrator: boolean
 }
@@ -148,11 +162,13 @@ interface DecisionContext extends MessageContext {
   identity: Identity
 }
 
-function classifyIdentity(user: UserIdentity, policy: AdmissionPolicy): Identity {
+function classifyIdentity(user: UserIdentity, policy: AdmissionPolicy, freezeAllowed: boolean): Identity {
   const inAny = (groups: readonly string[]) => user.groups.some((g) => groups.includes(g))
+  const breakGlassGroup = inAny(policy.breakGlassGroups)
   return {
     migrator: isListedUser(user, policy.migratorUsers) || inAny(policy.migratorGroups),
-    breakGlass: inAny(policy.breakGlassGroups),
+    breakGlass: breakGlassGroup || freezeAllowed,
+    breakGlassGroup,
     builtinMigrator: isListedUser(user, policy.builtinMigratorUsers),
   }
 }

@@ -1,12 +1,13 @@
 /**
- * The webhook's HTTP surface: POST /validate-crd and nothing else. buildWebhookApp gives
+ * The webhook's HTTP surface: POST /validate-crd (and /validate-crd/freeze-allowed, the same
+ * review from a requester RBAC allows to freeze the CRD) and nothing else. buildWebhookApp gives
  * a plain Fastify app (tests drive it with app.inject, no TLS); startWebhookServer serves
  * the same app over HTTPS with hot certificate reload and a graceful close.
  *
  * The app is Fastify plugins, each owning its routes, hooks and cleanup (plugins/):
  * requests.ts (JSON bodies within limits; 415, 413, 400, 404 answers), drain.ts (close
  * without failing a review; the `webhook-open` readiness check), validate.ts (POST
- * /validate-crd), and on HTTPS certificates.ts (the serving pair, reloaded; the
+ * /validate-crd and /validate-crd/freeze-allowed), and on HTTPS certificates.ts (the serving pair, reloaded; the
  * `webhook-certificate` check).
  *
  * Health and metrics are not served here: the webhook's metrics go to the Registry it is

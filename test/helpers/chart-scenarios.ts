@@ -71,6 +71,7 @@ export const defaultKinds = (release: string) =>
     'Secret/F-state-key',
     'ClusterRole/F',
     'ClusterRole/F-accept-changes',
+    'ClusterRole/F-freeze',
     'ValidatingAdmissionPolicy/F-consent',
     'ValidatingAdmissionPolicyBinding/F-consent',
     'ClusterRoleBinding/F',
@@ -188,6 +189,7 @@ export const scenarios: Scenario[] = [
       'Secret/crd-migrator-state-key',
       'ClusterRole/crd-migrator',
       'ClusterRole/crd-migrator-accept-changes',
+      'ClusterRole/crd-migrator-freeze',
       'ValidatingAdmissionPolicy/crd-migrator-consent',
       'ValidatingAdmissionPolicyBinding/crd-migrator-consent',
       'ClusterRoleBinding/crd-migrator',
@@ -251,6 +253,7 @@ export const scenarios: Scenario[] = [
       'Secret/mig-crd-migrator-state-key',
       'ClusterRole/mig-crd-migrator',
       'ClusterRole/mig-crd-migrator-accept-changes',
+      'ClusterRole/mig-crd-migrator-freeze',
       'ValidatingAdmissionPolicy/mig-crd-migrator-consent',
       'ValidatingAdmissionPolicyBinding/mig-crd-migrator-consent',
       'ClusterRoleBinding/mig-crd-migrator',
@@ -290,6 +293,7 @@ export const scenarios: Scenario[] = [
       'ConfigMap/plain-crd-migrator',
       'ClusterRole/plain-crd-migrator',
       'ClusterRole/plain-crd-migrator-accept-changes',
+      'ClusterRole/plain-crd-migrator-freeze',
       'ValidatingAdmissionPolicy/plain-crd-migrator-consent',
       'ValidatingAdmissionPolicyBinding/plain-crd-migrator-consent',
       'ClusterRoleBinding/plain-crd-migrator',
@@ -332,6 +336,7 @@ export const scenarios: Scenario[] = [
       'Secret/svm-crd-migrator-state-key',
       'ClusterRole/svm-crd-migrator',
       'ClusterRole/svm-crd-migrator-accept-changes',
+      'ClusterRole/svm-crd-migrator-freeze',
       'ValidatingAdmissionPolicy/svm-crd-migrator-consent',
       'ValidatingAdmissionPolicyBinding/svm-crd-migrator-consent',
       'ClusterRoleBinding/svm-crd-migrator',
@@ -350,7 +355,7 @@ export const scenarios: Scenario[] = [
     ],
   },
   {
-    // Webhook only: no RBAC, no token, no state key. The groups, the built-in resources, the
+    // Webhook only: no RBAC for the ServiceAccount, no token, no state key. The groups, the built-in resources, the
     // StorageVersionMigrations and the token setting are still asked for, and still not
     // granted. KSVM's CRD is an API, not a grant: it is still installed.
     name: 'webhook only (migrator.enabled=false): no RBAC, no token, no state key',
@@ -374,6 +379,8 @@ export const scenarios: Scenario[] = [
     kinds: [
       'CustomResourceDefinition/storageversionmigrations.migration.k8s.io',
       'ServiceAccount/wh-crd-migrator',
+      // People's, not the ServiceAccount's: who may freeze (the webhook asks RBAC through the API server).
+      'ClusterRole/wh-crd-migrator-freeze',
       'ConfigMap/wh-crd-migrator',
       'Service/wh-crd-migrator',
       'Deployment/wh-crd-migrator',

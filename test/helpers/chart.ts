@@ -91,7 +91,16 @@ export function one(ms: Manifest[], kind: string, name?: string): Manifest {
 /** The migrator's own ClusterRole (component rbac), not the consent ClusterRole people are bound to. */
 export function migratorClusterRole(ms: Manifest[]): Manifest {
   return one(
-    ms.filter((m) => m.kind !== 'ClusterRole' || m.metadata.labels?.['app.kubernetes.io/component'] !== 'consent'),
+    // Not the people's ClusterRoles: consent (accept-changes) and freeze.
+    ms.filter((m) => m.kind !== 'ClusterRole' || !['consent', 'freeze'].includes(m.metadata.labels?.['app.kubernetes.io/component'] ?? '')),
+    'ClusterRole',
+  )
+}
+
+/** The chart's ClusterRole `<fullname>-freeze`: the RBAC permission to freeze and unfreeze CRDs. */
+export function freezeClusterRole(ms: Manifest[]): Manifest {
+  return one(
+    ms.filter((m) => m.kind !== 'ClusterRole' || m.metadata.labels?.['app.kubernetes.io/component'] === 'freeze'),
     'ClusterRole',
   )
 }

@@ -76,7 +76,11 @@ t.test('stash rules are RBAC only with the migrator and rbac.create', async (t) 
       ...values,
       migrator: { ...values.migrator, stashPresets: ['kubevirt-instancetypes'] },
     })
-    t.same(ids(manifests.filter((m) => RBAC_KINDS.includes(m.kind))), [], `${what}: no RBAC at all`)
+    t.same(
+      ids(manifests.filter((m) => RBAC_KINDS.includes(m.kind))),
+      values.rbac ? [] : ['ClusterRole/st-crd-migrator-freeze'],
+      `${what}: no RBAC for the ServiceAccount (with rbac.create, people's freeze ClusterRole only)`,
+    )
     const { raw } = configOf(t, manifests)
     t.same((raw['migrator'] as Record<string, unknown>)['stashPresets'], ['kubevirt-instancetypes'], `${what}: still in the config`)
   }
@@ -166,11 +170,17 @@ t.test('the StorageVersionMigration CRD renders only with storageVersionMigratio
       expected.crd ? [`CustomResourceDefinition/${SVM_CRD}`] : [],
       `${what}: CRD ${expected.crd ? 'rendered' : 'not rendered'}`,
     )
-    const clusterRole = manifests.find((m) => m.kind === 'ClusterRole' && m.metadata.labels?.['app.kubernetes.io/component'] !== 'consent')
+    const clusterRole = manifests.find(
+      (m) => m.kind === 'ClusterRole' && !['consent', 'freeze'].includes(m.metadata.labels?.['app.kubernetes.io/component'] ?? ''),
+    )
     const svmRules = clusterRole ? rulesOf(clusterRole).filter((r) => r.apiGroups?.includes('migration.k8s.io')) : []
     t.same(svmRules, expected.rules ? SVM_RULES : [], `${what}: StorageVersionMigration rules ${expected.rules ? 'exactly' : 'none'}`)
     if (!migratorEnabled(values) || (values['rbac'] as { create?: boolean } | undefined)?.create === false)
-      t.same(ids(manifests.filter((m) => RBAC_KINDS.includes(m.kind))), [], `${what}: no RBAC at all`)
+      t.same(
+        ids(manifests.filter((m) => RBAC_KINDS.includes(m.kind) && m.metadata.labels?.['app.kubernetes.io/component'] !== 'freeze')),
+        [],
+        `${what}: no RBAC for the ServiceAccount`,
+      )
     const { raw } = configOf(t, manifests)
     const migrator = raw['migrator'] as Record<string, unknown>
     t.equal(migrator['storageVersionMigrations'], expected.config ? true : undefined, `${what}: config migrator.storageVersionMigrations`)

@@ -132,7 +132,7 @@ const merge = (as: Creds | undefined, path: string, body: unknown) =>
 function deniedByWebhook(t: Test, res: Answer | { status: number; body: string }, reason: string, pattern: RegExp, what: string): void {
   const message = 'message' in res ? res.message : messageOf(res.body)
   t.equal(res.status, 403, `${what}: 403`)
-  t.match(message, /admission webhook "storage-freeze\.crd-migrator\.io" denied the request/, `${what}: by our webhook`)
+  t.match(message, /admission webhook "storage-freeze(-rbac)?\.crd-migrator\.io" denied the request/, `${what}: by our webhook`)
   t.match(message, pattern, `${what}: saying why`)
   t.ok(
     logs.lines().some((l) => l['decision'] === 'denied' && l['reason'] === reason),

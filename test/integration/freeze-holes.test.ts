@@ -95,7 +95,7 @@ async function frozenCrd(): Promise<CustomResourceDefinition> {
 function deniedByWebhook(t: Test, res: { status: number; body: string }, pattern: RegExp, what: string): void {
   t.equal(res.status, 403, `${what}: 403`)
   const message = messageOf(res.body)
-  t.match(message, /^admission webhook "storage-freeze\.crd-migrator\.io" denied the request/, `${what}: by our webhook`)
+  t.match(message, /^admission webhook "storage-freeze(-rbac)?\.crd-migrator\.io" denied the request/, `${what}: by our webhook`)
   t.match(message, pattern, `${what}: saying why`)
 }
 

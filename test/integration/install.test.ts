@@ -47,6 +47,7 @@ import {
   storedVersionsInEtcd,
 } from '../helpers/cluster.js'
 import { scratchHelm } from '../helpers/helm.js'
+import { CliRun } from '../helpers/cli-run.js'
 import { until } from '../helpers/until.js'
 
 const t0 = Date.now()
@@ -245,7 +246,8 @@ t.test('the API server calls the webhook through the Service', async (t) => {
   t.ok(refused.status >= 400 && refused.status < 500, `refused: HTTP ${refused.status}`)
   t.match(
     (JSON.parse(refused.body) as { message: string }).message,
-    /^admission webhook "storage-freeze\.crd-migrator\.io" denied the request: /,
+    // The admin is in system:masters, which the authorizer allows `freeze`: the entry for those.
+    /^admission webhook "storage-freeze-rbac\.crd-migrator\.io" denied the request: /,
     "by the chart's webhook",
   )
   const after = await getJson<{ spec: { versions: Array<{ name: string; storage: boolean }> } }>(frozenPath)
@@ -293,6 +295,82 @@ t.test('a managed CRD with objects at v1, storage flipped to v2, is migrated by 
     { [`${MANAGED_GROUP}/v2`]: OBJECTS },
     'etcd holds every object at v2',
   )
+})
+
+// Issue 43: an admin outside system:masters (cluster-admin through RBAC, as on EKS access
+// entries, GKE, AKS with Entra ID) runs `migrate` from a workstation with the chart installed;
+// a user with the migrator's own RBAC but not the chart's freeze permission is refused by the
+// chart's webhook, told which rule and what to grant.
+t.test('migrate from a workstation: an RBAC cluster-admin outside system:masters succeeds, a user without freeze is refused', async (t) => {
+  const RBAC = '/apis/rbac.authorization.k8s.io/v1'
+  const post = async (path: string, body: unknown) => {
+    const res = await cp.apiRequest(path, { method: 'POST', body, timeoutMs: 15_000 })
+    if (res.status !== 201) throw new Error(`POST ${path}: ${res.status} ${res.body.slice(0, 300)}`)
+  }
+  const bind = (name: string, role: string, user: string) =>
+    post(`${RBAC}/clusterrolebindings`, {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
+      subjects: [{ kind: 'User', apiGroup: 'rbac.authorization.k8s.io', name: user }],
+    })
+  const ns = 'sprockets-install'
+  await createNamespace(http, ns)
+  const created = await createCrd(
+    http,
+    crdManifest({ group: MANAGED_GROUP, plural: 'sprockets', kind: 'Sprocket', versions: ['v1', 'v2'], storage: 'v1' }),
+  )
+  const name = created.metadata.name
+  await createObjects(http, refFor(created, 'v1'), [ns], 20)
+  await setStorageVersion(http, name, 'v2')
+  const etcd = async () => Object.fromEntries([...(await storedVersionsInEtcd(cp, MANAGED_GROUP, 'sprockets'))])
+
+  // The migrator's own ClusterRole of the release (CRDs, the managed group's objects), Events: all but freeze.
+  const migratorRole = await getJson<{ rules: unknown[] }>(`${RBAC}/clusterroles/${RELEASE}`)
+  await post(`${RBAC}/clusterroles`, {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRole',
+    metadata: { name: 'narrow-admin' },
+    rules: [
+      ...migratorRole.rules,
+      { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
+      { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['get', 'list'] },
+    ],
+  })
+  await bind('narrow-admin', 'narrow-admin', 'narrow-admin')
+  const narrow = await cp.mintUser('narrow-admin', ['ops'])
+  const refused = new CliRun(['migrate', name, '--kubeconfig', narrow.kubeconfigPath])
+  const no = await refused.exited
+  const said = `${refused.stdout}\n${refused.stderr}`
+  t.equal(no.code, 1, 'without freeze: exit 1', { stdout: refused.stdout, stderr: refused.stderr })
+  t.match(said, /admission webhook "storage-freeze\.crd-migrator\.io" denied the request/, "by the chart's webhook")
+  t.match(said, /crd-migrator webhook rule annotation-guarded/, 'names the rule')
+  t.match(
+    said,
+    new RegExp(`verb "freeze" on customresourcedefinitions\\.apiextensions\\.k8s\\.io "${name.replace(/\./g, '\\.')}" with RBAC`),
+  )
+  t.match(said, /--clusterrole=<fullname>-freeze --user=narrow-admin/, 'and what to grant')
+  t.notMatch(said, /grant it with RBAC/, 'not blamed on RBAC')
+  t.same(await etcd(), { [`${MANAGED_GROUP}/v1`]: 20 }, 'nothing rewritten')
+
+  await bind('eks-admin', 'cluster-admin', 'eks-admin')
+  const admin = await cp.mintUser('eks-admin', ['admins'])
+  const run = new CliRun(['migrate', name, '--kubeconfig', admin.kubeconfigPath])
+  const ok = await run.exited
+  t.equal(ok.code, 0, 'cluster-admin by RBAC, not system:masters: exit 0', { stdout: run.stdout, stderr: run.stderr })
+  t.match(run.stdout, new RegExp(`^${name.replace(/\./g, '\\.')}: Succeeded`, 'm'))
+  t.match(run.stderr, /^Warning: break-glass override by user "eks-admin" \(RBAC allows verb "freeze"/m, "the webhook's warning, printed")
+  t.same(await etcd(), { [`${MANAGED_GROUP}/v2`]: 20 }, 'etcd holds every object at v2')
+
+  // The chart's ClusterRole, bound as the refusal says: the narrow user may migrate too.
+  await bind('narrow-admin-freeze', `${RELEASE}-freeze`, 'narrow-admin')
+  await setStorageVersion(http, name, 'v1')
+  const again = new CliRun(['migrate', name, '--kubeconfig', narrow.kubeconfigPath])
+  const fine = await again.exited
+  t.equal(fine.code, 0, `with ${RELEASE}-freeze bound: exit 0`, { stdout: again.stdout, stderr: again.stderr })
+  t.same(await etcd(), { [`${MANAGED_GROUP}/v1`]: 20 }, 'back at v1 in etcd')
+  await cp.apiRequest(`${CRDS}/${name}`, { method: 'DELETE' })
 })
 
 const FROZEN = 'widgets.frozen.install.test'

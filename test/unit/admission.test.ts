@@ -118,6 +118,8 @@ interface Row {
   old?: unknown
   new?: unknown
   requestName?: string | null
+  /** The review came through the entry for users RBAC allows to freeze the CRD. */
+  freezeAllowed?: boolean
   policy?: AdmissionPolicy
   allowed: boolean
   reason: DecisionReason
@@ -527,6 +529,112 @@ const rows: Row[] = [
     allowed: false,
     reason: 'annotation-guarded',
     includes: ['no identity configured', 'break-glass groups (none configured)'],
+  },
+  // --- authority by RBAC (issue 43): verb freeze on the CRD, asked by the API server ------
+  {
+    name: 'RBAC allows freeze: sets the annotation (override, warned as such)',
+    freezeAllowed: true,
+    old: crd(),
+    new: frozenV1,
+    allowed: true,
+    reason: 'break-glass-override',
+    includes: [
+      `break-glass override by user "alice" (RBAC allows verb "freeze" on customresourcedefinitions.apiextensions.k8s.io "${NAME}")`,
+      `${KEY} set on CRD ${NAME}`,
+    ],
+  },
+  {
+    name: 'RBAC allows freeze: removes the annotation (override)',
+    freezeAllowed: true,
+    old: frozenV1,
+    new: crd(),
+    allowed: true,
+    reason: 'break-glass-override',
+    includes: ['RBAC allows verb "freeze"', `${KEY} removed`],
+  },
+  {
+    name: 'RBAC allows freeze: writes the state annotations under the freeze (override)',
+    freezeAllowed: true,
+    old: frozenV1,
+    new: crd({ annotations: { ...FROZEN, 'crd-migrator.io/progress': '10/20' } }),
+    allowed: true,
+    reason: 'break-glass-override',
+    includes: ['crd-migrator.io/progress'],
+  },
+  {
+    name: 'RBAC allows freeze: narrows storedVersions through /status (override)',
+    freezeAllowed: true,
+    subResource: 'status',
+    old: withStored(frozenV1, ['v1alpha1', 'v1']),
+    new: withStored(frozenV1, ['v1']),
+    allowed: true,
+    reason: 'break-glass-override',
+  },
+  {
+    name: 'RBAC allows freeze, no break-glass groups configured: still allowed (RBAC does not depend on the fallback)',
+    freezeAllowed: true,
+    policy: { ...policy, breakGlassGroups: [] },
+    old: crd(),
+    new: frozenV1,
+    allowed: true,
+    reason: 'break-glass-override',
+  },
+  {
+    name: 'RBAC allows freeze: may not flip storage on a frozen CRD',
+    freezeAllowed: true,
+    old: frozenV1alpha1,
+    new: frozenV1,
+    allowed: false,
+    reason: 'storage-version-frozen',
+    includes: ['for any user'],
+  },
+  {
+    name: 'RBAC allows freeze: may not delete a frozen CRD',
+    freezeAllowed: true,
+    operation: 'DELETE',
+    old: frozenV1,
+    allowed: false,
+    reason: 'delete-frozen',
+  },
+  {
+    name: 'RBAC allows freeze: does not override a malformed review',
+    freezeAllowed: true,
+    new: frozenV1,
+    allowed: false,
+    reason: 'malformed-object',
+  },
+  {
+    name: 'system:masters: the warning names no RBAC permission (the fixed group)',
+    user: admin,
+    old: crd(),
+    new: frozenV1,
+    allowed: true,
+    reason: 'break-glass-override',
+    includes: [`break-glass override by user "kubernetes-admin": ${KEY} set`],
+  },
+  {
+    name: 'without the permission: the refusal names the rule and the permission to grant',
+    old: crd(),
+    new: frozenV1,
+    allowed: false,
+    reason: 'annotation-guarded',
+    code: 403,
+    includes: [
+      '(crd-migrator webhook rule annotation-guarded.)',
+      `grant it verb "freeze" on customresourcedefinitions.apiextensions.k8s.io "${NAME}" with RBAC`,
+      'kubectl create clusterrolebinding <name> --clusterrole=<fullname>-freeze --user=alice',
+      'system:masters is not needed',
+      'cluster-admin holds it',
+    ],
+  },
+  {
+    name: 'without the permission: status.storedVersions refusal names its rule too',
+    subResource: 'status',
+    old: withStored(frozenV1, ['v1alpha1', 'v1']),
+    new: withStored(frozenV1, ['v1']),
+    allowed: false,
+    reason: 'stored-versions-frozen',
+    includes: ['(crd-migrator webhook rule stored-versions-frozen.)', '--clusterrole=<fullname>-freeze'],
   },
   // --- CREATE -----------------------------------------------------------------------
   { name: 'CREATE without the annotation', operation: 'CREATE', old: null, new: crd(), allowed: true, reason: 'allowed' },
@@ -1326,6 +1434,7 @@ for (const row of rows) {
     if (row.new !== undefined) input.object = row.new
     if (row.old !== undefined) input.oldObject = row.old
     if (row.subResource !== undefined) input.subResource = row.subResource
+    if (row.freezeAllowed) input.freezeAllowed = true
     const decision = decideAdmission(input, row.policy ?? policy)
 
     t.equal(decision.allowed, row.allowed, 'allowed')

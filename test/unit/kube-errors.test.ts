@@ -74,6 +74,37 @@ t.test('401 and 403 have codes of their own, and say who and what', async (t) =>
     /403 forbidden — user "me" of context "ctx" may not use verb "list" on "namespaces" in API group "", cluster-wide/,
   )
   t.equal(errorCode(new KubeApiError(403, 'GET', '/x', 'no', undefined)), 'CRDM_FORBIDDEN', 'without a requester too')
+  // Issue 43: an admission webhook's refusal of a write is not RBAC's; RBAC's names the resource (details.kind).
+  const patchPath = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com'
+  const asPatch = { ...who, attributes: requestAttributes('PATCH', patchPath) }
+  const byWebhook = new KubeApiError(
+    403,
+    'PATCH',
+    patchPath,
+    { kind: 'Status', status: 'Failure', code: 403, message: 'admission webhook "storage-freeze.crd-migrator.io" denied the request: no' },
+    undefined,
+    asPatch,
+  )
+  t.match(byWebhook.message, /denied the request: no — refused by admission control \(a webhook or policy\), not by RBAC/)
+  t.notMatch(byWebhook.message, /grant it with RBAC/, 'not blamed on RBAC')
+  const byRbac = new KubeApiError(
+    403,
+    'PATCH',
+    patchPath,
+    {
+      kind: 'Status',
+      reason: 'Forbidden',
+      message: 'forbidden',
+      details: { name: 'widgets.example.com', group: 'apiextensions.k8s.io', kind: 'customresourcedefinitions' },
+    },
+    undefined,
+    asPatch,
+  )
+  t.match(
+    byRbac.message,
+    /may not use verb "patch" on "customresourcedefinitions".*: grant it with RBAC$/,
+    "RBAC's own refusal still says so",
+  )
   t.equal(errorCode(new KubeApiError(500, 'GET', '/x', 'boom', undefined)), 'CRDM_KUBE_API')
   t.notOk(isRetryable(forbidden), 'a 403 is never retried')
   t.notOk(isRetryable(unauthorized))

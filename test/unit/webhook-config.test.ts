@@ -11,6 +11,7 @@ import {
   migrationStateMatchExpression,
   notMigratorMatchExpression,
   renderWebhookConfiguration,
+  freezeAllowedExpression,
   renderWebhookConfigurationYaml,
 } from '../../src/webhook/configuration.js'
 import {
@@ -218,9 +219,40 @@ t.test('a second matchCondition lets the migrator identities past the webhook', 
   const none = renderWebhookConfiguration({ mode: 'service', migratorUsers: [], migratorGroups: [] })
   t.same(
     none.webhooks[0]!.matchConditions.map((c) => c.name),
-    ['migration-state-involved'],
+    ['migration-state-involved', 'freeze-not-allowed-by-rbac'],
     'no identities: no condition',
   )
+})
+
+t.test('two entries: the API server asks its authorizer for verb freeze on the CRD and picks the path', async (t) => {
+  const allowed =
+    'authorizer.group("apiextensions.k8s.io").resource("customresourcedefinitions").name(request.name).check("freeze").allowed()'
+  t.equal(freezeAllowedExpression(), allowed)
+  const service = renderWebhookConfiguration({ mode: 'service' })
+  t.same(
+    service.webhooks.map((w) => [w.name, w.clientConfig.service?.path, w.matchConditions.map((c) => c.name)]),
+    [
+      ['storage-freeze.crd-migrator.io', '/validate-crd', ['migration-state-involved', 'not-the-migrator', 'freeze-not-allowed-by-rbac']],
+      [
+        'storage-freeze-rbac.crd-migrator.io',
+        '/validate-crd/freeze-allowed',
+        ['migration-state-involved', 'not-the-migrator', 'freeze-allowed-by-rbac'],
+      ],
+    ],
+    'the authorizer is asked last: only for requests that reach the webhook anyway',
+  )
+  t.same(service.webhooks[0]!.matchConditions.at(-1), { name: 'freeze-not-allowed-by-rbac', expression: `!${allowed}` })
+  t.same(service.webhooks[1]!.matchConditions.at(-1), { name: 'freeze-allowed-by-rbac', expression: allowed })
+  const { name: _a, clientConfig: _b, matchConditions: _c, ...first } = service.webhooks[0]!
+  const { name: _d, clientConfig: _e, matchConditions: _f, ...second } = service.webhooks[1]!
+  t.same(second, first, 'otherwise the same entry (rules, failurePolicy, timeout)')
+  t.same(service.webhooks[1]!.matchConditions.slice(0, -1), service.webhooks[0]!.matchConditions.slice(0, -1))
+  const url = renderWebhookConfiguration({ mode: 'url', url: 'https://127.0.0.1:9443/validate-crd', caBundlePem: 'PEM' })
+  t.same(
+    url.webhooks.map((w) => w.clientConfig.url),
+    ['https://127.0.0.1:9443/validate-crd', 'https://127.0.0.1:9443/validate-crd/freeze-allowed'],
+  )
+  t.equal(url.webhooks[1]!.clientConfig.caBundle, url.webhooks[0]!.clientConfig.caBundle, 'the same CA')
 })
 
 t.test("CEL string literals: quotes escaped, and <, >, & as Go's encoding/json (Helm toJson) writes them", async (t) => {

@@ -434,3 +434,23 @@ t.test('two apps on one registry share the metrics instead of throwing', async (
   await post(b, review())
   t.match(await registry.metrics(), /crd_migrator_admission_denials_total\{reason="storage-version-frozen"\} 2/)
 })
+
+t.test('/validate-crd/freeze-allowed: the entry the API server calls for users RBAC allows to freeze (issue 43)', async (t) => {
+  const { app } = makeApp(t)
+  const lift = review({ oldObject: crd('v1', FROZEN), object: crd('v1') })
+  const send = (url: string, payload: unknown) =>
+    app.inject({ method: 'POST', url, headers: { 'content-type': 'application/json' }, payload: JSON.stringify(payload) })
+
+  const plain = (await send('/validate-crd', lift)).json()
+  t.equal(plain.response.allowed, false, 'through /validate-crd: alice may not lift the freeze')
+  t.match(plain.response.status.message, /crd-migrator webhook rule annotation-guarded.*verb "freeze" on customresourcedefinitions/)
+
+  const viaRbac = (await send('/validate-crd/freeze-allowed', lift)).json()
+  t.equal(viaRbac.response.allowed, true, 'through /validate-crd/freeze-allowed: she may')
+  t.match(viaRbac.response.warnings, [/^break-glass override by user "alice" \(RBAC allows verb "freeze"/])
+  t.same(viaRbac.response.auditAnnotations, { reason: 'break-glass-override' }, 'audited')
+
+  const flip = (await send('/validate-crd/freeze-allowed', review())).json()
+  t.equal(flip.response.allowed, false, 'but never moves storage on a frozen CRD')
+  t.match(flip.response.status.message, /for any user/)
+})

@@ -5,7 +5,7 @@
  * AdmissionReview is answered 400 here, since there is no uid to answer it with.
  */
 import { performance } from 'node:perf_hooks'
-import type { FastifyBaseLogger, FastifyPluginAsync } from 'fastify'
+import type { FastifyBaseLogger, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import type { Logger } from 'pino'
 import { isDenialReason, type AdmissionDecision, type AdmissionPolicy } from '../admission.js'
 import { LOG_MESSAGE_MAX, truncateForLog, truncateListForLog } from '../limits.js'
@@ -15,6 +15,14 @@ import type { RepeatSampler } from '../repeat-sampler.js'
 import { parseAdmissionReview, reviewAdmission, toAdmissionReviewResponse, type AdmissionRequest } from '../review.js'
 
 export const VALIDATE_PATH = '/validate-crd'
+/**
+ * The path of the webhook entry the API server calls only for requesters its authorizer
+ * allows to freeze the CRD (configuration.ts, the matchCondition `freeze-allowed-by-rbac`).
+ * Anyone who reaches the port may send a review to either path, as to the first one: it
+ * gets a decision and nothing else (no side effects), and it could put any userInfo into
+ * the review anyway.
+ */
+export const VALIDATE_FREEZE_ALLOWED_PATH = `${VALIDATE_PATH}/freeze-allowed`
 
 export interface ValidatePluginOptions {
   policy: AdmissionPolicy
@@ -66,7 +74,7 @@ export const validatePlugin: FastifyPluginAsync<ValidatePluginOptions> = async (
   // Not async: the answer is ready when the handler returns, so it is sent at once
   // (reply.send) instead of through a promise per review. A throw still reaches the error
   // handler (Fastify catches it).
-  app.post(VALIDATE_PATH, (request, reply) => {
+  const route = (freezeAllowed: boolean) => (request: FastifyRequest, reply: FastifyReply) => {
     const started = performance.now()
     const parsed = parseAdmissionReview(request.body)
     if (!parsed.ok) {
@@ -80,7 +88,7 @@ export const validatePlugin: FastifyPluginAsync<ValidatePluginOptions> = async (
     const review = parsed.request
     let decision: AdmissionDecision
     try {
-      decision = reviewAdmission(review, policy)
+      decision = reviewAdmission(review, policy, freezeAllowed)
     } catch (err) {
       // The decision is total; this is a bug. Fail closed with an answer, not a 500.
       request.log.error({ err, uid: truncateForLog(review.uid) }, 'admission decision threw')
@@ -100,5 +108,7 @@ export const validatePlugin: FastifyPluginAsync<ValidatePluginOptions> = async (
     )
     logReview(request.log, review, decision, seconds)
     return reply.send(toAdmissionReviewResponse(review.uid, decision))
-  })
+  }
+  app.post(VALIDATE_PATH, route(false))
+  app.post(VALIDATE_FREEZE_ALLOWED_PATH, route(true))
 }
