@@ -8,12 +8,15 @@ import { ConfigError, InterruptedError } from '../errors.js'
 import { configFromOptions } from './options.js'
 import { logLevelOf } from './client-flags.js'
 
-/** `serve` logs to stdout, buffered; the short commands to stderr, line by line (log.ts). */
+/**
+ * `serve` logs to stdout, buffered, JSON off a terminal (a pod's log); the short commands to
+ * stderr, line by line, as text whatever stderr is (kubectl's stderr is text in a pipe too:
+ * JSON lines between the progress lines helped nobody), JSON only with --log-format json.
+ */
 export function logger(config: Config, command: 'serve' | 'short'): Logger {
-  const format = config.logFormat
   return command === 'serve'
-    ? createLogger({ level: config.logLevel, format })
-    : createLogger({ level: config.logLevel, format, fd: 2, sync: true })
+    ? createLogger({ level: config.logLevel, format: config.logFormat })
+    : createLogger({ level: config.logLevel, format: config.logFormat ?? 'text', fd: 2, sync: true })
 }
 
 /**

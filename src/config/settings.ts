@@ -50,7 +50,7 @@ export const SETTINGS: readonly Setting[] = [
     flag: 'log-format',
     env: 'CRD_MIGRATOR_LOG_FORMAT',
     kind: 'string',
-    description: 'json, or text (time, level, message, key=value); unset: text on a terminal, json otherwise',
+    description: 'json, or text (time, level, message, key=value); unset: text (serve: text on a terminal, json otherwise)',
   },
   {
     path: 'progressEvery',

@@ -99,6 +99,8 @@ export class KubeHttp {
   private readonly traceRequests: boolean
   /** Set by the first answer of the API server, whatever its status: from then on a failed connection is a passing outage. */
   private reached = false
+  /** The last connection attempt warned about (retryConnect). */
+  private connectWarnedAttempt = 0
   private readonly environment: ProxyEnvironment
   /** Set for a client of one API server by address: the name its certificate is checked against. */
   private readonly identityHost: string | undefined
@@ -296,6 +298,9 @@ export class KubeHttp {
   /** A connection failure to a server that has never answered, with tries left: logged, to be tried again. */
   private retryConnect(err: unknown, attempt: number): boolean {
     if (!(err instanceof KubeUnreachableError) || err.retryable || this.reached || attempt >= this.options.connectAttempts) return false
+    // Requests sent together fail together: one line per attempt, not one per request.
+    if (attempt <= this.connectWarnedAttempt) return true
+    this.connectWarnedAttempt = attempt
     this.logger?.warn(
       { server: err.server, errno: err.errno, attempt, of: this.options.connectAttempts, context: this.context.name },
       `cannot reach the API server (${err.errno}); trying again`,
