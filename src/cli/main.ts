@@ -8,6 +8,9 @@ import { buildProgram, withBooleanValues } from './program.js'
 import { programName } from './program-name.js'
 import { COMPLETE_COMMAND, runComplete } from './commands/complete.js'
 
+/** Errors that are the caller's to fix before anything runs: exit 2, as a usage error. */
+const USAGE_CODES: ReadonlySet<string> = new Set(['CRDM_CONFIG_INVALID', 'CRDM_KUBECONFIG', 'CRDM_LABEL_SELECTOR'])
+
 // Exit codes: 0 done, 1 a migration or request failed, 2 bad usage or configuration, 3 `check`: not safe to drop.
 const program = buildProgram(programName(process.argv[1], process.env))
 // kubectl runs `kubectl_complete-crd_migrator WORD...` to complete the plugin: the standalone
@@ -28,6 +31,6 @@ run.catch((err: unknown) => {
     process.exit(exitCodeFor(interrupted.signal))
   }
   process.stderr.write(`crd-migrator: ${plainText(describeError(err))}\n`)
-  // A kubeconfig that cannot be used is configuration too.
-  process.exit(errorCode(err) === 'CRDM_CONFIG_INVALID' || errorCode(err) === 'CRDM_KUBECONFIG' ? 2 : 1)
+  // A kubeconfig that cannot be used is configuration too, and a selector that does not parse is usage.
+  process.exit(USAGE_CODES.has(errorCode(err)) ? 2 : 1)
 })

@@ -1,7 +1,7 @@
 /**
  * Where `migrate`'s progress goes: on a terminal, live lines redrawn in place
  * (progress-live.ts, loaded only there); off one (a pipe, CI, `| tee`), a plain line per
- * CRD in flight every few seconds, and one when each starts and ends. Every other line
+ * CRD in flight every few seconds, and one when each starts (its first progress) and ends. Every other line
  * `migrate` prints goes through `print`, so it never lands inside the live lines.
  */
 import type { Phase } from '../migrator/plan.js'
@@ -79,13 +79,19 @@ export class PlainView extends TrackingView {
     this.timer.unref()
   }
 
-  override start(crd: string): void {
-    super.start(crd)
+  /** CRDs whose `started` line is written: on its first progress, not before (a CRD that does not exist never starts). */
+  private readonly announced = new Set<string>()
+
+  override update(crd: string, phase: Phase, p: WalkProgress): void {
+    super.update(crd, phase, p)
+    if (this.announced.has(crd) || !this.inFlight.has(crd)) return
+    this.announced.add(crd)
     this.stream.write(`${crd}: started\n`)
   }
 
   override finish(crd: string, line: string, stopped: boolean): void {
     super.finish(crd, line, stopped)
+    this.announced.delete(crd)
     this.stream.write(`${line}\n`)
   }
 

@@ -223,11 +223,12 @@ export async function readCrds(
     const found = new Set(got.map((c) => c.metadata.name))
     return { crds: got, missing: names.filter((n) => !found.has(n)) }
   }
+  // Parsed before the list: a bad selector is CRDM_LABEL_SELECTOR (exit 2), as in migrate and plan, not the API server's 400.
+  const selection = new CrdSelection(config.migrator.selector)
   const { labelSelector } = config.migrator.selector
   const byLabel = labelSelector.trim() ? await listCrds(http, labelSelector) : []
   if (selectorOnly) return { crds: byLabel, missing: [] }
   const have = new Set(byLabel.map((c) => c.metadata.name))
-  const selection = new CrdSelection(config.migrator.selector)
   const others: string[] = []
   // Names, labels and annotations only: a CRD's schema can be hundreds of kilobytes.
   for await (const page of listPages<PartialObjectMetadata>(http, CRD_API, { accept: Accept.partialObjectMetadataList, pageSize: 500 })) {

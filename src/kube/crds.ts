@@ -1,3 +1,5 @@
+import { CrdMigratorError } from '../errors.js'
+import { isNotFound } from './api-errors.js'
 import { ContentType, type KubeHttp } from './http.js'
 import { listPages } from './list-pages.js'
 import { crdPath, CRD_API } from './paths.js'
@@ -5,6 +7,17 @@ import type { CustomResourceDefinition } from './types.js'
 
 export async function getCrd(http: KubeHttp, name: string): Promise<CustomResourceDefinition> {
   return (await http.request<CustomResourceDefinition>({ method: 'GET', path: crdPath(name) })).body
+}
+
+/** getCrd, a 404 said as `status` says it, with a code (CRDM_RESOURCE_NOT_FOUND), rather than as the API server's 404. */
+export async function getNamedCrd(http: KubeHttp, name: string): Promise<CustomResourceDefinition> {
+  try {
+    return await getCrd(http, name)
+  } catch (err) {
+    if (isNotFound(err))
+      throw new CrdMigratorError('CRDM_RESOURCE_NOT_FOUND', `customresourcedefinition "${name}" not found`, { cause: err })
+    throw err
+  }
 }
 
 export async function listCrds(http: KubeHttp, labelSelector?: string): Promise<CustomResourceDefinition[]> {

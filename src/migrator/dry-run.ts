@@ -1,4 +1,4 @@
-import { getCrd } from '../kube/crds.js'
+import { getNamedCrd } from '../kube/crds.js'
 import type { KubeHttp } from '../kube/http.js'
 import { Phase, planCrd, storagePhaseRuns } from './plan.js'
 import { scanManagedFields } from './phases/managed-fields-scan.js'
@@ -32,7 +32,7 @@ export interface DryRunReport {
 /** What `migrate` would do to a CRD, from reads only. */
 export async function dryRun(http: KubeHttp, name: string, settings: MigrationSettings, logger: Logger): Promise<DryRunReport> {
   const ctx = { http, logger }
-  const crd = await getCrd(http, name)
+  const crd = await getNamedCrd(http, name)
   const plan = planCrd(crd)
   const report: DryRunReport = {
     crd: name,

@@ -5,9 +5,7 @@
  * (reporter.ts); the freeze and its lifting are run.ts's. The unfreeze runs whatever
  * happened before it.
  */
-import { CrdMigratorError } from '../errors.js'
-import { isNotFound } from '../kube/api-errors.js'
-import { getCrd } from '../kube/crds.js'
+import { getNamedCrd } from '../kube/crds.js'
 import { conversionWebhookOf } from '../kube/conversion.js'
 import { forbiddenToMigrate } from './access-preflight.js'
 import { startingResult, type MigrationContext, type MigrationResult, type MigrationSettings } from './context.js'
@@ -27,12 +25,7 @@ export type { MigrationContext, MigrationOutcome, MigrationResult, MigrationSett
 export async function migrateCrd(name: string, settings: MigrationSettings, ctx: MigrationContext): Promise<MigrationResult> {
   const started = Date.now()
   const report = new RunReporter(name, ctx)
-  const crd = await withRetry(() => getCrd(ctx.http, name), requestRetry(settings.maxAttempts, ctx.signal)).catch((err: unknown) => {
-    // Said as `status` says it, with a code, rather than as the API server's 404.
-    if (isNotFound(err))
-      throw new CrdMigratorError('CRDM_RESOURCE_NOT_FOUND', `customresourcedefinition "${name}" not found`, { cause: err })
-    throw err
-  })
+  const crd = await withRetry(() => getNamedCrd(ctx.http, name), requestRetry(settings.maxAttempts, ctx.signal))
   const crdPlan = planCrd(crd)
   const base = startingResult(name, crd, crdPlan)
   const took = () => Date.now() - started

@@ -214,3 +214,24 @@ t.test('-v 6: a line per request; --request-timeout: a coded error for a request
   })
   t.ok((await limited.request({ method: 'GET', path: '/version' })).status === 200, 'a request that answers in time')
 })
+
+t.test(
+  'words and codes agree (issue 46, item 8): a bad selector is CRDM_LABEL_SELECTOR and exit 2 everywhere; a CRD that does not exist is CRDM_RESOURCE_NOT_FOUND, never started',
+  async (t) => {
+    for (const command of ['status', 'migrate', 'plan', 'check']) {
+      const r = await cli([command, '-l', 'a=(b', ...(command === 'check' ? ['--drop', 'v1'] : [])])
+      t.equal(r.code, 2, `${command} -l 'a=(b': exit 2, a usage error`, { stderr: r.stderr })
+      t.match(r.stderr, /CRDM_LABEL_SELECTOR: invalid label selector "a=\(b"/, `${command}: the selector's code, not the API server's 400`)
+    }
+    const dry = await cli(['migrate', 'nothere.example.com', '--dry-run'])
+    t.equal(dry.code, 1)
+    t.match(
+      dry.stdout,
+      /nothere\.example\.com: cannot plan: CRDM_RESOURCE_NOT_FOUND: customresourcedefinition "nothere\.example\.com" not found/,
+    )
+    const real = await cli(['migrate', 'nothere.example.com', '--progress-every', '5'])
+    t.equal(real.code, 1)
+    t.notMatch(real.stderr, /started/, 'a CRD that does not exist never says started')
+    t.match(real.stderr, /nothere\.example\.com: failed \(CRDM_RESOURCE_NOT_FOUND\)/)
+  },
+)

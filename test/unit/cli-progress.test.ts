@@ -179,13 +179,15 @@ function writes() {
   return { stream, list, text: () => list.join('') }
 }
 
-t.test('off a terminal: a line at start and end, one write per period for all CRDs in flight', async (t) => {
+t.test('off a terminal: a line at its first progress and at its end, one write per period for all CRDs in flight', async (t) => {
   const out = writes()
   let now = 0
   const view = new PlainView(out.stream, 60_000, () => now)
   t.teardown(() => view.close())
   view.start('a')
   view.start('b')
+  view.start('nothere')
+  view.finish('nothere', 'nothere: failed (CRDM_RESOURCE_NOT_FOUND)', false)
   view.update('a', 'StorageVersionMigration', walk(10, 100))
   now = 2000
   view.update('a', 'StorageVersionMigration', walk(30, 100))
@@ -194,8 +196,8 @@ t.test('off a terminal: a line at start and end, one write per period for all CR
   view.tick()
   await new Promise((resolve) => setImmediate(resolve))
   t.same(out.list, [
+    'nothere: failed (CRDM_RESOURCE_NOT_FOUND)\n',
     'a: started\n',
-    'b: started\n',
     'a: StorageVersionMigration 30/100 (30%), 10 objects/s, ETA 7s\nb: preparing (freeze, storage switch, checks), 2s in\n',
     'a: Succeeded in 3s\n',
     'b: preparing (freeze, storage switch, checks), 2s in\n',
