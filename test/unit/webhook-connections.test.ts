@@ -14,7 +14,7 @@ import { performance } from 'node:perf_hooks'
 import net from 'node:net'
 import tls from 'node:tls'
 import { Registry } from 'prom-client'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { generateDevCertificates } from '../../dev/certs/devcerts.js'
 import { CONFIG_DEFAULTS } from '../../src/config/schema.js'
 import { SLOT_WAIT_MS } from '../../src/webhook/connection-policy.js'
@@ -206,34 +206,40 @@ function readiness(server: { readiness: readonly { name: string; failing(): stri
   return server.readiness.find((c) => c.name === 'webhook-connections')?.failing() ?? 'ok'
 }
 
+/** A webhook server with `from`'s connections each holding a request in flight (headers and half a body). */
+async function busyServer(
+  t: Test,
+  from: readonly string[],
+  options: Partial<Parameters<typeof startWebhookServer>[0]> & { registry: Registry },
+): Promise<{ server: Awaited<ReturnType<typeof startWebhookServer>>; held: Held[] }> {
+  const server = await startWebhookServer({ certFile: certs.certFile, keyFile: certs.keyFile, host: '127.0.0.1', port: 0, ...options })
+  t.teardown(() => server.close())
+  const held: Held[] = []
+  t.teardown(() => held.forEach((h) => h.socket.destroy()))
+  for (const address of from) {
+    const h = await connect(server.port, address)
+    h.start()
+    held.push(h)
+  }
+  await until(
+    `${from.length} requests in flight`,
+    5000,
+    async () => (await options.registry.metrics()).match(/^crd_migrator_webhook_connections\{peer="other"\} (\d+)$/m)?.[1],
+    (n) => n === String(from.length),
+  )
+  await new Promise((r) => setTimeout(r, 300)) // and their headers parsed: requests in flight
+  return { server, held }
+}
+
 t.test('every slot busy: a new connection is refused, counted, warned, and readiness says so', async (t) => {
   const registry = new Registry()
   const { logger, lines } = capturingLogger('info')
-  const server = await startWebhookServer({
-    certFile: certs.certFile,
-    keyFile: certs.keyFile,
-    host: '127.0.0.1',
-    port: 0,
+  const { server, held } = await busyServer(t, ['127.0.0.1', '127.0.0.1', '127.0.0.2'], {
     logger,
     registry,
     maxConnections: MAX_CONNECTIONS,
     maxConnectionsPerPeer: 2,
   })
-  t.teardown(() => server.close())
-  const held: Held[] = []
-  t.teardown(() => held.forEach((h) => h.socket.destroy()))
-  for (const from of ['127.0.0.1', '127.0.0.1', '127.0.0.2']) {
-    const h = await connect(server.port, from)
-    h.start()
-    held.push(h)
-  }
-  await until(
-    'three requests in flight',
-    5000,
-    async () => (await registry.metrics()).match(/^crd_migrator_webhook_connections\{peer="other"\} (\d+)$/m)?.[1],
-    (n) => n === '3',
-  )
-  await new Promise((r) => setTimeout(r, 300)) // and their headers parsed: requests in flight
   t.match(
     await refused(connect(server.port)),
     /^after \d+ ms waiting/,
@@ -256,31 +262,12 @@ t.test('every slot busy: a new connection is refused, counted, warned, and readi
 
 t.test('every slot busy for a moment: a new connection waits, and takes the slot of the first to go idle', async (t) => {
   const registry = new Registry()
-  const server = await startWebhookServer({
-    certFile: certs.certFile,
-    keyFile: certs.keyFile,
-    host: '127.0.0.1',
-    port: 0,
+  const { server, held } = await busyServer(t, ['127.0.0.1', '127.0.0.2', '127.0.0.2'], {
     logLevel: 'silent',
     registry,
     maxConnections: MAX_CONNECTIONS,
     maxConnectionsPerPeer: 2,
   })
-  t.teardown(() => server.close())
-  const held: Held[] = []
-  t.teardown(() => held.forEach((h) => h.socket.destroy()))
-  for (const from of ['127.0.0.1', '127.0.0.2', '127.0.0.2']) {
-    const h = await connect(server.port, from)
-    h.start()
-    held.push(h)
-  }
-  await until(
-    'three requests in flight',
-    5000,
-    async () => (await registry.metrics()).match(/^crd_migrator_webhook_connections\{peer="other"\} (\d+)$/m)?.[1],
-    (n) => n === '3',
-  )
-  await new Promise((r) => setTimeout(r, 300)) // and their headers parsed: requests in flight
   const late = await connect(server.port, '127.0.0.3')
   held.push(late)
   t.equal(await held[1]!.finish(), 'HTTP/1.1 200 OK', 'one busy request is answered')
@@ -295,11 +282,7 @@ t.test('every slot busy for a moment: a new connection waits, and takes the slot
 
 t.test("the API server's addresses: a reserved slot, no per-peer cap, never evicted", async (t) => {
   const registry = new Registry()
-  const server = await startWebhookServer({
-    certFile: certs.certFile,
-    keyFile: certs.keyFile,
-    host: '127.0.0.1',
-    port: 0,
+  const { server, held } = await busyServer(t, ['127.0.0.2', '127.0.0.2', '127.0.0.3'], {
     logLevel: 'silent',
     registry,
     maxConnections: 4,
@@ -307,21 +290,6 @@ t.test("the API server's addresses: a reserved slot, no per-peer cap, never evic
     reservedConnections: 1,
     apiServerAddresses: ['127.0.0.1/32'],
   })
-  t.teardown(() => server.close())
-  const held: Held[] = []
-  t.teardown(() => held.forEach((h) => h.socket.destroy()))
-  for (const from of ['127.0.0.2', '127.0.0.2', '127.0.0.3']) {
-    const h = await connect(server.port, from)
-    h.start()
-    held.push(h)
-  }
-  await until(
-    'three requests in flight',
-    5000,
-    async () => (await registry.metrics()).match(/^crd_migrator_webhook_connections\{peer="other"\} (\d+)$/m)?.[1],
-    (n) => n === '3',
-  )
-  await new Promise((r) => setTimeout(r, 300)) // and their headers parsed: requests in flight
   t.ok(await refused(connect(server.port, '127.0.0.4')), 'other peers hold the shared part (4 - 1): refused')
   const api = await connect(server.port, '127.0.0.1')
   held.push(api)
