@@ -234,7 +234,7 @@ async function busyServer(
 t.test('every slot busy: a new connection is refused, counted, warned, and readiness says so', async (t) => {
   const registry = new Registry()
   const { logger, lines } = capturingLogger('info')
-  const { server, held } = await busyServer(t, ['127.0.0.1', '127.0.0.1', '127.0.0.2'], {
+  const { server } = await busyServer(t, ['127.0.0.1', '127.0.0.1', '127.0.0.2'], {
     logger,
     registry,
     maxConnections: MAX_CONNECTIONS,
