@@ -6,6 +6,7 @@ import { basename } from 'node:path'
 import { Command } from 'commander'
 import { VERSION } from '../version.js'
 import { registerServe } from './commands/serve.js'
+import { registerLiftFreezes } from './commands/lift-freezes.js'
 import { registerMigrate } from './commands/migrate.js'
 import { registerStatus } from './commands/status.js'
 import { registerCheck } from './commands/check.js'
@@ -39,6 +40,7 @@ export function buildProgram(name: string = PROGRAM_NAME): Command {
     )
     .showHelpAfterError()
   registerServe(program)
+  registerLiftFreezes(program)
   registerMigrate(program)
   registerStatus(program)
   registerCheck(program)
