@@ -19,11 +19,14 @@
  * the leader SIGKILLed mid-migration (its pod deleted at once) and another pod takes the
  * Lease and finishes (after the stale-heartbeat wait, about 55 s); `helm test` passes (its
  * pods run by the agent); a rolling upgrade mid-migration (issue 43) hands the freeze off:
- * an admin's storage flip every 150 ms never lands (etcd read after each: storage v2 and the
- * freeze, every time), a new pod resumes at once, the old pods gone well inside the grace
- * period; `helm uninstall` mid-migration of that same CRD lifts its freeze (the pre-delete
- * hook) and leaves no ValidatingWebhookConfiguration and no freeze annotation. About 220 s. CRD_MIGRATOR_INSTALL_LOGS=1 prints the agent's log and
- * the pods' logs after each subtest (always printed when one fails).
+ * an admin's storage flip every 100-250 ms never lands (etcd read every 100 ms: storage v2
+ * and the freeze, every time), a new pod resumes at once, the old pods gone well inside the grace
+ * period; `--set migrator.enabled=false` mid-run of that CRD lifts its freeze (the
+ * pre-upgrade hook) before the RBAC goes, and turned on again it freezes the CRD again;
+ * `helm uninstall` mid-migration of that same CRD lifts its freeze (the pre-delete hook) and
+ * leaves no ValidatingWebhookConfiguration and no freeze annotation. About 260 s.
+ * CRD_MIGRATOR_INSTALL_LOGS=1 prints the agent's log and the pods' logs after each subtest
+ * (always printed when one fails).
  */
 import { networkNamespace } from '../helpers/network-namespace.js'
 import { X509Certificate } from 'node:crypto'
@@ -721,6 +724,52 @@ t.test('a rolling upgrade mid-migration hands the freeze off: a storage flip eve
     `the Lease held by a new pod: ${lease.spec.holderIdentity}`,
   )
 })
+
+t.test(
+  '--set migrator.enabled=false mid-migration lifts the release freeze before its RBAC goes; re-enabled, it migrates again',
+  async (t) => {
+    const path = `${CRDS}/${SPROCKETS}`
+    const frozen = await getJson<CrdJson>(path)
+    t.equal(frozen.metadata.annotations?.[MIGRATING], 'true', `mid-migration: frozen by ${ownerOf(frozen)}`)
+    const before = (await migratorPods()).map((p) => p.metadata.name)
+    // A short hold of the Lease, so the migrator turned on again below leads soon.
+    const off = await helmRun([
+      'upgrade',
+      RELEASE,
+      CHART,
+      '-n',
+      NS,
+      '--reuse-values',
+      '--set',
+      'migrator.enabled=false',
+      '--set',
+      'liftFreezesHook.holdSeconds=10',
+    ])
+    t.equal(off.code, 0, `helm upgrade --set migrator.enabled=false: ${off.stderr}`)
+    const lifted = await getJson<CrdJson>(path)
+    t.notOk(MIGRATING in (lifted.metadata.annotations ?? {}), 'the pre-upgrade hook lifted the freeze')
+    t.match(lifted.metadata.annotations?.['crd-migrator.io/last-result'] ?? '', /release was removed mid-run/, 'last-result says why')
+    await until(
+      'the webhook-only pods rolled out, the old ones gone',
+      150_000,
+      migratorPods,
+      (p) => p.length === 2 && runningReady(p).length === 2 && p.every((x) => !before.includes(x.metadata.name)),
+      { everyMs: 500 },
+    )
+    t.same(await crdInEtcd(SPROCKETS), { storage: 'v2', frozen: false }, 'etcd: no freeze after the rollout either')
+    const on = await helmRun(['upgrade', RELEASE, CHART, '-n', NS, '--reuse-values', '--set', 'migrator.enabled=true'])
+    t.equal(on.code, 0, `helm upgrade --set migrator.enabled=true: ${on.stderr}`)
+    // The uninstall below needs a run under way again: frozen, objects still at v1.
+    const again = await until(
+      'the migrator back, the CRD frozen again',
+      150_000,
+      () => getJson<CrdJson>(path),
+      (c) => c.metadata.annotations?.[MIGRATING] === 'true' && ownerOf(c) !== undefined,
+      { everyMs: 500 },
+    )
+    t.pass(`frozen again by ${ownerOf(again)}`)
+  },
+)
 
 t.test('helm uninstall mid-migration leaves no ValidatingWebhookConfiguration and no freeze annotation', async (t) => {
   const frozen = await getJson<CrdJson>(`${CRDS}/${SPROCKETS}`)
