@@ -15,6 +15,9 @@
  * sanitizeText, for where such text enters (errors, annotations, Events), also makes one
  * space of each run of white space and cuts to a length. plainText, for where text is
  * printed, only drops and replaces, keeping a line's indentation.
+ *
+ * It is also the one place that cuts text to a length (headOf, cutText, fitUtf8): never
+ * between the two UTF-16 halves of a character, whose lone half is not valid UTF-8.
  */
 
 /** Longest text from outside kept, in characters (code points), before the note of how long it was. */
@@ -47,6 +50,24 @@ export function sanitizeText(text: string, max = OUTSIDE_TEXT_MAX): string {
   if (clean.length <= max) return clean
   const chars = [...clean]
   return chars.length > max ? `${chars.slice(0, max).join('')}…(${chars.length} characters)` : clean
+}
+
+/** The first `max` UTF-16 code units of `text`, one fewer when the last would be the first half of a surrogate pair. */
+export function headOf(text: string, max: number): string {
+  if (text.length <= max) return text
+  const end = max > 0 && isHighSurrogate(text.charCodeAt(max - 1)) ? max - 1 : max
+  return text.slice(0, Math.max(0, end))
+}
+
+const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff
+
+/**
+ * `text` as it is when at most `max` UTF-16 code units long; else its head (headOf) and
+ * `…(N characters)`, N its length in code units, with `gap` after the ellipsis: names and
+ * values from a request in messages and log lines.
+ */
+export function cutText(text: string, max: number, gap = ''): string {
+  return text.length <= max ? text : `${headOf(text, max)}…${gap}(${text.length} characters)`
 }
 
 /** At most `maxBytes` bytes of UTF-8, cut between characters, ending in `…` when cut (Event notes are limited in bytes). */

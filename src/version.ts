@@ -10,7 +10,10 @@ function packageJson(): { version: string } {
   return { version: '0.0.0-unknown' }
 }
 
-export const VERSION = packageJson().version
+/** Set by the standalone executable's bundler (scripts/build-executable.mjs): no package.json beside it. */
+declare const CRD_MIGRATOR_BUNDLED_VERSION: string | undefined
+
+export const VERSION = typeof CRD_MIGRATOR_BUNDLED_VERSION === 'string' ? CRD_MIGRATOR_BUNDLED_VERSION : packageJson().version
 
 /** `crd-migrator/<version> (<command>)`: every request names us, for audit logs and API Priority and Fairness. */
 export function userAgent(command: string): string {

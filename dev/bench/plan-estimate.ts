@@ -1,10 +1,10 @@
 /**
  * "plan --measure estimate vs actual" (issue #36): before ours migrates the main case's
- * CRD at its defaults, `plan --measure`'s own function (src/cli/plan.ts planFleet) plans
+ * CRD at its defaults, `plan --measure`'s own function (src/cli/run-plan.ts planFleet) plans
  * it against the bench's cluster, as the migrator's ServiceAccount, with the product's
  * default configuration; the run's whole time is then set beside the estimate.
  */
-import { planFleet, DEFAULT_MEASURE } from '../../src/cli/plan.js'
+import { planFleet, DEFAULT_MEASURE } from '../../src/cli/run-plan.js'
 import { loadConfig } from '../../src/config/load.js'
 import { KubeHttp } from '../../src/kube/http.js'
 import { PLURAL } from './fixtures.js'
@@ -27,6 +27,7 @@ export async function measurePlan(ctx: MigrationContext, group: string): Promise
     if (row?.estimateMs === undefined) throw new Error(`plan gave no estimate for ${PLURAL}.${group}: ${JSON.stringify(report)}`)
     return {
       estimateMs: Math.round(row.estimateMs),
+      estimateRangeMs: row.estimateRangeMs ?? null,
       source: report.summary.basis.source,
       objectsPerSecond: report.summary.basis.objectsPerSecond,
       samples: report.summary.basis.samples ?? 0,
@@ -51,7 +52,10 @@ export function planVsActualLine(runs: readonly MigrationRun[]): string | undefi
   if (!rows.length) return undefined
   const each = rows.map((r) => {
     const p = r.planEstimate!
-    return `${r.size.toLocaleString('en-US')} objects: estimate ${round(p.estimateMs / 1000, 1)} s (${p.source}, ${p.objectsPerSecond} objects/s from ${p.samples} dry-run writes at ${p.dryRunPerSecond ?? '?'}/s), actual ${round(p.actualMs / 1000, 1)} s = ${p.ratio}×`
+    const range = p.estimateRangeMs
+      ? ` in ${round(p.estimateRangeMs[0] / 1000, 1)}–${round(p.estimateRangeMs[1] / 1000, 1)} s (${p.actualMs >= p.estimateRangeMs[0] && p.actualMs <= p.estimateRangeMs[1] ? 'the run inside it' : 'the run OUTSIDE it'})`
+      : ''
+    return `${r.size.toLocaleString('en-US')} objects: estimate ${round(p.estimateMs / 1000, 1)} s${range} (${p.source}, ${p.objectsPerSecond} objects/s from ${p.samples} dry-run writes at ${p.dryRunPerSecond ?? '?'}/s), actual ${round(p.actualMs / 1000, 1)} s = ${p.ratio}×`
   })
   return `plan --measure estimate vs actual (ours at the defaults, whole run): ${each.join('; ')}.`
 }

@@ -91,6 +91,8 @@ export interface MigrationRun {
   /** ours at the defaults, main case: `plan --measure`'s estimate made before the run, and the run's whole time (plan-estimate.ts). */
   planEstimate?: {
     estimateMs: number
+    /** The estimate's range, fastest to slowest (a measured basis). */
+    estimateRangeMs: [number, number] | null
     source: string
     objectsPerSecond: number
     samples: number

@@ -28,6 +28,8 @@ export interface EstimateBasis {
   msPerCrd: number
   /** constant: the bench's rate on another machine; measured: dry-run writes to this cluster. */
   source: 'constant' | 'measured'
+  /** Measured: the milliseconds per object at the fastest and slowest a real write may go (write-rate.ts). */
+  range?: { fastMsPerObject: number; slowMsPerObject: number }
   /** Dry-run writes the measured rate is from. */
   samples?: number
   /** The dry-run writes' own rate, before the allowance for the etcd write they skip. */
@@ -68,8 +70,10 @@ export interface PlanRow extends PlanInput {
   work: Work[]
   /** Objects a migration would write; undefined when a count is missing. */
   writes: number | undefined
-  /** Estimated milliseconds of one migration of this CRD alone; 0 without work; undefined when writes is. */
+  /** Estimated milliseconds of one migration of this CRD alone, whole; 0 without work; undefined when writes is. */
   estimateMs: number | undefined
+  /** With a measured basis: the estimate's range, fastest to slowest, whole milliseconds. */
+  estimateRangeMs?: [number, number]
 }
 
 export function planRow(input: PlanInput, basis: EstimateBasis = CONSTANT_BASIS): PlanRow {
@@ -81,7 +85,15 @@ export function planRow(input: PlanInput, basis: EstimateBasis = CONSTANT_BASIS)
   // The storage phase writes every object; the cleanup phase then writes those with managedFields to clean.
   const rewrite = storageWork ? input.objects : 0
   const writes = rewrite === undefined ? undefined : rewrite + (input.managedFieldsObjects ?? 0)
-  return { ...input, work, writes, estimateMs: writes === undefined ? undefined : basis.msPerCrd + writes * basis.msPerObject }
+  if (writes === undefined) return { ...input, work, writes, estimateMs: undefined }
+  const ms = (msPerObject: number) => Math.round(basis.msPerCrd + writes * msPerObject)
+  return {
+    ...input,
+    work,
+    writes,
+    estimateMs: ms(basis.msPerObject),
+    ...(basis.range ? { estimateRangeMs: [ms(basis.range.fastMsPerObject), ms(basis.range.slowMsPerObject)] as [number, number] } : {}),
+  }
 }
 
 export interface PlanSummary {
@@ -99,6 +111,9 @@ export interface PlanSummary {
    * for the process, migrator/engine/budget.ts).
    */
   parallelMs: number
+  /** With a measured basis: serialMs and parallelMs at the fastest and slowest rate. */
+  serialRangeMs?: [number, number]
+  parallelRangeMs?: [number, number]
   maxParallelCrds: number
 }
 
@@ -106,24 +121,23 @@ export function planSummary(rows: readonly PlanRow[], maxParallelCrds: number, b
   const working = rows.filter((r) => r.work.length > 0 && !r.blockedReason && !r.lossless?.refuses)
   const sized = working.filter((r) => r.writes !== undefined)
   const writes = sized.reduce((n, r) => n + r.writes!, 0)
-  const writesMs = writes * basis.msPerObject
+  const serial = (msPerObject: number) => Math.round(sized.length * basis.msPerCrd + writes * msPerObject)
+  const parallel = (msPerObject: number) => Math.round(Math.ceil(sized.length / maxParallelCrds) * basis.msPerCrd + writes * msPerObject)
+  const range = basis.range
   return {
     crds: rows.length,
     needingWork: working.length,
     blocked: rows.filter((r) => r.blockedReason || r.lossless?.refuses).length,
     writes,
     unknownSize: working.length - sized.length,
-    serialMs: sized.length * basis.msPerCrd + writesMs,
-    parallelMs: Math.ceil(sized.length / maxParallelCrds) * basis.msPerCrd + writesMs,
+    serialMs: serial(basis.msPerObject),
+    parallelMs: parallel(basis.msPerObject),
+    ...(range
+      ? {
+          serialRangeMs: [serial(range.fastMsPerObject), serial(range.slowMsPerObject)] as [number, number],
+          parallelRangeMs: [parallel(range.fastMsPerObject), parallel(range.slowMsPerObject)] as [number, number],
+        }
+      : {}),
     maxParallelCrds,
   }
-}
-
-/** `3.2 s`, `4 min 10 s`, `1 h 5 min`: an estimate needs no more precision. */
-export function formatDuration(ms: number): string {
-  const s = Math.round(ms / 100) / 10
-  if (s < 60) return `${s} s`
-  const total = Math.round(ms / 1000)
-  if (total < 3600) return `${Math.floor(total / 60)} min ${total % 60} s`
-  return `${Math.floor(total / 3600)} h ${Math.round((total % 3600) / 60)} min`
 }

@@ -15,20 +15,24 @@
  * difference refuses the whole file.
  */
 import { chmod, readFile, rename, stat, writeFile } from 'node:fs/promises'
+import { isAbsolute, relative, resolve, sep } from 'node:path'
 import { isScalar, parseAllDocuments } from 'yaml'
 import { CrdMigratorError, ConfigError, errorMessage } from '../errors.js'
 import type { BlockingResource, VersionGate } from './manifest-resources.js'
-import { describeResource, splitApiVersion } from './manifest-resources.js'
+import { describeResource, placeKey, splitApiVersion } from './manifest-resources.js'
 
 export interface FixEdit {
   documentIndex: number
+  /** Inside a list document: the item's index in `items`, per level. */
+  itemPath?: readonly number[] | undefined
   /** The new apiVersion. */
   apiVersion: string
 }
 
-/** One line changed, as a diff shows it (1-based line). */
+/** One line changed (1-based line). */
 export interface LineChange {
   documentIndex: number
+  itemPath?: readonly number[] | undefined
   line: number
   before: string
   after: string
@@ -38,6 +42,7 @@ export interface LineChange {
 export interface FixOutcome {
   file: string
   documentIndex: number
+  itemPath?: number[]
   kind: string
   namespace?: string
   name?: string
@@ -73,12 +78,12 @@ const PLAIN_SAFE = /^[A-Za-z0-9][A-Za-z0-9._/-]*$/
 /** `text` with each edited document's apiVersion replaced in place; throws a ConfigError when it cannot be done faithfully. */
 export function rewriteApiVersions(text: string, edits: readonly FixEdit[], file: string): { text: string; changes: LineChange[] } {
   const docs = parseAllDocuments(text)
-  const splices: Array<{ start: number; end: number; value: string; documentIndex: number }> = []
+  const splices: Array<{ start: number; end: number; value: string; documentIndex: number; itemPath?: readonly number[] | undefined }> = []
   for (const edit of edits) {
     const doc = docs[edit.documentIndex]
-    const node = doc?.get('apiVersion', true)
-    if (!doc || !isScalar(node) || !node.range)
-      throw new ConfigError(`--fix: ${file} [${edit.documentIndex}]: no apiVersion scalar to rewrite`)
+    const path = [...(edit.itemPath ?? []).flatMap((i) => ['items', i]), 'apiVersion']
+    const node = doc?.getIn(path, true)
+    if (!doc || !isScalar(node) || !node.range) throw new ConfigError(`--fix: ${file} [${placeKey(edit)}]: no apiVersion scalar to rewrite`)
     const value =
       node.type === 'PLAIN' && PLAIN_SAFE.test(edit.apiVersion)
         ? edit.apiVersion
@@ -88,9 +93,9 @@ export function rewriteApiVersions(text: string, edits: readonly FixEdit[], file
             ? `'${edit.apiVersion.replace(/'/g, "''")}'`
             : undefined
     if (value === undefined)
-      throw new ConfigError(`--fix: ${file} [${edit.documentIndex}]: apiVersion is a ${node.type} scalar; rewrite it by hand`)
-    splices.push({ start: node.range[0], end: node.range[1], value, documentIndex: edit.documentIndex })
-    doc.setIn(['apiVersion'], edit.apiVersion)
+      throw new ConfigError(`--fix: ${file} [${placeKey(edit)}]: apiVersion is a ${node.type} scalar; rewrite it by hand`)
+    splices.push({ start: node.range[0], end: node.range[1], value, documentIndex: edit.documentIndex, itemPath: edit.itemPath })
+    doc.setIn(path, edit.apiVersion)
   }
   let out = text
   for (const s of [...splices].sort((a, b) => b.start - a.start)) out = out.slice(0, s.start) + s.value + out.slice(s.end)
@@ -105,7 +110,7 @@ export function rewriteApiVersions(text: string, edits: readonly FixEdit[], file
     .sort((a, b) => a.start - b.start)
     .map((s) => {
       const line = text.slice(0, s.start).split('\n').length
-      return { documentIndex: s.documentIndex, line, before: oldLines[line - 1]!, after: newLines[line - 1]! }
+      return { documentIndex: s.documentIndex, itemPath: s.itemPath, line, before: oldLines[line - 1]!, after: newLines[line - 1]! }
     })
   return { text: out, changes }
 }
@@ -121,13 +126,20 @@ function verify(text: string, expected: unknown[], file: string): void {
 /**
  * Rewrites (or, with dryRun, only plans) the files of the planned fixes, one read and one
  * write per file. A file that cannot be rewritten faithfully is left as it was, its
- * resources refused with the reason.
+ * resources refused with the reason. `patch`: the changes as a unified diff (what
+ * `git apply` takes), written or not.
  */
-export async function applyFixes(plans: ReturnType<typeof planFixes>, dryRun: boolean): Promise<FixOutcome[]> {
+export async function applyFixes(
+  plans: ReturnType<typeof planFixes>,
+  dryRun: boolean,
+  cwd = process.cwd(),
+): Promise<{ outcomes: FixOutcome[]; patch: string }> {
   const outcomes: FixOutcome[] = []
+  const patches: string[] = []
   const base = (r: BlockingResource) => ({
     file: r.file,
     documentIndex: r.documentIndex,
+    ...(r.itemPath ? { itemPath: r.itemPath } : {}),
     kind: r.kind,
     ...(r.namespace !== undefined ? { namespace: r.namespace } : {}),
     ...(r.name !== undefined ? { name: r.name } : {}),
@@ -141,11 +153,12 @@ export async function applyFixes(plans: ReturnType<typeof planFixes>, dryRun: bo
   for (const [file, fixes] of byFile) {
     try {
       const text = await readFile(file, 'utf8')
-      const edits = fixes.map((f) => ({ documentIndex: f.resource.documentIndex, apiVersion: f.to }))
+      const edits = fixes.map((f) => ({ documentIndex: f.resource.documentIndex, itemPath: f.resource.itemPath, apiVersion: f.to }))
       const rewritten = rewriteApiVersions(text, edits, file)
       if (!dryRun) await replaceFile(file, rewritten.text)
+      patches.push(unifiedDiff(diffPath(file, cwd), text, rewritten.text))
       for (const f of fixes) {
-        const line = rewritten.changes.find((c) => c.documentIndex === f.resource.documentIndex)?.line
+        const line = rewritten.changes.find((c) => placeKey(c) === placeKey(f.resource))?.line
         outcomes.push({ ...base(f.resource), to: f.to, status: dryRun ? 'would-fix' : 'fixed', ...(line ? { line } : {}) })
       }
     } catch (err) {
@@ -153,7 +166,66 @@ export async function applyFixes(plans: ReturnType<typeof planFixes>, dryRun: bo
       for (const f of fixes) outcomes.push({ ...base(f.resource), to: f.to, status: 'refused', reason: errorMessage(err) })
     }
   }
-  return outcomes.sort((a, b) => a.file.localeCompare(b.file) || a.documentIndex - b.documentIndex)
+  outcomes.sort((a, b) => a.file.localeCompare(b.file) || a.documentIndex - b.documentIndex || placeKey(a).localeCompare(placeKey(b)))
+  return { outcomes, patch: patches.join('') }
+}
+
+/** A file as a diff names it: relative to where the command runs (git apply's root), as given otherwise. */
+function diffPath(file: string, cwd: string): string {
+  const rel = relative(cwd, resolve(cwd, file))
+  return rel.startsWith('..') || isAbsolute(rel) ? file : rel.split(sep).join('/')
+}
+
+/** Lines of context around each change, as diff -u and git diff give. */
+const CONTEXT = 3
+
+/**
+ * A unified diff of two texts with the same number of lines (--fix replaces values within
+ * lines), in git's form: `--- a/PATH`, `+++ b/PATH`, hunks with 3 lines of context, which
+ * `git apply` (and `patch -p1`) take. Empty when nothing changed.
+ */
+export function unifiedDiff(path: string, before: string, after: string): string {
+  const a = before.split('\n')
+  const b = after.split('\n')
+  if (a.length !== b.length) throw new CrdMigratorError('CRDM_INTERNAL', `--fix: ${path}: the rewrite changed the number of lines`)
+  // A text ending in a newline splits into a last empty "line" that is not a line.
+  const count = before.endsWith('\n') ? a.length - 1 : a.length
+  const changed = []
+  for (let i = 0; i < count; i++) if (a[i] !== b[i]) changed.push(i)
+  if (changed.length === 0) return ''
+  const hunks: Array<{ from: number; to: number }> = []
+  for (const i of changed) {
+    const from = Math.max(0, i - CONTEXT)
+    const to = Math.min(count - 1, i + CONTEXT)
+    const last = hunks.at(-1)
+    if (last && from <= last.to + 1) last.to = to
+    else hunks.push({ from, to })
+  }
+  const noNewline = before.endsWith('\n') ? undefined : count - 1
+  const out = [`--- a/${path}`, `+++ b/${path}`]
+  for (const h of hunks) {
+    const n = h.to - h.from + 1
+    out.push(`@@ -${h.from + 1},${n} +${h.from + 1},${n} @@`)
+    const minus: string[] = []
+    const plus: string[] = []
+    const flush = () => {
+      out.push(...minus, ...plus)
+      minus.length = 0
+      plus.length = 0
+    }
+    for (let i = h.from; i <= h.to; i++) {
+      const eof = i === noNewline ? ['\\ No newline at end of file'] : []
+      if (a[i] === b[i]) {
+        flush()
+        out.push(` ${a[i]}`, ...eof)
+      } else {
+        minus.push(`-${a[i]}`, ...eof)
+        plus.push(`+${b[i]}`, ...eof)
+      }
+    }
+    flush()
+  }
+  return `${out.join('\n')}\n`
 }
 
 /** The new text under a temporary name in the same directory, then renamed over the file (its mode kept): never half a file. */
@@ -165,25 +237,15 @@ async function replaceFile(file: string, text: string): Promise<void> {
   await rename(temp, file)
 }
 
-/** A diff-like summary: per file, each apiVersion line before and after; refusals with their reason. */
+/** What the patch does not say: the documents not fixed, with why, and a count. Empty with no outcome. */
 export function formatFixes(outcomes: readonly FixOutcome[], dryRun: boolean): string {
   if (outcomes.length === 0) return ''
-  const lines: string[] = []
-  for (const file of [...new Set(outcomes.map((o) => o.file))]) {
-    const ofFile = outcomes.filter((o) => o.file === file)
-    const moved = ofFile.filter((o) => o.status !== 'refused')
-    if (moved.length > 0) lines.push(`--- ${file}`, `+++ ${file}${dryRun ? ' (dry run: not written)' : ''}`)
-    for (const o of moved) {
-      lines.push(`@@ line ${o.line ?? '?'}, ${describeResource({ ...o, apiVersion: o.from })} @@`)
-      lines.push(`-apiVersion: ${o.from}`, `+apiVersion: ${o.to}`)
-    }
-    for (const o of ofFile.filter((x) => x.status === 'refused'))
-      lines.push(`not fixed: ${describeResource({ ...o, apiVersion: o.from })} (${o.from}): ${o.reason}`)
-  }
-  const done = outcomes.filter((o) => o.status !== 'refused').length
-  const refused = outcomes.length - done
+  const lines = outcomes
+    .filter((o) => o.status === 'refused')
+    .map((o) => `not fixed: ${describeResource({ ...o, apiVersion: o.from })} (${o.from}): ${o.reason}`)
+  const done = outcomes.length - lines.length
   lines.push(
-    `${dryRun ? 'would fix' : 'fixed'} ${done} of ${outcomes.length} document(s)${refused ? `; ${refused} not fixed (see above)` : ''}${dryRun ? '; nothing written' : ''}`,
+    `${dryRun ? 'would fix' : 'fixed'} ${done} of ${outcomes.length} document(s)${lines.length ? `; ${lines.length} not fixed (see above)` : ''}${dryRun ? '; nothing written (the diff is on stdout: git apply takes it)' : ''}`,
   )
-  return `${lines.join('\n')}\n\n`
+  return `${lines.join('\n')}\n`
 }

@@ -132,7 +132,12 @@ async function kindsOfGroup(http: KubeHttp, group: string): Promise<Map<string, 
 /** "file [i] Kind ns/name" of a resource, for people. */
 export function describeResource(r: ManifestResource): string {
   const name = r.name === undefined ? '(no name)' : r.namespace ? `${r.namespace}/${r.name}` : r.name
-  return `${r.file} [${r.documentIndex}] ${r.kind} ${name}`
+  return `${r.file} [${r.documentIndex}]${(r.itemPath ?? []).map((i) => `.items[${i}]`).join('')} ${r.kind} ${name}`
+}
+
+/** Where a resource is within its file: its document, and its place in a list document's items. */
+export function placeKey(r: { documentIndex: number; itemPath?: readonly number[] | undefined }): string {
+  return [r.documentIndex, ...(r.itemPath ?? [])].join('.')
 }
 
 const LISTED = 10

@@ -1,7 +1,8 @@
 /**
  * Manifests about to be applied (a Helm chart's crds/ folder, a release's YAML, a GitOps
  * repository): the CustomResourceDefinitions they hold, with the versions each lists, and
- * every other document that names an apiVersion and a kind (the custom resources among
+ * every other document, or item of a list document (`kind: List`), that names an apiVersion
+ * and a kind (the custom resources among
  * them are matched against the versions being dropped by manifest-resources.ts). A Helm
  * template (a file with `{{`) is not YAML until rendered: it is skipped, and said so. A
  * file that is not YAML, or a CRD without a name or versions, is a usage error.
@@ -29,6 +30,8 @@ export interface ManifestResource {
   file: string
   /** Position of the document in its file, from 0 (yq's document_index). */
   documentIndex: number
+  /** Inside a list document: its index in `items` (nested lists: one index per level). */
+  itemPath?: number[]
   apiVersion: string
   kind: string
   namespace?: string
@@ -69,14 +72,25 @@ export function skipReason(text: string): string | undefined {
   return TEMPLATE.test(text) ? 'a template ({{ … }}): render it first (helm template) and check the output' : undefined
 }
 
-/** The CRDs and the other resources of one file's text (one or more YAML documents). */
+/**
+ * A list document (`kind: List`, or any `…List` with `items`, as kubectl get -o yaml writes
+ * and kubectl apply takes): its items are resources of their own, found at `itemPath`.
+ */
+function listItems(value: Record<string, unknown>): unknown[] | undefined {
+  return typeof value.kind === 'string' && value.kind.endsWith('List') && Array.isArray(value.items) ? value.items : undefined
+}
+
+/** The CRDs and the other resources of one file's text (one or more YAML documents, lists opened). */
 export function parseManifests(text: string, file: string): Omit<Manifests, 'skipped'> {
   const crds: ManifestCrd[] = []
   const resources: ManifestResource[] = []
-  parseAllDocuments(text).forEach((doc, documentIndex) => {
-    if (doc.errors.length > 0) throw new ConfigError(`--manifests: ${file} is not valid YAML: ${doc.errors[0]!.message}`)
-    const value: unknown = doc.toJS()
+  const collect = (value: unknown, documentIndex: number, itemPath: number[]) => {
     if (!isObject(value)) return
+    const items = listItems(value)
+    if (items) {
+      items.forEach((item, i) => collect(item, documentIndex, [...itemPath, i]))
+      return
+    }
     const { apiVersion, kind } = value
     if (kind === 'CustomResourceDefinition' && typeof apiVersion === 'string' && apiVersion.startsWith('apiextensions.k8s.io/')) {
       crds.push(crdOf(value, file))
@@ -87,11 +101,16 @@ export function parseManifests(text: string, file: string): Omit<Manifests, 'ski
     resources.push({
       file,
       documentIndex,
+      ...(itemPath.length ? { itemPath } : {}),
       apiVersion,
       kind,
       ...(typeof metadata.namespace === 'string' ? { namespace: metadata.namespace } : {}),
       ...(typeof metadata.name === 'string' ? { name: metadata.name } : {}),
     })
+  }
+  parseAllDocuments(text).forEach((doc, documentIndex) => {
+    if (doc.errors.length > 0) throw new ConfigError(`--manifests: ${file} is not valid YAML: ${doc.errors[0]!.message}`)
+    collect(doc.toJS(), documentIndex, [])
   })
   return { crds, resources }
 }

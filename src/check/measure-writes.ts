@@ -11,6 +11,7 @@ import { pageRequest } from '../kube/list-pages.js'
 import { collectionPath, resourceRef } from '../kube/paths.js'
 import type { CustomResourceDefinition, PartialObjectMetadata } from '../kube/types.js'
 import { requestRetry, withRetry } from '../migrator/engine/retry.js'
+import { runInParallel } from '../migrator/parallel.js'
 import { planCrd } from '../migrator/plan.js'
 import { plainText } from '../sanitize.js'
 import { makeRewriteHandler } from '../migrator/phases/object-writes.js'
@@ -60,26 +61,23 @@ async function timeWrites(targets: Target[], options: MeasureOptions): Promise<W
   let written = 0
   let failed = 0
   let firstError: string | undefined
-  let next = 0
   const started = performance.now()
   const deadline = started + options.budgetMs
   let ended = started
-  const worker = async () => {
-    while (next < targets.length && performance.now() < deadline) {
+  await runInParallel(targets, concurrency, async (target) => {
+    // No write starts after the budget: the targets left are passed over.
+    if (performance.now() >= deadline) return
+    options.signal?.throwIfAborted()
+    try {
+      await target.write(target.item)
+      written++
+    } catch (err) {
       options.signal?.throwIfAborted()
-      const target = targets[next++]!
-      try {
-        await target.write(target.item)
-        written++
-      } catch (err) {
-        options.signal?.throwIfAborted()
-        failed++
-        firstError ??= plainText(describeError(err))
-      }
-      ended = performance.now()
+      failed++
+      firstError ??= plainText(describeError(err))
     }
-  }
-  await Promise.all(Array.from({ length: concurrency }, worker))
+    ended = performance.now()
+  })
   return { written, failed, wallMs: ended - started, concurrency, firstError }
 }
 

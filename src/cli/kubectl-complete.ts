@@ -4,7 +4,8 @@
  * by running this executable from PATH with the words after the plugin's name, and reads
  * cobra's answer: what `crd-migrator __complete WORD...` prints.
  */
-import { buildProgram, PLUGIN_NAME } from './program.js'
+import { buildProgram } from './program.js'
+import { PLUGIN_NAME } from './program-name.js'
 import { runComplete } from './commands/complete.js'
 
 await runComplete(buildProgram(PLUGIN_NAME), process.argv.slice(2))

@@ -1,14 +1,23 @@
 #!/usr/bin/env -S node --max-semi-space-size=2 --heap-growing-percent=20
+import { basename } from 'node:path'
 import { CommanderError } from 'commander'
 import { describeError, errorCode, interruption } from '../errors.js'
 import { exitCodeFor } from './interrupt.js'
 import { plainText } from '../sanitize.js'
-import { buildProgram, programName } from './program.js'
+import { buildProgram } from './program.js'
+import { programName } from './program-name.js'
 import { COMPLETE_COMMAND, runComplete } from './commands/complete.js'
 
 // Exit codes: 0 done, 1 a migration or request failed, 2 bad usage or configuration, 3 `check`: not safe to drop.
 const program = buildProgram(programName(process.argv[1], process.env))
-const run = process.argv[2] === COMPLETE_COMMAND ? runComplete(program, process.argv.slice(3)) : program.parseAsync(process.argv)
+// kubectl runs `kubectl_complete-crd_migrator WORD...` to complete the plugin: the standalone
+// executable is that too when linked under that name (npm installs kubectl-complete.js instead).
+const completing = basename(process.argv[1] ?? '').startsWith('kubectl_complete-')
+const run = completing
+  ? runComplete(program, process.argv.slice(2))
+  : process.argv[2] === COMPLETE_COMMAND
+    ? runComplete(program, process.argv.slice(3))
+    : program.parseAsync(process.argv)
 run.catch((err: unknown) => {
   // commander has printed its message (or the help, or the version) already.
   if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2)

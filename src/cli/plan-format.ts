@@ -3,8 +3,30 @@
  * column says what `check --drop` will count too: entries the cleanup leaves because
  * their version is still served, with the next step under the table.
  */
-import { formatDuration, type PlanRow } from '../check/fleet-plan.js'
-import type { PlanReport } from './plan.js'
+import { type EstimateBasis, type PlanRow, type PlanSummary } from '../check/fleet-plan.js'
+import { estimateDuration } from '../duration.js'
+
+/** What -o json|yaml prints. */
+export interface PlanReport {
+  rows: PlanRow[]
+  summary: PlanSummary & {
+    /** What the estimate stands on, in words. */
+    estimate: string
+    basis: {
+      source: EstimateBasis['source']
+      /** The rate the estimate uses (measured: the likely one). */
+      objectsPerSecond: number
+      /** Measured: the slowest and fastest rate a real run may go (the estimates' range). */
+      objectsPerSecondRange?: [number, number]
+      samples?: number
+      failed?: number
+      /** The dry-run writes' own rate (objectsPerSecond allows for the etcd write they skip). */
+      dryRunPerSecond?: number
+      measureError?: string
+    }
+  }
+  missing: string[]
+}
 
 /** `0`, `0 (40 at served v1)`, `-` (not scanned), `?` (not known). */
 export function managedFieldsCell(row: Pick<PlanRow, 'managedFieldsObjects' | 'servedManagedFields'>, scanned: boolean): string {
@@ -24,6 +46,13 @@ export function servedNextSteps(rows: readonly PlanRow[]): string[] {
   )
 }
 
+/** `1 min 3 s`, or with a measured range `40 s – 1 min 40 s`: a range is what a measurement can honestly say. */
+export function formatEstimate(ms: number, range?: readonly [number, number]): string {
+  if (!range) return estimateDuration(ms)
+  const [fast, slow] = range.map(estimateDuration)
+  return fast === slow ? fast! : `${fast} – ${slow}`
+}
+
 /** The table; wide: with the writes each CRD's migration sends (objects to rewrite plus objects to clean). */
 export function formatPlan(report: PlanReport, scanned: boolean, wide = false): string {
   const header = ['NAME', 'STORAGE', 'STORED', 'OBJECTS', 'MANAGEDFIELDS', ...(wide ? ['WRITES'] : []), 'WORK', 'ESTIMATE']
@@ -41,7 +70,11 @@ export function formatPlan(report: PlanReport, scanned: boolean, wide = false): 
         : r.work.length
           ? r.work.join('+')
           : 'none',
-    r.blockedReason || r.lossless?.refuses || r.work.length === 0 ? '-' : r.estimateMs === undefined ? '?' : formatDuration(r.estimateMs),
+    r.blockedReason || r.lossless?.refuses || r.work.length === 0
+      ? '-'
+      : r.estimateMs === undefined
+        ? '?'
+        : formatEstimate(r.estimateMs, r.estimateRangeMs),
   ])
   const all = [header, ...lines]
   const widths = header.map((_, i) => Math.max(...all.map((l) => l[i]!.length)))
@@ -66,7 +99,7 @@ export function formatPlan(report: PlanReport, scanned: boolean, wide = false): 
     table,
     '',
     `${s.needingWork} of ${s.crds} CRDs need work${s.blocked ? `, ${s.blocked} blocked` : ''}; ${s.writes} objects to write${unknown}${scanned ? '' : '; managedFields not scanned (--no-scan)'}.`,
-    `Estimate: ${formatDuration(s.parallelMs)} at --max-parallel-crds ${s.maxParallelCrds}, ${formatDuration(s.serialMs)} one CRD after another.`,
+    `Estimate: ${formatEstimate(s.parallelMs, s.parallelRangeMs)} at --max-parallel-crds ${s.maxParallelCrds}, ${formatEstimate(s.serialMs, s.serialRangeMs)} one CRD after another.`,
     `(${s.estimate})`,
     ...(lossless.length ? ['', ...lossless] : []),
     ...(next.length ? ['', ...next.map((l) => `Next: ${l}`)] : []),

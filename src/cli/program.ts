@@ -2,7 +2,6 @@
  * The CLI as a commander program, built but not run: main.ts parses argv with it, and the
  * generated CLI reference and the completion read the same commands and options.
  */
-import { basename } from 'node:path'
 import { Command } from 'commander'
 import { VERSION } from '../version.js'
 import { registerServe } from './commands/serve.js'
@@ -16,16 +15,7 @@ import { registerCompletion } from './commands/completion.js'
 import { registerComplete } from './commands/complete.js'
 import { registerVersion } from './commands/version.js'
 import { configureProgramHelp } from './help.js'
-
-/** The name in usage and help: `kubectl crd-migrator` when kubectl runs it as a plugin. */
-export const PROGRAM_NAME = 'crd-migrator'
-export const PLUGIN_NAME = 'kubectl crd-migrator'
-
-/** kubectl runs a plugin by its file name (kubectl-crd_migrator); old kubectl versions also set KUBECTL_PLUGINS_CALLER. */
-export function programName(script: string | undefined, env: NodeJS.ProcessEnv): string {
-  const file = script ? basename(script) : ''
-  return file.startsWith('kubectl-') || file.startsWith('kubectl_complete-') || env['KUBECTL_PLUGINS_CALLER'] ? PLUGIN_NAME : PROGRAM_NAME
-}
+import { PROGRAM_NAME } from './program-name.js'
 
 // Each command's module is imported when it runs: `migrate` and `status` never load the
 // webhook server and the metrics registry, `--version` and `--help` load neither (start-up time).

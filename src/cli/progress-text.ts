@@ -6,6 +6,8 @@
 import type { MigrationResult } from '../migrator/context.js'
 import { settled, type WalkProgress } from '../migrator/engine/walker.js'
 import { unfreezeCommand } from './interrupt.js'
+import { headOf } from '../sanitize.js'
+import { clockDuration } from '../duration.js'
 
 /** How far one phase of one CRD got: objects settled of the best known total. */
 export interface PhaseCount {
@@ -64,24 +66,16 @@ export function etaSeconds(count: PhaseCount | undefined, rate: number | undefin
   return Math.max(0, Math.ceil((count.total - count.done) / rate))
 }
 
-/** 7s, 2m05s, 1h02m. */
-export function formatSeconds(s: number): string {
-  const whole = Math.round(s)
-  if (whole < 60) return `${whole}s`
-  if (whole < 3600) return `${Math.floor(whole / 60)}m${String(whole % 60).padStart(2, '0')}s`
-  return `${Math.floor(whole / 3600)}h${String(Math.floor((whole % 3600) / 60)).padStart(2, '0')}m`
-}
-
 const percent = (c: PhaseCount) => (c.total > 0 ? Math.floor((c.done / c.total) * 100) : 0)
 const rateText = (rate: number | undefined) => (rate === undefined ? '-' : `${rate < 10 ? rate.toFixed(1) : Math.round(rate)}`)
 
 /** Off a terminal, every few seconds: `widgets.example.com: StorageVersionMigration 1744/4000 (43%), 180 objects/s, ETA 13s`. */
 export function plainLine(p: CrdProgress, now: number): string {
   const c = p.current
-  if (!c) return `${p.crd}: preparing (freeze, storage switch, checks), ${formatSeconds((now - p.startedAt) / 1000)} in`
+  if (!c) return `${p.crd}: preparing (freeze, storage switch, checks), ${clockDuration(now - p.startedAt)} in`
   const rate = p.rate(now)
   const eta = etaSeconds(c, rate)
-  return `${p.crd}: ${c.phase} ${c.done}/${c.total} (${percent(c)}%), ${rateText(rate)} objects/s, ETA ${eta === undefined ? '-' : formatSeconds(eta)}`
+  return `${p.crd}: ${c.phase} ${c.done}/${c.total} (${percent(c)}%), ${rateText(rate)} objects/s, ETA ${eta === undefined ? '-' : clockDuration(eta * 1000)}`
 }
 
 const BAR = 20
@@ -90,15 +84,15 @@ const BAR = 20
 export function liveLine(p: CrdProgress, now: number, width = 200): string {
   const c = p.current
   let line: string
-  if (!c) line = `${p.crd}  preparing (freeze, storage switch, checks)  ${formatSeconds((now - p.startedAt) / 1000)}`
+  if (!c) line = `${p.crd}  preparing (freeze, storage switch, checks)  ${clockDuration(now - p.startedAt)}`
   else {
     const filled = c.total > 0 ? Math.round((c.done / c.total) * BAR) : 0
     const rate = p.rate(now)
     const eta = etaSeconds(c, rate)
-    line = `${p.crd}  ${c.phase}  [${'#'.repeat(filled)}${'-'.repeat(BAR - filled)}]  ${c.done}/${c.total}  ${percent(c)}%  ${rateText(rate)}/s  ETA ${eta === undefined ? '-' : formatSeconds(eta)}`
+    line = `${p.crd}  ${c.phase}  [${'#'.repeat(filled)}${'-'.repeat(BAR - filled)}]  ${c.done}/${c.total}  ${percent(c)}%  ${rateText(rate)}/s  ETA ${eta === undefined ? '-' : clockDuration(eta * 1000)}`
   }
   // Wider than the terminal would wrap, and the redraw would then miscount its lines.
-  return line.length > width - 1 ? line.slice(0, Math.max(0, width - 2)) + '…' : line
+  return line.length > width - 1 ? headOf(line, width - 2) + '…' : line
 }
 
 /** Each phase walked: `StorageVersionMigration 4000/4000, CleanupManagedFields 0/4000`. */
@@ -123,7 +117,7 @@ export function finishLine(
       : end.outcome === 'Blocked'
         ? '; nothing frozen'
         : '; freeze lifted'
-  const took = formatSeconds(end.durationMs / 1000)
+  const took = clockDuration(end.durationMs)
   if (end.errorCode === 'CRDM_ABORTED') {
     const c = progress?.current
     const where = c ? `in ${c.phase} at ${c.done} of ${c.total} objects` : 'before any object was written'

@@ -7,6 +7,7 @@ import { builtinMigrationRunning } from '../kube/builtin-migrations.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { planCrd } from '../migrator/plan.js'
 import type { CrdState } from '../state/crd-state.js'
+import { fullDuration } from '../duration.js'
 
 /**
  * One CRD's state, for counting. Running: frozen by a crd-migrator (in flight), or being
@@ -120,14 +121,6 @@ export function summarize(rows: readonly SummaryInput[]): StatusSummary {
   }
 }
 
-/** 75 -> "1m15s", 3700 -> "1h1m40s". */
-export function formatSeconds(seconds: number): string {
-  const h = Math.floor(seconds / 3600)
-  const m = Math.floor((seconds % 3600) / 60)
-  const s = Math.round(seconds % 60)
-  return `${h ? `${h}h` : ''}${h || m ? `${m}m` : ''}${s}s`
-}
-
 /** Two lines: the counts, then in flight / queued and the ETA. */
 export function formatSummary(s: StatusSummary): string {
   const counts = [
@@ -143,6 +136,6 @@ export function formatSummary(s: StatusSummary): string {
       ? ''
       : s.etaSeconds === undefined
         ? '; ETA of the running: estimating…'
-        : `; ETA of the running: ${formatSeconds(s.etaSeconds)} at the rate seen so far${s.runningWithoutEta ? ` (${s.runningWithoutEta} still estimating…)` : ''}`
+        : `; ETA of the running: ${fullDuration(s.etaSeconds * 1000)} at the rate seen so far${s.runningWithoutEta ? ` (${s.runningWithoutEta} still estimating…)` : ''}`
   return `${s.crds} CRD${s.crds === 1 ? '' : 's'}: ${counts.join(', ')}\nin flight: ${s.inFlight}, queued: ${s.queued}${eta}\n`
 }

@@ -4,6 +4,7 @@ import type { KubeHttp } from './http.js'
 import { groupPath, groupVersionPath } from './paths.js'
 import { isNotFound } from './api-errors.js'
 import { CrdMigratorError } from '../errors.js'
+import { wholeSeconds } from '../duration.js'
 
 /** The API server's storage version hash of a group/version/kind (k8s.io/apiserver discovery). */
 export function storageVersionHash(group: string, version: string, kind: string): string {
@@ -83,7 +84,7 @@ export async function waitForStorageVersion(
     if (Date.now() > deadline) {
       throw new CrdMigratorError(
         'CRDM_STORAGE_NOT_SWITCHED',
-        `the API server did not switch to storage version ${version} within ${Math.round(options.timeoutMs / 1000)}s (discovery storageVersionHash ${seen ?? 'absent'}, expected ${want})`,
+        `the API server did not switch to storage version ${version} within ${wholeSeconds(options.timeoutMs)} (discovery storageVersionHash ${seen ?? 'absent'}, expected ${want})`,
       )
     }
     await sleep(Math.min(250, Math.max(50, options.settleMs / 4)), undefined, sleepOpts)

@@ -7,6 +7,7 @@ import type { IncomingHttpHeaders } from 'node:http'
 import type { Logger } from 'pino'
 import { CrdMigratorError } from '../errors.js'
 import type { ProxyEnvironment } from './proxy-env.js'
+import { flagDuration } from '../duration.js'
 
 export const ContentType = {
   json: 'application/json',
@@ -115,11 +116,7 @@ export function queryEntries(query: KubeRequest['query']): Array<[string, string
 export function requestTimedOut(req: Pick<KubeRequest, 'method' | 'path'>, ms: number, cause: unknown): CrdMigratorError {
   return new CrdMigratorError(
     'CRDM_REQUEST_TIMEOUT',
-    `${req.method} ${req.path}: no answer from the API server within ${formatMs(ms)} (--request-timeout)`,
+    `${req.method} ${req.path}: no answer from the API server within ${flagDuration(ms)} (--request-timeout)`,
     { cause },
   )
-}
-
-function formatMs(ms: number): string {
-  return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`
 }

@@ -1,16 +1,17 @@
 /** What one migration is given (settings, collaborators) and what it returns. */
 import type { Logger } from 'pino'
 import type { ErrorCode } from '../errors.js'
+import type { CustomResourceDefinition } from '../kube/types.js'
 import type { EventRecorder } from '../kube/events.js'
 import type { KubeHttp } from '../kube/http.js'
 import type { CheckpointSeal } from './freeze/checkpoint-seal.js'
 import type { MigratorMetrics } from './metrics.js'
-import type { Phase } from './plan.js'
+import type { CrdPlan, Phase } from './plan.js'
 import type { StashRule } from './phases/stashes/rules.js'
 import type { StorageSwitchReport } from './phases/storage-switch.js'
 import type { ObjectFailure, WalkProgress, WalkResult } from './engine/walker.js'
 import type { WriteBudget } from './engine/budget.js'
-import type { LosslessReport } from './lossless/check.js'
+import type { LosslessReport } from './lossless/verdict.js'
 import type { ServedEntriesKept } from './phases/served-entries.js'
 
 export interface MigrationSettings {
@@ -136,6 +137,22 @@ export interface MigrationResult {
   durationMs: number
   /** Whether the run ended with the CRD left frozen (the unfreeze itself failed). */
   leftFrozen: boolean
+}
+
+/** A run's result before it has done anything: Skipped, with what it read of the CRD. */
+export function startingResult(name: string, crd: CustomResourceDefinition, plan: CrdPlan): MigrationResult {
+  return {
+    crd: name,
+    outcome: 'Skipped',
+    reason: '',
+    storageVersion: plan.storageVersion,
+    crdUid: crd.metadata.uid,
+    generation: plan.generation,
+    storedVersionsBefore: plan.storedVersions,
+    storedVersionsAfter: plan.storedVersions,
+    durationMs: 0,
+    leftFrozen: false,
+  }
 }
 
 /** Phase StashedObjectMigration: copies of this CRD's objects stashed in other objects. */

@@ -7,7 +7,8 @@ import type { MigrationSettings } from './context.js'
 import { rulesForGroup } from './phases/stashes/rules.js'
 import { runStashPhase } from './phases/stashes/stash-phase.js'
 import type { ObjectFailure } from './engine/walker.js'
-import { checkLossless, losslessOptions, type LosslessReport } from './lossless/check.js'
+import { checkLossless, losslessOptions } from './lossless/check.js'
+import type { LosslessReport } from './lossless/verdict.js'
 
 export interface DryRunReport {
   crd: string

@@ -1,6 +1,5 @@
 import { PHASE_NAMES } from '../config/schema.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
-import type { MigrationResult } from './context.js'
 
 export type Phase = (typeof PHASE_NAMES)[number]
 export const Phase = {
@@ -61,22 +60,6 @@ export function storagePhaseRuns(o: {
   force: boolean
 }): boolean {
   return o.phases.includes(Phase.StorageVersionMigration) && (o.storageMigrationNeeded || o.resume || o.force)
-}
-
-/** A run's result before it has done anything: Skipped, with what it read of the CRD. */
-export function startingResult(name: string, crd: CustomResourceDefinition, plan: CrdPlan): MigrationResult {
-  return {
-    crd: name,
-    outcome: 'Skipped',
-    reason: '',
-    storageVersion: plan.storageVersion,
-    crdUid: crd.metadata.uid,
-    generation: plan.generation,
-    storedVersionsBefore: plan.storedVersions,
-    storedVersionsAfter: plan.storedVersions,
-    durationMs: 0,
-    leftFrozen: false,
-  }
 }
 
 export function versionHasStatusSubresource(crd: CustomResourceDefinition, version: string): boolean {

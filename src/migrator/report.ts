@@ -1,6 +1,7 @@
 /** How a migration's result is put into words: the summary and the counts annotation. */
 import type { ServedEntriesKept } from './phases/served-entries.js'
 import type { MigrationResult } from './context.js'
+import { tenthsOfSeconds } from '../duration.js'
 
 export function countsText(result: MigrationResult): string {
   const parts: string[] = []
@@ -63,7 +64,7 @@ export function summarize(result: MigrationResult): string {
   }
   if (result.builtin)
     parts.push(
-      `objects rewritten in ${result.storageVersion} by the built-in StorageVersionMigration ${result.builtin.name} in ${(result.builtin.durationMs / 1000).toFixed(1)}s, storedVersions ${JSON.stringify(result.storedVersionsAfter)}`,
+      `objects rewritten in ${result.storageVersion} by the built-in StorageVersionMigration ${result.builtin.name} in ${tenthsOfSeconds(result.builtin.durationMs)}, storedVersions ${JSON.stringify(result.storedVersionsAfter)}`,
     )
   if (result.stashes)
     parts.push(

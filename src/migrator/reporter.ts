@@ -4,6 +4,7 @@
  * (summaries, counts) are report.ts's.
  */
 import type { Logger } from 'pino'
+import { ObjectsFailedError } from './phases/failures.js'
 import { patchCrdAnnotations } from '../kube/crds.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { blockedPatch } from '../state/crd-state.js'
@@ -150,5 +151,8 @@ export function failureText(result: MigrationResult): string {
 /** A failed run's log line; a stop from outside (Ctrl-C, shutdown) is no error and carries no stack. */
 export function logRunFailure(log: Logger, result: MigrationResult, err: unknown): void {
   if (result.errorCode === 'CRDM_ABORTED') log.info({ code: result.errorCode, reason: result.reason }, 'migration stopped')
+  // The public reason counts failed objects; the log names them (ObjectsFailedError).
+  else if (err instanceof ObjectsFailedError)
+    log.error({ err, code: result.errorCode, failed: err.failures.map((f) => `${f.key}: ${f.error}`) }, 'migration failed')
   else log.error({ err, code: result.errorCode }, 'migration failed')
 }

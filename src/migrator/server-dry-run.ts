@@ -20,7 +20,8 @@ import type { MigrationSettings } from './context.js'
 import type { ObjectFailure, WalkCounts } from './engine/walker.js'
 import { runPhase } from './phases/object-phase.js'
 import { Phase, planCrd } from './plan.js'
-import { checkLossless, losslessOptions, refusesRewrite, type LosslessReport } from './lossless/check.js'
+import { checkLossless, losslessOptions, refusesRewrite } from './lossless/check.js'
+import type { LosslessReport } from './lossless/verdict.js'
 import { losslessLines } from './lossless/report-text.js'
 
 /** What the API server answered to one phase's dry-run writes. */

@@ -13,6 +13,7 @@
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { sanitizeText } from '../sanitize.js'
 import { splitList } from '../config/accept-entries.js'
+import { tenthsOfSeconds, wholeSeconds } from '../duration.js'
 
 /** The value of the migrating annotation that freezes a CRD (KEP-2855). */
 export const MIGRATING_VALUE = 'true'
@@ -162,7 +163,7 @@ export function decideFreeze(
     return { action: 'foreign', reason: 'the CRD carries the migrating annotation but no crd-migrator owner: another migrator froze it' }
   const age = state.heartbeat ? now.getTime() - state.heartbeat.getTime() : Number.POSITIVE_INFINITY
   if (state.owner !== self && state.handedOff === undefined && age < takeoverAfterMs) {
-    return { action: 'wait', reason: `migration in progress by ${state.owner} (heartbeat ${Math.round(age / 1000)}s ago)` }
+    return { action: 'wait', reason: `migration in progress by ${state.owner} (heartbeat ${wholeSeconds(age)} ago)` }
   }
   const checkpoint = state.targetStorageVersion === storageVersion ? state.checkpoint : undefined
   return { action: 'resume', checkpoint, previousOwner: state.owner }
@@ -284,7 +285,7 @@ export function unfreezePatch(migratingAnnotation: string, run: RunOutcome, now 
     [StateAnnotation.phase]: run.outcome === 'Succeeded' ? null : run.outcome,
     [StateAnnotation.lastResult]: run.outcome === 'Succeeded' ? 'Succeeded' : `${run.outcome}: ${sanitizeText(run.reason, REASON_MAX)}`,
     [StateAnnotation.lastCounts]: run.counts,
-    [StateAnnotation.lastDuration]: `${(run.durationMs / 1000).toFixed(1)}s`,
+    [StateAnnotation.lastDuration]: tenthsOfSeconds(run.durationMs),
     [StateAnnotation.finishedAt]: now.toISOString(),
   }
   if (run.outcome !== 'Succeeded' && run.progress !== undefined) patch[StateAnnotation.progress] = run.progress

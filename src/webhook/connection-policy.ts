@@ -21,7 +21,10 @@
  *
  * Which idle connection goes, in this order: those of the peer holding the most
  * connections (the flooder, not a bystander), then those that never carried a valid
- * AdmissionReview, then the longest idle. None evictable: the new one is refused.
+ * AdmissionReview, then the longest idle. None evictable: the new one waits up to
+ * SLOT_WAIT_MS for one to go idle (mayWait), then is refused. Reviews arrive in bursts,
+ * and a burst keeps every connection busy for a moment: refusing the API server's new
+ * connection in that moment fails its call (a CI run caught it, 1 in 8 admin requests).
  */
 
 import { BlockList, isIPv6 } from 'node:net'
@@ -107,6 +110,30 @@ export function admitConnection<Id>(
   }
   if (open.length >= caps.maxConnections) return evictOr(open, 'total')
   return { action: 'accept' }
+}
+
+/**
+ * How long a new connection that found every connection under its cap busy may wait for
+ * one to go idle (and be closed for it) before it is refused. A review takes milliseconds;
+ * a connection held busy for longer is a request in flight that the cap protects.
+ */
+export const SLOT_WAIT_MS = 1000
+
+/**
+ * Whether a new connection that found nothing to evict may wait (SLOT_WAIT_MS) rather than be
+ * refused at once, given those already waiting: one at a time per address (the API server's
+ * addresses: up to maxPerPeer, its pooled connections share one), maxPerPeer in all. Waiting
+ * connections are tracked and may complete their handshake meanwhile, so the bound keeps
+ * them from becoming a second cap.
+ */
+export function mayWait(
+  incoming: { peer: string; apiServer: boolean },
+  waiting: readonly { peer: string }[],
+  caps: ConnectionCaps,
+): boolean {
+  if (waiting.length >= caps.maxPerPeer) return false
+  const samePeer = waiting.filter((w) => w.peer === incoming.peer).length
+  return samePeer < (incoming.apiServer ? caps.maxPerPeer : 1)
 }
 
 /** Whether `address` (as a socket reports it, IPv4-mapped IPv6 included) is one of `cidrs` (IPs or CIDRs, IPv4 or IPv6). */

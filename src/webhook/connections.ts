@@ -3,7 +3,8 @@
  * connection the webhook's listener accepts is tracked from the moment it is accepted,
  * before its TLS handshake, with its peer, whether a request is in flight on it, when it
  * was last active and whether it carried a valid AdmissionReview. A new connection is
- * accepted, or an idle one closed to make room for it, or it is refused; a connection
+ * accepted, or an idle one closed to make room for it, or (every one busy) it waits up to
+ * SLOT_WAIT_MS for one to go idle, or it is refused; a connection
  * with no valid review within webhook.timeouts.firstReviewSeconds is closed. Each
  * refusal and eviction is counted (crd_migrator_webhook_connections_refused_total,
  * _evicted_total) and warned about once a minute with the address; refusals at the shared
@@ -14,7 +15,15 @@ import type { Server, Socket } from 'node:net'
 import type { TLSSocket } from 'node:tls'
 import type { Logger } from 'pino'
 import type { ReadinessCheck } from '../health/plugin.js'
-import { addressMatcher, admitConnection, type CapReason, type ConnectionCaps, type TrackedConnection } from './connection-policy.js'
+import {
+  addressMatcher,
+  admitConnection,
+  mayWait,
+  SLOT_WAIT_MS,
+  type CapReason,
+  type ConnectionCaps,
+  type TrackedConnection,
+} from './connection-policy.js'
 import type { WebhookMetrics } from './metrics.js'
 
 /** Warn of refused or evicted connections at most this often (each one is counted). */
@@ -42,6 +51,10 @@ interface Connection {
   reviewed: boolean
   overdue: boolean
   deadline?: NodeJS.Timeout
+  /** Accepted over its cap with every connection busy, waiting SLOT_WAIT_MS for one to go idle; not yet counted in the caps. */
+  waiting?: { reason: CapReason; timer: NodeJS.Timeout }
+  /** Refused while waiting, with a request in flight: closed once it is answered. */
+  closeWhenIdle?: boolean
 }
 
 export interface ConnectionGuard {
@@ -89,6 +102,7 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
     if (!connections.delete(c.id)) return
     byAddress.delete(key(c.raw.remoteAddress, c.raw.remotePort))
     if (c.deadline) clearTimeout(c.deadline)
+    if (c.waiting) clearTimeout(c.waiting.timer)
     publish()
   }
   const close = (c: Connection) => {
@@ -106,46 +120,79 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
     close(c)
   }
 
+  /** The connections the policy weighs: every tracked one but those still waiting for a slot. */
+  const settled = (now: number): TrackedConnection[] => {
+    const open: TrackedConnection[] = []
+    for (const c of connections.values()) {
+      if (c.waiting) continue
+      open.push({ id: c.id, peer: c.peer, apiServer: c.apiServer, busy: c.inFlight > 0, idleMs: now - c.lastActive, reviewed: c.reviewed })
+    }
+    return open
+  }
+  const waitingNow = () => [...connections.values()].filter((c) => c.waiting)
+  const countRefusal = (peer: string, reason: CapReason) => {
+    metrics.countConnectionRefused(reason)
+    if (reason !== 'peer') {
+      const now = Date.now()
+      refusedRecently = now - refusedAt < REFUSED_NOT_READY_MS ? refusedRecently + 1 : 1
+      refusedAt = now
+      lastRefusalReason = reason
+    }
+    warn(
+      `refused-${reason}`,
+      { remoteAddress: peer, reason },
+      `webhook connection refused at the ${reason} cap: every connection busy for ${SLOT_WAIT_MS} ms, none idle to close instead`,
+    )
+  }
+  const evict = (victimId: number, reason: CapReason, forPeer: string) => {
+    const victim = connections.get(victimId)
+    if (!victim) return
+    metrics.countConnectionEvicted(reason)
+    warn(
+      `evicted-${reason}`,
+      { remoteAddress: victim.peer, newRemoteAddress: forPeer, reason },
+      `webhook connection closed at the ${reason} cap: the oldest idle one, for a new one`,
+    )
+    close(victim)
+  }
+  /** Waiting connections take the slots that came free, in the order they arrived. */
+  const settle = () => {
+    for (const c of waitingNow()) {
+      const verdict = admitConnection({ peer: c.peer, apiServer: c.apiServer }, settled(Date.now()), effective)
+      if (verdict.action === 'refuse') continue
+      if (verdict.action === 'evict') evict(verdict.victim, verdict.reason, c.peer)
+      clearTimeout(c.waiting!.timer)
+      c.waiting = undefined
+    }
+  }
+  /** SLOT_WAIT_MS passed with no slot: refused (after the request in flight on it, if any). */
+  const giveUp = (c: Connection) => {
+    if (!c.waiting || !connections.has(c.id)) return
+    countRefusal(c.peer, c.waiting.reason)
+    if (c.inFlight > 0) c.closeWhenIdle = true
+    else close(c)
+  }
+
   const onConnection = (raw: Socket) => {
     const peer = raw.remoteAddress ?? 'unknown'
     const apiServer = isApiServer(peer)
     const now = Date.now()
-    const open: TrackedConnection[] = []
-    for (const c of connections.values()) {
-      open.push({ id: c.id, peer: c.peer, apiServer: c.apiServer, busy: c.inFlight > 0, idleMs: now - c.lastActive, reviewed: c.reviewed })
-    }
-    const verdict = admitConnection({ peer, apiServer }, open, effective)
-    if (verdict.action === 'refuse') {
+    const verdict = admitConnection({ peer, apiServer }, settled(now), effective)
+    if (verdict.action === 'refuse' && !mayWait({ peer, apiServer }, waitingNow(), effective)) {
       raw.destroy()
-      metrics.countConnectionRefused(verdict.reason)
-      if (verdict.reason !== 'peer') {
-        refusedRecently = now - refusedAt < REFUSED_NOT_READY_MS ? refusedRecently + 1 : 1
-        refusedAt = now
-        lastRefusalReason = verdict.reason
-      }
-      warn(
-        `refused-${verdict.reason}`,
-        { remoteAddress: peer, reason: verdict.reason },
-        `webhook connection refused at the ${verdict.reason} cap: no idle connection to close instead`,
-      )
+      countRefusal(peer, verdict.reason)
       return
     }
-    if (verdict.action === 'evict') {
-      const victim = connections.get(verdict.victim)
-      if (victim) {
-        metrics.countConnectionEvicted(verdict.reason)
-        warn(
-          `evicted-${verdict.reason}`,
-          { remoteAddress: victim.peer, newRemoteAddress: peer, reason: verdict.reason },
-          `webhook connection closed at the ${verdict.reason} cap: the oldest idle one, for a new one`,
-        )
-        close(victim)
-      }
-    }
+    if (verdict.action === 'evict') evict(verdict.victim, verdict.reason, peer)
     const c: Connection = { id: nextId++, raw, peer, apiServer, inFlight: 0, lastActive: now, reviewed: false, overdue: false }
+    if (verdict.action === 'refuse') c.waiting = { reason: verdict.reason, timer: setTimeout(() => giveUp(c), SLOT_WAIT_MS).unref() }
     connections.set(c.id, c)
     byAddress.set(key(raw.remoteAddress, raw.remotePort), c)
-    raw.once('close', () => forget(c))
+    raw.once('close', () => {
+      if (!connections.has(c.id)) return
+      forget(c)
+      settle()
+    })
     c.deadline = setTimeout(() => {
       c.deadline = undefined
       if (c.reviewed) return
@@ -169,7 +216,11 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
       c.inFlight--
       c.lastActive = Date.now()
       if (res.statusCode === 200) c.reviewed = true
-      if (c.overdue && !c.reviewed && c.inFlight === 0 && connections.has(c.id)) evictNoReview(c)
+      if (c.inFlight === 0 && connections.has(c.id)) {
+        if (c.closeWhenIdle) close(c)
+        else if (c.overdue && !c.reviewed) evictNoReview(c)
+      }
+      settle()
     }
     res.once('finish', finish)
     res.once('close', finish)
@@ -185,7 +236,7 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
       name: 'webhook-connections',
       failing: () =>
         Date.now() - refusedAt < REFUSED_NOT_READY_MS
-          ? `${refusedRecently} connection(s) refused in the last ${REFUSED_NOT_READY_MS / 1000} s at the ${lastRefusalReason} cap (webhook.maxConnections${lastRefusalReason === 'shared' ? ' - reservedConnections' : ''}), every open one busy`
+          ? `${refusedRecently} connection(s) refused in the last ${REFUSED_NOT_READY_MS / 1000} s at the ${lastRefusalReason} cap (webhook.maxConnections${lastRefusalReason === 'shared' ? ' - reservedConnections' : ''}), every open one busy for ${SLOT_WAIT_MS / 1000} s`
           : undefined,
     },
     caps: Object.freeze(effective),
@@ -194,7 +245,10 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
       server.removeListener('connection', onConnection)
       server.removeListener('secureConnection', onSecure)
       server.removeListener('request', onRequest)
-      for (const c of connections.values()) if (c.deadline) clearTimeout(c.deadline)
+      for (const c of connections.values()) {
+        if (c.deadline) clearTimeout(c.deadline)
+        if (c.waiting) clearTimeout(c.waiting.timer)
+      }
     },
   }
 }

@@ -11,6 +11,7 @@
  * one linear pass over the raw bytes, without allocation, and stops at the first limit
  * crossed, so a refused body costs little more than receiving it.
  */
+import { cutText } from '../sanitize.js'
 
 /**
  * Deepest nesting of objects and arrays accepted. An openAPIV3Schema nests two levels per
@@ -121,12 +122,7 @@ export const LOG_LIST_MAX = 32
  * A 7 MB `request.name` logged three times made a 21 MB log line.
  */
 export function truncateForLog(value: string, max = LOG_STRING_MAX): string {
-  if (value.length <= max) return value
-  let end = max
-  // Do not split a surrogate pair: a lone half is not valid UTF-8 in the log.
-  const last = value.charCodeAt(end - 1)
-  if (last >= 0xd800 && last <= 0xdbff) end--
-  return `${value.slice(0, end)}… (${value.length} characters)`
+  return cutText(value, max, ' ')
 }
 
 /** At most `maxItems` items, each cut to `maxLength`; a last item says how many were left out. */

@@ -13,6 +13,7 @@ import type { UserIdentity } from '../config/identities.js'
 import type { AdmissionOperation, AdmissionPolicy, DenialReason } from './admission.js'
 import { isObject } from './json.js'
 import { NOT_A_STRING } from './readers.js'
+import { cutText } from '../sanitize.js'
 
 export interface Violation {
   reason: DenialReason
@@ -36,7 +37,7 @@ const MAX_NAME_IN_MESSAGE = 253
 
 /** A name from the request, cut to a bounded length for messages. */
 export function shorten(value: string, max = MAX_NAME_IN_MESSAGE): string {
-  return value.length > max ? `${value.slice(0, max)}…(${value.length} characters)` : value
+  return cutText(value, max)
 }
 
 /** A list from the request, bounded in count and in the length of each item. */

@@ -8,11 +8,12 @@
  * webhook-converted CRD's resources are refused by --fix, the file untouched.
  */
 import { readFile } from 'node:fs/promises'
-import { join } from 'node:path'
+import { spawnSync } from 'node:child_process'
+import { join, relative } from 'node:path'
 import t from 'tap'
 import { parseAllDocuments, stringify } from 'yaml'
-import type { CheckReport } from '../../src/cli/check.js'
-import { EXIT_NOT_SAFE } from '../../src/cli/check.js'
+import type { CheckReport } from '../../src/cli/run-check.js'
+import { EXIT_NOT_SAFE } from '../../src/cli/run-check.js'
 import { ContentType } from '../../src/kube/http.js'
 import { migrateCrd } from '../../src/migrator/migrate.js'
 import { pino } from 'pino'
@@ -65,11 +66,18 @@ t.test('custom resources at the dropped version block; --fix moves them; the che
 
   const dry = await cli('--manifests', dir, '--fix', '--dry-run')
   t.equal(dry.code, EXIT_NOT_SAFE, '--dry-run: still blocked, nothing written', { stderr: dry.stderr })
+  const relFile = relative(process.cwd(), appFile)
   t.match(
     dry.stdout,
-    `--- ${appFile}\n+++ ${appFile} (dry run: not written)\n@@ line 2, ${appFile} [0] Widget ${ns}/old @@\n-apiVersion: ${group}/v1\n+apiVersion: ${group}/v2\n`,
+    new RegExp(`^--- a/${relFile.replace(/[./]/g, '\\$&')}\n\\+\\+\\+ b/`),
+    'stdout is a unified diff, paths relative to here',
   )
+  t.match(dry.stdout, `\n-apiVersion: ${group}/v1 # still`)
+  t.match(dry.stderr, /would fix 1 of 1 document\(s\); nothing written/, 'what the diff does not say goes to stderr')
+  t.match(dry.stderr, `${name}: drop v1? NO`)
   t.equal(await readFile(appFile, 'utf8'), app, 'the file is untouched')
+  const check = spawnSync('git', ['apply', '--check', '--verbose', '-'], { input: dry.stdout, encoding: 'utf8' })
+  t.equal(check.status, 0, 'git apply takes the diff as it is', { stderr: check.stderr })
 
   const fix = await cli('--manifests', dir, '--fix')
   t.equal(fix.code, 0, '--fix: nothing blocks once the Widget is moved', { stdout: fix.stdout, stderr: fix.stderr })
@@ -105,6 +113,21 @@ t.test('custom resources at the dropped version block; --fix moves them; the che
   t.match(noDrop.stderr, /CRDM_CONFIG_INVALID: --manifests: no CustomResourceDefinition/)
   const dryAlone = await cli('--manifests', only, '--dry-run')
   t.equal(dryAlone.code, 2, '--dry-run without --fix: usage error')
+
+  // kubectl get -o yaml writes a kind: List; kubectl apply takes it, so its items count.
+  const listed = t.testdir({
+    'list.yaml': stringify({
+      apiVersion: 'v1',
+      kind: 'List',
+      items: [{ apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name: 'in-list', namespace: ns } }],
+    }),
+  })
+  const list = await cli('--manifests', listed, '--drop', 'v1', '-o', 'json')
+  t.equal(list.code, EXIT_NOT_SAFE, 'a Widget at v1 inside a kind: List blocks too', { stderr: list.stderr })
+  t.match((JSON.parse(list.stdout) as CheckReport).resources, [{ name: 'in-list', documentIndex: 0, itemPath: [0], crd: name }])
+  const listFix = await cli('--manifests', listed, '--drop', 'v1', '--fix')
+  t.equal(listFix.code, 0, '--fix moves the item', { stdout: listFix.stdout, stderr: listFix.stderr })
+  t.match(await readFile(join(listed, 'list.yaml'), 'utf8'), `apiVersion: ${group}/v2`)
 })
 
 t.test('--fix refuses custom resources of a webhook-converted CRD, and leaves the file alone', async (t) => {

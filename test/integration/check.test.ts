@@ -10,8 +10,9 @@ import { join } from 'node:path'
 import { pino } from 'pino'
 import t from 'tap'
 import { stringify } from 'yaml'
-import { runCheckCommand, EXIT_NOT_SAFE, type CheckReport } from '../../src/cli/check.js'
-import { runPlanCommand, type PlanReport } from '../../src/cli/plan.js'
+import { runCheckCommand, EXIT_NOT_SAFE, type CheckReport } from '../../src/cli/run-check.js'
+import { runPlanCommand } from '../../src/cli/run-plan.js'
+import type { PlanReport } from '../../src/cli/plan-format.js'
 import { loadConfig } from '../../src/config/load.js'
 import type { Config } from '../../src/config/schema.js'
 import type { CheckName, DropVerdict } from '../../src/check/drop-verdict.js'
@@ -115,6 +116,13 @@ t.test('storedVersions: no while objects are stored at v1; yes after the migrati
   t.match(usage.stderr, /CRDM_CONFIG_INVALID: check: say which version goes/)
   const missing = await cli('check', 'nothere.example.com', '--drop', 'v1')
   t.equal(missing.code, 1, 'CLI exit 1 for a CRD that does not exist')
+  // A typo in the selector selects nothing: a gate must not pass on nothing checked.
+  const typo = await cli('check', '-l', 'crd-migrator.io/managd=true', '--drop', 'v1', '-o', 'json')
+  t.equal(typo.code, 1, 'a selector that matches no CRD: exit 1, not 0', { stdout: typo.stdout, stderr: typo.stderr })
+  t.equal((JSON.parse(typo.stdout) as CheckReport).safe, false, 'and not safe: nothing was checked')
+  t.match(typo.stderr, /no managed CRD matched -l "crd-migrator\.io\/managd=true": nothing was checked.*--allow-empty/)
+  const allowed = await cli('check', '-l', 'crd-migrator.io/managd=true', '--drop', 'v1', '--allow-empty')
+  t.equal(allowed.code, 0, '--allow-empty: an empty selection is fine', { stderr: allowed.stderr })
 })
 
 t.test('managedFields: no while objects carry entries at v1; yes after the migration cleaned them', async (t) => {

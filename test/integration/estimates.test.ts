@@ -11,8 +11,8 @@ import { StateAnnotation } from '../../src/state/crd-state.js'
 import { ContentType, type KubeHttp } from '../../src/kube/http.js'
 import { collectionPath, crdPath } from '../../src/kube/paths.js'
 import type { PartialObjectMetadata } from '../../src/kube/types.js'
-import type { PlanReport } from '../../src/cli/plan.js'
-import type { CheckReport } from '../../src/cli/check.js'
+import type { PlanReport } from '../../src/cli/plan-format.js'
+import type { CheckReport } from '../../src/cli/run-check.js'
 import {
   createCrd,
   createNamespace,
@@ -69,9 +69,26 @@ t.test('plan --measure: a rate from dry-run writes; nothing stored', async (t) =
     'the estimate uses the measured rate',
   )
 
+  const [slowRate, fastRate] = report.summary.basis.objectsPerSecondRange!
+  t.ok(
+    slowRate < report.summary.basis.objectsPerSecond && report.summary.basis.objectsPerSecond < fastRate,
+    'the likely rate is inside the range',
+  )
+  const [fastMs, slowMs] = report.rows[0]!.estimateRangeMs!
+  t.ok(fastMs < report.rows[0]!.estimateMs! && report.rows[0]!.estimateMs! < slowMs, 'and so is the estimate', { fastMs, slowMs })
+  t.equal(report.rows[0]!.estimateMs, Math.round(report.rows[0]!.estimateMs!), 'whole milliseconds')
+
   const text = await cli(cp.kubeconfigPath, 'plan', crd.metadata.name, '--measure')
   t.equal(text.code, 0, text.stderr)
-  t.match(text.stdout, /\(measured on this cluster: [\d.]+ objects\/s from \d+ dry-run writes \(dryRun=All: nothing stored\)/)
+  t.match(
+    text.stdout,
+    /\(measured on this cluster: \d+ dry-run writes \(dryRun=All: nothing stored\) at [\d.]+\/s; .* so [\d.]+–[\d.]+ objects\/s/,
+  )
+  t.match(
+    text.stdout,
+    /Estimate: [\d.]+ s( – [^,]+)? at --max-parallel-crds/,
+    'the estimate a range (or one figure, when both ends round the same)',
+  )
 
   const plain = await cli(cp.kubeconfigPath, 'plan', crd.metadata.name)
   t.match(

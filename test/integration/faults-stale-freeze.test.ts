@@ -11,7 +11,7 @@
 import { PassThrough } from 'node:stream'
 import { pino } from 'pino'
 import t from 'tap'
-import { runStatusCommand } from '../../src/cli/status.js'
+import { runStatusCommand } from '../../src/cli/run-status.js'
 import { serve } from '../../src/cli/serve.js'
 import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
 import { StateAnnotation } from '../../src/state/crd-state.js'

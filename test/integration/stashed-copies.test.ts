@@ -246,10 +246,12 @@ t.test('a run that died mid-phase is finished by the next one; a stash nobody po
   t.equal(result.outcome, 'Failed', 'the run fails because of the lonely stash')
   t.equal(result.errorCode, 'CRDM_STASH_FAILED')
   t.match(
-    result.reason,
-    `${ns}/lonely (CRDM_STASH_FAILED: nothing points at it, so it was left at v1alpha1`,
-    'and names it with the reason',
+    result.stashes?.failures,
+    [{ key: `${ns}/lonely`, error: /^CRDM_STASH_FAILED: nothing points at it, so it was left at v1alpha1/ }],
+    'the result names it with why',
   )
+  t.match(result.reason, /^1 stashed copy not migrated \(/, 'its public reason counts it')
+  t.notMatch(result.reason, 'lonely', 'and names nobody')
 
   const after = await state(http, ns)
   t.same(

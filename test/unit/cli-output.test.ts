@@ -1,6 +1,6 @@
 import t from 'tap'
 import type { ObjectFailure } from '../../src/migrator/engine/walker.js'
-import type { StatusRow } from '../../src/cli/status.js'
+import type { StatusRow } from '../../src/cli/run-status.js'
 import { loadConfig } from '../../src/config/load.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import type { DryRunReport } from '../../src/migrator/dry-run.js'
@@ -19,8 +19,14 @@ const kubeStub = {
     },
   },
 }
-const { formatTable, statusRows } = await t.mockImport<typeof import('../../src/cli/status.js')>('../../src/cli/status.js', kubeStub)
-const { formatDryRun, formatResult } = await t.mockImport<typeof import('../../src/cli/migrate.js')>('../../src/cli/migrate.js', kubeStub)
+const { formatTable, statusRows } = await t.mockImport<typeof import('../../src/cli/run-status.js')>(
+  '../../src/cli/run-status.js',
+  kubeStub,
+)
+const { formatDryRun, formatResult } = await t.mockImport<typeof import('../../src/cli/run-migrate.js')>(
+  '../../src/cli/run-migrate.js',
+  kubeStub,
+)
 
 const MIGRATING = 'ksvm.sigs.k8s.io/migrating'
 

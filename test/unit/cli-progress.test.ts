@@ -6,11 +6,11 @@
  */
 import { PassThrough } from 'node:stream'
 import t from 'tap'
-import { formatResult } from '../../src/cli/migrate.js'
+import { formatResult } from '../../src/cli/run-migrate.js'
 import { exitCodeFor, Interrupt, interruptMessage, resumeHint } from '../../src/cli/interrupt.js'
 import { LiveView } from '../../src/cli/progress-live.js'
 import { PlainView, QuietView } from '../../src/cli/progress.js'
-import { CrdProgress, etaSeconds, finishLine, formatSeconds, liveLine, plainLine } from '../../src/cli/progress-text.js'
+import { CrdProgress, etaSeconds, finishLine, liveLine, plainLine } from '../../src/cli/progress-text.js'
 import { InterruptedError, interruption } from '../../src/errors.js'
 import type { MigrationResult } from '../../src/migrator/context.js'
 import type { WalkCounts, WalkProgress } from '../../src/migrator/engine/walker.js'
@@ -80,19 +80,6 @@ t.test('a cleanup that leaves entries of a still-served version says the next st
     '\n  next: 4000 objects keep 4001 managedFields entries of v1, which is still served (left by design; check --drop v1 counts them): to drop v1, set served: false on it, then run migrate again\n',
   )
   t.notMatch(formatResult({ ...base, cleanup }), /next:/, 'nothing left: no next step')
-})
-
-t.test('formatSeconds', async (t) => {
-  const rows: Array<[number, string]> = [
-    [0, '0s'],
-    [7.4, '7s'],
-    [59.4, '59s'],
-    [60, '1m00s'],
-    [125, '2m05s'],
-    [3599, '59m59s'],
-    [3720, '1h02m'],
-  ]
-  for (const [s, text] of rows) t.equal(formatSeconds(s), text, `${s}`)
 })
 
 t.test('rate over a sliding window, and the ETA from it', async (t) => {

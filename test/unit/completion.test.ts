@@ -11,8 +11,9 @@ import { join } from 'node:path'
 import t from 'tap'
 import { completeWords, Directive, summary, type Completion } from '../../src/cli/complete/candidates.js'
 import { formatCompletion } from '../../src/cli/complete/run.js'
-import { completionScript, SHELLS } from '../../src/cli/completion.js'
-import { buildProgram, PLUGIN_NAME, PROGRAM_NAME, programName } from '../../src/cli/program.js'
+import { completionScript, SHELLS } from '../../src/cli/completion-script.js'
+import { buildProgram } from '../../src/cli/program.js'
+import { PLUGIN_NAME, PROGRAM_NAME, programName } from '../../src/cli/program-name.js'
 
 const program = buildProgram()
 const complete = (line: string): Completion => completeWords(program, line.split(' '))

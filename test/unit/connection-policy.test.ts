@@ -5,7 +5,13 @@
  */
 import t from 'tap'
 import { ConfigSchema } from '../../src/config/schema.js'
-import { addressMatcher, admitConnection, type ConnectionCaps, type TrackedConnection } from '../../src/webhook/connection-policy.js'
+import {
+  addressMatcher,
+  admitConnection,
+  mayWait,
+  type ConnectionCaps,
+  type TrackedConnection,
+} from '../../src/webhook/connection-policy.js'
 
 const API = '10.0.0.1'
 const FLOOD = '10.1.0.9'
@@ -153,6 +159,21 @@ t.test('the API server keeps getting in while one peer re-opens at its cap 1,000
   }
   t.equal(open.filter((o) => o.peer === FLOOD).length, 5, 'the flooder holds its cap, no more')
   t.equal(open.filter((o) => o.peer === API).length, 10, 'and every API server connection is still open')
+})
+
+t.test('mayWait: one waiting connection per address, the API server up to maxPerPeer, maxPerPeer in all', async (t) => {
+  const c: ConnectionCaps = { maxConnections: 30, maxPerPeer: 3, reserved: 0 }
+  const other = { peer: FLOOD, apiServer: false }
+  const api = { peer: API, apiServer: true }
+  const rows: [string, { peer: string; apiServer: boolean }, { peer: string }[], boolean][] = [
+    ['nobody waiting', other, [], true],
+    ['its address already waits', other, [{ peer: FLOOD }], false],
+    ['another address waits', other, [{ peer: '10.0.0.9' }], true],
+    ['maxPerPeer waiting in all', other, [{ peer: 'a' }, { peer: 'b' }, { peer: 'c' }], false],
+    ['the API server, two of its own waiting', api, [{ peer: API }, { peer: API }], true],
+    ['the API server, maxPerPeer waiting in all', api, [{ peer: API }, { peer: API }, { peer: 'a' }], false],
+  ]
+  for (const [name, incoming, waiting, expect] of rows) t.equal(mayWait(incoming, waiting, c), expect, name)
 })
 
 t.test('addressMatcher: IPs and CIDRs, IPv4-mapped IPv6 included', async (t) => {

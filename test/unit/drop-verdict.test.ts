@@ -4,7 +4,7 @@ import { requestedDeprecatedApis, samplesOf, wasRequested } from '../../src/chec
 import { parseManifests } from '../../src/check/manifests.js'
 
 const parseCrdManifests = (text: string, file: string) => parseManifests(text, file).crds
-import { formatDuration, MS_PER_CRD, MS_PER_OBJECT, planRow, planSummary } from '../../src/check/fleet-plan.js'
+import { MS_PER_CRD, MS_PER_OBJECT, planRow, planSummary } from '../../src/check/fleet-plan.js'
 import { ConfigError } from '../../src/errors.js'
 
 /** v1alpha1 fully retired: unserved, not storage, not stored, no objects left at it. */
@@ -249,9 +249,6 @@ t.test('plan: work, writes and the estimate from the measured rates', async (t) 
   t.equal(summary.blocked, 1)
   t.equal(summary.writes, 3020)
   t.equal(summary.unknownSize, 1)
-  t.equal(summary.serialMs, 2 * MS_PER_CRD + 3020 * MS_PER_OBJECT)
-  t.equal(summary.parallelMs, MS_PER_CRD + 3020 * MS_PER_OBJECT, 'the fixed costs overlap, the writes do not')
-  t.equal(formatDuration(8240), '8.2 s')
-  t.equal(formatDuration(250_000), '4 min 10 s')
-  t.equal(formatDuration(3_900_000), '1 h 5 min')
+  t.equal(summary.serialMs, Math.round(2 * MS_PER_CRD + 3020 * MS_PER_OBJECT))
+  t.equal(summary.parallelMs, Math.round(MS_PER_CRD + 3020 * MS_PER_OBJECT), 'the fixed costs overlap, the writes do not')
 })

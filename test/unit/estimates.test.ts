@@ -5,6 +5,7 @@
  */
 import t from 'tap'
 import { CONSTANT_BASIS, MS_PER_CRD, planRow, planSummary, type EstimateBasis, type PlanRow } from '../../src/check/fleet-plan.js'
+import { formatEstimate } from '../../src/cli/plan-format.js'
 import { describeBasis, measuredBasis, MIN_SAMPLES, objectsPerSecond, type WriteSample } from '../../src/check/write-rate.js'
 import { formatPlan, managedFieldsCell, servedNextSteps } from '../../src/cli/plan-format.js'
 import type { ManagedFieldsEntry } from '../../src/kube/types.js'
@@ -15,11 +16,11 @@ const sample = (s: Partial<WriteSample>): WriteSample => ({ written: 100, failed
 
 t.test('measuredBasis: the burst throughput, capped by --qps; a reason when too little succeeded', async (t) => {
   const rows: Array<[what: string, s: WriteSample, qps: number, objectsPerSecond: number | undefined, reason?: RegExp]> = [
-    ['100 dry-run writes in 2 s: 50/s, real writes 50/2', sample({}), 0, 25],
+    ['100 dry-run writes in 2 s: 50/s, real writes likely 50/1.6', sample({}), 0, 31.3],
     ['--qps below the rate caps it', sample({}), 20, 20],
-    ['--qps above the rate changes nothing', sample({}), 500, 25],
-    ['failures do not count as writes', sample({ written: 51, failed: 49, wallMs: 1000 }), 0, 25.5],
-    ['exactly the minimum', sample({ written: MIN_SAMPLES, wallMs: 1500 }), 0, 3.3],
+    ['--qps above the rate changes nothing', sample({}), 500, 31.3],
+    ['failures do not count as writes', sample({ written: 51, failed: 49, wallMs: 1000 }), 0, 31.9],
+    ['exactly the minimum', sample({ written: MIN_SAMPLES, wallMs: 1500 }), 0, 4.2],
     [
       'one short of the minimum',
       sample({ written: MIN_SAMPLES - 1 }),
@@ -50,19 +51,31 @@ t.test('measuredBasis: the burst throughput, capped by --qps; a reason when too 
     t.equal(got.basis.samples, s.written)
     t.equal(got.basis.msPerCrd, MS_PER_CRD, "the per-CRD cost stays the bench's")
   }
+  const ranged = measuredBasis(sample({}), 0)
+  t.ok('basis' in ranged)
+  if ('basis' in ranged)
+    t.same(
+      ranged.basis.range,
+      { fastMsPerObject: 1000 / 50, slowMsPerObject: 1000 / 20 },
+      'the range: the dry-run rate itself (50/s) down to 50/2.5 = 20/s',
+    )
+  const capped = measuredBasis(sample({}), 30)
+  if ('basis' in capped)
+    t.same(capped.basis.range, { fastMsPerObject: 1000 / 30, slowMsPerObject: 1000 / 20 }, '--qps caps the fast end too')
 })
 
 t.test('describeBasis: measured says so and on how many writes; the constant says what it is and suggests --measure', async (t) => {
   const measured: EstimateBasis = {
-    msPerObject: 1000 / 42.5,
+    msPerObject: 1000 / 40,
+    range: { fastMsPerObject: 1000 / 64, slowMsPerObject: 1000 / 25.6 },
     msPerCrd: MS_PER_CRD,
     source: 'measured',
     samples: 180,
-    dryRunPerSecond: 63.75,
+    dryRunPerSecond: 64,
   }
   t.match(
     describeBasis(measured),
-    /^measured on this cluster: 42\.5 objects\/s from 180 dry-run writes \(dryRun=All: nothing stored\) at 63\.8\/s, less the etcd write a dry run skips \(÷2\), plus 2\.4 s per CRD/,
+    /^measured on this cluster: 180 dry-run writes \(dryRun=All: nothing stored\) at 64\/s; a real write also costs the etcd write a dry run skips, so 25\.6–64 objects\/s \(likely 40\), plus 2\.4 s per CRD/,
   )
   t.match(
     describeBasis(CONSTANT_BASIS),
@@ -100,6 +113,24 @@ t.test('planRow and planSummary on a measured basis', async (t) => {
     rows[0]!.estimateMs,
     'the default is the constant',
   )
+  t.equal(rows[0]!.estimateRangeMs, undefined, 'no range without one in the basis')
+  const ranged: EstimateBasis = { ...basis, range: { fastMsPerObject: 10, slowMsPerObject: 40 } }
+  const r = planRow({ ...base, name: 'a', storedVersions: ['v1', 'v2'], objects: 4000 }, ranged)
+  t.same(r.estimateRangeMs, [2000 + 4000 * 10, 2000 + 4000 * 40], 'a measured basis gives a range, fastest to slowest')
+  const rs = planSummary([r], 4, ranged)
+  t.same(rs.parallelRangeMs, [42_000, 162_000])
+  t.same(rs.serialRangeMs, [42_000, 162_000])
+  t.equal(
+    planRow({ ...base, name: 'a', storedVersions: ['v1', 'v2'], objects: 3 }, { ...basis, msPerObject: 1000 / 3 }).estimateMs,
+    3000,
+    'whole milliseconds',
+  )
+})
+
+t.test('formatEstimate: a range when measured, one figure otherwise', async (t) => {
+  t.equal(formatEstimate(63_000), '1 min 3 s')
+  t.equal(formatEstimate(63_000, [40_000, 100_000]), '40 s – 1 min 40 s')
+  t.equal(formatEstimate(1000, [1000, 1040]), '1 s', 'the same when rounded: one figure')
 })
 
 const GROUP = 'example.com'

@@ -2,7 +2,8 @@
 import t from 'tap'
 import { diffOwnedContent, fieldPattern, hasPath, ownedContent, parsePath } from '../../src/migrator/lossless/content-diff.js'
 import { managedPaths } from '../../src/migrator/lossless/managed-paths.js'
-import { describeRefusedChanges, elideKeys, type ChangeCount } from '../../src/migrator/lossless/check.js'
+import { describeRefusedChanges, elideKeys } from '../../src/migrator/lossless/check.js'
+import type { ChangeCount } from '../../src/migrator/lossless/verdict.js'
 import {
   covers,
   describeFindings,

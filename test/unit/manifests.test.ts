@@ -9,12 +9,13 @@ import t from 'tap'
 import { parseManifests, readManifests, skipReason } from '../../src/check/manifests.js'
 import {
   blockingResources,
+  describeResource,
   splitApiVersion,
   withResourceReasons,
   type BlockingResource,
   type VersionGate,
 } from '../../src/check/manifest-resources.js'
-import { applyFixes, formatFixes, planFixes, rewriteApiVersions } from '../../src/check/manifest-fix.js'
+import { applyFixes, formatFixes, planFixes, rewriteApiVersions, unifiedDiff } from '../../src/check/manifest-fix.js'
 import { ConfigError } from '../../src/errors.js'
 
 const CRD = `apiVersion: apiextensions.k8s.io/v1
@@ -65,6 +66,56 @@ const gate = (over: Partial<VersionGate> = {}): VersionGate => ({
   storageVersion: 'v2',
   conversion: 'None',
   ...over,
+})
+
+t.test('parseManifests: the items of a list document (kind: List, nested lists too) are resources, each with its place', async (t) => {
+  const text = `apiVersion: v1
+kind: List
+items:
+  - apiVersion: example.com/v1
+    kind: Widget
+    metadata: {name: a, namespace: ns}
+  - apiVersion: v1
+    kind: ConfigMapList
+    items:
+      - apiVersion: example.com/v1
+        kind: Widget
+        metadata: {name: b}
+  - apiVersion: apiextensions.k8s.io/v1
+    kind: CustomResourceDefinition
+    metadata: {name: gadgets.example.com}
+    spec: {group: example.com, names: {kind: Gadget}, versions: [{name: v1, storage: true}]}
+`
+  const parsed = parseManifests(text, 'l.yaml')
+  t.same(
+    parsed.resources.map((r) => [r.documentIndex, r.itemPath, r.name]),
+    [
+      [0, [0], 'a'],
+      [0, [1, 0], 'b'],
+    ],
+  )
+  t.match(parsed.crds, [{ name: 'gadgets.example.com', versions: ['v1'] }], 'a CRD in a list is a CRD')
+  t.equal(describeResource(parsed.resources[1]!), 'l.yaml [0].items[1].items[0] Widget b')
+  const rewritten = rewriteApiVersions(text, [{ documentIndex: 0, itemPath: [1, 0], apiVersion: 'example.com/v2' }], 'l.yaml')
+  t.equal(
+    rewritten.text,
+    text.replace('      - apiVersion: example.com/v1', '      - apiVersion: example.com/v2'),
+    'the item is rewritten in place',
+  )
+  t.same(
+    rewritten.changes.map((c) => c.line),
+    [10],
+  )
+})
+
+t.test('unifiedDiff: context merged between close changes, the last line without a newline marked', async (t) => {
+  const before = 'a\nb\nc\nd\ne\nf\ng\nh\ni'
+  const after = 'a\nB\nc\nd\ne\nf\ng\nh\nI'
+  t.equal(
+    unifiedDiff('x.yaml', before, after),
+    '--- a/x.yaml\n+++ b/x.yaml\n@@ -1,9 +1,9 @@\n a\n-b\n+B\n c\n d\n e\n f\n g\n h\n-i\n\\ No newline at end of file\n+I\n\\ No newline at end of file\n',
+  )
+  t.equal(unifiedDiff('x.yaml', 'same\n', 'same\n'), '', 'nothing changed: no diff')
 })
 
 t.test('parseManifests: CRDs and resources of a multi-document file, each with its index', async (t) => {
@@ -222,30 +273,54 @@ t.test('applyFixes: --dry-run writes nothing; --fix writes the file; refusals ke
   const dir = t.testdir({ 'app.yaml': MULTI, 'crds.yaml': CRD })
   const file = join(dir, 'app.yaml')
   const blocking = blockingResources(readManifests([dir]).resources, [gate()])
-  const dry = await applyFixes(planFixes(blocking, [gate()]), true)
+  const dry = await applyFixes(planFixes(blocking, [gate()]), true, dir)
   t.same(
-    dry.map((o) => o.status),
+    dry.outcomes.map((o) => o.status),
     ['would-fix', 'would-fix'],
   )
   t.equal(await readFile(file, 'utf8'), MULTI, 'dry run: the file is untouched')
-  const summary = formatFixes(dry, true)
-  t.match(
-    summary,
-    `--- ${file}\n+++ ${file} (dry run: not written)\n@@ line 2, ${file} [0] Widget team-a/a @@\n-apiVersion: example.com/v1\n+apiVersion: example.com/v2\n`,
+  t.equal(
+    dry.patch,
+    [
+      '--- a/app.yaml',
+      '+++ b/app.yaml',
+      '@@ -1,5 +1,5 @@',
+      " # The app's widgets.",
+      '-apiVersion: example.com/v1   # old version, on purpose',
+      '+apiVersion: example.com/v2   # old version, on purpose',
+      ' kind: Widget',
+      ' metadata:',
+      '   name: a',
+      '@@ -19,7 +19,7 @@',
+      ' metadata:',
+      '   name: b',
+      ' ---',
+      "-apiVersion: 'example.com/v1'",
+      "+apiVersion: 'example.com/v2'",
+      ' kind: Widget',
+      ' metadata:',
+      '   name: c',
+      '',
+    ].join('\n'),
+    'a unified diff with 3 lines of context, paths relative to where it runs',
   )
-  t.match(summary, /would fix 2 of 2 document\(s\); nothing written/)
+  t.match(
+    formatFixes(dry.outcomes, true),
+    /^would fix 2 of 2 document\(s\); nothing written \(the diff is on stdout: git apply takes it\)\n$/,
+  )
 
   const refused = await applyFixes(planFixes(blocking, [gate({ conversion: 'Webhook' })]), false)
   t.same(
-    refused.map((o) => o.status),
+    refused.outcomes.map((o) => o.status),
     ['refused', 'refused'],
   )
+  t.equal(refused.patch, '', 'no patch for what was refused')
   t.equal(await readFile(file, 'utf8'), MULTI, 'refused: the file is untouched')
-  t.match(formatFixes(refused, false), /not fixed: .*Widget team-a\/a \(example.com\/v1\): .*webhook/)
+  t.match(formatFixes(refused.outcomes, false), /not fixed: .*Widget team-a\/a \(example.com\/v1\): .*webhook/)
 
   const fixed = await applyFixes(planFixes(blocking, [gate()]), false)
   t.same(
-    fixed.map((o) => [o.status, o.line]),
+    fixed.outcomes.map((o) => [o.status, o.line]),
     [
       ['fixed', 2],
       ['fixed', 22],

@@ -2,9 +2,9 @@ import t from 'tap'
 import { pino } from 'pino'
 import type { EventRecorder, EventType } from '../../src/kube/events.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
-import type { MigrationResult } from '../../src/migrator/context.js'
+import { startingResult, type MigrationResult } from '../../src/migrator/context.js'
 import type { Frozen } from '../../src/migrator/freeze/freeze.js'
-import { planCrd, startingResult } from '../../src/migrator/plan.js'
+import { planCrd } from '../../src/migrator/plan.js'
 import { RunReporter } from '../../src/migrator/reporter.js'
 
 const crd: CustomResourceDefinition = {

@@ -1,5 +1,7 @@
 import t from 'tap'
-import { escapeInvisible, fitUtf8, OUTSIDE_TEXT_MAX, plainText, sanitizeText } from '../../src/sanitize.js'
+import { cutText, escapeInvisible, fitUtf8, headOf, OUTSIDE_TEXT_MAX, plainText, sanitizeText } from '../../src/sanitize.js'
+import { truncateForLog } from '../../src/webhook/limits.js'
+import { shorten } from '../../src/webhook/messages.js'
 
 const ESC = '\u001b'
 
@@ -61,4 +63,42 @@ t.test('escapeInvisible writes what JSON leaves raw as \\u escapes', async (t) =
   t.equal(escapeInvisible(JSON.stringify('a\u009bb\u007fc\u202ed\u2028')), '"a\\u009bb\\u007fc\\u202ed\\u2028"')
   t.equal(escapeInvisible(JSON.stringify('\u{e0001}x')), '"\\udb40\\udc01x"', 'a format character past U+FFFF')
   t.equal(escapeInvisible('"plain ü"'), '"plain ü"')
+})
+
+t.test('headOf: the first max UTF-16 code units, never half a character', async (t) => {
+  const rows: [string, string, number, string][] = [
+    ['shorter', 'abc', 5, 'abc'],
+    ['exact', 'abc', 3, 'abc'],
+    ['cut', 'abcdef', 3, 'abc'],
+    ['zero', 'abc', 0, ''],
+    ['negative (a terminal narrower than the line)', 'abc', -1, ''],
+    ['cut before a pair, not inside it', 'ab😀', 3, 'ab'],
+    ['a whole pair kept', 'ab😀c', 4, 'ab😀'],
+    ['only a pair, cut at 1', '😀', 1, ''],
+    ['BMP text is code units', 'überprüft', 4, 'über'],
+  ]
+  for (const [name, text, max, expected] of rows) t.equal(headOf(text, max), expected, name)
+  for (let max = 0; max <= 12; max++) {
+    const head = headOf('😀'.repeat(6), max)
+    t.equal(Buffer.from(head, 'utf8').toString('utf8'), head, `'😀'×6 at ${max}: valid UTF-8`)
+  }
+})
+
+t.test('cutText: whole when it fits, else its head and how long it was', async (t) => {
+  const rows: [string, string, number, string, string][] = [
+    ['fits', 'abc', 3, '', 'abc'],
+    ['cut', 'abcdef', 3, '', 'abc…(6 characters)'],
+    ['with a gap (log lines)', 'abcdef', 3, ' ', 'abc… (6 characters)'],
+    ['never half a pair; the length stays in code units', 'ab😀cd', 3, '', 'ab…(6 characters)'],
+    ['empty', '', 0, '', ''],
+  ]
+  for (const [name, text, max, gap, expected] of rows) t.equal(cutText(text, max, gap), expected, name)
+})
+
+t.test('the webhook cuts through cutText: messages and log lines', async (t) => {
+  const long = 'x'.repeat(252) + '😀' + 'y'.repeat(10)
+  t.equal(shorten(long), `${'x'.repeat(252)}…(${long.length} characters)`, 'a message never ends in half a character')
+  t.equal(shorten('widgets.example.com'), 'widgets.example.com')
+  t.equal(truncateForLog('z'.repeat(300)), `${'z'.repeat(256)}… (300 characters)`)
+  t.equal(truncateForLog('z'.repeat(255) + '😀'), `${'z'.repeat(255)}… (257 characters)`)
 })

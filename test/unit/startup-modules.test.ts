@@ -22,7 +22,7 @@ function internalModulesAfterImporting(modules: string[]): string[] {
 
 t.test('migrate, serve and the kube transport do not load undici', async (t) => {
   const loaded = internalModulesAfterImporting([
-    'src/cli/migrate.ts',
+    'src/cli/run-migrate.ts',
     'src/cli/serve.ts',
     'src/kube/client.ts',
     'src/controller/controller.ts',

@@ -1,13 +1,5 @@
 import t from 'tap'
-import {
-  etaSeconds,
-  fleetState,
-  formatSeconds,
-  formatSummary,
-  parseProgress,
-  summarize,
-  type SummaryInput,
-} from '../../src/cli/status-summary.js'
+import { etaSeconds, fleetState, formatSummary, parseProgress, summarize, type SummaryInput } from '../../src/cli/status-summary.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import { readCrdState } from '../../src/state/crd-state.js'
 
@@ -131,12 +123,4 @@ t.test('summarize: counts, in flight, queued, the ETA of the slowest running CRD
     '0 CRDs: 0 succeeded, 0 up to date, 0 running, 0 pending, 0 failed\nin flight: 0, queued: 0\n',
     'nothing running: no ETA',
   )
-})
-
-t.test('formatSeconds', async (t) => {
-  t.equal(formatSeconds(0), '0s')
-  t.equal(formatSeconds(59), '59s')
-  t.equal(formatSeconds(75), '1m15s')
-  t.equal(formatSeconds(3600), '1h0m0s')
-  t.equal(formatSeconds(3700), '1h1m40s')
 })

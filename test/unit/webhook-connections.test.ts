@@ -17,6 +17,7 @@ import { Registry } from 'prom-client'
 import t from 'tap'
 import { generateDevCertificates } from '../../dev/certs/devcerts.js'
 import { CONFIG_DEFAULTS } from '../../src/config/schema.js'
+import { SLOT_WAIT_MS } from '../../src/webhook/connection-policy.js'
 import { SERVER_TIMEOUTS, startWebhookServer } from '../../src/webhook/server.js'
 import { capturingLogger } from '../helpers/log-capture.js'
 import { until } from '../helpers/until.js'
@@ -50,6 +51,8 @@ interface Held {
   ask(): Promise<string>
   /** Sends headers and half a body, and no more: a request in flight. */
   start(): void
+  /** Sends the rest of the body start() began; resolves with the status line. */
+  finish(): Promise<string>
 }
 
 /** A TLS connection (from `from`, a loopback address); rejects when the server closes it before the handshake completes. */
@@ -86,6 +89,11 @@ function connect(port: number, from = '127.0.0.1'): Promise<Held> {
           socket.write(
             `POST /validate-crd HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(review)}\r\n\r\n{`,
           ),
+        finish: () =>
+          new Promise((answered) => {
+            waiting = answered
+            socket.write(review.slice(1))
+          }),
         ask: () =>
           new Promise((answered) => {
             waiting = answered
@@ -131,6 +139,22 @@ t.test('an idle keep-alive connection is closed after the keep-alive timeout', a
   t.ok(idle >= KEEP_ALIVE_MS - 50, `not closed before the timeout (${Math.round(idle)} ms idle)`)
   t.ok(idle < KEEP_ALIVE_MS + 20_000, `closed by the server after ${Math.round(idle)} ms idle`)
 })
+
+/**
+ * Refused: closed before its handshake (no slot and none may wait), or closed unasked once
+ * SLOT_WAIT_MS passed with every connection still busy.
+ */
+async function refused(connecting: Promise<Held>): Promise<string> {
+  const started = performance.now()
+  const held = await connecting.catch(() => undefined)
+  if (!held) return 'before its handshake'
+  const closedAt = await Promise.race([held.closed, new Promise<number>((r) => setTimeout(() => r(-1), SLOT_WAIT_MS + 5000))])
+  if (closedAt < 0) {
+    held.socket.destroy()
+    throw new Error('a connection over the cap was kept')
+  }
+  return `after ${Math.round(closedAt - started)} ms waiting for a slot`
+}
 
 const connections = (server: { app: { server: { getConnections(cb: (err: Error | null, n: number) => void): void } } }) =>
   new Promise<number>((r, j) => server.app.server.getConnections((err, n) => (err ? j(err) : r(n))))
@@ -210,15 +234,63 @@ t.test('every slot busy: a new connection is refused, counted, warned, and readi
     (n) => n === '3',
   )
   await new Promise((r) => setTimeout(r, 300)) // and their headers parsed: requests in flight
-  await t.rejects(connect(server.port), 'a third of one peer is refused at its cap: all of its own are busy')
+  t.match(
+    await refused(connect(server.port)),
+    /^after \d+ ms waiting/,
+    'a third of one peer is refused at its cap once it waited for its own to go idle',
+  )
   t.equal(readiness(server), 'ok', 'a peer refused at its own cap leaves the webhook ready')
-  await t.rejects(connect(server.port, '127.0.0.3'), 'a new peer is refused at the total cap')
+  const [first, second] = await Promise.all([refused(connect(server.port, '127.0.0.3')), refused(connect(server.port, '127.0.0.3'))])
+  t.same(
+    [first, second].map((how) => how.replace(/\d+/, 'N')).sort(),
+    ['after N ms waiting for a slot', 'before its handshake'],
+    'a new peer is refused at the total cap: one connection after waiting, a second at once (one waits per address)',
+  )
   const metrics = await registry.metrics()
   t.match(metrics, /^crd_migrator_webhook_connections_refused_total\{reason="peer"\} 1$/m)
-  t.match(metrics, /^crd_migrator_webhook_connections_refused_total\{reason="shared"\} 1$/m)
-  t.match(readiness(server), /1 connection\(s\) refused in the last 30 s at the shared cap/, 'readiness fails, saying why')
+  t.match(metrics, /^crd_migrator_webhook_connections_refused_total\{reason="shared"\} 2$/m)
+  t.match(readiness(server), /2 connection\(s\) refused in the last 30 s at the shared cap/, 'readiness fails, saying why')
   const warnings = lines().filter((l) => /^webhook connection refused/.test(String(l['msg'])))
   t.match(warnings.at(-1), { level: 40, remoteAddress: '127.0.0.3', reason: 'shared', maxConnections: MAX_CONNECTIONS })
+})
+
+t.test('every slot busy for a moment: a new connection waits, and takes the slot of the first to go idle', async (t) => {
+  const registry = new Registry()
+  const server = await startWebhookServer({
+    certFile: certs.certFile,
+    keyFile: certs.keyFile,
+    host: '127.0.0.1',
+    port: 0,
+    logLevel: 'silent',
+    registry,
+    maxConnections: MAX_CONNECTIONS,
+    maxConnectionsPerPeer: 2,
+  })
+  t.teardown(() => server.close())
+  const held: Held[] = []
+  t.teardown(() => held.forEach((h) => h.socket.destroy()))
+  for (const from of ['127.0.0.1', '127.0.0.2', '127.0.0.2']) {
+    const h = await connect(server.port, from)
+    h.start()
+    held.push(h)
+  }
+  await until(
+    'three requests in flight',
+    5000,
+    async () => (await registry.metrics()).match(/^crd_migrator_webhook_connections\{peer="other"\} (\d+)$/m)?.[1],
+    (n) => n === '3',
+  )
+  await new Promise((r) => setTimeout(r, 300)) // and their headers parsed: requests in flight
+  const late = await connect(server.port, '127.0.0.3')
+  held.push(late)
+  t.equal(await held[1]!.finish(), 'HTTP/1.1 200 OK', 'one busy request is answered')
+  await held[1]!.closed
+  t.pass('and, idle now, its connection is closed for the waiting one')
+  t.match(await registry.metrics(), /^crd_migrator_webhook_connections_evicted_total\{reason="shared"\} 1$/m, 'counted as an eviction')
+  await new Promise((r) => setTimeout(r, SLOT_WAIT_MS + 300))
+  t.equal(await late.ask(), 'HTTP/1.1 200 OK', 'the waiting connection holds the slot past the wait and is answered')
+  t.match(await registry.metrics(), /^crd_migrator_webhook_connections_refused_total\{reason="shared"\} 0$/m, 'nothing refused')
+  t.equal(readiness(server), 'ok')
 })
 
 t.test("the API server's addresses: a reserved slot, no per-peer cap, never evicted", async (t) => {
@@ -250,7 +322,7 @@ t.test("the API server's addresses: a reserved slot, no per-peer cap, never evic
     (n) => n === '3',
   )
   await new Promise((r) => setTimeout(r, 300)) // and their headers parsed: requests in flight
-  await t.rejects(connect(server.port, '127.0.0.4'), 'other peers hold the shared part (4 - 1): refused')
+  t.ok(await refused(connect(server.port, '127.0.0.4')), 'other peers hold the shared part (4 - 1): refused')
   const api = await connect(server.port, '127.0.0.1')
   held.push(api)
   t.equal(await api.ask(), 'HTTP/1.1 200 OK', "the API server's address gets the reserved slot")

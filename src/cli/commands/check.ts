@@ -23,14 +23,15 @@ export function registerCheck(program: Command): void {
       'with --manifests: rewrite the apiVersion of custom resources written at a dropped version to the storage version, in place (conversion None only; a webhook-converted CRD is refused with the reason)',
       false,
     )
-    .option('--dry-run', 'with --fix: print what would change, as a diff, and write nothing', false)
+    .option('--dry-run', 'with --fix: print what would change as a unified diff (git apply takes it) and write nothing', false)
+    .option('--allow-empty', 'a selection that matches no CRD is not an error: exit 0 (default: exit 1, nothing was checked)', false)
     .addOption(outputOption())
     .addOption(jsonOption())
     .action(async (names: string[], opts: Record<string, unknown>) => {
       const format = outputFormat(opts)
       refuseNamesWithSelector(cmd, names)
       const config = shortCommandConfig(opts)
-      const { runCheckCommand } = await import('../check.js')
+      const { runCheckCommand } = await import('../run-check.js')
       process.exitCode = await runCheckCommand(config, process.stdout, {
         format,
         logger: logger(config, 'short'),
@@ -40,6 +41,7 @@ export function registerCheck(program: Command): void {
         strict: Boolean(opts.strict),
         fix: Boolean(opts.fix),
         dryRun: Boolean(opts.dryRun),
+        allowEmpty: Boolean(opts.allowEmpty),
         client: clientFlags(opts),
         signal: shutdownSignal(undefined),
       })

@@ -14,6 +14,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { CrdMigratorError } from '../../errors.js'
 import type { ConversionFailure } from '../../kube/conversion.js'
+import { wholeSeconds } from '../../duration.js'
 
 export interface ConversionGateOptions {
   /** The webhook as people name it (service or URL), for messages. */
@@ -152,7 +153,7 @@ export class ConversionGate {
     if (lasted < this.options.outageLimitMs) return
     this.failedWith = new CrdMigratorError(
       'CRDM_CONVERSION_OUTAGE',
-      `conversion webhook ${this.options.webhook} did not answer for ${Math.round(lasted / 1000)}s (limit ${Math.round(this.options.outageLimitMs / 1000)}s): ${this.lastFailure?.detail ?? 'unknown error'}`,
+      `conversion webhook ${this.options.webhook} did not answer for ${wholeSeconds(lasted)} (limit ${wholeSeconds(this.options.outageLimitMs)}): ${this.lastFailure?.detail ?? 'unknown error'}`,
     )
     this.wakeAll()
     throw this.failedWith

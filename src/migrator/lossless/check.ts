@@ -45,64 +45,22 @@ import { invalidFieldPath } from '../../config/accept-entries.js'
 import type { ConversionGate } from '../conversion/gate.js'
 import type { MigrationContext, MigrationSettings } from '../context.js'
 import { requestRetry, withRetry, type RetryOptions } from '../engine/retry.js'
-import type { FieldChange, FieldChangeKind } from './content-diff.js'
+import { runInParallel } from '../parallel.js'
+import type { FieldChange } from './content-diff.js'
 import { managedEntries, managedPaths } from './managed-paths.js'
 import { hasOwnedPath, ownedContent } from './content-diff.js'
-import { judgeRoundTrip, schemaDefaults, type ChangeVerdict, type LosslessRules, type ObjectFinding, type RoundTrip } from './verdict.js'
+import {
+  judgeRoundTrip,
+  schemaDefaults,
+  type ChangeCount,
+  type ChangeVerdict,
+  type LosslessMethod,
+  type LosslessReport,
+  type LosslessRules,
+  type RoundTrip,
+} from './verdict.js'
 
 type KubeObject = Record<string, unknown> & { metadata: ObjectMeta }
-
-export type LosslessMethod = 'list' | 'dry-run'
-
-export interface LosslessReport {
-  method: LosslessMethod
-  /** The old versions the objects were read through. */
-  through: string[]
-  /** Stored versions that are no longer served: objects stored in them cannot be read as stored. */
-  unserved: string[]
-  /** Object reads compared (an object is counted once per old version). */
-  checked: number
-  /** Objects whose rewrite would lose, change or add content. */
-  lossy: number
-  /** The first of them, with their changes. */
-  findings: ObjectFinding[]
-  /** Objects whose only changes are accepted ones (acceptChanges, acceptRemovals). */
-  accepted: number
-  /** Objects that gain fields their schema defaults (reported, not refused). */
-  defaultsAdded: number
-  /** Objects whose round trip adds bookkeeping the rewrite does not store (reported, not refused). */
-  bookkeeping: number
-  /** Objects read once more through the storage version to tell bookkeeping from stored content (the extra view's cost). */
-  storageViews: number
-  /** Objects no view can check (stored in an unserved version, no managedFields): refused unless accepted. */
-  unchecked: number
-  /** Why objects went unchecked, when some did. */
-  uncheckedReason?: string
-  /** Whether this CRD's unchecked objects are accepted (the run goes on with them). */
-  uncheckedAccepted: boolean
-  /** Each field that changes, by pattern and kind, with its object count and verdict (at most 50 patterns). */
-  changes: ChangeCount[]
-  /** Consent taken from the CRD's annotations (consentFromCrd), and the entries there that are not field paths (ignored). */
-  crdConsent?: { acceptChanges: string[]; acceptUnchecked: boolean; ignored: string[] }
-  /** Objects the conversion webhook refused to convert: the rewrite fails them by name. */
-  refused: number
-  /** Whether the whole collection was checked (false: the first pages only). */
-  complete: boolean
-  durationMs: number
-}
-
-/** One field that changes in some objects: what the plan and the refusal list, with the line that accepts it. */
-export interface ChangeCount {
-  /** Field pattern (`spec.items[*].name`); for a move, where the value goes. */
-  pattern: string
-  change: FieldChangeKind
-  /** A move's source pattern. */
-  from?: string
-  /** Seen through managedFields only (pruned from every view). */
-  managedFields?: true
-  verdict: 'refused' | 'accepted' | 'bookkeeping' | 'default'
-  objects: number
-}
 
 export interface LosslessOptions {
   http: KubeHttp
@@ -472,24 +430,19 @@ async function compareWithDryRuns(
 ): Promise<void> {
   // managedFields entries of this version name fields in its shape: the round trip's view holds them.
   const sameVersion = (entry: { apiVersion?: string }) => entry.apiVersion === `${through.group}/${through.version}`
-  let next = 0
-  const worker = async () => {
-    while (next < items.length) {
-      const item = items[next++]!
-      const pair = await roundTrip(item, through, options)
-      if (pair === 'refused') refused()
-      else if (pair) {
-        const trip: RoundTrip = { ...pair, lostManaged: lostManagedFields(pair.before, pair.after, sameVersion) }
-        let verdict = judgeRoundTrip(trip, rules)
-        if (verdict.needsStorageView) {
-          const view = await stored(pair.before)
-          if (view) verdict = judgeRoundTrip({ ...trip, stored: view }, rules)
-        }
-        judge(pair.before, verdict)
+  await runInParallel(items, options.concurrency, async (item) => {
+    const pair = await roundTrip(item, through, options)
+    if (pair === 'refused') refused()
+    else if (pair) {
+      const trip: RoundTrip = { ...pair, lostManaged: lostManagedFields(pair.before, pair.after, sameVersion) }
+      let verdict = judgeRoundTrip(trip, rules)
+      if (verdict.needsStorageView) {
+        const view = await stored(pair.before)
+        if (view) verdict = judgeRoundTrip({ ...trip, stored: view }, rules)
       }
+      judge(pair.before, verdict)
     }
-  }
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(options.concurrency, items.length)) }, worker))
+  })
 }
 
 /** The object through the storage version: what its rewrite stores (undefined: gone since). */

@@ -4,7 +4,8 @@
  * verdict and object count, then the exact flags that would accept what is refused.
  */
 import { describeFindings } from './verdict.js'
-import { acceptHint, acceptUncheckedHint, refusesRewrite, type ChangeCount, type LosslessReport } from './check.js'
+import { acceptHint, acceptUncheckedHint, refusesRewrite } from './check.js'
+import type { ChangeCount, LosslessReport } from './verdict.js'
 
 const VERDICT_WORDS: Record<ChangeCount['verdict'], string> = {
   refused: 'refused',

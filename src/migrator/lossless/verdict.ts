@@ -32,6 +32,7 @@ import {
   pairMoves,
   withoutValues,
   type FieldChange,
+  type FieldChangeKind,
   type Obj,
   type ValuedChange,
 } from './content-diff.js'
@@ -177,4 +178,58 @@ export function describeFindings(findings: readonly ObjectFinding[], objects: nu
   })
   const more = objects > lines.length ? `; and ${objects - lines.length} more object(s)` : ''
   return `${lines.join('; ')}${more}`
+}
+
+/** How the old versions are read: a list at the same snapshot (conversion None) or a dry-run write (a webhook). */
+export type LosslessMethod = 'list' | 'dry-run'
+
+/** What the check found for one CRD (check.ts), as a run's result, the plan and the refusal report it. */
+export interface LosslessReport {
+  method: LosslessMethod
+  /** The old versions the objects were read through. */
+  through: string[]
+  /** Stored versions that are no longer served: objects stored in them cannot be read as stored. */
+  unserved: string[]
+  /** Object reads compared (an object is counted once per old version). */
+  checked: number
+  /** Objects whose rewrite would lose, change or add content. */
+  lossy: number
+  /** The first of them, with their changes. */
+  findings: ObjectFinding[]
+  /** Objects whose only changes are accepted ones (acceptChanges, acceptRemovals). */
+  accepted: number
+  /** Objects that gain fields their schema defaults (reported, not refused). */
+  defaultsAdded: number
+  /** Objects whose round trip adds bookkeeping the rewrite does not store (reported, not refused). */
+  bookkeeping: number
+  /** Objects read once more through the storage version to tell bookkeeping from stored content (the extra view's cost). */
+  storageViews: number
+  /** Objects no view can check (stored in an unserved version, no managedFields): refused unless accepted. */
+  unchecked: number
+  /** Why objects went unchecked, when some did. */
+  uncheckedReason?: string
+  /** Whether this CRD's unchecked objects are accepted (the run goes on with them). */
+  uncheckedAccepted: boolean
+  /** Each field that changes, by pattern and kind, with its object count and verdict (at most 50 patterns). */
+  changes: ChangeCount[]
+  /** Consent taken from the CRD's annotations (consentFromCrd), and the entries there that are not field paths (ignored). */
+  crdConsent?: { acceptChanges: string[]; acceptUnchecked: boolean; ignored: string[] }
+  /** Objects the conversion webhook refused to convert: the rewrite fails them by name. */
+  refused: number
+  /** Whether the whole collection was checked (false: the first pages only). */
+  complete: boolean
+  durationMs: number
+}
+
+/** One field that changes in some objects: what the plan and the refusal list, with the line that accepts it. */
+export interface ChangeCount {
+  /** Field pattern (`spec.items[*].name`); for a move, where the value goes. */
+  pattern: string
+  change: FieldChangeKind
+  /** A move's source pattern. */
+  from?: string
+  /** Seen through managedFields only (pruned from every view). */
+  managedFields?: true
+  verdict: 'refused' | 'accepted' | 'bookkeeping' | 'default'
+  objects: number
 }

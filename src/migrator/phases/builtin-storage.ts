@@ -32,6 +32,7 @@ import { isForbidden } from '../../kube/api-errors.js'
 import { builtinMigrationPatch, STATE_PREFIX } from '../../state/crd-state.js'
 import type { BuiltinPhaseReport, MigrationContext, MigrationSettings } from '../context.js'
 import type { StateWriter } from '../freeze/state-writer.js'
+import { wholeSeconds } from '../../duration.js'
 
 /** What the built-in migrator is doing with a CRD's resource. */
 export interface BuiltinActivity {
@@ -157,7 +158,7 @@ export async function runBuiltinStoragePhase(
         throw new CrdMigratorError(
           'CRDM_BUILTIN_UNAVAILABLE',
           `kube-controller-manager did not start the built-in StorageVersionMigration ${migrationName} within ` +
-            `${Math.round(settings.builtinStartTimeoutMs / 1000)}s: is its storage-version-migrator-controller running?`,
+            `${wholeSeconds(settings.builtinStartTimeoutMs)}: is its storage-version-migrator-controller running?`,
         )
       }
       if (message !== lastMessage && message !== undefined) {

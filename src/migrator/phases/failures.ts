@@ -1,43 +1,67 @@
-/** How objects that failed in a phase end the run: one coded error that names them. */
-import { CrdMigratorError } from '../../errors.js'
+/**
+ * How objects that failed in a phase end the run: one coded error that counts them.
+ *
+ * The error's message is public: it becomes the CRD's last-result annotation and the
+ * Failed Event, read by people who may not list the objects (issue 44, item 2). So it
+ * counts the failures by code and names nobody. The names and each error (a webhook's
+ * message may quote the object) travel as data: the result's `failures` (what `migrate`
+ * prints to whoever ran it) and the error's `failures` (the migrator's log).
+ */
+import { CrdMigratorError, type ErrorCode } from '../../errors.js'
 import type { ObjectFailure, WalkResult } from '../engine/walker.js'
 import type { StashResult } from '../context.js'
 
-/** The first ten, named with their messages; how many more. */
-function named(failures: readonly ObjectFailure[], failed: number): string {
-  const shown = failures.slice(0, 10).map((f) => `${f.key} (${f.message})`)
-  return `${shown.join('; ')}${failed > shown.length ? `, and ${failed - shown.length} more` : ''}`
+/** Where the names are, for readers of the public message. */
+const NAMED_ELSEWHERE = "the objects and their errors are in the migrator's log and in `crd-migrator migrate`'s output"
+
+/** A phase's failed objects; `failures` (the first of them, named) is for the log, never for the message. */
+export class ObjectsFailedError extends CrdMigratorError {
+  override readonly name: string = 'ObjectsFailedError'
+
+  constructor(
+    code: ErrorCode,
+    message: string,
+    readonly failures: readonly ObjectFailure[],
+  ) {
+    super(code, message)
+  }
 }
 
-/**
- * Fails the run when objects failed. Refusals by the conversion webhook are listed by name
- * with the webhook's message (the first ten; all of them are in the log and the result).
- */
+/** "2 CRDM_KUBE_API, 1 CRDM_CONVERSION_REFUSED" over the failures kept; the rest (of `failed`) unclassified. */
+export function countByCode(failures: readonly ObjectFailure[], failed: number): string {
+  const byCode = new Map<string, number>()
+  for (const f of failures) byCode.set(f.code, (byCode.get(f.code) ?? 0) + 1)
+  const parts = [...byCode].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).map(([code, n]) => `${n} ${code}`)
+  const unclassified = failed - failures.length
+  if (unclassified > 0) parts.push(`${unclassified} more`)
+  return parts.join(', ')
+}
+
+/** Fails the run when objects failed; refusals by the conversion webhook alone are CRDM_CONVERSION_REFUSED. */
 export function failOnObjects(phase: WalkResult & { conversionRefused?: number }, what: string): void {
   const failed = phase.counts.failed
   if (failed === 0) return
   if (phase.conversionRefused === failed) {
-    const refused = phase.failures.filter((f) => f.code === 'CRDM_CONVERSION_REFUSED')
-    throw new CrdMigratorError(
+    throw new ObjectsFailedError(
       'CRDM_CONVERSION_REFUSED',
-      `the conversion webhook refused ${failed} object(s), which ${what}: ${named(refused, failed)}; the others were migrated`,
+      `the conversion webhook refused ${failed} object(s), which ${what}; the others were migrated (${NAMED_ELSEWHERE}, with the webhook's messages)`,
+      phase.failures,
     )
   }
-  throw new CrdMigratorError(
+  throw new ObjectsFailedError(
     'CRDM_OBJECTS_FAILED',
-    `${failed} object(s) ${what}, e.g. ${phase.failures[0]?.key}: ${phase.failures[0]?.error}`,
+    `${failed} object(s) ${what} (${countByCode(phase.failures, failed)}; ${NAMED_ELSEWHERE})`,
+    phase.failures,
   )
 }
 
-/** Fails the run when stashes could not be migrated; each is named with its reason (the first ten). */
+/** Fails the run when stashes could not be migrated. */
 export function failOnStashes(stashes: StashResult): void {
   const failed = stashes.counts.failed
   if (failed === 0) return
-  throw new CrdMigratorError(
+  throw new ObjectsFailedError(
     'CRDM_STASH_FAILED',
-    `${failed} stashed cop${failed === 1 ? 'y' : 'ies'} not migrated: ${stashes.failures
-      .slice(0, 10)
-      .map((f) => `${f.key} (${f.error})`)
-      .join('; ')}${failed > 10 ? `, and ${failed - 10} more` : ''}`,
+    `${failed} stashed cop${failed === 1 ? 'y' : 'ies'} not migrated (${NAMED_ELSEWHERE}, with why)`,
+    stashes.failures,
   )
 }

@@ -23,6 +23,7 @@ import { getCrd } from '../../kube/crds.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
 import { runInParallel } from '../parallel.js'
 import { planCrd } from '../plan.js'
+import { wholeSeconds } from '../../duration.js'
 
 export type StorageSwitchMode = 'all-servers' | 'single-server'
 
@@ -158,7 +159,7 @@ export async function waitForStorageEverywhere(
         if (Date.now() > deadline) {
           throw new CrdMigratorError(
             'CRDM_STORAGE_NOT_SWITCHED',
-            `API server(s) ${lagging.join(', ')} did not switch to storage version ${version} within ${Math.round(o.timeoutMs / 1000)}s (of ${servers.length} listed)`,
+            `API server(s) ${lagging.join(', ')} did not switch to storage version ${version} within ${wholeSeconds(o.timeoutMs)} (of ${servers.length} listed)`,
           )
         }
       }

@@ -21,6 +21,7 @@ import {
   clusterGate,
   crdsOfResources,
   manifestGate,
+  placeKey,
   withResourceReasons,
   type BlockingResource,
   type VersionGate,
@@ -48,6 +49,8 @@ export interface CheckCommandOptions {
   fix?: boolean
   /** With fix: say what would change, write nothing. */
   dryRun?: boolean
+  /** A selection that matches no CRD is not an error (exit 0). */
+  allowEmpty?: boolean
   /** --request-timeout, --as. */
   client?: ClientFlags
   signal?: AbortSignal
@@ -113,22 +116,35 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
         results.push(await withLosslessReason(http, config, target.crd, version, verdict, options.signal))
       }
     }
-    const { blocking, fixes } = manifests ? await resourcesAfterFix(manifests, gates, options) : { blocking: [], fixes: undefined }
+    const { blocking, fixes, patch } = manifests
+      ? await resourcesAfterFix(manifests, gates, options)
+      : { blocking: [], fixes: undefined, patch: '' }
     const verdicts = withResourceReasons(results, blocking)
+    // A selector that matches nothing (a typo in -l) checked nothing: no green light for a gate.
+    const empty = !manifests && options.names.length === 0 && targets.length === 0 && !options.allowEmpty
     const report: CheckReport = {
-      safe: verdicts.every((r) => r.safe) && missing.length === 0,
+      safe: verdicts.every((r) => r.safe) && missing.length === 0 && !empty,
       results: verdicts,
       missing,
       ...(manifests ? { resources: blocking, skipped: manifests.skipped } : {}),
       ...(fixes ? { fixes } : {}),
     }
     if (!isData(options.format)) {
-      out.write(formatFixes(fixes ?? [], options.dryRun === true))
-      for (const s of manifests?.skipped ?? []) out.write(`skipped ${s.file}: ${s.reason}\n`)
-      out.write(formatCheck(report, options.names.length === 0 && !manifests))
+      // --fix --dry-run: stdout is the patch alone (git apply takes it); the rest goes to stderr.
+      const notes = options.dryRun ? process.stderr : out
+      if (patch) out.write(patch)
+      if (fixes) notes.write(`${patch && !options.dryRun ? '\n' : ''}${formatFixes(fixes, options.dryRun === true)}\n`)
+      for (const s of manifests?.skipped ?? []) notes.write(`skipped ${s.file}: ${s.reason}\n`)
+      notes.write(formatCheck(report, options.names.length === 0 && !manifests))
     } else out.write(renderData(report, options.format))
     for (const name of missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
     if (missing.length) return 1
+    if (empty) {
+      process.stderr.write(
+        `crd-migrator: no managed CRD matched ${describeSelection(config)}: nothing was checked, so nothing is shown safe (--allow-empty accepts an empty selection)\n`,
+      )
+      return 1
+    }
     return verdicts.every((r) => r.safe) ? 0 : EXIT_NOT_SAFE
   } finally {
     http.close()
@@ -158,6 +174,16 @@ async function withLosslessReason(
     ? { check: 'lossless', status: 'blocks', message: `the migration would stop Blocked (CRDM_DATA_LOSS): ${pre.refusal}` }
     : { check: 'lossless', status: 'ok', message: `the migration's lossless check passes (${scope})` }
   return { ...verdict, safe: verdict.safe && !pre.refuses, reasons: [...verdict.reasons, reason] }
+}
+
+/** How the managed CRDs were selected, for the message when none matched. */
+function describeSelection(config: Config): string {
+  const { labelSelector, names } = config.migrator.selector
+  const parts = [
+    ...(labelSelector.trim() ? [`-l ${JSON.stringify(labelSelector)}`] : []),
+    ...(names.length ? [`the names ${names.join(', ')}`] : []),
+  ]
+  return parts.length ? parts.join(' or ') : 'an empty selection (no label selector, no names)'
 }
 
 /** The named CRDs (managed or not), else every managed one; each with the version to drop. */
@@ -221,12 +247,12 @@ async function resourcesAfterFix(
   manifests: Manifests,
   gates: readonly VersionGate[],
   options: Pick<CheckCommandOptions, 'fix' | 'dryRun'>,
-): Promise<{ blocking: BlockingResource[]; fixes: FixOutcome[] | undefined }> {
+): Promise<{ blocking: BlockingResource[]; fixes: FixOutcome[] | undefined; patch: string }> {
   const blocking = blockingResources(manifests.resources, gates)
-  if (!options.fix) return { blocking, fixes: undefined }
-  const fixes = await applyFixes(planFixes(blocking, gates), options.dryRun === true)
-  const moved = (b: BlockingResource) => fixes.some((f) => f.status === 'fixed' && f.file === b.file && f.documentIndex === b.documentIndex)
-  return { blocking: blocking.filter((b) => !moved(b)), fixes }
+  if (!options.fix) return { blocking, fixes: undefined, patch: '' }
+  const { outcomes: fixes, patch } = await applyFixes(planFixes(blocking, gates), options.dryRun === true)
+  const moved = (b: BlockingResource) => fixes.some((f) => f.status === 'fixed' && f.file === b.file && placeKey(f) === placeKey(b))
+  return { blocking: blocking.filter((b) => !moved(b)), fixes, patch }
 }
 
 const MARK = { blocks: 'no', ok: 'ok', unknown: '??' } as const

@@ -27,6 +27,7 @@ import { observeStorageSwitchesOf } from '../migrator/phases/storage-switch.js'
 import { resumeHint, type Interrupt } from './interrupt.js'
 import { PlainView, QuietView, type ProgressView } from './progress.js'
 import { finishLine } from './progress-text.js'
+import { tenthsOfSeconds, wholeSeconds } from '../duration.js'
 
 export interface MigrateCommandOptions {
   /** Resources named kubectl style (`secrets`, `deployments.apps`), migrated after the CRDs. */
@@ -152,8 +153,10 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
           result.outcome === 'Blocked' &&
           Date.now() + BLOCKED_RETRY_MS <= waitUntil
         ) {
-          const left = Math.round((waitUntil - Date.now()) / 1000)
-          view.print(status, `${name}: waiting for ${plainText(result.reason).replace(/ does not answer: /, ' (')}) — ${left}s left\n`)
+          view.print(
+            status,
+            `${name}: waiting for ${plainText(result.reason).replace(/ does not answer: /, ' (')}) — ${wholeSeconds(waitUntil - Date.now())} left\n`,
+          )
           await sleep(BLOCKED_RETRY_MS, undefined, signal ? { signal } : undefined)
           result = await migrate()
         }
@@ -218,7 +221,7 @@ async function progressView(mode: ProgressMode, status: NodeJS.WritableStream, e
 }
 
 export function formatResult(r: MigrationResult): string {
-  const lines = [`${r.crd}: ${r.outcome}${r.errorCode ? ` (${r.errorCode})` : ''} in ${(r.durationMs / 1000).toFixed(1)}s — ${r.reason}`]
+  const lines = [`${r.crd}: ${r.outcome}${r.errorCode ? ` (${r.errorCode})` : ''} in ${tenthsOfSeconds(r.durationMs)} — ${r.reason}`]
   if (r.lossless) lines.push(...losslessLines(r.crd, r.lossless))
   if (r.storage) {
     const c = r.storage.counts

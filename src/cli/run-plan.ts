@@ -20,20 +20,12 @@ import { requestRetry, withRetry } from '../migrator/engine/retry.js'
 import { scanManagedFields } from '../migrator/phases/managed-fields-scan.js'
 import { Phase, planCrd } from '../migrator/plan.js'
 import { servedVersionToList } from '../check/drop-evidence.js'
-import {
-  CONSTANT_BASIS,
-  planRow,
-  planSummary,
-  type EstimateBasis,
-  type PlanInput,
-  type PlanRow,
-  type PlanSummary,
-} from '../check/fleet-plan.js'
+import { CONSTANT_BASIS, planRow, planSummary, type PlanInput } from '../check/fleet-plan.js'
 import { measureWrites } from '../check/measure-writes.js'
 import { describeBasis, measuredBasis, objectsPerSecond, type WriteSample } from '../check/write-rate.js'
 import { isData, renderData, renderNames, type OutputFormat } from './output.js'
 import type { ClientFlags } from './client-flags.js'
-import { formatPlan } from './plan-format.js'
+import { formatPlan, type PlanReport } from './plan-format.js'
 
 export interface PlanCommandOptions {
   /** Where the client says it retries a server that never answered (--connect-attempts). */
@@ -59,26 +51,6 @@ export interface MeasureSettings {
 
 /** `--measure`'s defaults: enough writes for a rate, few enough seconds not to matter. */
 export const DEFAULT_MEASURE: MeasureSettings = { samples: 200, budgetMs: 5000 }
-
-/** What -o json|yaml prints. */
-export interface PlanReport {
-  rows: PlanRow[]
-  summary: PlanSummary & {
-    /** What the estimate stands on, in words. */
-    estimate: string
-    basis: {
-      source: EstimateBasis['source']
-      /** The rate the estimate uses. */
-      objectsPerSecond: number
-      samples?: number
-      failed?: number
-      /** The dry-run writes' own rate (objectsPerSecond allows for the etcd write they skip). */
-      dryRunPerSecond?: number
-      measureError?: string
-    }
-  }
-  missing: string[]
-}
 
 /** `crd-migrator plan [CRD...]`; exit code 1 when a named CRD does not exist. */
 export async function runPlanCommand(config: Config, out: NodeJS.WritableStream, options: PlanCommandOptions): Promise<number> {
@@ -157,6 +129,14 @@ export async function planFleet(
       basis: {
         source: basis.source,
         objectsPerSecond: objectsPerSecond(basis),
+        ...(basis.range
+          ? {
+              objectsPerSecondRange: [
+                Math.round(10_000 / basis.range.slowMsPerObject) / 10,
+                Math.round(10_000 / basis.range.fastMsPerObject) / 10,
+              ] as [number, number],
+            }
+          : {}),
         ...(sample ? { samples: sample.written, failed: sample.failed } : {}),
         ...(basis.dryRunPerSecond ? { dryRunPerSecond: Math.round(basis.dryRunPerSecond * 10) / 10 } : {}),
         ...(measureError ? { measureError } : {}),

@@ -9,7 +9,7 @@
  * `:<directive>`; the scripts act on the directives crd-migrator sends: 4 no file names,
  * 32 keep the order (managed CRDs first), 0 with no candidates: file names.
  */
-import { PROGRAM_NAME } from './program.js'
+import { PROGRAM_NAME } from './program-name.js'
 
 export const SHELLS = ['bash', 'zsh', 'fish'] as const
 export type Shell = (typeof SHELLS)[number]
