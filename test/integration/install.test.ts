@@ -227,8 +227,13 @@ t.test('2 replicas Running and Ready, exactly one holding the Lease', async (t) 
     { everyMs: 500 },
   )
   t.ok(names.includes(lease.spec.holderIdentity!), `held by ${lease.spec.holderIdentity}`)
-  const deploy = await getJson<{ status: { readyReplicas?: number; replicas?: number } }>(
-    `/apis/apps/v1/namespaces/${NS}/deployments/${RELEASE}`,
+  // The Deployment's status follows the pods' readiness a moment later (its controller's next sync).
+  const deploy = await until(
+    'the Deployment counting 2 ready replicas',
+    30_000,
+    () => getJson<{ status: { readyReplicas?: number; replicas?: number } }>(`/apis/apps/v1/namespaces/${NS}/deployments/${RELEASE}`),
+    (d) => d.status.readyReplicas === 2,
+    { everyMs: 200 },
   )
   t.equal(deploy.status.readyReplicas, 2, 'the Deployment counts 2 ready replicas')
 })
