@@ -29,6 +29,8 @@ const STATE_MEANINGS: { readonly [K in keyof typeof StateAnnotation]: string } =
     'HMAC of the checkpoint, bound to this CRD and freeze, keyed by `--state-key-file`; a resumed run trusts the checkpoint only when it verifies, else looks at every object again (objects already current cost a no-op request, no etcd write)',
   builtinMigration:
     'while frozen with `--engine builtin`: the built-in StorageVersionMigration doing the storage phase (the webhook then lets kube-controller-manager mark the CRD `StorageMigrating`)',
+  handedOff:
+    'while frozen: when its owner (`serve` shutting down in a rolling upgrade, or losing its Lease) stopped and left the freeze, with its checkpoint, to the next leader; the heartbeat is removed with it, so the next leader resumes at once. The freeze itself is never lifted in between',
   lastResult: '`Succeeded`, `Failed: <reason>`, or `Blocked: <reason>`',
   lastCounts:
     'e.g. `rewritten=2000 alreadyCurrent=0 gone=1 failed=0 managedFieldsCleaned=30 managedFieldsEntriesRemoved=33 cleanupFailed=0`; also `conversionRefused=N`, `managedFieldsEntriesRelabelled=N` (conversion None) and `conversionOutages=N` when not zero',

@@ -74,6 +74,8 @@ export const COMMAND_SETTINGS = {
     'max-attempts',
   ],
   version: ['kubeconfig', 'context', 'connect-attempts'],
+  // The chart's pre-delete hook: the Lease (its renew deadline and retry period from --config) and the freeze's key.
+  'lift-freezes': [...CLIENT, 'migrating-annotation', 'lease-namespace', 'lease-name'],
 } as const satisfies Record<string, readonly string[]>
 
 /** Settings of the command line only: serve has every other. */

@@ -5,6 +5,7 @@
 import { Command } from 'commander'
 import { VERSION } from '../version.js'
 import { registerServe } from './commands/serve.js'
+import { registerLiftFreezes } from './commands/lift-freezes.js'
 import { registerMigrate } from './commands/migrate.js'
 import { registerStatus } from './commands/status.js'
 import { registerCheck } from './commands/check.js'
@@ -30,6 +31,7 @@ export function buildProgram(name: string = PROGRAM_NAME): Command {
       'Moves every custom resource of a CRD to its storage version, narrows status.storedVersions, and removes managedFields of unserved versions, behind a KEP-2855 freeze webhook.',
     )
   registerServe(program)
+  registerLiftFreezes(program)
   registerMigrate(program)
   registerStatus(program)
   registerCheck(program)

@@ -12,6 +12,7 @@ import { kubeHttp } from '../kube/client.js'
 import { userAgent } from '../version.js'
 import { KubeEventRecorder } from '../kube/events.js'
 import { loadCheckpointSeal } from '../migrator/freeze/checkpoint-seal.js'
+import { HandOff } from '../migrator/freeze/hand-off.js'
 import { MigratorMetrics } from '../migrator/metrics.js'
 import type { MigrationResult } from '../migrator/migrate.js'
 import { createProcessMetrics } from '../health/process-metrics.js'
@@ -140,12 +141,12 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
 
   // One readiness notion, reported by the ops listener's /readyz: the webhook's checks (a
   // serving certificate loaded, not draining) and ours. `not-shutting-down` starts failing
-  // only once the controller has lifted its freeze: lifting it is itself a CRD update the
+  // only once the controller has handed its freeze off: that is itself a CRD update the
   // API server may send to this webhook, so until then we must keep receiving traffic.
   let shuttingDown = false
   const readiness: ReadinessCheck[] = [
     ...(webhook?.readiness ?? []),
-    { name: 'not-shutting-down', failing: () => (shuttingDown ? 'shutting down; the migrator has lifted its freeze' : undefined) },
+    { name: 'not-shutting-down', failing: () => (shuttingDown ? 'shutting down; the migrator has handed its freeze off' : undefined) },
   ]
 
   // metrics.port 0 keeps meaning "off", for tests and local runs of several processes:
@@ -170,9 +171,13 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
     stopped,
     close() {
       closing ??= (async () => {
-        stop.abort(new Error('shutting down'))
-        // The controller unfreezes the CRD it is migrating before it returns.
+        // A rolling upgrade: the runs stop their writes at once and hand their freezes off
+        // to the next leader, never lifting them (migrator/freeze/hand-off.ts); the Lease is
+        // released after that, so the next leader resumes at once.
+        stop.abort(new HandOff('shutting down'))
+        const stopping = Date.now()
         await stopped
+        logger.info({ ms: Date.now() - stopping }, 'migrator stopped; freezes handed off, Lease released')
         shuttingDown = true
         await webhook?.close()
         // Last, so the probes read "not ready" while the webhook drains.

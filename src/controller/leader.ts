@@ -3,6 +3,7 @@ import type { Logger } from 'pino'
 import { type KubeHttp } from '../kube/http.js'
 import { isConflict, isNotFound } from '../kube/api-errors.js'
 import { collectionPath, objectPath, type ResourceRef } from '../kube/paths.js'
+import { HandOff } from '../migrator/freeze/hand-off.js'
 
 export interface LeaderElectionOptions {
   namespace: string
@@ -37,6 +38,8 @@ const microTime = (d = new Date()) => d.toISOString().replace('Z', '000Z')
  */
 export class LeaderElector {
   private observed: { record: string; at: number } | undefined
+  /** Set when the last attempt found the Lease held by another identity. */
+  private takenBy: string | undefined
 
   constructor(
     private readonly http: KubeHttp,
@@ -70,7 +73,9 @@ export class LeaderElector {
     const leading = new AbortController()
     this.onLeadership(true)
     leading.signal.addEventListener('abort', () => this.onLeadership(false), { once: true })
-    const onStop = () => leading.abort(new Error('shutting down'))
+    // The term's runs hand their freezes off to the next leader (migrator/freeze/hand-off.ts),
+    // never lift them: shutting down (a rolling upgrade) or losing the Lease alike.
+    const onStop = () => leading.abort(stop.reason instanceof HandOff ? stop.reason : new HandOff('shutting down'))
     stop.addEventListener('abort', onStop, { once: true })
     const renewals = this.renewLoop(leading)
     try {
@@ -94,15 +99,21 @@ export class LeaderElector {
         return false
       })
       if (ok) lastRenew = Date.now()
-      else if (Date.now() - lastRenew > this.options.renewDeadlineSeconds * 1000) {
+      else if (this.takenBy !== undefined) {
+        // Someone else holds the Lease now (a replica after our renewals failed, or the
+        // chart's uninstall hook): stop at once, as client-go does.
+        this.logger.error({ holder: this.takenBy }, 'lost leadership: the lease is held by another')
+        leading.abort(new HandOff(`leadership lost to ${this.takenBy}`))
+      } else if (Date.now() - lastRenew > this.options.renewDeadlineSeconds * 1000) {
         this.logger.error('lost leadership: could not renew the lease within the renew deadline')
-        leading.abort(new Error('leadership lost'))
+        leading.abort(new HandOff('leadership lost'))
       }
     }
   }
 
   async tryAcquireOrRenew(): Promise<boolean> {
     const now = new Date()
+    this.takenBy = undefined
     let lease: Lease | undefined
     try {
       lease = (await this.http.request<Lease>({ method: 'GET', path: this.path, timeoutMs: this.options.renewDeadlineSeconds * 1000 })).body
@@ -137,7 +148,10 @@ export class LeaderElector {
     if (this.observed?.record !== record) this.observed = { record, at: Date.now() }
     const duration = (lease.spec.leaseDurationSeconds ?? this.options.leaseDurationSeconds) * 1000
     const held = holder !== '' && holder !== this.options.identity && Date.now() - this.observed.at < duration
-    if (held) return false
+    if (held) {
+      this.takenBy = holder
+      return false
+    }
     const mine = holder === this.options.identity
     try {
       await this.http.request({
@@ -169,5 +183,61 @@ export class LeaderElector {
       path: this.path,
       body: { ...lease, spec: { ...lease.spec, holderIdentity: null, leaseDurationSeconds: 1, renewTime: microTime() } },
     })
+  }
+}
+
+/** Who held a Lease before {@link seizeLease} took it, and whether that holder was live. */
+export interface SeizedLease {
+  previousHolder: string | undefined
+  /** Renewed within its duration (by the seizer's clock against the Lease's renewTime). */
+  previousLive: boolean
+}
+
+/**
+ * Takes the Lease whoever holds it, for `holdSeconds` (the chart's uninstall hook,
+ * `crd-migrator lift-freezes`): a leader that sees another holder stops its term at its
+ * next renewal and hands its runs off (LeaderElector.renewLoop); candidates wait the hold
+ * out, so no replica of the release starts a migration meanwhile. Undefined when there is
+ * no Lease (no replica ever led).
+ */
+export async function seizeLease(
+  http: KubeHttp,
+  lease: { namespace: string; name: string; identity: string; holdSeconds: number },
+): Promise<SeizedLease | undefined> {
+  const path = objectPath(LEASES, lease.namespace, lease.name)
+  for (;;) {
+    let current: Lease
+    try {
+      current = (await http.request<Lease>({ method: 'GET', path })).body
+    } catch (err) {
+      if (isNotFound(err)) return undefined
+      throw err
+    }
+    const holder = current.spec.holderIdentity ?? undefined
+    const renewed = current.spec.renewTime ? Date.parse(current.spec.renewTime) : Number.NaN
+    // Live unless clearly expired (twice its duration, so clock skew errs on the side of waiting).
+    const live =
+      holder !== undefined && holder !== lease.identity && !(Date.now() - renewed > 2 * (current.spec.leaseDurationSeconds ?? 15) * 1000)
+    const now = microTime()
+    try {
+      await http.request({
+        method: 'PUT',
+        path,
+        body: {
+          ...current,
+          spec: {
+            ...current.spec,
+            holderIdentity: lease.identity,
+            leaseDurationSeconds: lease.holdSeconds,
+            acquireTime: holder === lease.identity ? current.spec.acquireTime : now,
+            renewTime: now,
+            leaseTransitions: (current.spec.leaseTransitions ?? 0) + (holder === lease.identity ? 0 : 1),
+          },
+        },
+      })
+      return { previousHolder: holder === lease.identity ? undefined : holder, previousLive: live }
+    } catch (err) {
+      if (!isConflict(err)) throw err
+    }
   }
 }

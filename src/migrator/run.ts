@@ -13,6 +13,7 @@ import { processCheckpointSeal } from './freeze/checkpoint-seal.js'
 import { guardFreeze, type FreezeGuard } from './freeze/freeze-guard.js'
 import { freezeCrd, latestCrd, unfreezeCrd, type Frozen } from './freeze/freeze.js'
 import { StateWriter } from './freeze/state-writer.js'
+import { handOffFreeze, handsOff } from './freeze/hand-off.js'
 import type { RewriteWrite } from './phases/object-writes.js'
 import { releaseHeldBuiltinMigrations } from './phases/builtin-storage.js'
 import type { LosslessReport } from './lossless/verdict.js'
@@ -127,7 +128,9 @@ export function runFailed(run: MigrationRun, outer: MigrationContext, err: unkno
  * Lifts the freeze, whatever happened, recording the outcome on the CRD; then lets a
  * built-in migration our freeze held back go. Returns the CRD as it is now. A freeze
  * taken over by another instance is not ours to lift: it is left, with every state
- * annotation, to its new owner (lifting it would end that run's freeze mid-run).
+ * annotation, to its new owner (lifting it would end that run's freeze mid-run). A run
+ * stopped to hand off (`serve` shutting down, its Lease lost: freeze/hand-off.ts) leaves
+ * its freeze to the next leader, never lifted.
  */
 export async function endRun(run: MigrationRun, outer: MigrationContext): Promise<CustomResourceDefinition> {
   const { result, conversion } = run
@@ -153,6 +156,16 @@ export async function endRun(run: MigrationRun, outer: MigrationContext): Promis
     // The freeze is held, by its new owner: not "left frozen" by us (the reason says who).
     result.leftFrozen = false
     return latestCrd(run.crd, outer)
+  }
+  if (handsOff(outer.signal) && result.outcome !== 'Succeeded') {
+    const handedOff = await handOffFreeze(run.name, run.settings.migratingAnnotation, progress, outer)
+    result.outcome = 'Failed'
+    result.errorCode = 'CRDM_ABORTED'
+    result.reason = handedOff
+      ? `handed off to the next leader (${errorMessage(outer.signal?.reason)}): the freeze stays, the next leader resumes the run`
+      : `stopped (${errorMessage(outer.signal?.reason)}): the freeze stays until the next leader resumes the run`
+    result.leftFrozen = true
+    return run.crd
   }
   const unfrozen = await unfreezeCrd(
     run.name,

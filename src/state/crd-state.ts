@@ -42,6 +42,13 @@ export const StateAnnotation = {
    * kube-controller-manager mark the CRD StorageMigrating only then.
    */
   builtinMigration: `${STATE_PREFIX}builtin-migration`,
+  /**
+   * While frozen: when the owner stopped on purpose (`serve` shutting down, or its Lease
+   * lost) and left the freeze, with its checkpoint, to the next leader. Its heartbeat is
+   * removed in the same write, so the next leader resumes at once instead of waiting for
+   * the heartbeat to go stale; the freeze itself never opens.
+   */
+  handedOff: `${STATE_PREFIX}handed-off`,
 } as const
 
 /**
@@ -95,6 +102,8 @@ export interface CrdState {
   lastDuration: string | undefined
   /** The built-in StorageVersionMigration this run delegated its storage phase to. */
   builtinMigration: string | undefined
+  /** When the owner handed the freeze off (it stopped on purpose, the freeze kept for the next leader). */
+  handedOff: string | undefined
   /** Whether the CRD carries the migrating annotation (any value) or any state key. */
   carriesState: boolean
 }
@@ -118,6 +127,7 @@ export function readCrdState(crd: Pick<CustomResourceDefinition, 'metadata'>, mi
     lastResult: text(StateAnnotation.lastResult),
     lastDuration: text(StateAnnotation.lastDuration),
     builtinMigration: text(StateAnnotation.builtinMigration),
+    handedOff: text(StateAnnotation.handedOff),
     carriesState: a[migratingAnnotation] !== undefined || Object.keys(a).some(isStateAnnotation),
   }
 }
@@ -138,7 +148,8 @@ export type FreezeVerdict =
  * Decides what to do with a CRD that may already be frozen: a freeze without our owner
  * annotation belongs to another tool and is never touched; ours is resumed once its owner
  * stopped heart-beating (a crashed or evicted run), or straight away when it is our own
- * identity (the same replica restarted).
+ * identity (the same replica restarted) or when its owner handed it off (it stopped on
+ * purpose, a rolling upgrade: no heartbeat to wait for).
  */
 export function decideFreeze(
   state: CrdState,
@@ -151,7 +162,7 @@ export function decideFreeze(
   if (!state.owner)
     return { action: 'foreign', reason: 'the CRD carries the migrating annotation but no crd-migrator owner: another migrator froze it' }
   const age = state.heartbeat ? now.getTime() - state.heartbeat.getTime() : Number.POSITIVE_INFINITY
-  if (state.owner !== self && age < takeoverAfterMs) {
+  if (state.owner !== self && state.handedOff === undefined && age < takeoverAfterMs) {
     return { action: 'wait', reason: `migration in progress by ${state.owner} (heartbeat ${wholeSeconds(age)} ago)` }
   }
   const checkpoint = state.targetStorageVersion === storageVersion ? state.checkpoint : undefined
@@ -180,6 +191,7 @@ export function freezePatch(
     [StateAnnotation.checkpoint]: null,
     [StateAnnotation.checkpointSeal]: null,
     [StateAnnotation.builtinMigration]: null,
+    [StateAnnotation.handedOff]: null,
   }
 }
 
@@ -188,9 +200,21 @@ export function builtinMigrationPatch(name: string): AnnotationPatch {
   return { [StateAnnotation.builtinMigration]: name }
 }
 
-/** Takes over a freeze of ours whose owner went quiet. */
+/** Takes over a freeze of ours whose owner went quiet or handed it off. */
 export function takeOverPatch(owner: string, now = new Date()): AnnotationPatch {
-  return { [StateAnnotation.owner]: owner, [StateAnnotation.heartbeat]: now.toISOString() }
+  return { [StateAnnotation.owner]: owner, [StateAnnotation.heartbeat]: now.toISOString(), [StateAnnotation.handedOff]: null }
+}
+
+/**
+ * Leaves a running freeze to the next leader (`serve` shutting down): the freeze, its
+ * owner, phase and sealed checkpoint stay; the heartbeat goes and the hand-off is
+ * recorded, so the next leader resumes at once (decideFreeze). Progress not written yet
+ * goes with it.
+ */
+export function handOffPatch(progress: string | undefined, now = new Date()): AnnotationPatch {
+  const patch: AnnotationPatch = { [StateAnnotation.heartbeat]: null, [StateAnnotation.handedOff]: now.toISOString() }
+  if (progress !== undefined) patch[StateAnnotation.progress] = progress
+  return patch
 }
 
 /** What a running migration's state annotations say: its phase, progress text and (storage phase) checkpoint. */
@@ -257,6 +281,7 @@ export function unfreezePatch(migratingAnnotation: string, run: RunOutcome, now 
     [StateAnnotation.checkpoint]: null,
     [StateAnnotation.checkpointSeal]: null,
     [StateAnnotation.builtinMigration]: null,
+    [StateAnnotation.handedOff]: null,
     [StateAnnotation.phase]: run.outcome === 'Succeeded' ? null : run.outcome,
     [StateAnnotation.lastResult]: run.outcome === 'Succeeded' ? 'Succeeded' : `${run.outcome}: ${sanitizeText(run.reason, REASON_MAX)}`,
     [StateAnnotation.lastCounts]: run.counts,

@@ -69,6 +69,25 @@ t.test("migrator.maxParallelCrds reaches the config (default: the migrator's)", 
   t.equal(set.migrator.maxParallelCrds, 12, 'migrator.maxParallelCrds=12: 12 CRDs at once')
 })
 
+t.test('the lift-freezes hook: pre-delete, pre-upgrade with migrator.enabled=false, as the migrator, for this release only', async (t) => {
+  const hookOf = (manifests: Manifest[]) => manifests.find((m) => m.kind === 'Pod' && m.metadata.name.endsWith('-lift-freezes'))
+  const podSpec = (m: Manifest | undefined) =>
+    (m as unknown as { spec: { serviceAccountName: string; automountServiceAccountToken: boolean; containers: Array<{ args: string[] }> } })
+      ?.spec
+  const on = hookOf(await template('lf', 'lf-ns', {}))
+  t.equal(on?.metadata.annotations?.['helm.sh/hook'], 'pre-delete', 'helm uninstall runs it before deleting anything')
+  t.equal(podSpec(on)?.serviceAccountName, 'lf-crd-migrator', "as the migrator's ServiceAccount (the webhook lets it lift)")
+  t.equal(podSpec(on)?.automountServiceAccountToken, true, 'with its token')
+  t.same(
+    podSpec(on)?.containers[0]?.args,
+    ['lift-freezes', '--config', '/etc/crd-migrator/config.yaml', '--owner-prefix', 'lf-crd-migrator-', '--hold-seconds', '300'],
+    "the freezes of this release's pods only",
+  )
+  const off = hookOf(await template('lf', 'lf-ns', { migrator: { enabled: false } }))
+  t.equal(off?.metadata.annotations?.['helm.sh/hook'], 'pre-upgrade', 'migrator.enabled=false: before the upgrade removes its RBAC')
+  t.equal(hookOf(await template('lf', 'lf-ns', { liftFreezesHook: { enabled: false } })), undefined, 'liftFreezesHook.enabled=false: none')
+})
+
 t.test('stash rules are RBAC only with the migrator and rbac.create', async (t) => {
   for (const values of [{ migrator: { enabled: false } }, { rbac: { create: false } }]) {
     const what = JSON.stringify(values)

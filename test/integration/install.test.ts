@@ -18,9 +18,15 @@
  * without a restart and with no review refused under the trickle, the durations set back after;
  * the leader SIGKILLed mid-migration (its pod deleted at once) and another pod takes the
  * Lease and finishes (after the stale-heartbeat wait, about 55 s); `helm test` passes (its
- * pods run by the agent); `helm uninstall` leaves no ValidatingWebhookConfiguration and no
- * freeze annotation. About 130 s. CRD_MIGRATOR_INSTALL_LOGS=1 prints the agent's log and
- * the pods' logs after each subtest (always printed when one fails).
+ * pods run by the agent); a rolling upgrade mid-migration (issue 43) hands the freeze off:
+ * an admin's storage flip every 100-250 ms never lands (etcd read every 100 ms: storage v2
+ * and the freeze, every time), a new pod resumes at once, the old pods gone well inside the grace
+ * period; `--set migrator.enabled=false` mid-run of that CRD lifts its freeze (the
+ * pre-upgrade hook) before the RBAC goes, and turned on again it freezes the CRD again;
+ * `helm uninstall` mid-migration of that same CRD lifts its freeze (the pre-delete hook) and
+ * leaves no ValidatingWebhookConfiguration and no freeze annotation. About 260 s.
+ * CRD_MIGRATOR_INSTALL_LOGS=1 prints the agent's log and the pods' logs after each subtest
+ * (always printed when one fails).
  */
 import { networkNamespace } from '../helpers/network-namespace.js'
 import { X509Certificate } from 'node:crypto'
@@ -222,8 +228,13 @@ t.test('2 replicas Running and Ready, exactly one holding the Lease', async (t) 
     { everyMs: 500 },
   )
   t.ok(names.includes(lease.spec.holderIdentity!), `held by ${lease.spec.holderIdentity}`)
-  const deploy = await getJson<{ status: { readyReplicas?: number; replicas?: number } }>(
-    `/apis/apps/v1/namespaces/${NS}/deployments/${RELEASE}`,
+  // The Deployment's status follows the pods' readiness a moment later (its controller's next sync).
+  const deploy = await until(
+    'the Deployment counting 2 ready replicas',
+    30_000,
+    () => getJson<{ status: { readyReplicas?: number; replicas?: number } }>(`/apis/apps/v1/namespaces/${NS}/deployments/${RELEASE}`),
+    (d) => d.status.readyReplicas === 2,
+    { everyMs: 200 },
   )
   t.equal(deploy.status.readyReplicas, 2, 'the Deployment counts 2 ready replicas')
 })
@@ -378,6 +389,10 @@ const FROZEN = 'widgets.frozen.install.test'
 const TRICKLE_MS = 50
 const SLOW = `gadgets.${MANAGED_GROUP}`
 const SLOW_OBJECTS = 400
+/** Migrated through a rolling upgrade and then an uninstall: slow enough to be mid-run through both. */
+const SPROCKETS = `sprockets.${MANAGED_GROUP}`
+const SPROCKETS_OBJECTS = 800
+const SPROCKETS_QPS = 8
 
 t.test('helm upgrade changing a value rolls the pods, no review refused under a trickle of CRD writes', async (t) => {
   const before = (await migratorPods()).map((p) => p.metadata.name)
@@ -399,7 +414,7 @@ t.test('helm upgrade changing a value rolls the pods, no review refused under a 
     '-n',
     NS,
     '--reuse-values',
-    ...(await helm.valuesArgs({ migrator: { crds: { [SLOW]: { qps: 40 } } } })),
+    ...(await helm.valuesArgs({ migrator: { crds: { [SLOW]: { qps: 40 }, [SPROCKETS]: { qps: SPROCKETS_QPS } } } })),
   ])
   t.equal(up.code, 0, `helm upgrade: ${up.stderr}`)
   try {
@@ -611,9 +626,252 @@ t.test('helm test passes, its pods run by the agent', async (t) => {
   t.match(res.stdout, /Phase:\s+Succeeded/, 'the test pods Succeeded')
 })
 
-t.test('helm uninstall leaves no ValidatingWebhookConfiguration and no freeze annotation', async (t) => {
+interface CrdJson {
+  metadata: { annotations?: Record<string, string> }
+  spec: { versions: Array<{ name: string; served: boolean; storage: boolean }> }
+  status: { storedVersions: string[] }
+}
+const CRD_ETCD = '/registry/apiextensions.k8s.io/customresourcedefinitions/'
+/** The CRD as etcd holds it: its storage version and whether the freeze annotation is set. */
+async function crdInEtcd(name: string): Promise<{ storage: string | undefined; frozen: boolean }> {
+  const raw = await cp.readEtcdKey(CRD_ETCD + name)
+  if (!raw) return { storage: undefined, frozen: false }
+  const crd = JSON.parse(raw.toString('utf8')) as CrdJson
+  return { storage: crd.spec.versions.find((v) => v.storage)?.name, frozen: crd.metadata.annotations?.[MIGRATING] === 'true' }
+}
+const ownerOf = (c: CrdJson) => c.metadata.annotations?.['crd-migrator.io/owner']
+const sprocketsAt = async () => Object.fromEntries(await storedVersionsInEtcd(cp, MANAGED_GROUP, 'sprockets'))
+
+t.test('a rolling upgrade mid-migration hands the freeze off: a storage flip every 100-250 ms never lands (etcd)', async (t) => {
+  const ns = 'sprockets-install'
+  await createNamespace(http, ns)
+  const created = await createCrd(
+    http,
+    crdManifest({ group: MANAGED_GROUP, versions: ['v1', 'v2'], storage: 'v1', plural: 'sprockets', kind: 'Sprocket' }),
+  )
+  await createObjects(http, refFor(created, 'v1'), [ns], SPROCKETS_OBJECTS)
+  await setStorageVersion(http, SPROCKETS, 'v2')
+  const path = `${CRDS}/${SPROCKETS}`
+  const label = await patch(path, { metadata: { labels: { 'crd-migrator.io/managed': 'true' } } })
+  t.equal(label.status, 200, 'labelled managed')
+  await until(
+    'the migration under way: some objects at v2',
+    60_000,
+    sprocketsAt,
+    (c) => (c[`${MANAGED_GROUP}/v2`] ?? 0) > 0 && (c[`${MANAGED_GROUP}/v1`] ?? 0) > 0,
+    { everyMs: 200 },
+  )
+  const leasePath = `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${RELEASE}`
+  const firstOwner = ownerOf(await getJson<CrdJson>(path)) ?? ''
+  const before = (await migratorPods()).map((p) => p.metadata.name)
+  t.ok(before.includes(firstOwner), `frozen by the leader ${firstOwner}`)
+
+  // An admin's storage flip back to v1, every 150 ms, and the CRD in etcd read each time.
+  const flipTo = (await getJson<CrdJson>(path)).spec.versions.map((v) => ({ ...v, storage: v.name === 'v1' }))
+  const flips: Array<{ status: number; body: string }> = []
+  const etcdSeen: Array<{ at: number; storage: string | undefined; frozen: boolean }> = []
+  /** Owner and hand-off changes as the API server shows them (times since the upgrade began). */
+  const owners: Array<{ at: number; owner: string | undefined; handedOff: string | undefined; frozen: boolean }> = []
+  let upgradeAt = Date.now()
+  let stop = false
+  const flipStart = Date.now()
+  let flipEnd = flipStart
+  const flipper = (async () => {
+    while (!stop) {
+      flips.push(await patch(path, { spec: { versions: flipTo } }))
+      await setTimeout(100) // the flipper's pace (an admin retrying; 100 ms plus the request), not a wait for anything
+    }
+    flipEnd = Date.now()
+  })()
+  const etcdReader = (async () => {
+    while (!stop) {
+      etcdSeen.push({ at: Date.now() - upgradeAt, ...(await crdInEtcd(SPROCKETS)) })
+      await setTimeout(100) // sampling pace
+    }
+  })()
+  let watching = true
+  const watcher = (async () => {
+    for (;;) {
+      const c = await getJson<CrdJson>(path)
+      const now = {
+        at: Date.now() - upgradeAt,
+        owner: ownerOf(c),
+        handedOff: c.metadata.annotations?.['crd-migrator.io/handed-off'],
+        frozen: c.metadata.annotations?.[MIGRATING] === 'true',
+      }
+      const last = owners[owners.length - 1]
+      if (!last || last.owner !== now.owner || last.handedOff !== now.handedOff || last.frozen !== now.frozen) owners.push(now)
+      if (!watching) return
+      await setTimeout(100) // sampling pace
+    }
+  })()
+  // Pods going away: when each got its deletionTimestamp and when it was gone.
+  const deletions = new Map<string, { marked: number; gone?: number }>()
+  let watchingPods = true
+  const podWatch = (async () => {
+    while (watchingPods) {
+      const all = (
+        await getJson<{ items: PodJson[] }>(`/api/v1/namespaces/${NS}/pods?labelSelector=app.kubernetes.io%2Finstance%3D${RELEASE}`)
+      ).items
+      for (const p of all)
+        if (p.metadata.deletionTimestamp && !deletions.has(p.metadata.name)) deletions.set(p.metadata.name, { marked: Date.now() })
+      for (const [name, d] of deletions) if (d.gone === undefined && !all.some((p) => p.metadata.name === name)) d.gone = Date.now()
+      await setTimeout(200) // sampling pace
+    }
+  })()
+  let after: PodJson[] | undefined
+  let resumed: { at: number; owner: string | undefined } | undefined
+  try {
+    upgradeAt = Date.now()
+    const up = await helmRun(['upgrade', RELEASE, CHART, '-n', NS, '--reuse-values', '--set-string', `podAnnotations.rollout=${upgradeAt}`])
+    t.equal(up.code, 0, `helm upgrade: ${up.stderr}`)
+    after = await until(
+      'the rollout: 2 new pods Running and Ready, the old ones gone',
+      150_000,
+      migratorPods,
+      (p) => p.length === 2 && runningReady(p).length === 2 && p.every((x) => !before.includes(x.metadata.name)),
+      { everyMs: 500 },
+    )
+    const names = after.map((p) => p.metadata.name)
+    // The run goes on under a new pod (resumed, not begun again: the freeze never left).
+    resumed = await until(
+      'the freeze held by a new pod',
+      60_000,
+      async () => ({ at: Date.now() - upgradeAt, owner: ownerOf(await getJson<CrdJson>(path)) }),
+      (o) => names.includes(o.owner ?? ''),
+      { everyMs: 100 },
+    )
+  } finally {
+    stop = true
+    await Promise.all([flipper, etcdReader])
+    // One more sample after the flips stopped: the takeover the wait above saw is in it.
+    watching = false
+    await watcher
+  }
+  try {
+    await until(
+      'every old pod gone',
+      60_000,
+      async () => [...deletions.values()],
+      (d) => d.length >= before.length && d.every((x) => x.gone !== undefined),
+      { everyMs: 200 },
+    )
+  } finally {
+    watchingPods = false
+    await podWatch
+  }
+  const now = await getJson<CrdJson>(path)
+  t.equal(now.metadata.annotations?.[MIGRATING], 'true', 'still frozen after the rollout: the run is still going')
+  const mid = await sprocketsAt()
+  t.ok((mid[`${MANAGED_GROUP}/v1`] ?? 0) > 0, `still mid-migration in etcd: ${JSON.stringify(mid)}`)
+  const period = (flipEnd - flipStart) / Math.max(1, flips.length)
+  t.ok(flips.length >= 20, `${flips.length} storage flips attempted, one every ${period.toFixed(0)} ms`)
+  t.ok(period <= 250, 'at least one every 250 ms')
+  t.same(
+    flips.filter((f) => f.status < 300).map((f) => f.body.slice(0, 200)),
+    [],
+    'no storage flip landed',
+  )
+  t.same(
+    etcdSeen.filter((e) => e.storage !== 'v2' || !e.frozen),
+    [],
+    `etcd held storage v2 and the freeze at each of ${etcdSeen.length} reads`,
+  )
+  t.same(
+    owners.filter((o) => !o.frozen),
+    [],
+    'never unfrozen, as the API server showed it every 100 ms',
+  )
+  const handOff = owners.find((o) => o.handedOff !== undefined)
+  t.ok(handOff, `a hand-off recorded: ${JSON.stringify(owners)}`)
+  const takeover = owners.find((o) => handOff && o.at >= handOff.at && o.handedOff === undefined && o.owner !== handOff.owner)
+  t.ok(takeover, 'then taken over by another pod')
+  if (handOff && takeover)
+    t.comment(
+      `hand-off by ${handOff.owner} at ${(handOff.at / 1000).toFixed(1)}s after helm upgrade, resumed by ${takeover.owner} ` +
+        `${((takeover.at - handOff.at) / 1000).toFixed(1)}s later; new pod holding it at ${((resumed?.at ?? 0) / 1000).toFixed(1)}s`,
+    )
+  if (handOff && takeover) t.ok(takeover.at - handOff.at < 15_000, 'resumed without waiting for the heartbeat to go stale (30 s)')
+  const stops = [...deletions.entries()].map(([name, d]) => ({
+    name,
+    seconds: d.gone === undefined ? Infinity : (d.gone - d.marked) / 1000,
+  }))
+  t.comment(`pods from deletion to gone: ${stops.map((s) => `${s.name} ${s.seconds.toFixed(1)}s`).join(', ')}`)
+  t.ok(
+    stops.every((s) => s.seconds < 30),
+    'each old pod gone well inside its 60 s grace period',
+  )
+  const lease = await getJson<{ spec: { holderIdentity?: string } }>(leasePath)
+  t.ok(
+    (after ?? []).map((p) => p.metadata.name).includes(lease.spec.holderIdentity ?? ''),
+    `the Lease held by a new pod: ${lease.spec.holderIdentity}`,
+  )
+})
+
+t.test(
+  '--set migrator.enabled=false mid-migration lifts the release freeze before its RBAC goes; re-enabled, it migrates again',
+  async (t) => {
+    const path = `${CRDS}/${SPROCKETS}`
+    const frozen = await getJson<CrdJson>(path)
+    t.equal(frozen.metadata.annotations?.[MIGRATING], 'true', `mid-migration: frozen by ${ownerOf(frozen)}`)
+    const before = (await migratorPods()).map((p) => p.metadata.name)
+    // A short hold of the Lease, so the migrator turned on again below leads soon.
+    const off = await helmRun([
+      'upgrade',
+      RELEASE,
+      CHART,
+      '-n',
+      NS,
+      '--reuse-values',
+      '--set',
+      'migrator.enabled=false',
+      '--set',
+      'liftFreezesHook.holdSeconds=10',
+    ])
+    t.equal(off.code, 0, `helm upgrade --set migrator.enabled=false: ${off.stderr}`)
+    const lifted = await getJson<CrdJson>(path)
+    t.notOk(MIGRATING in (lifted.metadata.annotations ?? {}), 'the pre-upgrade hook lifted the freeze')
+    t.match(lifted.metadata.annotations?.['crd-migrator.io/last-result'] ?? '', /release was removed mid-run/, 'last-result says why')
+    await until(
+      'the webhook-only pods rolled out, the old ones gone',
+      150_000,
+      migratorPods,
+      (p) => p.length === 2 && runningReady(p).length === 2 && p.every((x) => !before.includes(x.metadata.name)),
+      { everyMs: 500 },
+    )
+    t.same(await crdInEtcd(SPROCKETS), { storage: 'v2', frozen: false }, 'etcd: no freeze after the rollout either')
+    const on = await helmRun(['upgrade', RELEASE, CHART, '-n', NS, '--reuse-values', '--set', 'migrator.enabled=true'])
+    t.equal(on.code, 0, `helm upgrade --set migrator.enabled=true: ${on.stderr}`)
+    // The uninstall below needs a run under way again: frozen, objects still at v1.
+    const again = await until(
+      'the migrator back, the CRD frozen again',
+      150_000,
+      () => getJson<CrdJson>(path),
+      (c) => c.metadata.annotations?.[MIGRATING] === 'true' && ownerOf(c) !== undefined,
+      { everyMs: 500 },
+    )
+    t.pass(`frozen again by ${ownerOf(again)}`)
+  },
+)
+
+t.test('helm uninstall mid-migration leaves no ValidatingWebhookConfiguration and no freeze annotation', async (t) => {
+  const frozen = await getJson<CrdJson>(`${CRDS}/${SPROCKETS}`)
+  t.equal(frozen.metadata.annotations?.[MIGRATING], 'true', `mid-migration: frozen by ${ownerOf(frozen)}`)
+  const mid = await sprocketsAt()
+  t.ok((mid[`${MANAGED_GROUP}/v1`] ?? 0) > 0, `objects still at v1 in etcd: ${JSON.stringify(mid)}`)
+  const started = Date.now()
   const res = await helmRun(['uninstall', RELEASE, '-n', NS, '--wait', '--timeout', '2m'])
   t.equal(res.code, 0, `helm uninstall: ${res.stderr}`)
+  t.comment(`helm uninstall --wait mid-migration took ${((Date.now() - started) / 1000).toFixed(1)}s`)
+  const lifted = await getJson<CrdJson>(`${CRDS}/${SPROCKETS}`)
+  t.notOk(MIGRATING in (lifted.metadata.annotations ?? {}), 'the freeze of the run lifted')
+  t.notOk('crd-migrator.io/owner' in (lifted.metadata.annotations ?? {}), 'no owner left')
+  t.match(
+    lifted.metadata.annotations?.['crd-migrator.io/last-result'] ?? '',
+    /^Failed: .*release was removed mid-run/,
+    'last-result says why',
+  )
+  t.same(await crdInEtcd(SPROCKETS), { storage: 'v2', frozen: false }, 'etcd: storage v2, no freeze')
   t.same(await releaseVwcs(), [], 'no ValidatingWebhookConfiguration of the release')
   const all = await getJson<{ items: Array<{ metadata: { name: string } }> }>(VWC)
   t.same(

@@ -142,3 +142,24 @@ t.test("a CRD's own qps applies besides the shared one, the process's only once"
   t.equal(budget.ownQps(20), 20)
   t.equal(new WriteBudget({ concurrency: 4, qps: 0 }).rate, undefined, 'no bucket without a rate')
 })
+
+t.test('TaskRunner.clear drops the tasks not started: a stopped walk does not wait for their starts at qps', async (t) => {
+  const runner = new TaskRunner(4, 1)
+  let started = 0
+  let release!: () => void
+  const first = new Promise<void>((resolve) => (release = resolve))
+  runner.add(async () => {
+    started++
+    await first
+  })
+  for (let i = 0; i < 50; i++)
+    runner.add(async () => {
+      started++
+    })
+  t.equal(runner.size, 50, 'at qps 1 the others wait for their start')
+  runner.clear()
+  t.equal(runner.size, 0, 'dropped')
+  release()
+  await runner.whenIdle()
+  t.equal(started, 1, 'only the task already running ran')
+})

@@ -11,6 +11,8 @@ import {
   readCrdState,
   StateAnnotation,
   unfreezePatch,
+  handOffPatch,
+  takeOverPatch,
   upToDatePatch,
   type CrdState,
   type FreezeVerdict,
@@ -57,6 +59,7 @@ const unfrozen: CrdState = {
   lastResult: undefined,
   lastDuration: undefined,
   builtinMigration: undefined,
+  handedOff: undefined,
   carriesState: false,
 }
 
@@ -202,6 +205,26 @@ const decideRows: DecideRow[] = [
     expect: { action: 'resume', checkpoint: undefined, previousOwner: SELF },
   },
   {
+    name: 'handed off by another owner, no heartbeat: resume at once with the checkpoint',
+    state: { frozen: true, owner: 'pod-b', handedOff: ago(100).toISOString(), targetStorageVersion: 'v1', checkpoint: 'ns/w-9' },
+    expect: { action: 'resume', checkpoint: 'ns/w-9', previousOwner: 'pod-b' },
+  },
+  {
+    name: 'handed off, a heartbeat still fresh (written before the hand-off landed): resume at once',
+    state: { frozen: true, owner: 'pod-b', heartbeat: ago(1_000), handedOff: ago(100).toISOString(), targetStorageVersion: 'v1' },
+    expect: { action: 'resume', checkpoint: undefined, previousOwner: 'pod-b' },
+  },
+  {
+    name: 'handed off but without an owner: still foreign, never touched',
+    state: { frozen: true, handedOff: ago(100).toISOString() },
+    expect: { action: 'foreign', includes: ['no crd-migrator owner'] },
+  },
+  {
+    name: 'a hand-off marker left on an unfrozen CRD: a fresh freeze',
+    state: { owner: 'pod-b', handedOff: ago(100).toISOString() },
+    expect: { action: 'freeze' },
+  },
+  {
     name: 'resume without a checkpoint',
     state: { frozen: true, owner: SELF, targetStorageVersion: 'v1' },
     expect: { action: 'resume', checkpoint: undefined, previousOwner: SELF },
@@ -238,6 +261,32 @@ t.test('decideFreeze from annotations end to end', async (t) => {
   t.strictSame(decideFreeze(state, SELF, 'v3', TAKEOVER_MS, NOW), { action: 'resume', checkpoint: undefined, previousOwner: 'pod-b' })
 })
 
+t.test(
+  'handOffPatch keeps the freeze and its checkpoint, removes the heartbeat; takeOver, freeze and unfreeze clear the marker',
+  async (t) => {
+    const handOff = handOffPatch('40/400', NOW)
+    t.strictSame(handOff, {
+      [StateAnnotation.heartbeat]: null,
+      [StateAnnotation.handedOff]: NOW.toISOString(),
+      [StateAnnotation.progress]: '40/400',
+    })
+    for (const key of [KEY, StateAnnotation.owner, StateAnnotation.checkpoint, StateAnnotation.checkpointSeal, StateAnnotation.phase])
+      t.notOk(key in handOff, `${key} untouched`)
+    t.notOk(StateAnnotation.progress in handOffPatch(undefined, NOW), 'no progress to carry: left as written')
+    t.equal(takeOverPatch('pod-c', NOW)[StateAnnotation.handedOff], null, 'the takeover clears it')
+    t.equal(freezePatch(KEY, 'pod-c', 'v2', 3, NOW)[StateAnnotation.handedOff], null, 'a fresh freeze clears it')
+    const lifted = unfreezePatch(KEY, { outcome: 'Failed', reason: 'x', counts: '', durationMs: 0, frozenGeneration: 3 }, NOW)
+    t.equal(lifted[StateAnnotation.handedOff], null, 'the unfreeze clears it')
+    const read = readCrdState(crd({ [KEY]: 'true', [StateAnnotation.owner]: 'pod-b', ...stringsOf(handOff) }), KEY)
+    t.equal(read.handedOff, NOW.toISOString(), 'read back')
+    t.equal(read.heartbeat, undefined, 'no heartbeat')
+    t.equal(decideFreeze(read, SELF, 'v2', TAKEOVER_MS, NOW).action, 'resume', 'the next leader resumes at once')
+  },
+)
+
+const stringsOf = (p: Record<string, string | null>) =>
+  Object.fromEntries(Object.entries(p).filter((e): e is [string, string] => e[1] !== null))
+
 t.test('freezePatch', async (t) => {
   const at = new Date('2024-05-06T07:08:09.123Z')
   t.strictSame(freezePatch(KEY, 'pod-a', 'v2', 5, at), {
@@ -252,6 +301,7 @@ t.test('freezePatch', async (t) => {
     'crd-migrator.io/checkpoint': null,
     'crd-migrator.io/checkpoint-seal': null,
     'crd-migrator.io/builtin-migration': null,
+    'crd-migrator.io/handed-off': null,
   })
   const custom = freezePatch('example.com/frozen', 'cli:me@host', 'v1', 1, at)
   t.equal(custom['example.com/frozen'], 'true', 'custom migrating key')
@@ -277,6 +327,7 @@ t.test('freezePatch', async (t) => {
       lastResult: undefined,
       lastDuration: undefined,
       builtinMigration: undefined,
+      handedOff: undefined,
       carriesState: true,
     },
     'round trip',
@@ -293,6 +344,7 @@ t.test('unfreezePatch lifts the freeze and records the outcome', async (t) => {
     'crd-migrator.io/checkpoint': null,
     'crd-migrator.io/checkpoint-seal': null,
     'crd-migrator.io/builtin-migration': null,
+    'crd-migrator.io/handed-off': null,
     'crd-migrator.io/last-result': 'Succeeded',
     'crd-migrator.io/last-counts': 'rewritten=3',
     'crd-migrator.io/last-duration': '1.2s',

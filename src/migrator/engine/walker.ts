@@ -157,14 +157,20 @@ export async function walkObjects(
   }
 
   const highWater = Math.max(64, options.concurrency * 4)
+  // Stopped: the tasks not started yet are dropped at once (they would each wait for a
+  // start at --qps only to return); the writes in flight end.
+  const dropQueued = () => queue.clear()
+  options.signal?.addEventListener('abort', dropQueued, { once: true })
   try {
     await walkPages()
   } catch (err) {
     // Stopped: the writes in flight end first, so the counts the caller reads are final.
     if (options.signal?.aborted) await queue.whenIdle()
+    options.signal?.removeEventListener('abort', dropQueued)
     throw err
   }
   await queue.whenIdle()
+  options.signal?.removeEventListener('abort', dropQueued)
   options.signal?.throwIfAborted()
   // eslint-disable-next-line @typescript-eslint/only-throw-error -- the handler's own error, passed on as it was
   if (firstError) throw firstError

@@ -1,0 +1,52 @@
+import os from 'node:os'
+import type { Command } from 'commander'
+import { addConfigOptions, configFromOptions } from '../options.js'
+import { logger, shutdownSignal } from '../command-kit.js'
+import { COMMAND_SETTINGS } from '../command-settings.js'
+import { ConfigError } from '../../errors.js'
+
+export function registerLiftFreezes(program: Command): void {
+  addConfigOptions(program.command('lift-freezes'), COMMAND_SETTINGS['lift-freezes'])
+    .description(
+      "stop a release's migrator (take its Lease) and lift the freezes its pods hold: the chart's pre-delete hook, so `helm uninstall` leaves no CRD frozen",
+    )
+    .requiredOption(
+      '--owner-prefix <prefix>',
+      "the release's pod names up to the ReplicaSet hash, e.g. crd-migrator- (its Deployment's name and a dash)",
+    )
+    .option('--hold-seconds <n>', 'how long the Lease stays held after (no replica of the release starts a run meanwhile)', '300')
+    .action(async (opts: Record<string, unknown>) => {
+      const config = configFromOptions(opts)
+      const log = logger(config, 'serve')
+      const hold = Number(opts.holdSeconds)
+      if (!Number.isInteger(hold) || hold < 1)
+        throw new ConfigError(`--hold-seconds must be a whole number of seconds, got ${String(opts.holdSeconds)}`)
+      const signal = shutdownSignal(log)
+      const { kubeHttp } = await import('../../kube/client.js')
+      const { userAgent } = await import('../../version.js')
+      const { liftReleaseFreezes, noMigratorAccess } = await import('../run-lift-freezes.js')
+      const http = kubeHttp(config.kubeconfig, {
+        context: config.context,
+        userAgent: userAgent('lift-freezes'),
+        connectAttempts: config.connectAttempts,
+        logger: log,
+      })
+      const identity = `${process.env.POD_NAME ?? os.hostname()} (lift-freezes)`
+      try {
+        const report = await liftReleaseFreezes(
+          http,
+          config,
+          { ownerPrefix: String(opts.ownerPrefix), identity, holdSeconds: hold, signal },
+          log,
+        )
+        log.info({ ...report }, `lifted ${report.lifted.length} freeze(s) of the release`)
+      } catch (err) {
+        if (!noMigratorAccess(err)) throw err
+        // migrator.enabled=false already (no migrator RBAC): no replica of the release can hold a freeze.
+        log.info({ err }, 'no migrator access (its RBAC is gone): nothing of the release can be frozen')
+      } finally {
+        http.close()
+        log.flush()
+      }
+    })
+}

@@ -1,0 +1,52 @@
+/**
+ * The hand-off of a running freeze to the next leader (issue 43, item 1). A `serve` that
+ * shuts down (SIGTERM of a rolling upgrade) or loses its Lease stops its writes at once and
+ * does not lift its freeze: lifting it would open the CRD's storage version to changes for
+ * as long as the next leader takes to freeze it again, with objects half rewritten. It
+ * leaves the freeze, owner, phase and sealed checkpoint where they are, removes its
+ * heartbeat and records the hand-off (state/crd-state.ts handOffPatch), so the next leader
+ * resumes at once (decideFreeze). The CLI (`migrate`, Ctrl-C) never hands off: it lifts its
+ * own freeze, as it always did.
+ */
+import { getCrd, patchCrdAnnotations } from '../../kube/crds.js'
+import { isConflict, isNotFound } from '../../kube/api-errors.js'
+import { handOffPatch, readCrdState } from '../../state/crd-state.js'
+import type { MigrationContext } from '../context.js'
+
+/** The reason of an abort that hands the run's freeze off instead of lifting it. */
+export class HandOff extends Error {
+  override readonly name = 'HandOff'
+}
+
+/** Whether a signal was aborted to hand off (serve's shutdown, a lost Lease). */
+export function handsOff(signal: AbortSignal | undefined): boolean {
+  return signal?.aborted === true && signal.reason instanceof HandOff
+}
+
+/**
+ * Writes the hand-off on the CRD, only while the freeze is still this run's (read, then a
+ * patch on that resourceVersion: a takeover meanwhile wins). Returns whether it was written.
+ */
+export async function handOffFreeze(
+  name: string,
+  migratingAnnotation: string,
+  progress: string | undefined,
+  ctx: Pick<MigrationContext, 'http' | 'owner' | 'logger'>,
+): Promise<boolean> {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      const crd = await getCrd(ctx.http, name)
+      const state = readCrdState(crd, migratingAnnotation)
+      if (!state.frozen || state.owner !== ctx.owner) return false
+      await patchCrdAnnotations(ctx.http, name, handOffPatch(progress), crd.metadata.resourceVersion)
+      return true
+    } catch (err) {
+      if (isNotFound(err)) return false
+      if (isConflict(err)) continue
+      // Not written: the freeze still stands; the next leader resumes once the heartbeat is stale.
+      ctx.logger.warn({ crd: name, err }, 'could not record the hand-off; the next leader resumes once the heartbeat is stale')
+      return false
+    }
+  }
+  return false
+}
