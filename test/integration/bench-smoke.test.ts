@@ -113,7 +113,7 @@ t.test('npm run bench --smoke: every migrator moves every object to v2, proved i
   const planned = result.migrations.find((r) => r.tool === 'ours-default')?.planEstimate
   t.match(
     planned,
-    { source: 'measured', samples: Number, estimateMs: Number, actualMs: Number, ratio: Number },
+    { source: 'measured', samples: Number, estimateMs: Number, estimateRangeMs: [Number, Number], actualMs: Number, ratio: Number },
     'the main case has its plan estimate',
   )
   for (const run of result.migrations.filter((r) => r.tool === 'ours-default' || r.tool === 'ours-best'))
@@ -153,7 +153,11 @@ t.test('npm run bench --smoke: every migrator moves every object to v2, proved i
   const md = await readFile(path.join(out, 'latest.md'), 'utf8')
   t.match(md, /\| objects \| migrator \| settings \| rewrite s \| objects\/s \|/)
   t.match(md, /\| 200 \| ceiling \|/)
-  t.match(md, /plan --measure estimate vs actual \(ours at the defaults, whole run\): 200 objects: estimate [\d.]+ s \(measured, /)
+  t.match(
+    md,
+    /plan --measure estimate vs actual \(ours at the defaults, whole run\): 200 objects: estimate [\d.]+ s in [\d.]+–[\d.]+ s \(the run (inside|OUTSIDE) it\) \(measured, /,
+    "the estimate, its range, and whether the run fell inside it",
+  )
 })
 
 t.test('npm run bench:fleet --smoke: a fleet of CRDs and one CRD of as many objects, both proved in etcd', async (t) => {
