@@ -156,7 +156,7 @@ t.test('npm run bench --smoke: every migrator moves every object to v2, proved i
   t.match(
     md,
     /plan --measure estimate vs actual \(ours at the defaults, whole run\): 200 objects: estimate [\d.]+ s in [\d.]+–[\d.]+ s \(the run (inside|OUTSIDE) it\) \(measured, /,
-    "the estimate, its range, and whether the run fell inside it",
+    'the estimate, its range, and whether the run fell inside it',
   )
 })
 
