@@ -326,16 +326,16 @@ t.test('migrate from a workstation: an RBAC cluster-admin outside system:masters
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
       subjects: [{ kind: 'User', apiGroup: 'rbac.authorization.k8s.io', name: user }],
     })
-  const ns = 'sprockets-install'
+  const ns = 'cogs-install'
   await createNamespace(http, ns)
   const created = await createCrd(
     http,
-    crdManifest({ group: MANAGED_GROUP, plural: 'sprockets', kind: 'Sprocket', versions: ['v1', 'v2'], storage: 'v1' }),
+    crdManifest({ group: MANAGED_GROUP, plural: 'cogs', kind: 'Cog', versions: ['v1', 'v2'], storage: 'v1' }),
   )
   const name = created.metadata.name
   await createObjects(http, refFor(created, 'v1'), [ns], 20)
   await setStorageVersion(http, name, 'v2')
-  const etcd = async () => Object.fromEntries([...(await storedVersionsInEtcd(cp, MANAGED_GROUP, 'sprockets'))])
+  const etcd = async () => Object.fromEntries([...(await storedVersionsInEtcd(cp, MANAGED_GROUP, 'cogs'))])
 
   // The migrator's own ClusterRole of the release (CRDs, the managed group's objects), Events: all but freeze.
   const migratorRole = await getJson<{ rules: unknown[] }>(`${RBAC}/clusterroles/${RELEASE}`)
