@@ -475,12 +475,25 @@ t.test("the product's serve (the image's ENTRYPOINT and CMD) answers the API ser
   t.teardown(() =>
     api('/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/crd-migrator.crd-migrator.io', { method: 'DELETE' }),
   )
+  // alice may create and delete CRDs, but RBAC does not give her `freeze` (cluster-admin would: issue 43, item 3).
   const alice = await cp.mintUser('alice')
+  await mustApi('/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRole',
+    metadata: { name: 'alice-crd-editor' },
+    rules: [
+      {
+        apiGroups: ['apiextensions.k8s.io'],
+        resources: ['customresourcedefinitions'],
+        verbs: ['get', 'list', 'create', 'update', 'patch', 'delete'],
+      },
+    ],
+  })
   await mustApi('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'ClusterRoleBinding',
-    metadata: { name: 'alice-cluster-admin' },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'cluster-admin' },
+    metadata: { name: 'alice-crd-editor' },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'alice-crd-editor' },
     subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'alice' }],
   })
   const crd = {
