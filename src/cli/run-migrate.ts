@@ -221,7 +221,9 @@ async function progressView(mode: ProgressMode, status: NodeJS.WritableStream, e
 }
 
 export function formatResult(r: MigrationResult): string {
-  const lines = [`${r.crd}: ${r.outcome}${r.errorCode ? ` (${r.errorCode})` : ''} in ${tenthsOfSeconds(r.durationMs)} — ${r.reason}`]
+  // A skipped CRD did nothing: no duration to tell ("Skipped in 0.0s").
+  const took = r.outcome === 'Skipped' ? '' : ` in ${tenthsOfSeconds(r.durationMs)}`
+  const lines = [`${r.crd}: ${r.outcome}${r.errorCode ? ` (${r.errorCode})` : ''}${took} — ${r.reason}`]
   if (r.lossless) lines.push(...losslessLines(r.crd, r.lossless))
   if (r.storage) {
     const c = r.storage.counts

@@ -109,6 +109,10 @@ export function statusData(row: StatusRow): Record<string, unknown> {
     data[k] = k === 'storedVersions' ? String(v).split(',') : v
   }
   if (!('storedVersions' in data)) data['storedVersions'] = []
+  // As data, frozen is a boolean; who holds the freeze, as the table says it, is frozenBy.
+  data['frozen'] = row.frozen.startsWith('yes')
+  const holder = /^yes \((.*)\)$/.exec(row.frozen)?.[1]
+  if (holder) data['frozenBy'] = holder
   return data
 }
 

@@ -403,7 +403,7 @@ t.test('formatResult: skipped is one line', async (t) => {
       storedVersionsAfter: base.storedVersionsBefore,
       durationMs: 40,
     }),
-    'widgets.example.com: Skipped in 0.0s — the CRD is not Established yet\n',
+    'widgets.example.com: Skipped — the CRD is not Established yet\n',
   )
 })
 
