@@ -75,6 +75,8 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
   const effective: ConnectionCaps = { ...caps, reserved: options.apiServerAddresses.length > 0 ? caps.reserved : 0 }
   const connections = new Map<number, Connection>()
   const byAddress = new Map<string, Connection>()
+  /** Connections waiting for a slot (Connection.waiting), in arrival order. */
+  const waiting = new Set<Connection>()
   let nextId = 1
   let refusedAt = Number.NEGATIVE_INFINITY
   let refusedRecently = 0
@@ -103,6 +105,7 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
     byAddress.delete(key(c.raw.remoteAddress, c.raw.remotePort))
     if (c.deadline) clearTimeout(c.deadline)
     if (c.waiting) clearTimeout(c.waiting.timer)
+    waiting.delete(c)
     publish()
   }
   const close = (c: Connection) => {
@@ -129,7 +132,6 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
     }
     return open
   }
-  const waitingNow = () => [...connections.values()].filter((c) => c.waiting)
   const countRefusal = (peer: string, reason: CapReason) => {
     metrics.countConnectionRefused(reason)
     if (reason !== 'peer') {
@@ -155,19 +157,25 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
     )
     close(victim)
   }
-  /** Waiting connections take the slots that came free, in the order they arrived. */
+  /**
+   * Waiting connections take the slots that came free, in the order they arrived. Called at
+   * every answered request (the hot path): nothing to do unless some connection waits.
+   */
   const settle = () => {
-    for (const c of waitingNow()) {
+    for (const c of waiting) {
       const verdict = admitConnection({ peer: c.peer, apiServer: c.apiServer }, settled(Date.now()), effective)
       if (verdict.action === 'refuse') continue
       if (verdict.action === 'evict') evict(verdict.victim, verdict.reason, c.peer)
       clearTimeout(c.waiting!.timer)
       c.waiting = undefined
+      waiting.delete(c)
     }
   }
   /** SLOT_WAIT_MS passed with no slot: refused (after the request in flight on it, if any). */
   const giveUp = (c: Connection) => {
     if (!c.waiting || !connections.has(c.id)) return
+    // Refused: no longer waiting for a slot (settle skips it), still outside the caps until it closes.
+    waiting.delete(c)
     countRefusal(c.peer, c.waiting.reason)
     if (c.inFlight > 0) c.closeWhenIdle = true
     else close(c)
@@ -178,14 +186,17 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
     const apiServer = isApiServer(peer)
     const now = Date.now()
     const verdict = admitConnection({ peer, apiServer }, settled(now), effective)
-    if (verdict.action === 'refuse' && !mayWait({ peer, apiServer }, waitingNow(), effective)) {
+    if (verdict.action === 'refuse' && !mayWait({ peer, apiServer }, [...waiting], effective)) {
       raw.destroy()
       countRefusal(peer, verdict.reason)
       return
     }
     if (verdict.action === 'evict') evict(verdict.victim, verdict.reason, peer)
     const c: Connection = { id: nextId++, raw, peer, apiServer, inFlight: 0, lastActive: now, reviewed: false, overdue: false }
-    if (verdict.action === 'refuse') c.waiting = { reason: verdict.reason, timer: setTimeout(() => giveUp(c), SLOT_WAIT_MS).unref() }
+    if (verdict.action === 'refuse') {
+      c.waiting = { reason: verdict.reason, timer: setTimeout(() => giveUp(c), SLOT_WAIT_MS).unref() }
+      waiting.add(c)
+    }
     connections.set(c.id, c)
     byAddress.set(key(raw.remoteAddress, raw.remotePort), c)
     raw.once('close', () => {
