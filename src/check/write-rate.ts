@@ -65,10 +65,15 @@ const tenths = (n: number) => Math.round(n * 10) / 10
 /** Objects per second of a basis, rounded for people. */
 export const objectsPerSecond = (basis: EstimateBasis): number => tenths(1000 / basis.msPerObject)
 
+/** The objects per second of a measured basis's range, slowest and fastest, rounded for people; undefined without a range. */
+export function objectsPerSecondRange(basis: EstimateBasis): [number, number] | undefined {
+  return basis.range ? [tenths(1000 / basis.range.slowMsPerObject), tenths(1000 / basis.range.fastMsPerObject)] : undefined
+}
+
 /** `180–450`: the objects/s of a measured basis's range, slow to fast. */
 function rangeOfRates(basis: EstimateBasis): string {
-  if (!basis.range) return String(objectsPerSecond(basis))
-  return `${tenths(1000 / basis.range.slowMsPerObject)}–${tenths(1000 / basis.range.fastMsPerObject)}`
+  const range = objectsPerSecondRange(basis)
+  return range ? range.join('–') : String(objectsPerSecond(basis))
 }
 
 /** One sentence on what the estimate stands on, and, for the constant, how to do better. */

@@ -22,7 +22,7 @@ import { Phase, planCrd } from '../migrator/plan.js'
 import { servedVersionToList } from '../check/drop-evidence.js'
 import { CONSTANT_BASIS, planRow, planSummary, type PlanInput } from '../check/fleet-plan.js'
 import { measureWrites } from '../check/measure-writes.js'
-import { describeBasis, measuredBasis, objectsPerSecond, type WriteSample } from '../check/write-rate.js'
+import { describeBasis, measuredBasis, objectsPerSecond, objectsPerSecondRange, type WriteSample } from '../check/write-rate.js'
 import { isData, renderData, renderNames, type OutputFormat } from './output.js'
 import type { ClientFlags } from './client-flags.js'
 import { formatPlan, type PlanReport } from './plan-format.js'
@@ -129,14 +129,7 @@ export async function planFleet(
       basis: {
         source: basis.source,
         objectsPerSecond: objectsPerSecond(basis),
-        ...(basis.range
-          ? {
-              objectsPerSecondRange: [
-                Math.round(10_000 / basis.range.slowMsPerObject) / 10,
-                Math.round(10_000 / basis.range.fastMsPerObject) / 10,
-              ] as [number, number],
-            }
-          : {}),
+        ...(basis.range ? { objectsPerSecondRange: objectsPerSecondRange(basis) } : {}),
         ...(sample ? { samples: sample.written, failed: sample.failed } : {}),
         ...(basis.dryRunPerSecond ? { dryRunPerSecond: Math.round(basis.dryRunPerSecond * 10) / 10 } : {}),
         ...(measureError ? { measureError } : {}),
