@@ -7,7 +7,7 @@ import type { Logger } from 'pino'
 import { ObjectsFailedError } from './phases/failures.js'
 import { patchCrdAnnotations } from '../kube/crds.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
-import { blockedPatch } from '../state/crd-state.js'
+import { blockedPatch, describeResume } from '../state/crd-state.js'
 import type { ConversionFailure } from '../kube/conversion.js'
 import type { MigrationContext, MigrationResult } from './context.js'
 import type { Frozen } from './freeze/freeze.js'
@@ -70,9 +70,10 @@ export class RunReporter {
    */
   started(plan: CrdPlan, storageVersion: string, verdict: FreezeVerdict, frozen: Frozen, keySource: string, deferMs: number): void {
     if (verdict.action === 'resume') {
-      this.log.info(
+      // A warning, so the CLI says it too: a run killed with -9 is taken over without a word otherwise.
+      this.log.warn(
         { previousOwner: verdict.previousOwner, checkpoint: verdict.checkpoint, trusted: frozen.resumeAfter !== undefined },
-        'resuming a frozen migration',
+        describeResume(verdict.previousOwner, verdict.previous, this.ctx.owner),
       )
     }
     if (frozen.unverifiedCheckpoint !== undefined) {

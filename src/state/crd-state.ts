@@ -146,8 +146,8 @@ export function describeFreeze(state: CrdState): string {
 
 export type FreezeVerdict =
   | { action: 'freeze' }
-  /** takeover: how the previous owner's run looked, when it was another's (a dead or handed-off run). */
-  | { action: 'resume'; checkpoint: string | undefined; previousOwner: string; takeover?: FreezeLiveness }
+  /** previous: how the run that left the freeze looked (a dead, handed-off, or this identity's own earlier run). */
+  | { action: 'resume'; checkpoint: string | undefined; previousOwner: string; previous: FreezeLiveness }
   | { action: 'wait'; reason: string }
   | { action: 'foreign'; reason: string }
 
@@ -173,7 +173,22 @@ export function decideFreeze(
     return { action: 'wait', reason: `migration in progress by ${state.owner} (heartbeat ${wholeSeconds(liveness.heartbeatAgeMs ?? 0)} ago)` }
   }
   const checkpoint = state.targetStorageVersion === storageVersion ? state.checkpoint : undefined
-  return { action: 'resume', checkpoint, previousOwner: state.owner, ...(state.owner === self ? {} : { takeover: liveness }) }
+  return { action: 'resume', checkpoint, previousOwner: state.owner, previous: liveness }
+}
+
+/**
+ * What a resumed run says when it starts, so a person sees that it took a freeze over:
+ * `taking over the freeze of cli:ann@host: no heartbeat for 2m10s (its run stopped)`.
+ */
+export function describeResume(previousOwner: string, previous: FreezeLiveness, self: string | undefined): string {
+  const age = previous.heartbeatAgeMs === undefined ? undefined : wholeSeconds(Math.max(0, previous.heartbeatAgeMs))
+  if (previous.handedOff) return `resuming the freeze ${previousOwner} handed off (it stopped on purpose)`
+  const silence = age === undefined ? 'it wrote no heartbeat' : `no heartbeat for ${age}`
+  if (previousOwner === self)
+    return previous.stale
+      ? `resuming the freeze an earlier run of this identity (${previousOwner}) left: ${silence} (it stopped)`
+      : `resuming the freeze of this identity (${previousOwner}), heartbeat ${age ?? '-'} ago (the same identity restarted)`
+  return `taking over the freeze of ${previousOwner}: ${silence} (its run stopped)`
 }
 
 /** How alive a freeze of ours is, as the next run judges it (decideFreeze) and `status` shows it. */

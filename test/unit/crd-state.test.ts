@@ -4,6 +4,7 @@ import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import {
   blockedPatch,
   decideFreeze,
+  describeResume,
   describeFreeze,
   freezeLiveness,
   freezePatch,
@@ -179,42 +180,42 @@ const decideRows: DecideRow[] = [
   {
     name: 'frozen by another owner, heartbeat exactly the takeover age: resume',
     state: { frozen: true, owner: 'pod-b', heartbeat: ago(TAKEOVER_MS), targetStorageVersion: 'v1', checkpoint: 'ns/a' },
-    expect: { action: 'resume', checkpoint: 'ns/a', previousOwner: 'pod-b', takeover: { heartbeatAgeMs: TAKEOVER_MS, handedOff: false, stale: true } },
+    expect: { action: 'resume', checkpoint: 'ns/a', previousOwner: 'pod-b', previous: { heartbeatAgeMs: TAKEOVER_MS, handedOff: false, stale: true } },
   },
   {
     name: 'stale heartbeat: resume with the checkpoint',
     state: { frozen: true, owner: 'pod-b', heartbeat: ago(10 * 60_000), targetStorageVersion: 'v1', checkpoint: 'ns/w-100' },
-    expect: { action: 'resume', checkpoint: 'ns/w-100', previousOwner: 'pod-b', takeover: { heartbeatAgeMs: 10 * 60_000, handedOff: false, stale: true } },
+    expect: { action: 'resume', checkpoint: 'ns/w-100', previousOwner: 'pod-b', previous: { heartbeatAgeMs: 10 * 60_000, handedOff: false, stale: true } },
   },
   {
     name: 'no heartbeat: resume',
     state: { frozen: true, owner: 'pod-b', targetStorageVersion: 'v1', checkpoint: 'ns/w-1' },
-    expect: { action: 'resume', checkpoint: 'ns/w-1', previousOwner: 'pod-b', takeover: { heartbeatAgeMs: undefined, handedOff: false, stale: true } },
+    expect: { action: 'resume', checkpoint: 'ns/w-1', previousOwner: 'pod-b', previous: { heartbeatAgeMs: undefined, handedOff: false, stale: true } },
   },
   {
     name: 'same owner with a fresh heartbeat: resume immediately',
     state: { frozen: true, owner: SELF, heartbeat: ago(100), targetStorageVersion: 'v1', checkpoint: 'ns/w-7' },
-    expect: { action: 'resume', checkpoint: 'ns/w-7', previousOwner: SELF },
+    expect: { action: 'resume', checkpoint: 'ns/w-7', previousOwner: SELF, previous: { heartbeatAgeMs: 100, handedOff: false, stale: false } },
   },
   {
     name: 'checkpoint dropped when the target storage version differs',
     state: { frozen: true, owner: 'pod-b', heartbeat: ago(60_000), targetStorageVersion: 'v1beta1', checkpoint: 'ns/w-100' },
-    expect: { action: 'resume', checkpoint: undefined, previousOwner: 'pod-b', takeover: { heartbeatAgeMs: 60_000, handedOff: false, stale: true } },
+    expect: { action: 'resume', checkpoint: undefined, previousOwner: 'pod-b', previous: { heartbeatAgeMs: 60_000, handedOff: false, stale: true } },
   },
   {
     name: 'checkpoint dropped when no target storage version was recorded',
     state: { frozen: true, owner: SELF, checkpoint: 'ns/w-100' },
-    expect: { action: 'resume', checkpoint: undefined, previousOwner: SELF },
+    expect: { action: 'resume', checkpoint: undefined, previousOwner: SELF, previous: { heartbeatAgeMs: undefined, handedOff: false, stale: true } },
   },
   {
     name: 'handed off by another owner, no heartbeat: resume at once with the checkpoint',
     state: { frozen: true, owner: 'pod-b', handedOff: ago(100).toISOString(), targetStorageVersion: 'v1', checkpoint: 'ns/w-9' },
-    expect: { action: 'resume', checkpoint: 'ns/w-9', previousOwner: 'pod-b', takeover: { heartbeatAgeMs: undefined, handedOff: true, stale: true } },
+    expect: { action: 'resume', checkpoint: 'ns/w-9', previousOwner: 'pod-b', previous: { heartbeatAgeMs: undefined, handedOff: true, stale: true } },
   },
   {
     name: 'handed off, a heartbeat still fresh (written before the hand-off landed): resume at once',
     state: { frozen: true, owner: 'pod-b', heartbeat: ago(1_000), handedOff: ago(100).toISOString(), targetStorageVersion: 'v1' },
-    expect: { action: 'resume', checkpoint: undefined, previousOwner: 'pod-b', takeover: { heartbeatAgeMs: 1_000, handedOff: true, stale: true } },
+    expect: { action: 'resume', checkpoint: undefined, previousOwner: 'pod-b', previous: { heartbeatAgeMs: 1_000, handedOff: true, stale: true } },
   },
   {
     name: 'handed off but without an owner: still foreign, never touched',
@@ -229,7 +230,7 @@ const decideRows: DecideRow[] = [
   {
     name: 'resume without a checkpoint',
     state: { frozen: true, owner: SELF, targetStorageVersion: 'v1' },
-    expect: { action: 'resume', checkpoint: undefined, previousOwner: SELF },
+    expect: { action: 'resume', checkpoint: undefined, previousOwner: SELF, previous: { heartbeatAgeMs: undefined, handedOff: false, stale: true } },
   },
 ]
 
@@ -259,6 +260,18 @@ t.test('freezeLiveness: the heartbeat age and whether the next run may take the 
   for (const [what, state, want] of rows) t.strictSame(freezeLiveness(state, TAKEOVER_MS, NOW), want, what)
 })
 
+t.test('describeResume: a resumed run says whose freeze it takes and why', async (t) => {
+  const live = (heartbeatAgeMs: number | undefined, stale: boolean, handedOff = false) => ({ heartbeatAgeMs, handedOff, stale })
+  t.equal(describeResume('pod-b', live(130_000, true), SELF), 'taking over the freeze of pod-b: no heartbeat for 130s (its run stopped)')
+  t.equal(describeResume('pod-b', live(undefined, true), SELF), 'taking over the freeze of pod-b: it wrote no heartbeat (its run stopped)')
+  t.equal(describeResume('pod-b', live(undefined, true, true), SELF), 'resuming the freeze pod-b handed off (it stopped on purpose)')
+  t.equal(
+    describeResume(SELF, live(3_000, false), SELF),
+    'resuming the freeze of this identity (pod-a), heartbeat 3s ago (the same identity restarted)',
+  )
+  t.equal(describeResume(SELF, live(45_000, true), SELF), 'resuming the freeze an earlier run of this identity (pod-a) left: no heartbeat for 45s (it stopped)')
+})
+
 t.test('decideFreeze from annotations end to end', async (t) => {
   const state = readCrdState(
     crd({
@@ -270,10 +283,10 @@ t.test('decideFreeze from annotations end to end', async (t) => {
     }),
     KEY,
   )
-  const takeover = { heartbeatAgeMs: 45_000, handedOff: false, stale: true }
-  t.strictSame(decideFreeze(state, SELF, 'v2', TAKEOVER_MS, NOW), { action: 'resume', checkpoint: 'ns/x', previousOwner: 'pod-b', takeover })
+  const previous = { heartbeatAgeMs: 45_000, handedOff: false, stale: true }
+  t.strictSame(decideFreeze(state, SELF, 'v2', TAKEOVER_MS, NOW), { action: 'resume', checkpoint: 'ns/x', previousOwner: 'pod-b', previous })
   t.strictSame(decideFreeze(state, SELF, 'v2', 60_000, NOW).action, 'wait', 'a longer takeover window waits')
-  t.strictSame(decideFreeze(state, SELF, 'v3', TAKEOVER_MS, NOW), { action: 'resume', checkpoint: undefined, previousOwner: 'pod-b', takeover })
+  t.strictSame(decideFreeze(state, SELF, 'v3', TAKEOVER_MS, NOW), { action: 'resume', checkpoint: undefined, previousOwner: 'pod-b', previous })
 })
 
 t.test(
