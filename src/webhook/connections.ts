@@ -70,27 +70,7 @@ export interface ConnectionGuard {
 
 /** Tracks `server`'s connections and applies the policy to each new one. */
 export function guardConnections(server: Server, options: ConnectionGuardOptions): ConnectionGuard {
-  const tracker = new ConnectionTracker(options)
-  const onConnection = (raw: Socket) => tracker.accept(raw)
-  const onSecure = (tls: TLSSocket) => tracker.secured(tls)
-  const onRequest = (req: IncomingMessage, res: ServerResponse) => tracker.request(req, res)
-
-  // Before tls.Server's own listener: a refused connection never starts its handshake.
-  server.prependListener('connection', onConnection)
-  server.on('secureConnection', onSecure)
-  server.on('request', onRequest)
-
-  return {
-    readiness: { name: 'webhook-connections', failing: () => tracker.refusals.failing() },
-    caps: Object.freeze(tracker.caps),
-    open: () => tracker.size,
-    stop() {
-      server.removeListener('connection', onConnection)
-      server.removeListener('secureConnection', onSecure)
-      server.removeListener('request', onRequest)
-      tracker.stopTimers()
-    },
-  }
+  return new ConnectionTracker(server, options)
 }
 
 /** Refusals and evictions: counted, warned about once a minute each kind, and the readiness they fail. */
@@ -102,24 +82,20 @@ class Refusals {
 
   constructor(
     private readonly caps: ConnectionCaps,
-    private readonly metrics: WebhookMetrics,
-    private readonly logger: Logger,
+    private readonly options: ConnectionGuardOptions,
   ) {}
 
   warn(kind: string, fields: Record<string, unknown>, msg: string): void {
     const now = Date.now()
     if (now - (this.warnedAt.get(kind) ?? Number.NEGATIVE_INFINITY) < WARNING_INTERVAL_MS) return
     this.warnedAt.set(kind, now)
-    const caps = {
-      maxConnections: this.caps.maxConnections,
-      maxConnectionsPerPeer: this.caps.maxPerPeer,
-      reservedConnections: this.caps.reserved,
-    }
-    this.logger.warn({ ...fields, ...caps }, `${msg} (each one counted; warned once a minute)`)
+    const { maxConnections, maxPerPeer: maxConnectionsPerPeer, reserved: reservedConnections } = this.caps
+    const caps = { maxConnections, maxConnectionsPerPeer, reservedConnections }
+    this.options.logger.warn({ ...fields, ...caps }, `${msg} (each one counted; warned once a minute)`)
   }
 
   refused(peer: string, reason: CapReason): void {
-    this.metrics.countConnectionRefused(reason)
+    this.options.metrics.countConnectionRefused(reason)
     if (reason !== 'peer') {
       const now = Date.now()
       this.refusedRecently = now - this.refusedAt < REFUSED_NOT_READY_MS ? this.refusedRecently + 1 : 1
@@ -145,10 +121,10 @@ class Refusals {
 const key = (address: string | undefined, port: number | undefined) => `${address ?? ''}|${port ?? ''}`
 
 /** The connections of one listener, from accept to close, and the policy applied to each. */
-class ConnectionTracker {
-  /** The caps in force (reserved is 0 without apiServerAddresses). */
-  readonly caps: ConnectionCaps
-  readonly refusals: Refusals
+class ConnectionTracker implements ConnectionGuard {
+  readonly caps: Readonly<ConnectionCaps>
+  readonly readiness: ReadinessCheck
+  private readonly refusals: Refusals
   private readonly isApiServer: (address: string) => boolean
   private readonly connections = new Map<number, Connection>()
   private readonly byAddress = new Map<string, Connection>()
@@ -156,19 +132,37 @@ class ConnectionTracker {
   private readonly waiting = new Set<Connection>()
   private nextId = 1
 
-  constructor(private readonly options: ConnectionGuardOptions) {
+  constructor(
+    private readonly server: Server,
+    private readonly options: ConnectionGuardOptions,
+  ) {
     const { caps } = options
-    this.caps = { ...caps, reserved: options.apiServerAddresses.length > 0 ? caps.reserved : 0 }
+    this.caps = Object.freeze({ ...caps, reserved: options.apiServerAddresses.length > 0 ? caps.reserved : 0 })
     this.isApiServer = addressMatcher(options.apiServerAddresses)
-    this.refusals = new Refusals(this.caps, options.metrics, options.logger)
+    this.refusals = new Refusals(this.caps, options)
+    this.readiness = { name: 'webhook-connections', failing: () => this.refusals.failing() }
+    // Before tls.Server's own listener: a refused connection never starts its handshake.
+    server.prependListener('connection', this.accept)
+    server.on('secureConnection', this.secured)
+    server.on('request', this.request)
   }
 
-  get size(): number {
+  open(): number {
     return this.connections.size
   }
 
+  stop(): void {
+    this.server.removeListener('connection', this.accept)
+    this.server.removeListener('secureConnection', this.secured)
+    this.server.removeListener('request', this.request)
+    for (const c of this.connections.values()) {
+      if (c.deadline) clearTimeout(c.deadline)
+      if (c.waiting) clearTimeout(c.waiting.timer)
+    }
+  }
+
   /** A new TCP connection: accepted, accepted after closing an idle one, left waiting for a slot, or refused. */
-  accept(raw: Socket): void {
+  private readonly accept = (raw: Socket): void => {
     const peer = raw.remoteAddress ?? 'unknown'
     const apiServer = this.isApiServer(peer)
     const now = Date.now()
@@ -200,13 +194,13 @@ class ConnectionTracker {
     this.publish()
   }
 
-  secured(tls: TLSSocket): void {
+  private readonly secured = (tls: TLSSocket): void => {
     const c = this.byAddress.get(key(tls.remoteAddress, tls.remotePort))
     if (c) c.tls = tls
   }
 
   /** A request on a tracked connection: busy until answered; a 200 is a valid review. */
-  request(req: IncomingMessage, res: ServerResponse): void {
+  private readonly request = (req: IncomingMessage, res: ServerResponse): void => {
     const c = this.byAddress.get(key(req.socket.remoteAddress, req.socket.remotePort))
     if (!c) return
     c.inFlight++
@@ -225,13 +219,6 @@ class ConnectionTracker {
     }
     res.once('finish', finish)
     res.once('close', finish)
-  }
-
-  stopTimers(): void {
-    for (const c of this.connections.values()) {
-      if (c.deadline) clearTimeout(c.deadline)
-      if (c.waiting) clearTimeout(c.waiting.timer)
-    }
   }
 
   /** The connections the policy weighs: every tracked one but those still waiting for a slot. */
