@@ -57,22 +57,6 @@ interface Connection {
   closeWhenIdle?: boolean
 }
 
-export interface ConnectionGuard {
-  /** `webhook-connections`: fails for REFUSED_NOT_READY_MS after a refusal at the shared or total cap. */
-  readiness: ReadinessCheck
-  /** The caps in force (reserved is 0 without apiServerAddresses). */
-  readonly caps: Readonly<ConnectionCaps>
-  /** Connections tracked now (tests). */
-  open(): number
-  /** Stop the timers (at close). */
-  stop(): void
-}
-
-/** Tracks `server`'s connections and applies the policy to each new one. */
-export function guardConnections(server: Server, options: ConnectionGuardOptions): ConnectionGuard {
-  return new ConnectionTracker(server, options)
-}
-
 /** Refusals and evictions: counted, warned about once a minute each kind, and the readiness they fail. */
 class Refusals {
   private refusedAt = Number.NEGATIVE_INFINITY
@@ -120,9 +104,11 @@ class Refusals {
 
 const key = (address: string | undefined, port: number | undefined) => `${address ?? ''}|${port ?? ''}`
 
-/** The connections of one listener, from accept to close, and the policy applied to each. */
-class ConnectionTracker implements ConnectionGuard {
+/** Tracks a listener's connections, from accept to close, and applies the policy to each new one. */
+export class ConnectionGuard {
+  /** The caps in force (reserved is 0 without apiServerAddresses). */
   readonly caps: Readonly<ConnectionCaps>
+  /** `webhook-connections`: fails for REFUSED_NOT_READY_MS after a refusal at the shared or total cap. */
   readonly readiness: ReadinessCheck
   private readonly refusals: Refusals
   private readonly isApiServer: (address: string) => boolean
@@ -147,10 +133,12 @@ class ConnectionTracker implements ConnectionGuard {
     server.on('request', this.request)
   }
 
+  /** Connections tracked now (tests). */
   open(): number {
     return this.connections.size
   }
 
+  /** Stop the timers (at close). */
   stop(): void {
     this.server.removeListener('connection', this.accept)
     this.server.removeListener('secureConnection', this.secured)
