@@ -12,54 +12,21 @@
  * every API server must store the storage version (storage-switch.ts); then every object's
  * rewrite is proven to keep its content (lossless/check.ts), as in a frozen run.
  */
-import { errorCode, errorMessage, CrdMigratorError } from '../errors.js'
-import { isConflict, isUnprocessable } from '../kube/api-errors.js'
+import { errorCode, errorMessage } from '../errors.js'
 import { conversionStrategy } from '../kube/conversion.js'
-import { getCrd, patchStoredVersions } from '../kube/crds.js'
+import { getCrd } from '../kube/crds.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { readCrdState } from '../state/crd-state.js'
 import { accessDenied } from './access-preflight.js'
 import { startingResult, type MigrationContext, type MigrationResult, type MigrationSettings } from './context.js'
-import { requestRetry, withRetry, type RetryOptions } from './engine/retry.js'
+import { requestRetry, withRetry } from './engine/retry.js'
 import { failOnObjects } from './phases/failures.js'
 import { DataLossError, proveLossless } from './lossless/check.js'
 import { runPhase } from './phases/object-phase.js'
 import { STORAGE_SETTLE_MS, waitForStorageEverywhere } from './phases/storage-switch.js'
+import { narrowUnderStart, type RewriteStart } from './phases/stored-versions.js'
 import { Phase, planCrd } from './plan.js'
 import { logRunFailure } from './reporter.js'
-
-/** What the run started from: storedVersions are narrowed only while these still hold. */
-export interface RewriteStart {
-  uid: string | undefined
-  generation: number
-  storageVersion: string
-}
-
-/**
- * Whether to narrow storedVersions to `[storage]` now, from the CRD as read after every
- * object was rewritten: `narrow` (with what the patch tests), `done` (already narrowed), or
- * `keep` with why (the CRD was replaced, or its spec changed: the storage version may have
- * moved under the rewrite, which no freeze prevented).
- */
-export function storedVersionsAfterRewrite(
-  start: RewriteStart,
-  crd: Pick<CustomResourceDefinition, 'metadata' | 'spec' | 'status'>,
-): { action: 'narrow' | 'done' } | { action: 'keep'; why: string } {
-  const storedVersions = crd.status?.storedVersions ?? []
-  const storage = crd.spec.versions.filter((v) => v.storage).map((v) => v.name)
-  if (crd.metadata.uid !== start.uid) return { action: 'keep', why: 'the CRD was deleted and created again during the rewrite' }
-  const generation = crd.metadata.generation ?? 0
-  if (generation !== start.generation)
-    return { action: 'keep', why: `the CRD's generation changed during the rewrite (${start.generation} -> ${generation})` }
-  // Same generation, same spec: the storage version cannot differ; checked all the same.
-  if (storage.length !== 1 || storage[0] !== start.storageVersion)
-    return { action: 'keep', why: `the storage version is no longer ${start.storageVersion}` }
-  if (storedVersions.length === 1 && storedVersions[0] === start.storageVersion) return { action: 'done' }
-  return { action: 'narrow' }
-}
-
-/** Rounds of read, decide, patch: the patch tests uid, generation and storedVersions, and a round repeats when one moved. */
-const MAX_ROUNDS = 5
 
 export async function migrateCrdUnfrozen(name: string, settings: MigrationSettings, ctx: MigrationContext): Promise<MigrationResult> {
   const started = Date.now()
@@ -114,11 +81,11 @@ export async function migrateCrdUnfrozen(name: string, settings: MigrationSettin
     const c = result.storage.counts
     const rewritten = `${c.rewritten + c.conflict} of ${c.seen} object(s) rewritten in ${storageVersion} without a freeze, ${c.current} already current`
     result.apiServers = await storageEverywhere(crd, storageVersion, settings, ctx, 0)
-    const narrowed = await narrowUnderStart(name, start, retry, ctx)
+    const narrowed = await narrowUnderStart(ctx, name, start, settings.maxAttempts)
     result.storedVersionsAfter = narrowed.storedVersions
     result.outcome = 'Succeeded'
     result.reason =
-      'kept' in narrowed
+      narrowed.kept !== undefined
         ? `${rewritten}; status.storedVersions left as ${JSON.stringify(narrowed.storedVersions)}: ${narrowed.kept}`
         : `${rewritten}, storedVersions ${JSON.stringify(narrowed.storedVersions)}`
   } catch (err) {
@@ -151,31 +118,4 @@ function storageEverywhere(
       logger: ctx.logger,
     },
   )
-}
-
-/** status.storedVersions := [storage], in a JSON Patch that tests uid, generation and the storedVersions read. */
-async function narrowUnderStart(
-  name: string,
-  start: RewriteStart,
-  retry: RetryOptions,
-  ctx: MigrationContext,
-): Promise<{ storedVersions: string[] } | { storedVersions: string[]; kept: string }> {
-  for (let round = 1; ; round++) {
-    const crd = await withRetry(() => getCrd(ctx.http, name), retry)
-    const storedVersions = crd.status?.storedVersions ?? []
-    const next = storedVersionsAfterRewrite(start, crd)
-    if (next.action === 'keep') return { storedVersions, kept: next.why }
-    if (next.action === 'done') return { storedVersions }
-    try {
-      // The same patch as a frozen run's, without the freeze to test (there is none here).
-      const expect = { uid: crd.metadata.uid ?? '', generation: start.generation, storedVersions, annotations: {} }
-      const patched = await withRetry(() => patchStoredVersions(ctx.http, name, [start.storageVersion], expect), retry)
-      return { storedVersions: patched.status?.storedVersions ?? [] }
-    } catch (err) {
-      // A failed test is a 422 (1.30-1.37): something moved; read again and decide again.
-      if (!isUnprocessable(err) && !isConflict(err)) throw err
-      if (round >= MAX_ROUNDS)
-        throw new CrdMigratorError('CRDM_CRD_CHANGED', `status.storedVersions could not be narrowed: ${errorMessage(err)}`, { cause: err })
-    }
-  }
 }
