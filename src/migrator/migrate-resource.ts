@@ -6,7 +6,7 @@
  * rotation (a no-op write of an object read with an old key is never skipped as
  * unchanged: the API server marks it stale).
  */
-import { CrdMigratorError, errorCode, errorMessage } from '../errors.js'
+import { CrdMigratorError } from '../errors.js'
 import { getCrd } from '../kube/crds.js'
 import { type KubeHttp } from '../kube/http.js'
 import { isNotFound } from '../kube/api-errors.js'
@@ -18,7 +18,7 @@ import { migrateCrd } from './migrate.js'
 import { failOnObjects } from './phases/failures.js'
 import { runPhase } from './phases/object-phase.js'
 import { Phase } from './plan.js'
-import { logRunFailure } from './reporter.js'
+import { RunReporter } from './reporter.js'
 
 /** `plural.group`, the CRD's name, when the resource is a custom resource; undefined for a built-in one. */
 export async function crdDefining(http: KubeHttp, ref: ResourceRef): Promise<string | undefined> {
@@ -51,7 +51,7 @@ export async function migrateWithoutCrd(
   ctx: MigrationContext,
 ): Promise<MigrationResult> {
   const started = Date.now()
-  const log = ctx.logger.child({ resource: name })
+  const report = new RunReporter(name, ctx, { resource: name })
   const result: MigrationResult = {
     crd: name,
     outcome: 'Failed',
@@ -64,7 +64,7 @@ export async function migrateWithoutCrd(
     durationMs: 0,
     leftFrozen: false,
   }
-  log.info({ version: ref.version }, 'rewriting every object of a built-in resource')
+  report.log.info({ version: ref.version }, 'rewriting every object of a built-in resource')
   try {
     // Before the first list: a resource outside the migrator's RBAC fails here, named (access-preflight.ts).
     const denied = await accessDenied({ group: ref.group, plural: ref.plural, version: ref.version }, false, ctx, settings.maxAttempts)
@@ -83,12 +83,8 @@ export async function migrateWithoutCrd(
     const c = result.storage.counts
     result.reason = `${c.rewritten + c.conflict} of ${c.seen} object(s) rewritten through ${ref.group ? `${ref.group}/` : ''}${ref.version}, ${c.current} already current`
   } catch (err) {
-    result.errorCode = ctx.signal?.aborted ? 'CRDM_ABORTED' : errorCode(err)
-    result.reason = ctx.signal?.aborted && ctx.signal.reason instanceof Error ? ctx.signal.reason.message : errorMessage(err)
-    logRunFailure(log, result, err)
+    report.failed(result, err, ctx.signal)
   }
   result.durationMs = Date.now() - started
-  ctx.metrics?.migrations.inc({ result: result.outcome })
-  log.info({ outcome: result.outcome, reason: result.reason, durationMs: result.durationMs }, 'migration finished')
-  return result
+  return report.ended(result)
 }

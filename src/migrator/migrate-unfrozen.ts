@@ -12,7 +12,6 @@
  * every API server must store the storage version (storage-switch.ts); then every object's
  * rewrite is proven to keep its content (lossless/check.ts), as in a frozen run.
  */
-import { errorCode, errorMessage } from '../errors.js'
 import { conversionStrategy } from '../kube/conversion.js'
 import { getCrd } from '../kube/crds.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
@@ -26,21 +25,16 @@ import { runPhase } from './phases/object-phase.js'
 import { STORAGE_SETTLE_MS, waitForStorageEverywhere } from './phases/storage-switch.js'
 import { narrowUnderStart, type RewriteStart } from './phases/stored-versions.js'
 import { Phase, planCrd } from './plan.js'
-import { logRunFailure } from './reporter.js'
+import { RunReporter } from './reporter.js'
 
 export async function migrateCrdUnfrozen(name: string, settings: MigrationSettings, ctx: MigrationContext): Promise<MigrationResult> {
   const started = Date.now()
-  const log = ctx.logger.child({ crd: name, unmanaged: true })
-  const retry = requestRetry(settings.maxAttempts, ctx.signal)
-  const crd = await withRetry(() => getCrd(ctx.http, name), retry)
+  const report = new RunReporter(name, ctx, { crd: name, unmanaged: true })
+  const { log } = report
+  const crd = await withRetry(() => getCrd(ctx.http, name), requestRetry(settings.maxAttempts, ctx.signal))
   const plan = planCrd(crd)
   const result = startingResult(name, crd, plan)
-  const finish = (r: MigrationResult): MigrationResult => {
-    r.durationMs = Date.now() - started
-    ctx.metrics?.migrations.inc({ result: r.outcome })
-    log.info({ outcome: r.outcome, reason: r.reason, durationMs: r.durationMs }, 'migration finished')
-    return r
-  }
+  const finish = (r: MigrationResult) => report.ended({ ...r, durationMs: Date.now() - started })
   if (plan.blockedReason || !plan.storageVersion)
     return finish({ ...result, skipReason: 'blocked', reason: plan.blockedReason ?? 'no storage version' })
   const storageVersion = plan.storageVersion
@@ -89,11 +83,7 @@ export async function migrateCrdUnfrozen(name: string, settings: MigrationSettin
         ? `${rewritten}; status.storedVersions left as ${JSON.stringify(narrowed.storedVersions)}: ${narrowed.kept}`
         : `${rewritten}, storedVersions ${JSON.stringify(narrowed.storedVersions)}`
   } catch (err) {
-    result.errorCode = ctx.signal?.aborted ? 'CRDM_ABORTED' : errorCode(err)
-    // A loss found before any write: Blocked, nothing written.
-    if (result.errorCode === 'CRDM_DATA_LOSS') result.outcome = 'Blocked'
-    result.reason = ctx.signal?.aborted && ctx.signal.reason instanceof Error ? ctx.signal.reason.message : errorMessage(err)
-    logRunFailure(log, result, err)
+    report.failed(result, err, ctx.signal)
   }
   return finish(result)
 }

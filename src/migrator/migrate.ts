@@ -18,7 +18,7 @@ import type { LosslessReport } from './lossless/verdict.js'
 import { planCrd } from './plan.js'
 import { summarize } from './report.js'
 import { RunReporter } from './reporter.js'
-import { beginRun, endRun, runFailed } from './run.js'
+import { beginRun, endRun, lostFreeze } from './run.js'
 
 export type { MigrationContext, MigrationOutcome, MigrationResult, MigrationSettings, SkipReason } from './context.js'
 
@@ -76,8 +76,7 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
     run.result.outcome = 'Succeeded'
     run.result.reason = summarize(run.result)
   } catch (err) {
-    runFailed(run, ctx, err)
-    report.failed(run.result, err)
+    report.failed(run.result, err, ctx.signal, lostFreeze(run, err))
   }
   const after = await endRun(run, ctx)
   return report.finished(run.result, after)
