@@ -12,7 +12,7 @@ import { startingResult, type MigrationContext, type MigrationResult, type Migra
 import { preflightConversion } from './conversion/webhook-preflight.js'
 import { decideRun } from './decide.js'
 import { requestRetry, withRetry } from './engine/retry.js'
-import { cleanupPhase, stashPhase, storagePhase, storedVersionsPhase } from './phases/run-phases.js'
+import { cleanupPhase, stashPhase, storagePhase, storedVersionsPhase, workBeforeFreeze } from './phases/run-phases.js'
 import { DataLossError, proveLossless } from './lossless/check.js'
 import type { LosslessReport } from './lossless/verdict.js'
 import { planCrd } from './plan.js'
@@ -33,6 +33,9 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
   // Decide, before touching anything.
   const plan = await decideRun(crd, crdPlan, settings, ctx)
   if ('skip' in plan) return report.skipped({ ...base, reason: plan.reason, skipReason: plan.skip, durationMs: took() })
+  // Nothing to freeze for: a new run without a storage phase counts its work first.
+  const idle = plan.verdict.action === 'freeze' && !plan.runStorage ? await workBeforeFreeze(crd, plan, settings, ctx) : undefined
+  if (idle) return report.skipped({ ...base, reason: idle, skipReason: 'up-to-date', durationMs: took() })
   // The migrator's own RBAC on the objects, before freezing anything (access-preflight.ts).
   const denied = await forbiddenToMigrate(crd, plan, settings, ctx)
   if (denied) return report.forbidden(crd, { ...base, outcome: 'Failed', errorCode: 'CRDM_FORBIDDEN', reason: denied, durationMs: took() })
