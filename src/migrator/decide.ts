@@ -44,18 +44,26 @@ export async function decideRun(
     if (busy) return { skip: 'builtin-migration', reason: busy }
   }
 
-  const runStorage = storagePhaseRuns({
-    phases: settings.phases,
-    storageMigrationNeeded: plan.storageMigrationNeeded,
-    resume: verdict.action === 'resume',
-    force: settings.force === true,
-  })
-  const runCleanup = settings.phases.includes(Phase.CleanupManagedFields)
-  const stashRules = settings.phases.includes(Phase.StashedObjectMigration) ? rulesForGroup(settings.stashes ?? [], crd.spec.group) : []
+  const { runStorage, stashRules, runCleanup } = phasesToRun(crd, plan, settings, verdict.action === 'resume')
   if (settings.useStatusSubresource && runStorage && !versionHasStatusSubresource(crd, storageVersion)) {
     return { skip: 'blocked', reason: `useStatusSubresource is set but version ${storageVersion} has no status subresource` }
   }
   return { storageVersion, verdict, runStorage, stashRules, runCleanup }
+}
+
+/** Which phases a run of `crd` runs (the dry runs' too, never resumed); `resume`: a freeze of ours taken up again. */
+export function phasesToRun(
+  crd: CustomResourceDefinition,
+  plan: CrdPlan,
+  settings: MigrationSettings,
+  resume: boolean,
+): Pick<RunPlan, 'runStorage' | 'stashRules' | 'runCleanup'> {
+  const { phases } = settings
+  return {
+    runStorage: storagePhaseRuns({ phases, storageMigrationNeeded: plan.storageMigrationNeeded, resume, force: settings.force === true }),
+    stashRules: phases.includes(Phase.StashedObjectMigration) ? rulesForGroup(settings.stashes ?? [], crd.spec.group) : [],
+    runCleanup: phases.includes(Phase.CleanupManagedFields),
+  }
 }
 
 /**
