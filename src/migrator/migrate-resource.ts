@@ -15,9 +15,7 @@ import { describeResourceName, resolveResource, type ResourceName } from '../kub
 import { accessDenied } from './access-preflight.js'
 import type { MigrationContext, MigrationResult, MigrationSettings } from './context.js'
 import { migrateCrd } from './migrate.js'
-import { failOnObjects } from './phases/failures.js'
-import { runPhase } from './phases/object-phase.js'
-import { Phase } from './plan.js'
+import { rewriteEveryObject, runWithoutFreeze } from './migrate-unfrozen.js'
 import { RunReporter } from './reporter.js'
 
 /** `plural.group`, the CRD's name, when the resource is a custom resource; undefined for a built-in one. */
@@ -65,26 +63,13 @@ export async function migrateWithoutCrd(
     leftFrozen: false,
   }
   report.log.info({ version: ref.version }, 'rewriting every object of a built-in resource')
-  try {
+  return runWithoutFreeze(report, result, started, ctx.signal, async () => {
     // Before the first list: a resource outside the migrator's RBAC fails here, named (access-preflight.ts).
     const denied = await accessDenied({ group: ref.group, plural: ref.plural, version: ref.version }, false, ctx, settings.maxAttempts)
     if (denied) throw new CrdMigratorError('CRDM_FORBIDDEN', `${denied}; nothing was written`)
     // Merge patches: built-in resources have no conversion webhooks, and their
     // managedFields are never of a version the API server cannot convert.
-    result.storage = await runPhase(
-      Phase.StorageVersionMigration,
-      { kind: 'resource', name, ref },
-      { ...settings, useStatusSubresource: false },
-      ctx,
-      { onStopped: (partial) => (result.storage = partial) },
-    )
-    failOnObjects(result.storage, 'could not be rewritten')
-    result.outcome = 'Succeeded'
-    const c = result.storage.counts
-    result.reason = `${c.rewritten + c.conflict} of ${c.seen} object(s) rewritten through ${ref.group ? `${ref.group}/` : ''}${ref.version}, ${c.current} already current`
-  } catch (err) {
-    report.failed(result, err, ctx.signal)
-  }
-  result.durationMs = Date.now() - started
-  return report.ended(result)
+    const how = `through ${ref.group ? `${ref.group}/` : ''}${ref.version}`
+    return rewriteEveryObject({ kind: 'resource', name, ref }, { ...settings, useStatusSubresource: false }, ctx, result, how)
+  })
 }

@@ -14,16 +14,16 @@
  */
 import { conversionStrategy } from '../kube/conversion.js'
 import { getCrd } from '../kube/crds.js'
-import type { CustomResourceDefinition } from '../kube/types.js'
 import { readCrdState } from '../state/crd-state.js'
 import { accessDenied } from './access-preflight.js'
 import { startingResult, type MigrationContext, type MigrationResult, type MigrationSettings } from './context.js'
 import { requestRetry, withRetry } from './engine/retry.js'
 import { failOnObjects } from './phases/failures.js'
 import { DataLossError, proveLossless } from './lossless/check.js'
-import { runPhase } from './phases/object-phase.js'
+import { runPhase, type PhaseTarget } from './phases/object-phase.js'
+import type { RewriteWrite } from './phases/object-writes.js'
 import { STORAGE_SETTLE_MS, waitForStorageEverywhere } from './phases/storage-switch.js'
-import { narrowUnderStart, type RewriteStart } from './phases/stored-versions.js'
+import { narrowUnderStart } from './phases/stored-versions.js'
 import { Phase, planCrd } from './plan.js'
 import { RunReporter } from './reporter.js'
 
@@ -58,54 +58,64 @@ export async function migrateCrdUnfrozen(name: string, settings: MigrationSettin
   }
 
   log.info({ storageVersion, generation: plan.generation, storedVersions: plan.storedVersions }, 'rewriting every object, without a freeze')
-  result.outcome = 'Failed'
-  const start: RewriteStart = { uid: crd.metadata.uid, generation: plan.generation, storageVersion }
-  try {
-    result.apiServers = await storageEverywhere(crd, storageVersion, settings, ctx, settings.storageSettleMs ?? STORAGE_SETTLE_MS)
+  // Every API server stores `storageVersion` (a lagging one would write objects in the old one).
+  const { group, names } = crd.spec
+  const target = { group, plural: names.plural, kind: names.kind, generation: crd.metadata.generation }
+  const { storageSettleTimeoutMs: timeoutMs, apiServerEndpoints: endpoints } = settings
+  const storageEverywhere = (settleMs: number) =>
+    waitForStorageEverywhere(ctx.http, target, storageVersion, { timeoutMs, settleMs, signal: ctx.signal, endpoints, logger: ctx.logger })
+  return runWithoutFreeze(report, result, started, ctx.signal, async () => {
+    result.apiServers = await storageEverywhere(settings.storageSettleMs ?? STORAGE_SETTLE_MS)
     // No freeze here, but the same promise: no object loses or gains content through its rewrite.
     result.lossless = await proveLossless(crd, storageVersion, settings, ctx).catch((err: unknown) => {
       if (err instanceof DataLossError) result.lossless = err.report
       throw err
     })
-    result.storage = await runPhase(Phase.StorageVersionMigration, { kind: 'crd', crd, storageVersion }, settings, ctx, {
-      rewrite: conversionStrategy(crd) === 'Webhook' ? 'apply' : 'merge-patch',
-      onStopped: (partial) => (result.storage = partial),
-    })
-    failOnObjects(result.storage, 'could not be rewritten')
-    const c = result.storage.counts
-    const rewritten = `${c.rewritten + c.conflict} of ${c.seen} object(s) rewritten in ${storageVersion} without a freeze, ${c.current} already current`
-    result.apiServers = await storageEverywhere(crd, storageVersion, settings, ctx, 0)
+    const rewrite = conversionStrategy(crd) === 'Webhook' ? 'apply' : 'merge-patch'
+    const how = `in ${storageVersion} without a freeze`
+    const rewritten = await rewriteEveryObject({ kind: 'crd', crd, storageVersion }, settings, ctx, result, how, rewrite)
+    result.apiServers = await storageEverywhere(0)
+    const start = { uid: crd.metadata.uid, generation: plan.generation, storageVersion }
     const narrowed = await narrowUnderStart(ctx, name, start, settings.maxAttempts)
     result.storedVersionsAfter = narrowed.storedVersions
-    result.outcome = 'Succeeded'
-    result.reason =
-      narrowed.kept !== undefined
-        ? `${rewritten}; status.storedVersions left as ${JSON.stringify(narrowed.storedVersions)}: ${narrowed.kept}`
-        : `${rewritten}, storedVersions ${JSON.stringify(narrowed.storedVersions)}`
-  } catch (err) {
-    report.failed(result, err, ctx.signal)
-  }
-  return finish(result)
+    return narrowed.kept !== undefined
+      ? `${rewritten}; status.storedVersions left as ${JSON.stringify(narrowed.storedVersions)}: ${narrowed.kept}`
+      : `${rewritten}, storedVersions ${JSON.stringify(narrowed.storedVersions)}`
+  })
 }
 
-/** Every API server stores `storageVersion` (a lagging one would write objects in the old one). */
-function storageEverywhere(
-  crd: CustomResourceDefinition,
-  storageVersion: string,
+/** A run without a freeze: `work` does it and says what it did; a failure is classified, and the end counted and logged. */
+export async function runWithoutFreeze(
+  report: RunReporter,
+  result: MigrationResult,
+  started: number,
+  signal: AbortSignal | undefined,
+  work: () => Promise<string>,
+): Promise<MigrationResult> {
+  result.outcome = 'Failed'
+  try {
+    result.reason = await work()
+    result.outcome = 'Succeeded'
+  } catch (err) {
+    report.failed(result, err, signal)
+  }
+  return report.ended({ ...result, durationMs: Date.now() - started })
+}
+
+/** Every object of `target` rewritten once (failed ones fail the run): how many, said `how`. */
+export async function rewriteEveryObject(
+  target: PhaseTarget,
   settings: MigrationSettings,
   ctx: MigrationContext,
-  settleMs: number,
-) {
-  return waitForStorageEverywhere(
-    ctx.http,
-    { group: crd.spec.group, plural: crd.spec.names.plural, kind: crd.spec.names.kind, generation: crd.metadata.generation },
-    storageVersion,
-    {
-      timeoutMs: settings.storageSettleTimeoutMs,
-      settleMs,
-      signal: ctx.signal,
-      endpoints: settings.apiServerEndpoints,
-      logger: ctx.logger,
-    },
-  )
+  result: MigrationResult,
+  how: string,
+  rewrite?: RewriteWrite,
+): Promise<string> {
+  result.storage = await runPhase(Phase.StorageVersionMigration, target, settings, ctx, {
+    rewrite,
+    onStopped: (partial) => (result.storage = partial),
+  })
+  failOnObjects(result.storage, 'could not be rewritten')
+  const c = result.storage.counts
+  return `${c.rewritten + c.conflict} of ${c.seen} object(s) rewritten ${how}, ${c.current} already current`
 }
