@@ -52,12 +52,7 @@ export async function decideRun(
 }
 
 /** Which phases a run of `crd` runs (the dry runs' too, never resumed); `resume`: a freeze of ours taken up again. */
-export function phasesToRun(
-  crd: CustomResourceDefinition,
-  plan: CrdPlan,
-  settings: MigrationSettings,
-  resume: boolean,
-): Pick<RunPlan, 'runStorage' | 'stashRules' | 'runCleanup'> {
+export function phasesToRun(crd: CustomResourceDefinition, plan: CrdPlan, settings: MigrationSettings, resume: boolean) {
   const { phases } = settings
   return {
     runStorage: storagePhaseRuns({ phases, storageMigrationNeeded: plan.storageMigrationNeeded, resume, force: settings.force === true }),

@@ -40,19 +40,19 @@ export class RunReporter {
   /** Nothing was frozen: the CRD's conversion webhook does not answer. Said on the CRD too. */
   async blocked(crd: CustomResourceDefinition, result: MigrationResult, webhook: string, detail: string): Promise<MigrationResult> {
     this.log.warn({ webhook, detail }, 'migration blocked: the conversion webhook does not answer; nothing frozen')
-    this.ctx.metrics?.migrations.inc({ result: 'Blocked' })
-    await patchCrdAnnotations(this.ctx.http, this.name, blockedPatch(result.reason)).catch((err: unknown) =>
-      this.log.warn({ err }, 'could not record the Blocked state on the CRD'),
-    )
-    await this.ctx.events?.record(crd, 'Warning', 'MigrationBlocked', `${result.errorCode}: ${result.reason}`)
-    return result
+    return this.blockedOn(crd, result, result.reason)
   }
 
   /** Nothing was frozen or written: rewriting would change the objects' content (lossless/check.ts). Said on the CRD too. */
   async refused(crd: CustomResourceDefinition, result: MigrationResult): Promise<MigrationResult> {
     this.log.warn({ code: result.errorCode, reason: result.reason }, 'migration blocked before the freeze: rewriting would change data')
+    return this.blockedOn(crd, result, failureText(result))
+  }
+
+  /** A Blocked run's metric, its state annotation (saying `text`) and its Event. */
+  private async blockedOn(crd: CustomResourceDefinition, result: MigrationResult, text: string): Promise<MigrationResult> {
     this.ctx.metrics?.migrations.inc({ result: 'Blocked' })
-    await patchCrdAnnotations(this.ctx.http, this.name, blockedPatch(failureText(result))).catch((err: unknown) =>
+    await patchCrdAnnotations(this.ctx.http, this.name, blockedPatch(text)).catch((err: unknown) =>
       this.log.warn({ err }, 'could not record the Blocked state on the CRD'),
     )
     await this.ctx.events?.record(crd, 'Warning', 'MigrationBlocked', failureText(result))
@@ -108,9 +108,8 @@ export class RunReporter {
   }
 
   /**
-   * A failed run's code, outcome and reason, said in the log. A lost freeze (`lost`), or a
-   * stop from outside (`outer` aborted), says why better than the aborted request; a loss
-   * found before any write stops the run as Blocked: nothing was written.
+   * A failed run's code, outcome and reason, logged. A lost freeze or a stop from outside says why better
+   * than the aborted request; a loss found before any write is Blocked: nothing was written.
    */
   failed(result: MigrationResult, err: unknown, outer: AbortSignal | undefined, lost?: CrdMigratorError): void {
     const stopped = outer?.aborted === true

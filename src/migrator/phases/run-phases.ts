@@ -24,10 +24,8 @@ import { DataLossError, proveLossless } from '../lossless/check.js'
 export type RunPhase = (run: MigrationRun) => Promise<void>
 
 /**
- * Why a run without a storage phase has nothing to do, or undefined: stashes and
- * managedFields are counted (read only) before freezing anything, so a CRD with nothing to
- * do is never frozen. Having counted both, it says so on the CRD (for `status` only: never
- * read back for a decision).
+ * Why a run without a storage phase has nothing to do, or undefined: stashes and managedFields counted
+ * (read only) before any freeze. Nothing at all: said on the CRD (for `status` only, never read back).
  */
 export async function workBeforeFreeze(
   crd: CustomResourceDefinition,

@@ -1,13 +1,10 @@
 /**
- * Narrowing status.storedVersions to [storage], in one loop of read, decide, patch. The
- * JSON Patch tests what the decision read (storedVersionsPatch); a refused test (422) means
- * something moved, and the round repeats. Two decisions feed it:
- * - a frozen run's, the defence in depth of KEP-2855: the webhook should have kept the
- *   storage version still, but storedVersions is only narrowed when the CRD provably is
- *   still frozen, by this run (its owner annotation: not taken over), and has the storage
- *   version and generation it had when the objects were rewritten;
- * - an unfrozen run's (migrate-unfrozen.ts): only while the CRD has the uid, generation and
- *   storage version the rewrite started with.
+ * Narrowing status.storedVersions to [storage], in one loop of read, decide, patch (the
+ * patch tests what was read; a 422 means something moved). A frozen run narrows only
+ * while the CRD provably is still frozen, by this run (not taken over), with the storage
+ * version and generation its objects were rewritten under (KEP-2855's defence in depth);
+ * an unfrozen run only while the CRD has the uid, generation and storage version it
+ * started with.
  */
 import { getCrd, patchStoredVersions, type StoredVersionsPrecondition } from '../../kube/crds.js'
 import { isConflict, isUnprocessable } from '../../kube/api-errors.js'
@@ -27,40 +24,36 @@ const MAX_ROUNDS = 5
 
 /** What a round decides from the CRD it read: patch (testing `expect`), nothing left to do, or leave it with why. */
 type Narrowing = { action: 'narrow'; expect: StoredVersionsPrecondition } | { action: 'done' } | { action: 'keep'; why: string }
+type Refused = { err: unknown; expect: StoredVersionsPrecondition } | undefined
 
-interface NarrowLoop {
-  ctx: MigrationContext
-  name: string
-  storageVersion: string
-  maxAttempts: number
-  /** The CRD as the run's last write got it back: stands in for the first read. */
-  known?: CustomResourceDefinition | undefined
-  decide: (crd: CustomResourceDefinition) => Narrowing
-  /** A patch refused again although nothing it tests moved ends the loop with that refusal. */
-  stopOnRepeat: boolean
-  /** The error the last round's refusal ends with. */
-  lastRound: (err: unknown) => unknown
-}
-
-/** The CRD as narrowed (or found narrowed), or as read when the decision keeps storedVersions (with why). */
-async function narrowLoop(o: NarrowLoop): Promise<{ crd: CustomResourceDefinition; kept?: string }> {
-  const { ctx, name } = o
-  const retry = requestRetry(o.maxAttempts, ctx.signal)
-  let refused: { err: unknown; expect: StoredVersionsPrecondition } | undefined
+/**
+ * The CRD as narrowed (or found so), or as read when `decide` keeps storedVersions (with
+ * why). `decide` sees the last refusal; `lastRound` turns the last round's into the error.
+ */
+async function narrowLoop(
+  ctx: MigrationContext,
+  name: string,
+  storageVersion: string,
+  maxAttempts: number,
+  decide: (crd: CustomResourceDefinition, refused: Refused) => Narrowing,
+  lastRound: (err: unknown) => unknown,
+  known?: CustomResourceDefinition,
+): Promise<{ crd: CustomResourceDefinition; kept?: string }> {
+  const retry = requestRetry(maxAttempts, ctx.signal)
+  let refused: Refused
   for (let round = 1; ; round++) {
-    const crd = round === 1 && o.known ? o.known : await withRetry(() => getCrd(ctx.http, name), retry)
-    const next = o.decide(crd)
+    const crd = round === 1 && known ? known : await withRetry(() => getCrd(ctx.http, name), retry)
+    const next = decide(crd, refused)
     if (next.action === 'keep') return { crd, kept: next.why }
     // Already narrowed: by our own patch whose answer was lost, or by someone else.
     if (next.action === 'done') return { crd }
-    if (o.stopOnRepeat && refused && JSON.stringify(refused.expect) === JSON.stringify(next.expect)) throw refused.err
     try {
-      return { crd: await withRetry(() => patchStoredVersions(ctx.http, name, [o.storageVersion], next.expect), retry) }
+      return { crd: await withRetry(() => patchStoredVersions(ctx.http, name, [storageVersion], next.expect), retry) }
     } catch (err) {
       // A failed `test` is a bare 422 (README, "API behaviour we rely on"): read again,
       // and the decision says what moved. 409 is not expected without a resourceVersion.
       if (!(isUnprocessable(err) || isConflict(err))) throw err
-      if (round >= MAX_ROUNDS) throw o.lastRound(err)
+      if (round >= MAX_ROUNDS) throw lastRound(err)
       refused = { err, expect: next.expect }
     }
   }
@@ -86,16 +79,13 @@ export async function narrowStoredVersions(
   // `known` stands in for the first read: the patch tests what the read is checked for,
   // so a stale copy costs a 422 and a read, never a wrong narrowing.
   let uid: string | undefined
-  const decide = (crd: CustomResourceDefinition): Narrowing => {
+  const decide = (crd: CustomResourceDefinition, refused: Refused): Narrowing => {
     const plan = planCrd(crd)
     uid ??= crd.metadata.uid
     const left = `status.storedVersions left as ${JSON.stringify(plan.storedVersions)}`
-    if (crd.metadata.uid !== uid) {
-      throw new CrdMigratorError(
-        'CRDM_CRD_CHANGED',
-        `the CRD was deleted and created again during the migration (uid ${uid} -> ${crd.metadata.uid}); ${left}, will migrate again`,
-      )
-    }
+    const changed = (what: string, detail: string) =>
+      new CrdMigratorError('CRDM_CRD_CHANGED', `${what} during the migration (${detail}); ${left}, will migrate again`)
+    if (crd.metadata.uid !== uid) throw changed('the CRD was deleted and created again', `uid ${uid} -> ${crd.metadata.uid}`)
     if (crd.metadata.annotations?.[migratingAnnotation] !== MIGRATING_VALUE) {
       throw new CrdMigratorError(
         'CRDM_FREEZE_LIFTED',
@@ -105,32 +95,21 @@ export async function narrowStoredVersions(
     // Frozen still, but by another instance that took the freeze over: the narrowing is its now.
     const owner = crd.metadata.annotations?.[StateAnnotation.owner]
     if (owner !== ctx.owner) throw freezeTakenOver(owner, `as ${JSON.stringify(plan.storedVersions)}`)
-    if (plan.storageVersion !== storageVersion) {
-      throw new CrdMigratorError(
-        'CRDM_CRD_CHANGED',
-        `storage version changed during the migration (${storageVersion} -> ${plan.storageVersion ?? 'none'}); ${left}, will migrate again`,
-      )
-    }
-    if (plan.generation !== frozenGeneration) {
-      throw new CrdMigratorError(
-        'CRDM_CRD_CHANGED',
-        `CRD generation changed during the migration (${frozenGeneration} -> ${plan.generation}); ${left}, will migrate again`,
-      )
-    }
+    if (plan.storageVersion !== storageVersion)
+      throw changed('storage version changed', `${storageVersion} -> ${plan.storageVersion ?? 'none'}`)
+    if (plan.generation !== frozenGeneration) throw changed('CRD generation changed', `${frozenGeneration} -> ${plan.generation}`)
     if (!plan.storageMigrationNeeded) return { action: 'done' }
     const annotations = { [migratingAnnotation]: MIGRATING_VALUE, [StateAnnotation.owner]: ctx.owner }
-    return { action: 'narrow', expect: { uid: uid!, generation: frozenGeneration, storedVersions: plan.storedVersions, annotations } }
+    const expect = { uid: uid!, generation: frozenGeneration, storedVersions: plan.storedVersions, annotations }
+    // The last patch was refused although nothing it tested moved: a real refusal.
+    if (refused && JSON.stringify(refused.expect) === JSON.stringify(expect)) throw refused.err
+    return { action: 'narrow', expect }
   }
-  // A patch refused again although nothing it tested moved: a real refusal, not a race.
-  return (await narrowLoop({ ctx, name, storageVersion, maxAttempts, known, decide, stopOnRepeat: true, lastRound: (err) => err })).crd
+  return (await narrowLoop(ctx, name, storageVersion, maxAttempts, decide, (err) => err, known)).crd
 }
 
 /** What an unfrozen run started from: storedVersions are narrowed only while these still hold. */
-export interface RewriteStart {
-  uid: string | undefined
-  generation: number
-  storageVersion: string
-}
+export type RewriteStart = { uid: string | undefined; generation: number; storageVersion: string }
 
 /**
  * Whether to narrow storedVersions to `[storage]` now, from the CRD as read after every
@@ -161,7 +140,7 @@ export async function narrowUnderStart(
   name: string,
   start: RewriteStart,
   maxAttempts: number,
-): Promise<{ storedVersions: string[]; kept?: string }> {
+): Promise<{ storedVersions: string[]; kept: string | undefined }> {
   const decide = (crd: CustomResourceDefinition): Narrowing => {
     const next = storedVersionsAfterRewrite(start, crd)
     if (next.action !== 'narrow') return next
@@ -170,15 +149,6 @@ export async function narrowUnderStart(
   }
   const lastRound = (err: unknown) =>
     new CrdMigratorError('CRDM_CRD_CHANGED', `status.storedVersions could not be narrowed: ${errorMessage(err)}`, { cause: err })
-  const { crd, kept } = await narrowLoop({
-    ctx,
-    name,
-    storageVersion: start.storageVersion,
-    maxAttempts,
-    decide,
-    stopOnRepeat: false,
-    lastRound,
-  })
-  const storedVersions = crd.status?.storedVersions ?? []
-  return kept === undefined ? { storedVersions } : { storedVersions, kept }
+  const { crd, kept } = await narrowLoop(ctx, name, start.storageVersion, maxAttempts, decide, lastRound)
+  return { storedVersions: crd.status?.storedVersions ?? [], kept }
 }
