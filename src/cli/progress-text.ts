@@ -102,11 +102,7 @@ export function liveLine(p: CrdProgress, now: number, width = 200): string {
   const filled = c.total > 0 ? Math.round((c.done / c.total) * BAR) : 0
   const bar = `[${'#'.repeat(filled)}${'-'.repeat(BAR - filled)}]`
   const short = SHORT_PHASE[c.phase] ?? c.phase
-  const candidates = [
-    `${numbers}  ${p.crd}  ${c.phase}  ${bar}`,
-    `${numbers}  ${p.crd}  ${c.phase}`,
-    `${numbers}  ${p.crd}  ${short}`,
-  ]
+  const candidates = [`${numbers}  ${p.crd}  ${c.phase}  ${bar}`, `${numbers}  ${p.crd}  ${c.phase}`, `${numbers}  ${p.crd}  ${short}`]
   return candidates.find((line) => line.length <= fit) ?? cut(`${numbers}  ${short}  ${p.crd}`, fit)
 }
 

@@ -255,7 +255,7 @@ export function formatResult(r: MigrationResult): string {
       `  managedFields: ${r.cleanup.entriesRemoved} entries of unserved versions removed${r.cleanup.entriesRelabelled ? `, ${r.cleanup.entriesRelabelled} relabelled to ${r.storageVersion}` : ''} from ${r.cleanup.counts.rewritten} of ${r.cleanup.counts.seen} objects, ${r.cleanup.counts.failed} failed`,
     )
     for (const f of r.cleanup.failures.slice(0, 5)) lines.push(`    failed ${f.key}: ${f.error}`)
-    for (const step of servedKeptSteps(r)) lines.push(`  next: ${step}`)
+    for (const step of servedKeptSteps(r.cleanup.servedEntriesKept)) lines.push(`  next: ${step}`)
   }
   if (r.conversion && (r.conversion.outages > 0 || r.outcome !== 'Succeeded'))
     lines.push(
@@ -292,6 +292,8 @@ export function formatDryRun(r: DryRunReport): string {
       ? [...losslessLines(r.crd, r.lossless), ...(wouldBlock(r.lossless) ? ['  the run would stop Blocked (CRDM_DATA_LOSS)'] : [])]
       : []),
     `  CleanupManagedFields: ${r.objectsToClean ? `would remove ${entries(r.managedFieldsEntriesToRemove)}${r.managedFieldsEntriesToRelabel ? ` and relabel ${entries(r.managedFieldsEntriesToRelabel)} to ${r.storageVersion}` : ''} from ${r.objectsToClean} object(s)${r.objectsToSeed ? ` (${r.objectsToSeed} seeded)` : ''}` : 'nothing to do'}`,
+    // The step plan, check and migrate name too: entries of a served old version stay by design.
+    ...servedKeptSteps(r.servedKept).map((step) => `  next: ${step}`),
     '',
   ]
   return lines.map(plainText).join('\n')

@@ -23,6 +23,8 @@ export interface DryRunReport {
   /** Entries of unserved versions relabelled to the storage version (conversion None) rather than removed. */
   managedFieldsEntriesToRelabel: number
   objectsToSeed: number
+  /** Objects that would keep managedFields entries of a served old version (left by design), by version: the `next:` step. */
+  servedKept: Record<string, { objects: number }>
   /** Phase StashedObjectMigration, when stash rules apply to the CRD. */
   stashes?: { planned: string[]; failed: number; failures: ObjectFailure[] }
   /** The lossless check over every object (reads and dry runs only), when the storage phase would run. */
@@ -45,6 +47,7 @@ export async function dryRun(http: KubeHttp, name: string, settings: MigrationSe
     managedFieldsEntriesToRemove: 0,
     managedFieldsEntriesToRelabel: 0,
     objectsToSeed: 0,
+    servedKept: {},
   }
   if (plan.blockedReason || !plan.storageVersion) return report
   const scan = await scanManagedFields(http, crd, plan.storageVersion, settings)
@@ -59,6 +62,7 @@ export async function dryRun(http: KubeHttp, name: string, settings: MigrationSe
     report.managedFieldsEntriesToRemove = scan.entries
     report.managedFieldsEntriesToRelabel = scan.relabelled
     report.objectsToSeed = scan.seeded
+    report.servedKept = Object.fromEntries(Object.entries(scan.servedKept).map(([v, objects]) => [v, { objects }]))
   }
   if (stashRules.length) {
     const stashes = await runStashPhase(crd, plan.storageVersion, stashRules, settings, ctx, { dryRun: true })

@@ -1,5 +1,4 @@
 /** How a migration's result is put into words: the summary and the counts annotation. */
-import type { ServedEntriesKept } from './phases/served-entries.js'
 import type { MigrationResult } from './context.js'
 import { tenthsOfSeconds } from '../duration.js'
 
@@ -40,11 +39,11 @@ export function countsText(result: MigrationResult): string {
  * design: users may still apply with it), one clause per version; what `check --drop`
  * counts against dropping it. Empty when there are none.
  */
-export function servedKeptSteps(result: { cleanup?: { servedEntriesKept?: ServedEntriesKept | undefined } | undefined }): string[] {
-  return Object.entries(result.cleanup?.servedEntriesKept ?? {}).map(
-    ([v, { entries, objects }]) =>
-      `${objects} object${objects === 1 ? ' keeps' : 's keep'} ${entries} managedFields entr${entries === 1 ? 'y' : 'ies'} of ${v}, which is still served (left by design; check --drop ${v} counts them): to drop ${v}, set served: false on it, then run migrate again`,
-  )
+export function servedKeptSteps(kept: Record<string, { objects: number; entries?: number }> | undefined): string[] {
+  return Object.entries(kept ?? {}).map(([v, { entries, objects }]) => {
+    const what = entries === undefined ? 'managedFields entries' : `${entries} managedFields entr${entries === 1 ? 'y' : 'ies'}`
+    return `${objects} object${objects === 1 ? ' keeps' : 's keep'} ${what} of ${v}, which is still served (left by design; check --drop ${v} counts them): to drop ${v}, set served: false on it, then run migrate again`
+  })
 }
 
 export function summarize(result: MigrationResult): string {

@@ -170,7 +170,10 @@ export function decideFreeze(
     return { action: 'foreign', reason: 'the CRD carries the migrating annotation but no crd-migrator owner: another migrator froze it' }
   const liveness = freezeLiveness(state, takeoverAfterMs, now)
   if (state.owner !== self && !liveness.stale) {
-    return { action: 'wait', reason: `migration in progress by ${state.owner} (heartbeat ${wholeSeconds(liveness.heartbeatAgeMs ?? 0)} ago)` }
+    return {
+      action: 'wait',
+      reason: `migration in progress by ${state.owner} (heartbeat ${wholeSeconds(liveness.heartbeatAgeMs ?? 0)} ago)`,
+    }
   }
   const checkpoint = state.targetStorageVersion === storageVersion ? state.checkpoint : undefined
   return { action: 'resume', checkpoint, previousOwner: state.owner, previous: liveness }
@@ -201,7 +204,11 @@ export interface FreezeLiveness {
   stale: boolean
 }
 
-export function freezeLiveness(state: Pick<CrdState, 'heartbeat' | 'handedOff'>, takeoverAfterMs: number, now = new Date()): FreezeLiveness {
+export function freezeLiveness(
+  state: Pick<CrdState, 'heartbeat' | 'handedOff'>,
+  takeoverAfterMs: number,
+  now = new Date(),
+): FreezeLiveness {
   const heartbeatAgeMs = state.heartbeat ? now.getTime() - state.heartbeat.getTime() : undefined
   const handedOff = state.handedOff !== undefined
   return { heartbeatAgeMs, handedOff, stale: handedOff || heartbeatAgeMs === undefined || heartbeatAgeMs >= takeoverAfterMs }

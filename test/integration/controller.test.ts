@@ -107,7 +107,7 @@ t.test('the CLI: migrate --dry-run, migrate, status', async (t) => {
   // After a success only the compact record stays: no phase, no progress; the result and duration.
   t.match(
     status.stdout,
-    new RegExp(`${crd.metadata.name.replace(/\./g, '\\.')}\\s+v2\\s+v2\\s+no\\s+-\\s+-\\s+Succeeded\\s+\\d+\\.\\ds\\s+-\\n`),
+    new RegExp(`${crd.metadata.name.replace(/\./g, '\\.')}\\s+v2\\s+v2\\s+no\\s+-\\s+-\\s+-\\s+Succeeded\\s+\\d+\\.\\ds\\s+-\\n`),
   )
 
   const one = parse((await cli('status', crd.metadata.name, '-o', 'yaml')).stdout) as Array<Record<string, unknown>>

@@ -184,6 +184,14 @@ t.test('plan, migrate and check agree on managedFields of a served old version',
   t.match(planText.stdout, `Next: ${name}: ${COUNT} objects keep managedFields entries of v1, which is still served`)
   t.match(planText.stdout, 'set served: false on v1, then run migrate again')
 
+  // The dry run names the same next step (it used to leave it out).
+  const dry = await cli(cp.kubeconfigPath, 'migrate', name, '--dry-run')
+  t.equal(dry.code, 0, dry.stdout + dry.stderr)
+  t.match(
+    dry.stdout,
+    `  next: ${COUNT} objects keep managedFields entries of v1, which is still served (left by design; check --drop v1 counts them): to drop v1, set served: false on it, then run migrate again`,
+  )
+
   const migrate = await cli(cp.kubeconfigPath, 'migrate', name)
   t.equal(migrate.code, 0, migrate.stdout + migrate.stderr)
   t.match(migrate.stdout, /managedFields: 0 entries of unserved versions removed/)

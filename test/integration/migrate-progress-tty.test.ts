@@ -72,7 +72,9 @@ t.test(`two CRDs of ${N} objects at once: in a pipe, then on a terminal`, async 
     const exit = await run.exited
     const screen = run.stdout
     t.equal(exit.code, 0, 'exit 0', { screen })
-    const live = (name: string) => new RegExp(`${escape(name)}  StorageVersionMigration  \\[[#-]{20}\\]  (\\d+)/${N}  \\d+%  `)
+    // Numbers first: `1744/4000  43%  174/s  ETA 13s  <crd>  StorageVersionMigration  [####----]`.
+    const live = (name: string) =>
+      new RegExp(`(\\d+)/${N}  \\d+%  \\S+/s  ETA \\S+  ${escape(name)}  StorageVersionMigration  \\[[#-]{20}\\]`)
     // A redraw: the cursor goes up over the live lines, erases them and draws them anew.
     const redraws = screen.split(new RegExp(`${ESC}\\[\\d+F${ESC}\\[J`))
     const both = redraws.filter((r) => {

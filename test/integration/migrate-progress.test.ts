@@ -40,7 +40,7 @@ t.test(`in a pipe: progress lines while ${N} objects are migrated, for one CRD`,
     const started = lineAt(run.stderrLines, new RegExp(`^${a.name}: started$`))
     const finished = lineAt(
       run.stderrLines,
-      new RegExp(`^${a.name}: Succeeded in \\S+: StorageVersionMigration ${N}/${N}, .*; freeze lifted$`),
+      new RegExp(`^${a.name}: Succeeded in \\S+: StorageVersionMigration ${N}/${N} objects, .*; freeze lifted$`),
     )
     t.ok(started, 'a line when it starts', { stderr: run.stderr })
     t.ok(finished, 'a line when it ends: outcome, time, each phase n/total, freeze lifted', { stderr: run.stderr })

@@ -67,11 +67,20 @@ t.test('1b: a checkpoint this migrator sealed is trusted', async (t) => {
   await patchCrdAnnotations(http, crd.metadata.name, annotations)
 
   const capture = capturingLogger('warn')
-  const result = await migrateCrd(crd.metadata.name, defaultSettings(), { http, logger: capture.logger, owner: 'replica-b', checkpointSeal: seal })
+  const result = await migrateCrd(crd.metadata.name, defaultSettings(), {
+    http,
+    logger: capture.logger,
+    owner: 'replica-b',
+    checkpointSeal: seal,
+  })
   t.equal(result.outcome, 'Succeeded', result.reason)
   t.equal(result.resumedFrom, `${ns}/obj-00099`)
   const said = capture.lines().find((l) => String(l['msg']).startsWith('taking over'))
-  t.match(said, { level: 40, previousOwner: 'crashed-replica', checkpoint: `${ns}/obj-00099`, trusted: true }, 'the takeover is said, as a warning')
+  t.match(
+    said,
+    { level: 40, previousOwner: 'crashed-replica', checkpoint: `${ns}/obj-00099`, trusted: true },
+    'the takeover is said, as a warning',
+  )
   t.match(String(said?.['msg']), /^taking over the freeze of crashed-replica: no heartbeat for 36\d\ds \(its run stopped\)$/)
   t.equal(result.storage?.counts.resumed, 100, 'the 100 before the checkpoint were skipped')
   await expectAllV2(t, group)

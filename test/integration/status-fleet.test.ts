@@ -73,7 +73,10 @@ t.test('status of a fleet: the summary, only the reads it needs, -w', async (t) 
   const unrelated = (await createCrd(http, crdManifest({ group: uniqueGroup('status'), versions: ['v1'], storage: 'v1' }))).metadata.name
   const fleet = [migrated.name, pending.name, running.name, failed.name]
   // The crashed run's heartbeat is an hour old: alive for a takeover time of two hours, stale for the default.
-  const config = ConfigSchema.parse({ kubeconfig: cp.kubeconfigPath, migrator: { selector: { labelSelector }, takeoverAfterSeconds: 7200 } })
+  const config = ConfigSchema.parse({
+    kubeconfig: cp.kubeconfigPath,
+    migrator: { selector: { labelSelector }, takeoverAfterSeconds: 7200 },
+  })
 
   t.test('named CRDs: GET each, nothing listed; the summary counts them', async (t) => {
     const rec = recording(cp.kubeconfigPath)

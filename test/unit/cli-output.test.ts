@@ -154,7 +154,12 @@ t.test('statusRows: a run killed with -9 is stale once the next run may take it 
   const config = loadConfig({ flags: { 'migrator.selector.labelSelector': '', 'migrator.takeoverAfterSeconds': 30 } })
   const frozen = (heartbeat: Record<string, string>) =>
     crd('dead.example.com', {
-      annotations: { [MIGRATING]: 'true', 'crd-migrator.io/owner': 'crd-migrator-cli-x', 'crd-migrator.io/progress': '120/400', ...heartbeat },
+      annotations: {
+        [MIGRATING]: 'true',
+        'crd-migrator.io/owner': 'crd-migrator-cli-x',
+        'crd-migrator.io/progress': '120/400',
+        ...heartbeat,
+      },
     })
   const at = (ms: number) => new Date(NOW.getTime() + ms)
   const [alive] = statusRows([frozen({ 'crd-migrator.io/heartbeat': NOW.toISOString() })], config, undefined, at(29_000))
@@ -166,7 +171,11 @@ t.test('statusRows: a run killed with -9 is stale once the next run may take it 
   t.match(handed, { heartbeat: 'handed off', state: 'Stale', stale: true })
   t.notOk('heartbeatAgeSeconds' in (handed ?? {}))
   t.equal(heartbeatCell({ heartbeatAgeMs: undefined, handedOff: false, stale: true }), 'none, stale')
-  t.equal(heartbeatCell({ heartbeatAgeMs: -2_000, handedOff: false, stale: false }), '0s', 'a heartbeat from the future (clock skew) is no negative age')
+  t.equal(
+    heartbeatCell({ heartbeatAgeMs: -2_000, handedOff: false, stale: false }),
+    '0s',
+    'a heartbeat from the future (clock skew) is no negative age',
+  )
 })
 
 t.test('lastResultCell: a success for an earlier generation says so', async (t) => {
@@ -372,7 +381,10 @@ t.test('formatResult and statusRows print no escape sequence and no forged line'
   t.match(row?.lastResult, /^Failed: refused widgets\.example\.com: Succeeded in 0\.1sx+…\(\d+ characters\)$/)
   t.ok((row?.lastResult.length ?? Infinity) < 1100, 'cut')
   const cell = formatTable(row ? [row] : []).split('\n')[1] ?? ''
-  t.ok(cell.includes(`${row?.lastResult.slice(0, 199)}…`) && !cell.includes(row?.lastResult.slice(0, 200) ?? ''), 'the table cuts the column at 200 characters')
+  t.ok(
+    cell.includes(`${row?.lastResult.slice(0, 199)}…`) && !cell.includes(row?.lastResult.slice(0, 200) ?? ''),
+    'the table cuts the column at 200 characters',
+  )
   t.equal(row?.phase, '-', 'nothing left of an escape sequence: the empty cell')
   t.equal(row?.duration, '1s')
   t.notMatch(formatTable(row ? [row] : []).replaceAll('\n', ''), /\p{Cc}/u)
@@ -456,6 +468,7 @@ const report: DryRunReport = {
   managedFieldsEntriesToRemove: 4,
   managedFieldsEntriesToRelabel: 0,
   objectsToSeed: 1,
+  servedKept: {},
 }
 
 t.test('formatDryRun', async (t) => {
@@ -468,6 +481,12 @@ t.test('formatDryRun', async (t) => {
       '  CleanupManagedFields: would remove 4 managedFields entries from 3 object(s) (1 seeded)',
       '',
     ].join('\n'),
+  )
+
+  t.match(
+    formatDryRun({ ...report, servedKept: { v1alpha1: { objects: 12 } } }),
+    /\n {2}CleanupManagedFields: .*\n {2}next: 12 objects keep managedFields entries of v1alpha1, which is still served .*: to drop v1alpha1, set served: false on it, then run migrate again\n$/,
+    'the served-version step, as plan, check and migrate give it',
   )
 
   const one = formatDryRun({ ...report, objectsToClean: 1, managedFieldsEntriesToRemove: 1, objectsToSeed: 0 })

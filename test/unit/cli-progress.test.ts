@@ -123,7 +123,11 @@ t.test('the progress lines', async (t) => {
   const long = new CrdProgress('machinedeployments.cluster.x-k8s.io', 0)
   long.update('StorageVersionMigration', walk(0, 3000), 0)
   long.update('StorageVersionMigration', walk(1247, 3000), 10_000)
-  t.equal(liveLine(long, 10_000, 80), '1247/3000  41%  125/s  ETA 15s  machinedeployments.cluster.x-k8s.io  rewrite', 'then the short phase name')
+  t.equal(
+    liveLine(long, 10_000, 80),
+    '1247/3000  41%  125/s  ETA 15s  machinedeployments.cluster.x-k8s.io  rewrite',
+    'then the short phase name',
+  )
   const narrow = liveLine(p, 10_000, 40)
   t.equal(narrow.length, 39, 'never as wide as the terminal: it would wrap')
   t.ok(narrow.startsWith('1744/4000  43%  174/s  ETA 13s  rewrit') && narrow.endsWith('…'), 'the numbers before anything is cut')
@@ -141,7 +145,11 @@ t.test('the end line of each CRD', async (t) => {
   const stopped = new CrdProgress('w', 0)
   stopped.update('StorageVersionMigration', walk(1744, 4000), 0)
   const rows: Array<[Parameters<typeof finishLine>[1], CrdProgress | undefined, string]> = [
-    [base, p, 'w: Succeeded in 22s: StorageVersionMigration 4000/4000 objects, CleanupManagedFields 4000/4000 objects checked; freeze lifted'],
+    [
+      base,
+      p,
+      'w: Succeeded in 22s: StorageVersionMigration 4000/4000 objects, CleanupManagedFields 4000/4000 objects checked; freeze lifted',
+    ],
     [
       { ...base, outcome: 'Failed', errorCode: 'CRDM_ABORTED' },
       stopped,

@@ -188,11 +188,18 @@ t.test('plan: the managedFields cell and the next step', async (t) => {
 })
 
 t.test('migrate: the next step after a cleanup that left entries of a served version', async (t) => {
+  t.strictSame(servedKeptSteps(undefined), [], 'a cleanup that kept nothing')
   t.strictSame(servedKeptSteps({}), [])
-  t.strictSame(servedKeptSteps({ cleanup: {} }), [], 'a cleanup that kept nothing')
-  t.strictSame(servedKeptSteps({ cleanup: { servedEntriesKept: { v1: { entries: 1, objects: 1 } } } }), [
+  t.strictSame(servedKeptSteps({ v1: { entries: 1, objects: 1 } }), [
     '1 object keeps 1 managedFields entry of v1, which is still served (left by design; check --drop v1 counts them): to drop v1, set served: false on it, then run migrate again',
   ])
+  t.strictSame(
+    servedKeptSteps({ v1: { objects: 20 } }),
+    [
+      '20 objects keep managedFields entries of v1, which is still served (left by design; check --drop v1 counts them): to drop v1, set served: false on it, then run migrate again',
+    ],
+    'the dry run counts objects, not entries',
+  )
 })
 
 t.test('plan: a CRD whose lossless check refuses is blocked, left out of the estimate, its changes listed', async (t) => {

@@ -51,7 +51,11 @@ t.test('fleetState: one state per CRD', async (t) => {
   t.equal(fleetState(frozen, state, { heartbeatAgeMs: 90_000, handedOff: false, stale: true }), 'Stale', 'its run stopped (kill -9)')
   t.equal(fleetState(frozen, state, { heartbeatAgeMs: undefined, handedOff: true, stale: true }), 'Stale', 'handed off')
   const foreign = crd({ [MIGRATING]: 'true' }, ['v1', 'v2'])
-  t.equal(fleetState(foreign, readCrdState(foreign, MIGRATING), { heartbeatAgeMs: undefined, handedOff: false, stale: true }), 'FrozenByAnother', 'never ours to call stale')
+  t.equal(
+    fleetState(foreign, readCrdState(foreign, MIGRATING), { heartbeatAgeMs: undefined, handedOff: false, stale: true }),
+    'FrozenByAnother',
+    'never ours to call stale',
+  )
 })
 
 t.test('parseProgress: settled/total only', async (t) => {
