@@ -11,9 +11,9 @@ import { resolveDryRun } from '../../src/cli/dry-run-flag.js'
 import { outputFormat, renderNames } from '../../src/cli/output.js'
 import { withImpersonation } from '../../src/kube/client.js'
 import type { KubeContext } from '../../src/kube/kubeconfig.js'
-import type { StatusRow } from '../../src/cli/run-status.js'
+import type { StatusRow } from '../../src/cli/status/run-status.js'
 
-const { statusData, formatTable } = await t.mockImport<typeof import('../../src/cli/run-status.js')>('../../src/cli/run-status.js', {
+const { statusData, formatTable } = await t.mockImport<typeof import('../../src/cli/status/run-status.js')>('../../src/cli/status/run-status.js', {
   '../../src/kube/client.js': { kubeHttp: () => assert.fail('no cluster in unit tests') },
 })
 t.test('--request-timeout: kubectl durations, in milliseconds', async (t) => {

@@ -99,7 +99,7 @@ t.test('serve() with the migrator off never loads a kubeconfig nor creates a cli
       calls.push(what)
       throw new Error(`${what} called`)
     }
-  const { serve } = await t.mockImport<typeof import('../../src/cli/serve.js')>('../../src/cli/serve.js', {
+  const { serve } = await t.mockImport<typeof import('../../src/cli/serve/run-serve.js')>('../../src/cli/serve/run-serve.js', {
     '../../src/kube/client.js': { kubeHttp: refuse('kubeHttp'), loadKubeConfig: refuse('loadKubeConfig') },
   })
   const metricsPort = await freePort()

@@ -31,7 +31,7 @@ export function registerCheck(program: Command): void {
       const format = outputFormat(opts)
       refuseNamesWithSelector(cmd, names)
       const config = shortCommandConfig(opts)
-      const { runCheckCommand } = await import('../run-check.js')
+      const { runCheckCommand } = await import('./run-check.js')
       process.exitCode = await runCheckCommand(config, process.stdout, {
         format,
         logger: logger(config, 'short'),

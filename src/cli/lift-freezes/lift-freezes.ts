@@ -24,7 +24,7 @@ export function registerLiftFreezes(program: Command): void {
       const signal = shutdownSignal(log)
       const { kubeHttp } = await import('../../kube/client.js')
       const { userAgent } = await import('../../version.js')
-      const { liftReleaseFreezes, noMigratorAccess } = await import('../run-lift-freezes.js')
+      const { liftReleaseFreezes, noMigratorAccess } = await import('./run-lift-freezes.js')
       const http = kubeHttp(config.kubeconfig, {
         context: config.context,
         userAgent: userAgent('lift-freezes'),

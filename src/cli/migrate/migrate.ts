@@ -56,7 +56,7 @@ export function registerMigrate(program: Command): void {
       // A dry run (client or server) freezes nothing: Ctrl-C ends it at once, as Node does by default.
       const interrupt = dry.strategy !== 'none' ? undefined : new Interrupt(config.annotations.migrating)
       interrupt?.install()
-      const { runMigrateCommand } = await import('../run-migrate.js')
+      const { runMigrateCommand } = await import('./run-migrate.js')
       process.exitCode = await runMigrateCommand(names, config, log, {
         resources,
         dryRun: dry.strategy === 'client',

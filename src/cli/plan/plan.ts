@@ -27,7 +27,7 @@ export function registerPlan(program: Command): void {
       refuseNamesWithSelector(cmd, names)
       if (opts.measureObjects !== undefined && !opts.measure) throw new ConfigError('plan: --measure-objects needs --measure')
       const config = shortCommandConfig(opts)
-      const { runPlanCommand, DEFAULT_MEASURE } = await import('../run-plan.js')
+      const { runPlanCommand, DEFAULT_MEASURE } = await import('./run-plan.js')
       process.exitCode = await runPlanCommand(config, process.stdout, {
         format,
         logger: logger(config, 'short'),

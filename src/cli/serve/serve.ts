@@ -12,7 +12,7 @@ export function registerServe(program: Command): void {
       // Before start-up, not after: in a container node is PID 1, and PID 1 ignores a
       // SIGTERM it has no handler for. One during start-up closes as soon as it is done.
       const signal = shutdownSignal(log)
-      const { serve } = await import('../serve.js')
+      const { serve } = await import('./run-serve.js')
       const handle = await serve(config, log)
       if (!signal.aborted) await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }))
       await handle.close()

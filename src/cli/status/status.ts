@@ -25,7 +25,7 @@ export function registerStatus(program: Command): void {
       const config = selectorOnly
         ? { ...given, migrator: { ...given.migrator, selector: { labelSelector: opts.selector as string, names: [] } } }
         : given
-      const { runStatusCommand } = await import('../run-status.js')
+      const { runStatusCommand } = await import('./run-status.js')
       const watch = Boolean(opts.watch)
       process.exitCode = await runStatusCommand(config, process.stdout, {
         format,
