@@ -28,7 +28,7 @@ import {
 } from '../../check/manifest-resources.js'
 import { applyFixes, formatFixes, planFixes, type FixOutcome } from '../../check/manifest-fix.js'
 import { isData, renderData, type OutputFormat } from '../output.js'
-import type { ClientFlags } from '../client-flags.js'
+import type { ClientFlags } from '../command-kit.js'
 
 /** The exit code when some version is not safe to drop (0: every one is; 1: a request or lookup failed; 2: usage). */
 export const EXIT_NOT_SAFE = 3

@@ -1,14 +1,90 @@
+/** `crd-migrator migrate`: its flags, what they say read once into the run's options, and the run (run-migrate.ts, loaded when it runs). */
 import { Option, type Command } from 'commander'
 import { ConfigError } from '../../errors.js'
 import { jsonOption, outputFormat, outputOption } from '../output.js'
-import { addConfigOptions } from '../options.js'
-import { addClientFlags, clientFlags } from '../client-flags.js'
-import { COMMAND_SETTINGS, MIGRATE_DESCRIPTIONS, SHORT_COMMAND_DEFAULTS } from '../command-settings.js'
-import { DRY_RUN_STRATEGIES, resolveDryRun } from '../dry-run-flag.js'
-import { logger, refuseNamesWithSelector, shortCommandConfig } from '../command-kit.js'
+import {
+  addClientFlags,
+  addConfigOptions,
+  clientFlags,
+  CLIENT_SETTINGS,
+  flagReader,
+  logger,
+  rawArgs,
+  refuseNamesWithSelector,
+  shortCommandConfig,
+  SHORT_COMMAND_DEFAULTS,
+  type FlagValues,
+} from '../command-kit.js'
 import { Interrupt } from '../interrupt.js'
+import type { MigrateCommandOptions } from './run-migrate.js'
+
+export const MIGRATE_SETTINGS = [
+  ...CLIENT_SETTINGS,
+  'migrating-annotation',
+  'selector',
+  'concurrency',
+  'qps',
+  'max-parallel-crds',
+  'page-size',
+  'max-attempts',
+  'skip-phases',
+  'stash-presets',
+  'lossless-check',
+  'accept-removals',
+  'accept-changes',
+  'accept-unchecked',
+  'consent-annotations',
+  'rewrite-served-managed-fields',
+  'conversion-outage-limit-seconds',
+  'apiserver-endpoints',
+  'storage-switch-timeout-seconds',
+  'engine',
+  'builtin-start-timeout-seconds',
+  'conversion-wait-seconds',
+  'progress-interval-seconds',
+  'progress-every',
+  'takeover-after-seconds',
+  'state-key-file',
+  'strict-state-key-file',
+] as const
+
+/** migrate acts on the CRDs -l selects only when given -l, never on the configured selection. */
+const MIGRATE_DESCRIPTIONS: Readonly<Record<string, string>> = {
+  selector: 'migrate the CRDs this label selector matches, instead of naming them (as kubectl -l)',
+}
 
 const FORMATS = ['text', 'name', 'json', 'yaml'] as const
+
+/**
+ * kubectl's `--dry-run[=none|client|server]`. Bare, it is `client`. As in kubectl (pflag's
+ * optional value), a value is given with `=`: `--dry-run server` is read as a bare
+ * --dry-run and, since CRD names have dots, `server` cannot be one; a word after a bare
+ * `--dry-run` that is not a strategy is an argument (a CRD name) again.
+ */
+const DRY_RUN_STRATEGIES = ['none', 'client', 'server'] as const
+export type DryRunStrategy = (typeof DRY_RUN_STRATEGIES)[number]
+
+const isStrategy = (v: string): v is DryRunStrategy => (DRY_RUN_STRATEGIES as readonly string[]).includes(v)
+
+/**
+ * The strategy, and the CRD name commander took as the flag's value when it was not
+ * written `--dry-run=VALUE`. `value`: what commander parsed (true for a bare flag);
+ * `rawArgs`: the command line as typed.
+ */
+export function resolveDryRun(value: unknown, rawArgs: readonly string[]): { strategy: DryRunStrategy; name?: string } {
+  if (value === undefined || value === false) return { strategy: 'none' }
+  if (value === true) return { strategy: 'client' }
+  if (typeof value !== 'string') return { strategy: 'client' }
+  const text = value
+  if (isStrategy(text)) return { strategy: text }
+  const attached = rawArgs.some((a) => a === `--dry-run=${text}`)
+  if (attached) throw new ConfigError(invalid(text))
+  return { strategy: 'client', name: text }
+}
+
+function invalid(text: string): string {
+  return `--dry-run: ${JSON.stringify(text)} is not a strategy; expected --dry-run (the same as --dry-run=client), --dry-run=none, --dry-run=client or --dry-run=server`
+}
 
 function dryRunOption(): Option {
   const option = new Option(
@@ -22,7 +98,7 @@ function dryRunOption(): Option {
 
 export function registerMigrate(program: Command): void {
   const cmd = program.command('migrate')
-  addClientFlags(addConfigOptions(cmd, COMMAND_SETTINGS.migrate, MIGRATE_DESCRIPTIONS, { ...SHORT_COMMAND_DEFAULTS, selector: null }))
+  addClientFlags(addConfigOptions(cmd, MIGRATE_SETTINGS, MIGRATE_DESCRIPTIONS, { ...SHORT_COMMAND_DEFAULTS, selector: null }))
     .description(
       'migrate the named CRDs (or those -l selects, or resources) now: up to --max-parallel-crds (default 4) at once, under one write budget',
     )
@@ -39,13 +115,14 @@ export function registerMigrate(program: Command): void {
     )
     .addOption(outputOption(FORMATS))
     .addOption(jsonOption())
-    .action(async (args: string[], opts: Record<string, unknown>) => {
+    .action(async (args: string[], opts: FlagValues) => {
+      const flags = flagReader(opts)
       const format = outputFormat(opts, FORMATS)
-      const dry = resolveDryRun(opts.dryRun, (cmd.parent as { rawArgs?: string[] } | null)?.rawArgs ?? process.argv)
+      const dry = resolveDryRun(flags.raw('dryRun'), rawArgs(cmd))
       const names = dry.name ? [dry.name, ...args] : args
-      const resources = (opts.resource as string[] | undefined) ?? []
+      const resources = flags.strings('resource') ?? []
       refuseNamesWithSelector(cmd, names)
-      const selector = cmd.getOptionValueSource('selector') === 'cli' ? (opts.selector as string) : undefined
+      const selector = cmd.getOptionValueSource('selector') === 'cli' ? flags.string('selector') : undefined
       if (names.length === 0 && resources.length === 0 && selector === undefined)
         throw new ConfigError('migrate: name at least one CRD, select CRDs with -l/--selector, or give --resource')
       if (resources.length > 0 && dry.strategy !== 'none')
@@ -56,18 +133,19 @@ export function registerMigrate(program: Command): void {
       // A dry run (client or server) freezes nothing: Ctrl-C ends it at once, as Node does by default.
       const interrupt = dry.strategy !== 'none' ? undefined : new Interrupt(config.annotations.migrating)
       interrupt?.install()
-      const { runMigrateCommand } = await import('./run-migrate.js')
-      process.exitCode = await runMigrateCommand(names, config, log, {
+      const options: MigrateCommandOptions = {
         resources,
         dryRun: dry.strategy === 'client',
         serverDryRun: dry.strategy === 'server',
-        force: Boolean(opts.force),
+        force: flags.on('force'),
         ...(selector !== undefined ? { selector } : {}),
         client: clientFlags(opts),
         format,
         out: process.stdout,
         progress: config.logLevel === 'silent' ? 'off' : process.stderr.isTTY === true ? 'live' : 'plain',
         ...(interrupt ? { interrupt } : {}),
-      })
+      }
+      const { runMigrateCommand } = await import('./run-migrate.js')
+      process.exitCode = await runMigrateCommand(names, config, log, options)
     })
 }

@@ -24,7 +24,7 @@ import { CONSTANT_BASIS, planRow, planSummary, type PlanInput } from '../../chec
 import { measureWrites } from '../../check/measure-writes.js'
 import { describeBasis, measuredBasis, objectsPerSecond, objectsPerSecondRange, type WriteSample } from '../../check/write-rate.js'
 import { isData, renderData, renderNames, type OutputFormat } from '../output.js'
-import type { ClientFlags } from '../client-flags.js'
+import type { ClientFlags } from '../command-kit.js'
 import { formatPlan, type PlanReport } from './plan-format.js'
 
 export interface PlanCommandOptions {

@@ -25,7 +25,7 @@ import { describeFreeze, freezeLiveness, readCrdState, type CrdState, type Freez
 import { headOf, plainText, sanitizeText } from '../../sanitize.js'
 import { clockDuration } from '../../duration.js'
 import { isData, renderData, renderNames, type OutputFormat } from '../output.js'
-import type { ClientFlags } from '../client-flags.js'
+import type { ClientFlags } from '../command-kit.js'
 import { etaSeconds, fleetState, formatSummary, summarize, type FleetState, type StatusSummary } from './status-summary.js'
 
 export interface StatusRow {
