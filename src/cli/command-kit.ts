@@ -37,8 +37,6 @@ export function flagReader(values: FlagValues) {
     number: (key: string) => read(key, (v): v is number => typeof v === 'number', 'a number'),
     /** A boolean flag: on when given (or defaulted) so. */
     on: (key: string) => Boolean(values[key]),
-    /** A flag's value whatever its type, for a flag that takes more than one (`--dry-run[=strategy]`). */
-    raw: (key: string): unknown => values[key],
   }
 }
 
@@ -52,7 +50,7 @@ const CLI_ONLY = new Set(['progress-every'])
 export const SERVE_SETTINGS: readonly string[] = SETTINGS.map((s) => s.flag).filter((flag) => !CLI_ONLY.has(flag))
 
 /** The short commands (all but serve) log warnings only unless told: their output is the table, the summary. */
-export const SHORT_COMMAND_DEFAULTS: Readonly<Record<string, string | null>> = { 'log-level': 'warn' }
+const SHORT_COMMAND_DEFAULTS: Readonly<Record<string, string | null>> = { 'log-level': 'warn' }
 
 /**
  * The read-only commands (status, check, plan) write nothing, so their help does not
@@ -121,6 +119,16 @@ export function addConfigOptions(
   return cmd
 }
 
+/** The flags of a short command (all but serve): its settings, warnings only unless told, and kubectl's client flags. */
+export function shortCommand(
+  cmd: Command,
+  settings: readonly string[],
+  descriptions: Readonly<Record<string, string>> = {},
+  defaults: Readonly<Record<string, string | null>> = {},
+): Command {
+  return addClientFlags(addConfigOptions(cmd, settings, descriptions, { ...SHORT_COMMAND_DEFAULTS, ...defaults }))
+}
+
 function camel(flag: string): string {
   return flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())
 }
@@ -144,8 +152,22 @@ export function configFromOptions(opts: FlagValues, env: NodeJS.ProcessEnv = pro
  * The configuration of a short command (status, check, plan, migrate, version): warnings
  * only unless --log-level or -v says otherwise (the output is the table, the summary).
  */
-export function shortCommandConfig(opts: FlagValues): Config {
+function shortCommandConfig(opts: FlagValues): Config {
   return configFromOptions({ logLevel: 'warn', ...opts, ...(logLevelOf(opts) ? { logLevel: logLevelOf(opts) } : {}) })
+}
+
+/**
+ * What a short command's run takes from the flags all of them have: the configuration, the
+ * logger, the client flags; names given with a selector on the command line are refused.
+ */
+export function shortCommandSetup(
+  cmd: Command,
+  opts: FlagValues,
+  names: readonly string[] = [],
+): { config: Config; log: Logger; client: ClientFlags } {
+  refuseNamesWithSelector(cmd, names)
+  const config = shortCommandConfig(opts)
+  return { config, log: logger(config, 'short'), client: clientFlags(opts) }
 }
 
 /**
@@ -245,7 +267,7 @@ function parseVerbosity(text: string): number {
 const collect = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), value]
 
 /** Adds --request-timeout, --as, --as-group, --as-uid and -v to a command that talks to the API server. */
-export function addClientFlags(cmd: Command): Command {
+function addClientFlags(cmd: Command): Command {
   return cmd
     .addOption(
       new Option(

@@ -2,20 +2,14 @@
 import type { Command } from 'commander'
 import { jsonOption, outputFormat, outputOption } from '../output.js'
 import {
-  addClientFlags,
-  addConfigOptions,
-  clientFlags,
   CLIENT_SETTINGS,
   flagReader,
-  logger,
   READ_ONLY_DESCRIPTIONS,
-  refuseNamesWithSelector,
-  shortCommandConfig,
-  SHORT_COMMAND_DEFAULTS,
+  shortCommand,
+  shortCommandSetup,
   shutdownSignal,
   type FlagValues,
 } from '../command-kit.js'
-import type { CheckCommandOptions } from './run-check.js'
 
 export const CHECK_SETTINGS = [
   ...CLIENT_SETTINGS,
@@ -34,7 +28,7 @@ export const CHECK_SETTINGS = [
 
 export function registerCheck(program: Command): void {
   const cmd = program.command('check')
-  addClientFlags(addConfigOptions(cmd, CHECK_SETTINGS, READ_ONLY_DESCRIPTIONS, SHORT_COMMAND_DEFAULTS))
+  shortCommand(cmd, CHECK_SETTINGS, READ_ONLY_DESCRIPTIONS)
     .description(
       'is it safe to drop a version? yes or no per CRD, with reasons; exit code 3 when not (reads the cluster only; --fix edits manifest files, nothing else)',
     )
@@ -57,12 +51,11 @@ export function registerCheck(program: Command): void {
     .action(async (names: string[], opts: FlagValues) => {
       const flags = flagReader(opts)
       const format = outputFormat(opts)
-      refuseNamesWithSelector(cmd, names)
-      const config = shortCommandConfig(opts)
+      const { config, log, client } = shortCommandSetup(cmd, opts, names)
       const { runCheckCommand } = await import('./run-check.js')
-      const options: CheckCommandOptions = {
+      process.exitCode = await runCheckCommand(config, process.stdout, {
         format,
-        logger: logger(config, 'short'),
+        logger: log,
         names,
         drop: flags.string('drop'),
         manifests: flags.strings('manifests'),
@@ -70,9 +63,8 @@ export function registerCheck(program: Command): void {
         fix: flags.on('fix'),
         dryRun: flags.on('dryRun'),
         allowEmpty: flags.on('allowEmpty'),
-        client: clientFlags(opts),
+        client,
         signal: shutdownSignal(undefined),
-      }
-      process.exitCode = await runCheckCommand(config, process.stdout, options)
+      })
     })
 }

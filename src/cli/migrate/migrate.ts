@@ -3,20 +3,15 @@ import { Option, type Command } from 'commander'
 import { ConfigError } from '../../errors.js'
 import { jsonOption, outputFormat, outputOption } from '../output.js'
 import {
-  addClientFlags,
-  addConfigOptions,
-  clientFlags,
   CLIENT_SETTINGS,
   flagReader,
-  logger,
   rawArgs,
   refuseNamesWithSelector,
-  shortCommandConfig,
-  SHORT_COMMAND_DEFAULTS,
+  shortCommand,
+  shortCommandSetup,
   type FlagValues,
 } from '../command-kit.js'
 import { Interrupt } from '../interrupt.js'
-import type { MigrateCommandOptions } from './run-migrate.js'
 
 export const MIGRATE_SETTINGS = [
   ...CLIENT_SETTINGS,
@@ -98,7 +93,7 @@ function dryRunOption(): Option {
 
 export function registerMigrate(program: Command): void {
   const cmd = program.command('migrate')
-  addClientFlags(addConfigOptions(cmd, MIGRATE_SETTINGS, MIGRATE_DESCRIPTIONS, { ...SHORT_COMMAND_DEFAULTS, selector: null }))
+  shortCommand(cmd, MIGRATE_SETTINGS, MIGRATE_DESCRIPTIONS, { selector: null })
     .description(
       'migrate the named CRDs (or those -l selects, or resources) now: up to --max-parallel-crds (default 4) at once, under one write budget',
     )
@@ -118,7 +113,7 @@ export function registerMigrate(program: Command): void {
     .action(async (args: string[], opts: FlagValues) => {
       const flags = flagReader(opts)
       const format = outputFormat(opts, FORMATS)
-      const dry = resolveDryRun(flags.raw('dryRun'), rawArgs(cmd))
+      const dry = resolveDryRun(opts.dryRun, rawArgs(cmd))
       const names = dry.name ? [dry.name, ...args] : args
       const resources = flags.strings('resource') ?? []
       refuseNamesWithSelector(cmd, names)
@@ -127,25 +122,23 @@ export function registerMigrate(program: Command): void {
         throw new ConfigError('migrate: name at least one CRD, select CRDs with -l/--selector, or give --resource')
       if (resources.length > 0 && dry.strategy !== 'none')
         throw new ConfigError(`migrate: --dry-run=${dry.strategy} covers CRDs only, not --resource`)
-      const config = shortCommandConfig(opts)
-      const log = logger(config, 'short')
+      const { config, log, client } = shortCommandSetup(cmd, opts)
       // Listening before anything is frozen: a Ctrl-C from here on lifts what the run froze.
       // A dry run (client or server) freezes nothing: Ctrl-C ends it at once, as Node does by default.
       const interrupt = dry.strategy !== 'none' ? undefined : new Interrupt(config.annotations.migrating)
       interrupt?.install()
-      const options: MigrateCommandOptions = {
+      const { runMigrateCommand } = await import('./run-migrate.js')
+      process.exitCode = await runMigrateCommand(names, config, log, {
         resources,
         dryRun: dry.strategy === 'client',
         serverDryRun: dry.strategy === 'server',
         force: flags.on('force'),
         ...(selector !== undefined ? { selector } : {}),
-        client: clientFlags(opts),
+        client,
         format,
         out: process.stdout,
         progress: config.logLevel === 'silent' ? 'off' : process.stderr.isTTY === true ? 'live' : 'plain',
         ...(interrupt ? { interrupt } : {}),
-      }
-      const { runMigrateCommand } = await import('./run-migrate.js')
-      process.exitCode = await runMigrateCommand(names, config, log, options)
+      })
     })
 }

@@ -2,21 +2,16 @@
 import type { Command } from 'commander'
 import { jsonOption, outputFormat, outputOption } from '../output.js'
 import {
-  addClientFlags,
-  addConfigOptions,
-  clientFlags,
   CLIENT_SETTINGS,
   flagReader,
-  logger,
   READ_ONLY_DESCRIPTIONS,
   refuseNamesWithSelector,
-  shortCommandConfig,
-  SHORT_COMMAND_DEFAULTS,
+  shortCommand,
+  shortCommandSetup,
   shutdownSignal,
   type FlagValues,
 } from '../command-kit.js'
 import { ConfigError } from '../../errors.js'
-import type { PlanCommandOptions } from './run-plan.js'
 
 export const PLAN_SETTINGS = [
   ...CLIENT_SETTINGS,
@@ -42,7 +37,7 @@ const FORMATS = ['text', 'wide', 'name', 'json', 'yaml'] as const
 
 export function registerPlan(program: Command): void {
   const cmd = program.command('plan')
-  addClientFlags(addConfigOptions(cmd, PLAN_SETTINGS, READ_ONLY_DESCRIPTIONS, SHORT_COMMAND_DEFAULTS))
+  shortCommand(cmd, PLAN_SETTINGS, READ_ONLY_DESCRIPTIONS)
     .description('which CRDs need a migration, their object counts, and an estimate of how long it takes (reads only)')
     .argument('[crd...]', 'only these CRDs, managed or not (default: every managed CRD: -l/--selector and --crds)')
     .option('--no-scan', 'count objects only; do not read their metadata for managedFields to clean')
@@ -60,18 +55,17 @@ export function registerPlan(program: Command): void {
       refuseNamesWithSelector(cmd, names)
       const samples = flags.number('measureObjects')
       if (samples !== undefined && !flags.on('measure')) throw new ConfigError('plan: --measure-objects needs --measure')
-      const config = shortCommandConfig(opts)
+      const { config, log, client } = shortCommandSetup(cmd, opts)
       const { runPlanCommand, DEFAULT_MEASURE } = await import('./run-plan.js')
-      const options: PlanCommandOptions = {
+      process.exitCode = await runPlanCommand(config, process.stdout, {
         format,
-        logger: logger(config, 'short'),
+        logger: log,
         names,
         scan: opts.scan !== false,
         measure: flags.on('measure') ? { ...DEFAULT_MEASURE, ...(samples ? { samples } : {}) } : undefined,
-        client: clientFlags(opts),
+        client,
         signal: shutdownSignal(undefined),
-      }
-      process.exitCode = await runPlanCommand(config, process.stdout, options)
+      })
     })
 }
 

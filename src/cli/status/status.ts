@@ -2,20 +2,14 @@
 import type { Command } from 'commander'
 import { jsonOption, outputFormat, outputOption } from '../output.js'
 import {
-  addClientFlags,
-  addConfigOptions,
-  clientFlags,
   CLIENT_SETTINGS,
   flagReader,
-  logger,
   READ_ONLY_DESCRIPTIONS,
-  refuseNamesWithSelector,
-  shortCommandConfig,
-  SHORT_COMMAND_DEFAULTS,
+  shortCommand,
+  shortCommandSetup,
   shutdownSignal,
   type FlagValues,
 } from '../command-kit.js'
-import type { StatusCommandOptions } from './run-status.js'
 
 export const STATUS_SETTINGS = [...CLIENT_SETTINGS, 'migrating-annotation', 'selector', 'crds'] as const
 
@@ -23,7 +17,7 @@ const FORMATS = ['text', 'wide', 'name', 'json', 'yaml'] as const
 
 export function registerStatus(program: Command): void {
   const cmd = program.command('status')
-  addClientFlags(addConfigOptions(cmd, STATUS_SETTINGS, READ_ONLY_DESCRIPTIONS, SHORT_COMMAND_DEFAULTS))
+  shortCommand(cmd, STATUS_SETTINGS, READ_ONLY_DESCRIPTIONS)
     .description('show managed CRDs: storage version, storedVersions, freeze, phase, progress and last result (reads only)')
     .argument('[crd...]', 'only these CRDs, managed or not (default: every managed CRD: -l/--selector and --crds)')
     .addOption(outputOption(FORMATS))
@@ -33,24 +27,22 @@ export function registerStatus(program: Command): void {
     .action(async (names: string[], opts: FlagValues) => {
       const flags = flagReader(opts)
       const format = outputFormat(opts, FORMATS)
-      refuseNamesWithSelector(cmd, names)
+      const { config: given, log, client } = shortCommandSetup(cmd, opts, names)
       // -l on the command line: what it matches, no more (kubectl), not the configured --crds besides.
       const selector = cmd.getOptionValueSource('selector') === 'cli' ? flags.string('selector') : undefined
       const selectorOnly = selector !== undefined
-      const given = shortCommandConfig(opts)
       const config = selectorOnly ? { ...given, migrator: { ...given.migrator, selector: { labelSelector: selector, names: [] } } } : given
       const { runStatusCommand } = await import('./run-status.js')
       const watch = flags.on('watch')
-      const options: StatusCommandOptions = {
+      process.exitCode = await runStatusCommand(config, process.stdout, {
         format,
-        logger: logger(config, 'short'),
+        logger: log,
         names,
         summary: flags.on('summary'),
         watch,
-        client: clientFlags(opts),
+        client,
         selectorOnly,
         ...(watch ? { signal: shutdownSignal(undefined) } : {}),
-      }
-      process.exitCode = await runStatusCommand(config, process.stdout, options)
+      })
     })
 }

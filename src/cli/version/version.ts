@@ -3,7 +3,7 @@ import { VERSION } from '../../version.js'
 import { describeError, errorCode } from '../../errors.js'
 import { plainText } from '../../sanitize.js'
 import { isData, jsonOption, outputFormat, outputOption, renderData } from '../output.js'
-import { addClientFlags, addConfigOptions, clientFlags, flagReader, logger, shortCommandConfig, type FlagValues } from '../command-kit.js'
+import { flagReader, shortCommand, shortCommandSetup, type FlagValues } from '../command-kit.js'
 
 export const VERSION_SETTINGS = ['kubeconfig', 'context', 'connect-attempts'] as const
 
@@ -19,7 +19,8 @@ interface ServerVersion {
  * version is printed all the same, then the error, exit 1.
  */
 export function registerVersion(program: Command): void {
-  addClientFlags(addConfigOptions(program.command('version'), VERSION_SETTINGS))
+  const cmd = program.command('version')
+  shortCommand(cmd, VERSION_SETTINGS)
     .description("print crd-migrator's version and the API server's (reads only)")
     .option('--client', "this client's version only; the API server is not asked", false)
     .addOption(outputOption())
@@ -31,9 +32,9 @@ export function registerVersion(program: Command): void {
       let failure: unknown
       if (!flagReader(opts).on('client')) {
         try {
-          const config = shortCommandConfig(opts)
+          const { config, log, client } = shortCommandSetup(cmd, opts)
           const { commandHttp } = await import('../command-http.js')
-          const http = commandHttp(config, 'version', logger(config, 'short'), clientFlags(opts))
+          const http = commandHttp(config, 'version', log, client)
           try {
             serverVersion = (await http.request<ServerVersion>({ method: 'GET', path: '/version' })).body
           } finally {
