@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import type { Config } from '../../config/schema.js'
-import { CrdSelection } from '../../controller/selector.js'
+import { CrdSelection } from '../../select/selector.js'
 import { commandHttp } from '../command-http.js'
 import { errorMessage } from '../../errors.js'
 import { getCrd, listCrds } from '../../kube/crds.js'
