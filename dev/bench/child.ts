@@ -126,7 +126,7 @@ async function ours(input: OursChildInput): Promise<OursChildOutput> {
     ...(input.concurrency !== undefined ? { concurrency: input.concurrency } : {}),
     ...(input.qps !== undefined ? { qps: input.qps } : {}),
   }
-  // As `crd-migrator migrate` does (src/cli/run-migrate.ts).
+  // As `crd-migrator migrate` does (src/cli/migrate/run-migrate.ts).
   const http = kubeHttp(input.kubeconfigPath, { maxSockets: Math.max(settings.concurrency, 4) * 2 })
   const requests = input.countRequests ? tapRequests(http, input.crd.slice(0, input.crd.indexOf('.'))) : {}
   const logger = pino({ level: 'warn' }, pino.destination(2))

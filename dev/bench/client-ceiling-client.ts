@@ -58,7 +58,7 @@ async function run(input: ClientInput): Promise<ClientOutput> {
     ...(input.concurrency !== undefined ? { concurrency: input.concurrency } : {}),
     useStatusSubresource: false,
   }
-  // As `crd-migrator migrate` builds its client for one CRD (src/cli/run-migrate.ts).
+  // As `crd-migrator migrate` builds its client for one CRD (src/cli/migrate/run-migrate.ts).
   const http = kubeHttp(input.kubeconfigPath, { maxSockets: Math.max(settings.concurrency, 4) * 2 })
   // The phase logs its adaptive limit at debug once, at its end; retries at debug too.
   let adaptive: ClientOutput['adaptive'] = null

@@ -1,10 +1,10 @@
 /**
  * "plan --measure estimate vs actual" (issue #36): before ours migrates the main case's
- * CRD at its defaults, `plan --measure`'s own function (src/cli/run-plan.ts planFleet) plans
+ * CRD at its defaults, `plan --measure`'s own function (src/cli/plan/run-plan.ts planFleet) plans
  * it against the bench's cluster, as the migrator's ServiceAccount, with the product's
  * default configuration; the run's whole time is then set beside the estimate.
  */
-import { planFleet, DEFAULT_MEASURE } from '../../src/cli/run-plan.js'
+import { planFleet, DEFAULT_MEASURE } from '../../src/cli/plan/run-plan.js'
 import { loadConfig } from '../../src/config/load.js'
 import { KubeHttp } from '../../src/kube/http.js'
 import { PLURAL } from './fixtures.js'

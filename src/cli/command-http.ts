@@ -4,7 +4,7 @@ import { kubeHttp } from '../kube/client.js'
 import type { KubeHttp, KubeHttpOptions } from '../kube/http.js'
 import { warningPrinter } from '../kube/warnings.js'
 import { userAgent } from '../version.js'
-import type { ClientFlags } from './client-flags.js'
+import type { ClientFlags } from './command-kit.js'
 
 /**
  * The client of a command: the kubeconfig and context of the configuration, its

@@ -1,12 +1,174 @@
-/** What every command's registration shares: its logger, its signal handling, its client flags. */
-import type { Command } from 'commander'
+/**
+ * What every command's registration shares: the flags of the settings table and kubectl's
+ * client flags, commander's values read by type, the configuration, the logger, signal
+ * handling. Each command (src/cli/<command>/<command>.ts) says which settings it has: the
+ * settings it reads, and no other (a serve-only flag in `migrate --help` would promise what
+ * migrate does not do); test/unit/cli-help.test.ts checks each command's help shows exactly
+ * its list.
+ */
+import { InvalidArgumentError, Option, type Command } from 'commander'
 import type { Logger } from 'pino'
 import { createLogger } from '../log.js'
+import { loadConfig } from '../config/load.js'
 import type { Config } from '../config/schema.js'
-import { exitCodeFor } from './interrupt.js'
+import { parseSettingValue, SETTINGS, type Setting } from '../config/settings.js'
+import { settingChoices, settingDefault } from '../config/setting-values.js'
+import type { Impersonation } from '../kube/request-options.js'
 import { ConfigError, InterruptedError } from '../errors.js'
-import { configFromOptions } from './options.js'
-import { logLevelOf } from './client-flags.js'
+import { describeSettingOption, markNegatable } from './help.js'
+import { exitCodeFor } from './interrupt.js'
+
+/** commander's values of one command's flags. */
+export type FlagValues = Record<string, unknown>
+
+/**
+ * Reads commander's values as the types their options were defined with: one check here
+ * instead of a cast at each use. A value of another type is a flag defined wrong (a bug).
+ */
+export function flagReader(values: FlagValues) {
+  function read<T>(key: string, is: (v: unknown) => v is T, what: string): T | undefined {
+    const value = values[key]
+    if (value === undefined || is(value)) return value
+    throw new Error(`the value of ${key} is not ${what}: ${JSON.stringify(value)}`)
+  }
+  return {
+    string: (key: string) => read(key, (v): v is string => typeof v === 'string', 'a string'),
+    strings: (key: string) => read(key, isStrings, 'a list of strings'),
+    number: (key: string) => read(key, (v): v is number => typeof v === 'number', 'a number'),
+    /** A boolean flag: on when given (or defaulted) so. */
+    on: (key: string) => Boolean(values[key]),
+  }
+}
+
+const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every((s) => typeof s === 'string')
+
+/** Where, as whom and how patiently to talk to the API server, and the log: every short command's settings but version's. */
+export const CLIENT_SETTINGS = ['kubeconfig', 'context', 'connect-attempts', 'log-level', 'log-format'] as const
+
+/** Settings of the command line only: serve has every other. */
+const CLI_ONLY = new Set(['progress-every'])
+export const SERVE_SETTINGS: readonly string[] = SETTINGS.map((s) => s.flag).filter((flag) => !CLI_ONLY.has(flag))
+
+/** The short commands (all but serve) log warnings only unless told: their output is the table, the summary. */
+const SHORT_COMMAND_DEFAULTS: Readonly<Record<string, string | null>> = { 'log-level': 'warn' }
+
+/**
+ * The read-only commands (status, check, plan) write nothing, so their help does not
+ * describe a setting by the writes of `migrate`: what the setting means for them instead.
+ */
+export const READ_ONLY_DESCRIPTIONS: Readonly<Record<string, string>> = {
+  'max-attempts': 'tries per request (a list page, a read) before it counts as failed',
+  'stash-presets': 'also look at copies of CRs stashed in other objects, by preset',
+  'skip-phases': 'phases not to count as work',
+  'rewrite-served-managed-fields': 'count managedFields of served non-storage versions as work too',
+  'max-parallel-crds': 'CRDs a migration would run at once, for the estimate',
+}
+
+/** kubectl's short forms of the settings that mean the same there. */
+const SHORT: Readonly<Record<string, string>> = { selector: '-l' }
+
+const PLACEHOLDER: Readonly<Record<Setting['kind'], string>> = { string: 'value', int: 'n', number: 'n', list: 'a,b', boolean: '' }
+
+/**
+ * Adds --config and one option per setting in `flags` (in the settings table's order).
+ * Each shows its choices, default and env name, none of them commander's own default
+ * value (see help.ts); the values are checked by the config schema, for a flag as for
+ * the file and the environment.
+ */
+export function addConfigOptions(
+  cmd: Command,
+  flags: readonly string[] | 'all',
+  /** What a setting means for this command, when not what the settings table says. */
+  descriptions: Readonly<Record<string, string>> = {},
+  /** A default that differs for this command (null: none to show). */
+  defaults: Readonly<Record<string, string | null>> = {},
+): Command {
+  cmd.addOption(new Option('-c, --config <file>', 'YAML or JSON config file').env('CRD_MIGRATOR_CONFIG'))
+  const unknown = flags === 'all' ? [] : flags.filter((f) => !SETTINGS.some((s) => s.flag === f))
+  if (unknown.length) throw new Error(`no setting has the flag(s) ${unknown.join(', ')}`)
+  for (const s of SETTINGS) {
+    if (flags !== 'all' && !flags.includes(s.flag)) continue
+    const own = defaults[s.flag]
+    const value = own === null ? undefined : (own ?? settingDefault(s))
+    // Shown as a user types it: text quoted, numbers and booleans not, a list item by item.
+    const shown =
+      value === undefined || s.kind === 'int' || s.kind === 'number' || s.kind === 'boolean'
+        ? value
+        : s.kind === 'list'
+          ? value
+              .split(',')
+              .map((v) => JSON.stringify(v))
+              .join(', ')
+          : JSON.stringify(value)
+    const help = { default: shown, env: s.env }
+    const description = descriptions[s.flag] ?? s.description
+    if (s.kind === 'boolean') {
+      cmd.addOption(markNegatable(describeSettingOption(new Option(`--${s.flag}`, description), help)))
+      cmd.addOption(new Option(`--no-${s.flag}`, `turn off: ${description}`).hideHelp())
+      continue
+    }
+    const short = SHORT[s.flag]
+    const option = new Option(`${short ? `${short}, ` : ''}--${s.flag} <${PLACEHOLDER[s.kind]}>`, description)
+    // The choices are shown and completed; the schema checks them (a list's items too).
+    const choices = settingChoices(s)
+    if (choices) option.argChoices = [...choices]
+    // A list flag may be given more than once, as kubectl's are: each value is kept.
+    if (s.kind === 'list') option.argParser((value: string, previous: string[] | undefined) => [...(previous ?? []), value])
+    cmd.addOption(describeSettingOption(option, help))
+  }
+  return cmd
+}
+
+/** The flags of a short command (all but serve): its settings, warnings only unless told, and kubectl's client flags. */
+export function shortCommand(
+  cmd: Command,
+  settings: readonly string[],
+  descriptions: Readonly<Record<string, string>> = {},
+  defaults: Readonly<Record<string, string | null>> = {},
+): Command {
+  return addClientFlags(addConfigOptions(cmd, settings, descriptions, { ...SHORT_COMMAND_DEFAULTS, ...defaults }))
+}
+
+function camel(flag: string): string {
+  return flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())
+}
+
+const isSettingValue = (v: unknown): v is string | boolean | string[] => typeof v === 'string' || typeof v === 'boolean' || isStrings(v)
+
+/** Builds the Config from defaults, --config, the environment and the given flags. */
+export function configFromOptions(opts: FlagValues, env: NodeJS.ProcessEnv = process.env): Config {
+  const values = flagReader(opts)
+  const flags: Record<string, unknown> = {}
+  for (const s of SETTINGS) {
+    const value = opts[camel(s.flag)]
+    if (value === undefined) continue
+    if (!isSettingValue(value)) throw new Error(`the value of --${s.flag} is not a flag's: ${JSON.stringify(value)}`)
+    flags[s.path] = parseSettingValue(s, value, `--${s.flag}`)
+  }
+  return loadConfig({ file: values.string('config'), env, flags })
+}
+
+/**
+ * The configuration of a short command (status, check, plan, migrate, version): warnings
+ * only unless --log-level or -v says otherwise (the output is the table, the summary).
+ */
+function shortCommandConfig(opts: FlagValues): Config {
+  return configFromOptions({ logLevel: 'warn', ...opts, ...(logLevelOf(opts) ? { logLevel: logLevelOf(opts) } : {}) })
+}
+
+/**
+ * What a short command's run takes from the flags all of them have: the configuration, the
+ * logger, the client flags; names given with a selector on the command line are refused.
+ */
+export function shortCommandSetup(
+  cmd: Command,
+  opts: FlagValues,
+  names: readonly string[] = [],
+): { config: Config; log: Logger; client: ClientFlags } {
+  refuseNamesWithSelector(cmd, names)
+  const config = shortCommandConfig(opts)
+  return { config, log: logger(config, 'short'), client: clientFlags(opts) }
+}
 
 /**
  * `serve` logs to stdout, buffered, JSON off a terminal (a pod's log); the short commands to
@@ -20,14 +182,6 @@ export function logger(config: Config, command: 'serve' | 'short'): Logger {
 }
 
 /**
- * The configuration of a short command (status, check, plan, migrate, version): warnings
- * only unless --log-level or -v says otherwise (the output is the table, the summary).
- */
-export function shortCommandConfig(opts: Record<string, unknown>): Config {
-  return configFromOptions({ logLevel: 'warn', ...opts, ...(logLevelOf(opts) ? { logLevel: logLevelOf(opts) } : {}) })
-}
-
-/**
  * kubectl: "name cannot be provided when a selector is specified". A selector given on
  * the command line with names would be either ignored or a silent intersection; refused.
  */
@@ -36,6 +190,12 @@ export function refuseNamesWithSelector(cmd: Command, names: readonly string[]):
     throw new ConfigError(
       `${cmd.name()}: name CRDs or select them with -l/--selector, not both (kubectl: name cannot be provided when a selector is specified)`,
     )
+}
+
+/** The command line as typed (commander keeps it on the program), else the process's. */
+export function rawArgs(cmd: Command): readonly string[] {
+  const typed: unknown = cmd.parent ? Reflect.get(cmd.parent, 'rawArgs') : undefined
+  return isStrings(typed) ? typed : process.argv
 }
 
 /**
@@ -55,6 +215,89 @@ export function shutdownSignal(log: Logger | undefined): AbortSignal {
   return controller.signal
 }
 
-export { outputOption } from './output.js'
-/** The flags of every command that talks to the API server (command-settings.ts has each command's whole list). */
-export const CLIENT_FLAGS = ['kubeconfig', 'context', 'connect-attempts', 'log-level', 'log-format']
+// kubectl's client flags, meaning what they mean there: --request-timeout, --as, --as-group,
+// --as-uid and -v. Plain flags, not settings of the config file: they are about one
+// invocation, as in kubectl.
+
+/** What the transport takes from these flags (kube/client.ts kubeHttp). */
+export interface ClientFlags {
+  /** 0: no deadline. */
+  requestTimeoutMs?: number
+  impersonate?: Impersonation
+}
+
+const UNIT_MS: Readonly<Record<string, number>> = { ns: 1e-6, us: 1e-3, µs: 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 }
+const DURATION = /^(?:\d+(?:\.\d+)?(?:ns|us|µs|ms|s|m|h))+$/
+
+/**
+ * kubectl's --request-timeout: a plain integer is seconds, else a Go duration ("30s",
+ * "1m30s", "500ms"); 0 means no timeout. Milliseconds, rounded up (a tiny value still
+ * gives a deadline).
+ */
+export function parseRequestTimeout(text: string): number {
+  const value = text.trim()
+  if (/^\d+$/.test(value)) return Number(value) * 1000
+  if (!DURATION.test(value))
+    throw new InvalidArgumentError('a duration: seconds as an integer, or a number with a unit (e.g. 30s, 1m, 1h, 500ms); 0 for none')
+  let ms = 0
+  for (const [, n, unit] of value.matchAll(/(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/g)) ms += Number(n) * UNIT_MS[unit!]!
+  return ms === 0 ? 0 : Math.max(1, Math.ceil(ms))
+}
+
+/** The log levels kubectl's -v numbers stand for, here: what a user sees at each. */
+const VERBOSITY_LEVELS = [
+  { from: 0, level: 'warn' },
+  { from: 2, level: 'info' },
+  { from: 4, level: 'debug' },
+  { from: 6, level: 'trace' },
+] as const
+
+/** -v N as a log level: 0-1 warn, 2-3 info, 4-5 debug, 6 and up trace (with a line per request). */
+export function verbosityLevel(n: number): 'warn' | 'info' | 'debug' | 'trace' {
+  let level: 'warn' | 'info' | 'debug' | 'trace' = 'warn'
+  for (const v of VERBOSITY_LEVELS) if (n >= v.from) level = v.level
+  return level
+}
+
+function parseVerbosity(text: string): number {
+  if (!/^\d+$/.test(text.trim())) throw new InvalidArgumentError('a number from 0 (warnings) to 6 and up (every request)')
+  return Number(text)
+}
+
+const collect = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), value]
+
+/** Adds --request-timeout, --as, --as-group, --as-uid and -v to a command that talks to the API server. */
+function addClientFlags(cmd: Command): Command {
+  return cmd
+    .addOption(
+      new Option(
+        '--request-timeout <duration>',
+        'how long a request to the API server may take, as kubectl: seconds, or 30s, 1m, 1h; 0 for no limit (watches are not cut)',
+      ).argParser(parseRequestTimeout),
+    )
+    .addOption(new Option('--as <user>', 'act as this user (impersonation, as kubectl --as)'))
+    .addOption(new Option('--as-group <group>', 'act with this group too, repeatable (needs --as)').argParser(collect))
+    .addOption(new Option('--as-uid <uid>', 'act with this UID (needs --as)'))
+    .addOption(
+      new Option('-v, --verbosity <n>', 'log verbosity, as kubectl -v: 0 warnings, 2 info, 4 debug, 6 every request')
+        .argParser(parseVerbosity)
+        .conflicts('logLevel'),
+    )
+}
+
+/** The transport's part of the parsed flags. */
+export function clientFlags(opts: FlagValues): ClientFlags {
+  const values = flagReader(opts)
+  const groups = values.strings('asGroup')
+  const user = values.string('as')
+  const uid = values.string('asUid')
+  const impersonate = user !== undefined || uid !== undefined || groups?.length ? { user, uid, groups } : undefined
+  const timeout = values.number('requestTimeout')
+  return { ...(timeout !== undefined ? { requestTimeoutMs: timeout } : {}), ...(impersonate ? { impersonate } : {}) }
+}
+
+/** -v as --log-level, for configFromOptions (undefined: -v not given). */
+function logLevelOf(opts: FlagValues): string | undefined {
+  const v = opts['verbosity']
+  return typeof v === 'number' ? verbosityLevel(v) : undefined
+}

@@ -6,7 +6,7 @@
  *
  * A config-backed flag's default is shown without being commander's default value: a
  * value commander filled in would count as given on the command line and beat the config
- * file and the environment (options.ts configFromOptions).
+ * file and the environment (command-kit.ts configFromOptions).
  */
 import { Help, type Command, type Option } from 'commander'
 
@@ -52,7 +52,7 @@ const PLUMBING_FLAGS = new Set([
 /** Boolean flags that also take `--no-<flag>` (hidden, so help shows one line: `--[no-]flag`). */
 const negatable = new WeakSet<Option>()
 
-/** Marks a boolean flag whose `--no-` form exists (options.ts adds it hidden). */
+/** Marks a boolean flag whose `--no-` form exists (command-kit.ts adds it hidden). */
 export function markNegatable(option: Option): Option {
   negatable.add(option)
   return option

@@ -6,6 +6,6 @@
  */
 import { buildProgram } from './program.js'
 import { PLUGIN_NAME } from './program-name.js'
-import { runComplete } from './commands/complete.js'
+import { runComplete } from './complete/complete.js'
 
 await runComplete(buildProgram(PLUGIN_NAME), process.argv.slice(2))

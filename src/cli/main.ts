@@ -6,7 +6,7 @@ import { exitCodeFor } from './interrupt.js'
 import { plainText } from '../sanitize.js'
 import { buildProgram, withBooleanValues } from './program.js'
 import { programName } from './program-name.js'
-import { COMPLETE_COMMAND, runComplete } from './commands/complete.js'
+import { COMPLETE_COMMAND, runComplete } from './complete/complete.js'
 
 /** Errors that are the caller's to fix before anything runs: exit 2, as a usage error. */
 const USAGE_CODES: ReadonlySet<string> = new Set(['CRDM_CONFIG_INVALID', 'CRDM_KUBECONFIG', 'CRDM_LABEL_SELECTOR'])

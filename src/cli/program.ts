@@ -4,17 +4,16 @@
  */
 import { Command } from 'commander'
 import { VERSION } from '../version.js'
-import { registerServe } from './commands/serve.js'
-import { registerLiftFreezes } from './commands/lift-freezes.js'
-import { registerMigrate } from './commands/migrate.js'
-import { registerStatus } from './commands/status.js'
-import { registerCheck } from './commands/check.js'
-import { registerPlan } from './commands/plan.js'
-import { registerWebhookConfig } from './commands/webhook-config.js'
-import { registerCompletion } from './commands/completion.js'
-import { registerComplete } from './commands/complete.js'
-import { registerVersion } from './commands/version.js'
-import { rewriteBooleanValues } from './bool-flags.js'
+import { registerServe } from './serve/serve.js'
+import { registerLiftFreezes } from './lift-freezes/lift-freezes.js'
+import { registerMigrate } from './migrate/migrate.js'
+import { registerStatus } from './status/status.js'
+import { registerCheck } from './check/check.js'
+import { registerPlan } from './plan/plan.js'
+import { registerWebhookConfig } from './serve/webhook-config.js'
+import { registerCompletion } from './complete/completion.js'
+import { registerComplete } from './complete/complete.js'
+import { registerVersion } from './version/version.js'
 import { examplesText } from './examples.js'
 import { configureProgramHelp } from './help.js'
 import { PROGRAM_NAME } from './program-name.js'
@@ -50,10 +49,53 @@ export function buildProgram(name: string = PROGRAM_NAME): Command {
   return program
 }
 
-/** `argv` with `--flag=true|false` of the command it runs turned into the forms commander takes (bool-flags.ts). */
+/** `argv` with `--flag=true|false` of the command it runs turned into the forms commander takes (rewriteBooleanValues). */
 export function withBooleanValues(program: Command, argv: readonly string[]): string[] {
   const cmd = program.commands.find((c) => c.name() === argv[2] || c.aliases().includes(argv[2] ?? ''))
   if (!cmd) return [...argv]
   const flags = cmd.options.filter((o) => !o.required && !o.optional && o.long).map((o) => ({ long: o.long!, negate: o.negate }))
   return [...argv.slice(0, 3), ...rewriteBooleanValues(argv.slice(3), flags)]
+}
+
+/**
+ * `--flag=true` and `--flag=false` for boolean flags, as kubectl (pflag) takes them:
+ * commander takes `--flag` and `--no-flag` only. Pure: argv and the command's options in,
+ * argv out, before commander parses it. `--x=false` becomes `--no-x` when the command has
+ * that form, or is dropped when the flag is off by default; `--x=true` becomes `--x` (or is
+ * dropped when only `--no-x` exists). Anything else is left for commander to judge.
+ */
+export interface BooleanFlag {
+  /** `--fix`, or `--no-scan` for a flag defined only in its negative form. */
+  long: string
+  negate: boolean
+}
+
+export function rewriteBooleanValues(args: readonly string[], flags: readonly BooleanFlag[]): string[] {
+  const positives = new Set(flags.filter((f) => !f.negate).map((f) => f.long))
+  const negatives = new Set(flags.filter((f) => f.negate).map((f) => f.long))
+  const out: string[] = []
+  for (const [i, arg] of args.entries()) {
+    // Everything after `--` is an argument, never a flag.
+    if (arg === '--') {
+      out.push(...args.slice(i))
+      break
+    }
+    const m = /^--([a-z0-9][a-z0-9-]*)=(true|false)$/i.exec(arg)
+    if (!m) {
+      out.push(arg)
+      continue
+    }
+    const name = m[1]!
+    const on = m[2]!.toLowerCase() === 'true'
+    const positive = `--${name}`
+    const negative = `--no-${name}`
+    if (positives.has(positive)) {
+      if (on) out.push(positive)
+      else if (negatives.has(negative)) out.push(negative)
+      // A flag with no negative form is off unless given: `--x=false` says nothing.
+    } else if (negatives.has(negative)) {
+      if (!on) out.push(negative)
+    } else out.push(arg)
+  }
+  return out
 }

@@ -2,7 +2,7 @@
  * The process's health and metrics surface, as one Fastify plugin, in the shape of
  * @fastify/under-pressure: the plugin owns its routes and what they need at close. It is
  * registered on one listener only, the plain-HTTP ops listener (`metrics.port`, see
- * cli/serve.ts); the HTTPS webhook listener serves POST /validate-crd and nothing else.
+ * cli/serve/run-serve.ts); the HTTPS webhook listener serves POST /validate-crd and nothing else.
  *
  * - GET /metrics: the prom-client Registry every component registers into (webhook,
  *   migrator, Node's process metrics).

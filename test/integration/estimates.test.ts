@@ -11,8 +11,8 @@ import { StateAnnotation } from '../../src/state/crd-state.js'
 import { ContentType, type KubeHttp } from '../../src/kube/http.js'
 import { collectionPath, crdPath } from '../../src/kube/paths.js'
 import type { PartialObjectMetadata } from '../../src/kube/types.js'
-import type { PlanReport } from '../../src/cli/plan-format.js'
-import type { CheckReport } from '../../src/cli/run-check.js'
+import type { PlanReport } from '../../src/cli/plan/plan-format.js'
+import type { CheckReport } from '../../src/cli/check/run-check.js'
 import {
   createCrd,
   createNamespace,

@@ -7,8 +7,8 @@
  */
 import t from 'tap'
 import { pino } from 'pino'
-import { showStatus, type StatusRow } from '../../src/cli/run-status.js'
-import type { StatusSummary } from '../../src/cli/status-summary.js'
+import { showStatus, type StatusRow } from '../../src/cli/status/run-status.js'
+import type { StatusSummary } from '../../src/cli/status/status-summary.js'
 import { ConfigSchema } from '../../src/config/schema.js'
 import { getCrd, patchCrdAnnotations } from '../../src/kube/crds.js'
 import { Accept, KubeHttp, type KubeRequest, type KubeResponse } from '../../src/kube/http.js'

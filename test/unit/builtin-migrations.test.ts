@@ -9,7 +9,7 @@ import {
   type BuiltinMigration,
 } from '../../src/kube/builtin-migrations.js'
 import { builtinBusyReason, builtinMigrationName, unbackedConditionText } from '../../src/migrator/phases/builtin-storage.js'
-import { describeBuiltin } from '../../src/cli/run-status.js'
+import { describeBuiltin } from '../../src/cli/status/run-status.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
 
 type Cond = [type: string, status: 'True' | 'False', message?: string]

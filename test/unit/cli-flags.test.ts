@@ -6,14 +6,14 @@
 import assert from 'node:assert'
 import t from 'tap'
 import { InvalidArgumentError } from 'commander'
-import { clientFlags, parseRequestTimeout, verbosityLevel } from '../../src/cli/client-flags.js'
-import { resolveDryRun } from '../../src/cli/dry-run-flag.js'
+import { clientFlags, parseRequestTimeout, verbosityLevel } from '../../src/cli/command-kit.js'
+import { resolveDryRun } from '../../src/cli/migrate/migrate.js'
 import { outputFormat, renderNames } from '../../src/cli/output.js'
 import { withImpersonation } from '../../src/kube/client.js'
 import type { KubeContext } from '../../src/kube/kubeconfig.js'
-import type { StatusRow } from '../../src/cli/run-status.js'
+import type { StatusRow } from '../../src/cli/status/run-status.js'
 
-const { statusData, formatTable } = await t.mockImport<typeof import('../../src/cli/run-status.js')>('../../src/cli/run-status.js', {
+const { statusData, formatTable } = await t.mockImport<typeof import('../../src/cli/status/run-status.js')>('../../src/cli/status/run-status.js', {
   '../../src/kube/client.js': { kubeHttp: () => assert.fail('no cluster in unit tests') },
 })
 t.test('--request-timeout: kubectl durations, in milliseconds', async (t) => {

@@ -10,7 +10,20 @@ import { buildProgram } from '../../src/cli/program.js'
 import { SETTINGS } from '../../src/config/settings.js'
 import { settingChoices, settingDefault } from '../../src/config/setting-values.js'
 import { CONFIG_DEFAULTS } from '../../src/config/schema.js'
-import { COMMAND_SETTINGS } from '../../src/cli/command-settings.js'
+import { MIGRATE_SETTINGS } from '../../src/cli/migrate/migrate.js'
+import { STATUS_SETTINGS } from '../../src/cli/status/status.js'
+import { CHECK_SETTINGS } from '../../src/cli/check/check.js'
+import { PLAN_SETTINGS } from '../../src/cli/plan/plan.js'
+import { VERSION_SETTINGS } from '../../src/cli/version/version.js'
+
+/** Each command's list of settings, kept beside its flags. */
+const COMMAND_SETTINGS = {
+  migrate: MIGRATE_SETTINGS,
+  status: STATUS_SETTINGS,
+  check: CHECK_SETTINGS,
+  plan: PLAN_SETTINGS,
+  version: VERSION_SETTINGS,
+}
 
 const program = buildProgram()
 const command = (name: string): Command => {

@@ -1,6 +1,6 @@
 import t from 'tap'
 import type { ObjectFailure } from '../../src/migrator/engine/walker.js'
-import type { StatusRow } from '../../src/cli/run-status.js'
+import type { StatusRow } from '../../src/cli/status/run-status.js'
 import { loadConfig } from '../../src/config/load.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import type { DryRunReport } from '../../src/migrator/dry-run.js'
@@ -19,12 +19,12 @@ const kubeStub = {
     },
   },
 }
-const { formatTable, heartbeatCell, lastResultCell, statusRows } = await t.mockImport<typeof import('../../src/cli/run-status.js')>(
-  '../../src/cli/run-status.js',
+const { formatTable, heartbeatCell, lastResultCell, statusRows } = await t.mockImport<typeof import('../../src/cli/status/run-status.js')>(
+  '../../src/cli/status/run-status.js',
   kubeStub,
 )
-const { formatDryRun, formatResult } = await t.mockImport<typeof import('../../src/cli/run-migrate.js')>(
-  '../../src/cli/run-migrate.js',
+const { formatDryRun, formatResult } = await t.mockImport<typeof import('../../src/cli/migrate/run-migrate.js')>(
+  '../../src/cli/migrate/run-migrate.js',
   kubeStub,
 )
 

@@ -7,9 +7,8 @@
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import t from 'tap'
-import { rewriteBooleanValues } from '../../src/cli/bool-flags.js'
 import { EXAMPLES } from '../../src/cli/examples.js'
-import { buildProgram, withBooleanValues } from '../../src/cli/program.js'
+import { buildProgram, rewriteBooleanValues, withBooleanValues } from '../../src/cli/program.js'
 
 const run = promisify(execFile)
 const cli = (...args: string[]) =>

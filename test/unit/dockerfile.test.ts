@@ -328,7 +328,7 @@ t.test('the entry point is the built crd-migrator CLI, running `serve`', async (
   t.same(args, ['serve'])
   t.match(read(source), /buildProgram\(/, 'the executable runs the program of src/cli/program.ts')
   t.match(read('src/cli/program.ts'), /registerServe\(program\)/, 'which registers the serve command')
-  t.match(read('src/cli/commands/serve.ts'), /\.command\('serve'\)/, 'the CLI has a serve command')
+  t.match(read('src/cli/serve/serve.ts'), /\.command\('serve'\)/, 'the CLI has a serve command')
   const exposed = runtime.instructions
     .filter((i) => i.op === 'EXPOSE')
     .flatMap((i) => i.args.split(/\s+/))

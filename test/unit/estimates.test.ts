@@ -5,9 +5,9 @@
  */
 import t from 'tap'
 import { CONSTANT_BASIS, MS_PER_CRD, planRow, planSummary, type EstimateBasis, type PlanRow } from '../../src/check/fleet-plan.js'
-import { formatEstimate } from '../../src/cli/plan-format.js'
+import { formatEstimate } from '../../src/cli/plan/plan-format.js'
 import { describeBasis, measuredBasis, MIN_SAMPLES, objectsPerSecond, type WriteSample } from '../../src/check/write-rate.js'
-import { formatPlan, managedFieldsCell, servedNextSteps } from '../../src/cli/plan-format.js'
+import { formatPlan, managedFieldsCell, servedNextSteps } from '../../src/cli/plan/plan-format.js'
 import type { ManagedFieldsEntry } from '../../src/kube/types.js'
 import { servedKeptVersions, type ManagedFieldsPolicy } from '../../src/migrator/phases/managed-fields.js'
 import { servedKeptSteps } from '../../src/migrator/report.js'

@@ -2,7 +2,7 @@ import { pino } from 'pino'
 import t from 'tap'
 import { formatLogLine, formatValue } from '../../src/log-text.js'
 import { pinoOptions, resolveLogFormat } from '../../src/log.js'
-import { configFromOptions } from '../../src/cli/options.js'
+import { configFromOptions } from '../../src/cli/command-kit.js'
 import { ConfigError } from '../../src/errors.js'
 
 /** The JSON lines a real pino logger writes for `log`, each formatted as text. */

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { ownedByRelease } from '../../src/cli/run-lift-freezes.js'
+import { ownedByRelease } from '../../src/cli/lift-freezes/run-lift-freezes.js'
 
 // Which freezes the chart's pre-delete hook lifts: those of a pod of its own Deployment, no other.
 const rows: Array<[owner: string | undefined, prefix: string, lifted: boolean, why: string]> = [

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
-import { configFromOptions } from '../../src/cli/options.js'
+import { configFromOptions } from '../../src/cli/command-kit.js'
 import { generateDevCertificates } from '../../dev/certs/devcerts.js'
 import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
 import { capturingLogger } from '../helpers/log-capture.js'
@@ -99,7 +99,7 @@ t.test('serve() with the migrator off never loads a kubeconfig nor creates a cli
       calls.push(what)
       throw new Error(`${what} called`)
     }
-  const { serve } = await t.mockImport<typeof import('../../src/cli/serve.js')>('../../src/cli/serve.js', {
+  const { serve } = await t.mockImport<typeof import('../../src/cli/serve/run-serve.js')>('../../src/cli/serve/run-serve.js', {
     '../../src/kube/client.js': { kubeHttp: refuse('kubeHttp'), loadKubeConfig: refuse('loadKubeConfig') },
   })
   const metricsPort = await freePort()

@@ -22,8 +22,8 @@ function internalModulesAfterImporting(modules: string[]): string[] {
 
 t.test('migrate, serve and the kube transport do not load undici', async (t) => {
   const loaded = internalModulesAfterImporting([
-    'src/cli/run-migrate.ts',
-    'src/cli/serve.ts',
+    'src/cli/migrate/run-migrate.ts',
+    'src/cli/serve/run-serve.ts',
     'src/kube/client.ts',
     'src/controller/controller.ts',
   ])

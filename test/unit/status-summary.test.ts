@@ -1,5 +1,5 @@
 import t from 'tap'
-import { etaSeconds, fleetState, formatSummary, parseProgress, summarize, type SummaryInput } from '../../src/cli/status-summary.js'
+import { etaSeconds, fleetState, formatSummary, parseProgress, summarize, type SummaryInput } from '../../src/cli/status/status-summary.js'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import { readCrdState } from '../../src/state/crd-state.js'
 

@@ -5,7 +5,7 @@
  * --config, --selector, --crds), the environment and the config file, as the command would.
  */
 import { homedir } from 'node:os'
-import { configFromOptions } from '../options.js'
+import { configFromOptions } from '../command-kit.js'
 import type { Config } from '../../config/schema.js'
 import { CrdSelection } from '../../select/selector.js'
 import { kubeHttp, readKubeconfigs } from '../../kube/client.js'

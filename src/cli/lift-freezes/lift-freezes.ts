@@ -1,12 +1,21 @@
 import os from 'node:os'
 import type { Command } from 'commander'
-import { addConfigOptions, configFromOptions } from '../options.js'
-import { logger, shutdownSignal } from '../command-kit.js'
-import { COMMAND_SETTINGS } from '../command-settings.js'
+import {
+  addConfigOptions,
+  CLIENT_SETTINGS,
+  configFromOptions,
+  flagReader,
+  logger,
+  shutdownSignal,
+  type FlagValues,
+} from '../command-kit.js'
 import { ConfigError } from '../../errors.js'
 
+/** The chart's pre-delete hook: the Lease (its renew deadline and retry period from --config) and the freeze's key. */
+export const LIFT_FREEZES_SETTINGS = [...CLIENT_SETTINGS, 'migrating-annotation', 'lease-namespace', 'lease-name'] as const
+
 export function registerLiftFreezes(program: Command): void {
-  addConfigOptions(program.command('lift-freezes'), COMMAND_SETTINGS['lift-freezes'])
+  addConfigOptions(program.command('lift-freezes'), LIFT_FREEZES_SETTINGS)
     .description(
       "stop a release's migrator (take its Lease) and lift the freezes its pods hold: the chart's pre-delete hook, so `helm uninstall` leaves no CRD frozen",
     )
@@ -15,16 +24,18 @@ export function registerLiftFreezes(program: Command): void {
       "the release's pod names up to the ReplicaSet hash, e.g. crd-migrator- (its Deployment's name and a dash)",
     )
     .option('--hold-seconds <n>', 'how long the Lease stays held after (no replica of the release starts a run meanwhile)', '300')
-    .action(async (opts: Record<string, unknown>) => {
+    .action(async (opts: FlagValues) => {
+      const flags = flagReader(opts)
       const config = configFromOptions(opts)
       const log = logger(config, 'serve')
-      const hold = Number(opts.holdSeconds)
+      const holdText = flags.string('holdSeconds')
+      const hold = Number(holdText)
       if (!Number.isInteger(hold) || hold < 1)
-        throw new ConfigError(`--hold-seconds must be a whole number of seconds, got ${String(opts.holdSeconds)}`)
+        throw new ConfigError(`--hold-seconds must be a whole number of seconds, got ${String(holdText)}`)
       const signal = shutdownSignal(log)
       const { kubeHttp } = await import('../../kube/client.js')
       const { userAgent } = await import('../../version.js')
-      const { liftReleaseFreezes, noMigratorAccess } = await import('../run-lift-freezes.js')
+      const { liftReleaseFreezes, noMigratorAccess } = await import('./run-lift-freezes.js')
       const http = kubeHttp(config.kubeconfig, {
         context: config.context,
         userAgent: userAgent('lift-freezes'),
@@ -36,7 +47,7 @@ export function registerLiftFreezes(program: Command): void {
         const report = await liftReleaseFreezes(
           http,
           config,
-          { ownerPrefix: String(opts.ownerPrefix), identity, holdSeconds: hold, signal },
+          { ownerPrefix: String(flags.string('ownerPrefix')), identity, holdSeconds: hold, signal },
           log,
         )
         log.info({ ...report }, `lifted ${report.lifted.length} freeze(s) of the release`)

@@ -1,13 +1,34 @@
+/** `crd-migrator check`: its flags, what they say read once into the run's options, and the run (run-check.ts, loaded when it runs). */
 import type { Command } from 'commander'
 import { jsonOption, outputFormat, outputOption } from '../output.js'
-import { addConfigOptions } from '../options.js'
-import { addClientFlags, clientFlags } from '../client-flags.js'
-import { COMMAND_SETTINGS, READ_ONLY_DESCRIPTIONS, SHORT_COMMAND_DEFAULTS } from '../command-settings.js'
-import { logger, refuseNamesWithSelector, shortCommandConfig, shutdownSignal } from '../command-kit.js'
+import {
+  CLIENT_SETTINGS,
+  flagReader,
+  READ_ONLY_DESCRIPTIONS,
+  shortCommand,
+  shortCommandSetup,
+  shutdownSignal,
+  type FlagValues,
+} from '../command-kit.js'
+
+export const CHECK_SETTINGS = [
+  ...CLIENT_SETTINGS,
+  'migrating-annotation',
+  'selector',
+  'crds',
+  'stash-presets',
+  'page-size',
+  'max-attempts',
+  // --drop runs the migration's lossless check, with the same consent as migrate.
+  'accept-removals',
+  'accept-changes',
+  'accept-unchecked',
+  'consent-annotations',
+] as const
 
 export function registerCheck(program: Command): void {
   const cmd = program.command('check')
-  addClientFlags(addConfigOptions(cmd, COMMAND_SETTINGS.check, READ_ONLY_DESCRIPTIONS, SHORT_COMMAND_DEFAULTS))
+  shortCommand(cmd, CHECK_SETTINGS, READ_ONLY_DESCRIPTIONS)
     .description(
       'is it safe to drop a version? yes or no per CRD, with reasons; exit code 3 when not (reads the cluster only; --fix edits manifest files, nothing else)',
     )
@@ -27,22 +48,22 @@ export function registerCheck(program: Command): void {
     .option('--allow-empty', 'a selection that matches no CRD is not an error: exit 0 (default: exit 1, nothing was checked)', false)
     .addOption(outputOption())
     .addOption(jsonOption())
-    .action(async (names: string[], opts: Record<string, unknown>) => {
+    .action(async (names: string[], opts: FlagValues) => {
+      const flags = flagReader(opts)
       const format = outputFormat(opts)
-      refuseNamesWithSelector(cmd, names)
-      const config = shortCommandConfig(opts)
-      const { runCheckCommand } = await import('../run-check.js')
+      const { config, log, client } = shortCommandSetup(cmd, opts, names)
+      const { runCheckCommand } = await import('./run-check.js')
       process.exitCode = await runCheckCommand(config, process.stdout, {
         format,
-        logger: logger(config, 'short'),
+        logger: log,
         names,
-        drop: opts.drop as string | undefined,
-        manifests: opts.manifests as string[] | undefined,
-        strict: Boolean(opts.strict),
-        fix: Boolean(opts.fix),
-        dryRun: Boolean(opts.dryRun),
-        allowEmpty: Boolean(opts.allowEmpty),
-        client: clientFlags(opts),
+        drop: flags.string('drop'),
+        manifests: flags.strings('manifests'),
+        strict: flags.on('strict'),
+        fix: flags.on('fix'),
+        dryRun: flags.on('dryRun'),
+        allowEmpty: flags.on('allowEmpty'),
+        client,
         signal: shutdownSignal(undefined),
       })
     })

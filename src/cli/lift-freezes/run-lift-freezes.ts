@@ -18,13 +18,13 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
-import type { Config } from '../config/schema.js'
-import { seizeLease } from '../controller/leader.js'
-import { isConflict, isForbidden, isNotFound } from '../kube/api-errors.js'
-import { getCrd, listCrds, patchCrdAnnotations } from '../kube/crds.js'
-import type { KubeHttp } from '../kube/http.js'
-import type { CustomResourceDefinition } from '../kube/types.js'
-import { readCrdState, unfreezePatch } from '../state/crd-state.js'
+import type { Config } from '../../config/schema.js'
+import { seizeLease } from '../../controller/leader.js'
+import { isConflict, isForbidden, isNotFound } from '../../kube/api-errors.js'
+import { getCrd, listCrds, patchCrdAnnotations } from '../../kube/crds.js'
+import type { KubeHttp } from '../../kube/http.js'
+import type { CustomResourceDefinition } from '../../kube/types.js'
+import { readCrdState, unfreezePatch } from '../../state/crd-state.js'
 
 export interface LiftFreezesOptions {
   /** Owners of this release: `<prefix><replicaset hash>-<pod suffix>`. */

@@ -1,39 +1,46 @@
+/** `crd-migrator status`: its flags, what they say read once into the run's options, and the run (run-status.ts, loaded when it runs). */
 import type { Command } from 'commander'
 import { jsonOption, outputFormat, outputOption } from '../output.js'
-import { addConfigOptions } from '../options.js'
-import { addClientFlags, clientFlags } from '../client-flags.js'
-import { COMMAND_SETTINGS, READ_ONLY_DESCRIPTIONS, SHORT_COMMAND_DEFAULTS } from '../command-settings.js'
-import { logger, refuseNamesWithSelector, shortCommandConfig, shutdownSignal } from '../command-kit.js'
+import {
+  CLIENT_SETTINGS,
+  flagReader,
+  READ_ONLY_DESCRIPTIONS,
+  shortCommand,
+  shortCommandSetup,
+  shutdownSignal,
+  type FlagValues,
+} from '../command-kit.js'
+
+export const STATUS_SETTINGS = [...CLIENT_SETTINGS, 'migrating-annotation', 'selector', 'crds'] as const
 
 const FORMATS = ['text', 'wide', 'name', 'json', 'yaml'] as const
 
 export function registerStatus(program: Command): void {
   const cmd = program.command('status')
-  addClientFlags(addConfigOptions(cmd, COMMAND_SETTINGS.status, READ_ONLY_DESCRIPTIONS, SHORT_COMMAND_DEFAULTS))
+  shortCommand(cmd, STATUS_SETTINGS, READ_ONLY_DESCRIPTIONS)
     .description('show managed CRDs: storage version, storedVersions, freeze, phase, progress and last result (reads only)')
     .argument('[crd...]', 'only these CRDs, managed or not (default: every managed CRD: -l/--selector and --crds)')
     .addOption(outputOption(FORMATS))
     .addOption(jsonOption())
     .option('--summary', 'only the summary: counts by state, in flight, queued, ETA of the running CRDs', false)
     .option('-w, --watch', 'after the first output, print each change (a row, or with --summary the summary) until interrupted', false)
-    .action(async (names: string[], opts: Record<string, unknown>) => {
+    .action(async (names: string[], opts: FlagValues) => {
+      const flags = flagReader(opts)
       const format = outputFormat(opts, FORMATS)
-      refuseNamesWithSelector(cmd, names)
+      const { config: given, log, client } = shortCommandSetup(cmd, opts, names)
       // -l on the command line: what it matches, no more (kubectl), not the configured --crds besides.
-      const selectorOnly = cmd.getOptionValueSource('selector') === 'cli'
-      const given = shortCommandConfig(opts)
-      const config = selectorOnly
-        ? { ...given, migrator: { ...given.migrator, selector: { labelSelector: opts.selector as string, names: [] } } }
-        : given
-      const { runStatusCommand } = await import('../run-status.js')
-      const watch = Boolean(opts.watch)
+      const selector = cmd.getOptionValueSource('selector') === 'cli' ? flags.string('selector') : undefined
+      const selectorOnly = selector !== undefined
+      const config = selectorOnly ? { ...given, migrator: { ...given.migrator, selector: { labelSelector: selector, names: [] } } } : given
+      const { runStatusCommand } = await import('./run-status.js')
+      const watch = flags.on('watch')
       process.exitCode = await runStatusCommand(config, process.stdout, {
         format,
-        logger: logger(config, 'short'),
+        logger: log,
         names,
-        summary: Boolean(opts.summary),
+        summary: flags.on('summary'),
         watch,
-        client: clientFlags(opts),
+        client,
         selectorOnly,
         ...(watch ? { signal: shutdownSignal(undefined) } : {}),
       })

@@ -3,11 +3,11 @@
  * line on a terminal, its periodic line off one, and its line when it ends. Pure: the
  * clock is passed in, so every line can be tested as a table.
  */
-import type { MigrationResult } from '../migrator/context.js'
-import { settled, type WalkProgress } from '../migrator/engine/walker.js'
-import { unfreezeCommand } from './interrupt.js'
-import { headOf } from '../sanitize.js'
-import { clockDuration } from '../duration.js'
+import type { MigrationResult } from '../../migrator/context.js'
+import { settled, type WalkProgress } from '../../migrator/engine/walker.js'
+import { unfreezeCommand } from '../interrupt.js'
+import { headOf } from '../../sanitize.js'
+import { clockDuration } from '../../duration.js'
 
 /** How far one phase of one CRD got: objects settled of the best known total. */
 export interface PhaseCount {

@@ -3,10 +3,9 @@ import { VERSION } from '../../version.js'
 import { describeError, errorCode } from '../../errors.js'
 import { plainText } from '../../sanitize.js'
 import { isData, jsonOption, outputFormat, outputOption, renderData } from '../output.js'
-import { addConfigOptions } from '../options.js'
-import { addClientFlags, clientFlags } from '../client-flags.js'
-import { COMMAND_SETTINGS } from '../command-settings.js'
-import { logger, shortCommandConfig } from '../command-kit.js'
+import { flagReader, shortCommand, shortCommandSetup, type FlagValues } from '../command-kit.js'
+
+export const VERSION_SETTINGS = ['kubeconfig', 'context', 'connect-attempts'] as const
 
 /** What the API server's GET /version answers (k8s.io/apimachinery version.Info), as far as it is shown. */
 interface ServerVersion {
@@ -20,21 +19,22 @@ interface ServerVersion {
  * version is printed all the same, then the error, exit 1.
  */
 export function registerVersion(program: Command): void {
-  addClientFlags(addConfigOptions(program.command('version'), COMMAND_SETTINGS.version))
+  const cmd = program.command('version')
+  shortCommand(cmd, VERSION_SETTINGS)
     .description("print crd-migrator's version and the API server's (reads only)")
     .option('--client', "this client's version only; the API server is not asked", false)
     .addOption(outputOption())
     .addOption(jsonOption())
-    .action(async (opts: Record<string, unknown>) => {
+    .action(async (opts: FlagValues) => {
       const format = outputFormat(opts)
       const clientVersion = { version: VERSION }
       let serverVersion: ServerVersion | undefined
       let failure: unknown
-      if (!opts.client) {
+      if (!flagReader(opts).on('client')) {
         try {
-          const config = shortCommandConfig(opts)
+          const { config, log, client } = shortCommandSetup(cmd, opts)
           const { commandHttp } = await import('../command-http.js')
-          const http = commandHttp(config, 'version', logger(config, 'short'), clientFlags(opts))
+          const http = commandHttp(config, 'version', log, client)
           try {
             serverVersion = (await http.request<ServerVersion>({ method: 'GET', path: '/version' })).body
           } finally {

@@ -1,6 +1,6 @@
 import type { Command } from 'commander'
 
-/** The command the completion scripts call (and kubectl, through kubectl_complete-crd_migrator): see complete/run.ts. */
+/** The command the completion scripts call (and kubectl, through kubectl_complete-crd_migrator): see complete/completion-output.ts. */
 export const COMPLETE_COMMAND = '__complete'
 
 /**
@@ -21,7 +21,7 @@ export function registerComplete(program: Command): void {
 
 /** Prints the candidates and exits: nothing a look-up left behind (a socket, an exec plugin past the deadline) may keep the shell waiting. */
 export async function runComplete(program: Command, words: readonly string[]): Promise<never> {
-  const { completionOutput } = await import('../complete/run.js')
+  const { completionOutput } = await import('./completion-output.js')
   const { writeSync } = await import('node:fs')
   writeSync(1, await completionOutput(program, words))
   process.exit(0)

@@ -1,6 +1,6 @@
 /**
  * `crd-migrator completion bash|zsh|fish`: a thin script that asks the program itself
- * (`crd-migrator __complete WORD...`, complete/run.ts) what fits the word being typed, as
+ * (`crd-migrator __complete WORD...`, complete/completion-output.ts) what fits the word being typed, as
  * cobra's generated scripts do. The script knows no command or flag: whatever the
  * installed version offers (its commands, flags, choices, the kubeconfig's contexts, the
  * cluster's CRDs) is what Tab offers.
@@ -9,7 +9,7 @@
  * `:<directive>`; the scripts act on the directives crd-migrator sends: 4 no file names,
  * 32 keep the order (managed CRDs first), 0 with no candidates: file names.
  */
-import { PROGRAM_NAME } from './program-name.js'
+import { PROGRAM_NAME } from '../program-name.js'
 
 export const SHELLS = ['bash', 'zsh', 'fish'] as const
 export type Shell = (typeof SHELLS)[number]

@@ -8,7 +8,7 @@ export function registerCompletion(program: Command): void {
     )
     .addArgument(new Argument('<shell>', 'bash, zsh or fish').choices(['bash', 'zsh', 'fish']))
     .action(async (shell: 'bash' | 'zsh' | 'fish') => {
-      const { completionScript } = await import('../completion-script.js')
+      const { completionScript } = await import('./completion-script.js')
       process.stdout.write(completionScript(shell))
     })
 }

@@ -4,18 +4,18 @@ import type { Logger } from 'pino'
  * to remove a version from these CRDs? One verdict per CRD and version, with its reasons
  * (src/check/drop-verdict.ts), for people or as data, and an exit code for pipelines.
  */
-import type { Config } from '../config/schema.js'
-import { preflightLossless } from '../migrator/lossless/preflight.js'
-import { settingsFor } from '../migrator/crd-settings.js'
-import { planCrd } from '../migrator/plan.js'
-import { ConfigError } from '../errors.js'
-import { commandHttp } from './command-http.js'
-import type { KubeHttp } from '../kube/http.js'
-import type { CustomResourceDefinition } from '../kube/types.js'
-import { crdsByName, managedCrds } from '../select/managed-crds.js'
-import { EvidenceReader } from '../check/drop-evidence.js'
-import { decideDrop, droppedVersions, type DropVerdict, type Reason } from '../check/drop-verdict.js'
-import { readManifests, type Manifests, type SkippedFile } from '../check/manifests.js'
+import type { Config } from '../../config/schema.js'
+import { preflightLossless } from '../../migrator/lossless/preflight.js'
+import { settingsFor } from '../../migrator/crd-settings.js'
+import { planCrd } from '../../migrator/plan.js'
+import { ConfigError } from '../../errors.js'
+import { commandHttp } from '../command-http.js'
+import type { KubeHttp } from '../../kube/http.js'
+import type { CustomResourceDefinition } from '../../kube/types.js'
+import { crdsByName, managedCrds } from '../../select/managed-crds.js'
+import { EvidenceReader } from '../../check/drop-evidence.js'
+import { decideDrop, droppedVersions, type DropVerdict, type Reason } from '../../check/drop-verdict.js'
+import { readManifests, type Manifests, type SkippedFile } from '../../check/manifests.js'
 import {
   blockingResources,
   clusterGate,
@@ -25,10 +25,10 @@ import {
   withResourceReasons,
   type BlockingResource,
   type VersionGate,
-} from '../check/manifest-resources.js'
-import { applyFixes, formatFixes, planFixes, type FixOutcome } from '../check/manifest-fix.js'
-import { isData, renderData, type OutputFormat } from './output.js'
-import type { ClientFlags } from './client-flags.js'
+} from '../../check/manifest-resources.js'
+import { applyFixes, formatFixes, planFixes, type FixOutcome } from '../../check/manifest-fix.js'
+import { isData, renderData, type OutputFormat } from '../output.js'
+import type { ClientFlags } from '../command-kit.js'
 
 /** The exit code when some version is not safe to drop (0: every one is; 1: a request or lookup failed; 2: usage). */
 export const EXIT_NOT_SAFE = 3

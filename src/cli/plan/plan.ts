@@ -1,16 +1,43 @@
+/** `crd-migrator plan`: its flags, what they say read once into the run's options, and the run (run-plan.ts, loaded when it runs). */
 import type { Command } from 'commander'
 import { jsonOption, outputFormat, outputOption } from '../output.js'
-import { addConfigOptions } from '../options.js'
-import { addClientFlags, clientFlags } from '../client-flags.js'
-import { COMMAND_SETTINGS, READ_ONLY_DESCRIPTIONS, SHORT_COMMAND_DEFAULTS } from '../command-settings.js'
-import { logger, refuseNamesWithSelector, shortCommandConfig, shutdownSignal } from '../command-kit.js'
+import {
+  CLIENT_SETTINGS,
+  flagReader,
+  READ_ONLY_DESCRIPTIONS,
+  refuseNamesWithSelector,
+  shortCommand,
+  shortCommandSetup,
+  shutdownSignal,
+  type FlagValues,
+} from '../command-kit.js'
 import { ConfigError } from '../../errors.js'
+
+export const PLAN_SETTINGS = [
+  ...CLIENT_SETTINGS,
+  'selector',
+  'crds',
+  'skip-phases',
+  'rewrite-served-managed-fields',
+  'max-parallel-crds',
+  // plan runs the lossless check the run makes, with the same consent.
+  'lossless-check',
+  'accept-removals',
+  'accept-changes',
+  'accept-unchecked',
+  'consent-annotations',
+  // plan --measure writes (dry run) as the migration would.
+  'concurrency',
+  'qps',
+  'page-size',
+  'max-attempts',
+] as const
 
 const FORMATS = ['text', 'wide', 'name', 'json', 'yaml'] as const
 
 export function registerPlan(program: Command): void {
   const cmd = program.command('plan')
-  addClientFlags(addConfigOptions(cmd, COMMAND_SETTINGS.plan, READ_ONLY_DESCRIPTIONS, SHORT_COMMAND_DEFAULTS))
+  shortCommand(cmd, PLAN_SETTINGS, READ_ONLY_DESCRIPTIONS)
     .description('which CRDs need a migration, their object counts, and an estimate of how long it takes (reads only)')
     .argument('[crd...]', 'only these CRDs, managed or not (default: every managed CRD: -l/--selector and --crds)')
     .option('--no-scan', 'count objects only; do not read their metadata for managedFields to clean')
@@ -22,21 +49,21 @@ export function registerPlan(program: Command): void {
     .option('--measure-objects <n>', 'dry-run writes of --measure at most (default 200; at most 5 s of writes)', parseCount)
     .addOption(outputOption(FORMATS))
     .addOption(jsonOption())
-    .action(async (names: string[], opts: Record<string, unknown>) => {
+    .action(async (names: string[], opts: FlagValues) => {
+      const flags = flagReader(opts)
       const format = outputFormat(opts, FORMATS)
       refuseNamesWithSelector(cmd, names)
-      if (opts.measureObjects !== undefined && !opts.measure) throw new ConfigError('plan: --measure-objects needs --measure')
-      const config = shortCommandConfig(opts)
-      const { runPlanCommand, DEFAULT_MEASURE } = await import('../run-plan.js')
+      const samples = flags.number('measureObjects')
+      if (samples !== undefined && !flags.on('measure')) throw new ConfigError('plan: --measure-objects needs --measure')
+      const { config, log, client } = shortCommandSetup(cmd, opts)
+      const { runPlanCommand, DEFAULT_MEASURE } = await import('./run-plan.js')
       process.exitCode = await runPlanCommand(config, process.stdout, {
         format,
-        logger: logger(config, 'short'),
+        logger: log,
         names,
         scan: opts.scan !== false,
-        measure: opts.measure
-          ? { ...DEFAULT_MEASURE, ...(opts.measureObjects ? { samples: opts.measureObjects as number } : {}) }
-          : undefined,
-        client: clientFlags(opts),
+        measure: flags.on('measure') ? { ...DEFAULT_MEASURE, ...(samples ? { samples } : {}) } : undefined,
+        client,
         signal: shutdownSignal(undefined),
       })
     })

@@ -3,8 +3,8 @@
  * column says what `check --drop` will count too: entries the cleanup leaves because
  * their version is still served, with the next step under the table.
  */
-import { type EstimateBasis, type PlanRow, type PlanSummary } from '../check/fleet-plan.js'
-import { estimateDuration } from '../duration.js'
+import { type EstimateBasis, type PlanRow, type PlanSummary } from '../../check/fleet-plan.js'
+import { estimateDuration } from '../../duration.js'
 
 /** What -o json|yaml prints. */
 export interface PlanReport {

@@ -1,9 +1,9 @@
 import type { Logger } from 'pino'
-import type { Config } from '../config/schema.js'
-import { CrdSelection } from '../select/selector.js'
-import { commandHttp } from './command-http.js'
-import { errorMessage } from '../errors.js'
-import { getCrd, listCrds } from '../kube/crds.js'
+import type { Config } from '../../config/schema.js'
+import { CrdSelection } from '../../select/selector.js'
+import { commandHttp } from '../command-http.js'
+import { errorMessage } from '../../errors.js'
+import { getCrd, listCrds } from '../../kube/crds.js'
 import {
   builtinMigrationApi,
   builtinMigrationRunning,
@@ -12,20 +12,20 @@ import {
   migrationsFor,
   STORAGE_MIGRATING,
   type BuiltinMigration,
-} from '../kube/builtin-migrations.js'
-import { Accept, type KubeHttp } from '../kube/http.js'
-import { isForbidden, isNotFound } from '../kube/api-errors.js'
-import { listPages } from '../kube/list-pages.js'
-import { CRD_API } from '../kube/paths.js'
-import type { CustomResourceDefinition, PartialObjectMetadata } from '../kube/types.js'
-import { listAndWatch } from '../kube/watch.js'
-import { planCrd } from '../migrator/plan.js'
-import { runInParallel } from '../migrator/parallel.js'
-import { describeFreeze, freezeLiveness, readCrdState, type CrdState, type FreezeLiveness } from '../state/crd-state.js'
-import { headOf, plainText, sanitizeText } from '../sanitize.js'
-import { clockDuration } from '../duration.js'
-import { isData, renderData, renderNames, type OutputFormat } from './output.js'
-import type { ClientFlags } from './client-flags.js'
+} from '../../kube/builtin-migrations.js'
+import { Accept, type KubeHttp } from '../../kube/http.js'
+import { isForbidden, isNotFound } from '../../kube/api-errors.js'
+import { listPages } from '../../kube/list-pages.js'
+import { CRD_API } from '../../kube/paths.js'
+import type { CustomResourceDefinition, PartialObjectMetadata } from '../../kube/types.js'
+import { listAndWatch } from '../../kube/watch.js'
+import { planCrd } from '../../migrator/plan.js'
+import { runInParallel } from '../../migrator/parallel.js'
+import { describeFreeze, freezeLiveness, readCrdState, type CrdState, type FreezeLiveness } from '../../state/crd-state.js'
+import { headOf, plainText, sanitizeText } from '../../sanitize.js'
+import { clockDuration } from '../../duration.js'
+import { isData, renderData, renderNames, type OutputFormat } from '../output.js'
+import type { ClientFlags } from '../command-kit.js'
 import { etaSeconds, fleetState, formatSummary, summarize, type FleetState, type StatusSummary } from './status-summary.js'
 
 export interface StatusRow {

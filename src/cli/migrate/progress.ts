@@ -4,8 +4,8 @@
  * CRD in flight every few seconds, and one when each starts (its first progress) and ends. Every other line
  * `migrate` prints goes through `print`, so it never lands inside the live lines.
  */
-import type { Phase } from '../migrator/plan.js'
-import type { WalkProgress } from '../migrator/engine/walker.js'
+import type { Phase } from '../../migrator/plan.js'
+import type { WalkProgress } from '../../migrator/engine/walker.js'
 import { CrdProgress, plainLine } from './progress-text.js'
 
 export interface ProgressView {

@@ -3,11 +3,11 @@
  * running ones from the rate their own progress annotations show so far (never a constant). Pure: everything
  * comes from the CRDs as read, and the time.
  */
-import { builtinMigrationRunning } from '../kube/builtin-migrations.js'
-import type { CustomResourceDefinition } from '../kube/types.js'
-import { planCrd } from '../migrator/plan.js'
-import type { CrdState, FreezeLiveness } from '../state/crd-state.js'
-import { fullDuration } from '../duration.js'
+import { builtinMigrationRunning } from '../../kube/builtin-migrations.js'
+import type { CustomResourceDefinition } from '../../kube/types.js'
+import { planCrd } from '../../migrator/plan.js'
+import type { CrdState, FreezeLiveness } from '../../state/crd-state.js'
+import { fullDuration } from '../../duration.js'
 
 /**
  * One CRD's state, for counting. Running: frozen by a crd-migrator (in flight), or being
