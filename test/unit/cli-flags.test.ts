@@ -13,9 +13,12 @@ import { withImpersonation } from '../../src/kube/client.js'
 import type { KubeContext } from '../../src/kube/kubeconfig.js'
 import type { StatusRow } from '../../src/cli/status/run-status.js'
 
-const { statusData, formatTable } = await t.mockImport<typeof import('../../src/cli/status/run-status.js')>('../../src/cli/status/run-status.js', {
-  '../../src/kube/client.js': { kubeHttp: () => assert.fail('no cluster in unit tests') },
-})
+const { statusData, formatTable } = await t.mockImport<typeof import('../../src/cli/status/run-status.js')>(
+  '../../src/cli/status/run-status.js',
+  {
+    '../../src/kube/client.js': { kubeHttp: () => assert.fail('no cluster in unit tests') },
+  },
+)
 t.test('--request-timeout: kubectl durations, in milliseconds', async (t) => {
   const rows: Array<[string, number]> = [
     ['0', 0],
