@@ -17,6 +17,7 @@ import { Accept } from '../kube/http.js'
 import { settingsFor } from '../migrator/crd-settings.js'
 import { preflightLossless } from '../migrator/lossless/preflight.js'
 import { requestRetry, withRetry } from '../migrator/engine/retry.js'
+import { runClient } from '../migrator/engine/run-client.js'
 import { scanManagedFields } from '../migrator/phases/managed-fields-scan.js'
 import { Phase, planCrd } from '../migrator/plan.js'
 import { servedVersionToList } from '../check/drop-evidence.js'
@@ -104,12 +105,11 @@ export async function planFleet(
     if (working.size === 0) measureError = 'no CRD needs work: nothing to measure'
     else {
       sample = await measureWrites(
-        http,
+        runClient({ http, signal: options.signal }, config.migrator),
         crds.filter((c) => working.has(c.metadata.name)),
         {
           ...options.measure,
           concurrency: config.migrator.concurrency,
-          maxAttempts: config.migrator.maxAttempts,
           statusSubresource: (name) => settingsFor(config, name).useStatusSubresource,
           signal: options.signal,
         },
