@@ -66,13 +66,6 @@ function undefinedVersionsDrop(
   }
 }
 
-/** What a phase counted itself, besides the walk's counts. */
-interface PhaseCounts {
-  entriesRemoved: number
-  entriesRelabelled: number
-  conversionRefused: number
-  staleWrites: number
-}
 
 export async function runPhase(
   phase: Phase,
@@ -86,7 +79,7 @@ export async function runPhase(
   const name = target.kind === 'crd' ? target.crd.metadata.name : target.name
   const labels = { crd: name, phase }
   const { gate, stopFollowing } = phaseGate(settings, ctx, labels)
-  const counts: PhaseCounts = { entriesRemoved: 0, entriesRelabelled: 0, conversionRefused: 0, staleWrites: 0 }
+  const counts = { entriesRemoved: 0, entriesRelabelled: 0, conversionRefused: 0, staleWrites: 0 }
   const write: WriteContext = {
     client: runClient(ctx, settings).with({
       gate,
