@@ -70,10 +70,6 @@ export async function* followPages<T>(request: PageRequest<T>, options: FollowPa
 }
 
 /** Every page of the list at `path`. Every page of one list carries the first page's resourceVersion. */
-export function listPages<T>(
-  http: KubeRequests,
-  path: string,
-  options: PageRequestOptions & FollowPagesOptions,
-): AsyncGenerator<ListPage<T>> {
+export function listPages<T>(http: KubeRequests, path: string, options: PageRequestOptions & FollowPagesOptions) {
   return followPages(pageRequest<T>(http, path, options), options)
 }
