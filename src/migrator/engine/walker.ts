@@ -182,8 +182,6 @@ class Walk {
   readonly marks: Watermark
   total: number | undefined
   firstError: unknown
-  private readonly cap: number
-  private readonly maxFailures: number
   // Called after every object: one object with the live counters, updated in place.
   private readonly view: WalkProgress
 
@@ -191,16 +189,15 @@ class Walk {
     private readonly handle: (item: PartialObjectMetadata) => Promise<Outcome>,
     private readonly options: WalkOptions,
   ) {
-    this.cap = Math.max(1, options.concurrency)
     this.queue = new TaskRunner(this.currentLimit(), Math.max(0, options.qps), undefined, options.rate)
-    this.maxFailures = options.maxRecordedFailures ?? 100
     this.marks = new Watermark(options.resumeAfter)
     this.view = { counts: this.counts, total: undefined, checkpoint: this.marks.checkpoint, inFlight: 0 }
   }
 
   /** The adaptive limit, never above the cap. */
   private currentLimit(): number {
-    return Math.min(this.cap, Math.max(1, this.options.concurrencyLimit?.() ?? this.cap))
+    const cap = Math.max(1, this.options.concurrency)
+    return Math.min(cap, Math.max(1, this.options.concurrencyLimit?.() ?? cap))
   }
 
   progress(): WalkProgress {
@@ -211,7 +208,7 @@ class Walk {
   }
 
   private failed(key: string, err: unknown): void {
-    if (this.failures.length < this.maxFailures) this.failures.push(objectFailure(key, err))
+    if (this.failures.length < (this.options.maxRecordedFailures ?? 100)) this.failures.push(objectFailure(key, err))
   }
 
   async walkPages(pages: AsyncIterable<MetadataPage>): Promise<void> {
