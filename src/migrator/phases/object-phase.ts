@@ -66,7 +66,6 @@ function undefinedVersionsDrop(
   }
 }
 
-
 export async function runPhase(
   phase: Phase,
   target: PhaseTarget,
