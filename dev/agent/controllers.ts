@@ -28,6 +28,7 @@ import { ensureBinaries } from '../controlplane/binaries.js'
 import type { ControlPlane } from '../controlplane/controlplane.js'
 import { freePorts } from '../controlplane/ports.js'
 import { ManagedProcess, releaseDirAtExit, removeDirAtExit, startGuard } from '../controlplane/process.js'
+import { poll } from '../wait.js'
 
 export const WORKLOAD_CONTROLLERS = [
   'deployment-controller',
@@ -90,20 +91,19 @@ export async function startWorkloadControllers(
     await rm(dir, { recursive: true, force: true })
     releaseDirAtExit(dir)
   }
-  const deadline = Date.now() + (options.readyTimeoutMs ?? 60_000)
-  for (;;) {
-    if (!proc.running) {
-      const tail = proc.tail(20)
-      await stop()
-      throw new Error(`kube-controller-manager exited during startup:\n${tail}`)
-    }
-    if (await healthy(`https://127.0.0.1:${port}/healthz`)) break
-    if (Date.now() > deadline) {
-      const tail = proc.tail(20)
-      await stop()
-      throw new Error(`kube-controller-manager not healthy after ${options.readyTimeoutMs ?? 60_000}ms:\n${tail}`)
-    }
-    await new Promise((r) => setTimeout(r, 200))
+  const timeoutMs = options.readyTimeoutMs ?? 60_000
+  const outcome = await poll(
+    timeoutMs,
+    async () => {
+      if (!proc.running) return 'exited during startup'
+      return (await healthy(`https://127.0.0.1:${port}/healthz`)) ? 'healthy' : undefined
+    },
+    { everyMs: 200 },
+  )
+  if (outcome !== 'healthy') {
+    const tail = proc.tail(20)
+    await stop()
+    throw new Error(`kube-controller-manager ${outcome ?? `not healthy after ${timeoutMs}ms`}:\n${tail}`)
   }
   return { logFile, stop }
 }

@@ -22,6 +22,7 @@
 import { mkdtemp } from 'node:fs/promises'
 import { constants as osConstants } from 'node:os'
 import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { V1Container } from '@kubernetes/client-node'
 import type { KubeHttp } from '../../src/kube/http.js'
 import { ContentType } from '../../src/kube/http.js'
@@ -56,7 +57,6 @@ export interface AgentContext {
 
 const RETRY_MS = 5000
 const iso = (d = new Date()): string => d.toISOString().replace(/\.\d+Z$/, 'Z')
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms).unref())
 
 class Container {
   image: ImageSpec | undefined
@@ -160,7 +160,7 @@ export class PodWorker {
         if (!(err instanceof VolumeError)) throw err
         this.setWaiting('ContainerCreating', err.message)
         this.ctx.event(this.pod, 'Warning', 'FailedMount', err.message)
-        await sleep(RETRY_MS)
+        await sleep(RETRY_MS, undefined, { ref: false })
       }
     }
     for (const c of this.containers) await this.startContainer(c)
@@ -183,7 +183,7 @@ export class PodWorker {
         if (!(err instanceof ContainerConfigError || err instanceof VolumeError)) throw err
         c.state = { waiting: { reason: 'CreateContainerConfigError', message: err.message } }
         this.requestStatus()
-        await sleep(RETRY_MS)
+        await sleep(RETRY_MS, undefined, { ref: false })
         if (this.ending) return
       }
     }
@@ -304,7 +304,7 @@ export class PodWorker {
       this.ctx.event(this.pod, 'Warning', 'BackOff', 'Back-off restarting failed container')
     }
     this.requestStatus()
-    void sleep(delay).then(async () => {
+    void sleep(delay, undefined, { ref: false }).then(async () => {
       if (this.ending) return
       c.lastState = { terminated }
       c.restartCount++

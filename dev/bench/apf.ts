@@ -14,7 +14,7 @@ import { parse } from 'yaml'
 import { type KubeHttp } from '../../src/kube/http.js'
 import { KubeApiError } from '../../src/kube/api-errors.js'
 import { packageRoot } from '../controlplane/binaries.js'
-import { sleep } from './stats.js'
+import { waitFor } from '../wait.js'
 
 export const FLOWCONTROL_API = '/apis/flowcontrol.apiserver.k8s.io/v1'
 
@@ -110,12 +110,12 @@ export async function installFlowControl(
     created.push((await admin.request<FlowControlObject>({ method: 'POST', path: collection, body: o })).body)
   }
   const level = created.find((o) => o.kind === 'PriorityLevelConfiguration')!
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    if ((await classify(migrator, probePath)).priorityLevelUid === level.metadata.uid) return created
-    if (Date.now() > deadline) throw new Error(`the API server did not use FlowSchema ${level.metadata.name} within ${timeoutMs / 1000} s`)
-    await sleep(100)
-  }
+  return waitFor(
+    `FlowSchema ${level.metadata.name} in use`,
+    timeoutMs,
+    async () => ((await classify(migrator, probePath)).priorityLevelUid === level.metadata.uid ? created : undefined),
+    { timedOut: () => new Error(`the API server did not use FlowSchema ${level.metadata.name} within ${timeoutMs / 1000} s`) },
+  )
 }
 
 /** Deletes the objects and waits until `migrator`'s requests are no longer in their level. */
@@ -132,12 +132,12 @@ export async function removeFlowControl(
     })
   }
   const uids = new Set(objects.map((o) => o.metadata.uid).filter(Boolean))
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    if (!uids.has((await classify(migrator, probePath)).priorityLevelUid)) return
-    if (Date.now() > deadline) throw new Error(`the API server still used the bench's FlowSchema ${timeoutMs / 1000} s after its deletion`)
-    await sleep(100)
-  }
+  await waitFor(
+    "the bench's FlowSchema out of use",
+    timeoutMs,
+    async () => !uids.has((await classify(migrator, probePath)).priorityLevelUid) || undefined,
+    { timedOut: () => new Error(`the API server still used the bench's FlowSchema ${timeoutMs / 1000} s after its deletion`) },
+  )
 }
 
 /** The seats APF gives a priority level (apiserver_flowcontrol_nominal_limit_seats), from /metrics. */

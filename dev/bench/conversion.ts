@@ -24,7 +24,7 @@ import {
   widgetName,
   widgetSpec,
 } from './fixtures.js'
-import { sleep } from './stats.js'
+import { poll } from '../wait.js'
 
 /** What the webhook counted (a copy, or the difference of two copies). */
 export interface ReviewCount {
@@ -52,16 +52,16 @@ export function reviewsSince(now: ReviewCount, before: ReviewCount): ReviewCount
  * every write from etcd into the version each one serves).
  */
 export async function settleReviews(webhook: ConversionWebhook, quietMs = 500, maxMs = 30_000): Promise<void> {
-  const deadline = Date.now() + maxMs
   let last = webhook.stats.reviews
   let quietSince = Date.now()
-  while (Date.now() < deadline) {
-    await sleep(50)
+  const quiet = async () => {
     if (webhook.stats.reviews !== last) {
       last = webhook.stats.reviews
       quietSince = Date.now()
-    } else if (Date.now() - quietSince >= quietMs) return
+    } else if (Date.now() - quietSince >= quietMs) return true
+    return undefined
   }
+  await poll(maxMs, quiet, { everyMs: 50 })
 }
 
 export interface ProbeRow {

@@ -12,7 +12,8 @@ import { isRetryable, KubeApiError } from '../../src/kube/api-errors.js'
 import { collectionPath, CRD_API, crdPath, objectPath, type ResourceRef } from '../../src/kube/paths.js'
 import type { CustomResourceDefinition, ManagedFieldsEntry, PartialObjectMetadataList } from '../../src/kube/types.js'
 import { etcdGet, etcdRangeValues } from '../controlplane/etcd.js'
-import { sleep } from './stats.js'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { waitFor } from '../wait.js'
 
 export const BENCH_NAMESPACES = ['bench-a', 'bench-b', 'bench-c', 'bench-d']
 export const PLURAL = 'widgets'
@@ -126,13 +127,15 @@ export async function ensureNamespaces(http: KubeHttp): Promise<void> {
 export async function createBenchCrd(http: KubeHttp, group: string, options: BenchCrdOptions = {}): Promise<CustomResourceDefinition> {
   const manifest = benchCrd(group, options)
   await http.request({ method: 'POST', path: CRD_API, body: manifest })
-  const deadline = Date.now() + 60_000
-  for (;;) {
-    const crd = await getCrd(http, manifest.metadata.name)
-    if (crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) return crd
-    if (Date.now() > deadline) throw new Error(`CRD ${manifest.metadata.name} not Established after 60s`)
-    await sleep(50)
-  }
+  return waitFor(
+    `CRD ${manifest.metadata.name} Established`,
+    60_000,
+    async () => {
+      const crd = await getCrd(http, manifest.metadata.name)
+      return crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ? crd : undefined
+    },
+    { everyMs: 50, timedOut: () => new Error(`CRD ${manifest.metadata.name} not Established after 60s`) },
+  )
 }
 
 /**
@@ -147,17 +150,19 @@ export async function deleteBenchCrd(http: KubeHttp, group: string, timeoutMs = 
   await http.request({ method: 'DELETE', path: crdPath(name) }).catch((err) => {
     if (!(err instanceof KubeApiError && err.status === 404)) throw err
   })
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    try {
-      await getCrd(http, name)
-    } catch (err) {
-      if (err instanceof KubeApiError && err.status === 404) return
-      throw err
-    }
-    if (Date.now() > deadline) throw new Error(`CRD ${name} still there ${timeoutMs / 1000} s after its deletion`)
-    await sleep(200)
-  }
+  await waitFor(
+    `CRD ${name} gone`,
+    timeoutMs,
+    () =>
+      getCrd(http, name).then(
+        () => undefined,
+        (err: unknown) => {
+          if (err instanceof KubeApiError && err.status === 404) return true
+          throw err
+        },
+      ),
+    { everyMs: 200, timedOut: () => new Error(`CRD ${name} still there ${timeoutMs / 1000} s after its deletion`) },
+  )
 }
 
 /** Runs `count` tasks with `concurrency` in flight (plain workers: no queue library overhead). */
@@ -220,9 +225,9 @@ export async function flipStorageToV2(http: KubeHttp, etcdEndpoint: string, grou
   await http.request({ method: 'PATCH', path: crdPath(name), body: { spec: { versions } }, contentType: ContentType.mergePatch })
   const ref = refOf(group, 'v1')
   const namespace = BENCH_NAMESPACES[0]!
-  const deadline = Date.now() + 60_000
-  for (let i = 0; ; i++) {
-    const probe = `zz-storage-probe-${i}`
+  let i = 0
+  const writesV2 = async () => {
+    const probe = `zz-storage-probe-${i++}`
     let tries = 0
     await retrying('create the storage probe', () =>
       http
@@ -239,10 +244,12 @@ export async function flipStorageToV2(http: KubeHttp, etcdEndpoint: string, grou
     )
     const raw = await etcdGet(etcdEndpoint, `/registry/${group}/${PLURAL}/${namespace}/${probe}`)
     await retrying('delete the storage probe', () => http.request({ method: 'DELETE', path: objectPath(ref, namespace, probe) }))
-    if (raw && (JSON.parse(raw.toString('utf8')) as { apiVersion?: string }).apiVersion === `${group}/v2`) return
-    if (Date.now() > deadline) throw new Error(`the API server still writes ${group} at v1 60 s after the storage flip`)
-    await sleep(200)
+    return (raw && (JSON.parse(raw.toString('utf8')) as { apiVersion?: string }).apiVersion === `${group}/v2`) || undefined
   }
+  await waitFor(`the API server to write ${group} at v2`, 60_000, writesV2, {
+    everyMs: 200,
+    timedOut: () => new Error(`the API server still writes ${group} at v1 60 s after the storage flip`),
+  })
 }
 
 export interface EtcdProof {

@@ -20,6 +20,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { parseArgs } from 'node:util'
 import { loadKubeConfig } from '../../src/kube/client.js'
 import { getCrd } from '../../src/kube/crds.js'
@@ -49,7 +50,6 @@ import {
   memoryOf,
   round,
   sampleLoad,
-  sleep,
   waitForQuietProcesses,
   type LoadSummary,
   type MachineInfo,

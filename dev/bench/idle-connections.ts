@@ -27,6 +27,7 @@ import { parseArgs } from 'node:util'
 import { generateDevCertificates } from '../certs/devcerts.js'
 import { DEFAULT_MIGRATING_ANNOTATION } from '../../src/config/annotations.js'
 import { memoryOf } from './stats.js'
+import { waitFor } from '../wait.js'
 
 const { values } = parseArgs({
   options: {
@@ -129,16 +130,19 @@ const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inher
 const open = new Set<tls.TLSSocket>()
 const rss = () => memoryOf(child.pid!)?.rssMb ?? Number.NaN
 try {
-  for (let i = 0; ; i++) {
-    if (child.exitCode !== null) throw new Error(`serve exited (${child.exitCode})`)
-    if (i > 300) throw new Error('serve did not become ready in 30 s')
-    const ready = await fetch(`http://127.0.0.1:${metricsPort}/readyz`).then(
-      (r) => r.status === 200,
-      () => false,
-    )
-    if (ready) break
-    await sleep(100)
-  }
+  await waitFor(
+    'serve ready',
+    30_000,
+    async () => {
+      if (child.exitCode !== null) throw new Error(`serve exited (${child.exitCode})`)
+      const ready = await fetch(`http://127.0.0.1:${metricsPort}/readyz`).then(
+        (r) => r.status === 200,
+        () => false,
+      )
+      return ready || undefined
+    },
+    { timedOut: () => new Error('serve did not become ready in 30 s') },
+  )
   // Warm up (TLS, the route, the JIT) on a few connections closed again, then settle.
   for (let i = 0; i < 20; i++) {
     const warm = new Set<tls.TLSSocket>()

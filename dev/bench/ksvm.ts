@@ -16,7 +16,9 @@ import { type KubeHttp } from '../../src/kube/http.js'
 import { KubeApiError } from '../../src/kube/api-errors.js'
 import { CRD_API } from '../../src/kube/paths.js'
 import { KSVM_API, storageVersionMigration } from '../../src/controller/ksvm-state.js'
-import { cpuMsOf, memoryOf, sleep } from './stats.js'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { cpuMsOf, memoryOf } from './stats.js'
+import { waitFor } from '../wait.js'
 
 export const KSVM_MODULE = 'sigs.k8s.io/kube-storage-version-migrator'
 
@@ -74,23 +76,27 @@ export async function installKsvmCrd(http: KubeHttp, crdYamlPath: string): Promi
   } catch (err) {
     if (!(err instanceof KubeApiError && err.status === 409)) throw err
   }
-  const deadline = Date.now() + 60_000
-  for (;;) {
-    const crd = await getCrd(http, manifest.metadata.name)
-    if (crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break
-    if (Date.now() > deadline) throw new Error(`${manifest.metadata.name} not Established`)
-    await sleep(50)
-  }
+  await waitFor(
+    `${manifest.metadata.name} Established`,
+    60_000,
+    async () => {
+      const crd = await getCrd(http, manifest.metadata.name)
+      return crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') || undefined
+    },
+    { everyMs: 50, timedOut: () => new Error(`${manifest.metadata.name} not Established`) },
+  )
   // The API must answer before the migrator's informer starts.
-  for (let i = 0; ; i++) {
-    try {
-      await http.request({ method: 'GET', path: KSVM_API, query: { limit: 1 } })
-      return
-    } catch (err) {
-      if (i > 200) throw err
-      await sleep(50)
-    }
-  }
+  let failure: unknown
+  await waitFor(
+    `${KSVM_API} to answer`,
+    10_000,
+    () =>
+      http.request({ method: 'GET', path: KSVM_API, query: { limit: 1 } }).then(
+        () => true,
+        (err: unknown) => void (failure = err),
+      ),
+    { everyMs: 50, timedOut: () => (failure instanceof Error ? failure : new Error(`${KSVM_API} did not answer`)) },
+  )
 }
 
 export interface KsvmRunOptions {

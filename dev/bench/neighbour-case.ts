@@ -12,7 +12,8 @@ import { log } from './log.js'
 import type { Around, MigrationContext } from './migration-context.js'
 import { runOurs } from './migration-runs.js'
 import type { MigrationRun, NeighbourCase } from './report.js'
-import { round, sleep } from './stats.js'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { round } from './stats.js'
 
 export async function runNeighbourCase(ctx: MigrationContext, size: number): Promise<NeighbourCase> {
   const { cp, http, migratorHttp, bulkProbe, levelOf, sa } = ctx

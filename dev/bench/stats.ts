@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 
 /**
  * A latency histogram with constant memory (log-scale buckets, 2% wide, 10 µs to ~70 s),
@@ -124,8 +125,6 @@ export function sampleLoad(intervalMs = 5000): { stop(): LoadSummary } {
     },
   }
 }
-
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
 
 let clockTicks: number | undefined
 

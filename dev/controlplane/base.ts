@@ -20,9 +20,6 @@ import type {
   ControlPlane,
 } from './types.js'
 export const ADMIN = { name: 'admin', groups: ['system:masters'] }
-export const POLL_MS = 100
-
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
 
 export function toArgs(flags: Record<string, string>): string[] {
   return Object.entries(flags).map(([k, v]) => `--${k}=${v}`)

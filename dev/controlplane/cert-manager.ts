@@ -18,6 +18,7 @@ import type { ControlPlane } from './controlplane.js'
 import { freePorts } from './ports.js'
 import { ManagedProcess, releaseDirAtExit, removeDirAtExit, startGuard } from './process.js'
 import { ensureTools } from './tools.js'
+import { waitFor } from '../wait.js'
 
 export interface CertManagerOptions {
   /** How long to wait for the CRDs to be established and then for the process's /readyz. Default 120s. */
@@ -76,13 +77,18 @@ export async function installCertManagerCrds(cp: ControlPlane, crdsDir: string, 
   if (names.length === 0) throw new Error(`no CustomResourceDefinition in ${crdsDir}`)
   const deadline = Date.now() + timeoutMs
   for (const name of names) {
-    for (;;) {
-      const res = await cp.apiRequest(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`)
-      const conditions = (res.json as { status?: { conditions?: { type: string; status: string }[] } } | undefined)?.status?.conditions
-      if (conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break
-      if (Date.now() > deadline) throw new Error(`CRD ${name} not Established after ${timeoutMs}ms (HTTP ${res.status})`)
-      await sleep(POLL_MS)
-    }
+    let status = 0
+    await waitFor(
+      `CRD ${name} Established`,
+      deadline - Date.now(),
+      async () => {
+        const res = await cp.apiRequest(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`)
+        status = res.status
+        const conditions = (res.json as { status?: { conditions?: { type: string; status: string }[] } } | undefined)?.status?.conditions
+        return conditions?.some((c) => c.type === 'Established' && c.status === 'True') || undefined
+      },
+      { everyMs: POLL_MS, timedOut: () => new Error(`CRD ${name} not Established after ${timeoutMs}ms (HTTP ${status})`) },
+    )
   }
   return names
 }
@@ -141,13 +147,15 @@ export async function startCertManager(cp: ControlPlane, opts: CertManagerOption
   }
 
   try {
-    const deadline = Date.now() + readyTimeoutMs
-    for (;;) {
-      if (!proc.running) throw new Error(`cert-manager exited during startup (${describeExit(proc)})`)
-      if (await httpOk(readyzUrl, 2_000)) break
-      if (Date.now() > deadline) throw new Error(`cert-manager not ready after ${readyTimeoutMs}ms`)
-      await sleep(POLL_MS)
-    }
+    await waitFor(
+      'cert-manager ready',
+      readyTimeoutMs,
+      async () => {
+        if (!proc.running) throw new Error(`cert-manager exited during startup (${describeExit(proc)})`)
+        return (await httpOk(readyzUrl, 2_000)) || undefined
+      },
+      { everyMs: POLL_MS, timedOut: () => new Error(`cert-manager not ready after ${readyTimeoutMs}ms`) },
+    )
   } catch (err) {
     const tail = proc.tail(30)
     await stop(0, opts.keepDir ?? process.env['CRD_MIGRATOR_KEEP_FAILED'] === '1')
@@ -185,8 +193,4 @@ function httpOk(url: string, timeoutMs: number): Promise<boolean> {
     req.on('error', () => resolve(false))
     req.end()
   })
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms))
 }

@@ -32,6 +32,7 @@ import { mkdtempSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs
 import { constants, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { releaseDirAtExit, releaseNetworkNamespaceAtExit, removeDirAtExit, removeNetworkNamespaceAtExit, startGuard } from './process.js'
+import { poll } from '../wait.js'
 
 /** Set in the copy's environment: the name of the namespace it was started in. */
 export const NETNS_ENV = 'CRD_MIGRATOR_NETNS'
@@ -130,20 +131,17 @@ export async function deleteNetworkNamespace(name: string): Promise<void> {
   releaseNetworkNamespaceAtExit(name)
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
-
 /**
  * Wait (at most `graceMs`) for the processes in the namespace to end (the guards of the
  * control planes inside need about 3 s after a crash to stop theirs and remove their temp
  * dirs), SIGKILL what is left, delete it.
  */
 async function drainAndDelete(name: string, graceMs: number): Promise<void> {
-  const deadline = Date.now() + graceMs
-  let pids = await networkNamespacePids(name)
-  while (pids.length > 0 && Date.now() < deadline) {
-    await sleep(100)
+  let pids: number[] = []
+  await poll(graceMs, async () => {
     pids = await networkNamespacePids(name)
-  }
+    return pids.length === 0 || undefined
+  })
   for (const pid of pids) {
     try {
       process.kill(pid, 'SIGKILL')

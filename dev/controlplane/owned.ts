@@ -15,7 +15,8 @@ import type {
   StopApiserverOptions,
   StartApiserverOptions,
 } from './types.js'
-import { POLL_MS, sleep, toArgs, merge, ControlPlaneBase } from './base.js'
+import { toArgs, merge, ControlPlaneBase } from './base.js'
+import { waitFor } from '../wait.js'
 import { type ControllerManagerSlot, httpsHealthy } from './controller-manager.js'
 
 export interface OwnedLayout {
@@ -106,13 +107,16 @@ export class OwnedControlPlane extends ControlPlaneBase {
       logFile: this.layout.etcdLog,
       pidFile: join(this.layout.runDir, 'etcd.pid'),
     })
-    const deadline = Date.now() + this.readyTimeoutMs
-    for (;;) {
-      if (!this.etcd.running) throw this.startupError('etcd exited during startup', this.etcd)
-      if (await etcdHealthy(this.etcdEndpoint, 1_000)) return
-      if (Date.now() > deadline) throw this.startupError(`etcd not healthy after ${this.readyTimeoutMs}ms`, this.etcd)
-      await sleep(POLL_MS)
-    }
+    const etcd = this.etcd
+    await waitFor(
+      'etcd healthy',
+      this.readyTimeoutMs,
+      async () => {
+        if (!etcd.running) throw this.startupError('etcd exited during startup', etcd)
+        return (await etcdHealthy(this.etcdEndpoint, 1_000)) || undefined
+      },
+      { timedOut: () => this.startupError(`etcd not healthy after ${this.readyTimeoutMs}ms`, etcd) },
+    )
   }
 
   async stopEtcd(opts: StopOptions = {}): Promise<void> {
@@ -144,13 +148,16 @@ export class OwnedControlPlane extends ControlPlaneBase {
       logFile: kcm.logFile,
       pidFile: kcm.pidFile,
     })
-    const deadline = Date.now() + this.readyTimeoutMs
-    for (;;) {
-      if (!kcm.process.running) throw this.startupError('kube-controller-manager exited during startup', kcm.process)
-      if (await httpsHealthy(`https://127.0.0.1:${kcm.port}/healthz`, 1_000)) return
-      if (Date.now() > deadline) throw this.startupError(`kube-controller-manager not healthy after ${this.readyTimeoutMs}ms`, kcm.process)
-      await sleep(POLL_MS)
-    }
+    const proc = kcm.process
+    await waitFor(
+      'kube-controller-manager healthy',
+      this.readyTimeoutMs,
+      async () => {
+        if (!proc.running) throw this.startupError('kube-controller-manager exited during startup', proc)
+        return (await httpsHealthy(`https://127.0.0.1:${kcm.port}/healthz`, 1_000)) || undefined
+      },
+      { timedOut: () => this.startupError(`kube-controller-manager not healthy after ${this.readyTimeoutMs}ms`, proc) },
+    )
   }
 
   async stopControllerManager(opts: StopOptions = {}): Promise<void> {
@@ -311,26 +318,25 @@ export class OwnedControlPlane extends ControlPlaneBase {
 
   private async waitReady(slot: ApiserverSlot, deadline: number, failed: { value: boolean }): Promise<void> {
     const proc = slot.process!
-    let last: string
-    for (;;) {
-      this.assertLive()
-      if (failed.value) throw new Error(`stopped waiting for ${slot.name}: another API server failed to start`)
-      if (!proc.running) throw this.startupError(`${slot.name} exited during startup`, proc)
-      try {
-        const res = await this.apiRequest('/readyz', { apiserver: slot.endpoint.index, timeoutMs: 2_000 })
-        if (res.status === 200) {
-          slot.readyAt = Date.now()
-          return
+    let last = ''
+    slot.readyAt = await waitFor(
+      `${slot.name} ready`,
+      deadline - Date.now(),
+      async () => {
+        this.assertLive()
+        if (failed.value) throw new Error(`stopped waiting for ${slot.name}: another API server failed to start`)
+        if (!proc.running) throw this.startupError(`${slot.name} exited during startup`, proc)
+        try {
+          const res = await this.apiRequest('/readyz', { apiserver: slot.endpoint.index, timeoutMs: 2_000 })
+          if (res.status === 200) return Date.now()
+          last = `HTTP ${res.status}: ${res.body.slice(0, 300)}`
+        } catch (err) {
+          last = (err as Error).message
         }
-        last = `HTTP ${res.status}: ${res.body.slice(0, 300)}`
-      } catch (err) {
-        last = (err as Error).message
-      }
-      if (Date.now() > deadline) {
-        throw this.startupError(`${slot.name} not ready after ${this.readyTimeoutMs}ms (last /readyz: ${last})`, proc)
-      }
-      await sleep(POLL_MS)
-    }
+        return undefined
+      },
+      { timedOut: () => this.startupError(`${slot.name} not ready after ${this.readyTimeoutMs}ms (last /readyz: ${last})`, proc) },
+    )
   }
 
   /**
@@ -341,23 +347,27 @@ export class OwnedControlPlane extends ControlPlaneBase {
     const port = Number(new URL(this.server).port)
     const want = slots.map((s) => s.endpoint.address)
     let listed: string[] = []
-    for (;;) {
-      this.assertLive()
-      try {
-        const res = await this.apiRequest(KUBERNETES_ENDPOINTSLICES, { apiserver: slots[0]!.endpoint.index, timeoutMs: 2_000 })
-        if (res.status === 200) listed = publishedAddresses(res.json as EndpointSliceList, port)
-      } catch {
-        // keep polling until the deadline
-      }
-      if (want.every((a) => listed.includes(a))) return
-      if (Date.now() > deadline) {
-        throw new Error(
-          `the default/kubernetes EndpointSlice does not list ${want.filter((a) => !listed.includes(a)).join(', ')} ` +
-            `after ${this.readyTimeoutMs}ms (it lists: ${listed.join(', ') || 'nothing'})`,
-        )
-      }
-      await sleep(POLL_MS)
-    }
+    await waitFor(
+      'the default/kubernetes EndpointSlice to list the API servers',
+      deadline - Date.now(),
+      async () => {
+        this.assertLive()
+        try {
+          const res = await this.apiRequest(KUBERNETES_ENDPOINTSLICES, { apiserver: slots[0]!.endpoint.index, timeoutMs: 2_000 })
+          if (res.status === 200) listed = publishedAddresses(res.json as EndpointSliceList, port)
+        } catch {
+          // keep polling until the deadline
+        }
+        return want.every((a) => listed.includes(a)) || undefined
+      },
+      {
+        timedOut: () =>
+          new Error(
+            `the default/kubernetes EndpointSlice does not list ${want.filter((a) => !listed.includes(a)).join(', ')} ` +
+              `after ${this.readyTimeoutMs}ms (it lists: ${listed.join(', ') || 'nothing'})`,
+          ),
+      },
+    )
   }
 
   private assertLive(): void {

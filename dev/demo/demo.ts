@@ -34,6 +34,7 @@ import { withRetry } from '../../src/migrator/engine/retry.js'
 import { ensureBinaries, startControlPlane, type ControlPlane } from '../controlplane/controlplane.js'
 import { customResourceKey } from '../controlplane/etcd.js'
 import { startConversionWebhook, type ConversionWebhook } from '../conversion/webhook.js'
+import { waitFor } from '../wait.js'
 
 /** How the demo CRD converts between v1 and v2: `none` (same shape), or `webhook` (different shapes, an HTTPS conversion webhook). */
 export type DemoConversion = 'none' | 'webhook'
@@ -95,8 +96,9 @@ export async function runDemo(options: DemoOptions): Promise<number> {
     let bar: cliProgress.SingleBar | undefined
     let midRun: Promise<string> | undefined
     const operator = await cp.mintUser('operator', ['system:authenticated'])
+    let serving!: ReturnType<typeof serve>
     const finished = new Promise<MigrationResult>((resolve) => {
-      void serve(config, demoLogger(out), {
+      serving = serve(config, demoLogger(out), {
         identity: 'demo',
         defaultMetrics: false,
         onResult: resolve,
@@ -112,11 +114,9 @@ export async function runDemo(options: DemoOptions): Promise<number> {
           bar.update(settled(p), { phase })
           if (!midRun && settled(p) > Math.min(500, options.objects / 4)) midRun = tryStorageFlip(cp, operator)
         },
-      }).then((h) => {
-        handle = h
       })
     })
-    while (!handle) await new Promise((r) => setTimeout(r, 20))
+    handle = await serving
     const webhookUrl = `${handle.webhook!.url.replace('0.0.0.0', '127.0.0.1')}/validate-crd`
     const whc = renderWebhookConfiguration({
       mode: 'url',
@@ -237,12 +237,15 @@ function demoCrd(conversionWebhook: ConversionWebhook | undefined): CustomResour
 }
 
 async function waitEstablished(http: KubeHttp): Promise<void> {
-  for (let i = 0; i < 300; i++) {
-    const crd = await getCrd(http, CRD_NAME)
-    if (crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) return
-    await new Promise((r) => setTimeout(r, 50))
-  }
-  throw new Error(`${CRD_NAME} did not become Established`)
+  await waitFor(
+    `${CRD_NAME} Established`,
+    15_000,
+    async () => {
+      const crd = await getCrd(http, CRD_NAME)
+      return crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') || undefined
+    },
+    { everyMs: 50, timedOut: () => new Error(`${CRD_NAME} did not become Established`) },
+  )
 }
 
 /** The RBAC the Helm chart grants, for the demo's migrator user. */

@@ -80,24 +80,48 @@ export function plainLine(p: CrdProgress, now: number): string {
 
 const BAR = 20
 
-/** On a terminal, redrawn in place: `widgets.example.com  StorageVersionMigration  [####------]  1744/4000  43%  180/s  ETA 13s`. */
-export function liveLine(p: CrdProgress, now: number, width = 200): string {
-  const c = p.current
-  let line: string
-  if (!c) line = `${p.crd}  preparing (freeze, storage switch, checks)  ${clockDuration(now - p.startedAt)}`
-  else {
-    const filled = c.total > 0 ? Math.round((c.done / c.total) * BAR) : 0
-    const rate = p.rate(now)
-    const eta = etaSeconds(c, rate)
-    line = `${p.crd}  ${c.phase}  [${'#'.repeat(filled)}${'-'.repeat(BAR - filled)}]  ${c.done}/${c.total}  ${percent(c)}%  ${rateText(rate)}/s  ETA ${eta === undefined ? '-' : clockDuration(eta * 1000)}`
-  }
-  // Wider than the terminal would wrap, and the redraw would then miscount its lines.
-  return line.length > width - 1 ? headOf(line, width - 2) + '…' : line
+/** Phase names short enough for an 80-column terminal, used when the full ones do not fit. */
+const SHORT_PHASE: Record<string, string> = {
+  StorageVersionMigration: 'rewrite',
+  StashedObjectMigration: 'stashes',
+  CleanupManagedFields: 'cleanup',
 }
 
-/** Each phase walked: `StorageVersionMigration 4000/4000, CleanupManagedFields 0/4000`. */
+/**
+ * On a terminal, redrawn in place, the numbers first so no width loses them:
+ * `1744/4000  43%  174/s  ETA 13s  widgets.example.com  StorageVersionMigration  [####------]`.
+ * Narrower, the bar goes first, then the phase's long name; the CRD's name is cut last.
+ */
+export function liveLine(p: CrdProgress, now: number, width = 200): string {
+  const c = p.current
+  const fit = width - 1 // as wide as the terminal would wrap, and the redraw would then miscount its lines
+  if (!c) return cut(`${clockDuration(now - p.startedAt)}  ${p.crd}  preparing (freeze, storage switch, checks)`, fit)
+  const rate = p.rate(now)
+  const eta = etaSeconds(c, rate)
+  const numbers = `${c.done}/${c.total}  ${percent(c)}%  ${rateText(rate)}/s  ETA ${eta === undefined ? '-' : clockDuration(eta * 1000)}`
+  const filled = c.total > 0 ? Math.round((c.done / c.total) * BAR) : 0
+  const bar = `[${'#'.repeat(filled)}${'-'.repeat(BAR - filled)}]`
+  const short = SHORT_PHASE[c.phase] ?? c.phase
+  const candidates = [
+    `${numbers}  ${p.crd}  ${c.phase}  ${bar}`,
+    `${numbers}  ${p.crd}  ${c.phase}`,
+    `${numbers}  ${p.crd}  ${short}`,
+  ]
+  return candidates.find((line) => line.length <= fit) ?? cut(`${numbers}  ${short}  ${p.crd}`, fit)
+}
+
+/** At most `max` characters, ending in `…` when cut (never inside a surrogate pair). */
+const cut = (line: string, max: number) => (line.length > max ? headOf(line, max - 1) + '…' : line)
+
+/**
+ * Each phase walked: `StorageVersionMigration 4000/4000 objects, CleanupManagedFields 4000/4000
+ * objects checked`. The cleanup looks at every object and writes only those with entries to
+ * remove, so its count says "checked": the result's managedFields line says how many changed.
+ */
 export function phasesText(p: CrdProgress | undefined): string {
-  return (p?.phases ?? []).map((c) => `${c.phase} ${c.done}/${c.total}`).join(', ')
+  return (p?.phases ?? [])
+    .map((c) => `${c.phase} ${c.done}/${c.total} objects${c.phase === 'CleanupManagedFields' ? ' checked' : ''}`)
+    .join(', ')
 }
 
 /** The permanent line when a CRD ends, on a terminal and off it. */

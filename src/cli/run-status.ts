@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import type { Config } from '../config/schema.js'
-import { CrdSelection } from '../controller/selector.js'
+import { CrdSelection } from '../select/selector.js'
 import { commandHttp } from './command-http.js'
 import { errorMessage } from '../errors.js'
 import { getCrd, listCrds } from '../kube/crds.js'
@@ -21,8 +21,9 @@ import type { CustomResourceDefinition, PartialObjectMetadata } from '../kube/ty
 import { listAndWatch } from '../kube/watch.js'
 import { planCrd } from '../migrator/plan.js'
 import { runInParallel } from '../migrator/parallel.js'
-import { describeFreeze, readCrdState } from '../state/crd-state.js'
-import { plainText, sanitizeText } from '../sanitize.js'
+import { describeFreeze, freezeLiveness, readCrdState, type CrdState, type FreezeLiveness } from '../state/crd-state.js'
+import { headOf, plainText, sanitizeText } from '../sanitize.js'
+import { clockDuration } from '../duration.js'
 import { isData, renderData, renderNames, type OutputFormat } from './output.js'
 import type { ClientFlags } from './client-flags.js'
 import { etaSeconds, fleetState, formatSummary, summarize, type FleetState, type StatusSummary } from './status-summary.js'
@@ -32,6 +33,8 @@ export interface StatusRow {
   storage: string
   storedVersions: string
   frozen: string
+  /** Of a freeze of ours: the heartbeat's age, `stale` once the next run may take it over, or `handed off`. */
+  heartbeat: string
   phase: string
   progress: string
   lastResult: string
@@ -42,10 +45,14 @@ export interface StatusRow {
   state: FleetState
   /** Seconds left for a running CRD at the rate its progress shows (-o json/yaml; absent without a rate). */
   etaSeconds?: number
+  /** Of a freeze of ours: seconds since its heartbeat (-o json/yaml; absent without one). */
+  heartbeatAgeSeconds?: number
+  /** Of a freeze of ours: its run stopped, and the next run takes it over (-o json/yaml). */
+  stale?: boolean
 }
 
 /** The table's columns, in order. */
-type Column = Exclude<keyof StatusRow, 'state' | 'etaSeconds'>
+type Column = Exclude<keyof StatusRow, 'state' | 'etaSeconds' | 'heartbeatAgeSeconds' | 'stale'>
 
 /**
  * The CRDs worth showing: those the config selects, and any other carrying our state
@@ -63,7 +70,8 @@ export function statusRows(
     .filter(({ crd, state }) => selection.selects(crd) || state.carriesState)
     .map(({ crd, state }) => {
       const plan = planCrd(crd)
-      const fleet = fleetState(crd, state)
+      const liveness = state.frozen && state.owner ? freezeLiveness(state, config.migrator.takeoverAfterSeconds * 1000, now) : undefined
+      const fleet = fleetState(crd, state, liveness)
       const eta = fleet === 'Running' ? etaSeconds(state.progress, state.startedAt, now, state.heartbeat) : undefined
       return {
         name: crd.metadata.name,
@@ -72,13 +80,16 @@ export function statusRows(
         // The annotations are text anyone allowed to patch the CRD may have written: cleaned
         // and cut (sanitize.ts) before they reach a terminal.
         frozen: !state.frozen && builtinMigrationRunning(crd) ? 'yes (built-in)' : cell(describeFreeze(state)),
+        heartbeat: liveness ? heartbeatCell(liveness) : '-',
         phase: cell(state.phase),
         progress: cell(state.progress),
-        lastResult: cell(state.lastResult),
+        lastResult: lastResultCell(state, crd.metadata.generation),
         duration: cell(state.lastDuration),
         builtin: describeBuiltin(crd, builtin),
         state: fleet,
         ...(eta === undefined ? {} : { etaSeconds: eta }),
+        ...(liveness?.heartbeatAgeMs === undefined ? {} : { heartbeatAgeSeconds: Math.max(0, Math.floor(liveness.heartbeatAgeMs / 1000)) }),
+        ...(liveness ? { stale: liveness.stale } : {}),
       }
     })
     .sort((x, y) => x.name.localeCompare(y.name))
@@ -86,6 +97,32 @@ export function statusRows(
 
 /** An annotation's text as a table cell: cleaned and cut; `-` when nothing is left. */
 const cell = (text: string | undefined): string => sanitizeText(text ?? '') || '-'
+
+/**
+ * `4s`; `2m10s, stale` once the next run may take the freeze over (a run killed with -9
+ * stops heart-beating but stays frozen); `none, stale`; `handed off` (serve stopped on purpose).
+ */
+export function heartbeatCell(l: FreezeLiveness): string {
+  if (l.handedOff) return 'handed off'
+  if (l.heartbeatAgeMs === undefined) return 'none, stale'
+  const age = clockDuration(Math.max(0, l.heartbeatAgeMs))
+  return l.stale ? `${age}, stale` : age
+}
+
+/** Characters of a failure's reason in the table's LAST RESULT column; -o json/yaml give it whole. */
+const LAST_RESULT_COLUMN = 200
+
+/**
+ * The last result, saying which generation a success was for when the CRD has changed
+ * since (a new storage version makes it Pending again: "Succeeded" alone read as done).
+ */
+export function lastResultCell(state: Pick<CrdState, 'lastResult' | 'observedGeneration'>, generation: number | undefined): string {
+  const text = cell(state.lastResult)
+  const og = state.observedGeneration
+  if (text === 'Succeeded' && og !== undefined && generation !== undefined && og !== generation)
+    return `Succeeded (generation ${og}; now ${generation})`
+  return text
+}
 
 /**
  * `Running crd-migrator-…`, `Succeeded <name>` (its latest StorageVersionMigration), `StorageMigrating`
@@ -116,6 +153,8 @@ export function statusData(row: StatusRow): Record<string, unknown> {
   return data
 }
 
+const cutCell = (text: string, max: number) => (text.length > max ? `${headOf(text, max - 1)}…` : text)
+
 /** -o wide: the fleet state and the ETA of a running CRD besides the table's columns. */
 const WIDE_HEADER = ['STATE', 'ETA']
 const wideCells = (row: StatusRow): string[] => [row.state, row.etaSeconds === undefined ? '-' : `${row.etaSeconds}s`]
@@ -125,6 +164,7 @@ const HEADER: Record<Column, string> = {
   storage: 'STORAGE',
   storedVersions: 'STORED',
   frozen: 'FROZEN',
+  heartbeat: 'HEARTBEAT',
   phase: 'PHASE',
   progress: 'PROGRESS',
   lastResult: 'LAST RESULT',
@@ -135,7 +175,7 @@ const COLUMNS = Object.keys(HEADER) as Column[]
 
 /** The cells of a row (or of the header), wide or not. */
 function cells(row: StatusRow | 'header', wide: boolean): string[] {
-  const base = COLUMNS.map((k) => (row === 'header' ? HEADER[k] : row[k]))
+  const base = COLUMNS.map((k) => (row === 'header' ? HEADER[k] : k === 'lastResult' ? cutCell(row[k], LAST_RESULT_COLUMN) : row[k]))
   return wide ? [...base, ...(row === 'header' ? WIDE_HEADER : wideCells(row))] : base
 }
 

@@ -6,20 +6,22 @@
 import { builtinMigrationRunning } from '../kube/builtin-migrations.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { planCrd } from '../migrator/plan.js'
-import type { CrdState } from '../state/crd-state.js'
+import type { CrdState, FreezeLiveness } from '../state/crd-state.js'
 import { fullDuration } from '../duration.js'
 
 /**
  * One CRD's state, for counting. Running: frozen by a crd-migrator (in flight), or being
- * migrated by Kubernetes' own migrator. FrozenByAnother: frozen by another tool, never
+ * migrated by Kubernetes' own migrator. Stale: frozen by a crd-migrator run that stopped
+ * (killed, evicted, or handed off): no heartbeat for the takeover time, so the next run
+ * takes it over (state/crd-state.ts freezeLiveness). FrozenByAnother: frozen by another tool, never
  * touched by us. Failed: its last run failed or was blocked (retried). Pending:
  * storedVersions is not [storage] yet (queued). Succeeded: a run migrated it. UpToDate:
  * nothing to do, and no run of ours recorded.
  */
-export type FleetState = 'Running' | 'FrozenByAnother' | 'Failed' | 'Pending' | 'Succeeded' | 'UpToDate'
+export type FleetState = 'Running' | 'Stale' | 'FrozenByAnother' | 'Failed' | 'Pending' | 'Succeeded' | 'UpToDate'
 
-export function fleetState(crd: CustomResourceDefinition, state: CrdState): FleetState {
-  if (state.frozen) return state.owner ? 'Running' : 'FrozenByAnother'
+export function fleetState(crd: CustomResourceDefinition, state: CrdState, liveness?: FreezeLiveness): FleetState {
+  if (state.frozen) return !state.owner ? 'FrozenByAnother' : liveness?.stale ? 'Stale' : 'Running'
   if (builtinMigrationRunning(crd)) return 'Running'
   if (state.lastResult?.startsWith('Failed') || state.lastResult?.startsWith('Blocked')) return 'Failed'
   if (planCrd(crd).storageMigrationNeeded) return 'Pending'
@@ -89,12 +91,14 @@ export interface StatusSummary {
   succeeded: number
   upToDate: number
   running: number
+  /** Frozen by a run that stopped: the next run takes it over. */
+  stale: number
   pending: number
   failed: number
   frozenByAnother: number
   /** CRDs being migrated now (frozen by a crd-migrator, or by Kubernetes' migrator): the running ones. */
   inFlight: number
-  /** CRDs that still need a run and are not running: pending and failed (retried). */
+  /** CRDs that still need a run and are not running: pending, failed (retried) and stale (taken over). */
   queued: number
   /** When the last running CRD should be done, at the rates seen so far; undefined when none has a rate. */
   etaSeconds: number | undefined
@@ -111,11 +115,12 @@ export function summarize(rows: readonly SummaryInput[]): StatusSummary {
     succeeded: count('Succeeded'),
     upToDate: count('UpToDate'),
     running: running.length,
+    stale: count('Stale'),
     pending: count('Pending'),
     failed: count('Failed'),
     frozenByAnother: count('FrozenByAnother'),
     inFlight: running.length,
-    queued: count('Pending') + count('Failed'),
+    queued: count('Pending') + count('Failed') + count('Stale'),
     etaSeconds: etas.length ? Math.max(...etas) : undefined,
     runningWithoutEta: running.length - etas.length,
   }
@@ -127,6 +132,7 @@ export function formatSummary(s: StatusSummary): string {
     `${s.succeeded} succeeded`,
     `${s.upToDate} up to date`,
     `${s.running} running`,
+    ...(s.stale ? [`${s.stale} stale (its run stopped; the next run takes it over)`] : []),
     `${s.pending} pending`,
     `${s.failed} failed`,
     ...(s.frozenByAnother ? [`${s.frozenByAnother} frozen by another tool`] : []),

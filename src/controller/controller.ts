@@ -19,7 +19,7 @@ import type { WalkProgress } from '../migrator/engine/walker.js'
 import { WorkQueue } from './queue.js'
 import { writeBudget, type WriteBudget } from '../migrator/engine/budget.js'
 import type { RunLock } from './run-lock.js'
-import { CrdSelection } from './selector.js'
+import { CrdSelection } from '../select/selector.js'
 import { readCrdState } from '../state/crd-state.js'
 import { storageMigratingCondition } from '../kube/builtin-migrations.js'
 

@@ -26,7 +26,7 @@ import { migrateCrdUnfrozen } from '../migrator/migrate-unfrozen.js'
 import { settingsFor } from '../migrator/crd-settings.js'
 import { WorkQueue } from './queue.js'
 import type { RunLock } from './run-lock.js'
-import { CrdSelection } from './selector.js'
+import { CrdSelection } from '../select/selector.js'
 import {
   condition,
   conditionForResult,

@@ -1,5 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises'
-
 /**
  * A work queue in the manner of client-go's: a name is queued at most once, is never
  * handled by two workers at once (a name added while it is being handled is handled
@@ -130,5 +128,3 @@ export class WorkQueue {
     this.timers.clear()
   }
 }
-
-export { sleep }

@@ -1,18 +1,16 @@
 /**
- * Whether a run goes ahead, and with which phases: decided before anything is written
- * (the reads it needs: the built-in migrator's activity, a dry run of the stashes, a scan
- * of managedFields). The only write is the "up to date" state annotation, for `status`.
+ * Whether a run goes ahead, and with which phases: decided before anything is written,
+ * and writing nothing (the one read it needs: the built-in migrator's activity). Whether a
+ * run without a storage phase has any work is counted next (phases/run-phases.ts
+ * workBeforeFreeze).
  */
-import { patchCrdAnnotations } from '../kube/crds.js'
 import { isForbidden } from '../kube/api-errors.js'
 import { storageMigratingCondition } from '../kube/builtin-migrations.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
-import { decideFreeze, readCrdState, upToDatePatch, type FreezeVerdict } from '../state/crd-state.js'
+import { decideFreeze, readCrdState, type FreezeVerdict } from '../state/crd-state.js'
 import type { MigrationContext, MigrationSettings, SkipReason } from './context.js'
 import { builtinActivity, builtinBusyReason, unbackedConditionText } from './phases/builtin-storage.js'
-import { scanManagedFields } from './phases/managed-fields-scan.js'
 import { rulesForGroup, type StashRule } from './phases/stashes/rules.js'
-import { runStashPhase } from './phases/stashes/stash-phase.js'
 import { Phase, storagePhaseRuns, versionHasStatusSubresource, type CrdPlan } from './plan.js'
 
 /** What a run will do once it holds the freeze. */
@@ -28,8 +26,7 @@ export interface RunPlan {
 /**
  * Whether to run at all, and which phases. A resumed freeze runs the storage phase
  * whatever storedVersions says now: the run that froze the CRD did so for a reason, and
- * storedVersions could have been narrowed since; so does `force`. Managed-fields-only work is counted
- * before freezing, so a CRD with nothing to do is never frozen.
+ * storedVersions could have been narrowed since; so does `force`.
  */
 export async function decideRun(
   crd: CustomResourceDefinition,
@@ -47,34 +44,21 @@ export async function decideRun(
     if (busy) return { skip: 'builtin-migration', reason: busy }
   }
 
-  const runStorage = storagePhaseRuns({
-    phases: settings.phases,
-    storageMigrationNeeded: plan.storageMigrationNeeded,
-    resume: verdict.action === 'resume',
-    force: settings.force === true,
-  })
-  const runCleanup = settings.phases.includes(Phase.CleanupManagedFields)
-  const stashRules = settings.phases.includes(Phase.StashedObjectMigration) ? rulesForGroup(settings.stashes ?? [], crd.spec.group) : []
+  const { runStorage, stashRules, runCleanup } = phasesToRun(crd, plan, settings, verdict.action === 'resume')
   if (settings.useStatusSubresource && runStorage && !versionHasStatusSubresource(crd, storageVersion)) {
     return { skip: 'blocked', reason: `useStatusSubresource is set but version ${storageVersion} has no status subresource` }
   }
-  if (verdict.action === 'freeze' && !runStorage) {
-    // Stashes and managedFields are counted (read only) before freezing anything.
-    const stashes = stashRules.length ? await runStashPhase(crd, storageVersion, stashRules, settings, ctx, { dryRun: true }) : undefined
-    const stashWork = stashes ? stashes.counts.seen - stashes.counts.current : 0
-    if (!runCleanup && stashWork === 0) return { skip: 'up-to-date', reason: `nothing to do: status.storedVersions is [${storageVersion}]` }
-    const cleanupWork = runCleanup ? (await scanManagedFields(ctx.http, crd, storageVersion, settings, ctx.signal)).objects : 0
-    if (cleanupWork === 0 && stashWork === 0) {
-      // For `status` only: never read back for a decision.
-      const patch = upToDatePatch(crd)
-      if (patch) await patchCrdAnnotations(ctx.http, crd.metadata.name, patch)
-      return {
-        skip: 'up-to-date',
-        reason: `nothing to do: status.storedVersions is [${storageVersion}] and no managedFields entry of an unserved version${stashes ? ', no stashed copy at another version' : ''}`,
-      }
-    }
-  }
   return { storageVersion, verdict, runStorage, stashRules, runCleanup }
+}
+
+/** Which phases a run of `crd` runs (the dry runs' too, never resumed); `resume`: a freeze of ours taken up again. */
+export function phasesToRun(crd: CustomResourceDefinition, plan: CrdPlan, settings: MigrationSettings, resume: boolean) {
+  const { phases } = settings
+  return {
+    runStorage: storagePhaseRuns({ phases, storageMigrationNeeded: plan.storageMigrationNeeded, resume, force: settings.force === true }),
+    stashRules: phases.includes(Phase.StashedObjectMigration) ? rulesForGroup(settings.stashes ?? [], crd.spec.group) : [],
+    runCleanup: phases.includes(Phase.CleanupManagedFields),
+  }
 }
 
 /**

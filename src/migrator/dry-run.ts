@@ -1,10 +1,10 @@
 import { getNamedCrd } from '../kube/crds.js'
 import type { KubeHttp } from '../kube/http.js'
-import { Phase, planCrd, storagePhaseRuns } from './plan.js'
+import { planCrd } from './plan.js'
+import { phasesToRun } from './decide.js'
 import { scanManagedFields } from './phases/managed-fields-scan.js'
 import type { Logger } from 'pino'
 import type { MigrationSettings } from './context.js'
-import { rulesForGroup } from './phases/stashes/rules.js'
 import { runStashPhase } from './phases/stashes/stash-phase.js'
 import type { ObjectFailure } from './engine/walker.js'
 import { checkLossless, losslessOptions } from './lossless/check.js'
@@ -48,21 +48,20 @@ export async function dryRun(http: KubeHttp, name: string, settings: MigrationSe
   }
   if (plan.blockedReason || !plan.storageVersion) return report
   const scan = await scanManagedFields(http, crd, plan.storageVersion, settings)
-  const force = settings.force === true
-  if (storagePhaseRuns({ phases: settings.phases, storageMigrationNeeded: plan.storageMigrationNeeded, resume: false, force })) {
+  const { runStorage, stashRules, runCleanup } = phasesToRun(crd, plan, settings, false)
+  if (runStorage) {
     report.objectsToRewrite = scan.total
     report.storedVersionsAfter = [plan.storageVersion]
     if (settings.losslessCheck !== false) report.lossless = await checkLossless(crd, plan.storageVersion, losslessOptions(http, settings))
   }
-  if (settings.phases.includes(Phase.CleanupManagedFields)) {
+  if (runCleanup) {
     report.objectsToClean = scan.objects
     report.managedFieldsEntriesToRemove = scan.entries
     report.managedFieldsEntriesToRelabel = scan.relabelled
     report.objectsToSeed = scan.seeded
   }
-  const rules = settings.phases.includes(Phase.StashedObjectMigration) ? rulesForGroup(settings.stashes ?? [], crd.spec.group) : []
-  if (rules.length) {
-    const stashes = await runStashPhase(crd, plan.storageVersion, rules, settings, ctx, { dryRun: true })
+  if (stashRules.length) {
+    const stashes = await runStashPhase(crd, plan.storageVersion, stashRules, settings, ctx, { dryRun: true })
     report.stashes = { planned: stashes.planned, failed: stashes.counts.failed, failures: stashes.failures }
   }
   return report

@@ -6,7 +6,7 @@
  * rotation (a no-op write of an object read with an old key is never skipped as
  * unchanged: the API server marks it stale).
  */
-import { CrdMigratorError, errorCode, errorMessage } from '../errors.js'
+import { CrdMigratorError } from '../errors.js'
 import { getCrd } from '../kube/crds.js'
 import { type KubeHttp } from '../kube/http.js'
 import { isNotFound } from '../kube/api-errors.js'
@@ -15,10 +15,8 @@ import { describeResourceName, resolveResource, type ResourceName } from '../kub
 import { accessDenied } from './access-preflight.js'
 import type { MigrationContext, MigrationResult, MigrationSettings } from './context.js'
 import { migrateCrd } from './migrate.js'
-import { failOnObjects } from './phases/failures.js'
-import { runPhase } from './phases/object-phase.js'
-import { Phase } from './plan.js'
-import { logRunFailure } from './reporter.js'
+import { rewriteEveryObject, runWithoutFreeze } from './migrate-unfrozen.js'
+import { RunReporter } from './reporter.js'
 
 /** `plural.group`, the CRD's name, when the resource is a custom resource; undefined for a built-in one. */
 export async function crdDefining(http: KubeHttp, ref: ResourceRef): Promise<string | undefined> {
@@ -51,7 +49,7 @@ export async function migrateWithoutCrd(
   ctx: MigrationContext,
 ): Promise<MigrationResult> {
   const started = Date.now()
-  const log = ctx.logger.child({ resource: name })
+  const report = new RunReporter(name, ctx, { resource: name })
   const result: MigrationResult = {
     crd: name,
     outcome: 'Failed',
@@ -64,31 +62,14 @@ export async function migrateWithoutCrd(
     durationMs: 0,
     leftFrozen: false,
   }
-  log.info({ version: ref.version }, 'rewriting every object of a built-in resource')
-  try {
+  report.log.info({ version: ref.version }, 'rewriting every object of a built-in resource')
+  return runWithoutFreeze(report, result, started, ctx.signal, async () => {
     // Before the first list: a resource outside the migrator's RBAC fails here, named (access-preflight.ts).
     const denied = await accessDenied({ group: ref.group, plural: ref.plural, version: ref.version }, false, ctx, settings.maxAttempts)
     if (denied) throw new CrdMigratorError('CRDM_FORBIDDEN', `${denied}; nothing was written`)
     // Merge patches: built-in resources have no conversion webhooks, and their
     // managedFields are never of a version the API server cannot convert.
-    result.storage = await runPhase(
-      Phase.StorageVersionMigration,
-      { kind: 'resource', name, ref },
-      { ...settings, useStatusSubresource: false },
-      ctx,
-      { onStopped: (partial) => (result.storage = partial) },
-    )
-    failOnObjects(result.storage, 'could not be rewritten')
-    result.outcome = 'Succeeded'
-    const c = result.storage.counts
-    result.reason = `${c.rewritten + c.conflict} of ${c.seen} object(s) rewritten through ${ref.group ? `${ref.group}/` : ''}${ref.version}, ${c.current} already current`
-  } catch (err) {
-    result.errorCode = ctx.signal?.aborted ? 'CRDM_ABORTED' : errorCode(err)
-    result.reason = ctx.signal?.aborted && ctx.signal.reason instanceof Error ? ctx.signal.reason.message : errorMessage(err)
-    logRunFailure(log, result, err)
-  }
-  result.durationMs = Date.now() - started
-  ctx.metrics?.migrations.inc({ result: result.outcome })
-  log.info({ outcome: result.outcome, reason: result.reason, durationMs: result.durationMs }, 'migration finished')
-  return result
+    const how = `through ${ref.group ? `${ref.group}/` : ''}${ref.version}`
+    return rewriteEveryObject({ kind: 'resource', name, ref }, { ...settings, useStatusSubresource: false }, ctx, result, how)
+  })
 }

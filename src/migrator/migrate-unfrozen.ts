@@ -12,68 +12,29 @@
  * every API server must store the storage version (storage-switch.ts); then every object's
  * rewrite is proven to keep its content (lossless/check.ts), as in a frozen run.
  */
-import { errorCode, errorMessage, CrdMigratorError } from '../errors.js'
-import { isConflict, isUnprocessable } from '../kube/api-errors.js'
 import { conversionStrategy } from '../kube/conversion.js'
-import { getCrd, patchStoredVersions } from '../kube/crds.js'
-import type { CustomResourceDefinition } from '../kube/types.js'
+import { getCrd } from '../kube/crds.js'
 import { readCrdState } from '../state/crd-state.js'
 import { accessDenied } from './access-preflight.js'
 import { startingResult, type MigrationContext, type MigrationResult, type MigrationSettings } from './context.js'
-import { requestRetry, withRetry, type RetryOptions } from './engine/retry.js'
+import { requestRetry, withRetry } from './engine/retry.js'
 import { failOnObjects } from './phases/failures.js'
 import { DataLossError, proveLossless } from './lossless/check.js'
-import { runPhase } from './phases/object-phase.js'
+import { runPhase, type PhaseTarget } from './phases/object-phase.js'
+import type { RewriteWrite } from './phases/object-writes.js'
 import { STORAGE_SETTLE_MS, waitForStorageEverywhere } from './phases/storage-switch.js'
+import { narrowUnderStart } from './phases/stored-versions.js'
 import { Phase, planCrd } from './plan.js'
-import { logRunFailure } from './reporter.js'
-
-/** What the run started from: storedVersions are narrowed only while these still hold. */
-export interface RewriteStart {
-  uid: string | undefined
-  generation: number
-  storageVersion: string
-}
-
-/**
- * Whether to narrow storedVersions to `[storage]` now, from the CRD as read after every
- * object was rewritten: `narrow` (with what the patch tests), `done` (already narrowed), or
- * `keep` with why (the CRD was replaced, or its spec changed: the storage version may have
- * moved under the rewrite, which no freeze prevented).
- */
-export function storedVersionsAfterRewrite(
-  start: RewriteStart,
-  crd: Pick<CustomResourceDefinition, 'metadata' | 'spec' | 'status'>,
-): { action: 'narrow' | 'done' } | { action: 'keep'; why: string } {
-  const storedVersions = crd.status?.storedVersions ?? []
-  const storage = crd.spec.versions.filter((v) => v.storage).map((v) => v.name)
-  if (crd.metadata.uid !== start.uid) return { action: 'keep', why: 'the CRD was deleted and created again during the rewrite' }
-  const generation = crd.metadata.generation ?? 0
-  if (generation !== start.generation)
-    return { action: 'keep', why: `the CRD's generation changed during the rewrite (${start.generation} -> ${generation})` }
-  // Same generation, same spec: the storage version cannot differ; checked all the same.
-  if (storage.length !== 1 || storage[0] !== start.storageVersion)
-    return { action: 'keep', why: `the storage version is no longer ${start.storageVersion}` }
-  if (storedVersions.length === 1 && storedVersions[0] === start.storageVersion) return { action: 'done' }
-  return { action: 'narrow' }
-}
-
-/** Rounds of read, decide, patch: the patch tests uid, generation and storedVersions, and a round repeats when one moved. */
-const MAX_ROUNDS = 5
+import { RunReporter } from './reporter.js'
 
 export async function migrateCrdUnfrozen(name: string, settings: MigrationSettings, ctx: MigrationContext): Promise<MigrationResult> {
   const started = Date.now()
-  const log = ctx.logger.child({ crd: name, unmanaged: true })
-  const retry = requestRetry(settings.maxAttempts, ctx.signal)
-  const crd = await withRetry(() => getCrd(ctx.http, name), retry)
+  const report = new RunReporter(name, ctx, { crd: name, unmanaged: true })
+  const { log } = report
+  const crd = await withRetry(() => getCrd(ctx.http, name), requestRetry(settings.maxAttempts, ctx.signal))
   const plan = planCrd(crd)
   const result = startingResult(name, crd, plan)
-  const finish = (r: MigrationResult): MigrationResult => {
-    r.durationMs = Date.now() - started
-    ctx.metrics?.migrations.inc({ result: r.outcome })
-    log.info({ outcome: r.outcome, reason: r.reason, durationMs: r.durationMs }, 'migration finished')
-    return r
-  }
+  const finish = (r: MigrationResult) => report.ended({ ...r, durationMs: Date.now() - started })
   if (plan.blockedReason || !plan.storageVersion)
     return finish({ ...result, skipReason: 'blocked', reason: plan.blockedReason ?? 'no storage version' })
   const storageVersion = plan.storageVersion
@@ -97,85 +58,64 @@ export async function migrateCrdUnfrozen(name: string, settings: MigrationSettin
   }
 
   log.info({ storageVersion, generation: plan.generation, storedVersions: plan.storedVersions }, 'rewriting every object, without a freeze')
-  result.outcome = 'Failed'
-  const start: RewriteStart = { uid: crd.metadata.uid, generation: plan.generation, storageVersion }
-  try {
-    result.apiServers = await storageEverywhere(crd, storageVersion, settings, ctx, settings.storageSettleMs ?? STORAGE_SETTLE_MS)
+  // Every API server stores `storageVersion` (a lagging one would write objects in the old one).
+  const { group, names } = crd.spec
+  const target = { group, plural: names.plural, kind: names.kind, generation: crd.metadata.generation }
+  const { storageSettleTimeoutMs: timeoutMs, apiServerEndpoints: endpoints } = settings
+  const storageEverywhere = (settleMs: number) =>
+    waitForStorageEverywhere(ctx.http, target, storageVersion, { timeoutMs, settleMs, signal: ctx.signal, endpoints, logger: ctx.logger })
+  return runWithoutFreeze(report, result, started, ctx.signal, async () => {
+    result.apiServers = await storageEverywhere(settings.storageSettleMs ?? STORAGE_SETTLE_MS)
     // No freeze here, but the same promise: no object loses or gains content through its rewrite.
     result.lossless = await proveLossless(crd, storageVersion, settings, ctx).catch((err: unknown) => {
       if (err instanceof DataLossError) result.lossless = err.report
       throw err
     })
-    result.storage = await runPhase(Phase.StorageVersionMigration, { kind: 'crd', crd, storageVersion }, settings, ctx, {
-      rewrite: conversionStrategy(crd) === 'Webhook' ? 'apply' : 'merge-patch',
-      onStopped: (partial) => (result.storage = partial),
-    })
-    failOnObjects(result.storage, 'could not be rewritten')
-    const c = result.storage.counts
-    const rewritten = `${c.rewritten + c.conflict} of ${c.seen} object(s) rewritten in ${storageVersion} without a freeze, ${c.current} already current`
-    result.apiServers = await storageEverywhere(crd, storageVersion, settings, ctx, 0)
-    const narrowed = await narrowUnderStart(name, start, retry, ctx)
+    const rewrite = conversionStrategy(crd) === 'Webhook' ? 'apply' : 'merge-patch'
+    const how = `in ${storageVersion} without a freeze`
+    const rewritten = await rewriteEveryObject({ kind: 'crd', crd, storageVersion }, settings, ctx, result, how, rewrite)
+    result.apiServers = await storageEverywhere(0)
+    const start = { uid: crd.metadata.uid, generation: plan.generation, storageVersion }
+    const narrowed = await narrowUnderStart(ctx, name, start, settings.maxAttempts)
     result.storedVersionsAfter = narrowed.storedVersions
-    result.outcome = 'Succeeded'
-    result.reason =
-      'kept' in narrowed
-        ? `${rewritten}; status.storedVersions left as ${JSON.stringify(narrowed.storedVersions)}: ${narrowed.kept}`
-        : `${rewritten}, storedVersions ${JSON.stringify(narrowed.storedVersions)}`
-  } catch (err) {
-    result.errorCode = ctx.signal?.aborted ? 'CRDM_ABORTED' : errorCode(err)
-    // A loss found before any write: Blocked, nothing written.
-    if (result.errorCode === 'CRDM_DATA_LOSS') result.outcome = 'Blocked'
-    result.reason = ctx.signal?.aborted && ctx.signal.reason instanceof Error ? ctx.signal.reason.message : errorMessage(err)
-    logRunFailure(log, result, err)
-  }
-  return finish(result)
+    return narrowed.kept !== undefined
+      ? `${rewritten}; status.storedVersions left as ${JSON.stringify(narrowed.storedVersions)}: ${narrowed.kept}`
+      : `${rewritten}, storedVersions ${JSON.stringify(narrowed.storedVersions)}`
+  })
 }
 
-/** Every API server stores `storageVersion` (a lagging one would write objects in the old one). */
-function storageEverywhere(
-  crd: CustomResourceDefinition,
-  storageVersion: string,
+/** A run without a freeze: `work` does it and says what it did; a failure is classified, and the end counted and logged. */
+export async function runWithoutFreeze(
+  report: RunReporter,
+  result: MigrationResult,
+  started: number,
+  signal: AbortSignal | undefined,
+  work: () => Promise<string>,
+): Promise<MigrationResult> {
+  result.outcome = 'Failed'
+  try {
+    result.reason = await work()
+    result.outcome = 'Succeeded'
+  } catch (err) {
+    report.failed(result, err, signal)
+  }
+  return report.ended({ ...result, durationMs: Date.now() - started })
+}
+
+/** Every object of `target` rewritten once (failed ones fail the run): how many, said `how`. */
+export async function rewriteEveryObject(
+  target: PhaseTarget,
   settings: MigrationSettings,
   ctx: MigrationContext,
-  settleMs: number,
-) {
-  return waitForStorageEverywhere(
-    ctx.http,
-    { group: crd.spec.group, plural: crd.spec.names.plural, kind: crd.spec.names.kind, generation: crd.metadata.generation },
-    storageVersion,
-    {
-      timeoutMs: settings.storageSettleTimeoutMs,
-      settleMs,
-      signal: ctx.signal,
-      endpoints: settings.apiServerEndpoints,
-      logger: ctx.logger,
-    },
-  )
-}
-
-/** status.storedVersions := [storage], in a JSON Patch that tests uid, generation and the storedVersions read. */
-async function narrowUnderStart(
-  name: string,
-  start: RewriteStart,
-  retry: RetryOptions,
-  ctx: MigrationContext,
-): Promise<{ storedVersions: string[] } | { storedVersions: string[]; kept: string }> {
-  for (let round = 1; ; round++) {
-    const crd = await withRetry(() => getCrd(ctx.http, name), retry)
-    const storedVersions = crd.status?.storedVersions ?? []
-    const next = storedVersionsAfterRewrite(start, crd)
-    if (next.action === 'keep') return { storedVersions, kept: next.why }
-    if (next.action === 'done') return { storedVersions }
-    try {
-      // The same patch as a frozen run's, without the freeze to test (there is none here).
-      const expect = { uid: crd.metadata.uid ?? '', generation: start.generation, storedVersions, annotations: {} }
-      const patched = await withRetry(() => patchStoredVersions(ctx.http, name, [start.storageVersion], expect), retry)
-      return { storedVersions: patched.status?.storedVersions ?? [] }
-    } catch (err) {
-      // A failed test is a 422 (1.30-1.37): something moved; read again and decide again.
-      if (!isUnprocessable(err) && !isConflict(err)) throw err
-      if (round >= MAX_ROUNDS)
-        throw new CrdMigratorError('CRDM_CRD_CHANGED', `status.storedVersions could not be narrowed: ${errorMessage(err)}`, { cause: err })
-    }
-  }
+  result: MigrationResult,
+  how: string,
+  rewrite?: RewriteWrite,
+): Promise<string> {
+  result.storage = await runPhase(Phase.StorageVersionMigration, target, settings, ctx, {
+    rewrite,
+    onStopped: (partial) => (result.storage = partial),
+  })
+  failOnObjects(result.storage, 'could not be rewritten')
+  const c = result.storage.counts
+  return `${c.rewritten + c.conflict} of ${c.seen} object(s) rewritten ${how}, ${c.current} already current`
 }

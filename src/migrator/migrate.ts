@@ -13,13 +13,13 @@ import { preflightConversion } from './conversion/webhook-preflight.js'
 import { decideRun } from './decide.js'
 import { requestRetry, withRetry } from './engine/retry.js'
 import { runClient } from './engine/run-client.js'
-import { cleanupPhase, stashPhase, storagePhase, storedVersionsPhase } from './phases/run-phases.js'
+import { cleanupPhase, stashPhase, storagePhase, storedVersionsPhase, workBeforeFreeze } from './phases/run-phases.js'
 import { DataLossError, proveLossless } from './lossless/check.js'
 import type { LosslessReport } from './lossless/verdict.js'
 import { planCrd } from './plan.js'
 import { summarize } from './report.js'
 import { RunReporter } from './reporter.js'
-import { beginRun, endRun, runFailed } from './run.js'
+import { beginRun, endRun, lostFreeze } from './run.js'
 
 export type { MigrationContext, MigrationOutcome, MigrationResult, MigrationSettings, SkipReason } from './context.js'
 
@@ -34,6 +34,9 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
   // Decide, before touching anything.
   const plan = await decideRun(crd, crdPlan, settings, ctx)
   if ('skip' in plan) return report.skipped({ ...base, reason: plan.reason, skipReason: plan.skip, durationMs: took() })
+  // Nothing to freeze for: a new run without a storage phase counts its work first.
+  const idle = plan.verdict.action === 'freeze' && !plan.runStorage ? await workBeforeFreeze(crd, plan, settings, ctx) : undefined
+  if (idle) return report.skipped({ ...base, reason: idle, skipReason: 'up-to-date', durationMs: took() })
   // The migrator's own RBAC on the objects, before freezing anything (access-preflight.ts).
   const denied = await forbiddenToMigrate(crd, plan, settings, ctx)
   if (denied) return report.forbidden(crd, { ...base, outcome: 'Failed', errorCode: 'CRDM_FORBIDDEN', reason: denied, durationMs: took() })
@@ -77,8 +80,7 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
     run.result.outcome = 'Succeeded'
     run.result.reason = summarize(run.result)
   } catch (err) {
-    runFailed(run, ctx, err)
-    report.failed(run.result, err)
+    report.failed(run.result, err, ctx.signal, lostFreeze(run, err))
   }
   const after = await endRun(run, ctx)
   return report.finished(run.result, after)

@@ -1,13 +1,15 @@
 /**
  * What people see of a run: each outcome becomes its log line, its Event and its metric
- * here, so the orchestrator (migrate.ts) carries none of them. The words themselves
+ * here, so the orchestrators (migrate.ts, migrate-unfrozen.ts, migrate-resource.ts) carry
+ * none of them; how a failed run is classified is here too, once. The words themselves
  * (summaries, counts) are report.ts's.
  */
 import type { Logger } from 'pino'
+import { errorCode, errorMessage, type CrdMigratorError } from '../errors.js'
 import { ObjectsFailedError } from './phases/failures.js'
 import { patchCrdAnnotations } from '../kube/crds.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
-import { blockedPatch } from '../state/crd-state.js'
+import { blockedPatch, describeResume } from '../state/crd-state.js'
 import type { ConversionFailure } from '../kube/conversion.js'
 import type { MigrationContext, MigrationResult } from './context.js'
 import type { Frozen } from './freeze/freeze.js'
@@ -20,11 +22,13 @@ export class RunReporter {
   private start: { crd: CustomResourceDefinition; message: string; timer: NodeJS.Timeout } | undefined
   private startRecorded: Promise<void> | undefined
 
+  /** `bindings`: the log's fields, `{ crd: name }` unless told. */
   constructor(
     readonly name: string,
     private readonly ctx: MigrationContext,
+    bindings: Record<string, unknown> = { crd: name },
   ) {
-    this.log = ctx.logger.child({ crd: name })
+    this.log = ctx.logger.child(bindings)
   }
 
   skipped(result: MigrationResult): MigrationResult {
@@ -36,19 +40,19 @@ export class RunReporter {
   /** Nothing was frozen: the CRD's conversion webhook does not answer. Said on the CRD too. */
   async blocked(crd: CustomResourceDefinition, result: MigrationResult, webhook: string, detail: string): Promise<MigrationResult> {
     this.log.warn({ webhook, detail }, 'migration blocked: the conversion webhook does not answer; nothing frozen')
-    this.ctx.metrics?.migrations.inc({ result: 'Blocked' })
-    await patchCrdAnnotations(this.ctx.http, this.name, blockedPatch(result.reason)).catch((err: unknown) =>
-      this.log.warn({ err }, 'could not record the Blocked state on the CRD'),
-    )
-    await this.ctx.events?.record(crd, 'Warning', 'MigrationBlocked', `${result.errorCode}: ${result.reason}`)
-    return result
+    return this.blockedOn(crd, result, result.reason)
   }
 
   /** Nothing was frozen or written: rewriting would change the objects' content (lossless/check.ts). Said on the CRD too. */
   async refused(crd: CustomResourceDefinition, result: MigrationResult): Promise<MigrationResult> {
     this.log.warn({ code: result.errorCode, reason: result.reason }, 'migration blocked before the freeze: rewriting would change data')
+    return this.blockedOn(crd, result, failureText(result))
+  }
+
+  /** A Blocked run's metric, its state annotation (saying `text`) and its Event. */
+  private async blockedOn(crd: CustomResourceDefinition, result: MigrationResult, text: string): Promise<MigrationResult> {
     this.ctx.metrics?.migrations.inc({ result: 'Blocked' })
-    await patchCrdAnnotations(this.ctx.http, this.name, blockedPatch(failureText(result))).catch((err: unknown) =>
+    await patchCrdAnnotations(this.ctx.http, this.name, blockedPatch(text)).catch((err: unknown) =>
       this.log.warn({ err }, 'could not record the Blocked state on the CRD'),
     )
     await this.ctx.events?.record(crd, 'Warning', 'MigrationBlocked', failureText(result))
@@ -70,9 +74,10 @@ export class RunReporter {
    */
   started(plan: CrdPlan, storageVersion: string, verdict: FreezeVerdict, frozen: Frozen, keySource: string, deferMs: number): void {
     if (verdict.action === 'resume') {
-      this.log.info(
+      // A warning, so the CLI says it too: a run killed with -9 is taken over without a word otherwise.
+      this.log.warn(
         { previousOwner: verdict.previousOwner, checkpoint: verdict.checkpoint, trusted: frozen.resumeAfter !== undefined },
-        'resuming a frozen migration',
+        describeResume(verdict.previousOwner, verdict.previous, this.ctx.owner),
       )
     }
     if (frozen.unverifiedCheckpoint !== undefined) {
@@ -103,13 +108,27 @@ export class RunReporter {
     this.startRecorded = this.ctx.events?.record(start.crd, 'Normal', 'MigrationStarted', start.message)
   }
 
-  failed(result: MigrationResult, err: unknown): void {
+  /**
+   * A failed run's code, outcome and reason, logged. A lost freeze or a stop from outside says why better
+   * than the aborted request; a loss found before any write is Blocked: nothing was written.
+   */
+  failed(result: MigrationResult, err: unknown, outer: AbortSignal | undefined, lost?: CrdMigratorError): void {
+    const stopped = outer?.aborted === true
+    result.errorCode = lost ? lost.code : stopped ? 'CRDM_ABORTED' : errorCode(err)
+    result.outcome = result.errorCode === 'CRDM_DATA_LOSS' ? 'Blocked' : 'Failed'
+    result.reason = lost ? lost.message : stopped && outer?.reason instanceof Error ? outer.reason.message : errorMessage(err)
     logRunFailure(this.log, result, err)
+  }
+
+  /** The end of every run: its metric and its log line (a frozen run records its Event first: finished). */
+  ended(result: MigrationResult): MigrationResult {
+    this.ctx.metrics?.migrations.inc({ result: result.outcome })
+    this.log.info({ outcome: result.outcome, reason: result.reason, durationMs: result.durationMs }, 'migration finished')
+    return result
   }
 
   /** The run's end, as the CRD is now (its Event is recorded on it). */
   async finished(result: MigrationResult, crd: CustomResourceDefinition): Promise<MigrationResult> {
-    this.ctx.metrics?.migrations.inc({ result: result.outcome })
     // A start not yet told goes with the end, in the same words.
     const start = this.start
     if (start) clearTimeout(start.timer)
@@ -121,8 +140,7 @@ export class RunReporter {
       `Migration${result.outcome}`,
       start ? `${failureText(result)}. Started: ${start.message}` : failureText(result),
     )
-    this.log.info({ outcome: result.outcome, reason: result.reason, durationMs: result.durationMs }, 'migration finished')
-    return result
+    return this.ended(result)
   }
 
   /** The conversion webhook stopped answering mid-run: every request pauses (conversion/gate.ts). */
@@ -149,7 +167,7 @@ export function failureText(result: MigrationResult): string {
 }
 
 /** A failed run's log line; a stop from outside (Ctrl-C, shutdown) is no error and carries no stack. */
-export function logRunFailure(log: Logger, result: MigrationResult, err: unknown): void {
+function logRunFailure(log: Logger, result: MigrationResult, err: unknown): void {
   if (result.errorCode === 'CRDM_ABORTED') log.info({ code: result.errorCode, reason: result.reason }, 'migration stopped')
   // The public reason counts failed objects; the log names them (ObjectsFailedError).
   else if (err instanceof ObjectsFailedError)

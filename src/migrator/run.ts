@@ -3,7 +3,7 @@
  * freeze to the unfreeze. Begun after the decision; ended whatever happened in between.
  */
 import type { Logger } from 'pino'
-import { CrdMigratorError, errorCode, errorMessage } from '../errors.js'
+import { CrdMigratorError, errorMessage } from '../errors.js'
 import { conversionStrategy, conversionWebhookOf } from '../kube/conversion.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import type { MigrationContext, MigrationResult, MigrationSettings } from './context.js'
@@ -109,19 +109,9 @@ export async function beginRun(
   }
 }
 
-/** A failed run's code and reason: a lost freeze, or a stop from outside, says why better than the aborted request. */
-export function runFailed(run: MigrationRun, outer: MigrationContext, err: unknown): void {
-  // The storedVersions patch may see a takeover before the guard does (its owner test).
-  const lost = run.guard.lost ?? (err instanceof CrdMigratorError && err.code === 'CRDM_FREEZE_TAKEN_OVER' ? err : undefined)
-  const stopped = outer.signal?.aborted === true
-  run.result.errorCode = lost ? lost.code : stopped ? 'CRDM_ABORTED' : errorCode(err)
-  // A loss found before any write stops the run as Blocked: nothing was written.
-  run.result.outcome = run.result.errorCode === 'CRDM_DATA_LOSS' ? 'Blocked' : 'Failed'
-  run.result.reason = lost
-    ? lost.message
-    : stopped && outer.signal?.reason instanceof Error
-      ? outer.signal.reason.message
-      : errorMessage(err)
+/** The lost freeze a failed run ends with, if any: the storedVersions patch may see a takeover before the guard does (its owner test). */
+export function lostFreeze(run: MigrationRun, err: unknown): CrdMigratorError | undefined {
+  return run.guard.lost ?? (err instanceof CrdMigratorError && err.code === 'CRDM_FREEZE_TAKEN_OVER' ? err : undefined)
 }
 
 /**

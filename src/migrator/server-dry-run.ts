@@ -20,6 +20,7 @@ import type { MigrationSettings } from './context.js'
 import type { ObjectFailure, WalkCounts } from './engine/walker.js'
 import { runPhase } from './phases/object-phase.js'
 import { Phase, planCrd } from './plan.js'
+import { phasesToRun } from './decide.js'
 import { checkLossless, losslessOptions, refusesRewrite } from './lossless/check.js'
 import type { LosslessReport } from './lossless/verdict.js'
 import { losslessLines } from './lossless/report-text.js'
@@ -72,14 +73,13 @@ export async function serverDryRun(
   const target = { kind: 'crd' as const, crd, storageVersion: plan.storageVersion }
   const ctx = { http, logger: context.logger, owner: 'dry-run', ...(context.signal ? { signal: context.signal } : {}) }
   const run = { rewrite: conversionStrategy(crd) === 'Webhook' ? ('apply' as const) : ('merge-patch' as const) }
-  const storage = settings.phases.includes(Phase.StorageVersionMigration) && (plan.storageMigrationNeeded || settings.force === true)
+  const { runStorage: storage, runCleanup } = phasesToRun(crd, plan, settings, false)
   // The real run checks every object before its first write, whichever engine rewrites them.
   if (storage && settings.losslessCheck !== false)
     report.lossless = await checkLossless(crd, plan.storageVersion, losslessOptions(http, settings, context.signal))
   if (storage && settings.engine !== 'builtin')
     report.storageVersionMigration = phaseReport(await runPhase(Phase.StorageVersionMigration, target, settings, ctx, run))
-  if (settings.phases.includes(Phase.CleanupManagedFields))
-    report.cleanupManagedFields = phaseReport(await runPhase(Phase.CleanupManagedFields, target, settings, ctx, run))
+  if (runCleanup) report.cleanupManagedFields = phaseReport(await runPhase(Phase.CleanupManagedFields, target, settings, ctx, run))
   return report
 }
 

@@ -11,7 +11,7 @@
  * observed generations are for people.
  */
 import type { CustomResourceDefinition } from '../kube/types.js'
-import { sanitizeText } from '../sanitize.js'
+import { OUTSIDE_TEXT_MAX, sanitizeText } from '../sanitize.js'
 import { splitList } from '../config/accept-entries.js'
 import { tenthsOfSeconds, wholeSeconds } from '../duration.js'
 
@@ -100,6 +100,8 @@ export interface CrdState {
   progress: string | undefined
   lastResult: string | undefined
   lastDuration: string | undefined
+  /** The CRD generation the last success (or "nothing to do") was for. */
+  observedGeneration: number | undefined
   /** The built-in StorageVersionMigration this run delegated its storage phase to. */
   builtinMigration: string | undefined
   /** When the owner handed the freeze off (it stopped on purpose, the freeze kept for the next leader). */
@@ -112,20 +114,24 @@ export function readCrdState(crd: Pick<CustomResourceDefinition, 'metadata'>, mi
   const a = crd.metadata.annotations ?? {}
   const text = (key: string) => a[key] || undefined
   const heartbeat = text(StateAnnotation.heartbeat) ? new Date(a[StateAnnotation.heartbeat]!) : undefined
-  const generation = text(StateAnnotation.frozenGeneration) ? Number(a[StateAnnotation.frozenGeneration]) : undefined
+  const number = (key: string) => {
+    const n = text(key) ? Number(a[key]) : undefined
+    return Number.isFinite(n) ? n : undefined
+  }
   return {
     frozen: a[migratingAnnotation] === MIGRATING_VALUE,
     owner: text(StateAnnotation.owner),
     heartbeat: heartbeat && !Number.isNaN(heartbeat.getTime()) ? heartbeat : undefined,
     startedAt: text(StateAnnotation.startedAt),
     targetStorageVersion: text(StateAnnotation.targetStorageVersion),
-    frozenGeneration: Number.isFinite(generation) ? generation : undefined,
+    frozenGeneration: number(StateAnnotation.frozenGeneration),
     checkpoint: text(StateAnnotation.checkpoint),
     checkpointSeal: text(StateAnnotation.checkpointSeal),
     phase: text(StateAnnotation.phase),
     progress: text(StateAnnotation.progress),
     lastResult: text(StateAnnotation.lastResult),
     lastDuration: text(StateAnnotation.lastDuration),
+    observedGeneration: number(StateAnnotation.observedGeneration),
     builtinMigration: text(StateAnnotation.builtinMigration),
     handedOff: text(StateAnnotation.handedOff),
     carriesState: a[migratingAnnotation] !== undefined || Object.keys(a).some(isStateAnnotation),
@@ -140,7 +146,8 @@ export function describeFreeze(state: CrdState): string {
 
 export type FreezeVerdict =
   | { action: 'freeze' }
-  | { action: 'resume'; checkpoint: string | undefined; previousOwner: string }
+  /** previous: how the run that left the freeze looked (a dead, handed-off, or this identity's own earlier run). */
+  | { action: 'resume'; checkpoint: string | undefined; previousOwner: string; previous: FreezeLiveness }
   | { action: 'wait'; reason: string }
   | { action: 'foreign'; reason: string }
 
@@ -161,12 +168,43 @@ export function decideFreeze(
   if (!state.frozen) return { action: 'freeze' }
   if (!state.owner)
     return { action: 'foreign', reason: 'the CRD carries the migrating annotation but no crd-migrator owner: another migrator froze it' }
-  const age = state.heartbeat ? now.getTime() - state.heartbeat.getTime() : Number.POSITIVE_INFINITY
-  if (state.owner !== self && state.handedOff === undefined && age < takeoverAfterMs) {
-    return { action: 'wait', reason: `migration in progress by ${state.owner} (heartbeat ${wholeSeconds(age)} ago)` }
+  const liveness = freezeLiveness(state, takeoverAfterMs, now)
+  if (state.owner !== self && !liveness.stale) {
+    return { action: 'wait', reason: `migration in progress by ${state.owner} (heartbeat ${wholeSeconds(liveness.heartbeatAgeMs ?? 0)} ago)` }
   }
   const checkpoint = state.targetStorageVersion === storageVersion ? state.checkpoint : undefined
-  return { action: 'resume', checkpoint, previousOwner: state.owner }
+  return { action: 'resume', checkpoint, previousOwner: state.owner, previous: liveness }
+}
+
+/**
+ * What a resumed run says when it starts, so a person sees that it took a freeze over:
+ * `taking over the freeze of cli:ann@host: no heartbeat for 2m10s (its run stopped)`.
+ */
+export function describeResume(previousOwner: string, previous: FreezeLiveness, self: string | undefined): string {
+  const age = previous.heartbeatAgeMs === undefined ? undefined : wholeSeconds(Math.max(0, previous.heartbeatAgeMs))
+  if (previous.handedOff) return `resuming the freeze ${previousOwner} handed off (it stopped on purpose)`
+  const silence = age === undefined ? 'it wrote no heartbeat' : `no heartbeat for ${age}`
+  if (previousOwner === self)
+    return previous.stale
+      ? `resuming the freeze an earlier run of this identity (${previousOwner}) left: ${silence} (it stopped)`
+      : `resuming the freeze of this identity (${previousOwner}), heartbeat ${age ?? '-'} ago (the same identity restarted)`
+  return `taking over the freeze of ${previousOwner}: ${silence} (its run stopped)`
+}
+
+/** How alive a freeze of ours is, as the next run judges it (decideFreeze) and `status` shows it. */
+export interface FreezeLiveness {
+  /** Since the owner's last heartbeat; undefined when it wrote none (or handed off, which removes it). */
+  heartbeatAgeMs: number | undefined
+  /** The owner stopped on purpose and left the freeze to the next leader. */
+  handedOff: boolean
+  /** The next run may take the freeze over: handed off, no heartbeat, or one at least `takeoverAfterMs` old. */
+  stale: boolean
+}
+
+export function freezeLiveness(state: Pick<CrdState, 'heartbeat' | 'handedOff'>, takeoverAfterMs: number, now = new Date()): FreezeLiveness {
+  const heartbeatAgeMs = state.heartbeat ? now.getTime() - state.heartbeat.getTime() : undefined
+  const handedOff = state.handedOff !== undefined
+  return { heartbeatAgeMs, handedOff, stale: handedOff || heartbeatAgeMs === undefined || heartbeatAgeMs >= takeoverAfterMs }
 }
 
 /** Sets a fresh freeze. */
@@ -323,6 +361,7 @@ export function upToDatePatch(crd: CustomResourceDefinition): AnnotationPatch | 
 
 /**
  * Characters of a failure's reason kept in last-result, cleaned (sanitize.ts): the reason
- * may quote a webhook or an API server, and `status` prints it in a column.
+ * may quote a webhook or an API server. Whole as far as the outside-text limit, so `check`
+ * can quote it whole; `status` cuts its column itself.
  */
-const REASON_MAX = 200
+const REASON_MAX = OUTSIDE_TEXT_MAX

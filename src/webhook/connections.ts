@@ -57,167 +57,139 @@ interface Connection {
   closeWhenIdle?: boolean
 }
 
-export interface ConnectionGuard {
-  /** `webhook-connections`: fails for REFUSED_NOT_READY_MS after a refusal at the shared or total cap. */
-  readiness: ReadinessCheck
-  /** The caps in force (reserved is 0 without apiServerAddresses). */
-  readonly caps: Readonly<ConnectionCaps>
-  /** Connections tracked now (tests). */
-  open(): number
-  /** Stop the timers (at close). */
-  stop(): void
-}
+/** Refusals and evictions: counted, warned about once a minute each kind, and the readiness they fail. */
+class Refusals {
+  private refusedAt = Number.NEGATIVE_INFINITY
+  private refusedRecently = 0
+  private lastRefusalReason: CapReason = 'total'
+  private readonly warnedAt = new Map<string, number>()
 
-/** Tracks `server`'s connections and applies the policy to each new one. */
-export function guardConnections(server: Server, options: ConnectionGuardOptions): ConnectionGuard {
-  const { caps, metrics, logger } = options
-  const isApiServer = addressMatcher(options.apiServerAddresses)
-  const effective: ConnectionCaps = { ...caps, reserved: options.apiServerAddresses.length > 0 ? caps.reserved : 0 }
-  const connections = new Map<number, Connection>()
-  const byAddress = new Map<string, Connection>()
-  /** Connections waiting for a slot (Connection.waiting), in arrival order. */
-  const waiting = new Set<Connection>()
-  let nextId = 1
-  let refusedAt = Number.NEGATIVE_INFINITY
-  let refusedRecently = 0
-  let lastRefusalReason: CapReason = 'total'
-  const warnedAt = new Map<string, number>()
+  constructor(
+    private readonly caps: ConnectionCaps,
+    private readonly options: ConnectionGuardOptions,
+  ) {}
 
-  const warn = (kind: string, fields: Record<string, unknown>, msg: string) => {
+  warn(kind: string, fields: Record<string, unknown>, msg: string): void {
     const now = Date.now()
-    if (now - (warnedAt.get(kind) ?? Number.NEGATIVE_INFINITY) < WARNING_INTERVAL_MS) return
-    warnedAt.set(kind, now)
-    logger.warn({ ...fields, ...capsFields() }, `${msg} (each one counted; warned once a minute)`)
-  }
-  const capsFields = () => ({
-    maxConnections: effective.maxConnections,
-    maxConnectionsPerPeer: effective.maxPerPeer,
-    reservedConnections: effective.reserved,
-  })
-  const publish = () => {
-    let apiServer = 0
-    for (const c of connections.values()) if (c.apiServer) apiServer++
-    metrics.setConnectionsOpen(apiServer, connections.size - apiServer)
-  }
-  const key = (address: string | undefined, port: number | undefined) => `${address ?? ''}|${port ?? ''}`
-  const forget = (c: Connection) => {
-    if (!connections.delete(c.id)) return
-    byAddress.delete(key(c.raw.remoteAddress, c.raw.remotePort))
-    if (c.deadline) clearTimeout(c.deadline)
-    if (c.waiting) clearTimeout(c.waiting.timer)
-    waiting.delete(c)
-    publish()
-  }
-  const close = (c: Connection) => {
-    ;(c.tls ?? c.raw).destroy()
-    c.raw.destroy()
-    forget(c)
-  }
-  const evictNoReview = (c: Connection) => {
-    metrics.countConnectionEvicted('no-review')
-    warn(
-      'no-review',
-      { remoteAddress: c.peer },
-      'webhook connection closed: no valid AdmissionReview within webhook.timeouts.firstReviewSeconds',
-    )
-    close(c)
+    if (now - (this.warnedAt.get(kind) ?? Number.NEGATIVE_INFINITY) < WARNING_INTERVAL_MS) return
+    this.warnedAt.set(kind, now)
+    const { maxConnections, maxPerPeer: maxConnectionsPerPeer, reserved: reservedConnections } = this.caps
+    const caps = { maxConnections, maxConnectionsPerPeer, reservedConnections }
+    this.options.logger.warn({ ...fields, ...caps }, `${msg} (each one counted; warned once a minute)`)
   }
 
-  /** The connections the policy weighs: every tracked one but those still waiting for a slot. */
-  const settled = (now: number): TrackedConnection[] => {
-    const open: TrackedConnection[] = []
-    for (const c of connections.values()) {
-      if (c.waiting) continue
-      open.push({ id: c.id, peer: c.peer, apiServer: c.apiServer, busy: c.inFlight > 0, idleMs: now - c.lastActive, reviewed: c.reviewed })
-    }
-    return open
-  }
-  const countRefusal = (peer: string, reason: CapReason) => {
-    metrics.countConnectionRefused(reason)
+  refused(peer: string, reason: CapReason): void {
+    this.options.metrics.countConnectionRefused(reason)
     if (reason !== 'peer') {
       const now = Date.now()
-      refusedRecently = now - refusedAt < REFUSED_NOT_READY_MS ? refusedRecently + 1 : 1
-      refusedAt = now
-      lastRefusalReason = reason
+      this.refusedRecently = now - this.refusedAt < REFUSED_NOT_READY_MS ? this.refusedRecently + 1 : 1
+      this.refusedAt = now
+      this.lastRefusalReason = reason
     }
-    warn(
+    this.warn(
       `refused-${reason}`,
       { remoteAddress: peer, reason },
       `webhook connection refused at the ${reason} cap: every connection busy for ${SLOT_WAIT_MS} ms, none idle to close instead`,
     )
   }
-  const evict = (victimId: number, reason: CapReason, forPeer: string) => {
-    const victim = connections.get(victimId)
-    if (!victim) return
-    metrics.countConnectionEvicted(reason)
-    warn(
-      `evicted-${reason}`,
-      { remoteAddress: victim.peer, newRemoteAddress: forPeer, reason },
-      `webhook connection closed at the ${reason} cap: the oldest idle one, for a new one`,
-    )
-    close(victim)
+
+  /** `webhook-connections`' failure: a refusal at the shared or total cap within REFUSED_NOT_READY_MS. */
+  failing(): string | undefined {
+    const reason = this.lastRefusalReason
+    return Date.now() - this.refusedAt < REFUSED_NOT_READY_MS
+      ? `${this.refusedRecently} connection(s) refused in the last ${REFUSED_NOT_READY_MS / 1000} s at the ${reason} cap (webhook.maxConnections${reason === 'shared' ? ' - reservedConnections' : ''}), every open one busy for ${SLOT_WAIT_MS / 1000} s`
+      : undefined
   }
-  /**
-   * Waiting connections take the slots that came free, in the order they arrived. Called at
-   * every answered request (the hot path): nothing to do unless some connection waits.
-   */
-  const settle = () => {
-    for (const c of waiting) {
-      const verdict = admitConnection({ peer: c.peer, apiServer: c.apiServer }, settled(Date.now()), effective)
-      if (verdict.action === 'refuse') continue
-      if (verdict.action === 'evict') evict(verdict.victim, verdict.reason, c.peer)
-      clearTimeout(c.waiting!.timer)
-      c.waiting = undefined
-      waiting.delete(c)
-    }
-  }
-  /** SLOT_WAIT_MS passed with no slot: refused (after the request in flight on it, if any). */
-  const giveUp = (c: Connection) => {
-    if (!c.waiting || !connections.has(c.id)) return
-    // Refused: no longer waiting for a slot (settle skips it), still outside the caps until it closes.
-    waiting.delete(c)
-    countRefusal(c.peer, c.waiting.reason)
-    if (c.inFlight > 0) c.closeWhenIdle = true
-    else close(c)
+}
+
+const key = (address: string | undefined, port: number | undefined) => `${address ?? ''}|${port ?? ''}`
+
+/** Tracks a listener's connections, from accept to close, and applies the policy to each new one. */
+export class ConnectionGuard {
+  /** The caps in force (reserved is 0 without apiServerAddresses). */
+  readonly caps: Readonly<ConnectionCaps>
+  /** `webhook-connections`: fails for REFUSED_NOT_READY_MS after a refusal at the shared or total cap. */
+  readonly readiness: ReadinessCheck
+  private readonly refusals: Refusals
+  private readonly isApiServer: (address: string) => boolean
+  private readonly connections = new Map<number, Connection>()
+  private readonly byAddress = new Map<string, Connection>()
+  /** Connections waiting for a slot (Connection.waiting), in arrival order. */
+  private readonly waiting = new Set<Connection>()
+  private nextId = 1
+
+  constructor(
+    private readonly server: Server,
+    private readonly options: ConnectionGuardOptions,
+  ) {
+    const { caps } = options
+    this.caps = Object.freeze({ ...caps, reserved: options.apiServerAddresses.length > 0 ? caps.reserved : 0 })
+    this.isApiServer = addressMatcher(options.apiServerAddresses)
+    this.refusals = new Refusals(this.caps, options)
+    this.readiness = { name: 'webhook-connections', failing: () => this.refusals.failing() }
+    // Before tls.Server's own listener: a refused connection never starts its handshake.
+    server.prependListener('connection', this.accept)
+    server.on('secureConnection', this.secured)
+    server.on('request', this.request)
   }
 
-  const onConnection = (raw: Socket) => {
+  /** Connections tracked now (tests). */
+  open(): number {
+    return this.connections.size
+  }
+
+  /** Stop the timers (at close). */
+  stop(): void {
+    this.server.removeListener('connection', this.accept)
+    this.server.removeListener('secureConnection', this.secured)
+    this.server.removeListener('request', this.request)
+    for (const c of this.connections.values()) {
+      if (c.deadline) clearTimeout(c.deadline)
+      if (c.waiting) clearTimeout(c.waiting.timer)
+    }
+  }
+
+  /** A new TCP connection: accepted, accepted after closing an idle one, left waiting for a slot, or refused. */
+  private readonly accept = (raw: Socket): void => {
     const peer = raw.remoteAddress ?? 'unknown'
-    const apiServer = isApiServer(peer)
+    const apiServer = this.isApiServer(peer)
     const now = Date.now()
-    const verdict = admitConnection({ peer, apiServer }, settled(now), effective)
-    if (verdict.action === 'refuse' && !mayWait({ peer, apiServer }, [...waiting], effective)) {
+    const verdict = admitConnection({ peer, apiServer }, this.settled(now), this.caps)
+    if (verdict.action === 'refuse' && !mayWait({ peer, apiServer }, [...this.waiting], this.caps)) {
       raw.destroy()
-      countRefusal(peer, verdict.reason)
+      this.refusals.refused(peer, verdict.reason)
       return
     }
-    if (verdict.action === 'evict') evict(verdict.victim, verdict.reason, peer)
-    const c: Connection = { id: nextId++, raw, peer, apiServer, inFlight: 0, lastActive: now, reviewed: false, overdue: false }
+    if (verdict.action === 'evict') this.evict(verdict.victim, verdict.reason, peer)
+    const c: Connection = { id: this.nextId++, raw, peer, apiServer, inFlight: 0, lastActive: now, reviewed: false, overdue: false }
     if (verdict.action === 'refuse') {
-      c.waiting = { reason: verdict.reason, timer: setTimeout(() => giveUp(c), SLOT_WAIT_MS).unref() }
-      waiting.add(c)
+      c.waiting = { reason: verdict.reason, timer: setTimeout(() => this.giveUp(c), SLOT_WAIT_MS).unref() }
+      this.waiting.add(c)
     }
-    connections.set(c.id, c)
-    byAddress.set(key(raw.remoteAddress, raw.remotePort), c)
+    this.connections.set(c.id, c)
+    this.byAddress.set(key(raw.remoteAddress, raw.remotePort), c)
     raw.once('close', () => {
-      if (!connections.has(c.id)) return
-      forget(c)
-      settle()
+      if (!this.connections.has(c.id)) return
+      this.forget(c)
+      this.settle()
     })
     c.deadline = setTimeout(() => {
       c.deadline = undefined
       if (c.reviewed) return
       if (c.inFlight > 0) c.overdue = true
-      else evictNoReview(c)
-    }, options.firstReviewMs).unref()
-    publish()
+      else this.evictNoReview(c)
+    }, this.options.firstReviewMs).unref()
+    this.publish()
   }
-  const onSecure = (tls: TLSSocket) => {
-    const c = byAddress.get(key(tls.remoteAddress, tls.remotePort))
+
+  private readonly secured = (tls: TLSSocket): void => {
+    const c = this.byAddress.get(key(tls.remoteAddress, tls.remotePort))
     if (c) c.tls = tls
   }
-  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
-    const c = byAddress.get(key(req.socket.remoteAddress, req.socket.remotePort))
+
+  /** A request on a tracked connection: busy until answered; a 200 is a valid review. */
+  private readonly request = (req: IncomingMessage, res: ServerResponse): void => {
+    const c = this.byAddress.get(key(req.socket.remoteAddress, req.socket.remotePort))
     if (!c) return
     c.inFlight++
     let done = false
@@ -227,39 +199,91 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
       c.inFlight--
       c.lastActive = Date.now()
       if (res.statusCode === 200) c.reviewed = true
-      if (c.inFlight === 0 && connections.has(c.id)) {
-        if (c.closeWhenIdle) close(c)
-        else if (c.overdue && !c.reviewed) evictNoReview(c)
+      if (c.inFlight === 0 && this.connections.has(c.id)) {
+        if (c.closeWhenIdle) this.close(c)
+        else if (c.overdue && !c.reviewed) this.evictNoReview(c)
       }
-      settle()
+      this.settle()
     }
     res.once('finish', finish)
     res.once('close', finish)
   }
 
-  // Before tls.Server's own listener: a refused connection never starts its handshake.
-  server.prependListener('connection', onConnection)
-  server.on('secureConnection', onSecure)
-  server.on('request', onRequest)
+  /** The connections the policy weighs: every tracked one but those still waiting for a slot. */
+  private settled(now: number): TrackedConnection[] {
+    const open: TrackedConnection[] = []
+    for (const c of this.connections.values()) {
+      if (c.waiting) continue
+      open.push({ id: c.id, peer: c.peer, apiServer: c.apiServer, busy: c.inFlight > 0, idleMs: now - c.lastActive, reviewed: c.reviewed })
+    }
+    return open
+  }
 
-  return {
-    readiness: {
-      name: 'webhook-connections',
-      failing: () =>
-        Date.now() - refusedAt < REFUSED_NOT_READY_MS
-          ? `${refusedRecently} connection(s) refused in the last ${REFUSED_NOT_READY_MS / 1000} s at the ${lastRefusalReason} cap (webhook.maxConnections${lastRefusalReason === 'shared' ? ' - reservedConnections' : ''}), every open one busy for ${SLOT_WAIT_MS / 1000} s`
-          : undefined,
-    },
-    caps: Object.freeze(effective),
-    open: () => connections.size,
-    stop() {
-      server.removeListener('connection', onConnection)
-      server.removeListener('secureConnection', onSecure)
-      server.removeListener('request', onRequest)
-      for (const c of connections.values()) {
-        if (c.deadline) clearTimeout(c.deadline)
-        if (c.waiting) clearTimeout(c.waiting.timer)
-      }
-    },
+  /**
+   * Waiting connections take the slots that came free, in the order they arrived. Called at
+   * every answered request (the hot path): nothing to do unless some connection waits.
+   */
+  private settle(): void {
+    for (const c of this.waiting) {
+      const verdict = admitConnection({ peer: c.peer, apiServer: c.apiServer }, this.settled(Date.now()), this.caps)
+      if (verdict.action === 'refuse') continue
+      if (verdict.action === 'evict') this.evict(verdict.victim, verdict.reason, c.peer)
+      clearTimeout(c.waiting!.timer)
+      c.waiting = undefined
+      this.waiting.delete(c)
+    }
+  }
+
+  /** SLOT_WAIT_MS passed with no slot: refused (after the request in flight on it, if any). */
+  private giveUp(c: Connection): void {
+    if (!c.waiting || !this.connections.has(c.id)) return
+    // Refused: no longer waiting for a slot (settle skips it), still outside the caps until it closes.
+    this.waiting.delete(c)
+    this.refusals.refused(c.peer, c.waiting.reason)
+    if (c.inFlight > 0) c.closeWhenIdle = true
+    else this.close(c)
+  }
+
+  private evict(victimId: number, reason: CapReason, forPeer: string): void {
+    const victim = this.connections.get(victimId)
+    if (!victim) return
+    this.options.metrics.countConnectionEvicted(reason)
+    this.refusals.warn(
+      `evicted-${reason}`,
+      { remoteAddress: victim.peer, newRemoteAddress: forPeer, reason },
+      `webhook connection closed at the ${reason} cap: the oldest idle one, for a new one`,
+    )
+    this.close(victim)
+  }
+
+  private evictNoReview(c: Connection): void {
+    this.options.metrics.countConnectionEvicted('no-review')
+    this.refusals.warn(
+      'no-review',
+      { remoteAddress: c.peer },
+      'webhook connection closed: no valid AdmissionReview within webhook.timeouts.firstReviewSeconds',
+    )
+    this.close(c)
+  }
+
+  private close(c: Connection): void {
+    ;(c.tls ?? c.raw).destroy()
+    c.raw.destroy()
+    this.forget(c)
+  }
+
+  private forget(c: Connection): void {
+    if (!this.connections.delete(c.id)) return
+    this.byAddress.delete(key(c.raw.remoteAddress, c.raw.remotePort))
+    if (c.deadline) clearTimeout(c.deadline)
+    if (c.waiting) clearTimeout(c.waiting.timer)
+    this.waiting.delete(c)
+    this.publish()
+  }
+
+  private publish(): void {
+    let apiServer = 0
+    for (const c of this.connections.values()) if (c.apiServer) apiServer++
+    this.options.metrics.setConnectionsOpen(apiServer, this.connections.size - apiServer)
   }
 }

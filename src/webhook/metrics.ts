@@ -46,120 +46,10 @@ export interface WebhookMetrics {
 }
 
 export function createWebhookMetrics(registry: Registry): WebhookMetrics {
-  const reviews = reuseOr(
-    registry,
-    METRIC_NAMES.reviews,
-    () =>
-      new Counter({
-        name: METRIC_NAMES.reviews,
-        help: 'AdmissionReviews answered, by operation and decision.',
-        labelNames: ['operation', 'decision'] as const,
-        registers: [registry],
-      }),
-  )
-  const denials = reuseOr(
-    registry,
-    METRIC_NAMES.denials,
-    () =>
-      new Counter({
-        name: METRIC_NAMES.denials,
-        help: 'AdmissionReviews denied, by reason.',
-        labelNames: ['reason'] as const,
-        registers: [registry],
-      }),
-  )
-  const duration = reuseOr(
-    registry,
-    METRIC_NAMES.duration,
-    () =>
-      new Histogram({
-        name: METRIC_NAMES.duration,
-        help: 'Time from a parsed AdmissionReview to its answer.',
-        buckets: REVIEW_DURATION_BUCKETS,
-        registers: [registry],
-      }),
-  )
-  const badRequests = reuseOr(
-    registry,
-    METRIC_NAMES.badRequests,
-    () =>
-      new Counter({
-        name: METRIC_NAMES.badRequests,
-        help: 'Requests to /validate-crd that were not a well-formed AdmissionReview, by HTTP status answered.',
-        labelNames: ['code'] as const,
-        registers: [registry],
-      }),
-  )
-  const certificateExpiry = reuseOr(
-    registry,
-    METRIC_NAMES.certificateExpiry,
-    () =>
-      new Gauge({
-        name: METRIC_NAMES.certificateExpiry,
-        help: 'notAfter of the serving certificate in use, as a Unix timestamp; absent while none is loaded.',
-        labelNames: ['serial'] as const,
-        registers: [registry],
-      }),
-  )
-  const certificateRejected = reuseOr(
-    registry,
-    METRIC_NAMES.certificateRejected,
-    () =>
-      new Counter({
-        name: METRIC_NAMES.certificateRejected,
-        help: 'Serving certificate/key pairs refused at start-up or on reload (the previous pair keeps serving), once per pair, by reason.',
-        labelNames: ['reason'] as const,
-        registers: [registry],
-      }),
-  )
-  const connectionsRefused = reuseOr(
-    registry,
-    METRIC_NAMES.connectionsRefused,
-    () =>
-      new Counter({
-        name: METRIC_NAMES.connectionsRefused,
-        help: 'Connections to the webhook closed as soon as they were accepted, at a cap (reason: peer = webhook.maxConnectionsPerPeer, shared = maxConnections - reservedConnections, total = maxConnections) with no idle connection to close instead.',
-        labelNames: ['reason'] as const,
-        registers: [registry],
-      }),
-  )
-  const connectionsEvicted = reuseOr(
-    registry,
-    METRIC_NAMES.connectionsEvicted,
-    () =>
-      new Counter({
-        name: METRIC_NAMES.connectionsEvicted,
-        help: 'Open connections to the webhook closed by its connection policy: idle ones, to make room for a new one at a cap (reason peer, shared, total), or no-review (no valid AdmissionReview within webhook.timeouts.firstReviewSeconds).',
-        labelNames: ['reason'] as const,
-        registers: [registry],
-      }),
-  )
-  const connectionsOpen = reuseOr(
-    registry,
-    METRIC_NAMES.connectionsOpen,
-    () =>
-      new Gauge({
-        name: METRIC_NAMES.connectionsOpen,
-        help: 'Connections to the webhook open now, by peer: apiserver (webhook.apiServerAddresses) or other.',
-        labelNames: ['peer'] as const,
-        registers: [registry],
-      }),
-  )
-
-  // Zero-initialised series, so rate() and alerts work before the first denial.
-  for (const operation of ADMISSION_OPERATIONS) {
-    for (const decision of ['allowed', 'denied'] as const) reviews.inc({ operation, decision }, 0)
-  }
-  for (const reason of DENIAL_REASONS) denials.inc({ reason }, 0)
-  for (const reason of CERTIFICATE_REJECTIONS) certificateRejected.inc({ reason }, 0)
-  for (const reason of CAP_REASONS) {
-    connectionsRefused.inc({ reason }, 0)
-    connectionsEvicted.inc({ reason }, 0)
-  }
-  connectionsEvicted.inc({ reason: 'no-review' }, 0)
-  connectionsOpen.set({ peer: 'apiserver' }, 0)
-  connectionsOpen.set({ peer: 'other' }, 0)
-
+  const m = registerMetrics(registry)
+  zeroSeries(m)
+  const { reviews, denials, duration, badRequests, certificateExpiry, certificateRejected } = m
+  const { connectionsRefused, connectionsEvicted, connectionsOpen } = m
   return {
     observeReview(operation, decision, seconds, denial) {
       reviews.inc({ operation, decision })
@@ -190,6 +80,91 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
       connectionsOpen.set({ peer: 'other' }, other)
     },
   }
+}
+
+type Metrics = ReturnType<typeof registerMetrics>
+
+/** The webhook's metrics on `registry`, in the order /metrics lists them. */
+function registerMetrics(registry: Registry) {
+  const reason = ['reason'] as const
+  return {
+    reviews: counter(registry, METRIC_NAMES.reviews, 'AdmissionReviews answered, by operation and decision.', [
+      'operation',
+      'decision',
+    ] as const),
+    denials: counter(registry, METRIC_NAMES.denials, 'AdmissionReviews denied, by reason.', reason),
+    duration: reuseOr(
+      registry,
+      METRIC_NAMES.duration,
+      () =>
+        new Histogram({
+          name: METRIC_NAMES.duration,
+          help: 'Time from a parsed AdmissionReview to its answer.',
+          buckets: REVIEW_DURATION_BUCKETS,
+          registers: [registry],
+        }),
+    ),
+    badRequests: counter(
+      registry,
+      METRIC_NAMES.badRequests,
+      'Requests to /validate-crd that were not a well-formed AdmissionReview, by HTTP status answered.',
+      ['code'] as const,
+    ),
+    certificateExpiry: gauge(
+      registry,
+      METRIC_NAMES.certificateExpiry,
+      'notAfter of the serving certificate in use, as a Unix timestamp; absent while none is loaded.',
+      ['serial'] as const,
+    ),
+    certificateRejected: counter(
+      registry,
+      METRIC_NAMES.certificateRejected,
+      'Serving certificate/key pairs refused at start-up or on reload (the previous pair keeps serving), once per pair, by reason.',
+      reason,
+    ),
+    connectionsRefused: counter(
+      registry,
+      METRIC_NAMES.connectionsRefused,
+      'Connections to the webhook closed as soon as they were accepted, at a cap (reason: peer = webhook.maxConnectionsPerPeer, shared = maxConnections - reservedConnections, total = maxConnections) with no idle connection to close instead.',
+      reason,
+    ),
+    connectionsEvicted: counter(
+      registry,
+      METRIC_NAMES.connectionsEvicted,
+      'Open connections to the webhook closed by its connection policy: idle ones, to make room for a new one at a cap (reason peer, shared, total), or no-review (no valid AdmissionReview within webhook.timeouts.firstReviewSeconds).',
+      reason,
+    ),
+    connectionsOpen: gauge(
+      registry,
+      METRIC_NAMES.connectionsOpen,
+      'Connections to the webhook open now, by peer: apiserver (webhook.apiServerAddresses) or other.',
+      ['peer'] as const,
+    ),
+  }
+}
+
+/** Zero-initialised series, so rate() and alerts work before the first denial. */
+function zeroSeries(m: Metrics): void {
+  for (const operation of ADMISSION_OPERATIONS) {
+    for (const decision of ['allowed', 'denied'] as const) m.reviews.inc({ operation, decision }, 0)
+  }
+  for (const reason of DENIAL_REASONS) m.denials.inc({ reason }, 0)
+  for (const reason of CERTIFICATE_REJECTIONS) m.certificateRejected.inc({ reason }, 0)
+  for (const reason of CAP_REASONS) {
+    m.connectionsRefused.inc({ reason }, 0)
+    m.connectionsEvicted.inc({ reason }, 0)
+  }
+  m.connectionsEvicted.inc({ reason: 'no-review' }, 0)
+  m.connectionsOpen.set({ peer: 'apiserver' }, 0)
+  m.connectionsOpen.set({ peer: 'other' }, 0)
+}
+
+function counter<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[]): Counter<L> {
+  return reuseOr(registry, name, () => new Counter({ name, help, labelNames, registers: [registry] }))
+}
+
+function gauge<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[]): Gauge<L> {
+  return reuseOr(registry, name, () => new Gauge({ name, help, labelNames, registers: [registry] }))
 }
 
 /** Creating a webhook twice on one registry (tests, restarts in-process) reuses the metrics. */

@@ -17,6 +17,7 @@
 import { ADMISSION_OPERATIONS, type AdmissionDecision, type AdmissionOperation, type AdmissionPolicy } from './admission.js'
 import { decideAdmission } from './rules.js'
 import { CrdMigratorError } from '../errors.js'
+import { cutText, headOf } from '../sanitize.js'
 import { isObject, type JsonObject } from './json.js'
 
 export const ADMISSION_REVIEW_API_VERSION = 'admission.k8s.io/v1'
@@ -83,7 +84,7 @@ function describe(value: unknown): string {
   if (value === undefined) return 'nothing'
   if (value === null) return 'null'
   if (Array.isArray(value)) return 'an array'
-  if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}...` : value)
+  if (typeof value === 'string') return JSON.stringify(cutText(value, 60))
   if (typeof value === 'object') return 'an object'
   // Only numbers, booleans, bigints, symbols and functions are left here.
   // eslint-disable-next-line @typescript-eslint/no-base-to-string
@@ -201,9 +202,9 @@ function parseExtra(value: unknown, path: string): Record<string, string[]> | un
   const extra: Record<string, string[]> = Object.create(null) as Record<string, string[]>
   for (const [key, values] of Object.entries(value)) {
     if (values === null) continue
-    if (!Array.isArray(values)) fail(`${path}[${JSON.stringify(key.slice(0, 60))}]`, 'an array of strings', values)
+    if (!Array.isArray(values)) fail(`${path}[${JSON.stringify(headOf(key, 60))}]`, 'an array of strings', values)
     values.forEach((v, i) => {
-      if (typeof v !== 'string') fail(`${path}[${JSON.stringify(key.slice(0, 60))}][${i}]`, 'a string', v)
+      if (typeof v !== 'string') fail(`${path}[${JSON.stringify(headOf(key, 60))}][${i}]`, 'a string', v)
     })
     extra[key] = values as string[]
   }

@@ -37,7 +37,7 @@ import { createWebhookMetrics, type WebhookMetrics } from './metrics.js'
 import { RepeatSampler } from './repeat-sampler.js'
 import type { CertificateWatcher } from './tls.js'
 import type { ConnectionCaps } from './connection-policy.js'
-import { guardConnections } from './connections.js'
+import { ConnectionGuard } from './connections.js'
 import { loadServingCertificates } from './plugins/certificates.js'
 import { Drain, drainPlugin } from './plugins/drain.js'
 import { requestsPlugin } from './plugins/requests.js'
@@ -220,7 +220,7 @@ export async function startWebhookServer(options: StartWebhookServerOptions): Pr
   const { app, drain } = createApp({ ...options, logger, registry }, https, metrics)
   void app.register(certificates.plugin)
   const defaults = CONFIG_DEFAULTS.webhook
-  const guard = guardConnections(app.server, {
+  const guard = new ConnectionGuard(app.server, {
     caps: {
       maxConnections: options.maxConnections ?? defaults.maxConnections,
       maxPerPeer: Math.min(

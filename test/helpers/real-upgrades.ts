@@ -22,6 +22,7 @@ import { runBuildScript } from '../../dev/controlplane/build-script.js'
 import type { ControlPlane } from '../../dev/controlplane/controlplane.js'
 import { freePorts } from '../../dev/controlplane/ports.js'
 import { ManagedProcess, releaseDirAtExit, removeDirAtExit, startGuard } from '../../dev/controlplane/process.js'
+import { poll, waitFor } from '../../dev/wait.js'
 
 export type Obj = Record<string, unknown>
 
@@ -139,20 +140,14 @@ export async function startRealWebhook(name: string, binary: string, extraArgs: 
       req.on('timeout', () => req.destroy())
       req.on('error', () => resolve(undefined))
     })
-  const deadline = Date.now() + 30_000
-  for (;;) {
-    if (!proc.running) {
-      const tail = proc.tail(20)
-      await stop()
-      throw new Error(`${name} exited during startup:\n${tail}`)
-    }
-    if (await healthz()) break
-    if (Date.now() > deadline) {
-      const tail = proc.tail(20)
-      await stop()
-      throw new Error(`${name} did not answer /healthz in 30s:\n${tail}`)
-    }
-    await new Promise((r) => setTimeout(r, 100))
+  const outcome = await poll(30_000, async () => {
+    if (!proc.running) return 'exited during startup'
+    return (await healthz()) ? 'healthy' : undefined
+  })
+  if (outcome !== 'healthy') {
+    const tail = proc.tail(20)
+    await stop()
+    throw new Error(`${name} ${outcome ?? 'did not answer /healthz in 30s'}:\n${tail}`)
   }
   return {
     name,
@@ -213,18 +208,18 @@ export async function applyCrds(cp: ControlPlane, crds: readonly CrdManifest[], 
   for (const crd of crds) {
     const storage = crd.spec.versions.find((v) => v.storage)!.name
     const path = `/apis/${crd.spec.group}/${storage}/${crd.spec.names.plural}?limit=1`
-    for (;;) {
+    const ready = async () => {
       const res = await cp.apiRequest(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata.name}`)
       const current = res.json as { status?: { conditions?: Array<{ type: string; status: string }> } } & Obj
       const established = current.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')
       const served = crd.spec.versions.find((v) => v.storage)!.served
-      if (established && (!served || (await cp.apiRequest(path)).status === 200)) {
-        out.push(current)
-        break
-      }
-      if (Date.now() > deadline) throw new Error(`CRD ${crd.metadata.name} not Established and served after ${timeoutMs}ms`)
-      await new Promise((r) => setTimeout(r, 100))
+      return established && (!served || (await cp.apiRequest(path)).status === 200) ? current : undefined
     }
+    out.push(
+      await waitFor(`CRD ${crd.metadata.name} Established and served`, deadline - Date.now(), ready, {
+        timedOut: () => new Error(`CRD ${crd.metadata.name} not Established and served after ${timeoutMs}ms`),
+      }),
+    )
   }
   return out
 }
@@ -235,10 +230,10 @@ export async function deleteCrds(cp: ControlPlane, names: readonly string[], tim
   for (const name of names) await cp.apiRequest(path(name), { method: 'DELETE' })
   const deadline = Date.now() + timeoutMs
   for (const name of names) {
-    while ((await cp.apiRequest(path(name))).status !== 404) {
-      if (Date.now() > deadline) throw new Error(`CRD ${name} still there ${timeoutMs}ms after its deletion`)
-      await new Promise((r) => setTimeout(r, 200))
-    }
+    await waitFor(`CRD ${name} gone`, deadline - Date.now(), async () => (await cp.apiRequest(path(name))).status === 404 || undefined, {
+      everyMs: 200,
+      timedOut: () => new Error(`CRD ${name} still there ${timeoutMs}ms after its deletion`),
+    })
   }
 }
 

@@ -147,6 +147,7 @@ t.test('kill -9 of `crd-migrator migrate` mid-phase; the next run resumes from t
   const secondMs = performance.now() - t1
   t.equal(second.code, 0, 'the second run succeeds', { output: second.out })
   t.match(second.out, `${name}: Succeeded`)
+  t.match(second.out, /WARN +resuming the freeze (of this identity|an earlier run of this identity) \(cli:[^)]+\)/, 'the second run says it resumes the killed run\'s freeze')
   t.match(second.out, /status\.storedVersions: \["v1","v2"\] -> \["v2"\]/)
   const m =
     /(\d+) listed, (\d+) rewritten, (\d+) already current, (\d+) written by others, (\d+) deleted, (\d+) failed, (\d+) done by an earlier run \(resumed after ([^)]+)\)/.exec(

@@ -21,6 +21,7 @@ import { migrateCrd } from '../../src/migrator/migrate.js'
 import { defaultSettings, httpFor, storedVersionsInEtcd } from '../helpers/cluster.js'
 import { getControlPlane } from '../helpers/controlplane.js'
 import { crashedFreeze, crdWithObjects, rewriteObjects } from '../helpers/fixtures.js'
+import { capturingLogger } from '../helpers/log-capture.js'
 
 const logger = pino({ level: 'silent' })
 const cp = await getControlPlane()
@@ -65,9 +66,13 @@ t.test('1b: a checkpoint this migrator sealed is trusted', async (t) => {
   const annotations = crashedFreeze(crd, { checkpoint: `${ns}/obj-00099`, seal })
   await patchCrdAnnotations(http, crd.metadata.name, annotations)
 
-  const result = await migrateCrd(crd.metadata.name, defaultSettings(), { http, logger, owner: 'replica-b', checkpointSeal: seal })
+  const capture = capturingLogger('warn')
+  const result = await migrateCrd(crd.metadata.name, defaultSettings(), { http, logger: capture.logger, owner: 'replica-b', checkpointSeal: seal })
   t.equal(result.outcome, 'Succeeded', result.reason)
   t.equal(result.resumedFrom, `${ns}/obj-00099`)
+  const said = capture.lines().find((l) => String(l['msg']).startsWith('taking over'))
+  t.match(said, { level: 40, previousOwner: 'crashed-replica', checkpoint: `${ns}/obj-00099`, trusted: true }, 'the takeover is said, as a warning')
+  t.match(String(said?.['msg']), /^taking over the freeze of crashed-replica: no heartbeat for 36\d\ds \(its run stopped\)$/)
   t.equal(result.storage?.counts.resumed, 100, 'the 100 before the checkpoint were skipped')
   await expectAllV2(t, group)
 })

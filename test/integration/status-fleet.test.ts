@@ -72,7 +72,8 @@ t.test('status of a fleet: the summary, only the reads it needs, -w', async (t) 
   // Neither selected nor carrying our state: never shown, never read in full.
   const unrelated = (await createCrd(http, crdManifest({ group: uniqueGroup('status'), versions: ['v1'], storage: 'v1' }))).metadata.name
   const fleet = [migrated.name, pending.name, running.name, failed.name]
-  const config = ConfigSchema.parse({ kubeconfig: cp.kubeconfigPath, migrator: { selector: { labelSelector } } })
+  // The crashed run's heartbeat is an hour old: alive for a takeover time of two hours, stale for the default.
+  const config = ConfigSchema.parse({ kubeconfig: cp.kubeconfigPath, migrator: { selector: { labelSelector }, takeoverAfterSeconds: 7200 } })
 
   t.test('named CRDs: GET each, nothing listed; the summary counts them', async (t) => {
     const rec = recording(cp.kubeconfigPath)
@@ -151,7 +152,7 @@ t.test('status of a fleet: the summary, only the reads it needs, -w', async (t) 
     t.match(
       lines[3],
       new RegExp(
-        `^${running.name.replace(/\./g, '\\.')}\\s+v2\\s+v1,v2\\s+yes \\(crashed-replica\\)\\s+StorageVersionMigration\\s+120/200`,
+        `^${running.name.replace(/\./g, '\\.')}\\s+v2\\s+v1,v2\\s+yes \\(crashed-replica\\)\\s+1h\\S*\\s+StorageVersionMigration\\s+120/200`,
       ),
     )
     t.equal(lines[3]!.indexOf('120/200'), lines[0]!.indexOf('PROGRESS'), 'at the widths of the first table')
@@ -214,5 +215,19 @@ t.test('status of a fleet: the summary, only the reads it needs, -w', async (t) 
     )
     t.notOk('etaSeconds' in rows.find((r) => r.name === migrated.name)!, 'no ETA for a CRD not running')
     t.same((await getCrd(http, migrated.name)).status?.storedVersions, ['v2'])
+  })
+
+  t.test('a run that stopped an hour ago is stale at the default takeover time: its heartbeat age, no ETA', async (t) => {
+    const byDefault = ConfigSchema.parse({ kubeconfig: cp.kubeconfigPath, migrator: { selector: { labelSelector } } })
+    const json = collector()
+    t.equal(await showStatus(http, byDefault, json.stream, { format: 'json', names: [running.name] }), 0)
+    const [row] = JSON.parse(json.text()) as Array<Record<string, unknown>>
+    t.match(row, { state: 'Stale', stale: true, frozen: true, frozenBy: 'crashed-replica' })
+    t.ok(Number(row?.['heartbeatAgeSeconds']) >= 3600, `heartbeat age ${String(row?.['heartbeatAgeSeconds'])} s`)
+    t.notOk('etaSeconds' in (row ?? {}), 'no ETA for a run that stopped')
+    const text = collector()
+    t.equal(await showStatus(http, byDefault, text.stream, { format: 'text', names: [running.name] }), 0)
+    t.match(text.text(), /yes \(crashed-replica\)\s+1h\S*, stale\s+StorageVersionMigration/)
+    t.match(text.text(), /1 stale \(its run stopped; the next run takes it over\)/)
   })
 })

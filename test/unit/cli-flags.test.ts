@@ -105,6 +105,7 @@ const row = (over: Partial<StatusRow> = {}): StatusRow => ({
   storage: 'v2',
   storedVersions: 'v1,v2',
   frozen: '-',
+  heartbeat: '-',
   phase: '-',
   progress: '-',
   lastResult: 'Succeeded',

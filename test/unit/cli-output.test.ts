@@ -19,7 +19,7 @@ const kubeStub = {
     },
   },
 }
-const { formatTable, statusRows } = await t.mockImport<typeof import('../../src/cli/run-status.js')>(
+const { formatTable, heartbeatCell, lastResultCell, statusRows } = await t.mockImport<typeof import('../../src/cli/run-status.js')>(
   '../../src/cli/run-status.js',
   kubeStub,
 )
@@ -29,6 +29,7 @@ const { formatDryRun, formatResult } = await t.mockImport<typeof import('../../s
 )
 
 const MIGRATING = 'ksvm.sigs.k8s.io/migrating'
+const NOW = new Date('2026-11-28T12:00:00.000Z')
 
 function crd(
   name: string,
@@ -61,6 +62,7 @@ const crds = [
     annotations: {
       [MIGRATING]: 'true',
       'crd-migrator.io/owner': 'crd-migrator-7d9f-abc',
+      'crd-migrator.io/heartbeat': NOW.toISOString(),
       'crd-migrator.io/phase': 'StorageVersionMigration',
       'crd-migrator.io/progress': '120/400',
     },
@@ -80,7 +82,7 @@ const crds = [
 
 t.test('statusRows: which CRDs are shown', async (t) => {
   const config = loadConfig({ flags: { 'migrator.selector.names': ['byname.example.com'] } })
-  const rows = statusRows(crds, config)
+  const rows = statusRows(crds, config, undefined, new Date(NOW.getTime() + 5_000))
   t.strictSame(
     rows.map((r) => r.name),
     [
@@ -111,6 +113,7 @@ t.test('statusRows: which CRDs are shown', async (t) => {
       storage: 'v1',
       storedVersions: 'v1alpha1,v1',
       frozen: 'no',
+      heartbeat: '-',
       phase: '-',
       progress: '-',
       lastResult: '-',
@@ -128,12 +131,15 @@ t.test('statusRows: which CRDs are shown', async (t) => {
       storage: 'v1',
       storedVersions: 'v1',
       frozen: 'yes (crd-migrator-7d9f-abc)',
+      heartbeat: '5s',
       phase: 'StorageVersionMigration',
       progress: '120/400',
       lastResult: '-',
       duration: '-',
       builtin: '?',
       state: 'Running',
+      heartbeatAgeSeconds: 5,
+      stale: false,
     },
     'our freeze, with its owner (no started-at: no ETA)',
   )
@@ -142,6 +148,33 @@ t.test('statusRows: which CRDs are shown', async (t) => {
   t.equal(byName['migrated.example.com']?.duration, '12.3s')
   t.equal(byName['nostorage.example.com']?.storage, '-', 'no storage version')
   t.equal(byName['nostorage.example.com']?.storedVersions, '-', 'nothing stored')
+})
+
+t.test('statusRows: a run killed with -9 is stale once the next run may take it over', async (t) => {
+  const config = loadConfig({ flags: { 'migrator.selector.labelSelector': '', 'migrator.takeoverAfterSeconds': 30 } })
+  const frozen = (heartbeat: Record<string, string>) =>
+    crd('dead.example.com', {
+      annotations: { [MIGRATING]: 'true', 'crd-migrator.io/owner': 'crd-migrator-cli-x', 'crd-migrator.io/progress': '120/400', ...heartbeat },
+    })
+  const at = (ms: number) => new Date(NOW.getTime() + ms)
+  const [alive] = statusRows([frozen({ 'crd-migrator.io/heartbeat': NOW.toISOString() })], config, undefined, at(29_000))
+  t.match(alive, { heartbeat: '29s', state: 'Running', heartbeatAgeSeconds: 29, stale: false })
+  const [dead] = statusRows([frozen({ 'crd-migrator.io/heartbeat': NOW.toISOString() })], config, undefined, at(130_000))
+  t.match(dead, { heartbeat: '2m10s, stale', state: 'Stale', heartbeatAgeSeconds: 130, stale: true })
+  t.notOk('etaSeconds' in (dead ?? {}), 'no ETA for a run that stopped')
+  const [handed] = statusRows([frozen({ 'crd-migrator.io/handed-off': NOW.toISOString() })], config, undefined, at(1_000))
+  t.match(handed, { heartbeat: 'handed off', state: 'Stale', stale: true })
+  t.notOk('heartbeatAgeSeconds' in (handed ?? {}))
+  t.equal(heartbeatCell({ heartbeatAgeMs: undefined, handedOff: false, stale: true }), 'none, stale')
+  t.equal(heartbeatCell({ heartbeatAgeMs: -2_000, handedOff: false, stale: false }), '0s', 'a heartbeat from the future (clock skew) is no negative age')
+})
+
+t.test('lastResultCell: a success for an earlier generation says so', async (t) => {
+  t.equal(lastResultCell({ lastResult: 'Succeeded', observedGeneration: 3 }, 4), 'Succeeded (generation 3; now 4)')
+  t.equal(lastResultCell({ lastResult: 'Succeeded', observedGeneration: 4 }, 4), 'Succeeded')
+  t.equal(lastResultCell({ lastResult: 'Succeeded', observedGeneration: undefined }, 4), 'Succeeded')
+  t.equal(lastResultCell({ lastResult: 'Failed: x', observedGeneration: 3 }, 4), 'Failed: x')
+  t.equal(lastResultCell({ lastResult: undefined, observedGeneration: 3 }, 4), '-')
 })
 
 t.test('statusRows: an empty selector selects nothing by label', async (t) => {
@@ -184,6 +217,7 @@ t.test('formatTable aligns columns', async (t) => {
       storage: 'v1',
       storedVersions: 'v1alpha1,v1',
       frozen: 'yes (pod-1)',
+      heartbeat: '3s',
       phase: 'StorageVersionMigration',
       progress: '1/2',
       lastResult: '-',
@@ -196,6 +230,7 @@ t.test('formatTable aligns columns', async (t) => {
       storage: 'v2beta1',
       storedVersions: 'v2beta1',
       frozen: 'no',
+      heartbeat: '-',
       phase: '-',
       progress: '-',
       lastResult: 'Failed: 3 object(s)',
@@ -208,7 +243,7 @@ t.test('formatTable aligns columns', async (t) => {
   t.ok(text.endsWith('\n'), 'ends with a newline')
   const lines = text.slice(0, -1).split('\n')
   t.equal(lines.length, 3, 'header and two rows')
-  const headers = ['NAME', 'STORAGE', 'STORED', 'FROZEN', 'PHASE', 'PROGRESS', 'LAST RESULT', 'DURATION', 'BUILT-IN MIGRATION']
+  const headers = ['NAME', 'STORAGE', 'STORED', 'FROZEN', 'HEARTBEAT', 'PHASE', 'PROGRESS', 'LAST RESULT', 'DURATION', 'BUILT-IN MIGRATION']
   const starts = headers.map((h) => lines[0]!.indexOf(h))
   t.equal(starts[0], 0, 'NAME first')
   t.strictSame(
@@ -216,11 +251,12 @@ t.test('formatTable aligns columns', async (t) => {
     starts,
     'headers in order',
   )
-  const keys: Exclude<keyof StatusRow, 'state' | 'etaSeconds'>[] = [
+  const keys: Exclude<keyof StatusRow, 'state' | 'etaSeconds' | 'heartbeatAgeSeconds' | 'stale'>[] = [
     'name',
     'storage',
     'storedVersions',
     'frozen',
+    'heartbeat',
     'phase',
     'progress',
     'lastResult',
@@ -240,7 +276,7 @@ t.test('formatTable aligns columns', async (t) => {
 })
 
 t.test('formatTable with no rows is the header', async (t) => {
-  t.equal(formatTable([]), 'NAME  STORAGE  STORED  FROZEN  PHASE  PROGRESS  LAST RESULT  DURATION  BUILT-IN MIGRATION\n')
+  t.equal(formatTable([]), 'NAME  STORAGE  STORED  FROZEN  HEARTBEAT  PHASE  PROGRESS  LAST RESULT  DURATION  BUILT-IN MIGRATION\n')
 })
 
 const counts = (c: Partial<WalkCounts>): WalkCounts => ({
@@ -335,6 +371,8 @@ t.test('formatResult and statusRows print no escape sequence and no forged line'
   )
   t.match(row?.lastResult, /^Failed: refused widgets\.example\.com: Succeeded in 0\.1sx+…\(\d+ characters\)$/)
   t.ok((row?.lastResult.length ?? Infinity) < 1100, 'cut')
+  const cell = formatTable(row ? [row] : []).split('\n')[1] ?? ''
+  t.ok(cell.includes(`${row?.lastResult.slice(0, 199)}…`) && !cell.includes(row?.lastResult.slice(0, 200) ?? ''), 'the table cuts the column at 200 characters')
   t.equal(row?.phase, '-', 'nothing left of an escape sequence: the empty cell')
   t.equal(row?.duration, '1s')
   t.notMatch(formatTable(row ? [row] : []).replaceAll('\n', ''), /\p{Cc}/u)

@@ -113,14 +113,21 @@ t.test('rate over a sliding window, and the ETA from it', async (t) => {
 t.test('the progress lines', async (t) => {
   const p = new CrdProgress('widgets.example.com', 0)
   t.equal(plainLine(p, 12_000), 'widgets.example.com: preparing (freeze, storage switch, checks), 12s in')
-  t.equal(liveLine(p, 12_000), 'widgets.example.com  preparing (freeze, storage switch, checks)  12s')
+  t.equal(liveLine(p, 12_000), '12s  widgets.example.com  preparing (freeze, storage switch, checks)')
   p.update('StorageVersionMigration', walk(0, 4000), 0)
   p.update('StorageVersionMigration', walk(1744, 4000), 10_000)
   t.equal(plainLine(p, 10_000), 'widgets.example.com: StorageVersionMigration 1744/4000 (43%), 174 objects/s, ETA 13s')
-  t.equal(liveLine(p, 10_000), 'widgets.example.com  StorageVersionMigration  [#########-----------]  1744/4000  43%  174/s  ETA 13s')
+  t.equal(liveLine(p, 10_000), '1744/4000  43%  174/s  ETA 13s  widgets.example.com  StorageVersionMigration  [#########-----------]')
+  // 80 columns: the numbers stay, the bar goes first.
+  t.equal(liveLine(p, 10_000, 80), '1744/4000  43%  174/s  ETA 13s  widgets.example.com  StorageVersionMigration')
+  const long = new CrdProgress('machinedeployments.cluster.x-k8s.io', 0)
+  long.update('StorageVersionMigration', walk(0, 3000), 0)
+  long.update('StorageVersionMigration', walk(1247, 3000), 10_000)
+  t.equal(liveLine(long, 10_000, 80), '1247/3000  41%  125/s  ETA 15s  machinedeployments.cluster.x-k8s.io  rewrite', 'then the short phase name')
   const narrow = liveLine(p, 10_000, 40)
   t.equal(narrow.length, 39, 'never as wide as the terminal: it would wrap')
-  t.ok(narrow.startsWith('widgets.example.com  Storage') && narrow.endsWith('…'))
+  t.ok(narrow.startsWith('1744/4000  43%  174/s  ETA 13s  rewrit') && narrow.endsWith('…'), 'the numbers before anything is cut')
+  t.equal(liveLine(p, 0, 10).length, 9)
   const slow = new CrdProgress('w', 0)
   slow.update('StorageVersionMigration', walk(0, 10), 0)
   slow.update('StorageVersionMigration', walk(3, 10), 2000)
@@ -134,7 +141,7 @@ t.test('the end line of each CRD', async (t) => {
   const stopped = new CrdProgress('w', 0)
   stopped.update('StorageVersionMigration', walk(1744, 4000), 0)
   const rows: Array<[Parameters<typeof finishLine>[1], CrdProgress | undefined, string]> = [
-    [base, p, 'w: Succeeded in 22s: StorageVersionMigration 4000/4000, CleanupManagedFields 4000/4000; freeze lifted'],
+    [base, p, 'w: Succeeded in 22s: StorageVersionMigration 4000/4000 objects, CleanupManagedFields 4000/4000 objects checked; freeze lifted'],
     [
       { ...base, outcome: 'Failed', errorCode: 'CRDM_ABORTED' },
       stopped,
@@ -153,12 +160,12 @@ t.test('the end line of each CRD', async (t) => {
     [
       { ...base, outcome: 'Failed', errorCode: 'CRDM_OBJECTS_FAILED' },
       stopped,
-      'w: Failed (CRDM_OBJECTS_FAILED) in 22s: StorageVersionMigration 1744/4000; freeze lifted',
+      'w: Failed (CRDM_OBJECTS_FAILED) in 22s: StorageVersionMigration 1744/4000 objects; freeze lifted',
     ],
     [
       { ...base, outcome: 'Failed', errorCode: 'CRDM_FREEZE_TAKEN_OVER' },
       stopped,
-      'w: Failed (CRDM_FREEZE_TAKEN_OVER) in 22s: StorageVersionMigration 1744/4000; freeze left to the instance that took it over',
+      'w: Failed (CRDM_FREEZE_TAKEN_OVER) in 22s: StorageVersionMigration 1744/4000 objects; freeze left to the instance that took it over',
     ],
     [
       { ...base, outcome: 'Blocked', errorCode: 'CRDM_CONVERSION_OUTAGE' },
@@ -227,7 +234,7 @@ t.test('on a terminal: the live lines make room for every permanent line, then c
   view.finish('a', 'a: Succeeded', false)
   view.close()
   await new Promise((resolve) => setImmediate(resolve))
-  const live = (n: string) => `${n}  preparing (freeze, storage switch, checks)  0s\n`
+  const live = (n: string) => `0s  ${n}  preparing (freeze, storage switch, checks)\n`
   t.same(tty.list, [
     `\x1b[J${live('a')}`,
     `\x1b[1F\x1b[J${live('a')}${live('b')}`,

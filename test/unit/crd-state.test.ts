@@ -4,7 +4,9 @@ import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import {
   blockedPatch,
   decideFreeze,
+  describeResume,
   describeFreeze,
+  freezeLiveness,
   freezePatch,
   isStateAnnotation,
   runStatePatch,
@@ -58,6 +60,7 @@ const unfrozen: CrdState = {
   progress: undefined,
   lastResult: undefined,
   lastDuration: undefined,
+  observedGeneration: undefined,
   builtinMigration: undefined,
   handedOff: undefined,
   carriesState: false,
@@ -177,42 +180,42 @@ const decideRows: DecideRow[] = [
   {
     name: 'frozen by another owner, heartbeat exactly the takeover age: resume',
     state: { frozen: true, owner: 'pod-b', heartbeat: ago(TAKEOVER_MS), targetStorageVersion: 'v1', checkpoint: 'ns/a' },
-    expect: { action: 'resume', checkpoint: 'ns/a', previousOwner: 'pod-b' },
+    expect: { action: 'resume', checkpoint: 'ns/a', previousOwner: 'pod-b', previous: { heartbeatAgeMs: TAKEOVER_MS, handedOff: false, stale: true } },
   },
   {
     name: 'stale heartbeat: resume with the checkpoint',
     state: { frozen: true, owner: 'pod-b', heartbeat: ago(10 * 60_000), targetStorageVersion: 'v1', checkpoint: 'ns/w-100' },
-    expect: { action: 'resume', checkpoint: 'ns/w-100', previousOwner: 'pod-b' },
+    expect: { action: 'resume', checkpoint: 'ns/w-100', previousOwner: 'pod-b', previous: { heartbeatAgeMs: 10 * 60_000, handedOff: false, stale: true } },
   },
   {
     name: 'no heartbeat: resume',
     state: { frozen: true, owner: 'pod-b', targetStorageVersion: 'v1', checkpoint: 'ns/w-1' },
-    expect: { action: 'resume', checkpoint: 'ns/w-1', previousOwner: 'pod-b' },
+    expect: { action: 'resume', checkpoint: 'ns/w-1', previousOwner: 'pod-b', previous: { heartbeatAgeMs: undefined, handedOff: false, stale: true } },
   },
   {
     name: 'same owner with a fresh heartbeat: resume immediately',
     state: { frozen: true, owner: SELF, heartbeat: ago(100), targetStorageVersion: 'v1', checkpoint: 'ns/w-7' },
-    expect: { action: 'resume', checkpoint: 'ns/w-7', previousOwner: SELF },
+    expect: { action: 'resume', checkpoint: 'ns/w-7', previousOwner: SELF, previous: { heartbeatAgeMs: 100, handedOff: false, stale: false } },
   },
   {
     name: 'checkpoint dropped when the target storage version differs',
     state: { frozen: true, owner: 'pod-b', heartbeat: ago(60_000), targetStorageVersion: 'v1beta1', checkpoint: 'ns/w-100' },
-    expect: { action: 'resume', checkpoint: undefined, previousOwner: 'pod-b' },
+    expect: { action: 'resume', checkpoint: undefined, previousOwner: 'pod-b', previous: { heartbeatAgeMs: 60_000, handedOff: false, stale: true } },
   },
   {
     name: 'checkpoint dropped when no target storage version was recorded',
     state: { frozen: true, owner: SELF, checkpoint: 'ns/w-100' },
-    expect: { action: 'resume', checkpoint: undefined, previousOwner: SELF },
+    expect: { action: 'resume', checkpoint: undefined, previousOwner: SELF, previous: { heartbeatAgeMs: undefined, handedOff: false, stale: true } },
   },
   {
     name: 'handed off by another owner, no heartbeat: resume at once with the checkpoint',
     state: { frozen: true, owner: 'pod-b', handedOff: ago(100).toISOString(), targetStorageVersion: 'v1', checkpoint: 'ns/w-9' },
-    expect: { action: 'resume', checkpoint: 'ns/w-9', previousOwner: 'pod-b' },
+    expect: { action: 'resume', checkpoint: 'ns/w-9', previousOwner: 'pod-b', previous: { heartbeatAgeMs: undefined, handedOff: true, stale: true } },
   },
   {
     name: 'handed off, a heartbeat still fresh (written before the hand-off landed): resume at once',
     state: { frozen: true, owner: 'pod-b', heartbeat: ago(1_000), handedOff: ago(100).toISOString(), targetStorageVersion: 'v1' },
-    expect: { action: 'resume', checkpoint: undefined, previousOwner: 'pod-b' },
+    expect: { action: 'resume', checkpoint: undefined, previousOwner: 'pod-b', previous: { heartbeatAgeMs: 1_000, handedOff: true, stale: true } },
   },
   {
     name: 'handed off but without an owner: still foreign, never touched',
@@ -227,7 +230,7 @@ const decideRows: DecideRow[] = [
   {
     name: 'resume without a checkpoint',
     state: { frozen: true, owner: SELF, targetStorageVersion: 'v1' },
-    expect: { action: 'resume', checkpoint: undefined, previousOwner: SELF },
+    expect: { action: 'resume', checkpoint: undefined, previousOwner: SELF, previous: { heartbeatAgeMs: undefined, handedOff: false, stale: true } },
   },
 ]
 
@@ -245,6 +248,30 @@ for (const row of decideRows) {
   })
 }
 
+t.test('freezeLiveness: the heartbeat age and whether the next run may take the freeze over', async (t) => {
+  const rows: Array<[string, Pick<CrdState, 'heartbeat' | 'handedOff'>, { heartbeatAgeMs: number | undefined; handedOff: boolean; stale: boolean }]> = [
+    ['fresh', { heartbeat: ago(5_000), handedOff: undefined }, { heartbeatAgeMs: 5_000, handedOff: false, stale: false }],
+    ['just under the takeover age', { heartbeat: ago(TAKEOVER_MS - 1), handedOff: undefined }, { heartbeatAgeMs: TAKEOVER_MS - 1, handedOff: false, stale: false }],
+    ['the takeover age', { heartbeat: ago(TAKEOVER_MS), handedOff: undefined }, { heartbeatAgeMs: TAKEOVER_MS, handedOff: false, stale: true }],
+    ['no heartbeat', { heartbeat: undefined, handedOff: undefined }, { heartbeatAgeMs: undefined, handedOff: false, stale: true }],
+    ['handed off', { heartbeat: undefined, handedOff: ago(1).toISOString() }, { heartbeatAgeMs: undefined, handedOff: true, stale: true }],
+    ['from the future (clock skew)', { heartbeat: new Date(NOW.getTime() + 10_000), handedOff: undefined }, { heartbeatAgeMs: -10_000, handedOff: false, stale: false }],
+  ]
+  for (const [what, state, want] of rows) t.strictSame(freezeLiveness(state, TAKEOVER_MS, NOW), want, what)
+})
+
+t.test('describeResume: a resumed run says whose freeze it takes and why', async (t) => {
+  const live = (heartbeatAgeMs: number | undefined, stale: boolean, handedOff = false) => ({ heartbeatAgeMs, handedOff, stale })
+  t.equal(describeResume('pod-b', live(130_000, true), SELF), 'taking over the freeze of pod-b: no heartbeat for 130s (its run stopped)')
+  t.equal(describeResume('pod-b', live(undefined, true), SELF), 'taking over the freeze of pod-b: it wrote no heartbeat (its run stopped)')
+  t.equal(describeResume('pod-b', live(undefined, true, true), SELF), 'resuming the freeze pod-b handed off (it stopped on purpose)')
+  t.equal(
+    describeResume(SELF, live(3_000, false), SELF),
+    'resuming the freeze of this identity (pod-a), heartbeat 3s ago (the same identity restarted)',
+  )
+  t.equal(describeResume(SELF, live(45_000, true), SELF), 'resuming the freeze an earlier run of this identity (pod-a) left: no heartbeat for 45s (it stopped)')
+})
+
 t.test('decideFreeze from annotations end to end', async (t) => {
   const state = readCrdState(
     crd({
@@ -256,9 +283,10 @@ t.test('decideFreeze from annotations end to end', async (t) => {
     }),
     KEY,
   )
-  t.strictSame(decideFreeze(state, SELF, 'v2', TAKEOVER_MS, NOW), { action: 'resume', checkpoint: 'ns/x', previousOwner: 'pod-b' })
+  const previous = { heartbeatAgeMs: 45_000, handedOff: false, stale: true }
+  t.strictSame(decideFreeze(state, SELF, 'v2', TAKEOVER_MS, NOW), { action: 'resume', checkpoint: 'ns/x', previousOwner: 'pod-b', previous })
   t.strictSame(decideFreeze(state, SELF, 'v2', 60_000, NOW).action, 'wait', 'a longer takeover window waits')
-  t.strictSame(decideFreeze(state, SELF, 'v3', TAKEOVER_MS, NOW), { action: 'resume', checkpoint: undefined, previousOwner: 'pod-b' })
+  t.strictSame(decideFreeze(state, SELF, 'v3', TAKEOVER_MS, NOW), { action: 'resume', checkpoint: undefined, previousOwner: 'pod-b', previous })
 })
 
 t.test(
@@ -326,6 +354,7 @@ t.test('freezePatch', async (t) => {
       progress: undefined,
       lastResult: undefined,
       lastDuration: undefined,
+      observedGeneration: undefined,
       builtinMigration: undefined,
       handedOff: undefined,
       carriesState: true,
@@ -357,8 +386,10 @@ t.test('unfreezePatch lifts the freeze and records the outcome', async (t) => {
     'crd-migrator.io/target-storage-version': null,
     'crd-migrator.io/frozen-generation': null,
   })
-  const failed = unfreezePatch(KEY, { outcome: 'Failed', reason: 'x'.repeat(500), counts: '', durationMs: 0, frozenGeneration: 7 }, at)
-  t.equal(failed['crd-migrator.io/last-result'], `Failed: ${'x'.repeat(200)}…(500 characters)`, 'the reason is cut to 200 characters')
+  const whole = unfreezePatch(KEY, { outcome: 'Failed', reason: 'x'.repeat(500), counts: '', durationMs: 0, frozenGeneration: 7 }, at)
+  t.equal(whole['crd-migrator.io/last-result'], `Failed: ${'x'.repeat(500)}`, 'a 500-character reason is kept whole (check quotes it)')
+  const failed = unfreezePatch(KEY, { outcome: 'Failed', reason: 'x'.repeat(5000), counts: '', durationMs: 0, frozenGeneration: 7 }, at)
+  t.equal(failed['crd-migrator.io/last-result'], `Failed: ${'x'.repeat(1024)}…(5000 characters)`, 'the reason is cut at the outside-text limit')
   const forged = unfreezePatch(
     KEY,
     { outcome: 'Failed', reason: 'refused: \u001b]0;pwned\u0007bad\nSucceeded\u001b[2J', counts: '', durationMs: 0, frozenGeneration: 7 },

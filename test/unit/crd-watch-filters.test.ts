@@ -4,7 +4,7 @@
  * and label selectors the API server would refuse are refused at start-up.
  */
 import t from 'tap'
-import { CrdSelection, LabelSelector, MAX_NAME_WATCHES } from '../../src/controller/selector.js'
+import { CrdSelection, LabelSelector, MAX_NAME_WATCHES } from '../../src/select/selector.js'
 
 t.test('a label selector and a few names: one watch each, filtered by the API server', async (t) => {
   const selection = new CrdSelection({ labelSelector: ' crd-migrator.io/managed=true ', names: ['a.example.com', 'b.example.com'] })

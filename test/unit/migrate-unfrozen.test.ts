@@ -1,6 +1,6 @@
 import t from 'tap'
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
-import { storedVersionsAfterRewrite, type RewriteStart } from '../../src/migrator/migrate-unfrozen.js'
+import { storedVersionsAfterRewrite, type RewriteStart } from '../../src/migrator/phases/stored-versions.js'
 
 const start: RewriteStart = { uid: 'u1', generation: 3, storageVersion: 'v2' }
 

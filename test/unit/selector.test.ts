@@ -1,5 +1,5 @@
 import t from 'tap'
-import { LabelSelector } from '../../src/controller/selector.js'
+import { LabelSelector } from '../../src/select/selector.js'
 
 type Labels = Record<string, string> | undefined
 

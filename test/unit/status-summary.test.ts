@@ -45,6 +45,13 @@ t.test('fleetState: one state per CRD', async (t) => {
     ['never looked at, [storage]', crd({}), 'UpToDate'],
   ]
   for (const [what, c, want] of cases) t.equal(fleetState(c, readCrdState(c, MIGRATING)), want, what)
+  const frozen = crd({ [MIGRATING]: 'true', 'crd-migrator.io/owner': 'pod-1' }, ['v1', 'v2'])
+  const state = readCrdState(frozen, MIGRATING)
+  t.equal(fleetState(frozen, state, { heartbeatAgeMs: 5_000, handedOff: false, stale: false }), 'Running', 'a live heartbeat')
+  t.equal(fleetState(frozen, state, { heartbeatAgeMs: 90_000, handedOff: false, stale: true }), 'Stale', 'its run stopped (kill -9)')
+  t.equal(fleetState(frozen, state, { heartbeatAgeMs: undefined, handedOff: true, stale: true }), 'Stale', 'handed off')
+  const foreign = crd({ [MIGRATING]: 'true' }, ['v1', 'v2'])
+  t.equal(fleetState(foreign, readCrdState(foreign, MIGRATING), { heartbeatAgeMs: undefined, handedOff: false, stale: true }), 'FrozenByAnother', 'never ours to call stale')
 })
 
 t.test('parseProgress: settled/total only', async (t) => {
@@ -94,25 +101,27 @@ t.test('summarize: counts, in flight, queued, the ETA of the slowest running CRD
     { name: 'g', state: 'Pending', etaSeconds: undefined },
     { name: 'h', state: 'Failed', etaSeconds: undefined },
     { name: 'i', state: 'FrozenByAnother', etaSeconds: undefined },
+    { name: 'j', state: 'Stale', etaSeconds: undefined },
   ]
   const s = summarize(rows)
   t.strictSame(s, {
-    crds: 9,
+    crds: 10,
     succeeded: 2,
     upToDate: 1,
     running: 3,
+    stale: 1,
     pending: 1,
     failed: 1,
     frozenByAnother: 1,
     inFlight: 3,
-    queued: 2,
+    queued: 3,
     etaSeconds: 95,
     runningWithoutEta: 1,
   })
   t.equal(
     formatSummary(s),
-    '9 CRDs: 2 succeeded, 1 up to date, 3 running, 1 pending, 1 failed, 1 frozen by another tool\n' +
-      'in flight: 3, queued: 2; ETA of the running: 1m35s at the rate seen so far (1 still estimating…)\n',
+    '10 CRDs: 2 succeeded, 1 up to date, 3 running, 1 stale (its run stopped; the next run takes it over), 1 pending, 1 failed, 1 frozen by another tool\n' +
+      'in flight: 3, queued: 3; ETA of the running: 1m35s at the rate seen so far (1 still estimating…)\n',
   )
   t.equal(
     formatSummary(summarize([{ name: 'f', state: 'Running', etaSeconds: undefined }])),

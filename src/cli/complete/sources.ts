@@ -7,7 +7,7 @@
 import { homedir } from 'node:os'
 import { configFromOptions } from '../options.js'
 import type { Config } from '../../config/schema.js'
-import { CrdSelection } from '../../controller/selector.js'
+import { CrdSelection } from '../../select/selector.js'
 import { kubeHttp, readKubeconfigs } from '../../kube/client.js'
 import { usable } from '../../kube/kubeconfig.js'
 import { Accept } from '../../kube/http.js'

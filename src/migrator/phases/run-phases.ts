@@ -1,10 +1,18 @@
 /**
  * The phases of a run, in one shape: `(run) => Promise<void>`. Each tells the CRD which
  * phase it is in, does its work through the machinery of its own file, records what it
- * did in `run.result`, and throws a coded error when the run must not go on.
+ * did in `run.result`, and throws a coded error when the run must not go on. Before them,
+ * before the freeze, workBeforeFreeze counts whether a run without a storage phase has
+ * anything to do.
  */
+import { patchCrdAnnotations } from '../../kube/crds.js'
+import type { CustomResourceDefinition } from '../../kube/types.js'
+import { upToDatePatch } from '../../state/crd-state.js'
+import type { MigrationContext, MigrationSettings } from '../context.js'
+import type { RunPlan } from '../decide.js'
 import type { MigrationRun } from '../run.js'
 import { Phase } from '../plan.js'
+import { scanManagedFields } from './managed-fields-scan.js'
 import { runBuiltinStoragePhase } from './builtin-storage.js'
 import { failOnObjects, failOnStashes } from './failures.js'
 import { runPhase } from './object-phase.js'
@@ -14,6 +22,27 @@ import { narrowStoredVersions } from './stored-versions.js'
 import { DataLossError, proveLossless } from '../lossless/check.js'
 
 export type RunPhase = (run: MigrationRun) => Promise<void>
+
+/**
+ * Why a run without a storage phase has nothing to do, or undefined: stashes and managedFields counted
+ * (read only) before any freeze. Nothing at all: said on the CRD (for `status` only, never read back).
+ */
+export async function workBeforeFreeze(
+  crd: CustomResourceDefinition,
+  plan: RunPlan,
+  settings: MigrationSettings,
+  ctx: MigrationContext,
+): Promise<string | undefined> {
+  const { storageVersion, stashRules, runCleanup } = plan
+  const stashes = stashRules.length ? await runStashPhase(crd, storageVersion, stashRules, settings, ctx, { dryRun: true }) : undefined
+  const stashWork = stashes ? stashes.counts.seen - stashes.counts.current : 0
+  if (!runCleanup && stashWork === 0) return `nothing to do: status.storedVersions is [${storageVersion}]`
+  const cleanupWork = runCleanup ? (await scanManagedFields(ctx.http, crd, storageVersion, settings, ctx.signal)).objects : 0
+  if (cleanupWork > 0 || stashWork > 0) return undefined
+  const patch = upToDatePatch(crd)
+  if (patch) await patchCrdAnnotations(ctx.http, crd.metadata.name, patch)
+  return `nothing to do: status.storedVersions is [${storageVersion}] and no managedFields entry of an unserved version${stashes ? ', no stashed copy at another version' : ''}`
+}
 
 /** Every object in the storage version, once every API server stores it: by our writer or by kube-controller-manager's. */
 export const storagePhase: RunPhase = async (run) => {

@@ -1,14 +1,15 @@
 /**
- * Narrowing status.storedVersions to [storage], the defence in depth of KEP-2855: the
- * webhook should have kept the storage version still, but storedVersions is only narrowed
- * when the CRD provably is still frozen, by this run (its owner annotation: not taken
- * over), and has the storage version and generation it had when the objects were
- * rewritten.
+ * Narrowing status.storedVersions to [storage], in one loop of read, decide, patch (the
+ * patch tests what was read; a 422 means something moved). A frozen run narrows only
+ * while the CRD provably is still frozen, by this run (not taken over), with the storage
+ * version and generation its objects were rewritten under (KEP-2855's defence in depth);
+ * an unfrozen run only while the CRD has the uid, generation and storage version it
+ * started with.
  */
 import { getCrd, patchStoredVersions, type StoredVersionsPrecondition } from '../../kube/crds.js'
 import { isConflict, isUnprocessable } from '../../kube/api-errors.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
-import { CrdMigratorError } from '../../errors.js'
+import { CrdMigratorError, errorMessage } from '../../errors.js'
 import { MIGRATING_VALUE, StateAnnotation } from '../../state/crd-state.js'
 import { freezeTakenOver } from '../freeze/freeze-guard.js'
 import type { MigrationContext } from '../context.js'
@@ -20,6 +21,43 @@ import { requestRetry, withRetry } from '../engine/retry.js'
  * fail (it tests no resourceVersion); a round is repeated only when what it tests moved.
  */
 const MAX_ROUNDS = 5
+
+/** What a round decides from the CRD it read: patch (testing `expect`), nothing left to do, or leave it with why. */
+type Narrowing = { action: 'narrow'; expect: StoredVersionsPrecondition } | { action: 'done' } | { action: 'keep'; why: string }
+type Refused = { err: unknown; expect: StoredVersionsPrecondition } | undefined
+
+/**
+ * The CRD as narrowed (or found so), or as read when `decide` keeps storedVersions (with
+ * why). `decide` sees the last refusal; `lastRound` turns the last round's into the error.
+ */
+async function narrowLoop(
+  ctx: MigrationContext,
+  name: string,
+  storageVersion: string,
+  maxAttempts: number,
+  decide: (crd: CustomResourceDefinition, refused: Refused) => Narrowing,
+  lastRound: (err: unknown) => unknown,
+  known?: CustomResourceDefinition,
+): Promise<{ crd: CustomResourceDefinition; kept?: string }> {
+  const retry = requestRetry(maxAttempts, ctx.signal)
+  let refused: Refused
+  for (let round = 1; ; round++) {
+    const crd = round === 1 && known ? known : await withRetry(() => getCrd(ctx.http, name), retry)
+    const next = decide(crd, refused)
+    if (next.action === 'keep') return { crd, kept: next.why }
+    // Already narrowed: by our own patch whose answer was lost, or by someone else.
+    if (next.action === 'done') return { crd }
+    try {
+      return { crd: await withRetry(() => patchStoredVersions(ctx.http, name, [storageVersion], next.expect), retry) }
+    } catch (err) {
+      // A failed `test` is a bare 422 (README, "API behaviour we rely on"): read again,
+      // and the decision says what moved. 409 is not expected without a resourceVersion.
+      if (!(isUnprocessable(err) || isConflict(err))) throw err
+      if (round >= MAX_ROUNDS) throw lastRound(err)
+      refused = { err, expect: next.expect }
+    }
+  }
+}
 
 export async function narrowStoredVersions(
   ctx: MigrationContext,
@@ -38,60 +76,79 @@ export async function narrowStoredVersions(
   // Both calls are safe to repeat: the read is a read, and a retry of a patch whose answer
   // was lost is refused (422: storedVersions moved) and goes round the loop, whose read
   // finds it narrowed.
-  // `known`, the CRD as the run's last write got it back, stands in for the first read:
-  // the patch tests what the read is checked for, so a stale copy costs a 422 and a read,
-  // never a wrong narrowing.
-  const retry = requestRetry(maxAttempts, ctx.signal)
+  // `known` stands in for the first read: the patch tests what the read is checked for,
+  // so a stale copy costs a 422 and a read, never a wrong narrowing.
   let uid: string | undefined
-  let refused: { err: unknown; expect: StoredVersionsPrecondition } | undefined
-  for (let round = 1; ; round++) {
-    const crd = round === 1 && known ? known : await withRetry(() => getCrd(ctx.http, name), retry)
+  const decide = (crd: CustomResourceDefinition, refused: Refused): Narrowing => {
     const plan = planCrd(crd)
     uid ??= crd.metadata.uid
-    if (crd.metadata.uid !== uid) {
-      throw new CrdMigratorError(
-        'CRDM_CRD_CHANGED',
-        `the CRD was deleted and created again during the migration (uid ${uid} -> ${crd.metadata.uid}); status.storedVersions left as ${JSON.stringify(plan.storedVersions)}, will migrate again`,
-      )
-    }
+    const left = `status.storedVersions left as ${JSON.stringify(plan.storedVersions)}`
+    const changed = (what: string, detail: string) =>
+      new CrdMigratorError('CRDM_CRD_CHANGED', `${what} during the migration (${detail}); ${left}, will migrate again`)
+    if (crd.metadata.uid !== uid) throw changed('the CRD was deleted and created again', `uid ${uid} -> ${crd.metadata.uid}`)
     if (crd.metadata.annotations?.[migratingAnnotation] !== MIGRATING_VALUE) {
       throw new CrdMigratorError(
         'CRDM_FREEZE_LIFTED',
-        `the freeze (annotation ${migratingAnnotation}) was removed by someone else during the migration; status.storedVersions left as ${JSON.stringify(plan.storedVersions)}`,
+        `the freeze (annotation ${migratingAnnotation}) was removed by someone else during the migration; ${left}`,
       )
     }
     // Frozen still, but by another instance that took the freeze over: the narrowing is its now.
     const owner = crd.metadata.annotations?.[StateAnnotation.owner]
     if (owner !== ctx.owner) throw freezeTakenOver(owner, `as ${JSON.stringify(plan.storedVersions)}`)
-    if (plan.storageVersion !== storageVersion) {
-      throw new CrdMigratorError(
-        'CRDM_CRD_CHANGED',
-        `storage version changed during the migration (${storageVersion} -> ${plan.storageVersion ?? 'none'}); status.storedVersions left as ${JSON.stringify(plan.storedVersions)}, will migrate again`,
-      )
-    }
-    if (plan.generation !== frozenGeneration) {
-      throw new CrdMigratorError(
-        'CRDM_CRD_CHANGED',
-        `CRD generation changed during the migration (${frozenGeneration} -> ${plan.generation}); status.storedVersions left as ${JSON.stringify(plan.storedVersions)}, will migrate again`,
-      )
-    }
-    // Already narrowed: by our own patch whose answer was lost, or by someone else.
-    if (!plan.storageMigrationNeeded) return crd
-    const expect: StoredVersionsPrecondition = {
-      uid: uid!,
-      generation: frozenGeneration,
-      storedVersions: plan.storedVersions,
-      annotations: { [migratingAnnotation]: MIGRATING_VALUE, [StateAnnotation.owner]: ctx.owner },
-    }
+    if (plan.storageVersion !== storageVersion)
+      throw changed('storage version changed', `${storageVersion} -> ${plan.storageVersion ?? 'none'}`)
+    if (plan.generation !== frozenGeneration) throw changed('CRD generation changed', `${frozenGeneration} -> ${plan.generation}`)
+    if (!plan.storageMigrationNeeded) return { action: 'done' }
+    const annotations = { [migratingAnnotation]: MIGRATING_VALUE, [StateAnnotation.owner]: ctx.owner }
+    const expect = { uid: uid!, generation: frozenGeneration, storedVersions: plan.storedVersions, annotations }
     // The last patch was refused although nothing it tested moved: a real refusal.
     if (refused && JSON.stringify(refused.expect) === JSON.stringify(expect)) throw refused.err
-    try {
-      return await withRetry(() => patchStoredVersions(ctx.http, name, [storageVersion], expect), retry)
-    } catch (err) {
-      // A failed `test` is a bare 422 (README, "API behaviour we rely on"): read again,
-      // and the checks above say what moved. 409 is not expected without a resourceVersion.
-      if (!(isUnprocessable(err) || isConflict(err)) || round >= MAX_ROUNDS) throw err
-      refused = { err, expect }
-    }
+    return { action: 'narrow', expect }
   }
+  return (await narrowLoop(ctx, name, storageVersion, maxAttempts, decide, (err) => err, known)).crd
+}
+
+/** What an unfrozen run started from: storedVersions are narrowed only while these still hold. */
+export type RewriteStart = { uid: string | undefined; generation: number; storageVersion: string }
+
+/**
+ * Whether to narrow storedVersions to `[storage]` now, from the CRD as read after every
+ * object was rewritten: `narrow` (with what the patch tests), `done` (already narrowed), or
+ * `keep` with why (the CRD was replaced, or its spec changed: the storage version may have
+ * moved under the rewrite, which no freeze prevented).
+ */
+export function storedVersionsAfterRewrite(
+  start: RewriteStart,
+  crd: Pick<CustomResourceDefinition, 'metadata' | 'spec' | 'status'>,
+): { action: 'narrow' } | { action: 'done' } | { action: 'keep'; why: string } {
+  const storedVersions = crd.status?.storedVersions ?? []
+  const storage = crd.spec.versions.filter((v) => v.storage).map((v) => v.name)
+  if (crd.metadata.uid !== start.uid) return { action: 'keep', why: 'the CRD was deleted and created again during the rewrite' }
+  const generation = crd.metadata.generation ?? 0
+  if (generation !== start.generation)
+    return { action: 'keep', why: `the CRD's generation changed during the rewrite (${start.generation} -> ${generation})` }
+  // Same generation, same spec: the storage version cannot differ; checked all the same.
+  if (storage.length !== 1 || storage[0] !== start.storageVersion)
+    return { action: 'keep', why: `the storage version is no longer ${start.storageVersion}` }
+  if (storedVersions.length === 1 && storedVersions[0] === start.storageVersion) return { action: 'done' }
+  return { action: 'narrow' }
+}
+
+/** An unfrozen run's narrowing: the same patch as a frozen run's, without the freeze to test (there is none). */
+export async function narrowUnderStart(
+  ctx: MigrationContext,
+  name: string,
+  start: RewriteStart,
+  maxAttempts: number,
+): Promise<{ storedVersions: string[]; kept: string | undefined }> {
+  const decide = (crd: CustomResourceDefinition): Narrowing => {
+    const next = storedVersionsAfterRewrite(start, crd)
+    if (next.action !== 'narrow') return next
+    const storedVersions = crd.status?.storedVersions ?? []
+    return { action: 'narrow', expect: { uid: crd.metadata.uid ?? '', generation: start.generation, storedVersions, annotations: {} } }
+  }
+  const lastRound = (err: unknown) =>
+    new CrdMigratorError('CRDM_CRD_CHANGED', `status.storedVersions could not be narrowed: ${errorMessage(err)}`, { cause: err })
+  const { crd, kept } = await narrowLoop(ctx, name, start.storageVersion, maxAttempts, decide, lastRound)
+  return { storedVersions: crd.status?.storedVersions ?? [], kept }
 }

@@ -4,7 +4,7 @@
  * name it holds, or the ones named.
  */
 import type { Config } from '../config/schema.js'
-import { CrdSelection } from '../controller/selector.js'
+import { CrdSelection } from './selector.js'
 import { isNotFound } from '../kube/api-errors.js'
 import { getCrd, listCrds } from '../kube/crds.js'
 import type { KubeHttp } from '../kube/http.js'
