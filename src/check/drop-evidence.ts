@@ -10,12 +10,11 @@ import type { Config } from '../config/schema.js'
 import { CrdMigratorError, errorCode } from '../errors.js'
 import { isForbidden } from '../kube/api-errors.js'
 import type { KubeHttp } from '../kube/http.js'
-import { listMetadata } from '../kube/list-metadata.js'
-import { followPages, pageRequest } from '../kube/list-pages.js'
+import { listPages } from '../kube/list-pages.js'
 import { collectionPath, listOrderKey, resourceRef } from '../kube/paths.js'
 import { resolveResource } from '../kube/resources.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
-import { requestRetry, withRetry } from '../migrator/engine/retry.js'
+import { runClient, type RunClient } from '../migrator/engine/run-client.js'
 import { planCrd } from '../migrator/plan.js'
 import { resolveStashRules, rulesForGroup, type StashRule } from '../migrator/phases/stashes/rules.js'
 import { embeddedOf, type StashObject } from '../migrator/phases/stashes/stash-plan.js'
@@ -31,6 +30,8 @@ export class EvidenceReader {
   private metrics: Promise<RequestedApi[] | { unknown: string }> | undefined
   private readonly stashSources = new Map<StashRule, Promise<StashObject[] | { unknown: string }>>()
   private readonly rules: StashRule[]
+  /** Lists are retried as a migration's are. */
+  private readonly client: RunClient
 
   constructor(
     private readonly http: KubeHttp,
@@ -38,6 +39,7 @@ export class EvidenceReader {
     private readonly signal?: AbortSignal,
   ) {
     this.rules = resolveStashRules(config.migrator.stashPresets, config.migrator.stashes)
+    this.client = runClient({ http, signal }, config.migrator)
   }
 
   async gather(crd: CustomResourceDefinition, version: string): Promise<DropEvidence> {
@@ -76,11 +78,7 @@ export class EvidenceReader {
     let objects = 0
     let managedFields = 0
     try {
-      for await (const page of listMetadata(this.http, resourceRef(crd, through), {
-        pageSize: this.config.migrator.pageSize,
-        fetchPage: (fetch) => withRetry(fetch, requestRetry(this.config.migrator.maxAttempts, this.signal)),
-        signal: this.signal,
-      })) {
+      for await (const page of this.client.listMetadata(resourceRef(crd, through), { pageSize: this.config.migrator.pageSize })) {
         for (const item of page.items) {
           objects++
           if ((item.metadata.managedFields ?? []).some((e) => e.apiVersion === apiVersion)) managedFields++
@@ -129,13 +127,14 @@ export class EvidenceReader {
     try {
       const ref = await resolveResource(this.http, { group, version, resource })
       const items: StashObject[] = []
-      const retry = requestRetry(this.config.migrator.maxAttempts, this.signal)
       const paths = namespaces.length ? namespaces.map((ns) => collectionPath(ref, ns)) : [collectionPath(ref)]
-      for (const path of paths) {
-        const request = pageRequest<StashObject>(this.http, path, { query: { labelSelector }, signal: this.signal })
-        for await (const page of followPages((query) => withRetry(() => request(query), retry), { pageSize: 250, signal: this.signal }))
+      for (const path of paths)
+        for await (const page of listPages<StashObject>(this.client, path, {
+          query: { labelSelector },
+          pageSize: 250,
+          signal: this.signal,
+        }))
           items.push(...page.items)
-      }
       return items
     } catch (err) {
       if (isForbidden(err)) return { unknown: `forbidden: may not list ${name}` }

@@ -6,11 +6,11 @@
  */
 import { describeError } from '../errors.js'
 import { conversionStrategy } from '../kube/conversion.js'
-import { Accept, type KubeHttp } from '../kube/http.js'
+import { Accept } from '../kube/http.js'
 import { pageRequest } from '../kube/list-pages.js'
 import { collectionPath, resourceRef } from '../kube/paths.js'
 import type { CustomResourceDefinition, PartialObjectMetadata } from '../kube/types.js'
-import { requestRetry, withRetry } from '../migrator/engine/retry.js'
+import type { RunClient } from '../migrator/engine/run-client.js'
 import { runInParallel } from '../migrator/parallel.js'
 import { planCrd } from '../migrator/plan.js'
 import { plainText } from '../sanitize.js'
@@ -24,8 +24,6 @@ export interface MeasureOptions {
   concurrency: number
   /** No write starts after this many milliseconds. */
   budgetMs: number
-  /** Tries per request, as the migrator's (a 429 waits for its Retry-After: the wait is part of the rate). */
-  maxAttempts: number
   /** The CRDs whose migration writes through the status subresource (--crds <name>.useStatusSubresource). */
   statusSubresource?: (crd: string) => boolean
   signal?: AbortSignal | undefined
@@ -41,18 +39,19 @@ interface Target {
  * Lists up to `options.samples` objects of `crds`, then writes each once, timed, with the
  * storage phase's own no-op write (object-writes.ts makeRewriteHandler) sent through a
  * client whose every write carries dryRun=All: what is measured cannot drift from what a
- * migration sends.
+ * migration sends. `client` retries as the migrator's (a 429 waits for its Retry-After:
+ * the wait is part of the rate).
  */
 export async function measureWrites(
-  http: KubeHttp,
+  client: RunClient,
   crds: readonly CustomResourceDefinition[],
   options: MeasureOptions,
 ): Promise<WriteSample> {
-  const dryRun = http.asDryRun()
+  const dryRun = client.asDryRun()
   try {
-    return await timeWrites(await pickTargets(http, dryRun, crds, options), options)
+    return await timeWrites(await pickTargets(client, dryRun, crds, options), options)
   } finally {
-    dryRun.close()
+    dryRun.http.close()
   }
 }
 
@@ -83,28 +82,27 @@ async function timeWrites(targets: Target[], options: MeasureOptions): Promise<W
 
 /** The objects to write: a page of each CRD that has a storage version, until there are enough. */
 async function pickTargets(
-  http: KubeHttp,
-  dryRun: KubeHttp,
+  client: RunClient,
+  dryRun: RunClient,
   crds: readonly CustomResourceDefinition[],
   options: MeasureOptions,
 ): Promise<Target[]> {
   const targets: Target[] = []
-  const retry = requestRetry(options.maxAttempts, options.signal)
   for (const crd of crds) {
     const left = options.samples - targets.length
     if (left <= 0) break
     const plan = planCrd(crd)
     if (!plan.storageVersion || plan.blockedReason || !plan.servedVersions.includes(plan.storageVersion)) continue
     const ref = resourceRef(crd, plan.storageVersion)
-    const request = pageRequest<PartialObjectMetadata>(http, collectionPath(ref), {
+    const request = pageRequest<PartialObjectMetadata>(client, collectionPath(ref), {
       accept: Accept.partialObjectMetadataList,
       signal: options.signal,
     })
     // Right after a storage flip the API server answers 429 while it re-initialises storage.
-    const page = await withRetry(() => request({ limit: left, continue: undefined }), retry)
+    const page = await request({ limit: left, continue: undefined })
     // As the migrator writes this CRD: server-side apply when a webhook converts, else an empty merge patch.
     const write = makeRewriteHandler(
-      { http: dryRun, ref, retry },
+      { client: dryRun, ref },
       options.statusSubresource?.(crd.metadata.name) ?? false,
       conversionStrategy(crd) === 'Webhook' ? 'apply' : 'merge-patch',
     )

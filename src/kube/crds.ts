@@ -1,16 +1,16 @@
 import { CrdMigratorError } from '../errors.js'
 import { isNotFound } from './api-errors.js'
-import { ContentType, type KubeHttp } from './http.js'
+import { ContentType, type KubeRequests } from './http.js'
 import { listPages } from './list-pages.js'
 import { crdPath, CRD_API } from './paths.js'
 import type { CustomResourceDefinition } from './types.js'
 
-export async function getCrd(http: KubeHttp, name: string): Promise<CustomResourceDefinition> {
+export async function getCrd(http: KubeRequests, name: string): Promise<CustomResourceDefinition> {
   return (await http.request<CustomResourceDefinition>({ method: 'GET', path: crdPath(name) })).body
 }
 
 /** getCrd, a 404 said as `status` says it, with a code (CRDM_RESOURCE_NOT_FOUND), rather than as the API server's 404. */
-export async function getNamedCrd(http: KubeHttp, name: string): Promise<CustomResourceDefinition> {
+export async function getNamedCrd(http: KubeRequests, name: string): Promise<CustomResourceDefinition> {
   try {
     return await getCrd(http, name)
   } catch (err) {
@@ -20,7 +20,7 @@ export async function getNamedCrd(http: KubeHttp, name: string): Promise<CustomR
   }
 }
 
-export async function listCrds(http: KubeHttp, labelSelector?: string): Promise<CustomResourceDefinition[]> {
+export async function listCrds(http: KubeRequests, labelSelector?: string): Promise<CustomResourceDefinition[]> {
   const items: CustomResourceDefinition[] = []
   for await (const page of listPages<CustomResourceDefinition>(http, CRD_API, { pageSize: 250, query: { labelSelector } }))
     items.push(...page.items)
@@ -33,7 +33,7 @@ export async function listCrds(http: KubeHttp, labelSelector?: string): Promise<
  * otherwise), which is how the freeze knows it froze the spec it looked at.
  */
 export async function patchCrdAnnotations(
-  http: KubeHttp,
+  http: KubeRequests,
   name: string,
   annotations: Record<string, string | null>,
   resourceVersion?: string,
@@ -88,7 +88,7 @@ function pointerToken(key: string): string {
 
 /** `status.storedVersions := versions`, only if `expect` still holds (422 otherwise: see storedVersionsPatch). */
 export async function patchStoredVersions(
-  http: KubeHttp,
+  http: KubeRequests,
   name: string,
   versions: string[],
   expect: StoredVersionsPrecondition,

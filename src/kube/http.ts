@@ -27,7 +27,7 @@ import {
 
 export type { KubeTlsOptions } from './transport.js'
 export { Accept, ContentType }
-export type { Impersonation, KubeHttpOptions, KubeRequest, KubeResponse, RawKubeResponse } from './request-options.js'
+export type { Impersonation, KubeHttpOptions, KubeRequest, KubeRequests, KubeResponse, RawKubeResponse } from './request-options.js'
 
 /**
  * A small keep-alive HTTPS client, the one transport of the product: one pooled connection

@@ -53,7 +53,6 @@ export interface ListMetadataOptions {
  * written in the current storage version anyway) and nothing is yielded twice.
  */
 export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: ListMetadataOptions): AsyncGenerator<MetadataPage> {
-  const fetchPage = options.fetchPage ?? (<T>(f: () => Promise<T>) => f())
   let continueToken: string | undefined
   let lastKey: string | undefined
   let restarted = false
@@ -65,31 +64,7 @@ export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: L
   // Where the current listing has got to (lastKey is the furthest any listing got: after a
   // restart the new one starts behind it).
   let position: string | undefined
-  const throughVersion = (version: string) =>
-    pageRequest<PartialObjectMetadata>(http, collectionPath({ ...ref, version }), {
-      accept: Accept.partialObjectMetadataList,
-      signal: options.signal,
-    })
-  const storage = throughVersion(ref.version)
-  const alternates = (options.alternateVersions ?? []).map(throughVersion)
-  // Through the storage version, else through each alternate the error allows.
-  const anyVersion: PageRequest<PartialObjectMetadata> = (query) =>
-    fetchPage(async () => {
-      try {
-        return await storage(query)
-      } catch (err) {
-        const alternate = options.listThroughAlternate
-        if (!alternate?.(err)) throw err
-        for (const request of alternates) {
-          try {
-            return await request(query)
-          } catch (other) {
-            if (!alternate(other)) throw other
-          }
-        }
-        throw err
-      }
-    })
+  const anyVersion = throughAnyVersion(http, ref, options)
   for (;;) {
     // The list from continueToken on, `limit` objects a page, until it ends or a page fails;
     // a failed page starts it again (from the start, narrower, or after an unreadable object).
@@ -116,7 +91,13 @@ export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: L
           break
         }
         snapshot ??= await currentResourceVersion(http, options)
-        const skipped = await unreadableAfter(position, err, snapshot, restarted ? undefined : remainingAfterLast)
+        const skipped = await unreadableAfter(
+          { ref, anyVersion, options },
+          position,
+          err,
+          snapshot,
+          restarted ? undefined : remainingAfterLast,
+        )
         position = skipped.key
         // After a restart, one handed out before (at or before lastKey) is not handed out again.
         const handedOut = restarted && lastKey !== undefined && skipped.key <= lastKey
@@ -145,40 +126,71 @@ export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: L
       if (!continueToken) return
     }
   }
+}
 
-  /**
-   * The unreadable object right after `after`: named by the error (1.32+), else found by
-   * probing (unreadable.ts) and skipped only when the list's counts prove it is the one
-   * object between `after` and the next readable one; otherwise the list ends with `err`.
-   */
-  async function unreadableAfter(
-    after: string | undefined,
-    err: unknown,
-    rv: string,
-    remaining: number | undefined,
-  ): Promise<{ key: string; remaining: number | undefined }> {
-    const named = unreadableKeys(err, ref)[0]
-    if (named !== undefined) {
-      if (after !== undefined && named <= after) throw err
-      return { key: named, remaining: undefined }
-    }
-    if (remaining === undefined) throw err
-    let remainingFromProbe = 0
-    const probe = async (start: string): Promise<Probe> => {
-      try {
-        const page = await anyVersion({ limit: 1, continue: continueFrom(start, rv) })
-        const found = page.items.length
-        remainingFromProbe = found + (page.metadata.continue ? (page.metadata.remainingItemCount ?? Number.NaN) : 0)
-        return found ? 'readable' : 'end'
-      } catch (probeErr) {
-        if (options.unreadable?.(probeErr)) return 'unreadable'
-        throw probeErr
-      }
-    }
-    const key = await findUnreadableKey(after, probe)
-    if (key === undefined || (await probe(`${key}\u0000`)) === 'unreadable' || remaining - remainingFromProbe !== 1) throw err
-    return { key, remaining: remainingFromProbe }
+/**
+ * The unreadable object right after `after`: named by the error (1.32+), else found by
+ * probing (unreadable.ts) and skipped only when the list's counts prove it is the one
+ * object between `after` and the next readable one; otherwise the list ends with `err`.
+ */
+async function unreadableAfter(
+  list: { ref: ResourceRef; anyVersion: PageRequest<PartialObjectMetadata>; options: ListMetadataOptions },
+  after: string | undefined,
+  err: unknown,
+  rv: string,
+  remaining: number | undefined,
+): Promise<{ key: string; remaining: number | undefined }> {
+  const { ref, anyVersion, options } = list
+  const named = unreadableKeys(err, ref)[0]
+  if (named !== undefined) {
+    if (after !== undefined && named <= after) throw err
+    return { key: named, remaining: undefined }
   }
+  if (remaining === undefined) throw err
+  let remainingFromProbe = 0
+  const probe = async (start: string): Promise<Probe> => {
+    try {
+      const page = await anyVersion({ limit: 1, continue: continueFrom(start, rv) })
+      const found = page.items.length
+      remainingFromProbe = found + (page.metadata.continue ? (page.metadata.remainingItemCount ?? Number.NaN) : 0)
+      return found ? 'readable' : 'end'
+    } catch (probeErr) {
+      if (options.unreadable?.(probeErr)) return 'unreadable'
+      throw probeErr
+    }
+  }
+  const key = await findUnreadableKey(after, probe)
+  if (key === undefined || (await probe(`${key}\u0000`)) === 'unreadable' || remaining - remainingFromProbe !== 1) throw err
+  return { key, remaining: remainingFromProbe }
+}
+
+/** A page through the storage version, else through each alternate the error allows; each page in `fetchPage`. */
+function throughAnyVersion(http: KubeHttp, ref: ResourceRef, options: ListMetadataOptions): PageRequest<PartialObjectMetadata> {
+  const fetchPage = options.fetchPage ?? (<T>(f: () => Promise<T>) => f())
+  const throughVersion = (version: string) =>
+    pageRequest<PartialObjectMetadata>(http, collectionPath({ ...ref, version }), {
+      accept: Accept.partialObjectMetadataList,
+      signal: options.signal,
+    })
+  const storage = throughVersion(ref.version)
+  const alternates = (options.alternateVersions ?? []).map(throughVersion)
+  return (query) =>
+    fetchPage(async () => {
+      try {
+        return await storage(query)
+      } catch (err) {
+        const alternate = options.listThroughAlternate
+        if (!alternate?.(err)) throw err
+        for (const request of alternates) {
+          try {
+            return await request(query)
+          } catch (other) {
+            if (!alternate(other)) throw other
+          }
+        }
+        throw err
+      }
+    })
 }
 
 /** The API server's current resourceVersion (etcd's revision), read from a list of one CRD. */

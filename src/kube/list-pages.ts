@@ -5,7 +5,7 @@
  * steers the same loop: it narrows and widens its pages, lists through other versions and
  * starts again from tokens of its own.
  */
-import type { KubeHttp, KubeRequest } from './http.js'
+import type { KubeRequest, KubeRequests } from './http.js'
 import type { ListMeta } from './types.js'
 
 /** One page of a list: its items (none: empty) and its metadata (continue, resourceVersion, remainingItemCount). */
@@ -41,7 +41,7 @@ export interface FollowPagesOptions {
 }
 
 /** A GET of one page of the list at `path`. */
-export function pageRequest<T>(http: KubeHttp, path: string, options: PageRequestOptions = {}): PageRequest<T> {
+export function pageRequest<T>(http: KubeRequests, path: string, options: PageRequestOptions = {}): PageRequest<T> {
   return async (page) => {
     const { body } = await http.request<{ items?: T[] | null; metadata?: ListMeta }>({
       method: 'GET',
@@ -70,6 +70,6 @@ export async function* followPages<T>(request: PageRequest<T>, options: FollowPa
 }
 
 /** Every page of the list at `path`. Every page of one list carries the first page's resourceVersion. */
-export function listPages<T>(http: KubeHttp, path: string, options: PageRequestOptions & FollowPagesOptions): AsyncGenerator<ListPage<T>> {
+export function listPages<T>(http: KubeRequests, path: string, options: PageRequestOptions & FollowPagesOptions) {
   return followPages(pageRequest<T>(http, path, options), options)
 }

@@ -126,3 +126,12 @@ export function requestTimedOut(req: Pick<KubeRequest, 'method' | 'path'>, ms: n
     { cause },
   )
 }
+
+/**
+ * What sends one request: KubeHttp, or the migrator's run client, which adds the run's
+ * retry policy around it (migrator/engine/run-client.ts). Helpers that send one request
+ * take this, so a run hands them its client and they retry as the run does.
+ */
+export interface KubeRequests {
+  request<T = unknown>(req: KubeRequest): Promise<KubeResponse<T>>
+}

@@ -12,6 +12,7 @@ import { startingResult, type MigrationContext, type MigrationResult, type Migra
 import { preflightConversion } from './conversion/webhook-preflight.js'
 import { decideRun } from './decide.js'
 import { requestRetry, withRetry } from './engine/retry.js'
+import { runClient } from './engine/run-client.js'
 import { cleanupPhase, stashPhase, storagePhase, storedVersionsPhase, workBeforeFreeze } from './phases/run-phases.js'
 import { DataLossError, proveLossless } from './lossless/check.js'
 import type { LosslessReport } from './lossless/verdict.js'
@@ -42,7 +43,7 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
 
   // A webhook-converted CRD: prove its webhook converts before freezing anything.
   const webhook = conversionWebhookOf(crd)
-  const preflight = webhook ? await preflightConversion(ctx.http, crd, plan.storageVersion, settings.maxAttempts, ctx.signal) : undefined
+  const preflight = webhook ? await preflightConversion(runClient(ctx, settings), crd, plan.storageVersion) : undefined
   if (webhook && preflight && !preflight.ok) {
     const reason = `conversion webhook ${webhook} does not answer: ${preflight.detail}`
     const blocked: MigrationResult = { ...base, outcome: 'Blocked', errorCode: 'CRDM_CONVERSION_OUTAGE', reason, durationMs: took() }

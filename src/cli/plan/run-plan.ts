@@ -16,7 +16,7 @@ import type { CustomResourceDefinition } from '../../kube/types.js'
 import { Accept } from '../../kube/http.js'
 import { settingsFor } from '../../migrator/crd-settings.js'
 import { preflightLossless } from '../../migrator/lossless/preflight.js'
-import { requestRetry, withRetry } from '../../migrator/engine/retry.js'
+import { runClient, type RunClient } from '../../migrator/engine/run-client.js'
 import { scanManagedFields } from '../../migrator/phases/managed-fields-scan.js'
 import { Phase, planCrd } from '../../migrator/plan.js'
 import { servedVersionToList } from '../../check/drop-evidence.js'
@@ -104,12 +104,11 @@ export async function planFleet(
     if (working.size === 0) measureError = 'no CRD needs work: nothing to measure'
     else {
       sample = await measureWrites(
-        http,
+        runClient({ http, signal: options.signal }, config.migrator),
         crds.filter((c) => working.has(c.metadata.name)),
         {
           ...options.measure,
           concurrency: config.migrator.concurrency,
-          maxAttempts: config.migrator.maxAttempts,
           statusSubresource: (name) => settingsFor(config, name).useStatusSubresource,
           signal: options.signal,
         },
@@ -181,7 +180,7 @@ async function planOne(
     ...(lossless ? { lossless } : {}),
     storedVersions: plan.storedVersions,
     blockedReason: plan.blockedReason,
-    objects: await countObjects(http, crd, config.migrator.maxAttempts, options.signal),
+    objects: await countObjects(runClient({ http, signal: options.signal }, config.migrator), crd),
     managedFieldsObjects,
     ...(servedManagedFields ? { servedManagedFields } : {}),
   }
@@ -191,17 +190,15 @@ async function planOne(
  * How many objects a CRD has, cheaply: a list of one object, whose remainingItemCount
  * says how many follow. Undefined when the API server does not say (or RBAC forbids).
  */
-export async function countObjects(
-  http: KubeHttp,
-  crd: CustomResourceDefinition,
-  maxAttempts: number,
-  signal?: AbortSignal,
-): Promise<number | undefined> {
+export async function countObjects(client: RunClient, crd: CustomResourceDefinition): Promise<number | undefined> {
   const version = servedVersionToList(crd)
   if (version === undefined) return undefined
-  const request = pageRequest(http, collectionPath(resourceRef(crd, version)), { accept: Accept.partialObjectMetadataList, signal })
+  const request = pageRequest(client, collectionPath(resourceRef(crd, version)), {
+    accept: Accept.partialObjectMetadataList,
+    signal: client.signal,
+  })
   try {
-    const page = await withRetry(() => request({ limit: 1, continue: undefined }), requestRetry(maxAttempts, signal))
+    const page = await request({ limit: 1, continue: undefined })
     if (!page.metadata.continue) return page.items.length
     return page.metadata.remainingItemCount === undefined ? undefined : page.items.length + page.metadata.remainingItemCount
   } catch (err) {

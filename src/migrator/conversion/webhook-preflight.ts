@@ -15,7 +15,7 @@ import { isNotFound } from '../../kube/api-errors.js'
 import { listMetadata } from '../../kube/list-metadata.js'
 import { objectPath, resourceRef } from '../../kube/paths.js'
 import type { CustomResourceDefinition, PartialObjectMetadata } from '../../kube/types.js'
-import { requestRetry, withRetry } from '../engine/retry.js'
+import type { RunClient } from '../engine/run-client.js'
 
 /** Objects read through the storage version. */
 const SAMPLE = 3
@@ -23,22 +23,20 @@ const SAMPLE = 3
 export type PreflightVerdict = { ok: true; reads: number } | { ok: false; webhook: string; detail: string }
 
 export async function preflightConversion(
-  http: KubeHttp,
+  client: RunClient,
   crd: CustomResourceDefinition,
   storageVersion: string,
-  maxAttempts: number,
-  signal?: AbortSignal,
 ): Promise<PreflightVerdict> {
   const webhook = conversionWebhookOf(crd)
   if (conversionStrategy(crd) !== 'Webhook' || webhook === undefined) return { ok: true, reads: 0 }
-  const retry = requestRetry(maxAttempts, signal)
+  const { http, signal } = client
   const storedServed = new Set(crd.spec.versions.filter((v) => v.served).map((v) => v.name))
   const otherVersions = (crd.status?.storedVersions ?? []).filter((v) => v !== storageVersion && storedServed.has(v))
 
   let reads = 0
   // Transient errors of the API server are retried as usual; a conversion failure is the answer.
   const convert = async (request: () => Promise<unknown>): Promise<ConversionFailure | undefined> =>
-    withRetry(async () => {
+    client.retry(async () => {
       try {
         await request()
         reads++
@@ -48,7 +46,7 @@ export async function preflightConversion(
         if (failure) return failure
         throw err
       }
-    }, retry)
+    })
 
   let first: PartialObjectMetadata[] = []
   const listed = await convert(async () => {

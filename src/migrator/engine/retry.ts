@@ -187,9 +187,9 @@ export interface RetryOptions {
 export const THROTTLED_ATTEMPTS_FACTOR = 4
 
 /**
- * The one retry policy of a migration's requests (CRD reads, the freeze, list pages,
- * writes, the storedVersions patch): `maxAttempts` tries with the default backoff,
- * stopped by the run's signal. Writes add the run's throttle gate and hooks.
+ * The one retry policy of a migration's requests: `maxAttempts` tries with the default
+ * backoff, stopped by the run's signal. Call sites send through the run's client instead
+ * (run-client.ts runClient); this goes once the last withRetry call outside the client does.
  */
 export function requestRetry(maxAttempts: number, signal?: AbortSignal): RetryOptions {
   return { maxAttempts, signal }

@@ -107,62 +107,14 @@ export async function walkObjects(
   handle: (item: PartialObjectMetadata) => Promise<Outcome>,
   options: WalkOptions,
 ): Promise<WalkResult> {
-  const cap = Math.max(1, options.concurrency)
-  // The adaptive limit, never above the cap.
-  const currentLimit = () => Math.min(cap, Math.max(1, options.concurrencyLimit?.() ?? cap))
-  const queue = new TaskRunner(currentLimit(), Math.max(0, options.qps), undefined, options.rate)
-  const counts: WalkCounts = { seen: 0, rewritten: 0, current: 0, skipped: 0, gone: 0, conflict: 0, failed: 0, resumed: 0 }
-  const failures: ObjectFailure[] = []
-  const maxFailures = options.maxRecordedFailures ?? 100
-  let total: number | undefined
-  let firstError: unknown
-
-  // Low watermark: sequence numbers are handed out in list order; `finished` holds those
-  // done ahead of the watermark. A failed object never finishes, so the watermark can
-  // never pass the first one: nothing after it is tracked any more (a run with a failure
-  // early on would otherwise keep every later key until it ends).
-  let nextSeq = 0
-  let watermarkSeq = -1
-  let firstFailedSeq = Number.POSITIVE_INFINITY
-  let checkpoint = options.resumeAfter
-  const keyBySeq = new Map<number, string>()
-  const finished = new Set<number>()
-  const finish = (seq: number) => {
-    if (seq > firstFailedSeq) return
-    finished.add(seq)
-    while (finished.has(watermarkSeq + 1)) {
-      watermarkSeq++
-      finished.delete(watermarkSeq)
-      checkpoint = keyBySeq.get(watermarkSeq) ?? checkpoint
-      keyBySeq.delete(watermarkSeq)
-    }
-  }
-  const failedAt = (seq: number) => {
-    if (seq >= firstFailedSeq) return
-    firstFailedSeq = seq
-    for (const s of finished) if (s > seq) finished.delete(s)
-    for (const s of keyBySeq.keys()) if (s > seq) keyBySeq.delete(s)
-  }
-  // Called after every object: one object with the live counters, updated in place.
-  const view: WalkProgress = { counts, total, checkpoint, inFlight: 0 }
-  const progress = (): WalkProgress => {
-    view.total = total
-    view.checkpoint = checkpoint
-    view.inFlight = queue.pending
-    return view
-  }
-  const followLimit = () => {
-    const limit = currentLimit()
-    if (queue.limit !== limit) queue.limit = limit
-  }
-
-  const highWater = Math.max(64, options.concurrency * 4)
+  const walk = new Walk(handle, options)
+  const queue = walk.queue
   // Stopped: the tasks not started yet are dropped at once (they would each wait for a
   // start at --qps only to return); the writes in flight end.
   const dropQueued = () => queue.clear()
   options.signal?.addEventListener('abort', dropQueued, { once: true })
   try {
-    await walkPages()
+    await walk.walkPages(pages)
   } catch (err) {
     // Stopped: the writes in flight end first, so the counts the caller reads are final.
     if (options.signal?.aborted) await queue.whenIdle()
@@ -173,71 +125,156 @@ export async function walkObjects(
   options.signal?.removeEventListener('abort', dropQueued)
   options.signal?.throwIfAborted()
   // eslint-disable-next-line @typescript-eslint/only-throw-error -- the handler's own error, passed on as it was
-  if (firstError) throw firstError
+  if (walk.firstError) throw walk.firstError
   // Everything there was has been seen now, whatever the API server estimated.
-  total = counts.seen
-  options.onProgress?.(progress())
-  return { counts: { ...counts }, failures, checkpoint }
+  walk.total = walk.counts.seen
+  options.onProgress?.(walk.progress())
+  return { counts: { ...walk.counts }, failures: walk.failures, checkpoint: walk.marks.checkpoint }
+}
 
-  async function walkPages(): Promise<void> {
+/**
+ * The low watermark of a walk: sequence numbers are handed out in list order; `finished`
+ * holds those done ahead of the watermark. A failed object never finishes, so the
+ * watermark can never pass the first one: nothing after it is tracked any more (a run with
+ * a failure early on would otherwise keep every later key until it ends).
+ */
+class Watermark {
+  private nextSeq = 0
+  private watermarkSeq = -1
+  private firstFailedSeq = Number.POSITIVE_INFINITY
+  private readonly keyBySeq = new Map<number, string>()
+  private readonly finished = new Set<number>()
+
+  /** `checkpoint`: every object up to this list key is finished. */
+  constructor(public checkpoint: string | undefined) {}
+
+  /** The next object's sequence number; its key is kept while no failure came before it. */
+  next(key?: string): number {
+    const seq = this.nextSeq++
+    if (key !== undefined && seq < this.firstFailedSeq) this.keyBySeq.set(seq, key)
+    return seq
+  }
+
+  finish(seq: number): void {
+    if (seq > this.firstFailedSeq) return
+    this.finished.add(seq)
+    while (this.finished.has(this.watermarkSeq + 1)) {
+      this.watermarkSeq++
+      this.finished.delete(this.watermarkSeq)
+      this.checkpoint = this.keyBySeq.get(this.watermarkSeq) ?? this.checkpoint
+      this.keyBySeq.delete(this.watermarkSeq)
+    }
+  }
+
+  failedAt(seq: number): void {
+    if (seq >= this.firstFailedSeq) return
+    this.firstFailedSeq = seq
+    for (const s of this.finished) if (s > seq) this.finished.delete(s)
+    for (const s of this.keyBySeq.keys()) if (s > seq) this.keyBySeq.delete(s)
+  }
+}
+
+/** One walk's state: its queue, counts, failures and watermark. */
+class Walk {
+  readonly queue: TaskRunner
+  readonly counts: WalkCounts = { seen: 0, rewritten: 0, current: 0, skipped: 0, gone: 0, conflict: 0, failed: 0, resumed: 0 }
+  readonly failures: ObjectFailure[] = []
+  readonly marks: Watermark
+  total: number | undefined
+  firstError: unknown
+  // Called after every object: one object with the live counters, updated in place.
+  private readonly view: WalkProgress
+
+  constructor(
+    private readonly handle: (item: PartialObjectMetadata) => Promise<Outcome>,
+    private readonly options: WalkOptions,
+  ) {
+    this.queue = new TaskRunner(this.currentLimit(), Math.max(0, options.qps), undefined, options.rate)
+    this.marks = new Watermark(options.resumeAfter)
+    this.view = { counts: this.counts, total: undefined, checkpoint: this.marks.checkpoint, inFlight: 0 }
+  }
+
+  /** The adaptive limit, never above the cap. */
+  private currentLimit(): number {
+    const cap = Math.max(1, this.options.concurrency)
+    return Math.min(cap, Math.max(1, this.options.concurrencyLimit?.() ?? cap))
+  }
+
+  progress(): WalkProgress {
+    this.view.total = this.total
+    this.view.checkpoint = this.marks.checkpoint
+    this.view.inFlight = this.queue.pending
+    return this.view
+  }
+
+  private failed(key: string, err: unknown): void {
+    if (this.failures.length < (this.options.maxRecordedFailures ?? 100)) this.failures.push(objectFailure(key, err))
+  }
+
+  async walkPages(pages: AsyncIterable<MetadataPage>): Promise<void> {
+    const { options, counts, marks } = this
+    const highWater = Math.max(64, options.concurrency * 4)
     for await (const page of pages) {
       options.signal?.throwIfAborted()
-      if (firstError) break
-      if (page.remainingItemCount !== undefined) total = counts.seen + page.items.length + page.remainingItemCount
+      if (this.firstError) break
+      if (page.remainingItemCount !== undefined) this.total = counts.seen + page.items.length + page.remainingItemCount
       for (const object of page.unreadable ?? []) {
         counts.seen++
         counts.failed++
-        const seq = nextSeq++
-        failedAt(seq)
-        const error = options.onUnreadable ? options.onUnreadable(object) : object.error
-        if (failures.length < maxFailures) failures.push(objectFailure(object.key, error))
+        marks.failedAt(marks.next())
+        this.failed(object.key, options.onUnreadable ? options.onUnreadable(object) : object.error)
       }
       for (const item of page.items) {
         counts.seen++
         const key = listOrderKey(item.metadata.namespace, item.metadata.name)
-        const seq = nextSeq++
-        if (seq < firstFailedSeq) keyBySeq.set(seq, key)
+        const seq = marks.next(key)
         if (options.resumeAfter !== undefined && key <= options.resumeAfter) {
           counts.resumed++
-          finish(seq)
+          marks.finish(seq)
           continue
         }
         if (options.skip?.(item)) {
           counts.skipped++
-          finish(seq)
+          marks.finish(seq)
           options.onSkipped?.()
           continue
         }
-        queue.add(async () => {
-          if (options.signal?.aborted || firstError) return
-          const started = performance.now()
-          options.onWriteStart?.()
-          let outcome: Outcome | 'failed'
-          try {
-            outcome = await handle(item)
-            counts[outcome]++
-            // A failed object never finishes: the checkpoint a later run resumes from must
-            // stay before it, or that run would skip an object still in the old version.
-            finish(seq)
-          } catch (err) {
-            // Stopped mid-write: neither done nor failed (the checkpoint stays before it).
-            if (options.signal?.aborted) {
-              options.onWriteEnd?.('failed', (performance.now() - started) / 1000)
-              return
-            }
-            outcome = 'failed'
-            counts.failed++
-            failedAt(seq)
-            if (failures.length < maxFailures) failures.push(objectFailure(key, err))
-            if (isFatal(err)) firstError ??= err
-          }
-          options.onWriteEnd?.(outcome, (performance.now() - started) / 1000)
-          options.onProgress?.(progress())
-          if (options.concurrencyLimit) followLimit()
-        })
+        this.queue.add(() => this.write(item, key, seq))
       }
-      options.onProgress?.(progress())
-      await queue.whenSizeBelow(highWater)
+      options.onProgress?.(this.progress())
+      await this.queue.whenSizeBelow(highWater)
+    }
+  }
+
+  private async write(item: PartialObjectMetadata, key: string, seq: number): Promise<void> {
+    const { options, counts } = this
+    if (options.signal?.aborted || this.firstError) return
+    const started = performance.now()
+    options.onWriteStart?.()
+    let outcome: Outcome | 'failed'
+    try {
+      outcome = await this.handle(item)
+      counts[outcome]++
+      // A failed object never finishes: the checkpoint a later run resumes from must
+      // stay before it, or that run would skip an object still in the old version.
+      this.marks.finish(seq)
+    } catch (err) {
+      // Stopped mid-write: neither done nor failed (the checkpoint stays before it).
+      if (options.signal?.aborted) {
+        options.onWriteEnd?.('failed', (performance.now() - started) / 1000)
+        return
+      }
+      outcome = 'failed'
+      counts.failed++
+      this.marks.failedAt(seq)
+      this.failed(key, err)
+      if (isFatal(err)) this.firstError ??= err
+    }
+    options.onWriteEnd?.(outcome, (performance.now() - started) / 1000)
+    options.onProgress?.(this.progress())
+    if (options.concurrencyLimit) {
+      const limit = this.currentLimit()
+      if (this.queue.limit !== limit) this.queue.limit = limit
     }
   }
 }

@@ -8,7 +8,8 @@ import type { CustomResourceDefinition } from '../../kube/types.js'
 import { freezePatch, readCrdState, takeOverPatch, unfreezePatch, type FreezeVerdict, type RunOutcome } from '../../state/crd-state.js'
 import { type CheckpointBinding, type CheckpointSeal } from './checkpoint-seal.js'
 import type { MigrationContext, MigrationSettings } from '../context.js'
-import { requestRetry, UNFREEZE_RETRY, withRetry } from '../engine/retry.js'
+import { UNFREEZE_RETRY } from '../engine/retry.js'
+import { runClient, RunClient } from '../engine/run-client.js'
 
 export interface Frozen {
   /** The CRD as the freeze left it. */
@@ -41,7 +42,7 @@ export async function freezeCrd(
     verdict.action === 'resume'
       ? takeOverPatch(ctx.owner)
       : freezePatch(settings.migratingAnnotation, ctx.owner, storageVersion, crd.metadata.generation ?? 0)
-  const frozen = await withRetry(() => patchCrdAnnotations(ctx.http, name, patch, rv), requestRetry(settings.maxAttempts, ctx.signal))
+  const frozen = await patchCrdAnnotations(runClient(ctx, settings), name, patch, rv)
   const state = readCrdState(frozen, settings.migratingAnnotation)
   const frozenGeneration = state.frozenGeneration ?? crd.metadata.generation ?? 0
   const binding = checkpointBinding(frozen, storageVersion, state.frozenGeneration, state.startedAt)
@@ -66,7 +67,9 @@ export async function unfreezeCrd(
   ctx: MigrationContext,
 ): Promise<{ lifted: true; crd?: CustomResourceDefinition } | { lifted: false; error: unknown }> {
   try {
-    const crd = await withRetry(() => patchCrdAnnotations(ctx.http, name, unfreezePatch(settings.migratingAnnotation, run)), UNFREEZE_RETRY)
+    // The patch is made at each try: it records when the freeze was lifted.
+    const unfreezing = new RunClient(ctx.http, UNFREEZE_RETRY)
+    const crd = await unfreezing.retry(() => patchCrdAnnotations(ctx.http, name, unfreezePatch(settings.migratingAnnotation, run)))
     return { lifted: true, crd }
   } catch (err) {
     if (isNotFound(err)) return { lifted: true }

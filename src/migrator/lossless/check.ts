@@ -37,14 +37,13 @@ import { ContentType, type KubeHttp } from '../../kube/http.js'
 import { collectionPath, listOrderKey, objectPath, resourceRef, type ResourceRef } from '../../kube/paths.js'
 import type { CustomResourceDefinition, ObjectMeta } from '../../kube/types.js'
 import { continueFrom } from '../../kube/unreadable.js'
-import { listMetadata } from '../../kube/list-metadata.js'
 import { pageRequest, type ListPage } from '../../kube/list-pages.js'
 import { fieldPattern } from './content-diff.js'
 import { readCrdConsent } from '../../state/crd-state.js'
 import { invalidFieldPath } from '../../config/accept-entries.js'
 import type { ConversionGate } from '../conversion/gate.js'
 import type { MigrationContext, MigrationSettings } from '../context.js'
-import { requestRetry, withRetry, type RetryOptions } from '../engine/retry.js'
+import { runClient, type RunClient } from '../engine/run-client.js'
 import { runInParallel } from '../parallel.js'
 import type { FieldChange } from './content-diff.js'
 import { managedEntries, managedPaths } from './managed-paths.js'
@@ -63,7 +62,8 @@ import {
 type KubeObject = Record<string, unknown> & { metadata: ObjectMeta }
 
 export interface LosslessOptions {
-  http: KubeHttp
+  /** The run's client: its retries, its signal, and during a run the CRD's conversion gate. */
+  client: RunClient
   /** Field patterns whose removal the migrator's configuration accepts for this CRD. */
   acceptedRemovals: readonly string[]
   /** Field patterns where any change is accepted for this CRD. */
@@ -77,12 +77,10 @@ export interface LosslessOptions {
   concurrency: number
   /** Write through the status subresource (the rewrite does; so does its dry run). */
   useStatusSubresource: boolean
-  retry: RetryOptions
   /** Read through every other version of spec.versions, not only those status.storedVersions lists (`migrate --force`: it is not trusted). */
   everyVersion?: boolean
   /** Check only this many pages per version (before the freeze); default all. */
   maxPages?: number
-  signal?: AbortSignal | undefined
 }
 
 const KEPT_FINDINGS = 20
@@ -146,50 +144,61 @@ export async function checkLossless(
     })
     if (!finished) report.complete = false
   }
-  // Objects stored in unserved versions: no old view; held to their managedFields. Through
-  // a conversion webhook, what the conversion adds cannot be seen at all without an old
-  // view: every object is also unchecked then (any may be stored in the unserved version).
-  if (report.unserved.length > 0) {
-    let bare = 0
-    // The last object judged, in list order: a fallback goes on after it.
-    let lastKey: string | undefined
-    // Through a webhook the old version's fields may be renamed in the storage version: a
-    // field its managers set that the storage view lacks is renamed or removed, not told apart.
-    const renamedOrRemoved = new Map<string, number>()
-    const heldToManagedFields = (item: KubeObject) => {
-      lastKey = listOrderKey(item.metadata.namespace, item.metadata.name)
-      const managed = managedEntries(item).length > 0
-      const lost = managed ? lostManagedFields(item, item) : []
-      if (!managed) bare++
-      else if (method === 'list') judge(item, judgeRoundTrip({ before: item, after: item, lostManaged: lost }, rules))
-      for (const pattern of new Set(lost.map(fieldPattern))) renamedOrRemoved.set(pattern, (renamedOrRemoved.get(pattern) ?? 0) + 1)
-      if (method === 'dry-run' || !managed) report.unchecked++
-    }
-    try {
-      const finished = await forEachPage(target, options, async (items) => items.forEach(heldToManagedFields))
-      if (!finished) report.complete = false
-    } catch (err) {
-      if (!isConversionRefusal(err)) throw err
-      // The webhook refuses some object: no page holding it lists. Step past it (the
-      // rewrite fails it by name too) and read the others one by one, after the last judged.
-      report.refused += await eachReadableObject(target, options, lastKey, heldToManagedFields)
-    }
-    const unserved = report.unserved.join(', ')
-    const named = [...renamedOrRemoved]
-      .sort((a, b) => b[1] - a[1])
-      .slice(0, 6)
-      .map(([p, n]) => `${elideKeys(p)} (${n})`)
-    if (method === 'dry-run' && report.unchecked > 0)
-      report.uncheckedReason = `${report.unchecked} object(s) may be stored in unserved ${unserved}, which a conversion webhook converts: with no old view, what the conversion adds, renames or drops cannot be told apart${named.length ? `; fields their managers set that the storage version does not show (renamed or removed): ${named.join(', ')}${renamedOrRemoved.size > named.length ? ', ...' : ''}` : ''}`
-    else if (report.unchecked > 0)
-      report.uncheckedReason = `${bare} object(s) have no managedFields, and objects stored in unserved ${unserved} cannot be read as stored`
-  }
+  if (report.unserved.length > 0) await holdToManagedFields(target, method, options, report, rules, judge)
   report.changes = [...counts.values()]
     .sort((a, b) => verdictOrder(a) - verdictOrder(b) || b.objects - a.objects || (a.pattern < b.pattern ? -1 : 1))
     .slice(0, KEPT_CHANGE_PATTERNS)
   report.durationMs = Date.now() - started
   report.findings.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
   return report
+}
+
+/**
+ * Objects stored in unserved versions: no old view; held to their managedFields. Through
+ * a conversion webhook, what the conversion adds cannot be seen at all without an old
+ * view: every object is also unchecked then (any may be stored in the unserved version).
+ */
+async function holdToManagedFields(
+  target: ResourceRef,
+  method: LosslessMethod,
+  options: LosslessOptions,
+  report: LosslessReport,
+  rules: LosslessRules,
+  judge: (object: KubeObject, verdict: ChangeVerdict) => void,
+): Promise<void> {
+  let bare = 0
+  // The last object judged, in list order: a fallback goes on after it.
+  let lastKey: string | undefined
+  // Through a webhook the old version's fields may be renamed in the storage version: a
+  // field its managers set that the storage view lacks is renamed or removed, not told apart.
+  const renamedOrRemoved = new Map<string, number>()
+  const heldToManagedFields = (item: KubeObject) => {
+    lastKey = listOrderKey(item.metadata.namespace, item.metadata.name)
+    const managed = managedEntries(item).length > 0
+    const lost = managed ? lostManagedFields(item, item) : []
+    if (!managed) bare++
+    else if (method === 'list') judge(item, judgeRoundTrip({ before: item, after: item, lostManaged: lost }, rules))
+    for (const pattern of new Set(lost.map(fieldPattern))) renamedOrRemoved.set(pattern, (renamedOrRemoved.get(pattern) ?? 0) + 1)
+    if (method === 'dry-run' || !managed) report.unchecked++
+  }
+  try {
+    const finished = await forEachPage(target, options, async (items) => items.forEach(heldToManagedFields))
+    if (!finished) report.complete = false
+  } catch (err) {
+    if (!isConversionRefusal(err)) throw err
+    // The webhook refuses some object: no page holding it lists. Step past it (the
+    // rewrite fails it by name too) and read the others one by one, after the last judged.
+    report.refused += await eachReadableObject(target, options, lastKey, heldToManagedFields)
+  }
+  const unserved = report.unserved.join(', ')
+  const named = [...renamedOrRemoved]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 6)
+    .map(([p, n]) => `${elideKeys(p)} (${n})`)
+  if (method === 'dry-run' && report.unchecked > 0)
+    report.uncheckedReason = `${report.unchecked} object(s) may be stored in unserved ${unserved}, which a conversion webhook converts: with no old view, what the conversion adds, renames or drops cannot be told apart${named.length ? `; fields their managers set that the storage version does not show (renamed or removed): ${named.join(', ')}${renamedOrRemoved.size > named.length ? ', ...' : ''}` : ''}`
+  else if (report.unchecked > 0)
+    report.uncheckedReason = `${bare} object(s) have no managedFields, and objects stored in unserved ${unserved} cannot be read as stored`
 }
 
 /** The CRD's consent annotations, each path checked as a config entry is (a bad one is ignored, and said). */
@@ -325,12 +334,7 @@ async function eachReadableObject(
   onObject: (o: KubeObject) => void,
 ): Promise<number> {
   let refused = 0
-  const pages = listMetadata(options.http, ref, {
-    pageSize: options.pageSize,
-    ...(options.signal ? { signal: options.signal } : {}),
-    fetchPage: (fetch) => withRetry(fetch, options.retry),
-    unreadable: isConversionRefusal,
-  })
+  const pages = options.client.listMetadata(ref, { pageSize: options.pageSize, unreadable: isConversionRefusal })
   const later = (key: string) => after === undefined || key > after
   for await (const page of pages) {
     refused += (page.unreadable ?? []).filter((u) => later(u.key)).length
@@ -361,7 +365,7 @@ async function forEachPage(
   for (let pages = 0; ;) {
     let page: ListPage<KubeObject>
     try {
-      page = await withRetry(() => listPage(ref, options, options.pageSize, token), options.retry)
+      page = await listPage(ref, options, options.pageSize, token)
     } catch (err) {
       if (!isGone(err) || token === undefined) throw err
       token = undefined
@@ -395,7 +399,7 @@ async function forEachPage(
 
 /** A page of whole objects through `ref`'s version (list-pages.ts's request). */
 function listPage(ref: ResourceRef, options: LosslessOptions, limit: number, token: string | undefined): Promise<ListPage<KubeObject>> {
-  return pageRequest<KubeObject>(options.http, collectionPath(ref), { signal: options.signal })({ limit, continue: token })
+  return pageRequest<KubeObject>(options.client, collectionPath(ref), { signal: options.client.signal })({ limit, continue: token })
 }
 
 /** The same objects at the same snapshot, through the storage version: what their rewrite keeps. */
@@ -409,7 +413,7 @@ async function compareWithStorageView(
 ): Promise<void> {
   const first = items[0]!
   const start = continueFrom(listOrderKey(first.metadata.namespace, first.metadata.name), resourceVersion)
-  const same = await withRetry(() => listPage(target, options, items.length, start), options.retry)
+  const same = await listPage(target, options, items.length, start)
   const byUid = new Map(same.items.map((o) => [o.metadata.uid, o]))
   for (const before of items) {
     const after = byUid.get(before.metadata.uid)
@@ -455,10 +459,11 @@ async function readStored(
   counted()
   const { namespace, name } = object.metadata
   try {
-    const { body } = await withRetry(
-      () => options.http.request<KubeObject>({ method: 'GET', path: objectPath(target, namespace, name), signal: options.signal }),
-      options.retry,
-    )
+    const { body } = await options.client.request<KubeObject>({
+      method: 'GET',
+      path: objectPath(target, namespace, name),
+      signal: options.client.signal,
+    })
     return body
   } catch (err) {
     if (isNotFound(err)) return undefined
@@ -475,18 +480,14 @@ async function roundTrip(
   for (let attempt = 1; ; attempt++) {
     const { namespace, name, uid, resourceVersion } = before.metadata
     try {
-      const { body } = await withRetry(
-        () =>
-          options.http.request<KubeObject>({
-            method: 'PATCH',
-            path: objectPath(through, namespace, name, options.useStatusSubresource ? 'status' : undefined),
-            query: { dryRun: 'All' },
-            contentType: ContentType.mergePatch,
-            body: { metadata: { uid, resourceVersion } },
-            signal: options.signal,
-          }),
-        options.retry,
-      )
+      const { body } = await options.client.request<KubeObject>({
+        method: 'PATCH',
+        path: objectPath(through, namespace, name, options.useStatusSubresource ? 'status' : undefined),
+        query: { dryRun: 'All' },
+        contentType: ContentType.mergePatch,
+        body: { metadata: { uid, resourceVersion } },
+        signal: options.client.signal,
+      })
       return { before, after: body }
     } catch (err) {
       if (isNotFound(err)) return undefined
@@ -494,12 +495,8 @@ async function roundTrip(
       // Written since the list: read it again (its new content is what the rewrite would see).
       if (!isConflict(err) || attempt >= 5) throw err
       try {
-        before = (
-          await withRetry(
-            () => options.http.request<KubeObject>({ method: 'GET', path: objectPath(through, namespace, name), signal: options.signal }),
-            options.retry,
-          )
-        ).body
+        const path = objectPath(through, namespace, name)
+        before = (await options.client.request<KubeObject>({ method: 'GET', path, signal: options.client.signal })).body
       } catch (readErr) {
         if (isNotFound(readErr)) return undefined
         throw readErr
@@ -511,7 +508,7 @@ async function roundTrip(
 /** The check's options from a migration's settings. */
 export function losslessOptions(http: KubeHttp, settings: MigrationSettings, signal?: AbortSignal): LosslessOptions {
   return {
-    http,
+    client: runClient({ http, signal }, settings),
     acceptedRemovals: settings.acceptedRemovals ?? [],
     acceptedChanges: settings.acceptedChanges ?? [],
     acceptUnchecked: settings.acceptUnchecked === true,
@@ -519,9 +516,7 @@ export function losslessOptions(http: KubeHttp, settings: MigrationSettings, sig
     pageSize: settings.pageSize,
     concurrency: settings.concurrency,
     useStatusSubresource: settings.useStatusSubresource,
-    retry: requestRetry(settings.maxAttempts, signal),
     ...(settings.force ? { everyVersion: true } : {}),
-    signal,
   }
 }
 
@@ -542,7 +537,7 @@ export async function proveLossless(
   const options = losslessOptions(ctx.http, settings, ctx.signal)
   const report = await checkLossless(crd, storageVersion, {
     ...options,
-    ...(run.conversion ? { retry: { ...options.retry, conversion: run.conversion } } : {}),
+    ...(run.conversion ? { client: options.client.with({ conversion: run.conversion }) } : {}),
     ...(run.maxPages !== undefined ? { maxPages: run.maxPages } : {}),
   })
   const log = ctx.logger.child({ crd: crd.metadata.name })

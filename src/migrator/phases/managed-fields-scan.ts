@@ -1,9 +1,8 @@
 import type { KubeHttp } from '../../kube/http.js'
-import { listMetadata } from '../../kube/list-metadata.js'
 import { resourceRef } from '../../kube/paths.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
 import { cleanManagedFields, managedFieldsPolicy, servedKeptVersions } from './managed-fields.js'
-import { requestRetry, withRetry } from '../engine/retry.js'
+import { runClient } from '../engine/run-client.js'
 
 export interface ScanResult {
   /** Custom resources listed. */
@@ -30,12 +29,9 @@ export async function scanManagedFields(
 ): Promise<ScanResult> {
   const policy = managedFieldsPolicy(crd, storageVersion, settings)
   const result: ScanResult = { total: 0, objects: 0, entries: 0, relabelled: 0, seeded: 0, servedKept: {} }
-  for await (const page of listMetadata(http, resourceRef(crd, storageVersion), {
-    pageSize: settings.pageSize,
-    // Right after a storage flip the API server answers 429 while it re-initialises storage.
-    fetchPage: (fetch) => withRetry(fetch, requestRetry(settings.maxAttempts, signal)),
-    signal,
-  })) {
+  // Pages retried: right after a storage flip the API server answers 429 while it re-initialises storage.
+  const client = runClient({ http, signal }, settings)
+  for await (const page of client.listMetadata(resourceRef(crd, storageVersion), { pageSize: settings.pageSize })) {
     for (const item of page.items) {
       result.total++
       for (const v of servedKeptVersions(item.metadata.managedFields, policy)) result.servedKept[v] = (result.servedKept[v] ?? 0) + 1

@@ -4,19 +4,19 @@
  * walk into metrics, progress and the state annotations.
  */
 import { classifyConversionError, isConversionRefusal } from '../../kube/conversion.js'
-import { listMetadata } from '../../kube/list-metadata.js'
 import { listOrderKey, resourceRef, type ResourceRef } from '../../kube/paths.js'
 import { CrdMigratorError, describeError } from '../../errors.js'
 import type { ConversionGate } from '../conversion/gate.js'
 import type { CustomResourceDefinition, PartialObjectMetadata } from '../../kube/types.js'
 import type { CleanupResult, MigrationContext, MigrationSettings } from '../context.js'
 import type { MigratorMetrics } from '../metrics.js'
-import { managedFieldsPolicy, needsManagedFieldsCleanup } from './managed-fields.js'
+import { managedFieldsPolicy, needsManagedFieldsCleanup, type ManagedFieldsPolicy } from './managed-fields.js'
 import { makeCleanupHandler, makeRewriteHandler, type RewriteWrite, type WriteContext } from './object-writes.js'
 import { Phase } from '../plan.js'
-import { requestRetry, ThrottleGate, withRetry } from '../engine/retry.js'
+import { ThrottleGate } from '../engine/retry.js'
+import { runClient } from '../engine/run-client.js'
 import type { StateWriter } from '../freeze/state-writer.js'
-import { settled, walkObjects, type Outcome, type WalkProgress } from '../engine/walker.js'
+import { settled, walkObjects, type Outcome, type WalkOptions, type WalkProgress } from '../engine/walker.js'
 import { ServedEntriesCount } from './served-entries.js'
 
 /**
@@ -73,43 +73,26 @@ export async function runPhase(
   ctx: MigrationContext,
   run: PhaseRun,
 ): Promise<CleanupResult> {
-  const { state, resumeAfter } = run
   const started = Date.now()
   const crd = target.kind === 'crd' ? target.crd : undefined
   const name = target.kind === 'crd' ? target.crd.metadata.name : target.name
   const labels = { crd: name, phase }
-  // The writes in flight: an adaptive limit under the configured concurrency (retry.ts);
-  // the process's shared one when several migrations run at once (budget.ts).
-  const budget = ctx.budget
-  const gate =
-    budget?.gate ??
-    new ThrottleGate({
-      maxConcurrency: settings.concurrency,
-      onLimitChange: (limit) => ctx.metrics?.concurrencyLimit.set(labels, limit),
-    })
-  const limitSeen = () => Math.min(settings.concurrency, gate.concurrencyLimit)
-  const stopFollowing = budget?.onLimitChange(() => ctx.metrics?.concurrencyLimit.set(labels, limitSeen()))
-  ctx.metrics?.concurrencyLimit.set(labels, budget ? limitSeen() : gate.concurrencyLimit)
-  let staleWrites = 0
+  const { gate, stopFollowing } = phaseGate(settings, ctx, labels)
+  const counts = { entriesRemoved: 0, entriesRelabelled: 0, conversionRefused: 0, staleWrites: 0 }
   const write: WriteContext = {
-    http: ctx.http,
-    ref: target.kind === 'crd' ? resourceRef(target.crd, target.storageVersion) : target.ref,
-    retry: {
-      ...requestRetry(settings.maxAttempts, ctx.signal),
+    client: runClient(ctx, settings).with({
       gate,
       ...(run.conversion ? { conversion: run.conversion } : {}),
       onThrottled: () => ctx.metrics?.throttled.inc(),
       onRetry: (err, attempt) => ctx.logger.debug({ crd: name, err, attempt }, 'retrying write'),
-    },
-    onStale: () => staleWrites++,
+    }),
+    ref: target.kind === 'crd' ? resourceRef(target.crd, target.storageVersion) : target.ref,
+    onStale: () => counts.staleWrites++,
   }
-  let entriesRemoved = 0
-  let entriesRelabelled = 0
   const count = (cleaned: { removed: number; relabelled: number }) => {
-    entriesRemoved += cleaned.removed
-    entriesRelabelled += cleaned.relabelled
+    counts.entriesRemoved += cleaned.removed
+    counts.entriesRelabelled += cleaned.relabelled
   }
-  let conversionRefused = 0
   const policy = phase === Phase.CleanupManagedFields && crd ? managedFieldsPolicy(crd, write.ref.version, settings) : undefined
   const writeObject = policy
     ? makeCleanupHandler(write, policy, count)
@@ -123,7 +106,7 @@ export async function runPhase(
         ? // The code says who refused; the message is the webhook's own.
           new CrdMigratorError('CRDM_CONVERSION_REFUSED', conversion.detail, { cause: err })
         : err
-    if (conversion?.kind === 'refused') conversionRefused++
+    if (conversion?.kind === 'refused') counts.conversionRefused++
     ctx.logger.warn({ crd: name, phase, object: key, error: describeError(failure) }, 'object failed')
     return failure
   }
@@ -134,12 +117,75 @@ export async function runPhase(
       throw objectFailed(listOrderKey(item.metadata.namespace, item.metadata.name), err)
     }
   }
-  const pages = listMetadata(ctx.http, write.ref, {
+  // The walk's live counts (updated in place), for a run stopped mid-phase.
+  let live: WalkProgress | undefined
+  // Entries of served old versions the cleanup leaves (they go once the version is unserved).
+  const servedKept = policy && !policy.rewriteServedNonStorage ? new ServedEntriesCount(policy) : undefined
+  try {
+    const options = walkOptions(phase, labels, settings, ctx, run, gate, { policy, servedKept, objectFailed })
+    const result = await walkObjects(phasePages(write, crd, settings, ctx, name), handler, {
+      ...options,
+      onProgress: (progress) => {
+        live = progress
+        options.onProgress(progress)
+      },
+    })
+    // The final count: written with the next tick, or by the unfreeze if the run ends first.
+    run.state?.progress(phase, { counts: result.counts, total: result.counts.seen, checkpoint: result.checkpoint, inFlight: 0 })
+    ctx.metrics?.phaseDuration.observe(
+      { ...labels, result: result.counts.failed > 0 ? 'Failed' : 'Succeeded' },
+      (Date.now() - started) / 1000,
+    )
+    const kept = servedKept?.result()
+    return { ...result, ...counts, ...(kept ? { servedEntriesKept: kept } : {}) }
+  } catch (err) {
+    if (ctx.signal?.aborted && live) run.onStopped?.({ counts: { ...live.counts }, failures: [], checkpoint: live.checkpoint, ...counts })
+    ctx.metrics?.phaseDuration.observe({ ...labels, result: 'Failed' }, (Date.now() - started) / 1000)
+    throw err
+  } finally {
+    stopFollowing?.()
+    ctx.metrics?.remaining.remove(labels)
+    ctx.metrics?.concurrencyLimit.remove(labels)
+    if (gate.decisions)
+      ctx.logger.debug({ crd: name, phase, limit: gate.concurrencyLimit, decisions: gate.decisions }, 'adaptive concurrency')
+  }
+}
+
+/**
+ * The writes in flight: an adaptive limit under the configured concurrency (retry.ts);
+ * the process's shared one when several migrations run at once (budget.ts). Its limit is
+ * followed in the metrics until `stopFollowing`.
+ */
+function phaseGate(
+  settings: MigrationSettings,
+  ctx: MigrationContext,
+  labels: { crd: string; phase: Phase },
+): { gate: ThrottleGate; stopFollowing: (() => void) | undefined } {
+  const budget = ctx.budget
+  const gate =
+    budget?.gate ??
+    new ThrottleGate({
+      maxConcurrency: settings.concurrency,
+      onLimitChange: (limit) => ctx.metrics?.concurrencyLimit.set(labels, limit),
+    })
+  const limitSeen = () => Math.min(settings.concurrency, gate.concurrencyLimit)
+  const stopFollowing = budget?.onLimitChange(() => ctx.metrics?.concurrencyLimit.set(labels, limitSeen()))
+  ctx.metrics?.concurrencyLimit.set(labels, budget ? limitSeen() : gate.concurrencyLimit)
+  return { gate, stopFollowing }
+}
+
+/** The objects' metadata, page by page, through the phase's client. */
+function phasePages(
+  write: WriteContext,
+  crd: CustomResourceDefinition | undefined,
+  settings: MigrationSettings,
+  ctx: MigrationContext,
+  name: string,
+) {
+  // List pages ride out throttling and transient errors like the writes, through the same
+  // gate (run-client.ts: their latency does not steer the limit).
+  return write.client.listMetadata(write.ref, {
     pageSize: settings.pageSize,
-    signal: ctx.signal,
-    // List pages ride out throttling and transient errors like the writes, through the same
-    // gate; their latency is not a write's, so it does not steer the limit.
-    fetchPage: (fetch) => withRetry(fetch, { ...write.retry, sampleLatency: false }),
     // A page the webhook refuses to convert to the storage version is listed through the
     // versions its objects may still be stored in; the refused objects then fail one by one.
     alternateVersions: (crd?.status?.storedVersions ?? []).filter(
@@ -150,87 +196,71 @@ export async function runPhase(
     unreadable: isConversionRefusal,
     onRestart: (after) => ctx.logger.warn({ crd: name, after }, 'list continue token expired; listing again after the last key seen'),
   })
+}
+
+/** The walk's pacing, skips and hooks: metrics, progress and the state annotations. */
+function walkOptions(
+  phase: Phase,
+  labels: { crd: string; phase: Phase },
+  settings: MigrationSettings,
+  ctx: MigrationContext,
+  run: PhaseRun,
+  gate: ThrottleGate,
+  cleanup: {
+    policy: ManagedFieldsPolicy | undefined
+    servedKept: ServedEntriesCount | undefined
+    objectFailed: (key: string, err: unknown) => unknown
+  },
+): WalkOptions & { onProgress: (progress: WalkProgress) => void } {
+  const { policy, servedKept } = cleanup
+  const budget = ctx.budget
   // Per object: metric series bound once (no label hashing per write), one progress text.
   const m = ctx.metrics
   const outcomes = m && boundOutcomes(m, labels)
   const writeDuration = m?.writeDuration.labels({ phase })
   // A gauge read at each scrape: set four times a second, not after every object.
   let remainingSetAt = Number.NEGATIVE_INFINITY
-  // The walk's live counts (updated in place), for a run stopped mid-phase.
-  let live: WalkProgress | undefined
-  // Entries of served old versions the cleanup leaves (they go once the version is unserved).
-  const servedKept = policy && !policy.rewriteServedNonStorage ? new ServedEntriesCount(policy) : undefined
-  try {
-    const result = await walkObjects(pages, handler, {
-      concurrency: settings.concurrency,
-      concurrencyLimit: () => gate.concurrencyLimit,
-      // With a budget the process's --qps is the shared bucket; a CRD's own qps applies besides.
-      qps: budget ? budget.ownQps(settings.qps) : settings.qps,
-      ...(budget?.rate ? { rate: budget.rate } : {}),
-      ...(resumeAfter !== undefined ? { resumeAfter } : {}),
-      signal: ctx.signal,
-      onUnreadable: (object) => {
-        outcomes?.failed.inc()
-        return objectFailed(object.key, object.error)
-      },
-      // Objects with nothing to clean are settled from the list, not paced at --qps.
-      ...(policy
-        ? {
-            skip: (item: PartialObjectMetadata) => {
-              servedKept?.add(item.metadata.managedFields)
-              return !needsManagedFieldsCleanup(item.metadata.managedFields, policy)
-            },
-            onSkipped: () => outcomes?.skipped.inc(),
-          }
-        : {}),
-      ...(m
-        ? {
-            onWriteStart: () => m.writesInFlight.inc(),
-            onWriteEnd: (outcome: Outcome | 'failed', seconds: number) => {
-              m.writesInFlight.dec()
-              writeDuration!.observe(seconds)
-              outcomes![outcome].inc()
-            },
-          }
-        : {}),
-      onProgress: (progress) => {
-        live = progress
-        const now = performance.now()
-        if (m && now - remainingSetAt >= 250) {
-          remainingSetAt = now
-          m.remaining.set(labels, Math.max(0, (progress.total ?? progress.counts.seen) - settled(progress)))
+  return {
+    concurrency: settings.concurrency,
+    concurrencyLimit: () => gate.concurrencyLimit,
+    // With a budget the process's --qps is the shared bucket; a CRD's own qps applies besides.
+    qps: budget ? budget.ownQps(settings.qps) : settings.qps,
+    ...(budget?.rate ? { rate: budget.rate } : {}),
+    ...(run.resumeAfter !== undefined ? { resumeAfter: run.resumeAfter } : {}),
+    signal: ctx.signal,
+    onUnreadable: (object) => {
+      outcomes?.failed.inc()
+      return cleanup.objectFailed(object.key, object.error)
+    },
+    // Objects with nothing to clean are settled from the list, not paced at --qps.
+    ...(policy
+      ? {
+          skip: (item: PartialObjectMetadata) => {
+            servedKept?.add(item.metadata.managedFields)
+            return !needsManagedFieldsCleanup(item.metadata.managedFields, policy)
+          },
+          onSkipped: () => outcomes?.skipped.inc(),
         }
-        ctx.onProgress?.(phase, progress)
-        state?.progress(phase, progress)
-      },
-    })
-    // The final count: written with the next tick, or by the unfreeze if the run ends first.
-    state?.progress(phase, { counts: result.counts, total: result.counts.seen, checkpoint: result.checkpoint, inFlight: 0 })
-    ctx.metrics?.phaseDuration.observe(
-      { ...labels, result: result.counts.failed > 0 ? 'Failed' : 'Succeeded' },
-      (Date.now() - started) / 1000,
-    )
-    const kept = servedKept?.result()
-    return { ...result, entriesRemoved, entriesRelabelled, conversionRefused, staleWrites, ...(kept ? { servedEntriesKept: kept } : {}) }
-  } catch (err) {
-    if (ctx.signal?.aborted && live)
-      run.onStopped?.({
-        counts: { ...live.counts },
-        failures: [],
-        checkpoint: live.checkpoint,
-        entriesRemoved,
-        entriesRelabelled,
-        conversionRefused,
-        staleWrites,
-      })
-    ctx.metrics?.phaseDuration.observe({ ...labels, result: 'Failed' }, (Date.now() - started) / 1000)
-    throw err
-  } finally {
-    stopFollowing?.()
-    ctx.metrics?.remaining.remove(labels)
-    ctx.metrics?.concurrencyLimit.remove(labels)
-    if (gate.decisions)
-      ctx.logger.debug({ crd: name, phase, limit: gate.concurrencyLimit, decisions: gate.decisions }, 'adaptive concurrency')
+      : {}),
+    ...(m
+      ? {
+          onWriteStart: () => m.writesInFlight.inc(),
+          onWriteEnd: (outcome: Outcome | 'failed', seconds: number) => {
+            m.writesInFlight.dec()
+            writeDuration!.observe(seconds)
+            outcomes![outcome].inc()
+          },
+        }
+      : {}),
+    onProgress: (progress) => {
+      const now = performance.now()
+      if (m && now - remainingSetAt >= 250) {
+        remainingSetAt = now
+        m.remaining.set(labels, Math.max(0, (progress.total ?? progress.counts.seen) - settled(progress)))
+      }
+      ctx.onProgress?.(phase, progress)
+      run.state?.progress(phase, progress)
+    },
   }
 }
 

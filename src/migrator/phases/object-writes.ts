@@ -1,19 +1,19 @@
 import { CrdMigratorError, errorMessage } from '../../errors.js'
 import { FIELD_MANAGER } from '../../version.js'
 import { ManagedFieldsDroppedError } from '../../kube/conversion.js'
-import { Accept, ContentType, type KubeHttp } from '../../kube/http.js'
+import { Accept, ContentType } from '../../kube/http.js'
 import { isConflict, isNotFound, isUnprocessable } from '../../kube/api-errors.js'
 import { apiVersionOf, listOrderKey, objectPath, type ResourceRef } from '../../kube/paths.js'
 import type { ManagedFieldsEntry, PartialObjectMetadata } from '../../kube/types.js'
 import { cleanManagedFields, entryIdentity, managedFieldsPatch, type ManagedFieldsPolicy } from './managed-fields.js'
-import { withRetry, type RetryOptions } from '../engine/retry.js'
+import type { RunClient } from '../engine/run-client.js'
 import type { Outcome } from '../engine/walker.js'
 
 export interface WriteContext {
-  http: KubeHttp
+  /** The phase's client: the run's retries, with the phase's throttle gate. */
+  client: RunClient
   /** The resource addressed through its storage version. */
   ref: ResourceRef
-  retry: RetryOptions
   /** A write found the object changed since it was read (it is read again and the write retried). */
   onStale?: () => void
 }
@@ -62,19 +62,15 @@ export function makeRewriteHandler(
     const body = { apiVersion, kind: ctx.ref.kind, metadata }
     const path = objectPath(ctx.ref, namespace, name, useStatusSubresource ? 'status' : undefined)
     try {
-      const res = await withRetry(
-        () =>
-          ctx.http.request<PartialObjectMetadata>({
-            method: 'PATCH',
-            path,
-            ...(query ? { query } : {}),
-            body,
-            contentType,
-            // Only metadata back: we need the new resourceVersion, not the object.
-            accept: Accept.partialObjectMetadata,
-          }),
-        ctx.retry,
-      )
+      const res = await ctx.client.request<PartialObjectMetadata>({
+        method: 'PATCH',
+        path,
+        ...(query ? { query } : {}),
+        body,
+        contentType,
+        // Only metadata back: we need the new resourceVersion, not the object.
+        accept: Accept.partialObjectMetadata,
+      })
       return res.body?.metadata?.resourceVersion === resourceVersion ? 'current' : 'rewritten'
     } catch (err) {
       if (isNotFound(err)) return 'gone'
@@ -91,15 +87,11 @@ export function makeRewriteHandler(
 /** The object's metadata as it is now, or undefined when it is gone. */
 async function readMetadata(ctx: WriteContext, item: PartialObjectMetadata): Promise<PartialObjectMetadata | undefined> {
   try {
-    const res = await withRetry(
-      () =>
-        ctx.http.request<PartialObjectMetadata>({
-          method: 'GET',
-          path: objectPath(ctx.ref, item.metadata.namespace, item.metadata.name),
-          accept: Accept.partialObjectMetadata,
-        }),
-      ctx.retry,
-    )
+    const res = await ctx.client.request<PartialObjectMetadata>({
+      method: 'GET',
+      path: objectPath(ctx.ref, item.metadata.namespace, item.metadata.name),
+      accept: Accept.partialObjectMetadata,
+    })
     return res.body
   } catch (err) {
     if (isNotFound(err)) return undefined
@@ -137,8 +129,8 @@ export function makeCleanupHandler(
       }
       let resourceVersion = meta.resourceVersion ?? ''
       try {
-        await withRetry(async () => {
-          const res = await ctx.http.request<PartialObjectMetadata>({
+        await ctx.client.retry(async () => {
+          const res = await ctx.client.http.request<PartialObjectMetadata>({
             method: 'PATCH',
             path: objectPath(ctx.ref, meta.namespace, meta.name),
             body: managedFieldsPatch(resourceVersion, target),
@@ -152,7 +144,7 @@ export function makeCleanupHandler(
             throw new ManagedFieldsDroppedError(key, target)
           }
           return res
-        }, ctx.retry)
+        })
         onCleaned(cleaned)
         return 'rewritten'
       } catch (err) {

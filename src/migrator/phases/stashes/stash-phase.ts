@@ -19,14 +19,14 @@
 import { isDeepStrictEqual } from 'node:util'
 import { CrdMigratorError, describeError } from '../../../errors.js'
 import { convertObjects } from '../../../kube/conversion-review.js'
-import { ContentType, type KubeHttp } from '../../../kube/http.js'
+import { ContentType } from '../../../kube/http.js'
 import { isConflict, isNotFound, isUnprocessable } from '../../../kube/api-errors.js'
-import { followPages, pageRequest } from '../../../kube/list-pages.js'
+import { listPages } from '../../../kube/list-pages.js'
 import { apiVersionOf, collectionPath, listOrderKey, objectPath, type ResourceRef } from '../../../kube/paths.js'
 import { resolveResource } from '../../../kube/resources.js'
 import type { CustomResourceDefinition } from '../../../kube/types.js'
 import type { MigrationContext, MigrationSettings, StashResult } from '../../context.js'
-import { requestRetry, withRetry, type RetryOptions } from '../../engine/retry.js'
+import { runClient, type RunClient } from '../../engine/run-client.js'
 import { objectFailure } from '../../engine/walker.js'
 import { embeddedOf, newStashBody, newStashName, pointersAt, repointPatch, valueAt, type Obj, type StashObject } from './stash-plan.js'
 import type { StashRule } from './rules.js'
@@ -46,7 +46,7 @@ export async function runStashPhase(
   options: { dryRun?: boolean } = {},
 ): Promise<StashResult> {
   const result: StashResult = { counts: { seen: 0, current: 0, migrated: 0, failed: 0, repointed: 0 }, failures: [], planned: [] }
-  const retry = requestRetry(settings.maxAttempts, ctx.signal)
+  const client = runClient(ctx, settings)
   const log = ctx.logger.child({ crd: crd.metadata.name, phase: 'StashedObjectMigration' })
   for (const rule of rules) {
     const source = await resolveResource(ctx.http, {
@@ -55,8 +55,8 @@ export async function runStashPhase(
       resource: rule.source.resource,
     })
     const referrerRefs = await Promise.all(rule.referrers.map((r) => resolveResource(ctx.http, r)))
-    const referrers = new ReferrerIndex(ctx.http, rule, referrerRefs, retry)
-    for await (const stash of listObjects<StashObject>(ctx.http, source, rule.source.labelSelector, rule.source.namespaces, retry)) {
+    const referrers = new ReferrerIndex(client, rule, referrerRefs)
+    for await (const stash of listObjects<StashObject>(client, source, rule.source.labelSelector, rule.source.namespaces)) {
       ctx.signal?.throwIfAborted()
       const embedded = embeddedOf(stash, rule, [crd.spec.names.kind])
       if (!embedded) continue
@@ -97,11 +97,11 @@ export async function runStashPhase(
       }
       const [converted] = await convertObjects(crd, [object], storageVersion)
       const body = newStashBody(stash, converted!, storageVersion, rule)
-      await ensureStash(ctx.http, source, body, rule, retry)
+      await ensureStash(client, source, body, rule)
       for (const r of pointing) for (const pointer of r.pointers) await repoint(r, pointer, name, replacement)
       if ((await referrers.pointingAt(namespace, name, true)).length > 0)
         throw new CrdMigratorError('CRDM_STASH_FAILED', `a referrer points at it again; ${replacement} was made, the old stash is kept`)
-      await deleteStash(ctx.http, source, stash, retry)
+      await deleteStash(client, source, stash)
       log.info({ stash: listOrderKey(namespace, name), replacement, from: version, to: storageVersion, pointers }, 'stash migrated')
       return pointers
     }
@@ -109,16 +109,13 @@ export async function runStashPhase(
     async function repoint(r: Referrer, pointer: string, from: string, to: string): Promise<void> {
       const path = objectPath(r.ref, r.object.metadata.namespace, r.object.metadata.name)
       try {
-        await withRetry(
-          () => ctx.http.request({ method: 'PATCH', path, body: repointPatch(pointer, from, to), contentType: ContentType.jsonPatch }),
-          retry,
-        )
+        await client.request({ method: 'PATCH', path, body: repointPatch(pointer, from, to), contentType: ContentType.jsonPatch })
       } catch (err) {
         // Gone, or refused: a failed `test` of the pointer answers a bare 422, like any
         // other refusal of the patch, so the referrer as it is now says which it was.
         if (isNotFound(err)) return
         if (!(isUnprocessable(err) || isConflict(err))) throw err
-        const now = (await withRetry(() => ctx.http.request<Obj>({ method: 'GET', path }), retry)).body
+        const now = (await client.request<Obj>({ method: 'GET', path })).body
         const value = valueAt(now, pointer)
         if (value === to) return
         if (value === from) throw err // the test held: the patch itself was refused
@@ -133,39 +130,29 @@ export async function runStashPhase(
 }
 
 /** Creates the replacement, or finds it made by an earlier run, with the same content. */
-async function ensureStash(http: KubeHttp, source: ResourceRef, body: StashObject, rule: StashRule, retry: RetryOptions): Promise<void> {
+async function ensureStash(client: RunClient, source: ResourceRef, body: StashObject, rule: StashRule): Promise<void> {
   const collection = collectionPath(source, source.namespaced ? body.metadata.namespace : undefined)
   try {
-    await withRetry(
-      () => http.request({ method: 'POST', path: collection, body: { apiVersion: apiVersionOf(source), kind: source.kind, ...body } }),
-      retry,
-    )
+    await client.request({ method: 'POST', path: collection, body: { apiVersion: apiVersionOf(source), kind: source.kind, ...body } })
     return
   } catch (err) {
     if (!isConflict(err)) throw err
   }
   const existing = (
-    await withRetry(
-      () => http.request<StashObject>({ method: 'GET', path: objectPath(source, body.metadata.namespace, body.metadata.name) }),
-      retry,
-    )
+    await client.request<StashObject>({ method: 'GET', path: objectPath(source, body.metadata.namespace, body.metadata.name) })
   ).body
   if (!isDeepStrictEqual(valueAt(existing, rule.source.dataPointer), valueAt(body, rule.source.dataPointer)))
     throw new CrdMigratorError('CRDM_STASH_FAILED', `${body.metadata.name} already exists and holds something else; nothing changed`)
 }
 
 /** Deletes the old stash, only that very object (uid precondition); gone already is fine. */
-async function deleteStash(http: KubeHttp, source: ResourceRef, stash: StashObject, retry: RetryOptions): Promise<void> {
+async function deleteStash(client: RunClient, source: ResourceRef, stash: StashObject): Promise<void> {
   try {
-    await withRetry(
-      () =>
-        http.request({
-          method: 'DELETE',
-          path: objectPath(source, stash.metadata.namespace, stash.metadata.name),
-          body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: stash.metadata.uid } },
-        }),
-      retry,
-    )
+    await client.request({
+      method: 'DELETE',
+      path: objectPath(source, stash.metadata.namespace, stash.metadata.name),
+      body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: stash.metadata.uid } },
+    })
   } catch (err) {
     if (!isNotFound(err)) throw err
   }
@@ -173,18 +160,15 @@ async function deleteStash(http: KubeHttp, source: ResourceRef, stash: StashObje
 
 /** Every object of a resource (all namespaces, or the ones given), page by page. */
 async function* listObjects<T>(
-  http: KubeHttp,
+  client: RunClient,
   ref: ResourceRef,
   labelSelector: string | undefined,
   namespaces: readonly string[],
-  retry: RetryOptions,
 ): AsyncGenerator<T> {
   const paths = namespaces.length ? namespaces.map((ns) => collectionPath(ref, ns)) : [collectionPath(ref)]
-  for (const path of paths) {
-    const request = pageRequest<T>(http, path, { query: { labelSelector } })
-    for await (const page of followPages<T>((query) => withRetry(() => request(query), retry), { pageSize: 250 }))
+  for (const path of paths)
+    for await (const page of listPages<T>(client, path, { query: { labelSelector }, pageSize: 250 }))
       for (const item of page.items) yield item
-  }
 }
 
 /** The referrers of a namespace, read once per namespace and resource, read again on demand. */
@@ -192,10 +176,9 @@ class ReferrerIndex {
   private readonly byNamespace = new Map<string, Referrer['object'][][]>()
 
   constructor(
-    private readonly http: KubeHttp,
+    private readonly client: RunClient,
     private readonly rule: StashRule,
     private readonly refs: ResourceRef[],
-    private readonly retry: RetryOptions,
   ) {}
 
   async pointingAt(namespace: string | undefined, name: string, fresh = false): Promise<Referrer[]> {
@@ -205,11 +188,10 @@ class ReferrerIndex {
         this.refs.map(async (ref) => {
           const items: Referrer['object'][] = []
           for await (const o of listObjects<Referrer['object']>(
-            this.http,
+            this.client,
             ref,
             undefined,
             ref.namespaced && namespace ? [namespace] : [],
-            this.retry,
           ))
             items.push(o)
           return items
