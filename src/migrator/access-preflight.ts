@@ -4,12 +4,11 @@
  * CRD against everyone, system:masters included, only to fail at its first list. Such a
  * run fails with CRDM_FORBIDDEN instead, nothing frozen and no state annotation written.
  */
+import { runClient, type RunClient } from './engine/run-client.js'
 import { describeCheck, migrationAccess, type CrdWrites } from '../kube/access-review.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import type { MigrationContext, MigrationSettings } from './context.js'
 import type { RunPlan } from './decide.js'
-import { requestRetry, withRetry } from './engine/retry.js'
-import { CONFIG_DEFAULTS } from '../config/schema.js'
 
 /** How to grant it, for the failure's text. */
 export const GRANT_HINT = 'grant it (chart: rbac.managedGroups, migrator.names or migrator.crds; or rbac.allGroups)'
@@ -22,12 +21,13 @@ export async function accessDenied(
   resource: { group: string; plural: string; version: string },
   statusSubresource: boolean,
   ctx: MigrationContext,
-  maxAttempts = CONFIG_DEFAULTS.migrator.maxAttempts,
+  client: RunClient,
   crd?: CrdWrites,
 ): Promise<string | undefined> {
-  // Reads only: a 429 or a restarting API server is ridden out like any request of a run.
+  // Reads only: a 429 or a restarting API server is ridden out like any request of a run;
+  // the reviews are retried together, so a retry asks every one again.
   const options = { statusSubresource, ...(crd ? { crd } : {}) }
-  const verdict = await withRetry(() => migrationAccess(ctx.http, resource, options), requestRetry(maxAttempts, ctx.signal))
+  const verdict = await client.retry(() => migrationAccess(client.http, resource, options))
   if (verdict.unverified.length > 0) {
     ctx.logger.warn(
       { resource: `${resource.plural}.${resource.group}`, unverified: verdict.unverified.map(describeCheck) },
@@ -55,7 +55,7 @@ export async function forbiddenToMigrate(
     { group: crd.spec.group, plural: crd.spec.names.plural, version: plan.storageVersion },
     settings.useStatusSubresource && plan.runStorage,
     ctx,
-    settings.maxAttempts,
+    runClient(ctx, settings),
     { name: crd.metadata.name, storedVersions: plan.runStorage },
   )
   return denied && `${denied}; nothing was frozen`

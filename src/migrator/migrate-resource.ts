@@ -6,6 +6,7 @@
  * rotation (a no-op write of an object read with an old key is never skipped as
  * unchanged: the API server marks it stale).
  */
+import { runClient } from './engine/run-client.js'
 import { CrdMigratorError } from '../errors.js'
 import { getCrd } from '../kube/crds.js'
 import { type KubeHttp } from '../kube/http.js'
@@ -65,7 +66,7 @@ export async function migrateWithoutCrd(
   report.log.info({ version: ref.version }, 'rewriting every object of a built-in resource')
   return runWithoutFreeze(report, result, started, ctx.signal, async () => {
     // Before the first list: a resource outside the migrator's RBAC fails here, named (access-preflight.ts).
-    const denied = await accessDenied({ group: ref.group, plural: ref.plural, version: ref.version }, false, ctx, settings.maxAttempts)
+    const denied = await accessDenied({ group: ref.group, plural: ref.plural, version: ref.version }, false, ctx, runClient(ctx, settings))
     if (denied) throw new CrdMigratorError('CRDM_FORBIDDEN', `${denied}; nothing was written`)
     // Merge patches: built-in resources have no conversion webhooks, and their
     // managedFields are never of a version the API server cannot convert.

@@ -12,12 +12,12 @@
  * every API server must store the storage version (storage-switch.ts); then every object's
  * rewrite is proven to keep its content (lossless/check.ts), as in a frozen run.
  */
+import { runClient } from './engine/run-client.js'
 import { conversionStrategy } from '../kube/conversion.js'
 import { getCrd } from '../kube/crds.js'
 import { readCrdState } from '../state/crd-state.js'
 import { accessDenied } from './access-preflight.js'
 import { startingResult, type MigrationContext, type MigrationResult, type MigrationSettings } from './context.js'
-import { requestRetry, withRetry } from './engine/retry.js'
 import { failOnObjects } from './phases/failures.js'
 import { DataLossError, proveLossless } from './lossless/check.js'
 import { runPhase, type PhaseTarget } from './phases/object-phase.js'
@@ -31,7 +31,8 @@ export async function migrateCrdUnfrozen(name: string, settings: MigrationSettin
   const started = Date.now()
   const report = new RunReporter(name, ctx, { crd: name, unmanaged: true })
   const { log } = report
-  const crd = await withRetry(() => getCrd(ctx.http, name), requestRetry(settings.maxAttempts, ctx.signal))
+  const client = runClient(ctx, settings)
+  const crd = await getCrd(client, name)
   const plan = planCrd(crd)
   const result = startingResult(name, crd, plan)
   const finish = (r: MigrationResult) => report.ended({ ...r, durationMs: Date.now() - started })
@@ -50,7 +51,7 @@ export async function migrateCrdUnfrozen(name: string, settings: MigrationSettin
     { group: crd.spec.group, plural: crd.spec.names.plural, version: storageVersion },
     settings.useStatusSubresource,
     ctx,
-    settings.maxAttempts,
+    client,
   )
   if (denied) {
     log.error({ reason: denied }, 'migration refused: the migrator may not migrate these objects')
@@ -76,7 +77,7 @@ export async function migrateCrdUnfrozen(name: string, settings: MigrationSettin
     const rewritten = await rewriteEveryObject({ kind: 'crd', crd, storageVersion }, settings, ctx, result, how, rewrite)
     result.apiServers = await storageEverywhere(0)
     const start = { uid: crd.metadata.uid, generation: plan.generation, storageVersion }
-    const narrowed = await narrowUnderStart(ctx, name, start, settings.maxAttempts)
+    const narrowed = await narrowUnderStart(ctx, name, start, client)
     result.storedVersionsAfter = narrowed.storedVersions
     return narrowed.kept !== undefined
       ? `${rewritten}; status.storedVersions left as ${JSON.stringify(narrowed.storedVersions)}: ${narrowed.kept}`

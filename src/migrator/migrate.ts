@@ -11,7 +11,6 @@ import { forbiddenToMigrate } from './access-preflight.js'
 import { startingResult, type MigrationContext, type MigrationResult, type MigrationSettings } from './context.js'
 import { preflightConversion } from './conversion/webhook-preflight.js'
 import { decideRun } from './decide.js'
-import { requestRetry, withRetry } from './engine/retry.js'
 import { runClient } from './engine/run-client.js'
 import { cleanupPhase, stashPhase, storagePhase, storedVersionsPhase, workBeforeFreeze } from './phases/run-phases.js'
 import { DataLossError, proveLossless } from './lossless/check.js'
@@ -26,7 +25,7 @@ export type { MigrationContext, MigrationOutcome, MigrationResult, MigrationSett
 export async function migrateCrd(name: string, settings: MigrationSettings, ctx: MigrationContext): Promise<MigrationResult> {
   const started = Date.now()
   const report = new RunReporter(name, ctx)
-  const crd = await withRetry(() => getNamedCrd(ctx.http, name), requestRetry(settings.maxAttempts, ctx.signal))
+  const crd = await getNamedCrd(runClient(ctx, settings), name)
   const crdPlan = planCrd(crd)
   const base = startingResult(name, crd, crdPlan)
   const took = () => Date.now() - started

@@ -16,6 +16,7 @@ import { ContentType, type KubeHttp, type KubeRequest } from '../../src/kube/htt
 import { crdPath } from '../../src/kube/paths.js'
 import { StateWriter } from '../../src/migrator/freeze/state-writer.js'
 import { migrateCrd } from '../../src/migrator/migrate.js'
+import { runClient } from '../../src/migrator/engine/run-client.js'
 import { narrowStoredVersions } from '../../src/migrator/phases/stored-versions.js'
 import { MIGRATING_VALUE, StateAnnotation, takeOverPatch } from '../../src/state/crd-state.js'
 import { createCrd, crdManifest, defaultSettings, httpFor, setStorageVersion } from '../helpers/cluster.js'
@@ -73,7 +74,14 @@ t.test('the run’s own progress and heartbeat writes between every read and pat
   t.teardown(() => state.stop())
   const { http, counts } = interposed(real, name, (round) => state.waiting(`round ${round}`))
 
-  const crd = await narrowStoredVersions({ http, logger, owner: 'test-owner' }, name, 'v2', generation, 3, annotation)
+  const crd = await narrowStoredVersions(
+    { http, logger, owner: 'test-owner' },
+    name,
+    'v2',
+    generation,
+    runClient({ http }, { maxAttempts: 3 }),
+    annotation,
+  )
   t.same(crd.status?.storedVersions, ['v2'], 'narrowed')
   t.same((await getCrd(real, name)).status?.storedVersions, ['v2'], 'and stored')
   t.equal(counts.patches, 1, 'at the first patch')
@@ -136,9 +144,12 @@ t.test('what the patch guards still stops it between read and patch', async (t) 
     const { http, counts } = interposed(real, name, async (round) => {
       if (round === 1) await patchCrdAnnotations(real, name, { [annotation]: null })
     })
-    await t.rejects(narrowStoredVersions({ http, logger, owner: 'o' }, name, 'v2', generation, 3, annotation), {
-      code: 'CRDM_FREEZE_LIFTED',
-    })
+    await t.rejects(
+      narrowStoredVersions({ http, logger, owner: 'o' }, name, 'v2', generation, runClient({ http }, { maxAttempts: 3 }), annotation),
+      {
+        code: 'CRDM_FREEZE_LIFTED',
+      },
+    )
     t.equal(counts.patches, 1, 'the patch was sent and refused by the API server')
     t.same((await getCrd(real, name)).status?.storedVersions, ['v1', 'v2'])
   })
@@ -148,7 +159,14 @@ t.test('what the patch guards still stops it between read and patch', async (t) 
     const { http, counts } = interposed(real, name, async (round) => {
       if (round === 1) await patchCrdAnnotations(real, name, takeOverPatch('replica-b'))
     })
-    const err = await narrowStoredVersions({ http, logger, owner: 'o' }, name, 'v2', generation, 3, annotation).catch((e: unknown) => e)
+    const err = await narrowStoredVersions(
+      { http, logger, owner: 'o' },
+      name,
+      'v2',
+      generation,
+      runClient({ http }, { maxAttempts: 3 }),
+      annotation,
+    ).catch((e: unknown) => e)
     t.match(err, { code: 'CRDM_FREEZE_TAKEN_OVER', message: /taken over by replica-b .*status\.storedVersions left as \["v1","v2"\]/ })
     t.equal(counts.patches, 1, 'the patch was sent and refused by the API server (its owner test)')
     t.equal(counts.reads, 2, 'then read again, which says why')
@@ -165,9 +183,12 @@ t.test('what the patch guards still stops it between read and patch', async (t) 
       const versions = crd.spec.versions.map((v) => (v.name === 'v1' ? { ...v, deprecated: true } : v))
       await real.request({ method: 'PATCH', path: crdPath(name), body: { spec: { versions } }, contentType: ContentType.mergePatch })
     })
-    await t.rejects(narrowStoredVersions({ http, logger, owner: 'o' }, name, 'v2', generation, 3, annotation), {
-      code: 'CRDM_CRD_CHANGED',
-    })
+    await t.rejects(
+      narrowStoredVersions({ http, logger, owner: 'o' }, name, 'v2', generation, runClient({ http }, { maxAttempts: 3 }), annotation),
+      {
+        code: 'CRDM_CRD_CHANGED',
+      },
+    )
     t.equal(counts.patches, 1, 'the patch was sent and refused by the API server')
     const after = await getCrd(real, name)
     t.equal(after.metadata.generation, generation + 1, 'the spec change bumped the generation')
@@ -188,7 +209,14 @@ t.test('what the patch guards still stops it between read and patch', async (t) 
         throw new KubeApiError(503, req.method, req.path, 'answer lost', undefined)
       },
     )
-    const crd = await narrowStoredVersions({ http, logger, owner: 'o' }, name, 'v2', generation, 3, annotation)
+    const crd = await narrowStoredVersions(
+      { http, logger, owner: 'o' },
+      name,
+      'v2',
+      generation,
+      runClient({ http }, { maxAttempts: 3 }),
+      annotation,
+    )
     t.same(crd.status?.storedVersions, ['v2'])
     t.equal(counts.patches, 2, 'the retry was sent (and refused)')
     t.equal(counts.reads, 2, 'then the CRD read again, already narrowed')
@@ -204,7 +232,14 @@ t.test('what the patch guards still stops it between read and patch', async (t) 
         throw new KubeApiError(422, req.method, req.path, { kind: 'Status', reason: 'Invalid', message: 'refused' }, undefined)
       },
     )
-    const err = await narrowStoredVersions({ http, logger, owner: 'o' }, name, 'v2', generation, 3, annotation).catch((e: unknown) => e)
+    const err = await narrowStoredVersions(
+      { http, logger, owner: 'o' },
+      name,
+      'v2',
+      generation,
+      runClient({ http }, { maxAttempts: 3 }),
+      annotation,
+    ).catch((e: unknown) => e)
     t.equal(err instanceof KubeApiError && err.status, 422, 'the 422 is thrown')
     t.equal(counts.patches, 1)
     t.equal(counts.reads, 2, 'read once more to see whether anything moved')

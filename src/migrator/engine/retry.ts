@@ -187,15 +187,6 @@ export interface RetryOptions {
 export const THROTTLED_ATTEMPTS_FACTOR = 4
 
 /**
- * The one retry policy of a migration's requests: `maxAttempts` tries with the default
- * backoff, stopped by the run's signal. Call sites send through the run's client instead
- * (run-client.ts runClient); this goes once the last withRetry call outside the client does.
- */
-export function requestRetry(maxAttempts: number, signal?: AbortSignal): RetryOptions {
-  return { maxAttempts, signal }
-}
-
-/**
  * Lifting the freeze: longer backoff (about a minute in all), and deliberately not tied to
  * the run's signal: a cancelled run must still lift its freeze, a CRD left frozen blocks
  * storage edits.

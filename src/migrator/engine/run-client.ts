@@ -58,7 +58,7 @@ export class RunClient implements KubeRequests {
   }
 }
 
-/** The run's client: `maxAttempts` tries with the default backoff, stopped by the run's signal (retry.ts requestRetry). */
+/** The run's client: `maxAttempts` tries with the default backoff, stopped by the run's signal. */
 export function runClient(ctx: { http: KubeHttp; signal?: AbortSignal | undefined }, settings: { maxAttempts: number }): RunClient {
   return new RunClient(ctx.http, { maxAttempts: settings.maxAttempts, signal: ctx.signal })
 }

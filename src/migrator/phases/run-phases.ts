@@ -5,6 +5,7 @@
  * before the freeze, workBeforeFreeze counts whether a run without a storage phase has
  * anything to do.
  */
+import { runClient } from '../engine/run-client.js'
 import { patchCrdAnnotations } from '../../kube/crds.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
 import { upToDatePatch } from '../../state/crd-state.js'
@@ -96,7 +97,7 @@ export const storedVersionsPhase: RunPhase = async (run) => {
     name,
     plan.storageVersion,
     frozen.frozenGeneration,
-    settings.maxAttempts,
+    runClient(run.ctx, settings),
     settings.migratingAnnotation,
     run.state.lastCrd ?? run.crd,
   )

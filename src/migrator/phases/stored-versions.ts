@@ -14,7 +14,7 @@ import { MIGRATING_VALUE, StateAnnotation } from '../../state/crd-state.js'
 import { freezeTakenOver } from '../freeze/freeze-guard.js'
 import type { MigrationContext } from '../context.js'
 import { planCrd } from '../plan.js'
-import { requestRetry, withRetry } from '../engine/retry.js'
+import type { RunClient } from '../engine/run-client.js'
 
 /**
  * Rounds of read, check, patch. Our own progress and heartbeat writes cannot make the patch
@@ -34,21 +34,20 @@ async function narrowLoop(
   ctx: MigrationContext,
   name: string,
   storageVersion: string,
-  maxAttempts: number,
+  client: RunClient,
   decide: (crd: CustomResourceDefinition, refused: Refused) => Narrowing,
   lastRound: (err: unknown) => unknown,
   known?: CustomResourceDefinition,
 ): Promise<{ crd: CustomResourceDefinition; kept?: string }> {
-  const retry = requestRetry(maxAttempts, ctx.signal)
   let refused: Refused
   for (let round = 1; ; round++) {
-    const crd = round === 1 && known ? known : await withRetry(() => getCrd(ctx.http, name), retry)
+    const crd = round === 1 && known ? known : await getCrd(client, name)
     const next = decide(crd, refused)
     if (next.action === 'keep') return { crd, kept: next.why }
     // Already narrowed: by our own patch whose answer was lost, or by someone else.
     if (next.action === 'done') return { crd }
     try {
-      return { crd: await withRetry(() => patchStoredVersions(ctx.http, name, [storageVersion], next.expect), retry) }
+      return { crd: await patchStoredVersions(client, name, [storageVersion], next.expect) }
     } catch (err) {
       // A failed `test` is a bare 422 (README, "API behaviour we rely on"): read again,
       // and the decision says what moved. 409 is not expected without a resourceVersion.
@@ -64,7 +63,7 @@ export async function narrowStoredVersions(
   name: string,
   storageVersion: string,
   frozenGeneration: number,
-  maxAttempts: number,
+  client: RunClient,
   migratingAnnotation: string,
   known?: CustomResourceDefinition,
 ): Promise<CustomResourceDefinition> {
@@ -105,7 +104,7 @@ export async function narrowStoredVersions(
     if (refused && JSON.stringify(refused.expect) === JSON.stringify(expect)) throw refused.err
     return { action: 'narrow', expect }
   }
-  return (await narrowLoop(ctx, name, storageVersion, maxAttempts, decide, (err) => err, known)).crd
+  return (await narrowLoop(ctx, name, storageVersion, client, decide, (err) => err, known)).crd
 }
 
 /** What an unfrozen run started from: storedVersions are narrowed only while these still hold. */
@@ -139,7 +138,7 @@ export async function narrowUnderStart(
   ctx: MigrationContext,
   name: string,
   start: RewriteStart,
-  maxAttempts: number,
+  client: RunClient,
 ): Promise<{ storedVersions: string[]; kept: string | undefined }> {
   const decide = (crd: CustomResourceDefinition): Narrowing => {
     const next = storedVersionsAfterRewrite(start, crd)
@@ -149,6 +148,6 @@ export async function narrowUnderStart(
   }
   const lastRound = (err: unknown) =>
     new CrdMigratorError('CRDM_CRD_CHANGED', `status.storedVersions could not be narrowed: ${errorMessage(err)}`, { cause: err })
-  const { crd, kept } = await narrowLoop(ctx, name, start.storageVersion, maxAttempts, decide, lastRound)
+  const { crd, kept } = await narrowLoop(ctx, name, start.storageVersion, client, decide, lastRound)
   return { storedVersions: crd.status?.storedVersions ?? [], kept }
 }
