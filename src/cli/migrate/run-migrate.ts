@@ -90,27 +90,7 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
       parallel = Math.max(1, Math.min(config.migrator.maxParallelCrds, names.length + (options.resources?.length ?? 0)))
     }
     if (options.serverDryRun) return await serverDryRunAll(http, names, config, logger, options, format)
-    if (options.dryRun) {
-      let failed = 0
-      let blocked = 0
-      const reports: Array<DryRunReport | { crd: string; error: string }> = []
-      for (const name of names) {
-        try {
-          const report = await dryRun(http, name, settingsFor(config, name, overrides), logger)
-          if (report.lossless && wouldBlock(report.lossless)) blocked++
-          reports.push(report)
-          if (!isData(format) && format !== 'name') options.out.write(formatDryRun(report))
-        } catch (err) {
-          failed++
-          reports.push({ crd: name, error: describeError(err) })
-          if (!isData(format))
-            (format === 'name' ? process.stderr : options.out).write(`${name}: cannot plan: ${plainText(describeError(err))}\n`)
-        }
-      }
-      if (isData(format)) options.out.write(renderData(reports, format))
-      else if (format === 'name') options.out.write(renderNames(names))
-      return failed ? 1 : blocked ? EXIT_WOULD_BLOCK : 0
-    }
+    if (options.dryRun) return await dryRunAll(http, names, config, logger, options, format, overrides)
     let failed = 0
     const status = options.status ?? process.stderr
     const view = await progressView(options.progress ?? 'off', status, config.progressEvery)
@@ -144,22 +124,13 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
           crd
             ? migrateCrd(name, settingsFor(config, name, overrides), ctx)
             : migrateResource(parseResourceName(name), (n) => settingsFor(config, n, overrides), ctx)
-        // A conversion webhook that does not answer blocks the run before anything is
-        // frozen; wait for it (a certificate rotation takes a minute or two), then give up.
-        const waitUntil = Date.now() + config.migrator.conversionWaitSeconds * 1000
-        let result = await migrate()
-        while (
-          result.errorCode === 'CRDM_CONVERSION_OUTAGE' &&
-          result.outcome === 'Blocked' &&
-          Date.now() + BLOCKED_RETRY_MS <= waitUntil
-        ) {
-          view.print(
-            status,
-            `${name}: waiting for ${plainText(result.reason).replace(/ does not answer: /, ' (')}) — ${wholeSeconds(waitUntil - Date.now())} left\n`,
-          )
-          await sleep(BLOCKED_RETRY_MS, undefined, signal ? { signal } : undefined)
-          result = await migrate()
-        }
+        const result = await migrateWaitingForWebhook(
+          migrate,
+          name,
+          config.migrator.conversionWaitSeconds,
+          (text) => view.print(status, text),
+          signal,
+        )
         interrupt?.inFlight.delete(name)
         view.finish(name, finishLine(name, result, view.progressOf(name), annotation), result.errorCode === 'CRDM_ABORTED')
         // One write per summary: summaries of CRDs finishing together never interleave.
@@ -180,23 +151,11 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
       }
     }
     // Summaries as each CRD finishes; data (-o json/yaml) in the order the CRDs were named.
-    // More CRDs than run at once: a first look at their storage switch, alongside the first
-    // migrations, so the ones queued count their settle time from it (storage-agreement.ts).
-    const firstLook =
-      names.length > parallel
-        ? observeStorageSwitchesOf(http, names, { endpoints: config.migrator.apiServerEndpoints }).then(
-            (answers) => logger.debug({ crds: names.length, answers }, 'first look at the storage switch of the batch'),
-            (err: unknown) => logger.debug({ err }, 'first look at the storage switch of the batch failed; each run asks for itself'),
-          )
-        : undefined
+    const firstLook = names.length > parallel ? firstLookAtStorageSwitches(http, names, config, logger) : undefined
     const results = await runInParallel(targets, parallel, migrateOne).finally(() => view.close())
     await firstLook
     if (isData(format)) options.out.write(renderData(results, format))
-    // kubectl -o name: the objects it acted on; a CRD whose migration failed is not one.
-    else if (format === 'name')
-      options.out.write(
-        renderNames(results.filter((r) => 'outcome' in r && r.outcome !== 'Failed' && r.outcome !== 'Blocked').map((r) => r.crd)),
-      )
+    else if (format === 'name') options.out.write(renderNames(actedOn(results)))
     if (interrupt?.exitCode !== undefined) {
       const unfinished = targets.filter((_, i) => !isDone(results[i]!)).map((t) => t.name)
       status.write(resumeHint(unfinished))
@@ -206,6 +165,77 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
   } finally {
     http.close()
   }
+}
+
+/** `migrate --dry-run`: what each CRD's run would do, from reads only, one CRD after another. */
+async function dryRunAll(
+  http: KubeHttp,
+  names: readonly string[],
+  config: Config,
+  logger: Logger,
+  options: MigrateCommandOptions,
+  format: OutputFormat,
+  overrides: { force: boolean },
+): Promise<number> {
+  let failed = 0
+  let blocked = 0
+  const reports: Array<DryRunReport | { crd: string; error: string }> = []
+  for (const name of names) {
+    try {
+      const report = await dryRun(http, name, settingsFor(config, name, overrides), logger)
+      if (report.lossless && wouldBlock(report.lossless)) blocked++
+      reports.push(report)
+      if (!isData(format) && format !== 'name') options.out.write(formatDryRun(report))
+    } catch (err) {
+      failed++
+      reports.push({ crd: name, error: describeError(err) })
+      if (!isData(format))
+        (format === 'name' ? process.stderr : options.out).write(`${name}: cannot plan: ${plainText(describeError(err))}\n`)
+    }
+  }
+  if (isData(format)) options.out.write(renderData(reports, format))
+  else if (format === 'name') options.out.write(renderNames(names))
+  return failed ? 1 : blocked ? EXIT_WOULD_BLOCK : 0
+}
+
+/**
+ * A conversion webhook that does not answer blocks the run before anything is frozen:
+ * wait for it (a certificate rotation takes a minute or two), trying again every
+ * BLOCKED_RETRY_MS, then give up with the last Blocked result.
+ */
+async function migrateWaitingForWebhook(
+  migrate: () => Promise<MigrationResult>,
+  name: string,
+  waitSeconds: number,
+  say: (text: string) => void,
+  signal: AbortSignal | undefined,
+): Promise<MigrationResult> {
+  const waitUntil = Date.now() + waitSeconds * 1000
+  let result = await migrate()
+  while (result.errorCode === 'CRDM_CONVERSION_OUTAGE' && result.outcome === 'Blocked' && Date.now() + BLOCKED_RETRY_MS <= waitUntil) {
+    say(
+      `${name}: waiting for ${plainText(result.reason).replace(/ does not answer: /, ' (')}) — ${wholeSeconds(waitUntil - Date.now())} left\n`,
+    )
+    await sleep(BLOCKED_RETRY_MS, undefined, signal ? { signal } : undefined)
+    result = await migrate()
+  }
+  return result
+}
+
+/**
+ * More CRDs than run at once: a first look at their storage switch, alongside the first
+ * migrations, so the ones queued count their settle time from it (storage-agreement.ts).
+ */
+function firstLookAtStorageSwitches(http: KubeHttp, names: readonly string[], config: Config, logger: Logger): Promise<void> {
+  return observeStorageSwitchesOf(http, [...names], { endpoints: config.migrator.apiServerEndpoints }).then(
+    (answers) => logger.debug({ crds: names.length, answers }, 'first look at the storage switch of the batch'),
+    (err: unknown) => logger.debug({ err }, 'first look at the storage switch of the batch failed; each run asks for itself'),
+  )
+}
+
+/** kubectl -o name: the objects it acted on; a CRD whose migration failed is not one. */
+function actedOn(results: ReadonlyArray<MigrationResult | { crd: string; error: string }>): string[] {
+  return results.filter((r) => 'outcome' in r && r.outcome !== 'Failed' && r.outcome !== 'Blocked').map((r) => r.crd)
 }
 
 /** A target that needs no further run: done now, or already. */

@@ -15,7 +15,7 @@ import { loadCheckpointSeal } from '../../migrator/freeze/checkpoint-seal.js'
 import { HandOff } from '../../migrator/freeze/hand-off.js'
 import { MigratorMetrics } from '../../migrator/metrics.js'
 import type { MigrationResult } from '../../migrator/migrate.js'
-import { createProcessMetrics } from '../../health/process-metrics.js'
+import { createProcessMetrics, type ProcessMetrics } from '../../health/process-metrics.js'
 import { healthPlugin, readinessReport, type ReadinessCheck, type ReadinessReport } from '../../health/plugin.js'
 import { serverTimeouts, startWebhookServer, type RunningWebhookServer } from '../../webhook/server.js'
 
@@ -52,92 +52,13 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
   const processMetrics = createProcessMetrics(registry)
   const identity = options.identity ?? process.env.POD_NAME ?? os.hostname()
 
-  let webhook: RunningWebhookServer | undefined
-  if (config.webhook.enabled) {
-    webhook = await startWebhookServer({
-      certFile: config.webhook.certFile,
-      keyFile: config.webhook.keyFile,
-      host: config.webhook.host,
-      port: config.webhook.port,
-      bodyLimitBytes: config.webhook.bodyLimitBytes,
-      maxConnections: config.webhook.maxConnections,
-      maxConnectionsPerPeer: config.webhook.maxConnectionsPerPeer,
-      reservedConnections: config.webhook.reservedConnections,
-      apiServerAddresses: config.webhook.apiServerAddresses,
-      timeouts: serverTimeouts(config.webhook.timeouts),
-      registry,
-      logger: logger.child({ component: 'webhook' }),
-      shutdownDelayMs: process.env.KUBERNETES_SERVICE_HOST ? 5000 : 0,
-      policy: {
-        migratingAnnotation: config.annotations.migrating,
-        migratorUsers: config.identities.migratorUsers,
-        migratorGroups: config.identities.migratorGroups,
-        breakGlassGroups: config.identities.breakGlassGroups,
-        builtinMigratorUsers: config.identities.builtinMigratorUsers,
-      },
-    })
-  }
+  const webhook = config.webhook.enabled ? await startWebhook(config, registry, logger) : undefined
 
   const stop = new AbortController()
-  let stopped: Promise<void> = Promise.resolve()
-  if (config.migrator.enabled) {
-    const http = kubeHttp(config.kubeconfig, {
-      context: config.context,
-      maxSockets: Math.max(config.migrator.concurrency, 4) * 2,
-      userAgent: userAgent('serve'),
-      connectAttempts: config.connectAttempts,
-      logger,
-    })
-    const log = logger.child({ component: 'migrator' })
-    const shared = {
-      http,
-      config,
-      owner: identity,
-      lock: new RunLock(),
-      checkpointSeal: await loadCheckpointSeal(config.migrator.stateKeyFile, log, { strict: config.migrator.strictStateKeyFile }),
-      metrics: new MigratorMetrics(registry),
-      events: new KubeEventRecorder(http, 'crd-migrator', identity, (err) => log.warn({ err }, 'could not record an Event')),
-    }
-    const crdController = new MigrationController({ ...shared, logger: log, onResult: options.onResult, onProgress: options.onProgress })
-    const svmController = config.migrator.storageVersionMigrations
-      ? new KsvmMigrationController({ ...shared, logger: logger.child({ component: 'storage-version-migrations' }) })
-      : undefined
-    const trigger = config.migrator.ksvmTrigger.enabled
-      ? new KsvmTrigger({ http, logger: logger.child({ component: 'ksvm-trigger' }), pollSeconds: config.migrator.ksvmTrigger.pollSeconds })
-      : undefined
-    if (trigger && !svmController)
-      log.info('ksvmTrigger is on and storageVersionMigrations off: the StorageVersionMigrations it creates are left to another migrator')
-    // The controllers of one leader term: CRDs by label or name, StorageVersionMigration
-    // objects, and the trigger that creates them from StorageStates.
-    const controller = {
-      run: async (signal: AbortSignal) => {
-        await Promise.all([crdController.run(signal), svmController?.run(signal), trigger?.run(signal)])
-      },
-    }
-    if (config.leaderElection.enabled) {
-      const elector = new LeaderElector(
-        http,
-        {
-          namespace: config.leaderElection.namespace ?? process.env.POD_NAMESPACE ?? 'default',
-          name: config.leaderElection.leaseName,
-          identity,
-          leaseDurationSeconds: config.leaderElection.leaseDurationSeconds,
-          renewDeadlineSeconds: config.leaderElection.renewDeadlineSeconds,
-          retryPeriodSeconds: config.leaderElection.retryPeriodSeconds,
-        },
-        log,
-        (leading) => processMetrics.setLeader(leading),
-      )
-      // Losing the lease ends this term; campaign again until shutdown.
-      stopped = (async () => {
-        while (!stop.signal.aborted) await elector.run(stop.signal, (signal) => controller.run(signal))
-      })()
-    } else {
-      processMetrics.setLeader(true)
-      stopped = controller.run(stop.signal).finally(() => processMetrics.setLeader(false))
-    }
-    stopped = stopped.catch((err) => log.error({ err }, 'migration controller crashed')).finally(() => http.close())
-  }
+  // Started before anything listens: a state key file that cannot be read fails serve itself.
+  const stopped = config.migrator.enabled
+    ? (await startMigrator(config, logger, registry, identity, processMetrics, stop.signal, options)).stopped
+    : Promise.resolve()
 
   // One readiness notion, reported by the ops listener's /readyz: the webhook's checks (a
   // serving certificate loaded, not draining) and ours. `not-shutting-down` starts failing
@@ -149,18 +70,7 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
     { name: 'not-shutting-down', failing: () => (shuttingDown ? 'shutting down; the migrator has handed its freeze off' : undefined) },
   ]
 
-  // metrics.port 0 keeps meaning "off", for tests and local runs of several processes:
-  // there is no other listener to move /metrics, /healthz and /readyz to (the webhook
-  // port answers reviews only), and picking a free port would hide them at an address
-  // nobody knows. Said once at start-up; the chart refuses 0 since its probes need it.
-  let opsServer: FastifyInstance | undefined
-  if (config.metrics.port > 0) {
-    opsServer = Fastify({ logger: false })
-    await opsServer.register(healthPlugin, { registry, readiness })
-    await opsServer.listen({ host: config.metrics.host, port: config.metrics.port })
-  } else {
-    logger.info('metrics.port is 0: no /metrics, /healthz or /readyz is served')
-  }
+  const opsServer = await startOps(config, registry, readiness, logger)
 
   let closing: Promise<void> | undefined
   return {
@@ -186,4 +96,124 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
       return closing
     },
   }
+}
+
+/** The webhook server of every replica. */
+function startWebhook(config: Config, registry: Registry, logger: Logger): Promise<RunningWebhookServer> {
+  return startWebhookServer({
+    certFile: config.webhook.certFile,
+    keyFile: config.webhook.keyFile,
+    host: config.webhook.host,
+    port: config.webhook.port,
+    bodyLimitBytes: config.webhook.bodyLimitBytes,
+    maxConnections: config.webhook.maxConnections,
+    maxConnectionsPerPeer: config.webhook.maxConnectionsPerPeer,
+    reservedConnections: config.webhook.reservedConnections,
+    apiServerAddresses: config.webhook.apiServerAddresses,
+    timeouts: serverTimeouts(config.webhook.timeouts),
+    registry,
+    logger: logger.child({ component: 'webhook' }),
+    shutdownDelayMs: process.env.KUBERNETES_SERVICE_HOST ? 5000 : 0,
+    policy: {
+      migratingAnnotation: config.annotations.migrating,
+      migratorUsers: config.identities.migratorUsers,
+      migratorGroups: config.identities.migratorGroups,
+      breakGlassGroups: config.identities.breakGlassGroups,
+      builtinMigratorUsers: config.identities.builtinMigratorUsers,
+    },
+  })
+}
+
+/**
+ * Starts the migration controllers of the replica holding the Lease (of this one, without
+ * leader election), until `stop` aborts; `stopped` settles once they stopped and handed
+ * their freezes off.
+ */
+async function startMigrator(
+  config: Config,
+  logger: Logger,
+  registry: Registry,
+  identity: string,
+  processMetrics: ProcessMetrics,
+  stop: AbortSignal,
+  options: ServeOptions,
+): Promise<{ stopped: Promise<void> }> {
+  const http = kubeHttp(config.kubeconfig, {
+    context: config.context,
+    maxSockets: Math.max(config.migrator.concurrency, 4) * 2,
+    userAgent: userAgent('serve'),
+    connectAttempts: config.connectAttempts,
+    logger,
+  })
+  const log = logger.child({ component: 'migrator' })
+  const shared = {
+    http,
+    config,
+    owner: identity,
+    lock: new RunLock(),
+    checkpointSeal: await loadCheckpointSeal(config.migrator.stateKeyFile, log, { strict: config.migrator.strictStateKeyFile }),
+    metrics: new MigratorMetrics(registry),
+    events: new KubeEventRecorder(http, 'crd-migrator', identity, (err) => log.warn({ err }, 'could not record an Event')),
+  }
+  const crdController = new MigrationController({ ...shared, logger: log, onResult: options.onResult, onProgress: options.onProgress })
+  const svmController = config.migrator.storageVersionMigrations
+    ? new KsvmMigrationController({ ...shared, logger: logger.child({ component: 'storage-version-migrations' }) })
+    : undefined
+  const trigger = config.migrator.ksvmTrigger.enabled
+    ? new KsvmTrigger({ http, logger: logger.child({ component: 'ksvm-trigger' }), pollSeconds: config.migrator.ksvmTrigger.pollSeconds })
+    : undefined
+  if (trigger && !svmController)
+    log.info('ksvmTrigger is on and storageVersionMigrations off: the StorageVersionMigrations it creates are left to another migrator')
+  // The controllers of one leader term: CRDs by label or name, StorageVersionMigration
+  // objects, and the trigger that creates them from StorageStates.
+  const controller = {
+    run: async (signal: AbortSignal) => {
+      await Promise.all([crdController.run(signal), svmController?.run(signal), trigger?.run(signal)])
+    },
+  }
+  let stopped: Promise<void>
+  if (config.leaderElection.enabled) {
+    const elector = new LeaderElector(
+      http,
+      {
+        namespace: config.leaderElection.namespace ?? process.env.POD_NAMESPACE ?? 'default',
+        name: config.leaderElection.leaseName,
+        identity,
+        leaseDurationSeconds: config.leaderElection.leaseDurationSeconds,
+        renewDeadlineSeconds: config.leaderElection.renewDeadlineSeconds,
+        retryPeriodSeconds: config.leaderElection.retryPeriodSeconds,
+      },
+      log,
+      (leading) => processMetrics.setLeader(leading),
+    )
+    // Losing the lease ends this term; campaign again until shutdown.
+    stopped = (async () => {
+      while (!stop.aborted) await elector.run(stop, (signal) => controller.run(signal))
+    })()
+  } else {
+    processMetrics.setLeader(true)
+    stopped = controller.run(stop).finally(() => processMetrics.setLeader(false))
+  }
+  return { stopped: stopped.catch((err) => log.error({ err }, 'migration controller crashed')).finally(() => http.close()) }
+}
+
+/** The ops listener: /metrics, /healthz and /readyz. */
+async function startOps(
+  config: Config,
+  registry: Registry,
+  readiness: ReadinessCheck[],
+  logger: Logger,
+): Promise<FastifyInstance | undefined> {
+  // metrics.port 0 keeps meaning "off", for tests and local runs of several processes:
+  // there is no other listener to move /metrics, /healthz and /readyz to (the webhook
+  // port answers reviews only), and picking a free port would hide them at an address
+  // nobody knows. Said once at start-up; the chart refuses 0 since its probes need it.
+  if (config.metrics.port === 0) {
+    logger.info('metrics.port is 0: no /metrics, /healthz or /readyz is served')
+    return undefined
+  }
+  const opsServer = Fastify({ logger: false })
+  await opsServer.register(healthPlugin, { registry, readiness })
+  await opsServer.listen({ host: config.metrics.host, port: config.metrics.port })
+  return opsServer
 }
