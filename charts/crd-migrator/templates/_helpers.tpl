@@ -202,7 +202,7 @@ refuses the same, this holds with --skip-schema-validation too.
 {{- end }}
 
 {{/*
-The stash presets' resources, as src/migrator/stashes/rules.ts (PRESETS) has them: the
+The stash presets' resources, as src/migrator/phases/stashes/rules.ts (PRESETS) has them: the
 resource holding the stashes and the resources pointing at them. Only what the RBAC needs.
 */}}
 {{- define "crd-migrator.stashPresets" -}}
@@ -238,7 +238,7 @@ group ("" is the core group), a non-empty resource, no "*", no subresource.
 
 {{/*
 The RBAC of the stash rules (migrator.stashPresets, then migrator.stashes, resolved as
-resolveStashRules in src/migrator/stashes/rules.ts does: a rule's own source and referrers
+resolveStashRules in src/migrator/phases/stashes/rules.ts does: a rule's own source and referrers
 over its preset's), as a JSON list of {group, resource, verbs, role, does}, duplicates dropped.
 Per rule: its source get, list, create, delete (the replacement stash is created, the old
 one deleted) and each referrer get, list, patch (repointed with a JSON patch). Every
