@@ -130,7 +130,10 @@ t.test('the built CLI runs with production dependencies only', async (t) => {
   const script = `for (const f of ${JSON.stringify(files.map((f) => pathToFileURL(f).href))}) await import(f)`
   const imports = await run(process.execPath, ['--input-type=module', '-e', script], app, env)
   t.equal(imports.code, 0, `all ${files.length} modules of dist/ load`, { stderr: imports.stderr })
-  t.ok(files.some((f) => relative(app, f) === join('dist', 'cli', 'serve', 'run-serve.js')), 'serve (fastify, the webhook) among them')
+  t.ok(
+    files.some((f) => relative(app, f) === join('dist', 'cli', 'serve', 'run-serve.js')),
+    'serve (fastify, the webhook) among them',
+  )
 })
 
 t.test('serve (webhook only) turns ready and stops on SIGTERM', async (t) => {
