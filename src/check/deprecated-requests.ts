@@ -1,9 +1,7 @@
 /**
  * The API server's own record of clients asking for deprecated versions: the gauge
- * `apiserver_requested_deprecated_apis{group,version,resource,subresource,removed_release}`
- * of its /metrics, 1 for each deprecated group/version/resource requested since that API
- * server started. A custom resource version counts once its CRD marks it `deprecated: true`.
- * Pure: the Prometheus text in, the requested resources out.
+ * apiserver_requested_deprecated_apis, 1 per deprecated group/version/resource requested since
+ * that server started (a CRD version counts once marked `deprecated: true`). Pure text parsing.
  */
 
 export const REQUESTED_DEPRECATED_APIS = 'apiserver_requested_deprecated_apis'

@@ -1,10 +1,6 @@
 /**
- * What the API server tells about a version to be dropped, gathered for drop-verdict.ts:
- * the CRD itself (versions, storedVersions, the migrator's state annotations), a metadata
- * list of its objects (how many, and which carry managedFields entries at the version),
- * the stashed copies the configured stash rules find, and, for a served deprecated
- * version, apiserver_requested_deprecated_apis from /metrics. A read that RBAC forbids
- * becomes "could not tell"; any other failure is an error.
+ * What the API server tells about a version to be dropped, gathered for drop-verdict.ts. A read
+ * RBAC forbids becomes "could not tell"; any other failure is an error.
  */
 import type { Config } from '../config/schema.js'
 import { CrdMigratorError, errorCode } from '../errors.js'

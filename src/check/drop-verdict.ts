@@ -1,14 +1,9 @@
 /**
- * "Is it safe to drop this version?", as a pure decision: what the API server told about
- * a CRD (gathered by drop-evidence.ts) in, a verdict and its reasons out. Dropping means
- * removing the version from spec.versions: the API server refuses that while
- * status.storedVersions lists it, and afterwards nothing can read what is still stored
- * at it, apply to an object with managedFields entries at it (kubernetes/kubernetes#111937),
- * or serve its clients.
- *
- * Every check says `blocks` (the version must not go yet), `ok` (checked, nothing in the
- * way) or `unknown` (could not tell, e.g. forbidden). The answer is no when any check
- * blocks, and also when one is unknown under `strict`.
+ * "Is it safe to drop this version?" as a pure decision over what drop-evidence.ts gathered.
+ * The API server refuses removing a version from spec.versions while storedVersions lists it;
+ * afterwards nothing can read what is still stored at it, apply to objects with managedFields
+ * at it (kubernetes/kubernetes#111937), or serve its clients. Each check `blocks`, is `ok` or
+ * `unknown` (e.g. forbidden); the answer is no when any blocks, or any is unknown under `strict`.
  */
 
 /** The migrator's own record on the CRD (its state annotations), for people: never proof on its own. */
@@ -28,11 +23,7 @@ export type Counted = { count: number } | { unknown: string }
 /** Stashed copies (migrator.stashes / stashPresets) at the version; `rules` 0: no rule names the CRD's group. */
 export type StashEvidence = { rules: number; atVersion: number; where: string[] } | { rules: number; unknown: string }
 
-/**
- * apiserver_requested_deprecated_apis of the API server that answered: `requested` once a
- * client asked for the version since that server started (only for a version marked
- * deprecated); unknown when /metrics may not be read.
- */
+/** apiserver_requested_deprecated_apis of the answering API server (since it started; deprecated versions only); unknown when /metrics may not be read. */
 export type ClientEvidence = { requested: boolean } | { unknown: string }
 
 export interface DropEvidence {

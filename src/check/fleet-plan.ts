@@ -1,22 +1,17 @@
 /**
- * `plan`: which CRDs of a fleet need work, how many objects that writes, and how long it
- * may take. Pure: what the API server told (counts, storedVersions) in, rows and an
- * estimate out. The estimate is arithmetic over a write rate (the bench's constant, or one
- * measured on the user's cluster: write-rate.ts), never a promise.
+ * `plan`'s arithmetic (pure): which CRDs need work, how many writes, how long at a write rate
+ * (the bench's constant, or measured: write-rate.ts). An estimate, never a promise.
  */
 
 /**
- * Milliseconds per object written (a no-op rewrite, or a managedFields cleanup): 10,000
- * objects rewritten in 19.27 s at the defaults, 519 objects/s, on a 2-core machine with a
- * local API server (bench/results/2026-11-25-10k-100k.md, ours-default; at 100,000 objects 459/s).
+ * Milliseconds per object written: 519 objects/s at the defaults, 10,000 objects on 2 cores with a
+ * local API server (bench/results/2026-11-25-10k-100k.md, ours-default; 459/s at 100,000).
  */
 export const MS_PER_OBJECT = 1000 / 519
 
 /**
- * Milliseconds per CRD migrated whatever its size: freeze, storage-switch checks,
- * storedVersions, state writes, unfreeze, measured one CRD after another (issue #29: ~2.4 s
- * per CRD serially; one CRD of 3,000 objects took 7.7 s, which these two constants put at
- * 2.4 + 5.8 = 8.2 s).
+ * Milliseconds per CRD whatever its size (freeze, storage-switch checks, storedVersions, state,
+ * unfreeze), serially (issue #29: ~2.4 s; a 3,000-object CRD took 7.7 s, these put it at 8.2 s).
  */
 export const MS_PER_CRD = 2400
 
@@ -50,16 +45,11 @@ export interface PlanInput {
   /** Objects with managedFields entries the cleanup phase would rewrite; undefined when not scanned. */
   managedFieldsObjects: number | undefined
   /**
-   * Objects with managedFields entries of a served version other than storage, by version:
-   * the cleanup leaves them by design (users may still apply with that version), and
-   * `check --drop` counts them as blocking. Empty or absent: none (or not scanned).
+   * Objects with managedFields entries of a served non-storage version, by version: the cleanup
+   * leaves them by design (users may still apply with it); `check --drop` counts them as blocking.
    */
   servedManagedFields?: Record<string, number>
-  /**
-   * The lossless check the run makes before its first write, when plan ran it: whether it
-   * refuses (the run would stop Blocked, CRDM_DATA_LOSS), how many objects it read, and the
-   * lines that say what changes and how to accept it.
-   */
+  /** The run's lossless check, when plan ran it: refuses (CRDM_DATA_LOSS)?, objects read, what changes and how to accept it. */
   lossless?: { refuses: boolean; checked: number; complete: boolean; lossy: number; unchecked: number; lines: string[] }
 }
 
@@ -106,10 +96,7 @@ export interface PlanSummary {
   unknownSize: number
   /** One CRD after another (--max-parallel-crds 1). */
   serialMs: number
-  /**
-   * `maxParallelCrds` at once: the fixed costs overlap, the writes do not (one write budget
-   * for the process, migrator/engine/budget.ts).
-   */
+  /** `maxParallelCrds` at once: fixed costs overlap, writes do not (one write budget, engine/budget.ts). */
   parallelMs: number
   /** With a measured basis: serialMs and parallelMs at the fastest and slowest rate. */
   serialRangeMs?: [number, number]

@@ -1,18 +1,12 @@
 /**
- * `check --manifests PATH --fix`: custom resources written at a version about to go are
- * moved to the storage version in their files. Only their apiVersion changes: for a CRD
- * with conversion None the API server converts between versions the same way (the
- * fields are the same), so the document means what it meant. A Webhook conversion
- * cannot be done offline, and the API server does not offer it either (a dryRun=All
- * create answers in the version it was sent to and stores nothing to read back through
- * another; a body whose apiVersion differs from the URL's is refused): such documents
- * are refused with that reason, to be rewritten by hand.
+ * `check --manifests --fix`: custom resources at a version about to go are moved to the storage
+ * version in their files. Only apiVersion changes: with conversion None the fields are the same,
+ * so the document means what it meant. Webhook conversion cannot be done offline nor through the
+ * API server (a dryRun=All create answers in the version sent and stores nothing): refused.
  *
- * The edit is made in the text, at the apiVersion scalar's own range as the `yaml`
- * package's parser reports it, with the quoting it had: comments, other documents, key
- * order and indentation stay byte for byte. Each result is parsed again and compared,
- * document by document, with the original parse after setIn(['apiVersion'], …); any other
- * difference refuses the whole file.
+ * The edit is made in the text at the scalar's range from the `yaml` parser, quoting kept, so
+ * comments, order and indentation stay byte for byte; the result is parsed again and compared
+ * with the expected documents, any other difference refusing the whole file.
  */
 import { chmod, readFile, rename, stat, writeFile } from 'node:fs/promises'
 import { isAbsolute, relative, resolve, sep } from 'node:path'
@@ -124,10 +118,8 @@ function verify(text: string, expected: unknown[], file: string): void {
 }
 
 /**
- * Rewrites (or, with dryRun, only plans) the files of the planned fixes, one read and one
- * write per file. A file that cannot be rewritten faithfully is left as it was, its
- * resources refused with the reason. `patch`: the changes as a unified diff (what
- * `git apply` takes), written or not.
+ * Rewrites (dryRun: only plans) the planned fixes' files, one read and write each; a file that
+ * cannot be rewritten faithfully is left as it was, its resources refused. `patch`: a unified diff.
  */
 export async function applyFixes(
   plans: ReturnType<typeof planFixes>,
@@ -179,11 +171,7 @@ function diffPath(file: string, cwd: string): string {
 /** Lines of context around each change, as diff -u and git diff give. */
 const CONTEXT = 3
 
-/**
- * A unified diff of two texts with the same number of lines (--fix replaces values within
- * lines), in git's form: `--- a/PATH`, `+++ b/PATH`, hunks with 3 lines of context, which
- * `git apply` (and `patch -p1`) take. Empty when nothing changed.
- */
+/** A git-style unified diff (`git apply`, `patch -p1`) of two texts of equal line count (--fix edits within lines); empty when none changed. */
 export function unifiedDiff(path: string, before: string, after: string): string {
   const a = before.split('\n')
   const b = after.split('\n')

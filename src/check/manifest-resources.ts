@@ -1,10 +1,7 @@
 /**
- * Custom resources in the manifests that are written at a version about to go: once the
- * CRD no longer lists it, `kubectl apply` (or Helm, or Flux) of that document fails
- * ("no matches for kind … in version …"). Matching is pure: the gates (per CRD: its group,
- * kind, the versions dropped, the versions the CRD about to be applied lists) come from
- * check.ts, which knows the cluster; crdsOfResources finds, for `--drop`, the cluster's
- * CRD of custom resources whose CRD is not in the manifests.
+ * Manifest custom resources at a version about to go: once the CRD no longer lists it, `kubectl
+ * apply` (Helm, Flux) of the document fails ("no matches for kind … in version …"). Matching is
+ * pure; the gates come from the check command, which knows the cluster.
  */
 import { isNotFound } from '../kube/api-errors.js'
 import { getCrd } from '../kube/crds.js'
@@ -84,9 +81,8 @@ export function clusterGate(crd: CustomResourceDefinition, dropped: readonly str
 const storageOf = (crd: CustomResourceDefinition | undefined) => crd?.spec.versions.find((v) => v.storage)?.name
 
 /**
- * The cluster's CRDs of the resources at `group/<drop>` whose group and kind no manifest
- * CRD has: found through discovery (kind to plural), then read by name. A kind that is
- * not a custom resource (a built-in, an aggregated API) has no CRD and is left out.
+ * For `--drop`: the cluster's CRDs of resources at `group/<drop>` no manifest CRD covers, found
+ * via discovery (kind to plural); a kind that is not a custom resource has no CRD: left out.
  */
 export async function crdsOfResources(
   http: KubeHttp,
@@ -143,9 +139,8 @@ export function placeKey(r: { documentIndex: number; itemPath?: readonly number[
 const LISTED = 10
 
 /**
- * The verdicts with a `manifests` reason for each CRD and version that resources block:
- * added to the verdict of that CRD and version (now not safe), or a verdict of its own
- * (a version the check did not otherwise look at, e.g. one the manifests' CRD no longer lists).
+ * Adds a blocking `manifests` reason per CRD and version the resources block: to that verdict,
+ * or to one of its own (a version the check did not otherwise look at).
  */
 export function withResourceReasons(results: readonly DropVerdict[], blocking: readonly BlockingResource[]): DropVerdict[] {
   const out = results.map((r) => ({ ...r, reasons: [...r.reasons] }))

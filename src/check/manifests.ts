@@ -1,11 +1,8 @@
 /**
- * Manifests about to be applied (a Helm chart's crds/ folder, a release's YAML, a GitOps
- * repository): the CustomResourceDefinitions they hold, with the versions each lists, and
- * every other document, or item of a list document (`kind: List`), that names an apiVersion
- * and a kind (the custom resources among
- * them are matched against the versions being dropped by manifest-resources.ts). A Helm
- * template (a file with `{{`) is not YAML until rendered: it is skipped, and said so. A
- * file that is not YAML, or a CRD without a name or versions, is a usage error.
+ * Manifests about to be applied (a chart's crds/, a release's YAML, a GitOps repository): their
+ * CRDs with the versions each lists, and every other document or List item naming an apiVersion
+ * and kind. Helm templates (`{{`) are not YAML until rendered: skipped, and said so. A file that
+ * is not YAML, or a CRD without a name or versions, is a usage error.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
@@ -72,10 +69,7 @@ export function skipReason(text: string): string | undefined {
   return TEMPLATE.test(text) ? 'a template ({{ … }}): render it first (helm template) and check the output' : undefined
 }
 
-/**
- * A list document (`kind: List`, or any `…List` with `items`, as kubectl get -o yaml writes
- * and kubectl apply takes): its items are resources of their own, found at `itemPath`.
- */
+/** A list document (`kind: List`, or any `…List` with `items`, as kubectl get writes and apply takes): its items are resources of their own. */
 function listItems(value: Record<string, unknown>): unknown[] | undefined {
   return typeof value.kind === 'string' && value.kind.endsWith('List') && Array.isArray(value.items) ? value.items : undefined
 }
@@ -143,9 +137,8 @@ function crdOf(value: Record<string, unknown>, file: string): ManifestCrd {
 }
 
 /**
- * Every CRD and resource of the files under each path, templates skipped. A CRD named
- * twice is a usage error; so is finding no CRD, unless `resourcesEnough` (`--drop` names
- * the version, so custom resources alone say what to check).
+ * Every CRD and resource under the paths, templates skipped. A CRD named twice is a usage error;
+ * so is no CRD, unless `resourcesEnough` (`--drop` names the version, so resources alone do).
  */
 export function readManifests(paths: readonly string[], resourcesEnough = false): Manifests {
   const out: Manifests = { crds: [], resources: [], skipped: [] }

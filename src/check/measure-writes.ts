@@ -1,8 +1,6 @@
 /**
- * `plan --measure`: a short burst of the migrator's own no-op write, sent with
- * `dryRun=All`, to objects of the CRDs planned: the API server decodes, converts, admits
- * and encodes each as a real rewrite would, and stores nothing. Its throughput, at the
- * migrator's concurrency, is the rate write-rate.ts turns into an estimate.
+ * `plan --measure`: a short burst of the migrator's own no-op write with `dryRun=All`: the API
+ * server decodes, converts, admits and encodes each as a real rewrite would, and stores nothing.
  */
 import { describeError } from '../errors.js'
 import { conversionStrategy } from '../kube/conversion.js'
@@ -36,11 +34,9 @@ interface Target {
 }
 
 /**
- * Lists up to `options.samples` objects of `crds`, then writes each once, timed, with the
- * storage phase's own no-op write (object-writes.ts makeRewriteHandler) sent through a
- * client whose every write carries dryRun=All: what is measured cannot drift from what a
- * migration sends. `client` retries as the migrator's (a 429 waits for its Retry-After:
- * the wait is part of the rate).
+ * Lists up to `samples` objects, then writes each once, timed, with the storage phase's own
+ * write (makeRewriteHandler) through a dryRun=All client, so what is measured cannot drift from
+ * what a migration sends. A 429 waits for its Retry-After: the wait is part of the rate.
  */
 export async function measureWrites(
   client: RunClient,

@@ -1,7 +1,6 @@
 /**
- * `plan --measure`: a write rate from a short burst of dry-run writes to the user's own
- * cluster, and the words that say which rate an estimate stands on. Pure: what the burst
- * counted in, an estimate basis out (fleet-plan.ts does the arithmetic).
+ * `plan --measure`: a write rate from a short burst of dry-run writes to the user's cluster, and
+ * the words saying which rate an estimate stands on. Pure (fleet-plan.ts does the arithmetic).
  */
 import { CONSTANT_BASIS, MS_PER_CRD, type EstimateBasis } from './fleet-plan.js'
 
@@ -23,22 +22,18 @@ export interface WriteSample {
 export const MIN_SAMPLES = 10
 
 /**
- * How much faster a dry-run write goes than the real one: a dry run skips etcd's write and
- * the watch events that follow it, and how much that saves depends on the machine and its
- * load. Measured: 2.48 on a quiet 2-core machine (1,140 dry-run writes/s against a run of
- * 459/s, 10,000 objects; etcd's write weighs more), 1.57 on the same machine loaded (77/s
- * against 49/s; the API server's CPU bounds both), and about 1.0 on a shared machine where
- * the burst met a busier moment than the run (issue 46: 21–25 s estimated at ÷2 against
- * 11.2 s real). So the estimate is a range, from `fast` (the real write costs what the dry
- * run did) to `slow`, and its middle is the geometric mean (≈1.6).
+ * How much faster a dry-run write goes than a real one (it skips etcd's write and the watch
+ * events), which depends on machine and load: measured 2.48 on a quiet 2-core machine, 1.57 on
+ * the same loaded, about 1.0 on a shared one (issue 46: 21–25 s estimated at ÷2 against 11.2 s
+ * real). So the estimate is a range from `fast` (a real write costs what the dry run did) to
+ * `slow`, its middle the geometric mean (≈1.6).
  */
 export const DRY_RUN_SPEEDUP = { fast: 1, likely: 1.6, slow: 2.5 } as const
 
 /**
- * The basis a measured burst gives, or why it gives none. The rate is the burst's
- * throughput (writes at the migrator's concurrency, so its parallelism is in it), capped by
- * --qps when the migrator is told to write slower. The per-CRD cost stays the bench's:
- * a burst of writes cannot see the freeze and the storage-switch checks.
+ * The basis a measured burst gives, or why none: the burst's throughput (at the migrator's
+ * concurrency, so its parallelism is in it), capped by --qps. The per-CRD cost stays the
+ * bench's: a burst of writes cannot see the freeze and the storage-switch checks.
  */
 export function measuredBasis(sample: WriteSample, qps: number): { basis: EstimateBasis } | { reason: string } {
   if (sample.written < MIN_SAMPLES) {

@@ -7,11 +7,8 @@ import { userAgent } from '../version.js'
 import type { ClientFlags } from './command-kit.js'
 
 /**
- * The client of a command: the kubeconfig and context of the configuration, its
- * --connect-attempts, kubectl's --request-timeout and --as flags, and retries (and at -v 6
- * each request) logged where the command logs. The API server's warnings (its `Warning:`
- * headers: deprecations, an admission webhook's break-glass warning) go to stderr as
- * kubectl prints them, once per distinct text.
+ * A command's client, from its config and kubectl's client flags, logging where the command logs.
+ * The API server's `Warning:` headers go to stderr as kubectl prints them, once per text.
  */
 export function commandHttp(
   config: Config,

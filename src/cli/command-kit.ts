@@ -1,10 +1,7 @@
 /**
- * What every command's registration shares: the flags of the settings table and kubectl's
- * client flags, commander's values read by type, the configuration, the logger, signal
- * handling. Each command (src/cli/<command>/<command>.ts) says which settings it has: the
- * settings it reads, and no other (a serve-only flag in `migrate --help` would promise what
- * migrate does not do); test/unit/cli-help.test.ts checks each command's help shows exactly
- * its list.
+ * What every command's registration shares: settings flags, kubectl's client flags, config,
+ * logger, signals. Each command lists only the settings it reads (a serve-only flag in
+ * `migrate --help` would promise what migrate does not do); cli-help.test.ts checks it.
  */
 import { InvalidArgumentError, Option, type Command } from 'commander'
 import type { Logger } from 'pino'
@@ -21,10 +18,7 @@ import { exitCodeFor } from './interrupt.js'
 /** commander's values of one command's flags. */
 export type FlagValues = Record<string, unknown>
 
-/**
- * Reads commander's values as the types their options were defined with: one check here
- * instead of a cast at each use. A value of another type is a flag defined wrong (a bug).
- */
+/** Reads commander's values as their options' types: one check, not a cast per use; another type is a bug. */
 export function flagReader(values: FlagValues) {
   function read<T>(key: string, is: (v: unknown) => v is T, what: string): T | undefined {
     const value = values[key]
@@ -52,10 +46,7 @@ export const SERVE_SETTINGS: readonly string[] = SETTINGS.map((s) => s.flag).fil
 /** The short commands (all but serve) log warnings only unless told: their output is the table, the summary. */
 const SHORT_COMMAND_DEFAULTS: Readonly<Record<string, string | null>> = { 'log-level': 'warn' }
 
-/**
- * The read-only commands (status, check, plan) write nothing, so their help does not
- * describe a setting by the writes of `migrate`: what the setting means for them instead.
- */
+/** The read-only commands (status, check, plan) write nothing: what each setting means for them instead. */
 export const READ_ONLY_DESCRIPTIONS: Readonly<Record<string, string>> = {
   'max-attempts': 'tries per request (a list page, a read) before it counts as failed',
   'stash-presets': 'also look at copies of CRs stashed in other objects, by preset',
@@ -70,10 +61,8 @@ const SHORT: Readonly<Record<string, string>> = { selector: '-l' }
 const PLACEHOLDER: Readonly<Record<Setting['kind'], string>> = { string: 'value', int: 'n', number: 'n', list: 'a,b', boolean: '' }
 
 /**
- * Adds --config and one option per setting in `flags` (in the settings table's order).
- * Each shows its choices, default and env name, none of them commander's own default
- * value (see help.ts); the values are checked by the config schema, for a flag as for
- * the file and the environment.
+ * Adds --config and one option per setting in `flags`, showing choices, default and env (not
+ * commander's default value, see help.ts); the config schema checks values from every source.
  */
 export function addConfigOptions(
   cmd: Command,
@@ -148,18 +137,12 @@ export function configFromOptions(opts: FlagValues, env: NodeJS.ProcessEnv = pro
   return loadConfig({ file: values.string('config'), env, flags })
 }
 
-/**
- * The configuration of a short command (status, check, plan, migrate, version): warnings
- * only unless --log-level or -v says otherwise (the output is the table, the summary).
- */
+/** Warnings only unless --log-level or -v says otherwise. */
 function shortCommandConfig(opts: FlagValues): Config {
   return configFromOptions({ logLevel: 'warn', ...opts, ...(logLevelOf(opts) ? { logLevel: logLevelOf(opts) } : {}) })
 }
 
-/**
- * What a short command's run takes from the flags all of them have: the configuration, the
- * logger, the client flags; names given with a selector on the command line are refused.
- */
+/** A short command's config, logger and client flags; names given with a command-line selector are refused. */
 export function shortCommandSetup(
   cmd: Command,
   opts: FlagValues,
@@ -171,9 +154,8 @@ export function shortCommandSetup(
 }
 
 /**
- * `serve` logs to stdout, buffered, JSON off a terminal (a pod's log); the short commands to
- * stderr, line by line, as text whatever stderr is (kubectl's stderr is text in a pipe too:
- * JSON lines between the progress lines helped nobody), JSON only with --log-format json.
+ * serve: stdout, buffered, JSON off a terminal (a pod's log). Short commands: stderr, sync,
+ * text unless --log-format json (JSON lines between the progress lines helped nobody).
  */
 export function logger(config: Config, command: 'serve' | 'short'): Logger {
   return command === 'serve'
@@ -181,10 +163,7 @@ export function logger(config: Config, command: 'serve' | 'short'): Logger {
     : createLogger({ level: config.logLevel, format: config.logFormat ?? 'text', fd: 2, sync: true })
 }
 
-/**
- * kubectl: "name cannot be provided when a selector is specified". A selector given on
- * the command line with names would be either ignored or a silent intersection; refused.
- */
+/** Names with a command-line selector would be ignored or silently intersected: refused, as kubectl does. */
 export function refuseNamesWithSelector(cmd: Command, names: readonly string[]): void {
   if (names.length > 0 && cmd.getOptionValueSource('selector') === 'cli')
     throw new ConfigError(
@@ -199,9 +178,8 @@ export function rawArgs(cmd: Command): readonly string[] {
 }
 
 /**
- * Aborts on the first SIGINT/SIGTERM, with a CRDM_ABORTED error (main.ts: exit 130 or 143,
- * no stack); a second one exits at once. `migrate` has its own (interrupt.ts): it must
- * lift its freezes first.
+ * The first SIGINT/SIGTERM aborts with CRDM_ABORTED (main.ts: exit 130/143); a second exits
+ * at once. `migrate` has its own (interrupt.ts): it must lift its freezes first.
  */
 export function shutdownSignal(log: Logger | undefined): AbortSignal {
   const controller = new AbortController()
@@ -215,9 +193,8 @@ export function shutdownSignal(log: Logger | undefined): AbortSignal {
   return controller.signal
 }
 
-// kubectl's client flags, meaning what they mean there: --request-timeout, --as, --as-group,
-// --as-uid and -v. Plain flags, not settings of the config file: they are about one
-// invocation, as in kubectl.
+// kubectl's client flags, meaning what they mean there. Plain flags, not config-file
+// settings: they are about one invocation.
 
 /** What the transport takes from these flags (kube/client.ts kubeHttp). */
 export interface ClientFlags {
@@ -230,9 +207,8 @@ const UNIT_MS: Readonly<Record<string, number>> = { ns: 1e-6, us: 1e-3, µs: 1e-
 const DURATION = /^(?:\d+(?:\.\d+)?(?:ns|us|µs|ms|s|m|h))+$/
 
 /**
- * kubectl's --request-timeout: a plain integer is seconds, else a Go duration ("30s",
- * "1m30s", "500ms"); 0 means no timeout. Milliseconds, rounded up (a tiny value still
- * gives a deadline).
+ * kubectl's --request-timeout: an integer is seconds, else a Go duration; 0 is none.
+ * Milliseconds, rounded up (a tiny value still gives a deadline).
  */
 export function parseRequestTimeout(text: string): number {
   const value = text.trim()
@@ -244,7 +220,6 @@ export function parseRequestTimeout(text: string): number {
   return ms === 0 ? 0 : Math.max(1, Math.ceil(ms))
 }
 
-/** The log levels kubectl's -v numbers stand for, here: what a user sees at each. */
 const VERBOSITY_LEVELS = [
   { from: 0, level: 'warn' },
   { from: 2, level: 'info' },
@@ -266,7 +241,6 @@ function parseVerbosity(text: string): number {
 
 const collect = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), value]
 
-/** Adds --request-timeout, --as, --as-group, --as-uid and -v to a command that talks to the API server. */
 function addClientFlags(cmd: Command): Command {
   return cmd
     .addOption(

@@ -1,12 +1,8 @@
 /**
- * How every command's help reads: each option's description, then in one parenthesis its
- * choices, its default and its environment variable, spelt one way (commander's
- * `(choices: …, default: …, env: …)`), wrapped to the terminal, or to 100 columns when
- * the output is not one.
- *
- * A config-backed flag's default is shown without being commander's default value: a
- * value commander filled in would count as given on the command line and beat the config
- * file and the environment (command-kit.ts configFromOptions).
+ * How every command's help reads: description, then `(choices: …, default: …, env: …)`,
+ * wrapped to the terminal or to 100 columns. A config-backed flag's default is shown without
+ * being commander's default value: that would count as given on the command line and beat the
+ * config file and the environment (command-kit.ts configFromOptions).
  */
 import { Help, type Command, type Option } from 'commander'
 
@@ -52,7 +48,6 @@ const PLUMBING_FLAGS = new Set([
 /** Boolean flags that also take `--no-<flag>` (hidden, so help shows one line: `--[no-]flag`). */
 const negatable = new WeakSet<Option>()
 
-/** Marks a boolean flag whose `--no-` form exists (command-kit.ts adds it hidden). */
 export function markNegatable(option: Option): Option {
   negatable.add(option)
   return option

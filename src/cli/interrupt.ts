@@ -1,8 +1,7 @@
 /**
- * Ctrl-C (SIGINT) and SIGTERM during `migrate`, as Helm, Terraform and kubectl treat them:
- * the first says what it does and stops the run, which lifts every freeze it holds (and
- * says how far each CRD got); a second, while freezes are being lifted, says a CRD may stay
- * frozen and how to lift it by hand, and still waits; a third exits at once.
+ * SIGINT/SIGTERM during `migrate`, as Helm, Terraform and kubectl treat them: the first stops
+ * the run, which lifts its freezes; a second (while lifting) says how to lift one by hand and
+ * still waits; a third exits at once.
  */
 import { InterruptedError } from '../errors.js'
 

@@ -1,9 +1,5 @@
 #!/usr/bin/env node
-/**
- * kubectl_complete-crd_migrator: kubectl (1.26 and later) completes `kubectl crd-migrator ...`
- * by running this executable from PATH with the words after the plugin's name, and reads
- * cobra's answer: what `crd-migrator __complete WORD...` prints.
- */
+/** kubectl (1.26+) completes `kubectl crd-migrator ...` by running this from PATH with the words after the plugin's name, reading what `__complete` prints. */
 import { buildProgram } from './program.js'
 import { PLUGIN_NAME } from './program-name.js'
 import { runComplete } from './complete/complete.js'

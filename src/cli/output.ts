@@ -8,11 +8,7 @@ export type OutputFormat = (typeof OUTPUT_FORMATS)[number]
 /** The formats that are data. */
 export type DataFormat = 'json' | 'yaml'
 
-/**
- * The -o option of a command, with the formats it prints: `wide` (the table with more
- * columns) and `name` (kubectl's `customresourcedefinition.apiextensions.k8s.io/NAME` per
- * CRD) only where they mean something.
- */
+/** The -o option with the formats this command prints (`wide`, `name` only where they mean something). */
 export function outputOption(formats: readonly OutputFormat[] = ['text', 'json', 'yaml']): Option {
   return new Option('-o, --output <format>', 'output format').choices(formats)
 }

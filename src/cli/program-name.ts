@@ -1,11 +1,9 @@
 /**
- * The program's name in usage, help and completion scripts: its own, or kubectl's plugin
- * name when kubectl runs it. Below program.ts, so the completion script can name the
- * program without importing the commands that register it.
+ * The program's name in usage, help and completion scripts: its own, or kubectl's plugin name.
+ * Apart from program.ts, so the completion script need not import every command.
  */
 import { basename } from 'node:path'
 
-/** The name in usage and help: `kubectl crd-migrator` when kubectl runs it as a plugin. */
 export const PROGRAM_NAME = 'crd-migrator'
 export const PLUGIN_NAME = 'kubectl crd-migrator'
 

@@ -58,11 +58,9 @@ export function withBooleanValues(program: Command, argv: readonly string[]): st
 }
 
 /**
- * `--flag=true` and `--flag=false` for boolean flags, as kubectl (pflag) takes them:
- * commander takes `--flag` and `--no-flag` only. Pure: argv and the command's options in,
- * argv out, before commander parses it. `--x=false` becomes `--no-x` when the command has
- * that form, or is dropped when the flag is off by default; `--x=true` becomes `--x` (or is
- * dropped when only `--no-x` exists). Anything else is left for commander to judge.
+ * `--flag=true|false` for boolean flags, as kubectl (pflag) takes them; commander takes only
+ * `--flag` and `--no-flag`. `--x=false` becomes `--no-x`, or is dropped when off by default;
+ * `--x=true` becomes `--x` (or is dropped when only `--no-x` exists). Anything else: commander judges.
  */
 export interface BooleanFlag {
   /** `--fix`, or `--no-scan` for a flag defined only in its negative form. */

@@ -40,10 +40,9 @@ export interface ControllerDeps {
 }
 
 /**
- * Watches CRDs, and for each selected one runs a migration when its generation has not
- * been handled yet, or resumes a freeze of ours left behind by a run that died. Up to
- * `migrator.maxParallelCrds` CRDs at once, all under one write budget (engine/budget.ts),
- * so many CRDs cost the API server what one costs; each keeps its own freeze and state.
+ * Watches CRDs; runs a migration for each selected one whose generation is not handled yet, or
+ * resumes a freeze of ours left by a dead run. Up to maxParallelCrds at once under one write
+ * budget (engine/budget.ts), so many CRDs cost the API server what one costs.
  */
 export class MigrationController {
   private readonly queue: WorkQueue
@@ -54,16 +53,13 @@ export class MigrationController {
   /** CRDs queued since the last first look at their storage switch (lookAtStorageSwitch). */
   private toLookAt: CustomResourceDefinition[] = []
   /**
-   * Generation (and built-in migration condition) last queued per CRD: our own annotation
-   * writes must not re-trigger us, but kube-controller-manager finishing a built-in
-   * migration (StorageMigrating True -> False, storedVersions narrowed) must.
+   * Last queued key per CRD: our own annotation writes must not re-trigger us, but the end of a
+   * built-in migration (StorageMigrating True -> False, storedVersions narrowed) must.
    */
   private readonly seenGeneration = new Map<string, string>()
   /**
-   * The CRD uid and generation this process found needing nothing (it migrated them, or
-   * looked at every object). Kept in memory on purpose: the last-result and
-   * observed-generation annotations on the CRD are for people, and a forged "Succeeded"
-   * there must never make us skip a CRD. After a restart each CRD is looked at once.
+   * CRD uid/generation this process found needing nothing. In memory on purpose: the CRD's
+   * result annotations are for people, and a forged "Succeeded" must never make us skip a CRD.
    */
   private readonly upToDate = new Map<string, string>()
 
@@ -186,9 +182,8 @@ export class MigrationController {
   }
 
   /**
-   * CRDs queued together (the first list, an operator upgrade flipping many): one first
-   * look at their storage switch for all, so each counts its settle time from it when its
-   * turn comes, instead of waiting its own (storage-agreement.ts).
+   * CRDs queued together (first list, an operator upgrade): one shared first look at their storage
+   * switch, so each counts its settle time from it instead of waiting its own (storage-agreement.ts).
    */
   private lookAtStorageSwitch(crd: CustomResourceDefinition): void {
     if (this.deps.config.migrator.maxParallelCrds === 1 || !planCrd(crd).storageMigrationNeeded) return
@@ -225,9 +220,8 @@ export class MigrationController {
   }
 
   /**
-   * One list-and-watch per filter of the selection (by label, by name), so the API server
-   * sends only the CRDs we manage; the check here still applies, for the one unfiltered
-   * watch that replaces many name watches.
+   * A list-and-watch per selection filter, so the API server sends only our CRDs; `selects` still
+   * applies for the one unfiltered watch that replaces many name watches.
    */
   private async watchLoop(signal: AbortSignal): Promise<void> {
     await Promise.all(

@@ -1,12 +1,9 @@
 /**
- * Reconciles StorageVersionMigration objects (migration.k8s.io/v1alpha1): each names a
- * resource; a custom resource of a CRD the selector manages gets the full CRD migration
- * (freeze, rewrite, storedVersions, cleanup, unfreeze), one of any other CRD has every
- * object rewritten without a freeze (migrate-unfrozen.ts) or is refused
- * (migrator.storageVersionMigrationsUnmanaged), a built-in one has every object rewritten. The
- * object shows Running, then Succeeded or Failed, like KSVM. Deleting it mid-run stops
- * the run, which lifts the freeze (KEP-2855). One object at a time, oldest first; a
- * second object for a resource being migrated waits its turn.
+ * Reconciles StorageVersionMigration objects, reporting as KSVM does (Running, then Succeeded or
+ * Failed): a managed CRD's resource gets the full CRD migration; another CRD's is rewritten
+ * unfrozen (migrate-unfrozen.ts) or refused (storageVersionMigrationsUnmanaged); a built-in one
+ * is rewritten. Deleting the object stops the run, which lifts the freeze (KEP-2855). One
+ * object at a time, oldest first.
  */
 import type { Logger } from 'pino'
 import type { Config } from '../config/schema.js'

@@ -1,8 +1,6 @@
 /**
- * kube-storage-version-migrator's StorageVersionMigration (migration.k8s.io/v1alpha1),
- * the object KEP-2855 is written around: its shape, and the conditions crd-migrator
- * reports on it the way KSVM does (Running, then Succeeded or Failed, with reason and
- * message), as pure functions.
+ * KSVM's StorageVersionMigration (migration.k8s.io/v1alpha1), the object KEP-2855 is written
+ * around: its shape, and its conditions as KSVM reports them, as pure functions.
  */
 import { ERROR_CODES, errorCode, errorMessage, type ErrorCode } from '../errors.js'
 import type { MigrationResult } from '../migrator/context.js'
@@ -65,11 +63,9 @@ export function targetOf(svm: StorageVersionMigration): { resource: ResourceName
 }
 
 /**
- * The one condition the object shows now; KSVM keeps a single current condition too. Its
- * message quotes what whoever created the object wrote in its spec (the resource's name,
- * group and version) and what the API server or a conversion webhook answered, so it is
- * cleaned and cut as text from outside (sanitize.ts): no escape sequence, control, line
- * break or bidirectional override reaches `kubectl get -o yaml` or `describe` raw.
+ * The one current condition (KSVM keeps one too). Its message quotes the creator's spec and the
+ * API server's or a webhook's answer, so it is cleaned as outside text (sanitize.ts) before it
+ * reaches `kubectl get -o yaml` or `describe`.
  */
 export function condition(
   type: SvmConditionType,
@@ -82,11 +78,9 @@ export function condition(
 }
 
 /**
- * What an error finding an object's resource (discovery, the CRD that defines it) means:
- * Failed when asking again cannot help, undefined when it may (retried with backoff). Not
- * served: CRDM_RESOURCE_NOT_FOUND. Refused (403): CRDM_FORBIDDEN, which only a change of
- * RBAC (or of an admission plugin) fixes; the object is finished then, like any Failed one,
- * and a new one migrates once it is granted.
+ * An error finding the object's resource: Failed when asking again cannot help, undefined when
+ * it may (retried). CRDM_FORBIDDEN needs an RBAC change, so the object fails like any other and
+ * a new one migrates once granted.
  */
 export function resolutionFailure(err: unknown, now = new Date()): SvmCondition | undefined {
   const code = errorCode(err)
@@ -103,9 +97,8 @@ export function resolutionFailure(err: unknown, now = new Date()): SvmCondition 
 }
 
 /**
- * What a finished run means for the object: Succeeded, Failed (for good), or still
- * pending (Blocked by a conversion webhook, or another run holds the freeze), reported as
- * Running=False with the reason, and tried again later.
+ * A finished run as the object's condition: Succeeded, Failed for good, or still pending
+ * (Blocked, or another run holds the freeze) as Running=False with the reason, retried later.
  */
 export function conditionForResult(result: MigrationResult, now = new Date()): { condition: SvmCondition; finished: boolean } {
   if (result.outcome === 'Succeeded')
@@ -124,22 +117,16 @@ export function conditionForResult(result: MigrationResult, now = new Date()): {
   return { condition: condition('Failed', 'True', reason, message, now), finished: true }
 }
 
-/**
- * Where the counts are, for the conditions that leave them out: the migrator's log, or a
- * run with credentials that may list the objects (`migrate`, `plan`).
- */
+/** Where the counts are, for the conditions that leave them out. */
 export const COUNTS_ELSEWHERE =
   "how many objects is not said here (whoever created this object may not be allowed to list them): see the migrator's log, " +
   'or run crd-migrator migrate or plan with credentials that may list them'
 
 /**
- * A StorageVersionMigration's status is read by whoever created it, who may not be allowed
- * to list the objects it names (another tenant's ConfigMaps or custom resources): its
- * conditions say what happened, never how many objects (SECURITY.md, "What a
- * StorageVersionMigration's creator learns"). The API server records no creator on the
- * object, and no admission path of ours sees it being created, so there is nobody to ask
- * a SubjectAccessReview for: no counts at all, for every creator. These codes' reasons
- * count or name objects, so their condition gives the code's words instead.
+ * Whoever created a StorageVersionMigration may not be allowed to list the objects it names,
+ * and the API server records no creator to ask a SubjectAccessReview for: conditions never
+ * count objects, for any creator (SECURITY.md, "What a StorageVersionMigration's creator
+ * learns"). These codes' reasons count or name objects, so the code's words are given instead.
  */
 const COUNTED_BY_OBJECT: ReadonlySet<ErrorCode> = new Set([
   'CRDM_OBJECTS_FAILED',

@@ -1,9 +1,7 @@
 /**
- * kube-storage-version-migrator's trigger (pkg/trigger, v0.0.5) as pure decisions: its
- * StorageState objects (migration.k8s.io/v1alpha1, one per resource, named
- * `<resource>.<group>`), what a discovery of a resource's storageVersionHash means for
- * them and for the resource's StorageVersionMigrations, and what a Succeeded migration
- * means. The I/O is in ksvm-trigger.ts.
+ * KSVM's trigger (pkg/trigger, v0.0.5) as pure decisions: StorageState objects (one per resource,
+ * `<resource>.<group>`), what a discovered storageVersionHash means for them and the resource's
+ * migrations, and what a Succeeded migration means. The I/O: ksvm-trigger.ts.
  */
 import type { DiscoveredResource } from '../kube/discovery.js'
 import { collectionPath, type ResourceRef } from '../kube/paths.js'
@@ -103,11 +101,9 @@ export interface DiscoveryInput {
 }
 
 /**
- * KSVM's processDiscoveryResource, the decision half. A migration is (re)launched, after
- * deleting every migration of the resource, when the state is missing, stale, shows
- * another hash than discovery, or is not migrated with no migration pending or running
- * (a Failed one is retried this way, once per discovery). A resource without a hash
- * (nothing stored) is left alone: undefined.
+ * KSVM's processDiscoveryResource, decision half: after deleting every migration of the resource,
+ * a migration is (re)launched when the state is missing, stale, shows another hash, or is not
+ * migrated with none pending (a Failed one is retried so, once per discovery). No hash: undefined.
  */
 export function decideDiscovery(input: DiscoveryInput): DiscoveryDecision | undefined {
   const { discovered, migrations } = input
@@ -153,11 +149,7 @@ export function nextStatus(state: StorageState | undefined, hash: string, heartb
   }
 }
 
-/**
- * KSVM's markStorageStateSucceeded: a Succeeded migration of the resource leaves only the
- * current hash persisted. Undefined when there is nothing to write (not Succeeded, or
- * already so).
- */
+/** KSVM's markStorageStateSucceeded: a Succeeded migration leaves only the current hash persisted; undefined: nothing to write. */
 export function statusAfterMigration(state: StorageState, svm: StorageVersionMigration): StorageStateStatus | undefined {
   const succeeded = (svm.status?.conditions ?? []).some((c) => c.type === 'Succeeded' && c.status === 'True')
   const current = state.status?.currentStorageVersionHash ?? ''

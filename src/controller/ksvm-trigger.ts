@@ -1,14 +1,9 @@
 /**
- * kube-storage-version-migrator's trigger controller, in crd-migrator: a StorageState per
- * resource (migration.k8s.io/v1alpha1) kept from the storageVersionHash of the discovery
- * documents, and a StorageVersionMigration created when a resource's hash changes (a CRD
- * storage flip, a built-in resource after an API server upgrade), when its state is new or
- * stale, or when it is not migrated and no migration is pending or running. Discovery is
- * read every `pollSeconds` (KSVM: 10 minutes), and at once when the CRD watch sees a
- * CRD's storage version change. A Succeeded migration leaves only the current hash in
- * persistedStorageVersionHashes. All work is done one item at a time, as KSVM does (its
- * discovery and migration handling would otherwise race on the persisted hashes).
- * Decisions are in ksvm-trigger-state.ts.
+ * KSVM's trigger controller: a StorageState per resource kept from discovery's
+ * storageVersionHash, and a StorageVersionMigration created when that calls for one (the
+ * decisions: ksvm-trigger-state.ts). Discovery is read every `pollSeconds` (KSVM: 10 min), and
+ * at once when a CRD's storage version changes. One item at a time, as KSVM: its discovery and
+ * migration handling would otherwise race on the persisted hashes.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
@@ -286,9 +281,8 @@ export class KsvmTrigger {
   }
 
   /**
-   * Reads the state (creating it unless told not to: the API server drops status on
-   * create), computes its status and replaces it through /status, again on a conflict.
-   * `next` returning undefined writes nothing.
+   * Reads the state (creating it unless told not to; the API server drops status on create), then
+   * replaces its status through /status, again on a conflict. `next` returning undefined writes nothing.
    */
   private async writeStatus(
     r: GroupResource,

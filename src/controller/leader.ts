@@ -31,10 +31,9 @@ const LEASES: ResourceRef = { group: 'coordination.k8s.io', version: 'v1', plura
 const microTime = (d = new Date()) => d.toISOString().replace('Z', '000Z')
 
 /**
- * Lease-based leader election, as client-go's leaderelection does it: a holder renews
- * every retry period and gives up after the renew deadline; others take over once the
- * lease has not changed for its whole duration, measured on their own clock (so clock
- * skew between replicas does not matter).
+ * Lease-based leader election as client-go's: the holder renews every retry period and gives up
+ * after the renew deadline; others take over once the lease has not changed for its duration on
+ * their own clock (so clock skew between replicas does not matter).
  */
 export class LeaderElector {
   private observed: { record: string; at: number } | undefined
@@ -53,10 +52,7 @@ export class LeaderElector {
     return objectPath(LEASES, this.options.namespace, this.options.name)
   }
 
-  /**
-   * Blocks until leadership is acquired, runs `lead` with a signal that aborts when
-   * leadership is lost or `stop` aborts, and releases the lease when `lead` returns.
-   */
+  /** Waits for leadership, runs `lead` with a signal aborted when it is lost or `stop` aborts, then releases the lease. */
   async run(stop: AbortSignal, lead: (signal: AbortSignal) => Promise<void>): Promise<void> {
     while (!stop.aborted) {
       if (
@@ -194,11 +190,9 @@ export interface SeizedLease {
 }
 
 /**
- * Takes the Lease whoever holds it, for `holdSeconds` (the chart's uninstall hook,
- * `crd-migrator lift-freezes`): a leader that sees another holder stops its term at its
- * next renewal and hands its runs off (LeaderElector.renewLoop); candidates wait the hold
- * out, so no replica of the release starts a migration meanwhile. Undefined when there is
- * no Lease (no replica ever led).
+ * Takes the Lease whoever holds it, for `holdSeconds` (uninstall hook, `lift-freezes`): a leader
+ * seeing another holder stops at its next renewal and hands its runs off (renewLoop); candidates
+ * wait the hold out. Undefined when there is no Lease (no replica ever led).
  */
 export async function seizeLease(
   http: KubeHttp,

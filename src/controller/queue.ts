@@ -91,10 +91,8 @@ export class WorkQueue {
   }
 
   /**
-   * The worker loop of a controller: hands each queued name to `reconcile`, with
-   * `workers` names at most at once (never one name twice at once), until `signal`
-   * aborts; a name whose reconcile throws is queued again after its backoff (`onFailure`
-   * is told the delay). Shuts the queue down when every worker has returned.
+   * A controller's worker loop: `workers` names at once (never one twice) until `signal` aborts;
+   * a reconcile that throws re-queues the name after its backoff (told to `onFailure`).
    */
   async process(
     signal: AbortSignal,

@@ -1,12 +1,8 @@
 /**
- * The product's one pool of workers over a list: at most `max` items at once. Several
- * migrations at once (`migrate CRD...` and the controller run at most
- * `migrator.maxParallelCrds` CRDs at a time, all under one write budget, engine/budget.ts;
- * each CRD keeps its own freeze, state annotations, result and Events: only the budget of
- * writes is shared), and the reads and writes that need no more than a bound: the lossless
- * check's dry runs, `plan --measure`'s writes, the storage switch's CRD reads, `status`.
- * The object phases' writes have their own runner (engine/task-runner.ts: an adaptive
- * limit, QPS and retries).
+ * The product's one pool of workers over a list, at most `max` at once: CRD migrations in
+ * parallel (one write budget, engine/budget.ts; each keeps its own freeze, state and result),
+ * and bounded reads and writes (lossless dry runs, `plan --measure`, CRD reads, `status`). The
+ * object phases' writes have their own runner (engine/task-runner.ts: adaptive limit, QPS, retries).
  */
 
 export interface ParallelHooks {
@@ -17,9 +13,8 @@ export interface ParallelHooks {
 }
 
 /**
- * Runs `run` over the items, at most `max` at once (at least one worker), started in the
- * items' order; returns the results in that order. When `run` rejects, so does the pool,
- * at once, while the other workers go on (a migration reports its own failure instead).
+ * Runs `run` over the items, at most `max` at once, started and returned in order. A rejection
+ * rejects the pool at once while the other workers go on (a migration reports its own failure).
  */
 export async function runInParallel<T, R>(
   items: readonly T[],

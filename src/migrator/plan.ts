@@ -48,10 +48,9 @@ export function planCrd(crd: CustomResourceDefinition): CrdPlan {
 }
 
 /**
- * Whether the storage phase rewrites every object: status.storedVersions wider than
- * [storage], a freeze resumed (the run that froze had a reason, and storedVersions may have
- * been narrowed since), or `force` (storedVersions is not trusted: someone narrowed it by
- * hand while objects are still stored at an old version; cmctl's --skip-stored-version-check).
+ * Whether the storage phase rewrites every object: storedVersions wider than [storage], a freeze
+ * resumed (its run had a reason; storedVersions may have been narrowed since), or `force`
+ * (storedVersions narrowed by hand while objects are still stored old; cmctl's --skip-stored-version-check).
  */
 export function storagePhaseRuns(o: {
   phases: readonly Phase[]

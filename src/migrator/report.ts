@@ -34,11 +34,7 @@ export function countsText(result: MigrationResult): string {
   return parts.join(' ')
 }
 
-/**
- * The next step when the cleanup left managedFields entries of a served old version (by
- * design: users may still apply with it), one clause per version; what `check --drop`
- * counts against dropping it. Empty when there are none.
- */
+/** One clause per served old version whose managedFields entries the cleanup left (by design), with the next step; what `check --drop` counts. */
 export function servedKeptSteps(kept: Record<string, { objects: number; entries?: number }> | undefined): string[] {
   return Object.entries(kept ?? {}).map(([v, { entries, objects }]) => {
     const what = entries === undefined ? 'managedFields entries' : `${entries} managedFields entr${entries === 1 ? 'y' : 'ies'}`

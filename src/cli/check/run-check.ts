@@ -1,9 +1,5 @@
 import type { Logger } from 'pino'
-/**
- * `crd-migrator check [CRD...] --drop VERSION` and `check --manifests PATH...`: is it safe
- * to remove a version from these CRDs? One verdict per CRD and version, with its reasons
- * (src/check/drop-verdict.ts), for people or as data, and an exit code for pipelines.
- */
+/** `check --drop VERSION` / `check --manifests PATH...`: is it safe to remove a version? A verdict per CRD and version, and an exit code. */
 import type { Config } from '../../config/schema.js'
 import { preflightLossless } from '../../migrator/lossless/preflight.js'
 import { settingsFor } from '../../migrator/crd-settings.js'
@@ -152,9 +148,8 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
 }
 
 /**
- * While status.storedVersions still lists the version, the migration that would narrow it
- * must get through its lossless check: the run's pre-flight, in the run's words (a CRD the
- * run would refuse is not safe, and the reason says what accepts it).
+ * While storedVersions lists the version, narrowing it needs the run's lossless pre-flight to
+ * pass: a CRD the run would refuse is not safe, with the run's reason.
  */
 async function withLosslessReason(
   http: KubeHttp,
@@ -200,10 +195,9 @@ async function clusterTargets(
 }
 
 /**
- * The manifests' CRDs as the cluster has them, with the versions dropped: `drop`, or those
- * the manifest no longer lists; with `drop`, also the cluster's CRDs of custom resources
- * the manifests hold at that version without their CRD. Each with the gate its custom
- * resources in the manifests must pass.
+ * The manifests' CRDs as the cluster has them, with the versions dropped (`drop`, or those the
+ * manifest no longer lists); with `drop`, also the CRDs of the manifests' custom resources at
+ * that version. Each with the gate its manifests' custom resources must pass.
  */
 async function manifestTargets(
   http: KubeHttp,

@@ -1,9 +1,7 @@
 /**
- * What to offer for the last word of a command line, read from the commander program
- * itself (cobra's `__complete` protocol, which kubectl, helm and flux speak): command
- * names, a command's flags, the choices of a flag or an argument, and which values only
- * the cluster or the kubeconfig knows (those the caller looks up: complete/sources.ts).
- * Pure: the words in, the candidates and a directive out.
+ * What to offer for the last word of a command line, read from the commander program itself
+ * (cobra's `__complete` protocol, as kubectl, helm and flux speak). Pure: values only the
+ * cluster or the kubeconfig knows come back as a Lookup for the caller (sources.ts).
  */
 import { Help, type Command, type Option } from 'commander'
 

@@ -4,9 +4,8 @@ import type { Command } from 'commander'
 export const COMPLETE_COMMAND = '__complete'
 
 /**
- * Registered hidden, so help never shows it and no command can take its name. main.ts
- * hands it the words before commander parses them: commander would act on `--version`
- * and `-h` anywhere on the line and drop a `--`, and those are words being completed.
+ * Hidden, so help never shows it. main.ts hands it the words before commander parses them:
+ * commander would act on `--version`/`-h` anywhere and drop a `--`, words being completed here.
  */
 export function registerComplete(program: Command): void {
   program

@@ -1,9 +1,7 @@
 /**
- * `crd-migrator __complete WORD...`: the candidates for the last word, one a line
- * (`value<TAB>description`), then `:<directive>`, as cobra prints them: the scripts of
- * `completion bash|zsh|fish` and kubectl (for `kubectl_complete-crd_migrator`) read this.
- * A look-up that fails or takes too long offers nothing and says nothing: a shell's Tab
- * must never print an error or hang.
+ * `__complete WORD...`: cobra's output (`value<TAB>description` lines, then `:<directive>`),
+ * read by our completion scripts and by kubectl. A failing or slow look-up offers nothing and
+ * says nothing: Tab must never print an error or hang.
  */
 import type { Command } from 'commander'
 import { plainText, sanitizeText } from '../../sanitize.js'

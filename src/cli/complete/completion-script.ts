@@ -1,13 +1,7 @@
 /**
- * `crd-migrator completion bash|zsh|fish`: a thin script that asks the program itself
- * (`crd-migrator __complete WORD...`, complete/completion-output.ts) what fits the word being typed, as
- * cobra's generated scripts do. The script knows no command or flag: whatever the
- * installed version offers (its commands, flags, choices, the kubeconfig's contexts, the
- * cluster's CRDs) is what Tab offers.
- *
- * The answer is cobra's: candidates one a line (`value<TAB>description`), then
- * `:<directive>`; the scripts act on the directives crd-migrator sends: 4 no file names,
- * 32 keep the order (managed CRDs first), 0 with no candidates: file names.
+ * `completion bash|zsh|fish`: a thin script asking `__complete` (completion-output.ts) what
+ * fits, as cobra's scripts do; it knows no command or flag, so Tab offers whatever the installed
+ * version does. Directives acted on: 4 no file names, 32 keep the order, 0 file names.
  */
 import { PROGRAM_NAME } from '../program-name.js'
 

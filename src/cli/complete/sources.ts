@@ -1,8 +1,6 @@
 /**
- * The candidates only the kubeconfig or the cluster knows: the contexts for `--context`,
- * the CRD names for the arguments of migrate, status, check and plan (managed ones first).
- * They are read with the options given earlier on the line (--kubeconfig, --context,
- * --config, --selector, --crds), the environment and the config file, as the command would.
+ * The candidates only the kubeconfig or the cluster knows (contexts; CRD names, managed first),
+ * read with the options given earlier on the line, the environment and the config file, as the command would.
  */
 import { homedir } from 'node:os'
 import { configFromOptions } from '../command-kit.js'

@@ -51,21 +51,16 @@ const MIGRATE_DESCRIPTIONS: Readonly<Record<string, string>> = {
 const FORMATS = ['text', 'name', 'json', 'yaml'] as const
 
 /**
- * kubectl's `--dry-run[=none|client|server]`. Bare, it is `client`. As in kubectl (pflag's
- * optional value), a value is given with `=`: `--dry-run server` is read as a bare
- * --dry-run and, since CRD names have dots, `server` cannot be one; a word after a bare
- * `--dry-run` that is not a strategy is an argument (a CRD name) again.
+ * kubectl's `--dry-run[=none|client|server]`, bare meaning `client`. As pflag's optional value,
+ * a value is given with `=`; a word after a bare `--dry-run` that is not a strategy is an
+ * argument (a CRD name: those have dots, so `server` cannot be one).
  */
 const DRY_RUN_STRATEGIES = ['none', 'client', 'server'] as const
 export type DryRunStrategy = (typeof DRY_RUN_STRATEGIES)[number]
 
 const isStrategy = (v: string): v is DryRunStrategy => (DRY_RUN_STRATEGIES as readonly string[]).includes(v)
 
-/**
- * The strategy, and the CRD name commander took as the flag's value when it was not
- * written `--dry-run=VALUE`. `value`: what commander parsed (true for a bare flag);
- * `rawArgs`: the command line as typed.
- */
+/** The strategy, and the CRD name commander took as the flag's value unless written `--dry-run=VALUE` (`value`: true for a bare flag). */
 export function resolveDryRun(value: unknown, rawArgs: readonly string[]): { strategy: DryRunStrategy; name?: string } {
   if (value === undefined || value === false) return { strategy: 'none' }
   if (value === true) return { strategy: 'client' }

@@ -1,8 +1,4 @@
-/**
- * `migrate` on a terminal: one line per CRD in flight, redrawn in place a few times a
- * second, above which each CRD's end line (and anything else printed) stays. Loaded only
- * when stderr is a terminal.
- */
+/** `migrate` on a terminal: a line per CRD in flight, redrawn in place below the lines that stay (end lines, other output). */
 import { TrackingView } from './progress.js'
 import { liveLine } from './progress-text.js'
 

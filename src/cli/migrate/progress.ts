@@ -1,8 +1,7 @@
 /**
- * Where `migrate`'s progress goes: on a terminal, live lines redrawn in place
- * (progress-live.ts, loaded only there); off one (a pipe, CI, `| tee`), a plain line per
- * CRD in flight every few seconds, and one when each starts (its first progress) and ends. Every other line
- * `migrate` prints goes through `print`, so it never lands inside the live lines.
+ * Where `migrate`'s progress goes: live lines on a terminal (progress-live.ts); off one, a plain
+ * line per CRD at its start (first progress), its end and every few seconds. Every other line
+ * goes through `print`, so it never lands inside the live lines.
  */
 import type { Phase } from '../../migrator/plan.js'
 import type { WalkProgress } from '../../migrator/engine/walker.js'

@@ -1,7 +1,6 @@
 /**
- * `plan`'s table and summary for people. Pure: a report in, text out. The managedFields
- * column says what `check --drop` will count too: entries the cleanup leaves because
- * their version is still served, with the next step under the table.
+ * `plan`'s table and summary for people (pure). The managedFields column counts what `check
+ * --drop` will too: entries left because their version is still served.
  */
 import { type EstimateBasis, type PlanRow, type PlanSummary } from '../../check/fleet-plan.js'
 import { estimateDuration } from '../../duration.js'

@@ -1,9 +1,8 @@
 import type { Logger } from 'pino'
 /**
- * `crd-migrator plan [CRD...]`: which CRDs need a migration, how many objects that writes
- * and roughly how long it takes (src/check/fleet-plan.ts). Reads only: a list of one
- * object per CRD for its count, and a metadata list for its managedFields. `--measure`
- * adds a burst of dry-run writes (nothing stored) for a rate measured on this cluster.
+ * `plan [CRD...]`: which CRDs need work, how many writes, roughly how long (check/fleet-plan.ts).
+ * Reads only (a one-object list per CRD for its count, a metadata list for managedFields);
+ * `--measure` adds dry-run writes (nothing stored) for a rate measured on this cluster.
  */
 import type { Config } from '../../config/schema.js'
 import { isForbidden } from '../../kube/api-errors.js'
@@ -186,10 +185,7 @@ async function planOne(
   }
 }
 
-/**
- * How many objects a CRD has, cheaply: a list of one object, whose remainingItemCount
- * says how many follow. Undefined when the API server does not say (or RBAC forbids).
- */
+/** A CRD's object count, cheaply: a list of one whose remainingItemCount says how many follow; undefined when unsaid (or forbidden). */
 export async function countObjects(client: RunClient, crd: CustomResourceDefinition): Promise<number | undefined> {
   const version = servedVersionToList(crd)
   if (version === undefined) return undefined

@@ -21,10 +21,7 @@ import { serverTimeouts, startWebhookServer, type RunningWebhookServer } from '.
 
 export interface ServeHandle {
   webhook: RunningWebhookServer | undefined
-  /**
-   * The ops listener: plain-HTTP /metrics, /healthz, /readyz (health/plugin.ts) on
-   * metrics.host:metrics.port; undefined with metrics.port 0.
-   */
+  /** The ops listener (health/plugin.ts) on metrics.host:metrics.port; undefined with metrics.port 0. */
   opsServer: FastifyInstance | undefined
   registry: Registry
   /** What /readyz reports, also without an ops listener. */
@@ -42,10 +39,7 @@ export interface ServeOptions {
   defaultMetrics?: boolean
 }
 
-/**
- * `crd-migrator serve`: every replica serves the webhook; the one holding the Lease also
- * runs the migration controller.
- */
+/** `serve`: every replica serves the webhook; the one holding the Lease also runs the migration controller. */
 export async function serve(config: Config, logger: Logger, options: ServeOptions = {}): Promise<ServeHandle> {
   const registry = new Registry()
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry })
@@ -60,10 +54,8 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
     ? (await startMigrator(config, logger, registry, identity, processMetrics, stop.signal, options)).stopped
     : Promise.resolve()
 
-  // One readiness notion, reported by the ops listener's /readyz: the webhook's checks (a
-  // serving certificate loaded, not draining) and ours. `not-shutting-down` starts failing
-  // only once the controller has handed its freeze off: that is itself a CRD update the
-  // API server may send to this webhook, so until then we must keep receiving traffic.
+  // /readyz: the webhook's checks and ours. `not-shutting-down` fails only once the freeze is handed
+  // off: that is a CRD update the API server may send to this webhook, so until then we keep serving.
   let shuttingDown = false
   const readiness: ReadinessCheck[] = [
     ...(webhook?.readiness ?? []),
@@ -81,9 +73,8 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
     stopped,
     close() {
       closing ??= (async () => {
-        // A rolling upgrade: the runs stop their writes at once and hand their freezes off
-        // to the next leader, never lifting them (migrator/freeze/hand-off.ts); the Lease is
-        // released after that, so the next leader resumes at once.
+        // Runs stop writing and hand their freezes off to the next leader, never lifting them
+        // (freeze/hand-off.ts); the Lease is released after, so the next leader resumes at once.
         stop.abort(new HandOff('shutting down'))
         const stopping = Date.now()
         await stopped
@@ -125,9 +116,8 @@ function startWebhook(config: Config, registry: Registry, logger: Logger): Promi
 }
 
 /**
- * Starts the migration controllers of the replica holding the Lease (of this one, without
- * leader election), until `stop` aborts; `stopped` settles once they stopped and handed
- * their freezes off.
+ * The migration controllers, on the Lease holder (this replica without leader election), until
+ * `stop` aborts; `stopped` settles once they stopped and handed their freezes off.
  */
 async function startMigrator(
   config: Config,
@@ -164,8 +154,7 @@ async function startMigrator(
     : undefined
   if (trigger && !svmController)
     log.info('ksvmTrigger is on and storageVersionMigrations off: the StorageVersionMigrations it creates are left to another migrator')
-  // The controllers of one leader term: CRDs by label or name, StorageVersionMigration
-  // objects, and the trigger that creates them from StorageStates.
+  // One leader term's controllers: CRDs, StorageVersionMigrations, and the trigger creating those.
   const controller = {
     run: async (signal: AbortSignal) => {
       await Promise.all([crdController.run(signal), svmController?.run(signal), trigger?.run(signal)])
@@ -204,10 +193,8 @@ async function startOps(
   readiness: ReadinessCheck[],
   logger: Logger,
 ): Promise<FastifyInstance | undefined> {
-  // metrics.port 0 keeps meaning "off", for tests and local runs of several processes:
-  // there is no other listener to move /metrics, /healthz and /readyz to (the webhook
-  // port answers reviews only), and picking a free port would hide them at an address
-  // nobody knows. Said once at start-up; the chart refuses 0 since its probes need it.
+  // metrics.port 0 means "off" (tests, several local processes): the webhook port answers reviews
+  // only, and a free port would hide the probes at an address nobody knows. The chart refuses 0.
   if (config.metrics.port === 0) {
     logger.info('metrics.port is 0: no /metrics, /healthz or /readyz is served')
     return undefined

@@ -14,9 +14,8 @@ interface ServerVersion {
 }
 
 /**
- * `crd-migrator version`, as kubectl version: this client's version and the API server's
- * (GET /version); --client for the first only. A server that cannot be asked: the client
- * version is printed all the same, then the error, exit 1.
+ * `version`, as kubectl's: this client's and the API server's (GET /version); --client: the
+ * first only. A server that cannot be asked: the client version all the same, the error, exit 1.
  */
 export function registerVersion(program: Command): void {
   const cmd = program.command('version')

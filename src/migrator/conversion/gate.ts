@@ -1,15 +1,10 @@
 /**
- * Pauses every request of a migration while the CRD's conversion webhook is down, the
- * way a circuit breaker does. The first "webhook unreachable / timed out / 5xx" failure
- * opens the gate: nobody else sends; one request at a time goes through as a trial, with
- * backoff, and the first trial that succeeds closes the gate for all. An outage longer
- * than the limit fails the run with an error naming the webhook.
- *
- * Why pause rather than retry each request on its own: during an outage the API server
- * still accepts some writes (objects it holds decoded in its watch cache), and an update
- * whose managedFields it cannot convert is stored with *every* managedFields entry
- * dropped (fieldmanager UpdateNoErrors). The fewer requests in flight while the webhook is
- * down, the fewer objects that can happen to.
+ * Pauses every request of a migration while the CRD's conversion webhook is down, as a circuit
+ * breaker: the first unreachable/timeout/5xx opens it, one trial at a time goes through with
+ * backoff, the first success closes it; an outage past the limit fails the run. Why pause, not
+ * retry each request: during an outage an update whose managedFields the API server cannot
+ * convert is stored with *every* entry dropped (fieldmanager UpdateNoErrors); the fewer requests
+ * in flight, the fewer objects that happens to.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import { CrdMigratorError } from '../../errors.js'

@@ -1,13 +1,8 @@
 /**
- * Before freezing a CRD that converts through a webhook: prove the webhook converts, so a
- * webhook that is down (a cert-manager rotation, a crash-looping operator) blocks the run
- * before anything is frozen rather than in the middle of it.
- *
- * The proof is a few reads the API server must convert: GETs (served from etcd, decoded
- * from the version each object is stored in) of the first objects through the storage
- * version, and of the first object through every other served version still in
- * status.storedVersions. Whatever version an object is stored in, one of those reads
- * converts it.
+ * Before freezing a webhook-converted CRD, prove the webhook converts, so one that is down (a
+ * cert rotation, a crash-looping operator) blocks the run before anything is frozen. The proof:
+ * GETs (decoded from etcd in the stored version) of the first objects through the storage
+ * version and of the first through every other served stored version: one of those converts it.
  */
 import { classifyConversionError, conversionStrategy, conversionWebhookOf, type ConversionFailure } from '../../kube/conversion.js'
 import { Accept, type KubeHttp } from '../../kube/http.js'

@@ -1,36 +1,22 @@
 /**
- * Adaptive concurrency of a migration's writes: how many requests may be in flight,
- * decided from what the API server's answers say, up to the configured concurrency (the
- * cap). A fixed number is either too low for a big API server or too high for a busy one:
- * past its knee, more writes in flight add only latency (for us and for every other
- * client) and no throughput.
+ * Adaptive concurrency of a migration's writes, up to the configured concurrency (the cap): a
+ * fixed number is too low for a big API server or too high for a busy one, where more writes in
+ * flight add only latency, for every client, and no throughput.
  *
- * The signal is the latency of our own writes against its floor (the lowest latency seen,
- * measured at the start, when few writes are in flight). Requests that wait in the API
- * server (for its CPU, for etcd, in an API Priority and Fairness queue) show up as latency
- * above the floor; an API server whose throughput still grows with more writes in flight
- * keeps the latency low. So, one decision per window of answers:
- * - slow start: double the limit while the latency stays under half the tolerance;
- * - additive increase: one more while the latency stays within `tolerance` times the
- *   floor and the limit was reached (a limit nobody uses says nothing);
- * - multiplicative decrease: a quarter less when the latency stays past the tolerance
- *   (plus a margin, so noise does not flap it) for {@link DECREASE_STRIKES} windows in a
- *   row (one slow window is a pause or a compaction, and a quarter less takes a quarter of
- *   the limit's windows to win back);
+ * The signal is our writes' latency against its floor (the lowest seen, at the start with few in
+ * flight): waiting in the API server (CPU, etcd, an APF queue) shows as latency above it. One
+ * decision per window of answers:
+ * - slow start: double while latency stays under half the tolerance;
+ * - additive increase: one more while within `tolerance` × floor and the limit was reached (a
+ *   limit nobody uses says nothing);
+ * - multiplicative decrease: a quarter less past the tolerance (plus a margin against flapping)
+ *   for {@link DECREASE_STRIKES} windows in a row (one slow window is a pause or a compaction);
  * - a 429 halves it at once (throttled()), once per burst of 429s.
  *
- * Past the tolerance, throughput decides. How far latency rises above the floor before the
- * knee depends on the machine: etcd batches concurrent writes, so on a slow disk or CPU the
- * latency of one write alone is a small part of the latency at the knee (a 2-core machine
- * ran its best at 13× the floor, and a limit held at 8× gave 0.58× the throughput, npm run
- * bench). So each window also measures answers per second: while the limit buys throughput
- * (at least {@link SCALING_GAIN} more than the best at 50–80 % of it), latency above the
- * tolerance is the server batching, not suffering, and the limit still grows; it comes
- * down only when more in flight bought nothing (an API Priority and Fairness queue, a busy
- * server: latency up, throughput flat).
- *
- * `decideLimit` is the decision as a pure function (tested by tables);
- * AdaptiveConcurrency collects the windows and applies it.
+ * Past the tolerance, throughput decides: etcd batches concurrent writes, so on a slow machine the
+ * knee sits far above the floor (2 cores: best at 13×; a limit held at 8× gave 0.58× the
+ * throughput, npm run bench). While the limit buys {@link SCALING_GAIN} more answers/s than the
+ * best at 50–80 % of it, it still grows; it comes down only when more in flight bought nothing.
  */
 
 export interface AdaptiveSettings {
@@ -47,14 +33,10 @@ export interface AdaptiveSettings {
 }
 
 /**
- * How far above its floor the latency may go while the limit still grows. Past the knee
- * (throughput at its maximum X), Little's law makes latency grow with the writes in flight
- * N as N / X, so the knee sits where latency / floor = N × (rate of one write alone) / X.
- * Measured on kube-apiserver + etcd (npm run bench, 2 cores): one write alone ~100/s,
- * X 200–350/s, knee 12–16 in flight, so 5–8× the floor. 8 lets the limit reach the knee
- * (etcd batches concurrent writes, so throughput still creeps up a little past it); 12
- * let it climb to 2–4× the knee on a slower API server (mean 53 in flight, p99 2.5× the
- * ceiling's) for no throughput.
+ * How far above its floor latency may go while the limit still grows. Past the knee (throughput
+ * X), Little's law gives latency/floor = N × (one write's rate alone) / X. Measured (npm run bench,
+ * 2 cores): ~100/s alone, X 200–350/s, knee 12–16 in flight, so 5–8×; 8 reaches the knee, 12 let
+ * a slower API server climb to 2–4× the knee for no throughput.
  */
 export const DEFAULT_TOLERANCE = 8
 /** Decrease only past tolerance × this: the dead band keeps noise from flapping the limit. */
@@ -70,9 +52,7 @@ const RATE_WEIGHT = 0.5
 export interface LatencyWindow {
   /** The limit while those requests were sent. */
   limit: number
-  /** How many answers. */
   samples: number
-  /** Their median latency. */
   medianMs: number
   /** Whether the requests in flight reached the limit during the window (else demand, not the limit, bounded them). */
   saturated: boolean
@@ -163,10 +143,7 @@ function recordRate(rates: LimitState['rates'], window: LatencyWindow): LimitSta
   return { ...rates, [window.limit]: rate }
 }
 
-/**
- * This limit's smoothed throughput against the best seen at 50–80 % of it: above 1, more in
- * flight bought more answers per second. Undefined without both measurements.
- */
+/** This limit's smoothed throughput over the best at 50–80 % of it (above 1: more in flight bought more); undefined without both. */
 export function throughputGain(rates: LimitState['rates'], window: LatencyWindow): number | undefined {
   const here = rates?.[window.limit]
   if (here === undefined || !window.saturated) return undefined
@@ -184,10 +161,7 @@ export function throttledLimit(state: LimitState, settings: AdaptiveSettings): L
   return { ...state, limit: Math.max(s.min, Math.floor(state.limit / 2)), slowStart: false }
 }
 
-/**
- * Collects answers into windows and applies {@link decideLimit}. Only answers to requests
- * started since the window opened count: they all went out under the window's limit.
- */
+/** Collects answers into windows for {@link decideLimit}; only requests started since the window opened count (all under its limit). */
 export class AdaptiveConcurrency {
   private state: LimitState
   private readonly settings: AdaptiveSettings
@@ -241,17 +215,13 @@ export class AdaptiveConcurrency {
     this.answersInWindow++
     if (startedAt < this.windowStart) return
     this.samples[this.count++] = latencyMs
-    // At least the limit (every request in flight answered once), and minSamples, but no
-    // more than four rounds at a small limit: a write through a slow conversion webhook
-    // takes half a second, and slow start must not take minutes.
+    // At least the limit and minSamples, but at most four rounds at a small limit: through a slow
+    // conversion webhook a write takes half a second, and slow start must not take minutes.
     const needed = Math.max(this.state.limit, Math.min(this.minSamples, 4 * this.state.limit))
     if (this.count >= needed || this.count === this.samples.length) this.closeWindow()
   }
 
-  /**
-   * A 429 to a request sent at `startedAt`: halves the limit, unless it was already
-   * lowered after that request went out (one burst of 429s is one decrease).
-   */
+  /** A 429 to a request sent at `startedAt`: halves the limit, unless lowered since it went out (one burst of 429s, one decrease). */
   throttled(startedAt: number): void {
     if (startedAt <= this.lastDecrease) return
     this.decisions.throttled++

@@ -1,20 +1,15 @@
 /**
- * One write budget for the whole process, shared by every migration running at once
- * (`migrate CRD...` and the controller with `migrator.maxParallelCrds` > 1): one throttle
- * gate (the adaptive limit on writes in flight, capped by `migrator.concurrency`, and the
- * pause after a 429) and one `--qps` token bucket. Several CRDs at once then cost the API
- * server what one CRD costs. Both serve their waiters in arrival order, and each walk
- * keeps at most its own cap in flight, so a CRD with 100,000 objects does not starve the
- * small ones: they queue behind at most one cap's worth of its writes.
- *
- * Without a budget (one CRD at a time) every phase makes its own gate and bucket, as before.
+ * One write budget for the process, shared by every migration running at once: one throttle gate
+ * (the adaptive limit, capped by `migrator.concurrency`, and the pause after a 429) and one `--qps`
+ * bucket, so several CRDs cost the API server what one costs. Both serve waiters in arrival order
+ * and each walk keeps at most its own cap in flight, so a 100,000-object CRD does not starve the
+ * small ones. Without a budget (one CRD at a time) each phase makes its own gate and bucket.
  */
 import { ThrottleGate, type ThrottleGateOptions } from './retry.js'
 
 /**
- * A token bucket (as client-go's): `qps` starts a second, bursts of a tenth of a second's
- * worth. Shared by several task runners: a runner that finds it empty queues, and tokens
- * go to the queued runners in arrival order as they come.
+ * A token bucket as client-go's: `qps` a second, bursts of a tenth of a second's worth. Shared:
+ * a runner finding it empty queues, and tokens go to queued runners in arrival order.
  */
 export class TokenBucket {
   private readonly burst: number
@@ -120,11 +115,7 @@ export class WriteBudget {
     return () => this.listeners.delete(listener)
   }
 
-  /**
-   * The rate a phase of a CRD keeps for itself besides the shared bucket: its own `qps`
-   * when the CRD has one of its own (migrator.crds.<name>.qps) that differs from the
-   * process's, else none.
-   */
+  /** A CRD's own rate besides the shared bucket: its migrator.crds.<name>.qps when that differs from the process's, else none. */
   ownQps(crdQps: number): number {
     return crdQps > 0 && crdQps !== this.qps ? crdQps : 0
   }

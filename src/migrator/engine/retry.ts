@@ -5,10 +5,7 @@ import { AdaptiveConcurrency, type AdaptiveSettings } from './adaptive-concurren
 import type { ConversionGate } from '../conversion/gate.js'
 
 export interface ThrottleGateOptions {
-  /**
-   * Most requests in flight through the gate: the migration's concurrency, the cap of its
-   * adaptive limit (adaptive-concurrency.ts). Default: unlimited (the gate only pauses).
-   */
+  /** Most requests in flight: the migration's concurrency, the cap of its adaptive limit; default unlimited (the gate only pauses). */
   maxConcurrency?: number
   /** Tuning of the adaptive limit (tests); `false` keeps the limit at the cap, a 429 still halves it. */
   adaptive?: Omit<AdaptiveSettings, 'max'> | false
@@ -22,16 +19,10 @@ export interface ThrottleGateOptions {
 export type GateSlot = number
 
 /**
- * Shared by every request of a migration: when the API server answers 429 with
- * Retry-After, nobody sends until that time has passed. Backing off one request while
- * the others keep hammering would not relieve the server.
- *
- * Pausing alone is not enough: when the pause ends, every writer would start at once,
- * the server (still at its limit) would refuse all but a few, and the next pause would
- * follow at once. So the gate also caps the requests in flight, with a limit that adapts
- * to the answers (AdaptiveConcurrency): a 429 halves it (once per burst, however many
- * requests of the same burst were refused), latency near its floor grows it, latency
- * rising past the tolerance shrinks it, never above the configured concurrency.
+ * Shared by every request of a migration: after a 429 with Retry-After nobody sends until then
+ * (backing off one request while the others keep hammering relieves nothing). It also caps the
+ * requests in flight with an adaptive limit (adaptive-concurrency.ts), else every writer would
+ * start at once when the pause ends and the next pause would follow at once.
  */
 export class ThrottleGate {
   private resumeAt = 0
@@ -81,10 +72,7 @@ export class ThrottleGate {
     return this.adaptive?.decisions
   }
 
-  /**
-   * Pause everyone for `seconds`. With `slot` (the attempt that got the 429), the limit is
-   * halved unless it was already lowered after that attempt started; without, it is halved.
-   */
+  /** Pauses everyone for `seconds`; halves the limit unless already lowered after `slot` (the 429's attempt) started. */
   pauseFor(seconds: number, slot?: GateSlot): void {
     this.throttled++
     this.resumeAt = Math.max(this.resumeAt, Date.now() + seconds * 1000)
@@ -97,10 +85,7 @@ export class ThrottleGate {
     }
   }
 
-  /**
-   * A slot at once when there is no pause, nobody is waiting before us and one is free
-   * under the limit; else undefined (then acquire).
-   */
+  /** A slot at once when not paused, nobody waits before us and one is free; else undefined (then acquire). */
   tryAcquire(): GateSlot | undefined {
     if (this.waiters.length > 0 || this.inFlight >= this.concurrencyLimit || this.resumeAt > Date.now()) return undefined
     return this.take()
@@ -127,10 +112,7 @@ export class ThrottleGate {
     })
   }
 
-  /**
-   * Gives the slot back. `throttled` when its attempt got a 429 (call pauseFor too);
-   * `sample` false for answers that say nothing about the writes' latency (list pages).
-   */
+  /** Gives the slot back: `throttled` when it got a 429 (call pauseFor too); `sample` false when its latency says nothing (list pages). */
   release(slot: GateSlot, throttled = false, sample = true): void {
     this.inFlight = Math.max(0, this.inFlight - 1)
     if (!throttled && sample) this.adaptive?.answered(slot, this.now() - slot)
@@ -169,11 +151,7 @@ export interface RetryOptions {
   baseDelayMs?: number
   maxDelayMs?: number
   gate?: ThrottleGate
-  /**
-   * The run's conversion-webhook gate: a request that meets a webhook outage waits there
-   * (without spending attempts; the gate's outage limit bounds the wait), and a refusal by
-   * the webhook is the object's own failure, never retried.
-   */
+  /** The run's conversion-webhook gate: an outage waits there without spending attempts; a refusal is the object's own failure, never retried. */
   conversion?: ConversionGate
   signal?: AbortSignal
   /** Whether the answers' latency feeds the gate's adaptive limit (default true; false for list pages). */
@@ -187,18 +165,15 @@ export interface RetryOptions {
 export const THROTTLED_ATTEMPTS_FACTOR = 4
 
 /**
- * Lifting the freeze: longer backoff (about a minute in all), and deliberately not tied to
- * the run's signal: a cancelled run must still lift its freeze, a CRD left frozen blocks
- * storage edits.
+ * Lifting the freeze: about a minute of backoff, deliberately not tied to the run's signal: a
+ * cancelled run must still lift it (a CRD left frozen blocks storage edits).
  */
 export const UNFREEZE_RETRY: Readonly<RetryOptions> = Object.freeze({ maxAttempts: 8, baseDelayMs: 500, maxDelayMs: 15_000 })
 
 /**
- * Exponential backoff for transient errors; 429 waits for Retry-After. The delay before
- * retry n is between half and all of min(maxDelay, base * 2^(n-1)) ("equal jitter"):
- * random enough to spread writers apart, and with a guaranteed minimum, so the retries of
- * one request span a known time. With the defaults (base 200 ms, max 10 s) and 8
- * attempts that is 11.3 to 22.6 s: an API server restart (a few seconds) is ridden out.
+ * Exponential backoff for transient errors; a 429 waits for Retry-After. Delay before retry n:
+ * between half and all of min(maxDelay, base × 2^(n-1)) ("equal jitter": spread, with a known
+ * minimum). The defaults and 8 attempts span 11.3–22.6 s: an API server restart is ridden out.
  */
 export async function withRetry<T>(fn: () => Promise<T>, options: RetryOptions): Promise<T> {
   const base = options.baseDelayMs ?? 200
@@ -206,9 +181,8 @@ export async function withRetry<T>(fn: () => Promise<T>, options: RetryOptions):
   const gate = options.gate
   const conversionGate = options.conversion
   const sample = options.sampleLatency !== false
-  // A 429 is the API server asking us to wait, not a failure of this request: it spends
-  // from a budget of its own (THROTTLED_ATTEMPTS_FACTOR x maxAttempts), so a throttling
-  // server slows a migration down instead of failing its objects.
+  // A 429 asks us to wait, not a failure: it spends its own budget (THROTTLED_ATTEMPTS_FACTOR ×
+  // maxAttempts), so a throttling server slows a migration down instead of failing its objects.
   let throttledAnswers = 0
   let tries = 0
   for (let attempt = 1; ; attempt++) {

@@ -1,18 +1,11 @@
 import type { TokenBucket } from './budget.js'
 
 /**
- * Runs the walker's per-object tasks: at most `limit` at once, started at `qps` per
- * second at most (0: no limit), in the order they were added. The rate is a token bucket
- * (as client-go's): steady starts, bursts of a tenth of a second's worth at most, not a
- * second's worth at the start of every one-second window followed by a pause. This is what
- * p-queue did for the walker, without its per-task promise, events and timer checks: it
- * runs once per object of every migration, and the migrator's CPU per object is measured
- * against the simplest possible client (npm run bench, "client CPU").
- *
- * With a shared bucket (budget.ts: one --qps for every migration of the process) each
- * start also takes a token from it, queued behind the other runners that wait there.
- *
- * Tasks must not reject: the walker's catch their own errors.
+ * Runs the walker's per-object tasks: at most `limit` at once, started at `qps` a second at most
+ * (0: none), in order. The rate is a token bucket as client-go's (steady starts, bursts of a tenth
+ * of a second's worth). No per-task promise, events or timer checks (as p-queue had): this runs
+ * once per object, and CPU per object is benched (npm run bench, "client CPU"). With a shared
+ * bucket (budget.ts) each start also takes a token there. Tasks must not reject.
  */
 export class TaskRunner {
   private readonly queue: Array<(() => Promise<unknown>) | undefined> = []
@@ -73,9 +66,8 @@ export class TaskRunner {
   }
 
   /**
-   * Drops every task that has not started (the walk was stopped): they neither ran nor
-   * failed. Without this a stopped walk would start each of them at `qps` only for it to
-   * return at once: a page of 500 objects at qps 8 kept a stopping leader for a minute.
+   * Drops the tasks not started (the walk stopped): else each would start at `qps` only to return
+   * at once (a page of 500 objects at qps 8 kept a stopping leader for a minute).
    */
   clear(): void {
     this.queue.length = 0

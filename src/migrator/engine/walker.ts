@@ -56,17 +56,11 @@ export function settled(p: WalkProgress): number {
 export interface WalkOptions {
   /** Handlers running at most (the cap). */
   concurrency: number
-  /**
-   * The limit in force now, at most `concurrency` (the throttle gate's adaptive limit):
-   * read after every object, so handlers beyond it are not started only to wait.
-   */
+  /** The gate's adaptive limit now (at most `concurrency`), read after every object so handlers past it do not start only to wait. */
   concurrencyLimit?: () => number
   /** Writes started per second; 0 for no client-side limit. */
   qps: number
-  /**
-   * A rate shared with other walks (budget.ts: the process's --qps when several
-   * migrations run at once); every start takes a token from it too, in arrival order.
-   */
+  /** A rate shared with other walks (budget.ts); every start takes a token from it too, in arrival order. */
   rate?: TokenBucket
   /** Objects with a list key at or before this one were finished by an earlier run. */
   resumeAfter?: string
@@ -75,16 +69,12 @@ export interface WalkOptions {
   maxRecordedFailures?: number
   onProgress?: (progress: WalkProgress) => void
   /**
-   * Objects for which this returns true are counted as `skipped` at once, without a
-   * handler call and without using a QPS token: a phase that writes few of many objects
-   * (managedFields cleanup) must not be paced at --qps over the ones it does not write.
+   * Objects counted `skipped` at once, without a handler call or a QPS token: a phase writing few
+   * of many objects (managedFields cleanup) must not be paced at --qps over the rest.
    */
   skip?: (item: PartialObjectMetadata) => boolean
   onSkipped?: () => void
-  /**
-   * An object the list could not read: counted as failed, recorded with the error this
-   * returns (default the list's own).
-   */
+  /** An object the list could not read: failed, recorded with the error this returns (default the list's own). */
   onUnreadable?: (object: UnreadableObject) => unknown
   onWriteStart?: () => void
   onWriteEnd?: (outcome: Outcome | 'failed', seconds: number) => void
@@ -97,10 +87,9 @@ export interface WalkResult {
 }
 
 /**
- * Runs one handler per listed object with bounded concurrency and rate, pulling the next
- * page only once the queue has drained below a couple of pages, so memory stays flat
- * however large the collection. Keeps a low watermark of finished list keys so a resumed
- * run can skip what is certainly done.
+ * One handler per listed object at bounded concurrency and rate, pulling the next page only once
+ * the queue drained below a couple of pages (flat memory), keeping a low watermark of finished
+ * list keys so a resumed run skips what is certainly done.
  */
 export async function walkObjects(
   pages: AsyncIterable<MetadataPage>,
@@ -133,10 +122,9 @@ export async function walkObjects(
 }
 
 /**
- * The low watermark of a walk: sequence numbers are handed out in list order; `finished`
- * holds those done ahead of the watermark. A failed object never finishes, so the
- * watermark can never pass the first one: nothing after it is tracked any more (a run with
- * a failure early on would otherwise keep every later key until it ends).
+ * A walk's low watermark: sequence numbers in list order; `finished` holds those done ahead of
+ * it. A failed object never finishes, so nothing after the first failure is tracked (else a run
+ * failing early would keep every later key until it ends).
  */
 class Watermark {
   private nextSeq = 0
@@ -279,10 +267,7 @@ class Walk {
   }
 }
 
-/**
- * Errors that make every further write pointless: we lost permission, were told to stop,
- * or the CRD's conversion webhook stayed down past the outage limit.
- */
+/** Errors making every further write pointless: lost permission, told to stop, or the conversion webhook down past the outage limit. */
 function isFatal(err: unknown): boolean {
   const status = (err as { status?: unknown } | null)?.status
   return (

@@ -1,36 +1,22 @@
 /**
- * Checkpoints a resumed run may trust. The checkpoint on a frozen CRD says "every object
- * up to this key is stored in the storage version"; a resumed run skips those objects
- * and later narrows status.storedVersions. Anyone who could write that annotation could
- * make a run skip old-version objects, so a run writes an HMAC of the checkpoint next to
- * it (the seal), bound to the CRD's uid and to this freeze (target storage version,
- * frozen generation, start time), with a key only migrators hold. A checkpoint without a
- * valid seal is not trusted: the run walks every object again, and objects already in
- * the storage version cost a no-op request each, no etcd write.
+ * Checkpoints a resumed run may trust. A frozen CRD's checkpoint says "every object up to this
+ * key is in the storage version": a resumed run skips those and later narrows storedVersions, so
+ * whoever could write that annotation could make a run skip old-version objects. A run therefore
+ * writes an HMAC of it (the seal), bound to the CRD's uid and this freeze (target version, frozen
+ * generation, start time), with a key only migrators hold; without a valid seal the run walks
+ * every object again (a no-op request each, no etcd write).
  *
- * The key comes from `migrator.stateKeyFile` (the Helm chart mounts a Secret shared by
- * its replicas); without it, from a file in the user's state directory, created on first
- * use, so the same user's CLI resumes its own runs; where that cannot be written (a
- * read-only container), from memory, so only this process's own checkpoints are trusted.
+ * The key: `migrator.stateKeyFile` (the chart mounts a Secret shared by its replicas), else a
+ * file in the user's state directory created on first use (the same user's CLI resumes its own
+ * runs), else memory where that cannot be written (only this process's checkpoints trusted).
  *
- * Whoever reads the key can forge checkpoints, and whoever can replace it can plant one
- * they know. So the file is checked the way sshd's StrictModes checks keys, on the file it
- * opened (no gap between the check and the read): readable or writable by others, or by a
- * group other than this process's own, or owned by a user other than this process's or
- * root; and so is the directory holding it (the name given and, through symlinks, the
- * real one): writable by others, or a group other than ours, without the sticky bit, or
- * owned by another user. That a directory can be listed gives no key away, and is not
- * looked at. What is found is logged as a warning naming the file, its mode and owner; with
- * `migrator.strictStateKeyFile` the key is refused instead (CRDM_STATE_KEY). A Secret the
- * kubelet mounts (root-owned, group the pod's fsGroup, 0440, in a sticky directory) passes
- * when the fsGroup is the process's group, as the chart runs it.
- *
- * The file must be a regular file of at most 64 KiB (else CRDM_STATE_KEY), and nothing
- * about it can hold start-up: it is read by regular-file.ts, the reader of every file
- * someone else names (kubeconfig and credential files too): opened without waiting
- * (O_NONBLOCK: a FIFO would otherwise wait for a writer, forever), looked at before a
- * byte is read (a FIFO or a device such as /dev/zero is refused), and read no further
- * than the bound.
+ * Whoever reads the key can forge checkpoints, whoever replaces it can plant one, so the file it
+ * opened is checked as sshd's StrictModes does (keyFileProblems): not readable or writable by
+ * others or another group, owned by us or root; its directory (given and real) not writable by
+ * others or another group without the sticky bit, nor another user's. Findings are warned about,
+ * or refused with `migrator.strictStateKeyFile` (CRDM_STATE_KEY). A kubelet-mounted Secret
+ * (root, fsGroup, 0440, sticky directory) passes when the fsGroup is the process's group. Read
+ * through regular-file.ts: never waited on (a FIFO), regular files only, at most 64 KiB.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { Stats } from 'node:fs'
@@ -106,10 +92,7 @@ export interface LoadSealOptions {
   strict?: boolean
 }
 
-/**
- * The seal for `stateKeyFile` when given (it must be readable: the operator asked for
- * it), else for the default file, created when missing, else one in memory.
- */
+/** The seal for `stateKeyFile` (it must be readable: the operator asked for it), else the default file (created when missing), else memory. */
 export async function loadCheckpointSeal(
   stateKeyFile: string | undefined,
   logger: Logger,
@@ -182,11 +165,7 @@ export function keyFileProblems(st: Pick<Stats, 'mode' | 'uid' | 'gid'>, kind: '
 
 const octal = (mode: number) => `0${(mode & 0o7777).toString(8).padStart(3, '0')}`
 
-/**
- * Reads the key from the file it checked (one open, through the one reader of files named
- * by others, regular-file.ts: never waited on, a regular file of at most
- * MAX_KEY_FILE_BYTES), warning about or refusing what keyFileProblems finds.
- */
+/** Reads the key from the file it checked (one open, through regular-file.ts), warning about or refusing what keyFileProblems finds. */
 async function readKeyFile(file: string, logger: Logger, strict: boolean): Promise<Buffer> {
   return readRegularFile(
     file,
@@ -225,10 +204,9 @@ async function readKeyFile(file: string, logger: Logger, strict: boolean): Promi
 }
 
 /**
- * Creates `file` holding a new key, whole or not at all: the key is written to a file of
- * its own, then hard-linked to the name, which fails with EEXIST when another process got
- * there first. Creating the name itself with O_EXCL and writing into it left a moment in
- * which a second process starting at once read an empty key and fell back to one in memory.
+ * Creates `file` with a new key, whole or not at all: written to a file of its own, then
+ * hard-linked to the name (EEXIST when another process got there first). O_EXCL on the name
+ * itself left a moment where a second process read an empty key and fell back to memory.
  */
 async function publishKey(file: string): Promise<void> {
   const temporary = `${file}.${process.pid}.${randomBytes(6).toString('hex')}`

@@ -1,19 +1,12 @@
 /**
- * A run holds only while its freeze does. A break-glass user who removes the migrating
- * annotation has stopped the migration on purpose (the webhook now lets storage move), and
- * a CRD whose generation moved under the freeze (a version added, its schema changed) is
- * no longer the CRD the run froze: either way every further write is wasted at best, and
- * narrowing storedVersions afterwards would be wrong. A freeze whose owner annotation no
- * longer names this run was taken over (another instance saw no heartbeat for
- * takeoverAfterSeconds: a long pause, a frozen node, a lost Lease) and is the new owner's:
- * this run stops and leaves the freeze and its state annotations alone (run.ts endRun).
- * So, from the freeze to the end of the run, the CRD is watched (a watch of that one
- * name), and every CRD the run's own heartbeat writes get back is looked at too (the same
- * check, for when the watch is not allowed or lags); the first sign aborts the run's
- * signal with a coded error (CRDM_FREEZE_LIFTED, CRDM_FREEZE_TAKEN_OVER,
- * CRDM_CRD_CHANGED; CRDM_FORBIDDEN when the heartbeat itself is refused), which the run
- * reports as its failure. Writes in flight at that moment
- * finish (at most the writes in flight); no new one starts.
+ * A run holds only while its freeze does: a break-glass user removing the annotation stopped it
+ * on purpose; a generation moved under the freeze means another CRD than the one frozen; an
+ * owner annotation no longer naming this run means a takeover (no heartbeat seen for
+ * takeoverAfterSeconds), and the freeze and state are the new owner's (run.ts endRun). Further
+ * writes would be wasted and narrowing storedVersions wrong. So from freeze to end the CRD is
+ * watched (that one name), and every copy the heartbeat gets back is checked too (for when the
+ * watch is forbidden or lags); the first sign aborts the run's signal with a coded error. Writes
+ * in flight finish; no new one starts.
  */
 import type { Logger } from 'pino'
 import { CrdMigratorError, errorMessage } from '../../errors.js'
@@ -36,10 +29,7 @@ export interface FrozenCrd {
   resourceVersion?: string | undefined
 }
 
-/**
- * Why a run on `frozen` must stop, seeing `crd` (the CRD as the API server has it now), or
- * undefined while the freeze holds. Pure.
- */
+/** Why a run on `frozen` must stop, seeing `crd` as the API server has it now; undefined while the freeze holds. Pure. */
 export function freezeLost(frozen: FrozenCrd, crd: Pick<CustomResourceDefinition, 'metadata'> | undefined): CrdMigratorError | undefined {
   if (crd === undefined)
     return new CrdMigratorError('CRDM_CRD_CHANGED', `CustomResourceDefinition ${frozen.name} was deleted during the migration`)
@@ -69,10 +59,7 @@ export function freezeLost(frozen: FrozenCrd, crd: Pick<CustomResourceDefinition
   return undefined
 }
 
-/**
- * The freeze is still set but no longer this run's: `owner` (undefined: the owner
- * annotation was removed) holds it now. Said with where status.storedVersions stands.
- */
+/** The freeze is still set but now `owner`'s (undefined: the owner annotation was removed); said with where storedVersions stands. */
 export function freezeTakenOver(owner: string | undefined, storedVersions: string): CrdMigratorError {
   // The owner annotation is text from the cluster: anyone allowed to annotate the CRD wrote it.
   const who = owner ? sanitizeText(owner, OWNER_MAX) : ''
@@ -87,10 +74,8 @@ export function freezeTakenOver(owner: string | undefined, storedVersions: strin
 }
 
 /**
- * The run's heartbeat was answered 403: RBAC no longer lets the migrator patch the CRD. Its
- * freeze would go stale and be taken over (or stay set with nobody to lift it) while the
- * run kept writing, so it stops; the unfreeze that follows may fail for the same reason
- * (CRDM_UNFREEZE_FAILED, run.ts).
+ * The heartbeat was answered 403: RBAC no longer lets the migrator patch the CRD, so its freeze
+ * would go stale while the run kept writing; it stops (the unfreeze may fail the same way, run.ts).
  */
 export function heartbeatForbidden(name: string, err: unknown): CrdMigratorError {
   return new CrdMigratorError(

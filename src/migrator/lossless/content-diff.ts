@@ -1,15 +1,9 @@
 /**
- * What a user owns of an object, and how two copies of it differ: the comparison behind
- * the lossless check (check.ts). Pure: no I/O, table-tested.
- *
- * Owned content is everything but apiVersion, kind and the API server's own metadata:
- * every other top-level field (spec, status, data, ...), and metadata's labels,
- * annotations, finalizers and ownerReferences. Paths are written the way kubectl's
- * field paths read: `spec.items[2].name`, `metadata.labels["app.kubernetes.io/name"]`.
- *
- * Only own keys count: a field or label named `constructor`, `toString` or `__proto__` is
- * a field like any other (JSON.parse makes them own properties; `in` would see the
- * prototype's).
+ * What a user owns of an object and how two copies differ: the lossless check's comparison
+ * (pure). Owned: every top-level field but apiVersion, kind and metadata, plus metadata's
+ * labels, annotations, finalizers and ownerReferences. Paths read as kubectl's field paths
+ * (`spec.items[2].name`, `metadata.labels["app.kubernetes.io/name"]`). Only own keys count:
+ * `__proto__` or `constructor` is a field like any other (`in` would see the prototype's).
  */
 
 export type FieldChangeKind = 'removed' | 'changed' | 'added' | 'moved'
@@ -56,11 +50,7 @@ export function childPath(parent: string, key: string): string {
   return `${parent}[${JSON.stringify(key)}]`
 }
 
-/**
- * How `after` differs from `before`, owned content only, in path order, at the highest
- * node that differs (an added `spec.timeouts` is one change), values attached. At most
- * `limit` changes are returned (an object with hundreds of changes names the first ones).
- */
+/** How `after` differs from `before` (owned content, path order, highest differing node, values attached); the first `limit` changes. */
 export function diffValues(before: Obj, after: Obj, limit = 200): ValuedChange[] {
   const changes: ValuedChange[] = []
   walk(ownedContent(before), ownedContent(after), '', changes, limit)
@@ -105,11 +95,7 @@ function walk(a: unknown, b: unknown, path: string, out: ValuedChange[], limit: 
   if (a !== b) out.push({ path, change: 'changed', before: a, after: b })
 }
 
-/**
- * A removed or added node split into its leaves (scalars, empty maps and lists), so that
- * a value that moved into a new parent (`spec.timeout` → `spec.timeouts.pipeline`) can be
- * paired with where it went, and consent can name a field below the node.
- */
+/** A removed or added node split into leaves, so a value moved into a new parent pairs with where it went and consent can name a field below. */
 export function leaves(c: ValuedChange, limit = 200): ValuedChange[] {
   const out: ValuedChange[] = []
   const side = c.change === 'removed' ? 'before' : 'after'
@@ -127,10 +113,7 @@ export function leaves(c: ValuedChange, limit = 200): ValuedChange[] {
   return out
 }
 
-/**
- * Pairs removed leaves with added leaves of the same value, each used once: a conversion
- * that moves a field shows it as one `moved` change. The rest are returned as they came.
- */
+/** Pairs removed and added leaves of the same value (each used once) as one `moved` change; the rest as they came. */
 export function pairMoves(changes: readonly ValuedChange[]): ValuedChange[] {
   const added = new Map<string, ValuedChange[]>()
   for (const c of changes) if (c.change === 'added') push(added, canonical(c.after), c)

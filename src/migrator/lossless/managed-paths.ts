@@ -1,11 +1,7 @@
 /**
- * The fields an object's managedFields say some manager set (fieldsV1), as content-diff
- * paths: what the check can still hold a rewrite to where no view shows the stored
- * content (an unserved stored version, a schema narrowed in every version). Pure.
- *
- * fieldsV1 names a field `f:<name>`, a list item by key `k:{...}`, by value `v:...` or by
- * index `i:N`; the path stops above a list item (the list must still be there).
- * Metadata counts for its owned parts only (content-diff.ts).
+ * The fields managedFields say some manager set (fieldsV1), as content-diff paths: what the check
+ * can still hold a rewrite to where no view shows the stored content. Pure. A path stops above a
+ * list item (`k:`, `v:`, `i:`): the list must still be there.
  */
 import { childPath, isObj, type Obj } from './content-diff.js'
 

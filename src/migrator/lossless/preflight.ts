@@ -1,8 +1,6 @@
 /**
- * The run's lossless check as a pre-flight can afford it (`plan`, `check --drop`): every
- * object of a conversion-None CRD (two lists a page), the first page of a webhook-converted
- * one (a dry run per object: the run's own check before its freeze). Said in the words the
- * run would use, so the pre-flights agree with the run.
+ * The run's lossless check as a pre-flight affords it (`plan`, `check --drop`): all of a
+ * conversion-None CRD, the first page of a webhook one; in the run's words, so they agree.
  */
 import { isForbidden } from '../../kube/api-errors.js'
 import { conversionStrategy } from '../../kube/conversion.js'

@@ -1,8 +1,4 @@
-/**
- * How the lossless check's report reads on a terminal, the same in `migrate`, its dry
- * runs, `plan` and `check`: one summary line, then each changing field with its kind,
- * verdict and object count, then the exact flags that would accept what is refused.
- */
+/** The lossless report on a terminal, the same in `migrate`, its dry runs, `plan` and `check`: summary, each changing field, the flags that accept. */
 import { describeFindings } from './verdict.js'
 import { acceptHint, acceptUncheckedHint, refusesRewrite } from './check.js'
 import type { ChangeCount, LosslessReport } from './verdict.js'

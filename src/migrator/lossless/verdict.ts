@@ -1,24 +1,15 @@
 /**
- * Which differences between an object before and after its rewrite stop a migration, and
- * how that is said. Pure: table-tested (test/unit/lossless.test.ts).
- *
- * Every change is refused unless one of these explains it:
- * - consent: `acceptChanges` (any change at or below a path: removed, added, changed,
- *   moved) or `acceptRemovals` (removals only), set by whoever runs the migrator (its
- *   configuration, its flags, or the CRD's accept annotation that only an RBAC-permitted
- *   user may set), never by the CRD's author alone;
- * - a default: an addition at exactly a path the schema defaults, with exactly that
- *   default (nested defaults applied), never anything below it;
- * - bookkeeping: an addition the old version's view shows after the round trip but that
- *   is not in what the rewrite stores (the storage version's view of the same object).
- *   A conversion's round-trip data (Cluster API's conversion-data annotation) is made on
- *   the way out and never stored: nothing is written that was not there. Anything the
- *   rewrite does store (an injected `spec.owner`, a `pwned` label) is in that view, so it
- *   cannot pass as bookkeeping.
- *
- * Conversion None can only prune: the storage version's list view, which the check
- * compares with, shows what is kept and none of the defaults that the write will add, so
- * additions there are never judged (see check.ts).
+ * Which differences between an object before and after its rewrite stop a migration. Pure,
+ * table-tested (test/unit/lossless.test.ts). Every change is refused unless explained by:
+ * - consent: `acceptChanges` (any change at or below a path) or `acceptRemovals` (removals
+ *   only), set by whoever runs the migrator (config, flags, or the CRD's accept annotation only
+ *   RBAC-permitted users may set), never by the CRD's author alone;
+ * - a default: an addition at exactly a schema-defaulted path, with exactly that default;
+ * - bookkeeping: an addition the old version's view shows after the round trip but the storage
+ *   version's view does not (e.g. Cluster API's conversion-data annotation, made on the way out,
+ *   never stored). Anything the rewrite stores (an injected `spec.owner`) is in that view.
+ * Conversion None can only prune: its storage-version list view shows none of the defaults the
+ * write adds, so additions there are never judged (see check.ts).
  */
 import type { CustomResourceDefinition } from '../../kube/types.js'
 import {

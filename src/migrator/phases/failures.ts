@@ -1,11 +1,8 @@
 /**
- * How objects that failed in a phase end the run: one coded error that counts them.
- *
- * The error's message is public: it becomes the CRD's last-result annotation and the
- * Failed Event, read by people who may not list the objects (issue 44, item 2). So it
- * counts the failures by code and names nobody. The names and each error (a webhook's
- * message may quote the object) travel as data: the result's `failures` (what `migrate`
- * prints to whoever ran it) and the error's `failures` (the migrator's log).
+ * How a phase's failed objects end the run: one coded error that counts them. Its message is
+ * public (last-result annotation, Failed Event, read by people who may not list the objects:
+ * issue 44, item 2), so it names nobody; names and errors travel as data (the result's and the
+ * error's `failures`: `migrate`'s output, the migrator's log).
  */
 import { CrdMigratorError, type ErrorCode } from '../../errors.js'
 import type { ObjectFailure, WalkResult } from '../engine/walker.js'

@@ -8,18 +8,15 @@ export interface ManagedFieldsPolicy {
   servedVersions: ReadonlySet<string>
   storageVersion: string
   /**
-   * Also move entries of still-served, non-storage versions to the storage version
-   * (fluxcd/flux2#5715). Off by default: while a version is served, users may apply with
-   * it and its entries are what the apply needs.
+   * Also move entries of served non-storage versions to storage (fluxcd/flux2#5715). Off by
+   * default: users may still apply with a served version, and its entries are what apply needs.
    */
   rewriteServedNonStorage: boolean
   /**
-   * Relabel entries of unserved versions to the storage version instead of removing them.
-   * Set for conversion strategy `None`: the object is the same in every version apart from
-   * its apiVersion, so a field set recorded in one version names the same fields in any
-   * other, and its manager keeps ownership (it can still prune by applying without a field).
-   * Off for `Webhook`: field paths may differ between versions, so the entries are removed
-   * (and one minimal entry is seeded when none would remain).
+   * Relabel entries of unserved versions to storage instead of removing them. For conversion
+   * `None` the fields are the same in every version, so ownership carries over (its manager can
+   * still prune); for `Webhook` paths may differ, so they are removed (one minimal entry seeded
+   * when none would remain).
    */
   relabelUnserved: boolean
   now?: () => Date
@@ -61,11 +58,9 @@ export const entryIdentity = (e: ManagedFieldsEntry): string =>
   JSON.stringify([e.manager ?? '', e.operation ?? '', e.subresource ?? '', e.apiVersion ?? ''])
 
 /**
- * Decides what happens to managedFields entries whose apiVersion belongs to this CRD's
- * group but is no longer served: server-side apply converts every entry to its version,
- * and fails on one that cannot be served (kubernetes/kubernetes#111937). With
- * `relabelUnserved` they are moved to the storage version (what the API server's own `None`
- * converter does to them), otherwise removed. Entries of other groups are never touched.
+ * Entries of this group at an unserved version: server-side apply converts every entry to its
+ * version and fails on one that cannot be served (kubernetes/kubernetes#111937). Relabelled to
+ * storage (what the API server's `None` converter does) or removed; other groups never touched.
  */
 export function cleanManagedFields(entries: readonly ManagedFieldsEntry[] | undefined, policy: ManagedFieldsPolicy): ManagedFieldsCleanup {
   const list = entries ?? []
@@ -131,10 +126,7 @@ function latest(a: string | undefined, b: string | undefined): string | undefine
   return a > b ? a : b
 }
 
-/**
- * The version of an entry the cleanup leaves by design: of this group, served, and not
- * the storage version (the caller decides whether rewriteServedNonStorage applies).
- */
+/** An entry's version the cleanup leaves by design (this group, served, not storage); the caller decides on rewriteServedNonStorage. */
 export function servedKeptVersion(
   entry: ManagedFieldsEntry,
   policy: Pick<ManagedFieldsPolicy, 'group' | 'servedVersions' | 'storageVersion'>,
@@ -143,11 +135,7 @@ export function servedKeptVersion(
   return version !== undefined && version !== policy.storageVersion && policy.servedVersions.has(version) ? version : undefined
 }
 
-/**
- * The versions of this group, served and not the storage version, an object keeps
- * managedFields entries at after the cleanup (left by design while served, unless
- * rewriteServedNonStorage): what `check --drop` still counts against dropping them.
- */
+/** The served non-storage versions an object keeps entries at after the cleanup: what `check --drop` still counts. */
 export function servedKeptVersions(entries: readonly ManagedFieldsEntry[] | undefined, policy: ManagedFieldsPolicy): string[] {
   if (policy.rewriteServedNonStorage) return []
   const kept = new Set<string>()
@@ -164,11 +152,9 @@ export function needsManagedFieldsCleanup(entries: readonly ManagedFieldsEntry[]
 }
 
 /**
- * The JSON Patch that swaps the managedFields list, carrying the resourceVersion we read:
- * a patched object with a resourceVersion is an optimistic-concurrency precondition, so a
- * concurrent writer makes the API server answer 409 Conflict rather than us overwriting
- * ownership recorded after our read. (Not a `test` operation: a failed test answers a
- * bare 422 that reads like any other refusal.)
+ * The JSON Patch swapping managedFields, carrying the resourceVersion read: an optimistic-
+ * concurrency precondition, so a concurrent writer gets 409 rather than us overwriting its
+ * ownership. (Not a `test` op: a failed test answers a bare 422 like any other refusal.)
  */
 export function managedFieldsPatch(resourceVersion: string, managedFields: ManagedFieldsEntry[]): Operation[] {
   const ops: Operation[] = [
@@ -180,11 +166,7 @@ export function managedFieldsPatch(resourceVersion: string, managedFields: Manag
   return ops
 }
 
-/**
- * The cleanup policy for a CRD: its served versions, the storage version entries move to,
- * and, from its conversion strategy, whether entries of unserved versions are relabelled
- * (`None`) or removed (`Webhook`).
- */
+/** A CRD's cleanup policy; its conversion strategy decides relabel (`None`) or remove (`Webhook`). */
 export function managedFieldsPolicy(
   crd: CustomResourceDefinition,
   storageVersion: string,

@@ -1,7 +1,6 @@
 /**
- * Runs one phase over every object of the CRD: lists metadata page by page, hands each
- * object to the phase's write (a no-op rewrite, or a managedFields cleanup), and wires the
- * walk into metrics, progress and the state annotations.
+ * One phase over every object: metadata listed page by page, each object written (a no-op
+ * rewrite or a managedFields cleanup), the walk wired into metrics, progress and state.
  */
 import { classifyConversionError, isConversionRefusal } from '../../kube/conversion.js'
 import { listOrderKey, resourceRef, type ResourceRef } from '../../kube/paths.js'
@@ -19,10 +18,7 @@ import type { StateWriter } from '../freeze/state-writer.js'
 import { settled, walkObjects, type Outcome, type WalkOptions, type WalkProgress } from '../engine/walker.js'
 import { ServedEntriesCount } from './served-entries.js'
 
-/**
- * What a phase walks: a CRD's custom resources (through its storage version), or a
- * built-in resource (no CRD: the storage phase only, with merge patches).
- */
+/** What a phase walks: a CRD's custom resources (through storage), or a built-in resource (storage phase only, merge patches). */
 export type PhaseTarget =
   { kind: 'crd'; crd: CustomResourceDefinition; storageVersion: string } | { kind: 'resource'; name: string; ref: ResourceRef }
 
@@ -152,9 +148,8 @@ export async function runPhase(
 }
 
 /**
- * The writes in flight: an adaptive limit under the configured concurrency (retry.ts);
- * the process's shared one when several migrations run at once (budget.ts). Its limit is
- * followed in the metrics until `stopFollowing`.
+ * The writes' gate: adaptive under the configured concurrency (retry.ts), or the process's shared
+ * one (budget.ts), its limit followed in the metrics until `stopFollowing`.
  */
 function phaseGate(
   settings: MigrationSettings,

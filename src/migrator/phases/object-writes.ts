@@ -22,29 +22,23 @@ export interface WriteContext {
 export type RewriteWrite = 'merge-patch' | 'apply'
 
 /**
- * The no-op write of storage version migration: a write that changes nothing but carries
- * uid and resourceVersion as preconditions. The API server decodes the object, re-encodes
- * it in the storage version and writes it, unless the bytes are identical (already stored
- * that way), in which case the resourceVersion does not move.
- *
- * - `merge-patch` (conversion None): an empty JSON merge patch, the cheapest write.
- * - `apply` (conversion through a webhook): a server-side apply of an empty configuration.
- *   While the webhook is down, an update whose managedFields the API server cannot convert
- *   is still stored, with every managedFields entry dropped (fieldmanager UpdateNoErrors);
- *   an apply fails instead, so an outage costs a retry and never ownership. It owns no
- *   field, so it leaves no entry (on an object with no managedFields at all the API server
- *   records a `before-first-apply` entry, as for any first apply); with a uid
- *   precondition it never creates an object that was deleted meanwhile (409 "uid
- *   mismatch"), so it needs no `create` permission.
+ * The storage migration's no-op write, with uid and resourceVersion as preconditions: the API
+ * server re-encodes the object in the storage version and writes it unless the bytes are the
+ * same (then the resourceVersion does not move).
+ * - `merge-patch` (conversion None): an empty merge patch, the cheapest write.
+ * - `apply` (webhook conversion): while the webhook is down an update is still stored with every
+ *   managedFields entry dropped (fieldmanager UpdateNoErrors); an apply fails instead, so an
+ *   outage costs a retry, never ownership. It owns no field, so leaves no entry (bar a
+ *   `before-first-apply` on an object with none); with the uid precondition it never recreates
+ *   a deleted object (409 "uid mismatch"), so it needs no `create` permission.
  */
 export function makeRewriteHandler(
   ctx: WriteContext,
   useStatusSubresource: boolean,
   write: RewriteWrite = 'merge-patch',
   /**
-   * An apply fails on managedFields entries of a version the CRD no longer defines
-   * (kubernetes/kubernetes#111937). Objects the list shows with such entries get this
-   * instead: a write that removes them and stores the object in the storage version too.
+   * An apply fails on entries of a version the CRD no longer defines (kubernetes/kubernetes#111937):
+   * such objects get this instead, which removes them and stores the object in storage version too.
    */
   undefinedVersions?: { present: (item: PartialObjectMetadata) => boolean; drop: (item: PartialObjectMetadata) => Promise<Outcome> },
 ): (item: PartialObjectMetadata) => Promise<Outcome> {
@@ -74,10 +68,8 @@ export function makeRewriteHandler(
       return res.body?.metadata?.resourceVersion === resourceVersion ? 'current' : 'rewritten'
     } catch (err) {
       if (isNotFound(err)) return 'gone'
-      // Written by someone else since we listed it (stored in the storage version by that
-      // write), or deleted and perhaps created again (a uid precondition answers 409 too):
-      // either way no old encoding of this object is left behind by it. Which of the two,
-      // the object itself says.
+      // Written by someone else since listed (so stored in the storage version), or deleted and
+      // perhaps recreated (a uid precondition answers 409 too): the object says which.
       if (isConflict(err)) return (await readMetadata(ctx, item))?.metadata.uid === uid ? 'conflict' : 'gone'
       throw err
     }
@@ -99,11 +91,7 @@ async function readMetadata(ctx: WriteContext, item: PartialObjectMetadata): Pro
   }
 }
 
-/**
- * Removes managedFields entries of unserved versions with a JSON Patch that carries the
- * resourceVersion we read as a precondition; when someone wrote in between, read the
- * object again and retry on what is there now.
- */
+/** Removes unserved-version entries with a JSON Patch carrying the resourceVersion read; when someone wrote in between, reads again and retries. */
 export function makeCleanupHandler(
   ctx: WriteContext,
   policy: ManagedFieldsPolicy,
@@ -169,10 +157,7 @@ export function makeCleanupHandler(
   }
 }
 
-/**
- * The list to restore after the API server dropped it, plus the entries someone else's
- * write created since (same manager, operation, subresource and version: ours wins).
- */
+/** The list to restore after the API server dropped it, plus entries another write created since (same identity: ours wins). */
 function withEntriesAddedSince(restore: ManagedFieldsEntry[], current: readonly ManagedFieldsEntry[] | undefined): ManagedFieldsEntry[] {
   const known = new Set(restore.map(entryIdentity))
   return [...restore, ...(current ?? []).filter((e) => !known.has(entryIdentity(e)))]

@@ -1,8 +1,4 @@
-/**
- * The managedFields entries a cleanup leaves on purpose: those of old versions still
- * served (users may still apply with them). Counted from the list the cleanup walks, so
- * the run can say what stays and what the next step is (unserve the version, run again).
- */
+/** Entries a cleanup leaves on purpose (old versions still served), counted from the walk's list so the run can say what stays and the next step. */
 import type { ManagedFieldsEntry } from '../../kube/types.js'
 import { servedKeptVersion, type ManagedFieldsPolicy } from './managed-fields.js'
 

@@ -1,15 +1,11 @@
 /**
- * Waits until every API server stores the CRD in the new version. After a storage flip
- * each kube-apiserver switches when its own CRD informer sees the update; a server that
- * lags still writes the old version, after the rewrite has passed an object, and
- * storedVersions would then be narrowed over it. So, before rewriting and again before
- * narrowing, every server listed in the `default/kubernetes` EndpointSlices (or in
- * --apiserver-endpoints) is asked, by address, whether its discovery serves the new
- * storageVersionHash; the run goes on once all agree and keep agreeing for the settle
- * time. Where the servers cannot be reached one by one (a managed control plane behind
- * one address), it says so once and checks the server it talks to, plus the settle time.
- * The CRDs of one group switched together share their discovery reads (discovery-cache.ts),
- * and the CRDs of a batch one EndpointSlices answer per 10 s (apiservers.ts).
+ * Waits until every API server stores the CRD in the new version: each switches when its own CRD
+ * informer sees the flip, and a lagging one still writes the old version after the rewrite passed
+ * an object, so storedVersions would be narrowed over it. Before rewriting and again before
+ * narrowing, every server of the `default/kubernetes` EndpointSlices (or --apiserver-endpoints)
+ * is asked by address for the new storageVersionHash until all agree for the settle time. Where
+ * they cannot be reached one by one (a managed control plane), that is said once and the server
+ * in use is checked, plus the settle time.
  */
 import type { Logger } from 'pino'
 import { CrdMigratorError, errorMessage } from '../../errors.js'
@@ -37,11 +33,7 @@ export interface StorageSwitchReport {
   fallbackReason?: string
 }
 
-/**
- * How long every API server must have agreed on the new storage version before objects are
- * rewritten: the watch caches and storage of a server that just switched settle for a
- * moment (not a setting; tests pass their own).
- */
+/** Agreement time before rewriting: a server that just switched settles its watch caches and storage a moment (not a setting). */
 export const STORAGE_SETTLE_MS = 2_000
 
 export interface StorageSwitchOptions {
@@ -61,10 +53,7 @@ interface Crd {
   group: string
   plural: string
   kind: string
-  /**
-   * metadata.generation of the CRD as the run froze it: answers seen earlier for the same
-   * generation count towards the settle (storage-agreement.ts). Without it, this wait's own.
-   */
+  /** The CRD's generation as the run froze it: earlier answers for it count towards the settle (storage-agreement.ts). */
   generation?: number | undefined
 }
 
@@ -197,13 +186,10 @@ async function single(
 }
 
 /**
- * A batch's first look, before its CRDs' turns: asks each API server once (through the
- * shared discovery reads: one per server and group/version) whether it serves the storage
- * version of each CRD that needs one, and records the answers (storage-agreement.ts). A CRD
- * whose turn comes later counts its settle from here, so a fleet waits the settle time
- * about once instead of once per CRD. It decides nothing: each run still asks every server
- * itself, and a server not answering here is simply not recorded. Returns the answers
- * recorded.
+ * A batch's first look, before its CRDs' turns: asks each API server once whether it serves each
+ * CRD's storage version and records the answers (storage-agreement.ts), so a fleet waits the
+ * settle time about once, not once per CRD. Decides nothing: each run still asks every server.
+ * Returns the answers recorded.
  */
 export async function observeStorageSwitches(
   http: KubeHttp,

@@ -1,6 +1,4 @@
-/**
- * Stash rules, resolved: presets filled in, explicit fields over them. Pure.
- */
+/** Stash rules, resolved: presets filled in, explicit fields over them. Pure. */
 import type { z } from 'zod'
 import type { STASH_PRESETS, StashRuleSchema } from '../../../config/schema.js'
 
@@ -19,11 +17,9 @@ export interface StashRule {
 }
 
 /**
- * KubeVirt keeps a copy of each VirtualMachine's instancetype and preference in a
- * ControllerRevision (`data` holds the whole object) and points at it from the VM's
- * spec.{instancetype,preference}.revisionName; revisions made since v1.0.0 carry
- * instancetype.kubevirt.io/object-version. Older ones carry no label, so every
- * ControllerRevision is looked at and the embedded object's group decides.
+ * KubeVirt keeps each VM's instancetype and preference in a ControllerRevision (`data`: the whole
+ * object), pointed at by spec.{instancetype,preference}.revisionName. Revisions before v1.0.0 have
+ * no object-version label, so every ControllerRevision is looked at and the embedded group decides.
  */
 export const PRESETS: Record<(typeof STASH_PRESETS)[number], StashRule> = {
   'kubevirt-instancetypes': {

@@ -1,20 +1,13 @@
 /**
- * Phase StashedObjectMigration: copies of a CRD's objects stashed inside other objects
- * (KubeVirt's ControllerRevisions) are moved to the storage version, so the old version
- * can really be dropped. A stash's data is immutable, so, per stash (KubeVirt's design,
- * ../shared/seeds/003):
- *
+ * Phase StashedObjectMigration: copies of a CRD's objects stashed in other objects (KubeVirt's
+ * ControllerRevisions) move to the storage version, so the old version can really go. A stash's
+ * data is immutable, so per stash (KubeVirt's design, ../shared/seeds/003):
  *   1. find who points at it; none, and none at its replacement: report, touch nothing;
- *   2. convert the embedded object with the CRD's own conversion (None: relabel; Webhook:
- *      a ConversionReview to its webhook);
- *   3. create the replacement (a deterministic name, so a run that died finds it again,
- *      and checks its content);
- *   4. repoint every referrer, each with the old name as precondition;
+ *   2. convert the embedded object with the CRD's conversion (None: relabel; Webhook: a review);
+ *   3. create the replacement (deterministic name: a run that died finds it, checks its content);
+ *   4. repoint every referrer, the old name as precondition;
  *   5. delete the old stash (uid precondition) once nothing points at it.
- *
- * Any order of crashes leaves nothing that the next run does not finish: a replacement
- * without referrers is found again in step 3, referrers are only moved to a replacement
- * that exists, and the old stash goes only after every referrer moved.
+ * Any order of crashes leaves nothing the next run does not finish.
  */
 import { isDeepStrictEqual } from 'node:util'
 import { CrdMigratorError, describeError } from '../../../errors.js'

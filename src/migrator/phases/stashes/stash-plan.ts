@@ -55,11 +55,7 @@ export function embeddedOf(stash: StashObject, rule: StashRule, kinds?: readonly
   return { object, version: apiVersion.slice(slash + 1), kind }
 }
 
-/**
- * The name of the stash that replaces `name` once its object is at `version`:
- * deterministic, so a run that died after creating it finds it again. Within the 253
- * characters of a DNS subdomain (a hash keeps long names unique).
- */
+/** The replacement's name: deterministic (a run that died finds it again), within 253 characters (a hash keeps long names unique). */
 export function newStashName(name: string, version: string): string {
   const candidate = `${name}-${version}`
   if (candidate.length <= 253) return candidate
@@ -68,9 +64,8 @@ export function newStashName(name: string, version: string): string {
 }
 
 /**
- * The new stash: the old one's kind, namespace, labels (the version label set anew),
- * annotations and owner references, with the converted object at the data pointer and
- * every other field (e.g. a ControllerRevision's `revision`) kept.
+ * The new stash: the old one's namespace, labels (the version label anew), annotations, owners and
+ * other fields (e.g. a ControllerRevision's `revision`), the converted object at the data pointer.
  */
 export function newStashBody(old: StashObject, converted: Obj, version: string, rule: StashRule): StashObject {
   const { metadata, ...rest } = structuredClone(old)
