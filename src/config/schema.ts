@@ -286,7 +286,7 @@ export const ConfigSchema = z.strictObject({
        * owned by neither us nor root, or in a non-sticky directory others may write); off: a warning.
        */
       strictStateKeyFile: z.boolean().default(false),
-      /** Reconcile KSVM's StorageVersionMigration objects (migration.k8s.io/v1alpha1); needs that CRD installed. */
+      /** Reconcile KSVM's StorageVersionMigration objects (migration.k8s.io/v1alpha1), custom or built-in resources; needs that CRD. */
       storageVersionMigrations: z.boolean().default(false),
       /**
        * A StorageVersionMigration naming an unmanaged CRD: `rewrite` without freezing (storedVersions
