@@ -1,7 +1,5 @@
 /**
- * How a duration is written in messages, lines and annotations: the one owner of the
- * formats, each named for where it is read. Milliseconds in, text out; pure. (A constant
- * spelled in a sentence, `5 s per CRD`, is just that sentence.)
+ * How a duration is written, the one owner of the formats (milliseconds in, text out):
  *
  * | function | looks like | for |
  * |---|---|---|
@@ -13,17 +11,15 @@
  * | `flagDuration` | `5s`, `1500ms` | a flag's value said back as it was given |
  */
 
-/** `30s`: rounded to whole seconds. */
 export function wholeSeconds(ms: number): string {
   return `${Math.round(ms / 1000)}s`
 }
 
-/** `12.3s`: to a tenth of a second. */
 export function tenthsOfSeconds(ms: number): string {
   return `${(ms / 1000).toFixed(1)}s`
 }
 
-/** `7s`, `2m05s`, `1h02m`: rounded to whole seconds; hours show no seconds. */
+/** Hours show no seconds. */
 export function clockDuration(ms: number): string {
   const whole = Math.round(ms / 1000)
   if (whole < 60) return `${whole}s`
@@ -31,7 +27,7 @@ export function clockDuration(ms: number): string {
   return `${Math.floor(whole / 3600)}h${String(Math.floor((whole % 3600) / 60)).padStart(2, '0')}m`
 }
 
-/** `0s`, `1m15s`, `1h1m40s`, `1h0m0s`: rounded to whole seconds first, so never `60s`. */
+/** Rounded to whole seconds first, so never `60s`. */
 export function fullDuration(ms: number): string {
   const whole = Math.round(ms / 1000)
   const h = Math.floor(whole / 3600)
@@ -40,7 +36,7 @@ export function fullDuration(ms: number): string {
   return `${h ? `${h}h` : ''}${h || m ? `${m}m` : ''}${s}s`
 }
 
-/** `3.2 s` under a minute, `4 min 10 s` under an hour, `1 h 5 min` (rounded to whole minutes first, so never `60 min`). */
+/** Over an hour rounded to whole minutes first, so never `60 min`. */
 export function estimateDuration(ms: number): string {
   const s = Math.round(ms / 100) / 10
   if (s < 60) return `${s} s`
@@ -50,7 +46,6 @@ export function estimateDuration(ms: number): string {
   return `${Math.floor(minutes / 60)} h ${minutes % 60} min`
 }
 
-/** `5s` for whole seconds, else `1500ms`. */
 export function flagDuration(ms: number): string {
   return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`
 }

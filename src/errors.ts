@@ -1,21 +1,16 @@
 /**
- * Every error crd-migrator raises on purpose, with a stable code, in one table (the way
- * fastify's lib/errors.js does it). The code is what users search for: it leads the CLI's
- * error line, the `Failed:` result in the last-result annotation and the Events, and
- * it is a field of every log line that carries the error (`err.code`).
- *
- * Errors from elsewhere (Node, libraries) are reported as CRDM_INTERNAL unless they are
- * wrapped here with a cause.
+ * Every error raised on purpose, with a stable code users search for (CLI line, last-result
+ * annotation, Events, `err.code` in logs), in one table as fastify's lib/errors.js. Foreign
+ * errors are CRDM_INTERNAL unless wrapped here with a cause.
  */
 
 export const ERROR_CODES = {
-  /** A config file, environment variable or flag holds a value that is not valid. */
   CRDM_CONFIG_INVALID: 'invalid configuration',
   /** No cluster to talk to: no kubeconfig, or one without a current context. */
   CRDM_KUBECONFIG: 'no usable kubeconfig',
-  /** The API server cannot be reached: connection refused, a name that does not resolve, a connection that times out. */
+  /** Connection refused, a name that does not resolve, a connect timeout. */
   CRDM_UNREACHABLE: 'API server unreachable',
-  /** The TLS handshake with the API server failed: a certificate not trusted, not covering the name, expired. */
+  /** A certificate not trusted, not covering the name, or expired. */
   CRDM_TLS: 'TLS failure',
   /** The API server did not accept the credentials (401). */
   CRDM_UNAUTHORIZED: 'credentials refused',
@@ -25,13 +20,10 @@ export const ERROR_CODES = {
   CRDM_FORBIDDEN: 'forbidden',
   /** The checkpoint-sealing key cannot be read or is too short. */
   CRDM_STATE_KEY: 'unusable state key',
-  /** A label selector cannot be parsed. */
   CRDM_LABEL_SELECTOR: 'invalid label selector',
   /** The webhook was sent something that is not an AdmissionReview it can answer. */
   CRDM_REVIEW_MALFORMED: 'malformed AdmissionReview',
-  /** A serving certificate/key pair cannot be used. */
   CRDM_CERTIFICATE: 'unusable serving certificate',
-  /** The API server answered a request with an error status. */
   CRDM_KUBE_API: 'Kubernetes API error',
   /** The API server did not start writing the new storage version in time. */
   CRDM_STORAGE_NOT_SWITCHED: 'storage version not switched',
@@ -43,7 +35,7 @@ export const ERROR_CODES = {
   CRDM_CONVERSION_REFUSED: 'conversion refused',
   /** A stashed copy could not be migrated (no referrer, a referrer changed meanwhile, a name taken); nothing half-done. */
   CRDM_STASH_FAILED: 'stashed copy not migrated',
-  /** The resource to migrate (a CRD named to `migrate`, a StorageVersionMigration's, `migrate --resource`) does not exist or is not served. */
+  /** The resource to migrate does not exist or is not served. */
   CRDM_RESOURCE_NOT_FOUND: 'resource not found',
   /** engine builtin: the API server serves no storagemigration.k8s.io, or kube-controller-manager did not start the migration in time. */
   CRDM_BUILTIN_UNAVAILABLE: 'built-in storage version migrator unavailable',
@@ -55,13 +47,12 @@ export const ERROR_CODES = {
   CRDM_CRD_CHANGED: 'CRD changed during the migration',
   /** Someone else (a break-glass user) removed the migrating annotation while the run held it; the run stopped. */
   CRDM_FREEZE_LIFTED: 'freeze lifted during the migration',
-  /** Another crd-migrator instance took the run's freeze over (its heartbeat went unseen too long); the run stopped and left the freeze to it. */
+  /** Another instance took the freeze over (our heartbeat went unseen too long); the run left it to it. */
   CRDM_FREEZE_TAKEN_OVER: 'freeze taken over during the migration',
-  /** The run ended but its freeze could not be lifted (the migrator lost `patch` on the CRD, or the API server kept refusing): the CRD stays frozen. */
+  /** The run ended but its freeze could not be lifted (lost `patch`, or refusals): the CRD stays frozen. */
   CRDM_UNFREEZE_FAILED: 'freeze not lifted',
   /** The run was stopped (shutdown, leadership lost, Ctrl-C). */
   CRDM_ABORTED: 'stopped',
-  /** A webhook configuration cannot be rendered from the options given. */
   CRDM_WEBHOOK_CONFIG: 'invalid webhook configuration options',
   /** A bug: something that should not happen did. */
   CRDM_INTERNAL: 'internal error',
@@ -96,10 +87,7 @@ export function interruption(err: unknown): InterruptedError | undefined {
   return undefined
 }
 
-/**
- * A configuration that cannot be used, from a file, an environment variable or a flag
- * alike; the message names the field and where its value came from.
- */
+/** From a file, env or flag alike; the message names the field and where its value came from. */
 export class ConfigError extends CrdMigratorError {
   override readonly name: string = 'ConfigError'
 
@@ -115,7 +103,6 @@ export function errorCode(err: unknown): ErrorCode {
   return 'CRDM_INTERNAL'
 }
 
-/** The message of any thrown value, without casting. */
 export function errorMessage(err: unknown): string {
   if (err instanceof Error) return err.message
   return typeof err === 'string' ? err : String(err)

@@ -1,12 +1,7 @@
 /**
- * pino's JSON lines as text for people: `time LEVEL message key=value ...`, one line per
- * entry (an error's stack follows, indented, at level error and above). The JSON is the
- * source of truth: this only re-renders what pino wrote, so both formats carry the same
- * fields. Hand-written instead of pino-pretty (megabytes and a worker thread per process).
- *
- * A person reads it on a terminal, and a message or value may quote a webhook or an API
- * server: no escape sequence, control or format character reaches the terminal raw
- * (messages and stacks are cleaned, values are written as JSON with \u escapes: sanitize.ts).
+ * pino's JSON lines re-rendered as `time LEVEL message key=value ...`, so both formats carry
+ * the same fields. Not pino-pretty: megabytes and a worker thread per process. Nothing
+ * invisible reaches the terminal raw (sanitize.ts).
  */
 import { escapeInvisible, plainText } from './sanitize.js'
 

@@ -1,21 +1,9 @@
 /**
- * The process's logger: pino to stdout or stderr, as JSON lines or, for people, as text
- * (log-text.ts). Unless told (`--log-format`), text when the log goes to a terminal and
- * JSON otherwise (a pod's log, a file, a pipe).
- *
- * A long-running server (`serve`) writes asynchronously: lines made while a write is in
- * flight go out together in the next one, from libuv's thread pool, instead of one
- * blocking write(2) per line on the event loop (at 2,000 reviews a second, one line per
- * review cost the webhook ~7% of its CPU in synchronous writes). pino flushes what is
- * left when the process exits. Short commands (`migrate`, `status`) write synchronously,
- * so their lines stay in order with what they print.
- *
- * A line quotes text from outside (a StorageVersionMigration's spec, an API server's or a
- * webhook's message), and JSON leaves DEL, C1 controls, U+2028/U+2029 and format
- * characters (U+202E, the bidirectional override) raw: a terminal acts on or hides them
- * when someone runs `kubectl logs`. Every line is written with those as \u escapes
- * (escapeInvisible, as the text format writes its values): the same JSON, the same
- * values once parsed, nothing invisible.
+ * The process's logger: pino, JSON lines or text for people (log-text.ts); text only on a terminal unless told.
+ * `serve` writes asynchronously (synchronous writes cost the webhook ~7% CPU at 2,000
+ * reviews/s); short commands synchronously, so lines stay in order with their output.
+ * JSON leaves DEL, C1, U+2028/9 and format characters (U+202E) raw, which a terminal acts on
+ * or hides in `kubectl logs`: they are written as \u escapes, the same values once parsed.
  */
 import { isatty } from 'node:tty'
 import { pino, type DestinationStream, type Logger, type LoggerOptions as PinoOptions } from 'pino'
@@ -27,9 +15,8 @@ export interface LoggerOptions {
   level: string
   /** 1 (stdout, the default) or 2 (stderr). */
   fd?: 1 | 2
-  /** Write each line before returning (default false: buffered, see above). */
+  /** Default false: buffered, see above. */
   sync?: boolean
-  /** json or text; undefined: text on a terminal, JSON otherwise. */
   format?: LogFormat
 }
 

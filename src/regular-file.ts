@@ -1,18 +1,11 @@
 /**
- * Files someone else names (a kubeconfig, a token file, a client certificate or key, a CA
- * file, the state key) read so that nothing about the file can hold the process: the one
- * reader for them, in its promise and its synchronous form.
- *
- * - Opened without waiting (O_NONBLOCK): a FIFO opened for reading otherwise waits for a
- *   writer, for ever, in the event loop (readFileSync) or in a thread of the pool no signal
- *   or deadline reaches (readFile); O_NOCTTY, so a terminal named here never becomes ours.
- * - Looked at, on the file opened, before a byte is read: anything but a regular file (a
- *   FIFO, a device such as /dev/zero, which never ends, a socket, a directory) is refused
- *   with a {@link FileRefused} that names the file and what it is.
- * - Read no further than a bound: a file holding more is refused, not read to its end.
- *
- * Errors of the open itself (ENOENT, EACCES) are thrown as they are, for the caller to say
- * what the file was for.
+ * The one reader for files someone else names (kubeconfig, token, certificates, CA, state key),
+ * so nothing about the file can hold the process:
+ * - O_NONBLOCK: a FIFO otherwise waits for a writer for ever, in the event loop or a pool
+ *   thread no deadline reaches; O_NOCTTY, so a named terminal never becomes ours.
+ * - fstat before reading: anything but a regular file (/dev/zero never ends) is a {@link FileRefused}.
+ * - a size bound: more is refused, not read to its end.
+ * Open errors (ENOENT, EACCES) are thrown as they are, for the caller to say what the file was for.
  */
 import { closeSync, constants, fstatSync, openSync, readSync, type Stats } from 'node:fs'
 import { open } from 'node:fs/promises'
@@ -69,10 +62,7 @@ function bounded(chunks: Buffer[], length: number, o: RegularFileOptions): Buffe
   return Buffer.concat(chunks, length)
 }
 
-/**
- * The file's bytes, read as the header says. `inspect` looks at the opened file's Stats
- * after the regular-file check and before the read (the state key's ownership and mode).
- */
+/** `inspect` sees the opened file's Stats before the read (the state key's ownership and mode). */
 export async function readRegularFile(file: string, o: RegularFileOptions, inspect?: (st: Stats) => Promise<void>): Promise<Buffer> {
   const handle = await open(file, OPEN_FLAGS)
   try {

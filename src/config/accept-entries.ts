@@ -1,15 +1,6 @@
-/**
- * Consent entries, `<crd name>:<field path>`: which fields of which CRD a rewrite may
- * change on purpose (migrator.acceptChanges, migrator.acceptRemovals, their flags), and
- * `<crd name>` entries (migrator.acceptUnchecked). Parsed and checked here, below the
- * config schema that refuses a bad entry and the lossless check that applies them.
- */
+/** Consent entries (`<crd name>:<field path>`, or `<crd name>` for acceptUnchecked), parsed here below both the config schema and the lossless check. */
 
-/**
- * The consent entries of one CRD, from entries `<crd name>:<field path>` (the migrator's
- * configuration, a flag, or the CRD's accept annotation). A field path is checked when
- * the entry is parsed.
- */
+/** One CRD's consent entries (from config, a flag or the CRD's annotation); paths checked when parsed. */
 export function acceptedFieldsFor(crdName: string, entries: readonly string[]): string[] {
   const out: string[] = []
   for (const entry of entries) {

@@ -1,12 +1,8 @@
 /**
- * Who counts as the migrator. A username alone proves little for ServiceAccount names:
- * an x509 client certificate or an OIDC token can carry the name
- * `system:serviceaccount:<ns>:<name>` too. A real ServiceAccount token (TokenRequest,
- * what every pod gets) also carries the extra `authentication.kubernetes.io/credential-id`
- * with a `JTI=` value; x509 users carry `X509SHA256=` there, and structured OIDC
- * configuration may not map extras into the kubernetes.io domain. So a ServiceAccount
- * name counts as the migrator only with that proof. The webhook's decision and its
- * matchConditions (the renderer's CEL) both use these constants.
+ * Who counts as the migrator. An x509 certificate or OIDC token can carry the name
+ * `system:serviceaccount:<ns>:<name>` too, so a ServiceAccount name counts only with a real
+ * token's extra `authentication.kubernetes.io/credential-id` = `JTI=...` (x509 carries
+ * `X509SHA256=`; OIDC may not map into kubernetes.io). Shared by the webhook and its CEL.
  */
 export const SERVICE_ACCOUNT_USER_PREFIX = 'system:serviceaccount:'
 export const CREDENTIAL_ID_EXTRA = 'authentication.kubernetes.io/credential-id'
@@ -35,13 +31,9 @@ export function isListedUser(user: UserIdentity, users: readonly string[]): bool
 }
 
 /**
- * The permission that lets a user besides the migrator set, change and lift the freeze and
- * write the migrator's state (what break-glass groups may): the verb `freeze` on the CRD,
- * asked of the API server's authorizer (RBAC) by the webhook configuration's
- * matchConditions (webhook/configuration.ts). `cluster-admin` holds it through its
- * wildcard; the chart's ClusterRole `<fullname>-freeze` grants it alone (resourceNames can
- * narrow it to some CRDs). A custom verb, as `approve` on certificate signers: no request
- * uses it, only authorization checks do.
+ * The custom verb `freeze` on a CRD (like `approve` on signers: only authorization checks use
+ * it), asked of RBAC by the webhook's matchConditions: lets a user besides the migrator set,
+ * change and lift the freeze. cluster-admin has it by wildcard; the chart's `<fullname>-freeze` grants it alone.
  */
 export const FREEZE_PERMISSION = Object.freeze({
   verb: 'freeze',

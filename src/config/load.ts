@@ -6,18 +6,14 @@ import { ConfigSchema, type Config } from './schema.js'
 import { parseSettingValue, SETTINGS } from './settings.js'
 
 export interface ConfigSources {
-  /** Path of a YAML or JSON config file. */
   file?: string | undefined
   /** Environment to read settings from (process.env in production). */
   env?: Record<string, string | undefined>
-  /** Values given as flags, by setting path; they win over env and file. */
+  /** Flag values by setting path; they win over env and file. */
   flags?: Record<string, unknown>
 }
 
-/**
- * Defaults, then the file, then environment variables, then flags; the merged result is
- * validated once, so an error names the field whatever its source.
- */
+/** Defaults, file, env, flags; validated once merged, so an error names the field whatever its source. */
 export function loadConfig(sources: ConfigSources = {}): Config {
   const origin = new Map<string, string>()
   let merged: Record<string, unknown> = {}

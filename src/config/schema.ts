@@ -1,9 +1,6 @@
 /**
- * The configuration, and every default of it: a value that has a default anywhere in
- * crd-migrator (the webhook's body limit, timeouts, host and port, the admission policy's
- * annotation key and identities, the controller's selector) declares it here and nowhere
- * else. Code that needs a default without a parsed Config reads CONFIG_DEFAULTS (below)
- * or a constant derived from it, never a literal of its own.
+ * The configuration and every default of crd-migrator, declared here and nowhere else:
+ * code that needs a default without a parsed Config reads CONFIG_DEFAULTS, never a literal.
  */
 import { z } from 'zod'
 import { invalidAcceptEntry } from './accept-entries.js'
@@ -24,13 +21,10 @@ const acceptEntries = z
 const PhaseName = z.enum(PHASE_NAMES)
 
 /**
- * A Kubernetes qualified annotation key: an optional DNS-subdomain prefix and `/`, then a
- * name of 1-63 characters. The one copy of this pattern: the config checks
- * annotations.migrating with it, the webhook configuration renderer checks the key it
- * pastes into a CEL string literal with it, and the chart
- * (charts/crd-migrator/templates/_helpers.tpl) holds the same text as a Helm (Go RE2)
- * regex, which test/unit/annotation-key.test.ts keeps equal to this one. Written as a
- * string with no JavaScript-only syntax for that reason.
+ * A Kubernetes qualified annotation key. The one copy of this pattern (config, and the
+ * key pasted into CEL by the webhook configuration renderer); the chart's _helpers.tpl
+ * holds it as a Go RE2 regex, kept equal by test/unit/annotation-key.test.ts, hence a
+ * string with no JavaScript-only syntax.
  */
 export const ANNOTATION_KEY_PATTERN =
   '^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'
@@ -110,10 +104,7 @@ export const ConfigSchema = z.strictObject({
   progressEvery: z.number().min(0).max(3600).default(5),
   annotations: z
     .strictObject({
-      /**
-       * The key that freezes a CRD's storage version (value "true"): KEP-2855's own. It is
-       * configurable so a cluster running another KEP-2855 migrator can keep the two apart.
-       */
+      /** Freezes a CRD's storage version (value "true"): KEP-2855's key, configurable to keep apart from another KEP-2855 migrator. */
       migrating: annotationKey.default('ksvm.sigs.k8s.io/migrating'),
     })
     .prefault({}),
@@ -124,13 +115,10 @@ export const ConfigSchema = z.strictObject({
       migratorGroups: z.array(z.string().min(1)).default([]),
       breakGlassGroups: z.array(z.string().min(1)).default(['system:masters']),
       /**
-       * Kubernetes' own storage version migrator (kube-controller-manager): the only users,
-       * besides the migrator and break-glass groups, who may add, remove or change a CRD's
-       * StorageMigrating condition, which freezes its storage version. kube-controller-manager
-       * writes it as its own user, or with --use-service-account-credentials (kubeadm) as
-       * the controller's ServiceAccount, whose name counts only with a ServiceAccount token
-       * (config/identities.ts). Requests of these users that change only the condition skip
-       * the webhook (a webhook outage must not stall built-in migrations elsewhere).
+       * Kubernetes' own storage version migrator (kube-controller-manager, as its own user or,
+       * with --use-service-account-credentials, its ServiceAccount: config/identities.ts): the
+       * only others who may change a CRD's StorageMigrating condition. Their requests that
+       * change only it skip the webhook, so a webhook outage does not stall built-in migrations.
        */
       builtinMigratorUsers: z
         .array(z.string().min(1))
@@ -146,10 +134,8 @@ export const ConfigSchema = z.strictObject({
       certFile: z.string().default('/tls/tls.crt'),
       keyFile: z.string().default('/tls/tls.key'),
       /**
-       * The API server sends object AND oldObject, and a stored CRD is at most ~1.5 MB
-       * (etcd's request limit), so two of them plus the envelope fit in 3 MiB, which is also
-       * the API server's own limit for a request body. Every byte accepted is CPU spent
-       * parsing on the one event loop all reviews share, so no more than that.
+       * object AND oldObject, each at most ~1.5 MB (etcd's request limit), plus the envelope
+       * fit in 3 MiB, the API server's own body limit. More would only cost event-loop CPU.
        */
       bodyLimitBytes: z
         .number()
@@ -157,53 +143,33 @@ export const ConfigSchema = z.strictObject({
         .min(1024)
         .default(3 * 1024 * 1024),
       /**
-       * Connections the webhook keeps open at most (Node's server.maxConnections); one past
-       * it is closed as soon as it is accepted, counted in
-       * crd_migrator_webhook_connections_refused_total and warned about. An idle TLS
-       * connection holds 65-80 KiB of the process (5,000 of them took serve from 98 to 426
-       * MiB, dev/bench/idle-connections.ts), so with no cap anyone who can reach the port
-       * could push the pod past its 512 Mi limit; 1,000 of them took it to 179 MiB. The API
-       * servers need far fewer: client-go keeps at most 25 idle connections per webhook
-       * host, and reviews of CRD writes are few.
+       * Connections open at most (see webhook/connection-policy.ts for which one goes). An idle
+       * TLS connection holds 65-80 KiB (dev/bench/idle-connections.ts: 1,000 took serve to 179
+       * MiB), so uncapped anyone reaching the port could push the pod past 512 Mi; client-go
+       * keeps at most 25 idle connections per webhook host.
        */
       maxConnections: z.number().int().min(1).default(1000),
-      /**
-       * Connections one peer (remote address) other than the API server keeps open at most
-       * (webhook/connection-policy.ts): one client holding the whole of maxConnections and
-       * re-opening a connection every 100 ms took every slot the API server's pooled
-       * connection gave up, and every review failed with EOF (issue 44). At the cap the
-       * peer's oldest idle connection is closed, not the new one. client-go keeps at most 25
-       * idle connections per webhook host; a burst of CRD writes seldom needs more.
-       */
+      /** Connections one peer (remote address) other than the API server keeps open at most; why: webhook/connection-policy.ts. */
       maxConnectionsPerPeer: z.number().int().min(1).default(100),
       /**
-       * The addresses (IPs or CIDRs) the API server's calls come from: connections from
-       * them are exempt from maxConnectionsPerPeer, never evicted, and may take the
-       * reservedConnections slots no other peer may. Empty: unknown, nothing reserved (the
-       * per-peer cap and eviction still protect the API server from one client). The chart
-       * passes networkPolicy.apiServerCIDRs.
+       * IPs or CIDRs the API server's calls come from: exempt from maxConnectionsPerPeer,
+       * never evicted, may take reservedConnections. Empty: unknown, nothing reserved. The
+       * chart passes networkPolicy.apiServerCIDRs.
        */
       apiServerAddresses: z.array(z.string().refine(isAddressOrCidr, { message: 'must be an IP address or a CIDR' })).default([]),
       /** Slots of maxConnections only apiServerAddresses may take (when they are set). */
       reservedConnections: z.number().int().min(0).default(100),
       /**
-       * Timeouts of the HTTPS listener (file-only), and why (the API server calls us with
-       * timeoutSeconds: 5, at most 30):
-       * - tlsHandshakeSeconds: the TLS handshake must finish within it. Node's default is
-       *   120 s, and none of the HTTP timeouts runs before the handshake is done, so a
-       *   client that opens connections and never says hello would hold each for minutes.
-       * - requestSeconds: the whole request, headers and body, must arrive within it, so a
-       *   slow-loris client holds a socket this long at most (checked every
-       *   connectionsCheckingIntervalSeconds); headersSeconds is kept below it.
+       * Timeouts of the HTTPS listener (file-only; the API server calls with timeoutSeconds 5, at most 30):
+       * - tlsHandshakeSeconds: Node's default is 120 s and no HTTP timeout runs before the
+       *   handshake, so a client that never says hello would hold each connection for minutes.
+       * - requestSeconds: headers and body must arrive within it (slow-loris bound, checked
+       *   every connectionsCheckingIntervalSeconds); headersSeconds stays below it.
        * - connectionSeconds: socket inactivity while a request is being served.
-       * - keepAliveSeconds: just longer than the idle timeout of the API server's HTTP
-       *   client (client-go's transport takes Go's http.DefaultTransport's 90 s), so the
-       *   API server, not us, closes idle connections. If we closed first, a review sent on
-       *   a connection we were closing would fail (Go retries a POST on a reused connection
-       *   only when nothing was written), and with failurePolicy: Fail a failed call is a
-       *   denied CRD update. Not shorter: what bounds the memory idle connections hold is
-       *   maxConnections, not this; a client that wants to hold a connection sends a
-       *   request now and then whatever the timeout.
+       * - keepAliveSeconds: just past client-go's 90 s idle timeout (Go's DefaultTransport), so
+       *   the API server closes idle connections, not us: a review sent on a connection we were
+       *   closing fails (Go does not retry a written POST), a denied CRD update under
+       *   failurePolicy: Fail. Memory is bounded by maxConnections, not by this.
        */
       timeouts: z
         .strictObject({
@@ -214,10 +180,8 @@ export const ConfigSchema = z.strictObject({
           keepAliveSeconds: z.number().min(0.1).default(95),
           connectionsCheckingIntervalSeconds: z.number().min(0.1).default(2),
           /**
-           * A connection that has not carried a valid AdmissionReview this long after it was
-           * opened is closed (the API server sends its review at once). Connections held
-           * open for nothing cost a slot each; with this they cost a TLS handshake every
-           * few seconds instead.
+           * A connection with no valid AdmissionReview this long after it opened is closed (the
+           * API server sends its review at once), so holding a slot costs a handshake each time.
            */
           firstReviewSeconds: z.number().min(0.1).default(5),
         })
@@ -239,10 +203,8 @@ export const ConfigSchema = z.strictObject({
   metrics: z
     .strictObject({
       /**
-       * The plain-HTTP ops listener: /metrics, /healthz and /readyz (health/plugin.ts), the
-       * only listener that serves them. Port 0 turns it off, and with it the probes'
-       * endpoints: meant for tests and local runs of several processes, never for a pod
-       * (the chart refuses it).
+       * The plain-HTTP ops listener, the only one serving /metrics, /healthz and /readyz
+       * (health/plugin.ts). Port 0 turns it off, probes included: for tests, never a pod (the chart refuses it).
        */
       host: z.string().default('0.0.0.0'),
       port: z.number().int().min(0).max(65535).default(8080),
@@ -253,10 +215,7 @@ export const ConfigSchema = z.strictObject({
       enabled: z.boolean().default(true),
       selector: z
         .strictObject({
-          /**
-           * CRDs whose labels match are managed; empty selects none by label. The default is
-           * the label users add to opt a CRD in.
-           */
+          /** CRDs whose labels match are managed; empty selects none by label. */
           labelSelector: z.string().default('crd-migrator.io/managed=true'),
           /** CRDs managed by name, whatever their labels. */
           names: z.array(z.string().min(1)).default([]),
@@ -264,15 +223,9 @@ export const ConfigSchema = z.strictObject({
         .prefault({}),
       /** Writes in flight at most: the cap of the adaptive limit (migrator/adaptive-concurrency.ts). */
       concurrency: z.number().int().min(1).max(1024).default(64),
-      /**
-       * Writes started per second across a migration; 0 for no fixed limit, the default:
-       * the adaptive limit follows the API server, and the chart's APF level shares it.
-       */
+      /** Writes started per second across a migration; 0 (default): no fixed limit, the adaptive limit and the chart's APF level rule. */
       qps: z.number().min(0).default(0),
-      /**
-       * CRDs migrated at once by `migrate CRD...` and the controller, all under one write
-       * budget: `concurrency` and `qps` then hold for the whole process (migrator/engine/budget.ts).
-       */
+      /** CRDs migrated at once, under one write budget: `concurrency` and `qps` hold for the whole process (migrator/engine/budget.ts). */
       maxParallelCrds: z.number().int().min(1).max(256).default(4),
       pageSize: z.number().int().min(1).max(10000).default(500),
       maxAttempts: z.number().int().min(1).max(100).default(8),
@@ -280,25 +233,18 @@ export const ConfigSchema = z.strictObject({
       /** A freeze whose owner has not written a heartbeat for this long is taken over. */
       takeoverAfterSeconds: z.number().min(1).default(30),
       skipPhases: z.array(PhaseName).default([]),
-      /**
-       * A CRD converted by a webhook: a run that finds the webhook down for longer than this
-       * fails (freeze lifted, storedVersions untouched). Cert-manager rotations have been
-       * measured at 60-90 s of unreachable webhooks.
-       */
+      /** A run that finds the CRD's conversion webhook down longer than this fails (freeze lifted); cert-manager rotations measured 60-90 s. */
       conversionOutageLimitSeconds: z.number().min(1).default(300),
       /**
-       * The API servers to ask one by one whether they store the new version (URLs, e.g.
-       * https://10.0.0.1:6443), for control planes whose default/kubernetes EndpointSlices
-       * do not list reachable addresses. Empty: those EndpointSlices.
+       * API server URLs (e.g. https://10.0.0.1:6443) asked one by one whether they store the new
+       * version, where default/kubernetes EndpointSlices list no reachable address. Empty: those EndpointSlices.
        */
       apiServerEndpoints: z.array(z.url({ protocol: /^https?$/ })).default([]),
       /** Every API server must store the new version within this long after a storage flip. */
       storageSwitchTimeoutSeconds: z.number().min(1).default(120),
       /**
-       * Who rewrites the objects (phase StorageVersionMigration): `own` (our writer) or
-       * `builtin` (a storagemigration.k8s.io StorageVersionMigration run by
-       * kube-controller-manager, inside our freeze, preflight, storage-switch and
-       * storedVersions checks and cleanup).
+       * Who rewrites the objects (phase StorageVersionMigration): `own` (our writer) or `builtin`
+       * (kube-controller-manager's storagemigration.k8s.io StorageVersionMigration, inside our freeze and checks).
        */
       engine: z.enum(['own', 'builtin']).default('own'),
       /** engine builtin: a run fails when kube-controller-manager has not started its StorageVersionMigration within this long. */
@@ -306,75 +252,50 @@ export const ConfigSchema = z.strictObject({
       /** `migrate` waits this long for a conversion webhook that is down before freezing, then gives up. */
       conversionWaitSeconds: z.number().min(0).default(180),
       /**
-       * Phase StashedObjectMigration (opt-in): copies of managed CRDs' objects stashed in
-       * other objects are converted to the storage version (recreated, referrers repointed,
-       * the old one deleted). Presets by name, e.g. kubevirt-instancetypes.
+       * Phase StashedObjectMigration (opt-in): copies of managed objects stashed in other objects
+       * are recreated in the storage version, referrers repointed. Presets by name.
        */
       stashPresets: z.array(z.enum(STASH_PRESETS)).default([]),
       /** The same with rules spelt out (config file only). */
       stashes: z.array(StashRuleSchema).default([]),
       /**
-       * Before any object is rewritten, prove the rewrite keeps its content (a narrowed
-       * schema or an unfaithful conversion webhook would make a loss permanent); a
-       * difference blocks the run with CRDM_DATA_LOSS. Off only to migrate knowingly.
+       * Prove each rewrite keeps the content first (a narrowed schema or an unfaithful conversion
+       * webhook would make a loss permanent); a difference is CRDM_DATA_LOSS. Off only knowingly.
        */
       losslessCheck: z.boolean().default(true),
       /**
        * Removals accepted on purpose, as `<crd name>:<field path>` (e.g.
-       * `widgets.example.com:spec.token`, `widgets.example.com:spec.items[*].name`): a field
-       * a new schema dropped deliberately. Only the migrator's own configuration can say so.
+       * `widgets.example.com:spec.items[*].name`). Only the migrator's own configuration can say so.
        */
       acceptRemovals: acceptEntries,
-      /**
-       * Changes accepted on purpose, as `<crd name>:<field path>`: any change the rewrite
-       * makes at or below the path (removed, added, changed, moved), e.g. a field a new
-       * release moves (`pipelineruns.tekton.dev:spec.timeout`) or adds.
-       */
+      /** Changes accepted on purpose, as `<crd name>:<field path>`: any change at or below the path (e.g. `pipelineruns.tekton.dev:spec.timeout`). */
       acceptChanges: acceptEntries,
-      /**
-       * CRDs whose objects may be rewritten where no view can check them (stored in an
-       * unserved version and without managedFields): their count is reported, not refused.
-       */
+      /** CRDs whose uncheckable objects (unserved stored version, no managedFields) are rewritten and counted, not refused. */
       acceptUnchecked: z.array(z.string().min(1)).default([]),
       /**
-       * Also take consent from the CRD's own annotations (`crd-migrator.io/accept-changes`,
-       * `crd-migrator.io/accept-unchecked`). Only where the chart's ValidatingAdmissionPolicy
-       * lets nobody set them without the `accept-changes` permission on that CRD (RBAC).
+       * Also take consent from the CRD's `crd-migrator.io/accept-*` annotations. Only where the
+       * chart's ValidatingAdmissionPolicy keeps them to holders of the `accept-changes` permission.
        */
       consentAnnotations: z.boolean().default(false),
       /** Also move managedFields of served non-storage versions to the storage version. */
       rewriteServedManagedFields: z.boolean().default(false),
-      /**
-       * File holding the key that seals checkpoints (at least 16 bytes); a resumed run trusts
-       * only checkpoints sealed with it. Unset: a file in $XDG_STATE_HOME/crd-migrator.
-       */
+      /** Key sealing checkpoints (at least 16 bytes; a resumed run trusts only those). Unset: in $XDG_STATE_HOME/crd-migrator. */
       stateKeyFile: z.string().min(1).optional(),
       /**
-       * Refuse a state key file (and its directory) that others could read or replace:
-       * readable by others, by a group other than the process's own, owned by a user other
-       * than this process's or root, or a directory writable by others without the sticky
-       * bit. Off: such a file is used with a warning naming it and its mode.
+       * Refuse a state key file others could read or replace (readable by others or another group,
+       * owned by neither us nor root, or in a non-sticky directory others may write); off: a warning.
        */
       strictStateKeyFile: z.boolean().default(false),
-      /**
-       * Reconcile kube-storage-version-migrator's StorageVersionMigration objects
-       * (migration.k8s.io/v1alpha1, KEP-2855): each names a resource to migrate, a custom
-       * resource or a built-in one. Needs that CRD installed (the chart can install it).
-       */
+      /** Reconcile KSVM's StorageVersionMigration objects (migration.k8s.io/v1alpha1), custom or built-in resources; needs that CRD. */
       storageVersionMigrations: z.boolean().default(false),
       /**
-       * A StorageVersionMigration (or the trigger's) naming a CRD the selector does not
-       * manage: `rewrite` every object without freezing the CRD, and narrow
-       * status.storedVersions only if its generation did not change meanwhile (what KSVM
-       * and the built-in migrator do), or `refuse` it (Failed, reason NotManaged). Only a
-       * managed CRD is ever frozen through these objects.
+       * A StorageVersionMigration naming an unmanaged CRD: `rewrite` without freezing (storedVersions
+       * narrowed only if the generation held, as KSVM does), or `refuse` (Failed, NotManaged).
        */
       storageVersionMigrationsUnmanaged: z.enum(['rewrite', 'refuse']).default('rewrite'),
       /**
-       * kube-storage-version-migrator's trigger (serve, leader only): a StorageState
-       * (migration.k8s.io/v1alpha1) per resource kept from discovery's storageVersionHash,
-       * and a StorageVersionMigration created when a resource's hash changes. Needs the
-       * StorageState and StorageVersionMigration CRDs installed (the chart can install them).
+       * KSVM's trigger (serve, leader only): a StorageState per resource from discovery's
+       * storageVersionHash, a StorageVersionMigration when it changes. Needs both KSVM CRDs.
        */
       ksvmTrigger: z
         .strictObject({

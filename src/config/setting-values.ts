@@ -1,8 +1,4 @@
-/**
- * The choices and the default of each setting, read from the config schema itself
- * (schema.ts): the one source for validation, the help of each flag and the values the
- * completion offers. Nothing here is a literal of its own.
- */
+/** Each setting's choices and default, read from the config schema: one source for validation, flag help and completion. */
 import { CONFIG_DEFAULTS, ConfigSchema } from './schema.js'
 import type { Setting } from './settings.js'
 

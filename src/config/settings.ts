@@ -1,8 +1,4 @@
-/**
- * The settings a user can give as a flag or an environment variable, each mapped to a
- * path in the config file. One table drives the CLI options, the environment and the
- * README, so the three cannot drift.
- */
+/** Settings given as a flag or an environment variable, each mapped to a config path: one table drives CLI, environment and docs so they cannot drift. */
 import { ConfigError } from '../errors.js'
 import { splitList } from './accept-entries.js'
 

@@ -1,23 +1,8 @@
 /**
- * The process's health and metrics surface, as one Fastify plugin, in the shape of
- * @fastify/under-pressure: the plugin owns its routes and what they need at close. It is
- * registered on one listener only, the plain-HTTP ops listener (`metrics.port`, see
- * cli/serve/run-serve.ts); the HTTPS webhook listener serves POST /validate-crd and nothing else.
- *
- * - GET /metrics: the prom-client Registry every component registers into (webhook,
- *   migrator, Node's process metrics).
- * - GET /healthz: liveness. 200 whenever the event loop answers. It checks nothing else on
- *   purpose: a failing liveness probe restarts the container, and no condition here is
- *   fixed by a restart (a missing certificate is not; a restart mid-shutdown would cut
- *   the unfreeze short).
- * - GET /readyz: readiness, one notion for the whole process: a list of named checks
- *   (ReadinessCheck), each owned by the component it describes (the webhook server: its
- *   certificate and its drain; serve: shutdown). 200 when every check passes, 503 naming
- *   those that fail and why; the body lists every check either way.
- *
- * At close, the plugin answers /readyz 503 ("listener-open") from the moment its listener
- * starts closing, whatever the app's own return503OnClosing says, so a probe on a
- * keep-alive connection never reads "ready" from a listener on its way out.
+ * /metrics, /healthz and /readyz as one Fastify plugin, on the plain-HTTP ops listener only.
+ * /healthz checks nothing but the event loop on purpose: a restart fixes none of our conditions
+ * (and mid-shutdown would cut the unfreeze short). /readyz runs named checks, each owned by its
+ * component, and fails "listener-open" once closing, so no keep-alive probe reads "ready" then.
  */
 import type { FastifyPluginAsync } from 'fastify'
 import type { Registry } from 'prom-client'
@@ -60,7 +45,6 @@ export function readinessReport(checks: Iterable<ReadinessCheck>): ReadinessRepo
 }
 
 export interface HealthPluginOptions {
-  /** The process's one Registry, served on /metrics. */
   registry: Registry
   /** What /readyz checks, every time it is asked. Names must be unique. */
   readiness: readonly ReadinessCheck[]

@@ -1,8 +1,4 @@
-/**
- * Metrics of the process as a whole: which build runs (crd_migrator_build_info, always 1,
- * its labels the point, as Prometheus' own build_info), and whether this replica leads
- * (crd_migrator_leader: holds the Lease and runs the migration controller).
- */
+/** Process-wide metrics: crd_migrator_build_info (always 1, labels the point) and crd_migrator_leader. */
 import { Gauge, type Registry } from 'prom-client'
 import { VERSION } from '../version.js'
 

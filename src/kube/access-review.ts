@@ -1,13 +1,8 @@
 /**
  * May this process list and patch every object of a resource (and patch the CRD it would
- * freeze)? Asked of the API server
- * before a CRD is frozen or its objects listed (a StorageVersionMigration can name any
- * resource, also one the migrator's RBAC does not cover), with one
- * SelfSubjectAccessReview (authorization.k8s.io/v1, open to every authenticated user
- * through system:basic-user) per verb, cluster-wide. Where SelfSubjectAccessReviews
- * cannot be created, a list of one object stands in for `list`, and `patch` is left
- * unverified (a denied patch then fails the objects one by one). The decision is pure
- * ({@link accessVerdict}); the requests are {@link reviewAccess}'s.
+ * freeze)? Asked before freezing, since a StorageVersionMigration can name a resource our RBAC
+ * does not cover: one SelfSubjectAccessReview per verb (open to every user via system:basic-user).
+ * Without them, a list of one object stands in for `list` and `patch` stays unverified.
  */
 import { isForbidden, isNotFound } from './api-errors.js'
 import type { KubeHttp } from './http.js'
@@ -47,11 +42,7 @@ export interface CrdWrites {
   storedVersions: boolean
 }
 
-/**
- * What migrating a resource needs: list its objects, patch them (through `/status` too when
- * writes go there); with `crd`, patch that CRD (a run that may freeze it but not lift it
- * leaves it frozen against everyone) and its `/status` when the run narrows storedVersions.
- */
+/** With `crd`, patching the CRD too: a run that may freeze it but not lift it leaves it frozen against everyone. */
 export function checksFor(
   resource: { group: string; plural: string },
   options: { statusSubresource?: boolean; crd?: CrdWrites } = {},
@@ -89,7 +80,7 @@ interface SelfSubjectAccessReview {
   status?: { allowed?: boolean; denied?: boolean; reason?: string; evaluationError?: string }
 }
 
-/** Asks the API server about each check (in parallel); see the module comment for the fallback. */
+/** In parallel; see the module comment for the fallback. */
 export async function reviewAccess(http: KubeHttp, checks: readonly AccessCheck[], version?: string): Promise<AccessAnswer[]> {
   return Promise.all(
     checks.map(async (check): Promise<AccessAnswer> => {

@@ -1,8 +1,4 @@
-/**
- * What an API server's refusal says, read from its structure: status code, `reason`,
- * `details.causes`. Never from its message text, which differs between releases (see the
- * README's "API behaviour we rely on"). The one owner of these checks.
- */
+/** What an API server's refusal says, read from its structure, never its message text, which differs between releases. */
 import { CrdMigratorError, type ErrorCode } from '../errors.js'
 import { sanitizeText } from '../sanitize.js'
 import { unreachableErrno, KubeUnreachableError } from './connection-errors.js'
@@ -22,10 +18,7 @@ export interface Requester {
   attributes?: RequestAttributes
 }
 
-/**
- * A non-2xx answer from the API server, carrying its Status object when there is one.
- * Coded by its status: CRDM_UNAUTHORIZED (401), CRDM_FORBIDDEN (403), else CRDM_KUBE_API.
- */
+/** A non-2xx answer, with its Status object when there is one. */
 export class KubeApiError extends CrdMigratorError {
   override readonly name = 'KubeApiError'
   readonly status: number
@@ -35,8 +28,7 @@ export class KubeApiError extends CrdMigratorError {
 
   constructor(status: number, method: string, path: string, body: unknown, retryAfter: string | undefined, who?: Requester) {
     const statusObject = isStatus(body) ? body : undefined
-    // The server's words (an admission webhook's, a conversion webhook's) are not ours:
-    // cleaned and cut before they reach a message, an annotation, an Event or a terminal.
+    // Webhooks' words are not ours: cleaned and cut before any message, annotation, Event or terminal.
     const said = statusObject?.message ?? (typeof body === 'string' && body !== '' ? body : undefined)
     const message = said === undefined ? `HTTP ${status}` : sanitizeText(String(said))
     super(
@@ -75,10 +67,8 @@ function explanation(status: number, who: Requester, detailsKind?: string, admis
       'a token expired or revoked, a client certificate signed by another CA, or no credentials at all'
     )
   }
-  // The authorizer's 403 names the resource refused (details.kind, apierrors.NewForbidden);
-  // an admission webhook's or policy's refusal carries only what it set, and ours sets none.
-  // Saying "grant it with RBAC" there was wrong: RBAC had allowed the request. Only writes
-  // (`admissible`: a Status answer to anything but GET) go through admission.
+  // The authorizer's 403 names details.kind (apierrors.NewForbidden); an admission refusal
+  // does not, and "grant it with RBAC" would be wrong there. Only writes go through admission.
   if (status === 403 && admissible && detailsKind === undefined) {
     return ` — refused by admission control (a webhook or policy), not by RBAC: its message says which rule and what to do`
   }
@@ -140,19 +130,10 @@ export function statusCauses(err: unknown): StatusCause[] {
   })
 }
 
-/**
- * 422 Unprocessable Entity: the request itself was refused (validation, a JSON Patch that
- * does not apply). A failed JSON Patch `test` operation answers a bare 422 whose message
- * says nothing of the test (1.30-1.37): whoever sends one decides by reading the object
- * again, never by the message.
- */
+/** 422: the request itself was refused. A failed JSON Patch `test` is a bare 422 (1.30-1.37): read the object again, never the message. */
 export const isUnprocessable = (err: unknown): boolean => err instanceof KubeApiError && err.status === 422
 
-/**
- * Network failures and server-side errors worth another try: 429, 5xx and connection
- * errors (not TLS failures: a certificate refused stays refused). A 403 never is: RBAC's and an admission plugin's refusals look alike (reason
- * Forbidden), and neither changes by asking again.
- */
+/** 429, 5xx and connection errors; not TLS failures or a 403, which asking again does not change. */
 export function isRetryable(err: unknown): boolean {
   if (err instanceof KubeApiError) return err.status === 429 || err.status >= 500
   // Our client's verdict: retryable once the API server has answered (a restart passes);

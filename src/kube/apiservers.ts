@@ -1,8 +1,4 @@
-/**
- * The API servers of a cluster, one by one: the `default/kubernetes` Service's
- * EndpointSlices list every kube-apiserver (each publishes itself there), so the migrator
- * can ask each of them, by address, what it stores.
- */
+/** Every kube-apiserver publishes itself in `default/kubernetes`'s EndpointSlices, so each can be asked what it stores. */
 import { isIP } from 'node:net'
 import type { KubeHttp } from './http.js'
 import { collectionPath } from './paths.js'
@@ -53,12 +49,7 @@ export function describeEndpoint(url: URL): string {
   return url.host
 }
 
-/**
- * How long one EndpointSlices answer stands for every CRD of a batch: the two storage
- * checks of each CRD, and the batch's first look, list the API servers once per window
- * instead of once each. Short, so a server that joins is asked within seconds (it starts
- * with the CRDs as they are now, and so with the new storage version anyway).
- */
+/** One EndpointSlices answer shared by a batch's storage checks; short, so a joining server is asked within seconds. */
 export const API_SERVERS_TTL_MS = 10_000
 
 /** {@link listApiServers}, its answer shared for `ttlMs` per API server address; a failure is not kept. */

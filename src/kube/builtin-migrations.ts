@@ -1,16 +1,10 @@
 /**
- * Kubernetes' own storage version migrator (KEP-4192): the `storagemigration.k8s.io`
- * StorageVersionMigration objects kube-controller-manager runs, and the `StorageMigrating`
- * condition it writes on a CRD while one of them runs (kubernetes PR #135297, 1.37).
- *
- * What kube-controller-manager does (pkg/controller/storageversionmigrator, 1.37): one
- * object per resource at a time, oldest first; it sets `StorageMigrating=True` on the CRD
- * (server-side apply of status, field manager `migration-runner-controller`), then
- * `Running=True` on the object, patches every object with an empty merge patch carrying its
- * resourceVersion, sets `Succeeded=True` (or `Failed=True`), and finally sets
- * `StorageMigrating=False` and, on success when the CRD's generation did not change,
- * `status.storedVersions: [storage]`. It has no freeze and no managedFields cleanup. Deleting
- * a running object leaves the condition True (nothing cleans it up).
+ * Kubernetes' own storage version migrator (KEP-4192, `storagemigration.k8s.io`) and the
+ * CRD's `StorageMigrating` condition (kubernetes PR #135297, 1.37). kube-controller-manager
+ * (pkg/controller/storageversionmigrator) runs one object per resource, oldest first: condition
+ * True, Running, an empty merge patch per object, Succeeded/Failed, condition False and, if the
+ * generation held, storedVersions narrowed. No freeze, no managedFields cleanup; deleting a
+ * running object leaves the condition True.
  */
 import type { CrdCondition, CustomResourceDefinition } from './types.js'
 import { ContentType, type KubeHttp } from './http.js'
@@ -71,12 +65,7 @@ export function builtinMigrationMessage(m: BuiltinMigration): string | undefined
 /** Longest condition text crd-migrator quotes in its messages, annotations, Events and logs. */
 export const MAX_CONDITION_TEXT = 200
 
-/**
- * A condition's reason or message as crd-migrator may quote it: whoever may write the
- * object's status chose the text, so it is cleaned (escape sequences, control and format
- * characters dropped, line breaks made spaces: sanitize.ts) and cut to `max` characters,
- * saying so.
- */
+/** Condition text is anyone's with status write access: cleaned (sanitize.ts) and cut to `max`. */
 export function conditionText(text: string, max = MAX_CONDITION_TEXT): string {
   return sanitizeText(text, max)
 }
@@ -136,7 +125,6 @@ export async function getBuiltinMigration(http: KubeHttp, version: string, name:
   }
 }
 
-/** Creates an object for a resource. */
 export async function createBuiltinMigration(
   http: KubeHttp,
   version: string,
@@ -160,11 +148,7 @@ export async function deleteBuiltinMigration(http: KubeHttp, version: string, na
   }
 }
 
-/**
- * Touches an object (an annotation) so kube-controller-manager's informers see an update
- * and look at its resource again now, instead of after the backoff its failed writes
- * earned while our freeze refused them.
- */
+/** An annotation touch, so kube-controller-manager retries now, not after the backoff our freeze's refusals earned it. */
 export async function nudgeBuiltinMigration(http: KubeHttp, version: string, name: string, annotation: string): Promise<void> {
   try {
     await http.request({

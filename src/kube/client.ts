@@ -19,11 +19,7 @@ export interface LoadKubeConfigOptions {
   serviceAccountDir?: string
 }
 
-/**
- * Loads credentials the way kubectl does: an explicit file, else the files of $KUBECONFIG
- * (merged: the first to define a name wins), else ~/.kube/config, else the in-cluster
- * service account; then the context `--context` names, or current-context.
- */
+/** As kubectl: an explicit file, else $KUBECONFIG's files merged, else ~/.kube/config, else in-cluster. */
 export function loadKubeConfig(file?: string, options: LoadKubeConfigOptions = {}): KubeContext {
   const env = options.env ?? process.env
   const config = readKubeconfigs(file, options)
@@ -45,11 +41,7 @@ export function loadKubeConfig(file?: string, options: LoadKubeConfigOptions = {
   )
 }
 
-/**
- * The kubeconfig kubectl would read, every context in it (completion lists them): an
- * explicit file, else the files of $KUBECONFIG merged, else ~/.kube/config; undefined when
- * there is none (in a pod, the service account is all there is).
- */
+/** The kubeconfig kubectl would read, all contexts (for completion); undefined when none. */
 export function readKubeconfigs(
   file?: string,
   options: Omit<LoadKubeConfigOptions, 'context' | 'serviceAccountDir'> = {},
@@ -73,11 +65,7 @@ export function readKubeconfigs(
   return existsSync(home) ? readKubeconfig(home) : undefined
 }
 
-/**
- * A kubeconfig file, read through regular-file.ts: a FIFO or a device (/dev/zero) named as
- * the kubeconfig is refused at once instead of holding the process (Tab completion's
- * deadline cannot end a synchronous read), and a file over MAX_KUBECONFIG_BYTES is not read.
- */
+/** Through regular-file.ts: a FIFO or device is refused at once (Tab completion's deadline cannot end a synchronous read). */
 function readKubeconfig(file: string): Kubeconfig {
   let source: string
   try {
@@ -94,11 +82,7 @@ function readKubeconfig(file: string): Kubeconfig {
   return parseKubeconfig(source, file)
 }
 
-/**
- * The pod's own credentials, as client-go's InClusterConfig: the API server from
- * KUBERNETES_SERVICE_HOST/PORT, the mounted CA, and the mounted token, a file re-read as
- * the kubelet rotates it. Undefined outside a pod.
- */
+/** client-go's InClusterConfig; the token is a file, re-read as the kubelet rotates it. Undefined outside a pod. */
 export function inClusterContext(env: NodeJS.ProcessEnv, dir: string): KubeContext | undefined {
   const tokenFile = join(dir, 'token')
   if (!existsSync(tokenFile)) return undefined
@@ -147,12 +131,7 @@ export function kubeHttp(file?: string, options: KubeHttpFactoryOptions = {}): K
   return new KubeHttp(withImpersonation(loadKubeConfig(file, { context }), impersonate), httpOptions)
 }
 
-/**
- * The context with the flags' impersonation over the kubeconfig user's, field by field, as
- * kubectl merges its overrides: --as replaces `as`, --as-group replaces `as-groups`,
- * --as-uid replaces `as-uid`; the user's as-user-extra stays. Groups or a uid without a
- * user to impersonate are refused, as by client-go.
- */
+/** The flags' impersonation over the user's, field by field as kubectl merges; groups or uid without a user refused, as by client-go. */
 export function withImpersonation(context: KubeContext, flags: Impersonation | undefined): KubeContext {
   const given = flags && (flags.user !== undefined || flags.uid !== undefined || (flags.groups?.length ?? 0) > 0)
   if (!given) return context

@@ -1,10 +1,4 @@
-/**
- * Why a connection to the API server failed, as a coded error that says which server and
- * what to look at: CRDM_UNREACHABLE (refused, a name that does not resolve, a timeout:
- * the errno is named) or CRDM_TLS (a certificate not trusted, not covering the name,
- * expired: the kubeconfig field to fix is named). Decided on the error's code (an errno or
- * OpenSSL's), never its message.
- */
+/** Why a connection failed (CRDM_UNREACHABLE, CRDM_TLS) naming the server and what to fix; decided on the error's code, never its message. */
 import { CrdMigratorError, errorMessage } from '../errors.js'
 import { urlHost, type KubeCluster } from './kubeconfig.js'
 
@@ -85,10 +79,7 @@ export function connectionErrorCode(err: unknown): string | undefined {
   return unreachableErrno(err) ?? codeOf(err)
 }
 
-/**
- * A TLS failure as an error naming the server, the cause and the kubeconfig field to look
- * at; undefined when `err` is not one.
- */
+/** undefined when `err` is not a TLS failure. */
 export function tlsError(err: unknown, server: URL, cluster: KubeCluster): KubeTlsError | undefined {
   const code = codeOf(err)
   if (code === undefined) return undefined

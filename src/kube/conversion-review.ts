@@ -1,9 +1,4 @@
-/**
- * Converts objects the way the API server does for a CRD, for objects the API server
- * never sees as custom resources (copies stashed inside other objects): strategy None
- * only changes apiVersion; Webhook sends a ConversionReview to the CRD's conversion
- * webhook, trusting its caBundle, as kube-apiserver would (transport.ts postToWebhook).
- */
+/** Converts, as the API server would for a CRD, objects it never sees as custom resources (copies stashed inside other objects). */
 import { randomUUID } from 'node:crypto'
 import { CrdMigratorError } from '../errors.js'
 import { sanitizeText } from '../sanitize.js'

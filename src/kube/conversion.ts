@@ -1,13 +1,7 @@
 /**
- * What the API server's conversion of custom resources looks like from the outside: the
- * CRD's conversion strategy, where its webhook is, and what a failed conversion did.
- *
- * The API server reports every webhook failure as a 500 whose message starts with
- * `conversion webhook for <group/version, Kind=...> failed: ` (apiextensions-apiserver
- * webhook_converter.go), followed by either its HTTP client's error (the webhook could not
- * be reached, timed out, failed TLS, or answered 5xx) or the webhook's own `Failure`
- * message. The first kind is an outage: every object would fail the same way, so the run
- * pauses and waits. The second is a refusal of the objects in that review.
+ * The API server's custom resource conversion, seen from outside. A webhook failure is a 500
+ * `conversion webhook for <gv, Kind=...> failed: ` (webhook_converter.go) then either the HTTP
+ * client's error, an outage the run waits out, or the webhook's `Failure`, a refusal of those objects.
  */
 import { CrdMigratorError } from '../errors.js'
 import { sanitizeText } from '../sanitize.js'
@@ -47,10 +41,7 @@ export function conversionWebhookConfig(
   }
 }
 
-/**
- * The CRD's conversion webhook as people name it: `service <ns>/<name>:<port><path>` or
- * its URL; undefined with strategy None.
- */
+/** `service <ns>/<name>:<port><path>` or its URL; undefined with strategy None. */
 export function conversionWebhookOf(crd: CustomResourceDefinition): string | undefined {
   const config = conversionWebhookConfig(crd)?.clientConfig
   if (!config) return undefined
@@ -70,12 +61,7 @@ export interface ConversionFailure {
 
 const PREFIX = /conversion webhook for .+? failed: /s
 
-/**
- * Messages of client-go's HTTP client (`Post "https://…": dial tcp …`, `…: context
- * deadline exceeded`, `x509: …`) and of apimachinery for a webhook that answered with an
- * error status (StatusError texts for 5xx and 429). None of them comes from the webhook's
- * conversion code.
- */
+/** client-go HTTP client errors and apimachinery's 5xx/429 StatusError texts: never the webhook's conversion code. */
 const OUTAGE_DETAIL =
   /^(Post "|Post https?:|dial tcp|x509:|tls:|EOF$|context deadline exceeded|net\/http:|an error on the server|the server is currently unable|the server has asked for the client to try again|the server was unable to return a response|the server could not find the requested resource|service "[^"]*" not found|no endpoints available|Internal error occurred: failed calling webhook)/
 

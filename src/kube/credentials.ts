@@ -1,15 +1,8 @@
 /**
- * Who the client is, kept current: the headers (bearer token, basic auth, impersonation)
- * and the client certificate of a kubeconfig user. Credentials that change under a running
- * process are loaded again:
- * - token files (the in-cluster service-account token the kubelet rotates) and
- *   client-certificate/client-key files (kubelet-style certificate rotation) are re-read
- *   every `refreshMs`;
- * - an exec plugin runs again when its credential expires (`expirationTimestamp`);
- * - anything of those runs or is read again at once when the API server answers 401
- *   (KubeHttp calls {@link Credentials.refused}).
- * A client certificate is a new object only when its bytes change, so KubeHttp builds a new
- * connection pool exactly then.
+ * A kubeconfig user's headers and client certificate, kept current: token and certificate
+ * files (kubelet rotation) re-read every `refreshMs`, exec plugins re-run at expiry, all at
+ * once on a 401. The certificate is a new object only when its bytes change, so KubeHttp
+ * builds new pools exactly then.
  */
 import { createSecureContext } from 'node:tls'
 import { CrdMigratorError, errorMessage } from '../errors.js'
@@ -158,7 +151,7 @@ export class Credentials {
   }
 }
 
-/** kubectl's --as, --as-group, --as-uid and --as-user-extra, from the kubeconfig user's as* fields. */
+/** Impersonate-* headers from the kubeconfig user's as* fields. */
 function impersonationHeaders(context: KubeContext): Record<string, string | string[]> {
   const imp = context.user.impersonate
   if (!imp) return {}
@@ -171,11 +164,7 @@ function impersonationHeaders(context: KubeContext): Record<string, string | str
   return headers
 }
 
-/**
- * A token, client certificate or client key file, read through regular-file.ts: a FIFO or a
- * device (/dev/zero) is refused at once, never waited on in the thread pool (where no
- * deadline reaches) or read without end; at most MAX_CREDENTIAL_FILE_BYTES.
- */
+/** Through regular-file.ts: a FIFO or device is refused at once, never waited on in the thread pool, where no deadline reaches. */
 async function readCredentialFile(path: string, user: string, what: string): Promise<Buffer> {
   try {
     return await readRegularFile(path, {

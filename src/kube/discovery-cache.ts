@@ -1,11 +1,7 @@
 /**
- * Discovery reads shared by the CRDs of one group switched at the same time. An operator
- * upgrade flips the storage version of many CRDs of one group together, and each one's
- * storage-switch check polls every API server's discovery for the same group/version
- * document (storage-switch.ts). One read per API server and group/version answers all of
- * them: a poll joins a read in flight, or takes an answer younger than `maxAgeMs` that
- * already shows the hash it waits for; an answer that does not show it yet is read again
- * (that server may have switched since). Failed reads are not kept.
+ * Discovery reads shared by a group's CRDs switched together (an operator upgrade), whose
+ * storage-switch checks poll the same document. An answer not yet showing the wanted hash is
+ * read again (the server may have switched since); failures are not kept.
  */
 import { groupVersionResources, hashOf, type APIResourceList } from './discovery.js'
 import type { KubeHttp } from './http.js'

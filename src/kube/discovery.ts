@@ -49,11 +49,9 @@ export interface StorageSettleOptions {
 }
 
 /**
- * Waits until the API server encodes new writes in `version`. A storage flip reaches the
- * custom-resource handler asynchronously (through an informer, on every API server of an
- * HA control plane), so a no-op write right after the flip can still be stored in the old
- * version and be counted as done. Discovery publishes the storage version hash from the
- * same informer, after the fact; we wait for it, then for a settle time, and check again.
+ * Waits until new writes are encoded in `version`: a storage flip reaches the handler through
+ * an informer (on each API server), so a write right after it may still store the old version.
+ * Discovery's hash comes from the same informer, after the fact: we wait for it, settle, check again.
  */
 export async function waitForStorageVersion(
   http: KubeHttp,
@@ -127,13 +125,7 @@ export async function apiGroup(http: KubeHttp, group: string): Promise<ApiGroup 
   }
 }
 
-/**
- * Each resource of `groups` once, at its group's preferred version, or (served only at
- * others) at the first version that lists it: client-go's ServerPreferredResources, which
- * kube-storage-version-migrator's trigger reads. Subresources are left out. A group
- * version whose document cannot be read is reported in `failed` and the rest returned
- * (client-go's partial result).
- */
+/** client-go's ServerPreferredResources (what KSVM's trigger reads), subresources left out; unreadable group versions in `failed`. */
 export async function preferredResources(
   http: KubeHttp,
   groups: ApiGroup[],

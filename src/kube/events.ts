@@ -31,10 +31,8 @@ const EVENTS: ResourceRef = { group: 'events.k8s.io', version: 'v1', plural: 'ev
 export const EVENTS_API = collectionPath(EVENTS, 'default')
 
 /**
- * events.k8s.io/v1 Events about CRDs, with `action`, and a series instead of a new object
- * when the same thing happens again (a migration blocked every retry). CRDs are
- * cluster-scoped, so, like client-go does for cluster-scoped objects, the Events go to the
- * `default` namespace, where `kubectl describe crd` and `kubectl events` find them.
+ * events.k8s.io/v1 Events about CRDs, a series when repeated (a migration blocked every retry).
+ * In `default`, as client-go puts cluster-scoped objects' Events, where kubectl finds them.
  */
 export class KubeEventRecorder implements EventRecorder {
   private readonly series = new Map<string, { name: string; count: number; first: number }>()
@@ -47,8 +45,7 @@ export class KubeEventRecorder implements EventRecorder {
   ) {}
 
   async record(crd: CustomResourceDefinition, type: EventType, reason: string, message: string): Promise<void> {
-    // A message may quote a webhook or an API server: cleaned (sanitize.ts), and within
-    // the 1 kB (bytes, not characters) events.k8s.io/v1 allows a note.
+    // May quote a webhook: cleaned (sanitize.ts), within the note's byte limit.
     const note = fitUtf8(sanitizeText(message), NOTE_MAX_BYTES)
     const key = JSON.stringify([crd.metadata.uid, type, reason, note])
     const now = Date.now()
@@ -70,7 +67,7 @@ export class KubeEventRecorder implements EventRecorder {
         body: {
           apiVersion: 'events.k8s.io/v1',
           kind: 'Event',
-          // Named like client-go names them: <object>.<time in hex> (a generateName may not end in '.').
+          // A generateName may not end in '.'.
           metadata: { name: eventName(crd.metadata.name, now), namespace: 'default' },
           eventTime: microTime(now),
           reportingController: `crd-migrator.io/${this.component}`,

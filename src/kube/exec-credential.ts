@@ -1,13 +1,7 @@
 /**
- * Exec credential plugins (client.authentication.k8s.io/v1 and v1beta1): the kubeconfig
- * names a command (gke-gcloud-auth-plugin, kubelogin, aws eks get-token, ...) that prints
- * an ExecCredential with a token or a client certificate, and maybe when it expires.
- * Credentials (credentials.ts) decides when to run it again: at expiry, or when the API
- * server answers 401.
- *
- * As client-go runs them: the plugin's stderr goes to ours as it comes (a login prompt, a
- * device code to open in a browser), and, when its interactiveMode allows and our stdin is a
- * terminal, it gets our stdin too (KUBERNETES_EXEC_INFO says `interactive: true`).
+ * Exec credential plugins (client.authentication.k8s.io v1, v1beta1), run as client-go does:
+ * stderr passed through as it comes (login prompts, device codes), our stdin when interactiveMode
+ * allows and it is a terminal. credentials.ts decides when to run again.
  */
 import { spawn } from 'node:child_process'
 import { CrdMigratorError } from '../errors.js'
@@ -34,11 +28,7 @@ export interface ExecTerminal {
 /** This process's own: stdin a TTY or not, stderr. */
 export const processTerminal = (): ExecTerminal => ({ stdinIsTerminal: process.stdin.isTTY === true, stderr: process.stderr })
 
-/**
- * Whether the plugin runs interactively (gets our stdin), as client-go decides: never with
- * Never; with IfAvailable and Always when stdin is a terminal; Always without one is an error
- * (undefined here).
- */
+/** Whether the plugin gets our stdin, as client-go decides; undefined: Always without a terminal, an error. */
 export function execInteractive(mode: KubeExec['interactiveMode'], stdinIsTerminal: boolean): boolean | undefined {
   if (mode === 'Never') return false
   if (mode === 'Always' && !stdinIsTerminal) return undefined

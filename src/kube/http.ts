@@ -29,13 +29,7 @@ export type { KubeTlsOptions } from './transport.js'
 export { Accept, ContentType }
 export type { Impersonation, KubeHttpOptions, KubeRequest, KubeRequests, KubeResponse, RawKubeResponse } from './request-options.js'
 
-/**
- * A small keep-alive HTTPS client, the one transport of the product: one pooled connection
- * set and raw JSON for tens of thousands of writes. Who it talks to and as whom comes from
- * a kubeconfig context (kubeconfig.ts, client.ts); credentials.ts keeps the credentials
- * current (token and certificate files re-read, exec plugins run again), transport.ts
- * builds the pools (CA, tls-server-name, proxy-url).
- */
+/** The product's one keep-alive HTTPS client to the API server: pooled sockets and raw JSON for tens of thousands of writes. */
 
 /** How to reach and authenticate to the API server, as the kubeconfig says. */
 export interface KubeConnection {
@@ -45,22 +39,14 @@ export interface KubeConnection {
   tls: KubeTlsOptions
 }
 
-/**
- * A resolved kubeconfig context (src/kube/client.ts loadKubeConfig), or anything that
- * exports a kubeconfig: @kubernetes/client-node's KubeConfig, which the tooling and the
- * tests build, qualifies.
- */
+/** A resolved kubeconfig context, or anything exporting one (client-node's KubeConfig, in tooling and tests). */
 export type KubeconfigSource = KubeContext | { exportConfig(): string }
 
 export function kubeContextOf(source: KubeconfigSource): KubeContext {
   return 'exportConfig' in source ? resolveContext(parseKubeconfig(source.exportConfig())) : source
 }
 
-/**
- * The current context of `source` as a server URL, TLS settings and authentication
- * headers, for a client of its own (the bench's ceiling). Tokens expire: call it again to
- * refresh them.
- */
+/** `source`'s current context for a client of its own (the bench's ceiling); tokens expire: call again to refresh. */
 export async function kubeConnection(source: KubeconfigSource): Promise<KubeConnection> {
   const context = kubeContextOf(source)
   const credentials = await new Credentials(context, { refreshMs: 0 }).current()
@@ -99,14 +85,12 @@ export class KubeHttp {
   private readonly traceRequests: boolean
   /** Set by the first answer of the API server, whatever its status: from then on a failed connection is a passing outage. */
   private reached = false
-  /** The last connection attempt warned about (retryConnect). */
   private connectWarnedAttempt = 0
   private readonly environment: ProxyEnvironment
   /** Set for a client of one API server by address: the name its certificate is checked against. */
   private readonly identityHost: string | undefined
-  /** The proxy every connection to `server` tunnels through, if any. */
   readonly proxy: URL | undefined
-  /** Where every request goes, as node:http options (worked out once, not per request). */
+  /** node:http options, worked out once, not per request. */
   private readonly origin: Pick<https.RequestOptions, 'protocol' | 'hostname' | 'port' | 'auth'>
   /** The server URL's own path (a proxy's prefix, e.g. /k8s/clusters/c-1), without its trailing slash. */
   private readonly basePath: string
@@ -207,11 +191,7 @@ export class KubeHttp {
     return url
   }
 
-  /**
-   * The request line's path and query, built as a string: parsing a URL per request and
-   * having node:http take it apart again is work the bench's ceiling client never does
-   * (npm run bench, client CPU). Paths with characters that need escaping go through URL.
-   */
+  /** Path and query built as a string: a URL per request cost client CPU (npm run bench); paths needing escapes go through URL. */
   private target(path: string, query?: KubeRequest['query']): { path: string; pathname: string } {
     if (!PLAIN_PATH.test(path)) {
       const url = this.url(path, query)
@@ -239,19 +219,14 @@ export class KubeHttp {
     return { status, headers, body: body as T }
   }
 
-  /**
-   * The same request, answered whatever its status (never a KubeApiError), the body as
-   * text: for callers that look at refusals themselves (the development tooling and the
-   * tests act as other users and expect 403s and webhook denials).
-   */
+  /** Answered whatever its status (never a KubeApiError), for callers that judge refusals themselves (tooling, tests). */
   async requestRaw(req: KubeRequest): Promise<RawKubeResponse> {
     const { status, headers, text } = await this.exchange(req)
     return { status, headers, body: text }
   }
 
   private async exchange(req: KubeRequest): Promise<RoundTripAnswer & { pathname: string }> {
-    // Every write names its field manager (the writes that set their own keep theirs), and
-    // with dryRun asks the API server to persist nothing.
+    // Every write names its field manager (unless it set its own).
     const write = req.method !== 'GET'
     const query =
       write && req.method !== 'DELETE' && req.query?.['fieldManager'] === undefined
@@ -326,10 +301,7 @@ export class KubeHttp {
     })
   }
 
-  /**
-   * A 401 to credentials that can change (a token file, an exec plugin, certificate files):
-   * load them again and send the request once more, as client-go does for exec plugins.
-   */
+  /** A 401 to credentials that can change (files, exec): reload and send once more, as client-go does for exec plugins. */
   private retryUnauthorized(status: number, attempt: number, connected: Connected): boolean {
     if (status !== 401 || attempt > 1 || !this.credentials.renewable) return false
     this.credentials.refused(connected.generation)
@@ -371,11 +343,7 @@ export class KubeHttp {
     )
   }
 
-  /**
-   * Opens a streaming request (a watch) and hands each newline-delimited JSON value to
-   * `onEvent`. Resolves when the server ends the stream. Streams have a pool of their own,
-   * so watches never wait for (or hold) a socket of the request pool.
-   */
+  /** A watch: each newline-delimited JSON value to `onEvent`, resolved at the stream's end. Own pool, so watches never hold request sockets. */
   async stream(req: Omit<KubeRequest, 'body'>, onEvent: (event: unknown) => void): Promise<void> {
     const target = this.target(req.path, req.query)
     for (let attempt = 1; ; attempt++) {

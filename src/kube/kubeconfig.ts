@@ -1,12 +1,7 @@
 /**
- * What a kubeconfig says, read the way kubectl reads it: the file(s) parsed, several files
- * merged (the first to define a name, or current-context, wins), paths made absolute
- * against the file that holds them, and one context chosen (--context, else
- * current-context). Read leniently, judged strictly: each cluster, user and context is
- * checked on its own, and only those of the context in use can fail (an old gcp user or a
- * SOCKS cluster elsewhere in ~/.kube/config stops nothing, as in kubectl). Our own reader on purpose: @kubernetes/client-node's KubeConfig loads
- * its whole generated API with it (~90 MB and ~1 s at start-up, for a few YAML fields).
- * Where the files are found (flag, $KUBECONFIG, ~/.kube/config, in-cluster) is client.ts.
+ * A kubeconfig read as kubectl reads it: files merged, paths absolute, one context chosen;
+ * only what the context in use needs can fail (client-go's ConfirmUsable). Our own reader:
+ * client-node's KubeConfig loads its whole API (~90 MB, ~1 s) for a few YAML fields.
  */
 import { dirname, isAbsolute, join } from 'node:path'
 import { isIP } from 'node:net'
@@ -71,12 +66,7 @@ export interface KubeContext {
   origin: string
 }
 
-/**
- * An entry the kubeconfig defines but we cannot use (a SOCKS proxy-url, a gcp
- * auth-provider, an exec plugin of v1alpha1, a field of the wrong type...): kept, with why,
- * so that it fails only the context that uses it, as kubectl (client-go's ConfirmUsable)
- * judges only the context in use.
- */
+/** An entry we cannot use (SOCKS proxy, gcp auth-provider, exec v1alpha1...), kept with why so it fails only a context using it. */
 export interface Unusable {
   /** What is wrong, naming the file, the entry and the field. */
   unusable: string
@@ -145,10 +135,7 @@ const UserSchema = z.looseObject({
 
 const ContextSchema = z.looseObject({ cluster: text.min(1), user: optionalText, namespace: optionalText })
 
-/**
- * The file as a whole: only its shape is checked here. Each entry is checked on its own
- * (see {@link readEntries}): one that is wrong fails the contexts using it, not the file.
- */
+/** Only the file's shape; entries are judged on their own ({@link readEntries}). */
 const FileSchema = z.looseObject({
   clusters: list(z.unknown()),
   users: list(z.unknown()),
@@ -160,10 +147,7 @@ type FileUser = z.infer<typeof UserSchema>
 
 const fail = (message: string, cause?: unknown) => new CrdMigratorError('CRDM_KUBECONFIG', message, cause === undefined ? {} : { cause })
 
-/**
- * Parses one kubeconfig. `file` is where it was read from: relative paths in it (CA,
- * certificates, keys, token files, an exec command with a `/`) are relative to its directory.
- */
+/** Relative paths in it (CA, certificates, keys, tokens, an exec command with a `/`) are relative to `file`'s directory. */
 export function parseKubeconfig(source: string, file?: string): Kubeconfig {
   const origin = file ? `kubeconfig ${file}` : 'kubeconfig'
   let doc: unknown
@@ -196,12 +180,7 @@ export function parseKubeconfig(source: string, file?: string): Kubeconfig {
   return config
 }
 
-/**
- * Reads each entry of one list (`clusters`, `users`, `contexts`) on its own: the first of
- * a name wins, and one that cannot be used is kept as {@link Unusable}, with why, so that it
- * claims its name and fails only a context that uses it. Entries without a name cannot be
- * used by any context and are left out.
- */
+/** One list's entries, each on its own: the first of a name wins, unusable ones kept as {@link Unusable}, nameless ones dropped. */
 function readEntries<S extends z.ZodType, T extends object>(
   entries: readonly unknown[] | null | undefined,
   kind: 'cluster' | 'user' | 'context',
@@ -403,7 +382,7 @@ export function urlHost(url: URL): string {
 /** A TLS server name may not be an IP address (RFC 6066); those are checked against the certificate only. */
 export const isServerName = (host: string): boolean => host !== '' && isIP(host) === 0
 
-/** The object without its undefined values (so optional properties stay absent). */
+/** Optional properties stay absent, not undefined. */
 function definedOnly<T extends Record<string, unknown>>(o: T): { [K in keyof T]?: Exclude<T[K], undefined> } {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as { [K in keyof T]?: Exclude<T[K], undefined> }
 }

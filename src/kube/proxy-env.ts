@@ -1,13 +1,7 @@
 /**
- * The proxy for an API server when the kubeconfig names none, from the environment, as
- * client-go picks it (Go's http.ProxyFromEnvironment): HTTPS_PROXY for https servers,
- * HTTP_PROXY for http ones (upper case first, then lower), unless NO_PROXY covers the
- * server. NO_PROXY entries: `*`; an IP or a CIDR (`10.96.0.0/12`, the usual way to keep a
- * pod's calls to the kubernetes Service off the proxy); a domain, which covers its
- * subdomains too (`.example.com` and `*.example.com`: the subdomains only); each with an
- * optional `:port`. `localhost` and loopback addresses never go through a proxy. A value
- * without a scheme is an http:// proxy. Node's own NO_PROXY matching knows no CIDRs, so
- * the choice is made here and the agent is given the one proxy.
+ * The environment's proxy for an API server, as Go's http.ProxyFromEnvironment picks it
+ * (NO_PROXY: `*`, IPs, CIDRs, domains with their subdomains, optional `:port`; loopback never
+ * proxied). Chosen here because Node's own NO_PROXY matching knows no CIDRs.
  */
 import { BlockList, isIP } from 'node:net'
 import { domainToASCII } from 'node:url'

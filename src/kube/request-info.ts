@@ -1,9 +1,4 @@
-/**
- * What RBAC sees in a request: verb, API group, resource (with its subresource), namespace
- * and name, worked out from the method and the path as kube-apiserver's RequestInfo
- * does. A 403 then says what the user may not do in the terms of a Role's rule, so the
- * fix can be written without reading the API server's message (which we never parse).
- */
+/** What RBAC sees in a request, as kube-apiserver's RequestInfo: a 403 then says what is missing in a Role rule's terms. */
 
 export interface RequestAttributes {
   verb: string

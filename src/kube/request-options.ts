@@ -1,8 +1,4 @@
-/**
- * What a request to the API server is made of, apart from the client that sends it
- * (http.ts): content types, the request and response shapes, the query string, and the
- * options a client is built with (timeouts, impersonation, dry run).
- */
+/** What a request to the API server is made of, apart from the client that sends it (http.ts). */
 import type { IncomingHttpHeaders } from 'node:http'
 import type { Logger } from 'pino'
 import { CrdMigratorError } from '../errors.js'
@@ -59,49 +55,29 @@ export interface KubeHttpOptions {
   maxSockets?: number
   /** The User-Agent of every request; default `crd-migrator/<version> (library)`. */
   userAgent?: string
-  /**
-   * Talk to this address instead of the kubeconfig's server, verifying the certificate
-   * for the kubeconfig's server name (one API server of several behind one name).
-   */
+  /** Talk to this address, verifying the kubeconfig server's name (one API server of several behind it). */
   endpoint?: URL
   /** How often token and client-certificate files are read again (rotation). */
   credentialRefreshMs?: number
   /** How long a request's socket may stay silent (node's socket timeout); default 60 s. */
   defaultTimeoutMs?: number
-  /**
-   * kubectl's --request-timeout: the whole of each request (connecting, retries of the
-   * connection, the answer) must be done within it, else CRDM_REQUEST_TIMEOUT. 0 or unset:
-   * no such deadline. Watches (KubeHttp.stream) are not cut by it.
-   */
+  /** kubectl's --request-timeout: each whole request, connection retries included, else CRDM_REQUEST_TIMEOUT. 0/unset: none; watches exempt. */
   requestTimeoutMs?: number
-  /**
-   * Every write (POST, PUT, PATCH, DELETE) is sent with `dryRun=All`: the API server
-   * decodes, converts, admits and validates it, and persists nothing (`migrate --dry-run=server`).
-   */
+  /** Every write carries `dryRun=All`: admitted and validated, persisted nowhere (`migrate --dry-run=server`). */
   dryRun?: boolean
   /** Where HTTPS_PROXY, HTTP_PROXY and NO_PROXY are read when the kubeconfig has no proxy-url (default process.env). */
   environment?: ProxyEnvironment
   /**
-   * Tries to connect while the API server has never answered this client (refused, a name
-   * that does not resolve, a timeout), 0.5 s, 1 s, 2 s ... apart; then CRDM_UNREACHABLE,
-   * which the migration's own retries do not retry: a cluster that cannot be reached at all
-   * fails in seconds. Once it has answered, a failed connection is the migration's to retry
-   * (an API server restarting). Default DEFAULT_CONNECT_ATTEMPTS; 1 for a sibling of
-   * one address (KubeHttp.forEndpoint), which has its own deadline.
+   * Connection tries (0.5 s, 1 s, 2 s ... apart) while the API server never answered; then
+   * CRDM_UNREACHABLE, not retried, so an unreachable cluster fails in seconds. After a first
+   * answer a failure is a passing outage. 1 for a forEndpoint sibling (its own deadline).
    */
   connectAttempts?: number
   /** How long a new connection may take (TCP and TLS); default 10 s. */
   connectTimeoutMs?: number
-  /**
-   * Where each connection retry is logged (warn, with the cause), and, when its level is
-   * trace, one line per request (method, path, status, milliseconds): `-v 6`.
-   */
+  /** Connection retries are warned here; at trace (`-v 6`) a line per request. */
   logger?: (Pick<Logger, 'warn'> & Partial<Pick<Logger, 'trace' | 'isLevelEnabled'>>) | undefined
-  /**
-   * Called with the text of each warning the API server sends (`Warning:` headers, code
-   * 299: deprecations, admission webhooks' and policies' warnings), whatever the status of
-   * the answer. The CLI prints them as kubectl does (kube/warnings.ts warningPrinter).
-   */
+  /** Each `Warning:` header (code 299) the API server sends, whatever the status (printed as kubectl does: warnings.ts). */
   onWarning?: ((text: string) => void) | undefined
 }
 
@@ -127,11 +103,7 @@ export function requestTimedOut(req: Pick<KubeRequest, 'method' | 'path'>, ms: n
   )
 }
 
-/**
- * What sends one request: KubeHttp, or the migrator's run client, which adds the run's
- * retry policy around it (migrator/engine/run-client.ts). Helpers that send one request
- * take this, so a run hands them its client and they retry as the run does.
- */
+/** KubeHttp or the run's client (migrator/engine/run-client.ts): helpers take this so they retry as the run does. */
 export interface KubeRequests {
   request<T = unknown>(req: KubeRequest): Promise<KubeResponse<T>>
 }

@@ -1,8 +1,4 @@
-/**
- * Finds a resource the way kubectl does, through discovery: `secrets`,
- * `deployments.apps`, `widgets.v2.example.com`, or a StorageVersionMigration's
- * `{group, version, resource}`. Gives its kind, scope and the version to address it by.
- */
+/** Finds a resource as kubectl does, through discovery (`secrets`, `deployments.apps`, `widgets.v2.example.com`, or a GVR). */
 import { CrdMigratorError } from '../errors.js'
 import { type KubeHttp } from './http.js'
 import { isNotFound } from './api-errors.js'

@@ -1,10 +1,6 @@
 /**
- * Connection pools to one API server, as a kubeconfig cluster says: its CA (or
- * insecure-skip-tls-verify), tls-server-name, the proxy, and the user's client certificate.
- *
- * The one place that builds TLS settings and agents and sends a request: the API server's
- * requests (KubeHttp) and the ConversionReviews sent to a CRD's webhook
- * ({@link postToWebhook}) alike go through {@link roundTrip}.
+ * Connection pools to one API server as a kubeconfig cluster says (CA, tls-server-name, proxy,
+ * client certificate); the one place sending requests: KubeHttp and {@link postToWebhook} both use {@link roundTrip}.
  */
 import type { Agent, AgentOptions as HttpAgentOptions, ClientRequest, IncomingHttpHeaders } from 'node:http'
 import type { Socket } from 'node:net'
@@ -20,16 +16,12 @@ import { isServerName, type KubeCluster } from './kubeconfig.js'
 export interface AgentOptions {
   /** Pooled sockets at most (Infinity: one per stream, for watches). */
   maxSockets: number
-  /**
-   * Set when the client talks to one API server by address (KubeHttp.forEndpoint): the
-   * certificate is checked for this name, the kubeconfig's server host, instead.
-   */
+  /** With KubeHttp.forEndpoint: the name the certificate is checked for (the kubeconfig's server host). */
   identityHost?: string | undefined
   /** The proxy to tunnel through: the kubeconfig's proxy-url, else the environment's (proxy-env.ts). */
   proxy?: URL | undefined
 }
 
-/** The TLS settings of a connection to the API server. */
 export interface KubeTlsOptions {
   ca?: string | Buffer
   cert?: string | Buffer
@@ -103,10 +95,7 @@ export interface RoundTripErrors {
   explain?: (err: Error) => unknown
 }
 
-/**
- * Sends one request (http: or https: by `options.protocol`) and reads its whole answer,
- * whatever its status. The body goes out with the headers in one write (one TLS record).
- */
+/** One request and its whole answer, whatever the status; body and headers in one write (one TLS record). */
 export function roundTrip(
   options: https.RequestOptions,
   payload: string | Buffer | undefined,
@@ -127,18 +116,14 @@ export function roundTrip(
   })
 }
 
-/**
- * The TLS settings of a webhook a CRD names, as kube-apiserver trusts it: the CRD's
- * caBundle (base64 PEM), else the system roots. Nothing of the kubeconfig.
- */
+/** A CRD's webhook trusted as kube-apiserver does: its caBundle, else the system roots; nothing of the kubeconfig. */
 export function webhookTlsOptions(caBundle: string | undefined): KubeTlsOptions {
   return caBundle ? { ca: Buffer.from(caBundle, 'base64').toString('utf8') } : {}
 }
 
 /**
- * One JSON POST to a webhook a CRD names (its conversion webhook), as kube-apiserver sends
- * it: TLS as {@link webhookTlsOptions}, no credentials, no proxy. A connection per call:
- * such calls are few, and a pooled socket the webhook closed meanwhile would fail one.
+ * A JSON POST to a CRD's conversion webhook as kube-apiserver sends it (no credentials, no
+ * proxy). A connection per call: calls are few, and a pooled socket the webhook closed would fail one.
  */
 export function postToWebhook(
   url: URL,
@@ -190,11 +175,7 @@ function readCa(cluster: KubeCluster): Buffer {
   }
 }
 
-/**
- * Fails the request with ETIMEDOUT when its socket, a new one, is not connected within
- * `ms` (for TLS: the handshake done too, so a server that takes the connection and never
- * answers is caught as well). A pooled socket that is connected already is left alone.
- */
+/** ETIMEDOUT when a new socket is not connected (TLS: handshake done) within `ms`, so a silent server is caught too. */
 export function limitConnect(r: ClientRequest, ms: number): void {
   r.once('socket', (socket: Socket) => {
     if (!socket.connecting) return

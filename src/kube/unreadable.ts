@@ -1,21 +1,10 @@
 /**
- * Listing past objects the API server cannot read.
- *
- * An object it cannot decode (its conversion webhook refuses it) fails every list page
- * that holds it, through every version that would need converting it: the page, its
- * continue token and every object after it are lost with it. So that one such object
- * costs itself and not the run, the lister narrows the page down to that object and
- * continues right after it, which takes two things the API does not hand out:
- *
- * - **The object's key.** From 1.32 the refusal carries one `details.causes` entry per
- *   undecodable object, `field` being its storage key (`/registry/<group>/<plural>/<ns>/<name>`).
- *   Before that the error names no object; its key is then found by asking, one
- *   character at a time, where lists of one object stop failing ({@link findUnreadableKey}).
- * - **A continue token that starts after it.** The token is the API server's
- *   `{"v":"meta.k8s.io/v1","rv":<snapshot>,"start":"<key after the resource prefix>"}`,
- *   base64url without padding (k8s.io/apiserver pkg/storage/continue.go, the same from
- *   1.30 to 1.37). The server checks it (`path.Clean` of the start key, a resourceVersion
- *   not compacted) as it checks its own.
+ * Listing past objects the API server cannot decode: one fails its whole page and everything
+ * after it, so the lister narrows to that object and continues right after it. That needs:
+ * - its key: from 1.32 in the refusal's `details.causes[].field` (the storage key); before,
+ *   found by bisecting lists of one object ({@link findUnreadableKey});
+ * - a continue token after it: the API server's base64url `{"v","rv","start"}`
+ *   (k8s.io/apiserver pkg/storage/continue.go, same 1.30-1.37), checked like its own.
  */
 import { statusCauses } from './api-errors.js'
 import type { ResourceRef } from './paths.js'
@@ -42,12 +31,7 @@ export function continueFrom(startKey: string, resourceVersion: string): string 
 /** A continue token for the first key after `key`, as the API server makes for the last item of a page. */
 export const continueAfter = (key: string, resourceVersion: string): string => continueFrom(`${key}\u0000`, resourceVersion)
 
-/**
- * A start key the API server accepts (its path.Clean leaves it as it is) that lists from
- * the same object as `start`. Keys never end with `/`, hold `//`, or have `.`/`..`
- * segments, so the first key at or after an unclean start is the first after a clean one
- * just above it.
- */
+/** A start key path.Clean leaves as is that lists from the same object as `start` (keys never end with `/` or hold `//`, `.`, `..`). */
 function cleanStart(start: string): string {
   let s = start
   for (;;) {
@@ -73,17 +57,10 @@ const LOWEST = 0x01
 const HIGHEST = 0x7e
 
 /**
- * The key of the object right after `after` (undefined: the first), which the API server
- * cannot read, found through `probe`: a list of one object from a start key. A start after
- * `after` and at or before that object lists it (unreadable); one just past it lists the
- * next object. The key is built a character at a time, each by bisection: about 8 probes
- * a character.
- *
- * Past the next object the probes say nothing of this one (a later unreadable object
- * answers the same), so the key found may be a later one: the caller checks it against
- * the number of objects between (remainingItemCount) before it skips anything. Returns
- * undefined when the probes contradict themselves (a key with characters outside
- * printable ASCII, say).
+ * The key of the unreadable object right after `after`, built a character at a time by
+ * bisection over `probe` (a list of one object from a start key; ~8 probes a character).
+ * It may be a later unreadable object's: the caller checks remainingItemCount before skipping.
+ * undefined when the probes contradict themselves (non-ASCII keys).
  */
 export async function findUnreadableKey(after: string | undefined, probe: (start: string) => Promise<Probe>): Promise<string | undefined> {
   const floor = after === undefined ? undefined : `${after}\u0000`

@@ -1,10 +1,4 @@
-/**
- * The API server's warnings (`Warning:` response headers, RFC 7234 form `299 - "text"`):
- * deprecated APIs, and what admission webhooks and policies add to their answers, e.g. the
- * storage-freeze webhook's break-glass warning. kubectl prints each as `Warning: text` on
- * stderr, once per distinct text; the CLI does the same (cli/command-http.ts), every
- * request's headers read in one place (KubeHttp, http.ts).
- */
+/** The API server's `Warning:` headers (RFC 7234 `299 - "text"`): deprecations and admission warnings, printed as kubectl does. */
 import { sanitizeText } from '../sanitize.js'
 
 /** One warning-value: code, agent, quoted text, optional quoted date; values separated by commas (node:http joins repeated headers so). */
@@ -25,10 +19,7 @@ export function parseWarningHeader(header: string | readonly string[] | undefine
   return texts
 }
 
-/**
- * A handler that writes each warning as kubectl does, `Warning: <text>`, to `stream`, once
- * per distinct text; the text is the server's, so cleaned and cut like any text from outside.
- */
+/** `Warning: <text>` once per distinct text, cleaned and cut like any outside text. */
 export function warningPrinter(stream: Pick<NodeJS.WritableStream, 'write'>): (text: string) => void {
   const seen = new Set<string>()
   return (text) => {

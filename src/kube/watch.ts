@@ -1,10 +1,4 @@
-/**
- * List, then watch from the list's resourceVersion, and list again when the watch
- * expires (410): the informer loop of client-go, small. Every object of the list and
- * every event goes to `onObject`; deletions to `onDeleted`. The list is read in pages
- * (limit/continue), so a cluster with thousands of objects is never one response; a
- * label or field selector makes the API server send only the objects it matches.
- */
+/** client-go's informer loop, small: list in pages, watch from its resourceVersion, list again on 410. */
 import { setTimeout as sleep } from 'node:timers/promises'
 import { type KubeHttp } from './http.js'
 import { isGone } from './api-errors.js'
@@ -38,11 +32,7 @@ export interface ListWatchOptions extends ListWatchFilter {
 
 export const DEFAULT_LIST_PAGE_SIZE = 500
 
-/**
- * Hands every object of `path` the filter matches to `onObject`, a page at a time; returns
- * the list's resourceVersion. A continue token that expired (410) is thrown: the caller
- * lists again from the start.
- */
+/** Returns the list's resourceVersion; an expired continue token (410) is thrown, to list again from the start. */
 async function listEach<T extends Watched>(
   http: KubeHttp,
   path: string,

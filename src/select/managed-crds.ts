@@ -1,8 +1,4 @@
-/**
- * The CRDs `check` and `plan` look at, read from the API server without listing every
- * full CRD of the cluster: the managed ones by the selector's label list and a GET per
- * name it holds, or the ones named.
- */
+/** The CRDs `check` and `plan` look at, read without listing every full CRD of the cluster. */
 import type { Config } from '../config/schema.js'
 import { CrdSelection } from './selector.js'
 import { isNotFound } from '../kube/api-errors.js'

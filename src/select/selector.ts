@@ -104,11 +104,7 @@ function splitTopLevel(s: string): string[] {
   return parts
 }
 
-/**
- * Which CRDs are managed: those named in `migrator.selector.names`, and those whose labels
- * match `migrator.selector.labelSelector` (empty selects none by label). The controller
- * and `status` both choose through this.
- */
+/** Which CRDs are managed (by name, or by label); the controller and `status` both choose through this. */
 export class CrdSelection {
   private readonly selector: LabelSelector | undefined
   private readonly labelSelector: string
@@ -121,11 +117,8 @@ export class CrdSelection {
   }
 
   /**
-   * The lists and watches that see every selected CRD and, as far as the API server can
-   * filter, no other: one by label selector, and one per name (field selectors cannot
-   * say "any of these names"). Past {@link MAX_NAME_WATCHES} names, one watch of every
-   * CRD instead, filtered here: each name watch holds a connection and lists on every
-   * (re)start, which costs more than the unselected CRDs do. Empty when nothing is selected.
+   * One watch by label, one per name (field selectors cannot say "any of these"); past
+   * {@link MAX_NAME_WATCHES}, one of every CRD filtered here, as each watch costs a connection and a list.
    */
   watchFilters(): ListWatchFilter[] {
     if (this.names.size > MAX_NAME_WATCHES) return [{}]

@@ -1,8 +1,4 @@
-/**
- * What the storage-freeze decision is made from and of: the policy (annotation, identities),
- * the input read from an AdmissionReview, the decision and the closed sets of its reasons.
- * The rules themselves are in rules.ts, the texts of their answers in messages.ts.
- */
+/** The storage-freeze decision's types: policy, input, decision and its reasons (rules in rules.ts). */
 import { CONFIG_DEFAULTS } from '../config/schema.js'
 import { MIGRATING_VALUE } from '../state/crd-state.js'
 import type { UserIdentity } from '../config/identities.js'
@@ -17,7 +13,6 @@ export interface AdmissionPolicy {
   builtinMigratorUsers: readonly string[]
 }
 
-/** The policy of the default configuration: the config schema's defaults (config/schema.ts). */
 export const DEFAULT_ADMISSION_POLICY: AdmissionPolicy = Object.freeze({
   migratingAnnotation: CONFIG_DEFAULTS.annotations.migrating,
   migratingValue: MIGRATING_VALUE,
@@ -61,15 +56,11 @@ export interface AdmissionInput {
   /** request.subResource: 'status' for writes through /status, else absent. */
   subResource?: string
   userInfo: UserIdentity
-  /** The new object; null/absent on DELETE. */
+  /** null/absent on DELETE. */
   object?: unknown
-  /** The stored object; null/absent on CREATE. */
+  /** null/absent on CREATE. */
   oldObject?: unknown
-  /**
-   * The API server's authorizer allows the requester FREEZE_PERMISSION on this CRD: the
-   * review came through the webhook entry whose matchCondition checked it (configuration.ts).
-   * Such a user may do what break-glass groups may.
-   */
+  /** Came through the entry whose matchCondition found FREEZE_PERMISSION (configuration.ts): judged like break-glass. */
   freezeAllowed?: boolean
 }
 

@@ -1,57 +1,31 @@
 /**
- * The ValidatingWebhookConfiguration of the storage freeze, as data. webhook-config/
- * validating-webhook.yaml is the 'service' render (a test keeps them equal); the local
- * dev flow renders the 'url' variant pointing at a webhook on this machine, trusted
- * through the development CA.
+ * The storage freeze's ValidatingWebhookConfiguration, as data. webhook-config/
+ * validating-webhook.yaml is the 'service' render (a test keeps them equal); local dev
+ * renders 'url', trusted through the development CA.
  *
  * Why it looks like this:
- * - rules: CREATE, UPDATE and DELETE of apiextensions.k8s.io/v1
- *   customresourcedefinitions, and UPDATE of their /status: the CRD status strategy keeps
- *   metadata from the new object, so annotations (the freeze itself) can be changed
- *   through /status, and status.storedVersions only there. DELETE of a frozen CRD would
- *   delete its custom resources mid-migration; CREATE could carry forged state.
- *   matchPolicy: Equivalent so a request through another served version still reaches
- *   us, converted to v1.
- * - matchConditions (CEL, GA in Kubernetes 1.30): the API server calls us only when the
- *   old or the new object carries the migrating annotation, or the request sets or
- *   changes one of the migrator's state annotations (STATE_PREFIX). A webhook that
- *   is down therefore blocks only CRDs under migration and forged state, which also
- *   breaks KEP-2855's cert-manager cycle: cert-manager's own CRDs can be upgraded
- *   whenever they are not being migrated, even if our certificate expired. Removing
- *   state annotations of a CRD that is not frozen is not sent (the webhook allows it, so
- *   installers that replace whole CRDs do not depend on the webhook). Also sent: spec
- *   changes and deletes of a CRD whose old object says `StorageMigrating=True` (Kubernetes'
- *   own migrator runs on it), and any change of a CRD's StorageMigrating condition (added,
- *   removed, its status changed), that freeze too, except by kube-controller-manager's own
- *   identities (builtinMigratorUsers, a ServiceAccount name only with a ServiceAccount
- *   token): the webhook allows them, so a webhook outage does not stall built-in
- *   migrations of CRDs we do not freeze (on a CRD we freeze, they are sent through the
- *   annotation anyway). `object` is null
- *   for DELETE and `oldObject` is null for CREATE, so both sides are guarded with
- *   `!= null`: an error under failurePolicy: Fail rejects the request.
- * - a second matchCondition skips the webhook for the migrator's own identities
- *   (migratorUsers, migratorGroups: those of the webhook's policy). The webhook would
- *   allow everything they do except moving storage, which the migrator never does, and
- *   an identity that may lift the freeze could move storage right after anyway; but
- *   going through the webhook made the migrator's progress writes and its final unfreeze
- *   fail whenever the webhook was down (failurePolicy: Fail), leaving the CRD frozen
- *   exactly when nobody could lift the freeze. Skipped, the migrator can always finish.
- *   A ServiceAccount username is skipped only with a ServiceAccount token's credential
- *   id (config/identities.ts): a client certificate named like it goes to the webhook,
- *   which refuses it the same way.
- * - two entries, the same but for one matchCondition and the path: the API server asks its
- *   own authorizer (CEL `authorizer`, in webhook matchConditions since 1.28, GA with them in
- *   1.30) whether the requester may `freeze` the CRD (FREEZE_PERMISSION: RBAC, cluster-admin
- *   through its wildcard, the chart's ClusterRole `<fullname>-freeze`), and sends the review
- *   to `/validate-crd/freeze-allowed` when it may, to `/validate-crd` when not. The webhook
- *   judges the first kind like a break-glass member (lift and repair the freeze, warned and
- *   audited; never move storage). Asked only for the requests that reach the webhook anyway
- *   (the condition comes last), in process, with no SubjectAccessReview, credentials or
- *   cache of the webhook's own; so a webhook-only install without a ServiceAccount token
- *   gets it too. The audit annotation's key names the entry: `storage-freeze-rbac.crd-migrator.io/reason`.
- * - failurePolicy: Fail: a freeze that lets changes through when the webhook is down is
- *   no freeze. timeoutSeconds: 5: a decision takes microseconds; a slow answer means a
- *   sick webhook, and the user should get the error quickly.
+ * - rules: CREATE, UPDATE, DELETE of v1 CRDs and UPDATE of /status (the status strategy keeps
+ *   new metadata, so the freeze annotation can change there, and storedVersions only there).
+ *   DELETE of a frozen CRD deletes its objects mid-migration; CREATE could carry forged state.
+ *   matchPolicy: Equivalent, so other served versions reach us converted to v1.
+ * - matchConditions (CEL, GA in 1.30): only requests where either object carries the
+ *   migrating annotation, a state annotation is set or changed, an old `StorageMigrating=True`
+ *   CRD's spec changes or it is deleted, or the StorageMigrating condition changes (not by
+ *   builtinMigratorUsers). A down webhook thus blocks only CRDs under migration, which breaks
+ *   KEP-2855's cert-manager cycle, and never stalls built-in migrations or whole-CRD installers.
+ *   `object` is null on DELETE and `oldObject` on CREATE: guarded with `!= null`, since a CEL
+ *   error under failurePolicy: Fail rejects the request.
+ * - the migrator's own identities skip the webhook: through it, a webhook outage failed the
+ *   migrator's progress writes and final unfreeze, leaving the CRD frozen when nobody could
+ *   lift it. The webhook would allow all but moving storage, which the migrator never does.
+ *   ServiceAccount names only with a token's proof (config/identities.ts).
+ * - two entries, differing in one matchCondition and the path: the API server's own
+ *   `authorizer` (CEL, GA in 1.30) says whether the requester may `freeze` the CRD
+ *   (FREEZE_PERMISSION) and sends it to `/validate-crd/freeze-allowed`, judged like break-glass.
+ *   Asked last, in process, with no credentials of ours, so a webhook-only install has it too.
+ *   Audit key: `storage-freeze-rbac.crd-migrator.io/reason`.
+ * - failurePolicy: Fail: a freeze that lets changes through when the webhook is down is none.
+ *   timeoutSeconds: 5: a decision takes microseconds; a slow answer means a sick webhook.
  */
 import { stringify } from 'yaml'
 import { DEFAULT_BUILTIN_MIGRATOR_USERS, DEFAULT_MIGRATING_ANNOTATION, DEFAULT_MIGRATOR_USERS } from '../config/annotations.js'
@@ -89,9 +63,7 @@ export interface WebhookConfigurationOptions {
   caBundlePem?: string
   /** Migrating annotation key the matchConditions test for. */
   annotationKey?: string
-  /** metadata.name of the configuration. */
   name?: string
-  /** Service reference in service mode. */
   service?: Partial<typeof DEFAULT_WEBHOOK_SERVICE>
   /** In service mode without caBundlePem: the cert-manager Certificate to inject the CA from. */
   certManagerCertificate?: string
@@ -140,13 +112,7 @@ export interface ValidatingWebhookConfiguration {
   webhooks: ValidatingWebhook[]
 }
 
-/**
- * True when the old or the new object carries the migrating annotation, or the new object
- * sets or changes a state annotation (a key under STATE_PREFIX whose value differs from
- * the old object's, or that the old object lacks), or the old object says StorageMigrating=True
- * and the spec changes (or it is deleted), or someone but `builtinMigratorUsers` changes
- * the StorageMigrating condition.
- */
+/** The request-selecting matchCondition (see the header). */
 export function migrationStateMatchExpression(
   annotationKey: string,
   builtinMigratorUsers: readonly string[] = DEFAULT_BUILTIN_MIGRATOR_USERS,
@@ -176,22 +142,14 @@ export function migrationStateMatchExpression(
   return `${carries('object')} || ${carries('oldObject')} || ${setsState} || ${builtinMigrating} || ${conditionByOthers}`
 }
 
-/**
- * A CEL string literal. JSON's escapes are a subset of CEL's, and escaping <, >, & and
- * U+2028/U+2029 the way Go's encoding/json does makes this equal to Helm's `toJson`, so
- * the chart renders the same expression.
- */
+/** A CEL string literal: JSON's escapes are CEL's too, and escaping <, >, &, U+2028/9 as Go does matches Helm's `toJson`, so the chart renders the same. */
 export function celString(value: string): string {
   return JSON.stringify(value).replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
 }
 
 const celList = (values: readonly string[]) => `[${values.map(celString).join(',')}]`
 
-/**
- * True unless the request comes from a migrator identity: a listed username (a
- * ServiceAccount name only with a ServiceAccount token's credential id) or a member of a
- * listed group. Empty lists are left out (an empty list would be a no-op term).
- */
+/** True unless the requester is a migrator identity; empty lists are left out. */
 export function notMigratorMatchExpression(migratorUsers: readonly string[], migratorGroups: readonly string[]): string | undefined {
   const terms = identityMatchTerms(migratorUsers, migratorGroups)
   return terms.length > 0 ? `!(${terms.join(' || ')})` : undefined

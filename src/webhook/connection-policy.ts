@@ -1,30 +1,14 @@
 /**
- * Who keeps a connection to the webhook when connections run short: the one owner of the
- * connection policy. Pure (no sockets, no clock): given the connections open, their peers
- * and idle times, and the caps, it says what to do with a new connection. server.ts does
- * the I/O (tracks the sockets, closes the victim, counts and logs).
- *
- * Why (issue 44, item 1): with one global cap and "refuse the newest", one client that
- * holds the cap's worth of idle connections and re-opens one every 100 ms takes every slot
- * the API server's pooled connection gives up, and every review fails. So:
- * - a peer (remote address) holds at most `maxPerPeer` connections, far below the global
- *   cap, so one client cannot fill it;
- * - at a cap, the oldest idle connection goes, not the new one: the newest connection is
- *   the likeliest to carry a review now, and a client holding idle connections gains
- *   nothing by re-opening;
- * - `reserved` slots of the global cap are for the API server's addresses only (when they
- *   are known, webhook.apiServerAddresses): other peers together hold at most
- *   max - reserved; the API server is exempt from the per-peer cap (its pooled connections
- *   all come from one address) and its connections are never evicted (Go does not retry a
- *   POST on a connection closed under it);
- * - a connection busy with a request is never evicted: the request finishes or times out.
- *
- * Which idle connection goes, in this order: those of the peer holding the most
- * connections (the flooder, not a bystander), then those that never carried a valid
- * AdmissionReview, then the longest idle. None evictable: the new one waits up to
- * SLOT_WAIT_MS for one to go idle (mayWait), then is refused. Reviews arrive in bursts,
- * and a burst keeps every connection busy for a moment: refusing the API server's new
- * connection in that moment fails its call (a CI run caught it, 1 in 8 admin requests).
+ * Which connection the webhook keeps when connections run short; pure (connections.ts does the I/O).
+ * Why (issue 44): with one global cap refusing the newest, a client holding idle connections
+ * and re-opening one every 100 ms took every slot the API server gave up; every review failed. So:
+ * - a peer holds at most `maxPerPeer`, far below the global cap;
+ * - at a cap the oldest idle one goes, not the new one (likeliest to carry a review);
+ * - `reserved` slots are the API server's alone; it is exempt from the per-peer cap (its pool
+ *   shares one address) and never evicted (Go does not retry a POST on a closed connection);
+ * - a busy connection is never evicted.
+ * Victim order: the biggest peer's, then never-reviewed, then longest idle. None evictable:
+ * wait up to SLOT_WAIT_MS (reviews come in bursts; refusing at once failed 1 in 8 CI requests).
  */
 
 import { BlockList, isIPv6 } from 'node:net'
@@ -40,11 +24,9 @@ export interface ConnectionCaps {
 
 export interface TrackedConnection<Id = number> {
   id: Id
-  /** Remote address. */
   peer: string
   /** From one of the API server's addresses. */
   apiServer: boolean
-  /** A request is being received or answered on it. */
   busy: boolean
   /** Milliseconds since its last request was answered (or since it was opened, before any). */
   idleMs: number
@@ -112,19 +94,12 @@ export function admitConnection<Id>(
   return { action: 'accept' }
 }
 
-/**
- * How long a new connection that found every connection under its cap busy may wait for
- * one to go idle (and be closed for it) before it is refused. A review takes milliseconds;
- * a connection held busy for longer is a request in flight that the cap protects.
- */
+/** How long a new connection may wait for a busy one to go idle (and be evicted) before refusal; a review takes milliseconds. */
 export const SLOT_WAIT_MS = 1000
 
 /**
- * Whether a new connection that found nothing to evict may wait (SLOT_WAIT_MS) rather than be
- * refused at once, given those already waiting: one at a time per address (the API server's
- * addresses: up to maxPerPeer, its pooled connections share one), maxPerPeer in all. Waiting
- * connections are tracked and may complete their handshake meanwhile, so the bound keeps
- * them from becoming a second cap.
+ * Whether a connection with nothing to evict may wait: one per address (the API server's pool:
+ * maxPerPeer), maxPerPeer in all, so waiting connections cannot become a second cap.
  */
 export function mayWait(
   incoming: { peer: string; apiServer: boolean },

@@ -1,14 +1,8 @@
 /**
- * The connection policy's I/O (the decisions are connection-policy.ts's): every TCP
- * connection the webhook's listener accepts is tracked from the moment it is accepted,
- * before its TLS handshake, with its peer, whether a request is in flight on it, when it
- * was last active and whether it carried a valid AdmissionReview. A new connection is
- * accepted, or an idle one closed to make room for it, or (every one busy) it waits up to
- * SLOT_WAIT_MS for one to go idle, or it is refused; a connection
- * with no valid review within webhook.timeouts.firstReviewSeconds is closed. Each
- * refusal and eviction is counted (crd_migrator_webhook_connections_refused_total,
- * _evicted_total) and warned about once a minute with the address; refusals at the shared
- * or total cap fail the `webhook-connections` readiness check for a while.
+ * The connection policy's I/O (decisions: connection-policy.ts). Connections are tracked from
+ * accept, before the TLS handshake; one with no valid review within firstReviewSeconds is
+ * closed. Refusals and evictions are counted, warned about once a minute, and at the shared or
+ * total cap fail `webhook-connections` readiness for a while.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Server, Socket } from 'node:net'
@@ -104,7 +98,6 @@ class Refusals {
 
 const key = (address: string | undefined, port: number | undefined) => `${address ?? ''}|${port ?? ''}`
 
-/** Tracks a listener's connections, from accept to close, and applies the policy to each new one. */
 export class ConnectionGuard {
   /** The caps in force (reserved is 0 without apiServerAddresses). */
   readonly caps: Readonly<ConnectionCaps>
@@ -138,7 +131,6 @@ export class ConnectionGuard {
     return this.connections.size
   }
 
-  /** Stop the timers (at close). */
   stop(): void {
     this.server.removeListener('connection', this.accept)
     this.server.removeListener('secureConnection', this.secured)

@@ -1,10 +1,7 @@
 /**
- * `crd-migrator webhook-config`: the url variant of the ValidatingWebhookConfiguration, for
- * a webhook that runs outside the cluster (on this machine, or any host the API server
- * reaches). It works from an installed package: no path of the repository is assumed,
- * the CA is named (`--ca FILE` or `--ca-bundle BASE64`) and checked to be a PEM
- * certificate, and the YAML goes to stdout unless `--out FILE` says otherwise. Every bad
- * input is a ConfigError (exit code 2), never a stack of ENOENT.
+ * `crd-migrator webhook-config`: the url variant, for a webhook outside the cluster. Works
+ * from an installed package (no repository path assumed); every bad input is a ConfigError
+ * (exit 2), never a stack of ENOENT.
  */
 import { X509Certificate } from 'node:crypto'
 import { mkdir, writeFile } from 'node:fs/promises'
@@ -15,7 +12,6 @@ import { ConfigError, errorMessage } from '../errors.js'
 import { FileRefused, MAX_CREDENTIAL_FILE_BYTES, readRegularFileSync } from '../regular-file.js'
 import { renderWebhookConfiguration } from './configuration.js'
 
-/** The command's flags, as commander gives them. */
 export interface WebhookConfigFlags {
   ca?: string | undefined
   caBundle?: string | undefined
@@ -132,7 +128,6 @@ export function checkedPem(text: string, source: string): string {
   return text
 }
 
-/** The YAML for these inputs, with a header that says where it came from. */
 export function localWebhookConfigurationYaml(inputs: WebhookConfigInputs, caPem: string): string {
   const urlHost = inputs.host.includes(':') ? `[${inputs.host}]` : inputs.host
   const config = renderWebhookConfiguration({

@@ -1,11 +1,7 @@
 /**
- * What the webhook says when a rule of rules.ts is broken: the denial message the user
- * reads (kubectl prints it), a short summary for the break-glass warning, and what to do
- * instead. One builder per kind of violation; the rules decide whether, these say what.
- *
- * Everything taken from the request is cut to a bounded length first (shorten, listShort):
- * a CRD name is at most 253 characters, a username or a list has no limit, and the answer
- * and the log must not grow with them.
+ * What the webhook says when a rule of rules.ts is broken: the denial, a short summary for the
+ * break-glass warning, what to do instead. Request text is bounded first (shorten, listShort):
+ * usernames and lists have no limit, and the answer and log must not grow with them.
  */
 import { STATE_PREFIX } from '../state/crd-state.js'
 import { STORAGE_MIGRATING } from '../kube/builtin-migrations.js'
@@ -35,7 +31,6 @@ export interface MessageContext {
 /** Longest name put into a message: a CRD name is a DNS subdomain (253), a username has no limit. */
 const MAX_NAME_IN_MESSAGE = 253
 
-/** A name from the request, cut to a bounded length for messages. */
 export function shorten(value: string, max = MAX_NAME_IN_MESSAGE): string {
   return cutText(value, max)
 }
@@ -111,10 +106,7 @@ function whatToDo(ctx: MessageContext, by: FreezeSource = 'annotation'): string 
   )
 }
 
-/**
- * The warning of an allowance by break-glass: who, why (a break-glass group, or RBAC's
- * `freeze` permission), and the summary of each guard overridden.
- */
+/** Who was let through by break-glass, why (group or RBAC `freeze`), and each guard overridden. */
 export function breakGlassWarning(user: UserIdentity, overridden: readonly Violation[], byRbac = false, crdName = ''): string {
   const why = byRbac ? ` (RBAC allows ${freezePermission(crdName)})` : ''
   return `break-glass override by ${describeUser(user)}${why}: ${overridden.map((v) => v.summary).join('; ')}`

@@ -1,8 +1,4 @@
-/**
- * Prometheus metrics of the webhook. They live on a Registry the caller passes in (never
- * the prom-client global), so tests get a clean registry each and the migrator can
- * expose its own metrics and these from one /metrics.
- */
+/** The webhook's metrics, on a caller's Registry (never the global): clean per test, one /metrics with the migrator's. */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
 import { ADMISSION_OPERATIONS, DENIAL_REASONS, type AdmissionOperation, type DenialReason } from './admission.js'
 import { CAP_REASONS, type CapReason } from './connection-policy.js'
@@ -35,11 +31,7 @@ export interface WebhookMetrics {
   countCertificateRejected(reason: CertificateRejection): void
   /** A new connection closed as soon as it was accepted, at the cap `reason` (connection-policy.ts), with no idle connection to close instead. */
   countConnectionRefused(reason: CapReason): void
-  /**
-   * An open connection closed by the connection policy: idle, to make room for a new one
-   * at the cap `reason`, or `no-review`: no valid AdmissionReview within
-   * webhook.timeouts.firstReviewSeconds.
-   */
+  /** Closed by the policy: idle, for a new one at cap `reason`, or `no-review` (none within firstReviewSeconds). */
   countConnectionEvicted(reason: CapReason | 'no-review'): void
   /** Connections open now, by peer: `apiserver` (webhook.apiServerAddresses) or `other`. */
   setConnectionsOpen(apiServer: number, other: number): void

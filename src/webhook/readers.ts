@@ -1,9 +1,7 @@
 /**
- * Defensive readers of the CRD objects in an AdmissionReview. The objects come from the
- * request and are not trusted to have any shape: every reader takes what it finds, says
- * what it could not read (a string describing the problem) instead of throwing, and never
- * recurses into a value, so a hostile review cannot overflow the stack or spin
- * (test/integration/fuzz-webhook.test.ts sends them).
+ * Defensive readers of a review's CRD objects, trusted to have no shape: each returns what it
+ * could not read as a string instead of throwing, and never recurses, so a hostile review
+ * cannot overflow the stack or spin (test/integration/fuzz-webhook.test.ts).
  */
 import { isStateAnnotation } from '../state/crd-state.js'
 import { STORAGE_MIGRATING } from '../kube/builtin-migrations.js'
@@ -56,7 +54,6 @@ export function annotationValue(crd: JsonObject, key: string): string | undefine
 // found by the fuzz test) and counts as changed whatever it is compared with.
 const asAnnotationValue = (value: unknown): string => (typeof value === 'string' ? value : NOT_A_STRING)
 
-/** The object's annotations under the state prefix. */
 export function stateAnnotations(crd: JsonObject): Map<string, string> {
   const out = new Map<string, string>()
   const annotations = annotationsOf(crd)

@@ -1,11 +1,7 @@
 /**
- * Which review lines reach the log when the same thing happens over and over: a client
- * that retries a refused write in a tight loop (a controller moving storage back while a
- * CRD is frozen) would otherwise fill the log with identical denials, and formatting each
- * line costs more than the decision itself. The first review of a kind is logged, the
- * repeats within the window are counted, and the next logged line of that kind says how
- * many were left out. Every review is still counted by the webhook's metrics, and the API
- * server's audit log has each request.
+ * Folds repeated review lines: a client retrying a refused write in a tight loop would fill
+ * the log, and formatting a line costs more than the decision. The next logged line of a kind
+ * says how many were left out; metrics and the audit log still have each.
  */
 
 /** How long identical review lines are folded into one. */

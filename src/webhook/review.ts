@@ -1,18 +1,9 @@
 /**
- * The admission.k8s.io/v1 AdmissionReview envelope: parsing an incoming review and
- * building the answer.
- *
- * Two kinds of bad input are kept apart on purpose:
- * - a body that is not a well-formed v1 AdmissionReview (wrong apiVersion/kind, no
- *   request, no uid...) cannot be answered with an AdmissionReview at all, because
- *   there is no uid to echo; the caller answers HTTP 400 with the message from here;
- * - a well-formed review of something unexpected is answered with an AdmissionResponse
- *   (see reviewAdmission), so the API server shows the reason to the user instead of a
- *   generic "failed calling webhook".
- *
- * Validation is hand-written rather than a schema library so each message names the
- * exact field and what was found, and so unknown fields pass through untouched (the
- * API server adds fields over time; rejecting them would break on upgrade).
+ * The admission.k8s.io/v1 AdmissionReview envelope, parsed and answered. A malformed
+ * envelope has no uid to echo, so it gets HTTP 400; a well-formed review of something
+ * unexpected gets an AdmissionResponse, so the user sees the reason, not "failed calling webhook".
+ * Hand-written validation: messages name the exact field, and unknown fields (added by
+ * newer API servers) pass through.
  */
 import { ADMISSION_OPERATIONS, type AdmissionDecision, type AdmissionOperation, type AdmissionPolicy } from './admission.js'
 import { decideAdmission } from './rules.js'
@@ -123,7 +114,7 @@ function requireObject(obj: JsonObject, key: string, path: string): JsonObject {
   return value
 }
 
-/** Parse a request body (already JSON-decoded) as an admission.k8s.io/v1 AdmissionReview. */
+/** `body` is already JSON-decoded. */
 export function parseAdmissionReview(body: unknown): ParseReviewResult {
   try {
     return { ok: true, request: parseOrThrow(body) }
@@ -217,11 +208,8 @@ export function isCrdRequest(request: AdmissionRequest): boolean {
 }
 
 /**
- * Decide a parsed review. A review of another resource is ALLOWED with a warning: it
- * can only arrive through a misconfigured webhook configuration, this webhook has no
- * rule for it, and denying would turn that misconfiguration (with failurePolicy: Fail)
- * into an outage of an unrelated resource. The warning reaches the client (kubectl
- * prints it) and the log line, so the misconfiguration is still visible.
+ * A review of another resource is ALLOWED with a warning: only a misconfiguration sends one,
+ * and denying (failurePolicy: Fail) would make it an outage of an unrelated resource.
  */
 /** `freezeAllowed`: the review came through the webhook entry for users RBAC allows to freeze (configuration.ts). */
 export function reviewAdmission(request: AdmissionRequest, policy: AdmissionPolicy, freezeAllowed = false): AdmissionDecision {
@@ -247,7 +235,7 @@ export function reviewAdmission(request: AdmissionRequest, policy: AdmissionPoli
   return decideAdmission(input, policy)
 }
 
-/** Build the AdmissionReview answer; the uid must be the request's uid. */
+/** The uid must be the request's. */
 export function toAdmissionReviewResponse(uid: string, decision: AdmissionDecision): AdmissionReviewResponse {
   const response: AdmissionResponse = { uid, allowed: decision.allowed }
   if (!decision.allowed) {

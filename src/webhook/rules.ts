@@ -1,78 +1,41 @@
 /**
- * The storage-freeze decision of KEP-2855, as a pure function: no I/O, no clock, no
- * logging, so every rule can be pinned down by a table of cases.
+ * KEP-2855's storage-freeze decision, pure (no I/O, clock or logging) so a table of cases pins every rule.
  *
  * Rules, and why:
- * - The freeze is keyed on the OLD object: a CRD is frozen when the object as stored
- *   carries the migrating annotation with exactly the migrating value. So "remove the
- *   annotation and move storage" in one request is judged as a storage change on a
- *   frozen CRD.
- * - The freeze holds for everyone (KEP-2855: no storage change "if the CRD includes the
- *   annotation"). Moving storage or deleting a frozen CRD is refused to every identity,
- *   break-glass groups included: an upgrade applied by an administrator mid-migration is
- *   the accident the freeze exists for. Break-glass users keep the power to remove the
- *   annotation, a deliberate and audited first step, and the refusal tells them so.
- * - Who may do what break-glass groups may is decided by RBAC: a user the API server's
- *   authorizer allows the verb `freeze` on the CRD (config/identities.ts FREEZE_PERMISSION;
- *   `cluster-admin` through its wildcard) is judged like a break-glass member, warned and
- *   audited the same way. The API server asks its authorizer in the webhook
- *   configuration's matchConditions and sends such a review to the webhook entry of its
- *   own (input.freezeAllowed); the fixed break-glass groups stay as a fallback.
- * - Storage changes are compared as the SET of version names with `storage: true`, so a
- *   reordering of spec.versions is not a change, while a flag flipped, a storage
- *   version added (alone or with a new version) or removed is.
- * - Requests through /status are judged like the others: the API server's CRD status
- *   strategy keeps metadata from the NEW object, so annotations sent there are saved.
- *   The spec is reset from the old object there, so storage cannot move through /status.
- * - While frozen, status.storedVersions may be changed by the migrator (it narrows them
- *   before it lifts the freeze) and break-glass groups (who may lift the freeze anyway;
- *   warned and audited), nobody else: a status-only patcher narrowing them mid-run would
- *   declare old-version objects gone. The API server's own condition writes keep
- *   storedVersions as they are and pass.
- * - The state annotations (STATE_PREFIX, state/crd-state.ts) are the migrator's state. Anyone but the migrator
- *   and break-glass is refused setting or changing one, at all times: forged results or
- *   checkpoints must not reach `status` or a resumed run. Removing them is refused while
- *   the CRD is frozen (a resumed run reads them) and allowed otherwise, so installers
- *   that replace a whole CRD object (PUT) keep working between migrations.
- * - Migrator identities may set, change and remove the annotations but are subject to
- *   the storage freeze like everyone else: the migrator never flips storage, so a
- *   migrator identity doing so is a bug or a stolen token. A ServiceAccount name counts
- *   as the migrator only with a ServiceAccount token's proof (config/identities.ts).
- * - CREATE carrying the migrating annotation or a state annotation is treated as
- *   setting it: guarded.
- * - A review that cannot be judged (UPDATE without oldObject, an object that is not an
- *   object, a malformed spec.versions or status.storedVersions on a frozen CRD, a freeze
- *   marker that cannot be read) is denied, break-glass included: the webhook exists to
- *   fail closed, and the API server never sends such a review for a valid CRD. Annotation
- *   values are strings in every object the API server stores, so no real review is
- *   refused for that (found by test/integration/fuzz-webhook.test.ts).
- * - Kubernetes' own migrator (kube-controller-manager, storagemigration.k8s.io) marks a CRD
- *   `StorageMigrating=True` while it migrates it. That freezes the storage version and
- *   deletion exactly like our annotation (judged on the OLD object too), so an upgrade
- *   cannot move storage under either migrator. storedVersions are not guarded then: the
- *   built-in migrator narrows them itself when it is done.
- * - One migrator at a time: while our annotation freezes a CRD, setting its
- *   StorageMigrating condition to True (kube-controller-manager promoting a built-in
- *   migration) is refused, unless our run delegated its storage phase to the built-in
- *   migrator (the `builtin-migration` state annotation, which only the migrator writes).
- *   kube-controller-manager retries, and starts once we lift the freeze.
- * - The StorageMigrating condition is a freeze too, so it is guarded like the annotation:
- *   adding it, removing it or changing its status (any CRD, frozen or not) is refused to
- *   everyone but kube-controller-manager's identities (builtinMigratorUsers), the migrator
- *   and break-glass groups (warned and audited). Otherwise a user who may write only CRD
- *   status could freeze any CRD against everyone (True), or lift a real built-in freeze
- *   for any CRD editor (False). Its reason and message are not guarded: they freeze nothing.
- * - While a CRD is frozen (either way), the versions that hold its objects stay served and
- *   its conversion stays as it is, for everyone, like the storage version: un-serving the
- *   storage version or a version in status.storedVersions would make objects unreadable
- *   mid-migration, and a new spec.conversion would send every object the migration reads
- *   and writes through a webhook of the editor's choosing. Break-glass lifts the freeze first.
- * - Names from the request are shortened in messages: a CRD name is at most 253
- *   characters, and a longer one must not make the answer or the log grow with it.
- *
- * The rules read the objects through readers.ts (defensive: a review may hold anything)
- * and word their answers through messages.ts; the policy, input and decision types are
- * admission.ts's.
+ * - The freeze is keyed on the OLD object (migrating annotation with exactly the migrating
+ *   value), so "remove the annotation and move storage" in one request is still refused.
+ * - It holds for everyone, break-glass included (KEP-2855): moving storage or deleting a
+ *   frozen CRD is refused, since an admin's upgrade mid-migration is the accident it exists
+ *   for. Break-glass may remove the annotation first, a deliberate, audited step.
+ * - RBAC's verb `freeze` on the CRD (config/identities.ts FREEZE_PERMISSION), checked by the
+ *   API server in matchConditions (input.freezeAllowed), counts as break-glass; the fixed
+ *   break-glass groups stay as a fallback.
+ * - Storage is compared as the SET of `storage: true` version names: reordering is no change.
+ * - /status is judged like the rest: the CRD status strategy keeps the NEW metadata (so
+ *   annotations stick) but resets spec, so storage cannot move there.
+ * - While frozen, only the migrator (narrowing before it lifts the freeze) and break-glass may
+ *   change status.storedVersions: a status patcher narrowing them mid-run would declare
+ *   old-version objects gone. The API server's condition writes keep them and pass.
+ * - State annotations (state/crd-state.ts) may be set or changed only by the migrator and
+ *   break-glass, always: forged results or checkpoints must not reach `status` or a resume.
+ *   Removing them is refused only while frozen, so whole-object PUT installers keep working.
+ * - The migrator is under the storage freeze too: it never flips storage, so doing so is a bug
+ *   or a stolen token. ServiceAccount names need the token's proof (config/identities.ts).
+ * - CREATE carrying the migrating or a state annotation counts as setting it.
+ * - A review that cannot be judged (no oldObject on UPDATE, a non-object, malformed versions
+ *   on a frozen CRD, an unreadable marker) is denied, break-glass included: fail closed; the
+ *   API server never sends one for a valid CRD (test/integration/fuzz-webhook.test.ts).
+ * - kube-controller-manager's `StorageMigrating=True` (also judged on the OLD object) freezes
+ *   storage and deletion like our annotation; storedVersions are not guarded then, the
+ *   built-in migrator narrows them itself.
+ * - One migrator at a time: under our freeze, StorageMigrating=True is refused unless our run
+ *   delegated to it (the `builtin-migration` state annotation); kube-controller-manager retries.
+ * - Adding, removing or re-statusing the StorageMigrating condition (any CRD) is refused to all
+ *   but builtinMigratorUsers, the migrator and break-glass: else a status-only writer could
+ *   freeze any CRD, or lift a real built-in freeze. Reason and message freeze nothing.
+ * - While frozen either way, versions holding objects stay served and spec.conversion stays:
+ *   else objects go unreadable mid-migration, or every object goes through the editor's webhook.
+ * - Request names are shortened in messages, so a long name cannot grow the answer or the log.
  */
 import { StateAnnotation } from '../state/crd-state.js'
 import { isListedUser, type UserIdentity } from '../config/identities.js'
@@ -127,9 +90,7 @@ export function decideAdmission(input: AdmissionInput, policy: AdmissionPolicy):
 
   const first = violations[0]
   if (first === undefined) return { allowed: true, reason: 'allowed' }
-  // Break-glass overrides the guards of the freeze's bookkeeping, never the freeze
-  // itself and never a malformed review (with no object to look at there is nothing to
-  // override).
+  // Break-glass overrides the freeze's bookkeeping guards, never the freeze nor a malformed review.
   if (identity.breakGlass && violations.every((v) => BREAK_GLASS_MAY_OVERRIDE.has(v.reason))) {
     const byRbac = !identity.breakGlassGroup
     return {
@@ -249,10 +210,9 @@ function storageViolation(oldObject: JsonObject, object: JsonObject, ctx: Decisi
 }
 
 /**
- * A version that holds objects (the storage version, or one in status.storedVersions, of the
- * old object) stops being served while the CRD is frozen. A version removed from
- * spec.versions is not looked at here: a stored version cannot be removed (the API server
- * refuses it) and the storage version's removal is a storage change.
+ * A version holding objects (old storage or storedVersions) stops being served. Removal from
+ * spec.versions is not looked at: the API server refuses removing a stored version, and the
+ * storage version's removal is a storage change.
  */
 function servedViolation(oldObject: JsonObject, object: JsonObject, ctx: DecisionContext, by: FreezeSource): Violation | undefined {
   const { crdName } = ctx
@@ -278,10 +238,7 @@ function conversionViolation(oldObject: JsonObject, object: JsonObject, ctx: Dec
   return messages.conversionFrozen(ctx, by, before, after)
 }
 
-/**
- * A change of the StorageMigrating condition (added, removed, its status changed) by
- * anyone but kube-controller-manager, the migrator and break-glass groups (see the header).
- */
+/** A StorageMigrating condition added, removed or re-statused (see the header). */
 function builtinConditionViolation(oldObject: JsonObject, object: JsonObject, ctx: DecisionContext): Violation | undefined {
   const before = storageMigratingStatuses(oldObject)
   const after = storageMigratingStatuses(object)
@@ -289,10 +246,7 @@ function builtinConditionViolation(oldObject: JsonObject, object: JsonObject, ct
   return messages.builtinConditionGuarded(ctx, before, after)
 }
 
-/**
- * kube-controller-manager marking the CRD StorageMigrating while our freeze holds: two
- * migrators at once. Refused unless our run handed its storage phase to it.
- */
+/** kube-controller-manager marking StorageMigrating under our freeze, unless our run delegated to it. */
 function builtinDeferredViolation(oldObject: JsonObject, object: JsonObject, ctx: DecisionContext): Violation | undefined {
   if (builtinMigrating(oldObject) || !builtinMigrating(object)) return undefined
   const delegated = annotationsOf(oldObject)?.[StateAnnotation.builtinMigration]
@@ -311,10 +265,7 @@ function storedVersionsViolation(
   return messages.storedVersionsFrozen(ctx, change.before, change.after, subResource)
 }
 
-/**
- * A non-migrator's change to the migrator's state annotations: setting or changing any
- * of them at all times, removing any of them while frozen (see the header).
- */
+/** State annotations set or changed, or removed while frozen (see the header). */
 function stateViolation(oldObject: JsonObject, object: JsonObject, frozen: boolean, ctx: DecisionContext): Violation | undefined {
   const before = stateAnnotations(oldObject)
   const after = stateAnnotations(object)
@@ -327,10 +278,7 @@ function stateViolation(oldObject: JsonObject, object: JsonObject, frozen: boole
   return messages.stateGuarded(ctx, changed, frozen)
 }
 
-/**
- * A set of version names read from both objects: undefined when equal, a malformed-object
- * violation when either cannot be read, else both sets.
- */
+/** undefined when equal, a malformed-object violation when either side is unreadable, else both sets. */
 function versionSetChange(
   read: (crd: JsonObject) => Set<string> | string,
   oldObject: JsonObject,
@@ -354,7 +302,6 @@ function objectViolation(
   return isObject(value) ? undefined : messages.malformedReview(operation, field, crdName, value)
 }
 
-/** A malformed-object violation when the object's migrating annotation cannot be read. */
 function unreadableMarker(crd: JsonObject, field: 'object' | 'oldObject', crdName: string, policy: AdmissionPolicy): Violation | undefined {
   const problem = unreadableAnnotation(crd, policy.migratingAnnotation)
   return problem === undefined ? undefined : messages.unreadableMarker(field, crdName, problem)

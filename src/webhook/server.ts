@@ -1,28 +1,8 @@
 /**
- * The webhook's HTTP surface: POST /validate-crd (and /validate-crd/freeze-allowed, the same
- * review from a requester RBAC allows to freeze the CRD) and nothing else. buildWebhookApp gives
- * a plain Fastify app (tests drive it with app.inject, no TLS); startWebhookServer serves
- * the same app over HTTPS with hot certificate reload and a graceful close.
- *
- * The app is Fastify plugins, each owning its routes, hooks and cleanup (plugins/):
- * requests.ts (JSON bodies within limits; 415, 413, 400, 404 answers), drain.ts (close
- * without failing a review; the `webhook-open` readiness check), validate.ts (POST
- * /validate-crd and /validate-crd/freeze-allowed), and on HTTPS certificates.ts (the serving pair, reloaded; the
- * `webhook-certificate` check).
- *
- * Health and metrics are not served here: the webhook's metrics go to the Registry it is
- * given, and its readiness (a certificate loaded, not draining) is a list of checks
- * (RunningWebhookServer.readiness) that the ops listener's /readyz reports
- * (health/plugin.ts, cli/serve.ts). Anyone who can reach the pod can reach this port,
- * so it answers reviews and nothing else.
- *
- * Which connections are kept when they run short (per-peer cap, eviction of the oldest
- * idle one, slots for the API server, the first-review deadline) is connection-policy.ts's
- * decision and connections.ts's I/O; their `webhook-connections` check joins readiness.
- *
- * Defaults (body limit, host, port, timeouts, the connection caps, the policy) are the
- * config schema's (config/schema.ts, which says why each timeout and the cap are what they
- * are). All timeouts can be lowered through `timeouts` (tests do, to check them quickly).
+ * The webhook's HTTP surface: POST /validate-crd (and /validate-crd/freeze-allowed) and nothing
+ * else, since anyone reaching the pod reaches this port; metrics and /readyz are the ops
+ * listener's (health/plugin.ts). buildWebhookApp is the plain app (tests inject into it);
+ * startWebhookServer serves it over HTTPS. Defaults and why: config/schema.ts.
  */
 import type { ServerOptions as HttpsServerOptions } from 'node:https'
 import type { AddressInfo } from 'node:net'
@@ -43,7 +23,6 @@ import { Drain, drainPlugin } from './plugins/drain.js'
 import { requestsPlugin } from './plugins/requests.js'
 import { validatePlugin } from './plugins/validate.js'
 
-/** Largest body of POST /validate-crd by default: webhook.bodyLimitBytes of the config schema. */
 export const DEFAULT_BODY_LIMIT_BYTES = CONFIG_DEFAULTS.webhook.bodyLimitBytes
 
 export interface ServerTimeouts {
@@ -57,7 +36,7 @@ export interface ServerTimeouts {
   firstReviewMs: number
 }
 
-/** The config's webhook.timeouts (seconds) as the server's options (milliseconds). */
+/** webhook.timeouts (seconds) as the server's options (milliseconds). */
 export function serverTimeouts(timeouts: Config['webhook']['timeouts']): ServerTimeouts {
   const ms = (seconds: number) => Math.round(seconds * 1000)
   return {
@@ -71,24 +50,15 @@ export function serverTimeouts(timeouts: Config['webhook']['timeouts']): ServerT
   }
 }
 
-/** The default timeouts: webhook.timeouts of the config schema. */
 export const SERVER_TIMEOUTS: Readonly<ServerTimeouts> = Object.freeze(serverTimeouts(CONFIG_DEFAULTS.webhook.timeouts))
 
 export interface WebhookAppOptions {
-  /** Overrides of the default policy (annotation key/value, identities). */
   policy?: Partial<AdmissionPolicy>
-  /**
-   * Registry for the webhook metrics (served by the ops listener's /metrics, not here).
-   * Default: a fresh one.
-   */
+  /** Served by the ops listener's /metrics, not here. Default: a fresh one. */
   registry?: Registry
-  /** A pino logger to use; else one is created at logLevel. */
   logger?: Logger
-  /** Level of the created logger when `logger` is not given. Default: the config's logLevel. */
   logLevel?: string
-  /** Max body of POST /validate-crd in bytes. Default DEFAULT_BODY_LIMIT_BYTES. */
   bodyLimitBytes?: number
-  /** Overrides of SERVER_TIMEOUTS. */
   timeouts?: Partial<ServerTimeouts>
   /** Which repeated review lines are left out of the log (tests pass one with a short window). */
   repeatSampler?: RepeatSampler
@@ -103,12 +73,7 @@ export function buildWebhookApp(options: WebhookAppOptions = {}): FastifyInstanc
   return createApp(options).app
 }
 
-/**
- * The listener's options (limits, timeouts, logging), then its plugins, in this order:
- * which requests reach a route (requests.ts: 415, 413, 400, 404), the drain at close
- * (drain.ts), the admission route (validate.ts). The first two apply to the whole app, so
- * they come before the route that inherits them.
- */
+/** Plugins in order: requests.ts and drain.ts apply to the whole app, so they come before the route (validate.ts) that inherits them. */
 function createApp(options: WebhookAppOptions, https?: HttpsServerOptions, webhookMetrics?: WebhookMetrics): BuiltApp {
   const registry = options.registry ?? new Registry()
   const metrics = webhookMetrics ?? createWebhookMetrics(registry)
@@ -151,28 +116,19 @@ function createApp(options: WebhookAppOptions, https?: HttpsServerOptions, webho
 export interface StartWebhookServerOptions extends WebhookAppOptions {
   certFile: string
   keyFile: string
-  /** Default: the config's webhook.host. */
   host?: string
-  /** Default: the config's webhook.port; 0 picks a free port. */
+  /** 0 picks a free port. */
   port?: number
   /** Fallback re-read of the certificate files. Default 30 s. */
   certPollIntervalMs?: number
   /** Quiet time after a certificate directory event. Default 200 ms. */
   certDebounceMs?: number
-  /**
-   * Caps and reserved addresses of the connection policy (connection-policy.ts). Defaults:
-   * the config's webhook.maxConnections, maxConnectionsPerPeer, reservedConnections,
-   * apiServerAddresses.
-   */
+  /** The connection policy's caps (connection-policy.ts); defaults: the config's webhook.*. */
   maxConnections?: number
   maxConnectionsPerPeer?: number
   reservedConnections?: number
   apiServerAddresses?: readonly string[]
-  /**
-   * How long close() keeps serving after the `webhook-open` readiness check started
-   * failing, so endpoints and the API server stop sending us new connections first.
-   * Default 0; in a cluster ~5 s.
-   */
+  /** Serving kept after `webhook-open` fails, so endpoints stop sending connections first. Default 0; in a cluster ~5 s. */
   shutdownDelayMs?: number
 }
 
@@ -180,11 +136,7 @@ export interface RunningWebhookServer {
   app: FastifyInstance
   registry: Registry
   certificates: CertificateWatcher
-  /**
-   * The webhook's part of /readyz: `webhook-certificate` fails until a usable serving
-   * certificate is loaded (nothing is served without one), `webhook-open` once close()
-   * has begun. Whoever serves /readyz (cli/serve.ts) reports them.
-   */
+  /** The webhook's part of /readyz: `webhook-certificate` (none loaded yet), `webhook-open` (closing), `webhook-connections`. */
   readiness: readonly ReadinessCheck[]
   /** The connection caps in force (connection-policy.ts; reserved is 0 without apiServerAddresses). */
   connectionCaps: Readonly<ConnectionCaps>

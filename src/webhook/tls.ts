@@ -1,21 +1,10 @@
 /**
- * Serving certificate loading and hot reload.
- *
- * cert-manager writes a Secret, and the kubelet projects it into the pod with an atomic
- * symlink swap: tls.crt -> ..data/tls.crt, and ..data is renamed to point at a new
- * timestamped directory. The files we were given never change in place, so we watch the
- * DIRECTORY (the rename of ..data fires there) and debounce the burst of events. fs.watch
- * is best effort (it can miss events on some filesystems and dies when its directory is
- * replaced), so a slow poll re-reads the files as a fallback and re-creates dead watchers.
- *
- * A reload reads both files and only applies them when they form a consistent pair: a
- * writer that replaces tls.crt and tls.key one after the other leaves a window in which
- * the key does not belong to the certificate. Such a pair is logged and skipped; the
- * previous certificate keeps serving until a consistent pair appears. So is a pair that
- * is expired or not valid yet: clients refuse it, so swapping it in would turn a working
- * webhook into one that fails every call. A pair not valid yet is tried again when it
- * becomes valid (clock skew between the issuer and this node). A pair in use that expires
- * keeps serving: there is nothing better to serve, and the expiry metric warns before.
+ * Serving certificate loading and hot reload. The kubelet swaps a Secret's files by renaming
+ * the ..data symlink, never tls.crt in place, so we watch the DIRECTORY and debounce; fs.watch
+ * misses events and dies with its directory, so a slow poll re-reads and re-creates watchers.
+ * A pair is applied only if consistent (files replaced one by one leave a mismatched window)
+ * and valid now (clients refuse others); else the previous keeps serving. A not-yet-valid pair
+ * (issuer clock skew) is retried when it becomes valid; an expiring pair in use keeps serving.
  */
 import { X509Certificate, createPrivateKey } from 'node:crypto'
 import { watch, type FSWatcher } from 'node:fs'
@@ -28,11 +17,8 @@ import { FileRefused, MAX_CREDENTIAL_FILE_BYTES, readRegularFile } from '../regu
 export const MIN_TLS_VERSION = 'TLSv1.2' as const
 
 /**
- * TLS 1.2 suites: ECDHE only (forward secrecy) with AEAD ciphers only (AES-GCM,
- * ChaCha20-Poly1305), ECDSA first (cert-manager's default key in the chart), the
- * "intermediate" list of Mozilla's guidelines without DHE. Node's default list ends in
- * `HIGH`, which lets in CBC suites with SHA-1 MACs (ECDHE-RSA-AES128-SHA...) and RSA key
- * exchange; the API server (Go) offers every suite here, and TLS 1.3 besides.
+ * TLS 1.2: ECDHE + AEAD only, ECDSA first (the chart's key), Mozilla "intermediate" without
+ * DHE. Node's default ends in `HIGH`, letting in CBC/SHA-1 and RSA key exchange; Go offers all of these.
  */
 export const TLS12_CIPHERS = [
   'ECDHE-ECDSA-AES128-GCM-SHA256',
@@ -44,11 +30,8 @@ export const TLS12_CIPHERS = [
 ] as const
 
 /**
- * TLS 1.3 suites: Node's (OpenSSL's) defaults, all AEAD, in the order Go's servers and
- * Mozilla's guidelines use: AES-128-GCM first. With honorCipherOrder our order decides,
- * and OpenSSL's (AES-256 first) cost every review's decryption ~40% more for no gain the
- * API server (Go, which itself prefers AES-128) asks for. Named here because `ciphers`
- * sets both lists, and one without TLS_* names would turn TLS 1.3 off.
+ * TLS 1.3: OpenSSL's suites in Go's order, AES-128-GCM first (OpenSSL's AES-256 first cost
+ * each review's decryption ~40% more). Named because `ciphers` without TLS_* turns TLS 1.3 off.
  */
 export const TLS13_CIPHERSUITES = ['TLS_AES_128_GCM_SHA256', 'TLS_CHACHA20_POLY1305_SHA256', 'TLS_AES_256_GCM_SHA384'] as const
 
@@ -92,10 +75,7 @@ export class CertificateError extends CrdMigratorError {
   }
 }
 
-/**
- * Check that cert and key are PEM, belong together, make a usable TLS context and are
- * valid at `now`.
- */
+/** PEM, a matching pair, a usable TLS context, valid at `now`. */
 export function validateCertificatePair(cert: string, key: string, now: Date = new Date()): CertificatePair {
   let x509: X509Certificate
   try {
@@ -155,10 +135,8 @@ export async function loadCertificatePair(certFile: string, keyFile: string): Pr
 }
 
 async function readPair(certFile: string, keyFile: string): Promise<[string, string]> {
-  // One after the other: with both missing, the error must always name the same file, or
-  // the "warn once" below would see a new problem on every poll.
-  // Through regular-file.ts: a FIFO or a device named as either is refused at once, not
-  // waited on in the thread pool at start-up and at every poll.
+  // One after the other, so with both missing the error names the same file (warn once).
+  // regular-file.ts: a FIFO or device is refused at once, not waited on in the thread pool.
   let file = certFile
   const read = async (f: string) =>
     (

@@ -1,16 +1,8 @@
 /**
- * The serving certificate of the HTTPS listener, kept current from its files (tls.ts:
- * CertificateWatcher). loadServingCertificates reads the pair once, before the server
- * exists, so the server starts with it; its plugin, registered on the app, applies every
- * later pair to the app's server, watches the files while the app runs and stops at close.
- *
- * The start-up load is a reload like any other: same checks, log line and metric. A
- * missing, half-written, expired or not yet valid pair does not crash: we start not
- * ready and the watcher picks a usable pair up when it appears (optional Secret volumes,
- * local dev, cert-manager renewing). An expired pair in particular is not served: the
- * API server refuses it anyway ("x509: certificate has expired"), so serving it would
- * answer nothing, while not ready shows the problem on the pod (0/1, a stalled rollout
- * that keeps the old pods) and in the log, instead of as failed webhook calls.
+ * The HTTPS listener's serving certificate, kept current from its files (tls.ts). A missing or
+ * unusable pair at start-up does not crash: we start not ready until one appears (optional
+ * Secret, cert-manager renewing). Not ready shows on the pod and stalls a rollout, where serving
+ * an expired pair would only fail every webhook call.
  */
 import type { ServerOptions as HttpsServerOptions, Server as HttpsServer } from 'node:https'
 import type { FastifyPluginAsync } from 'fastify'
@@ -23,9 +15,7 @@ export interface ServingCertificatesOptions {
   keyFile: string
   logger: WatcherLogger
   metrics: WebhookMetrics
-  /** Fallback re-read of the files; the watcher's default when absent. */
   pollIntervalMs?: number
-  /** Quiet time after a directory event; the watcher's default when absent. */
   debounceMs?: number
 }
 

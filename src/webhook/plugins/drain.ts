@@ -1,13 +1,7 @@
 /**
- * Closing without failing a review. The drain begins when close() is called (before the
- * shutdown delay) or, at the latest, when the app starts closing; from then on:
- * - the `webhook-open` readiness check fails, so endpoints and the API server stop sending
- *   new connections here;
- * - reviews are still answered (the app does not return 503 while closing: a failed
- *   webhook call is a denied CRD update under failurePolicy: Fail), each with
- *   `Connection: close`, so keep-alive connections do not hold close() open.
- * Registered on the app itself (root-scope.ts): every answer, 404s included, closes its
- * connection once draining.
+ * Closing without failing a review (under failurePolicy: Fail that is a denied CRD update).
+ * From close() on, `webhook-open` fails so endpoints stop sending, and every answer (root
+ * scope: 404s too) carries `Connection: close` so keep-alive connections do not hold close() open.
  */
 import type { ReadinessCheck } from '../../health/plugin.js'
 import { rootScoped } from './root-scope.js'

@@ -1,14 +1,7 @@
 /**
- * Which requests reach a route, and the answer to those that do not. Registered on the
- * app itself (root-scope.ts), so it holds for every route and for the 404s:
- * - only application/json is an AdmissionReview: other media types are answered 415
- *   before any handler runs;
- * - a body over the limit is 413 (the app's bodyLimit), one nested or sized past the JSON
- *   shape limits (limits.ts) is 400 before it is parsed, empty or invalid JSON is 400;
- * - every refusal is a JSON `{ error }` with one warning line, and those of POST
- *   /validate-crd count in crd_migrator_admission_bad_requests_total; anything else that
- *   fails is a 500 that says nothing of why (the log does);
- * - an unknown route is 404.
+ * Which requests reach a route (root scope, so the 404s too): non-JSON 415, over bodyLimit 413,
+ * past the shape limits (limits.ts) or invalid JSON 400, unknown route 404. Each refusal is a
+ * JSON `{ error }` and one warning line; any other failure a 500 saying nothing of why (the log does).
  */
 import type { FastifyError } from 'fastify'
 import { CrdMigratorError, errorMessage } from '../../errors.js'
@@ -27,12 +20,9 @@ export const requestsPlugin = rootScoped<RequestsPluginOptions>(async function r
   const { bodyLimit, metrics } = options
   const shapeLimits = jsonShapeLimits(bodyLimit)
 
-  // Only application/json is an AdmissionReview: with no other parser Fastify answers
-  // every other media type with 415 before the handler runs. Our own JSON parser keeps
-  // the parser's reason (Fastify's says only "not valid JSON"); plain JSON.parse is safe
-  // here because parsed bodies are only read, never merged into other objects. JSON.parse
-  // cannot be interrupted, so the body's nesting and number of objects/arrays are checked
-  // first, by a linear scan (limits.ts): a hostile body must not hold the event loop.
+  // The only parser, so Fastify answers other media types 415. Ours keeps JSON.parse's reason
+  // (Fastify's says only "not valid JSON"); safe, as bodies are only read, never merged. The
+  // shape is checked first (limits.ts): JSON.parse cannot be interrupted.
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
     const violation = checkJsonShape(body as Buffer, shapeLimits)

@@ -1,9 +1,6 @@
 /**
- * A plugin that works on the app it is registered on instead of a child context: what it
- * sets (content-type parsers, the error and not-found handlers, hooks) applies to every
- * route, the 404 answers included. This is what the fastify-plugin package does, through
- * the hidden property Fastify documents for it (Reference/Plugins.md, "Handle the scope").
- * Plugins that only add their own routes stay encapsulated.
+ * A plugin applied to the app itself, not a child context, so its parsers, handlers and hooks
+ * cover every route and the 404s: fastify-plugin's hidden property (Fastify Reference/Plugins.md, "Handle the scope").
  */
 import type { FastifyPluginAsync, FastifyPluginOptions } from 'fastify'
 

@@ -1,9 +1,4 @@
-/**
- * The admission route, POST /validate-crd: an AdmissionReview in, the decision of
- * rules.ts out, with its metric and (for most reviews) its log line. Bodies reach it
- * parsed and within limits (requests.ts); a body that is JSON but not a well-formed v1
- * AdmissionReview is answered 400 here, since there is no uid to answer it with.
- */
+/** The admission route: an AdmissionReview in (parsed and bounded by requests.ts), rules.ts's decision out, with metric and log line. */
 import { performance } from 'node:perf_hooks'
 import type { FastifyBaseLogger, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import type { Logger } from 'pino'
@@ -16,11 +11,9 @@ import { parseAdmissionReview, reviewAdmission, toAdmissionReviewResponse, type 
 
 export const VALIDATE_PATH = '/validate-crd'
 /**
- * The path of the webhook entry the API server calls only for requesters its authorizer
- * allows to freeze the CRD (configuration.ts, the matchCondition `freeze-allowed-by-rbac`).
- * Anyone who reaches the port may send a review to either path, as to the first one: it
- * gets a decision and nothing else (no side effects), and it could put any userInfo into
- * the review anyway.
+ * The entry the API server calls only for requesters allowed to freeze the CRD (configuration.ts).
+ * Anyone reaching the port may post here too: harmless, a decision has no side effects and a
+ * direct caller could forge any userInfo anyway.
  */
 export const VALIDATE_FREEZE_ALLOWED_PATH = `${VALIDATE_PATH}/freeze-allowed`
 
@@ -38,13 +31,10 @@ export const validatePlugin: FastifyPluginAsync<ValidatePluginOptions> = async (
 
   /** The review's log line, if it gets one (level, repeats). */
   const logReview = (log: FastifyBaseLogger, review: AdmissionRequest, decision: AdmissionDecision, seconds: number) => {
-    // Denials and allowances with warnings (break-glass) are logged at info; a plain
-    // allowance at debug: it is most of what a busy webhook answers, the API server's
-    // audit log has it, and formatting its line cost more than the decision (npm run bench).
+    // A plain allowance at debug: most of a busy webhook's answers, in the audit log anyway,
+    // and formatting its line cost more than the decision (npm run bench).
     const level = decision.allowed && !decision.warnings ? 'debug' : 'info'
     if (!logger.isLevelEnabled(level)) return
-    // Everything from the request is cut for the log: a 7 MB name logged in full, in three
-    // fields, made one review a 21 MB log line.
     const crdName = crdNameOf(review)
     const crd = crdName === undefined ? undefined : truncateForLog(crdName)
     const user = truncateForLog(review.userInfo.username)
@@ -71,9 +61,7 @@ export const validatePlugin: FastifyPluginAsync<ValidatePluginOptions> = async (
     )
   }
 
-  // Not async: the answer is ready when the handler returns, so it is sent at once
-  // (reply.send) instead of through a promise per review. A throw still reaches the error
-  // handler (Fastify catches it).
+  // Not async: sent at once instead of through a promise per review; Fastify still catches a throw.
   const route = (freezeAllowed: boolean) => (request: FastifyRequest, reply: FastifyReply) => {
     const started = performance.now()
     const parsed = parseAdmissionReview(request.body)
