@@ -3,7 +3,8 @@
  * on a CustomResourceDefinition (the KEP-2855 migrating annotation and our own
  * `crd-migrator.io/*` keys), read into typed values, judged by pure verdicts, and written
  * as annotation patches. The migrator, the controller, `status` and the webhook go
- * through here; nothing else names a key.
+ * through here; nothing else names a key. The patches (`*Patch`) are crd-record.ts's, the
+ * one writer of the CRD's record; no other file of src/ imports them (test/unit/layout.test.ts).
  *
  * Nothing read here is trusted for a decision that could skip work: others can write
  * annotations (the webhook guards them, but only while it is installed and answers). The
