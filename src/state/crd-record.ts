@@ -1,11 +1,12 @@
 /**
- * The one writer of the CRD's record: its state annotations and status.storedVersions.
- * crd-state.ts says what each change writes (its patches are for this file only); here
- * each change is one named write. The caller passes the client, and so the retries: the
- * freeze's run client, the unfreeze's own longer policy, or none.
+ * The one writer of the CRD's record: its state annotations and status.storedVersions, one
+ * named write per change. crd-state.ts says what each annotation change writes (its patches
+ * are for this file only); the storedVersions patch is here. The caller passes the client,
+ * and so the retries: the freeze's run client, the unfreeze's own longer policy, or none.
  */
-import { patchCrdAnnotations, patchStoredVersions, type StoredVersionsPrecondition } from '../kube/crds.js'
-import type { KubeRequests } from '../kube/http.js'
+import { patchCrdAnnotations } from '../kube/crds.js'
+import { ContentType, type KubeRequests } from '../kube/http.js'
+import { crdPath } from '../kube/paths.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import {
   blockedPatch,
@@ -88,7 +89,55 @@ export async function writeUpToDate(http: KubeRequests, crd: CustomResourceDefin
   if (patch) await patchCrdAnnotations(http, crd.metadata.name, patch)
 }
 
-/** `status.storedVersions := versions`, only while `expect` holds (422 otherwise). */
-export function writeStoredVersions(http: KubeRequests, name: string, versions: string[], expect: StoredVersionsPrecondition): Written {
-  return patchStoredVersions(http, name, versions, expect)
+/**
+ * What must still hold when `status.storedVersions` is narrowed: the CRD read (its uid and
+ * generation), the storedVersions that read showed, and annotations (the freeze).
+ */
+export interface StoredVersionsPrecondition {
+  uid: string
+  generation: number
+  storedVersions: string[]
+  annotations: Record<string, string>
+}
+
+/**
+ * The JSON Patch that narrows storedVersions: a `test` of every precondition, then the
+ * replace. No resourceVersion: annotation-only writes (our own progress and heartbeat)
+ * cannot make it fail, while a change of uid, generation (a storage flip is a spec change),
+ * storedVersions or the freeze does, with a bare 422 (1.30-1.37).
+ */
+export function storedVersionsPatch(versions: string[], expect: StoredVersionsPrecondition): unknown[] {
+  return [
+    { op: 'test', path: '/metadata/uid', value: expect.uid },
+    { op: 'test', path: '/metadata/generation', value: expect.generation },
+    ...Object.entries(expect.annotations).map(([key, value]) => ({
+      op: 'test',
+      path: `/metadata/annotations/${pointerToken(key)}`,
+      value,
+    })),
+    { op: 'test', path: '/status/storedVersions', value: expect.storedVersions },
+    { op: 'replace', path: '/status/storedVersions', value: versions },
+  ]
+}
+
+/** A JSON Pointer reference token (RFC 6901): `~` and `/` escaped. */
+function pointerToken(key: string): string {
+  return key.replace(/~/g, '~0').replace(/\//g, '~1')
+}
+
+/** `status.storedVersions := versions`, only if `expect` still holds (422 otherwise: see storedVersionsPatch). */
+export async function writeStoredVersions(
+  http: KubeRequests,
+  name: string,
+  versions: string[],
+  expect: StoredVersionsPrecondition,
+): Promise<CustomResourceDefinition> {
+  return (
+    await http.request<CustomResourceDefinition>({
+      method: 'PATCH',
+      path: crdPath(name, 'status'),
+      body: storedVersionsPatch(versions, expect),
+      contentType: ContentType.jsonPatch,
+    })
+  ).body
 }

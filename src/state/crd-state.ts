@@ -83,7 +83,7 @@ export function readCrdConsent(crd: Pick<CustomResourceDefinition, 'metadata'>):
 }
 
 /** An annotation patch: a value sets a key, null removes it (JSON merge patch). */
-export type AnnotationPatch = Record<string, string | null>
+type AnnotationPatch = Record<string, string | null>
 
 /** What the annotations of a CRD say. */
 export interface CrdState {

@@ -6,12 +6,12 @@
  * an unfrozen run only while the CRD has the uid, generation and storage version it
  * started with.
  */
-import { getCrd, type StoredVersionsPrecondition } from '../../kube/crds.js'
+import { getCrd } from '../../kube/crds.js'
 import { isConflict, isUnprocessable } from '../../kube/api-errors.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
 import { CrdMigratorError, errorMessage } from '../../errors.js'
 import { MIGRATING_VALUE, StateAnnotation } from '../../state/crd-state.js'
-import { writeStoredVersions } from '../../state/crd-record.js'
+import { writeStoredVersions, type StoredVersionsPrecondition } from '../../state/crd-record.js'
 import { freezeTakenOver } from '../freeze/freeze-guard.js'
 import type { MigrationContext } from '../context.js'
 import { planCrd } from '../plan.js'
