@@ -7,9 +7,9 @@
 import type { Logger } from 'pino'
 import { errorCode, errorMessage, type CrdMigratorError } from '../errors.js'
 import { ObjectsFailedError } from './phases/failures.js'
-import { patchCrdAnnotations } from '../kube/crds.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
-import { blockedPatch, describeResume } from '../state/crd-state.js'
+import { describeResume } from '../state/crd-state.js'
+import { writeBlocked } from '../state/crd-record.js'
 import type { ConversionFailure } from '../kube/conversion.js'
 import type { MigrationContext, MigrationResult } from './context.js'
 import type { Frozen } from './freeze/freeze.js'
@@ -52,7 +52,7 @@ export class RunReporter {
   /** A Blocked run's metric, its state annotation (saying `text`) and its Event. */
   private async blockedOn(crd: CustomResourceDefinition, result: MigrationResult, text: string): Promise<MigrationResult> {
     this.ctx.metrics?.migrations.inc({ result: 'Blocked' })
-    await patchCrdAnnotations(this.ctx.http, this.name, blockedPatch(text)).catch((err: unknown) =>
+    await writeBlocked(this.ctx.http, this.name, text).catch((err: unknown) =>
       this.log.warn({ err }, 'could not record the Blocked state on the CRD'),
     )
     await this.ctx.events?.record(crd, 'Warning', 'MigrationBlocked', failureText(result))

@@ -3,7 +3,8 @@
  * on a CustomResourceDefinition (the KEP-2855 migrating annotation and our own
  * `crd-migrator.io/*` keys), read into typed values, judged by pure verdicts, and written
  * as annotation patches. The migrator, the controller, `status` and the webhook go
- * through here; nothing else names a key.
+ * through here; nothing else names a key. The patches (`*Patch`) are crd-record.ts's, the
+ * one writer of the CRD's record; no other file of src/ imports them (test/unit/layout.test.ts).
  *
  * Nothing read here is trusted for a decision that could skip work: others can write
  * annotations (the webhook guards them, but only while it is installed and answers). The
@@ -82,7 +83,7 @@ export function readCrdConsent(crd: Pick<CustomResourceDefinition, 'metadata'>):
 }
 
 /** An annotation patch: a value sets a key, null removes it (JSON merge patch). */
-export type AnnotationPatch = Record<string, string | null>
+type AnnotationPatch = Record<string, string | null>
 
 /** What the annotations of a CRD say. */
 export interface CrdState {

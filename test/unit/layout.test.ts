@@ -252,3 +252,36 @@ t.test('no import from a lower layer of src/ to a higher one (docs/development.m
     'a unit imports only from its own folder and from lower layers; one layer up or beside it is a move down waiting to happen',
   )
 })
+
+t.test("one writer of the CRD's record: only src/state/crd-record.ts imports its patches and their requests", async (t) => {
+  const record = 'src/state/crd-record.ts'
+  // The request of kube/crds.ts that writes the annotations, and the patches (of crd-state.ts, and the storedVersions one).
+  const writes = (module: string, name: string) =>
+    (module === 'src/kube/crds.ts' && name === 'patchCrdAnnotations') ||
+    ((module === 'src/state/crd-state.ts' || module === record) && /Patch$/.test(name))
+  const found: string[] = []
+  let recordImports = 0
+  for (const file of tsFiles(src)) {
+    const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, true)
+    for (const node of source.statements) {
+      if (!(ts.isImportDeclaration(node) || ts.isExportDeclaration(node))) continue
+      const spec = node.moduleSpecifier
+      if (!spec || !ts.isStringLiteralLike(spec) || !spec.text.startsWith('.')) continue
+      const module = rel(resolve(dirname(file), spec.text)).replace(/\.js$/, '.ts')
+      const bindings = ts.isImportDeclaration(node) ? node.importClause?.namedBindings : node.exportClause
+      const names =
+        bindings && (ts.isNamedImports(bindings) || ts.isNamedExports(bindings))
+          ? bindings.elements.map((e) => (e.propertyName ?? e.name).text)
+          : bindings || ts.isExportDeclaration(node)
+            ? ['*'] // a namespace import, or `export *`
+            : []
+      for (const name of names) {
+        if (!(writes(module, name) || (name === '*' && (module === 'src/kube/crds.ts' || module === 'src/state/crd-state.ts')))) continue
+        if (rel(file) === record) recordImports++
+        else found.push(`${rel(file)} imports ${name} from ${module}`)
+      }
+    }
+  }
+  t.ok(recordImports > 0, `${record} is the writer (${recordImports} imports)`)
+  t.same(found, [], `every write of the CRD's annotations and storedVersions goes through a named writer of ${record}`)
+})

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { storedVersionsPatch } from '../../src/kube/crds.js'
+import { storedVersionsPatch } from '../../src/state/crd-record.js'
 
 t.test('the storedVersions patch tests uid, generation, annotations and the storedVersions read, then replaces', async (t) => {
   const ops = storedVersionsPatch(['v2'], {

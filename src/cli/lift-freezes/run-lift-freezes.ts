@@ -21,10 +21,11 @@ import type { Logger } from 'pino'
 import type { Config } from '../../config/schema.js'
 import { seizeLease } from '../../controller/leader.js'
 import { isConflict, isForbidden, isNotFound } from '../../kube/api-errors.js'
-import { getCrd, listCrds, patchCrdAnnotations } from '../../kube/crds.js'
+import { getCrd, listCrds } from '../../kube/crds.js'
 import type { KubeHttp } from '../../kube/http.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
-import { readCrdState, unfreezePatch } from '../../state/crd-state.js'
+import { readCrdState } from '../../state/crd-state.js'
+import { writeLiftFreeze } from '../../state/crd-record.js'
 
 export interface LiftFreezesOptions {
   /** Owners of this release: `<prefix><replicaset hash>-<pod suffix>`. */
@@ -109,15 +110,9 @@ async function liftOne(
   let crd = first
   for (let attempt = 0; attempt < 5; attempt++) {
     const state = readCrdState(crd, migrating)
-    const patch = unfreezePatch(migrating, {
-      outcome: 'Failed',
-      reason: `the crd-migrator release was removed mid-run (its pre-delete hook lifted the freeze of ${state.owner ?? 'its pod'}); a new install migrates it again`,
-      counts: '',
-      durationMs: state.startedAt ? Date.now() - Date.parse(state.startedAt) : 0,
-      frozenGeneration: state.frozenGeneration ?? crd.metadata.generation ?? 0,
-    })
+    const reason = `the crd-migrator release was removed mid-run (its pre-delete hook lifted the freeze of ${state.owner ?? 'its pod'}); a new install migrates it again`
     try {
-      await patchCrdAnnotations(http, crd.metadata.name, patch, crd.metadata.resourceVersion)
+      await writeLiftFreeze(http, crd, migrating, reason)
       log.info({ crd: crd.metadata.name, owner: state.owner, phase: state.phase, progress: state.progress }, 'freeze lifted')
       return true
     } catch (err) {

@@ -1,11 +1,12 @@
 /**
- * Setting, taking over and lifting the freeze on the API server. What to write is decided
- * in state/crd-state.ts; this is the I/O, with the retries each step needs.
+ * Setting, taking over and lifting the freeze on the API server, with the retries each step
+ * needs. What is written is state/crd-record.ts's.
  */
-import { getCrd, patchCrdAnnotations } from '../../kube/crds.js'
+import { getCrd } from '../../kube/crds.js'
 import { isNotFound } from '../../kube/api-errors.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
-import { freezePatch, readCrdState, takeOverPatch, unfreezePatch, type FreezeVerdict, type RunOutcome } from '../../state/crd-state.js'
+import { readCrdState, type FreezeVerdict, type RunOutcome } from '../../state/crd-state.js'
+import { writeFreeze, writeTakeOver, writeUnfreeze } from '../../state/crd-record.js'
 import { type CheckpointBinding, type CheckpointSeal } from './checkpoint-seal.js'
 import type { MigrationContext, MigrationSettings } from '../context.js'
 import { UNFREEZE_RETRY } from '../engine/retry.js'
@@ -36,13 +37,11 @@ export async function freezeCrd(
   ctx: MigrationContext,
   seal: CheckpointSeal,
 ): Promise<Frozen> {
-  const name = crd.metadata.name
-  const rv = crd.metadata.resourceVersion
-  const patch =
+  const client = runClient(ctx, settings)
+  const frozen =
     verdict.action === 'resume'
-      ? takeOverPatch(ctx.owner)
-      : freezePatch(settings.migratingAnnotation, ctx.owner, storageVersion, crd.metadata.generation ?? 0)
-  const frozen = await patchCrdAnnotations(runClient(ctx, settings), name, patch, rv)
+      ? await writeTakeOver(client, crd, ctx.owner)
+      : await writeFreeze(client, crd, settings.migratingAnnotation, ctx.owner, storageVersion)
   const state = readCrdState(frozen, settings.migratingAnnotation)
   const frozenGeneration = state.frozenGeneration ?? crd.metadata.generation ?? 0
   const binding = checkpointBinding(frozen, storageVersion, state.frozenGeneration, state.startedAt)
@@ -69,7 +68,7 @@ export async function unfreezeCrd(
   try {
     // The patch is made at each try: it records when the freeze was lifted.
     const unfreezing = new RunClient(ctx.http, UNFREEZE_RETRY)
-    const crd = await unfreezing.retry(() => patchCrdAnnotations(ctx.http, name, unfreezePatch(settings.migratingAnnotation, run)))
+    const crd = await unfreezing.retry(() => writeUnfreeze(ctx.http, name, settings.migratingAnnotation, run))
     return { lifted: true, crd }
   } catch (err) {
     if (isNotFound(err)) return { lifted: true }

@@ -4,13 +4,14 @@
  * does not lift its freeze: lifting it would open the CRD's storage version to changes for
  * as long as the next leader takes to freeze it again, with objects half rewritten. It
  * leaves the freeze, owner, phase and sealed checkpoint where they are, removes its
- * heartbeat and records the hand-off (state/crd-state.ts handOffPatch), so the next leader
+ * heartbeat and records the hand-off (state/crd-record.ts writeHandOff), so the next leader
  * resumes at once (decideFreeze). The CLI (`migrate`, Ctrl-C) never hands off: it lifts its
  * own freeze, as it always did.
  */
-import { getCrd, patchCrdAnnotations } from '../../kube/crds.js'
+import { getCrd } from '../../kube/crds.js'
 import { isConflict, isNotFound } from '../../kube/api-errors.js'
-import { handOffPatch, readCrdState } from '../../state/crd-state.js'
+import { readCrdState } from '../../state/crd-state.js'
+import { writeHandOff } from '../../state/crd-record.js'
 import type { MigrationContext } from '../context.js'
 
 /** The reason of an abort that hands the run's freeze off instead of lifting it. */
@@ -38,7 +39,7 @@ export async function handOffFreeze(
       const crd = await getCrd(ctx.http, name)
       const state = readCrdState(crd, migratingAnnotation)
       if (!state.frozen || state.owner !== ctx.owner) return false
-      await patchCrdAnnotations(ctx.http, name, handOffPatch(progress), crd.metadata.resourceVersion)
+      await writeHandOff(ctx.http, crd, progress)
       return true
     } catch (err) {
       if (isNotFound(err)) return false

@@ -27,9 +27,9 @@ export interface StateWriterOptions {
   halt?: AbortSignal
 }
 import { isForbidden } from '../../kube/api-errors.js'
-import { patchCrdAnnotations } from '../../kube/crds.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
-import { heartbeatPatch, runStatePatch, type AnnotationPatch, type RunState } from '../../state/crd-state.js'
+import type { RunState } from '../../state/crd-state.js'
+import { writeRunState } from '../../state/crd-record.js'
 import type { MigrationContext } from '../context.js'
 import { Phase } from '../plan.js'
 import { settled, type WalkProgress } from '../engine/walker.js'
@@ -111,9 +111,8 @@ export class StateWriter {
     const next = this.pending.then(async () => {
       if (this.stopped || this.options.halt?.aborted) return
       const state = this.current()
-      const patch: AnnotationPatch = { ...runStatePatch(this.written, state), ...heartbeatPatch() }
       try {
-        const crd = await patchCrdAnnotations(this.ctx.http, this.name, patch)
+        const crd = await writeRunState(this.ctx.http, this.name, this.written, state)
         this.written = state
         this.lastCrd = crd
         this.options.onWritten?.(crd)

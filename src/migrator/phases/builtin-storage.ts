@@ -8,7 +8,6 @@
  *   kube-controller-manager runs them now rather than after its backoff.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
-import { patchCrdAnnotations } from '../../kube/crds.js'
 import {
   builtinMigrationApi,
   builtinMigrationMessage,
@@ -29,7 +28,8 @@ import {
 import type { CrdCondition, CustomResourceDefinition } from '../../kube/types.js'
 import { CrdMigratorError } from '../../errors.js'
 import { isForbidden } from '../../kube/api-errors.js'
-import { builtinMigrationPatch, STATE_PREFIX } from '../../state/crd-state.js'
+import { STATE_PREFIX } from '../../state/crd-state.js'
+import { writeBuiltinMigration } from '../../state/crd-record.js'
 import type { BuiltinPhaseReport, MigrationContext, MigrationSettings } from '../context.js'
 import type { StateWriter } from '../freeze/state-writer.js'
 import { wholeSeconds } from '../../duration.js'
@@ -124,7 +124,7 @@ export async function runBuiltinStoragePhase(
   }
   const migrationName = builtinMigrationName(name, crd.metadata.generation ?? 0)
   // Named on the CRD before it exists: kube-controller-manager may promote it at once.
-  await patchCrdAnnotations(ctx.http, name, builtinMigrationPatch(migrationName))
+  await writeBuiltinMigration(ctx.http, name, migrationName)
   const created = await createBuiltinMigration(
     ctx.http,
     api,

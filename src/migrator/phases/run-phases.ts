@@ -6,9 +6,8 @@
  * anything to do.
  */
 import { runClient } from '../engine/run-client.js'
-import { patchCrdAnnotations } from '../../kube/crds.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
-import { upToDatePatch } from '../../state/crd-state.js'
+import { writeUpToDate } from '../../state/crd-record.js'
 import type { MigrationContext, MigrationSettings } from '../context.js'
 import type { RunPlan } from '../decide.js'
 import type { MigrationRun } from '../run.js'
@@ -40,8 +39,7 @@ export async function workBeforeFreeze(
   if (!runCleanup && stashWork === 0) return `nothing to do: status.storedVersions is [${storageVersion}]`
   const cleanupWork = runCleanup ? (await scanManagedFields(ctx.http, crd, storageVersion, settings, ctx.signal)).objects : 0
   if (cleanupWork > 0 || stashWork > 0) return undefined
-  const patch = upToDatePatch(crd)
-  if (patch) await patchCrdAnnotations(ctx.http, crd.metadata.name, patch)
+  await writeUpToDate(ctx.http, crd)
   return `nothing to do: status.storedVersions is [${storageVersion}] and no managedFields entry of an unserved version${stashes ? ', no stashed copy at another version' : ''}`
 }
 

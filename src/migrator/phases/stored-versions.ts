@@ -6,11 +6,12 @@
  * an unfrozen run only while the CRD has the uid, generation and storage version it
  * started with.
  */
-import { getCrd, patchStoredVersions, type StoredVersionsPrecondition } from '../../kube/crds.js'
+import { getCrd } from '../../kube/crds.js'
 import { isConflict, isUnprocessable } from '../../kube/api-errors.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
 import { CrdMigratorError, errorMessage } from '../../errors.js'
 import { MIGRATING_VALUE, StateAnnotation } from '../../state/crd-state.js'
+import { writeStoredVersions, type StoredVersionsPrecondition } from '../../state/crd-record.js'
 import { freezeTakenOver } from '../freeze/freeze-guard.js'
 import type { MigrationContext } from '../context.js'
 import { planCrd } from '../plan.js'
@@ -47,7 +48,7 @@ async function narrowLoop(
     // Already narrowed: by our own patch whose answer was lost, or by someone else.
     if (next.action === 'done') return { crd }
     try {
-      return { crd: await patchStoredVersions(client, name, [storageVersion], next.expect) }
+      return { crd: await writeStoredVersions(client, name, [storageVersion], next.expect) }
     } catch (err) {
       // A failed `test` is a bare 422 (README, "API behaviour we rely on"): read again,
       // and the decision says what moved. 409 is not expected without a resourceVersion.

@@ -1,0 +1,143 @@
+/**
+ * The one writer of the CRD's record: its state annotations and status.storedVersions, one
+ * named write per change. crd-state.ts says what each annotation change writes (its patches
+ * are for this file only); the storedVersions patch is here. The caller passes the client,
+ * and so the retries: the freeze's run client, the unfreeze's own longer policy, or none.
+ */
+import { patchCrdAnnotations } from '../kube/crds.js'
+import { ContentType, type KubeRequests } from '../kube/http.js'
+import { crdPath } from '../kube/paths.js'
+import type { CustomResourceDefinition } from '../kube/types.js'
+import {
+  blockedPatch,
+  builtinMigrationPatch,
+  freezePatch,
+  handOffPatch,
+  heartbeatPatch,
+  readCrdState,
+  runStatePatch,
+  takeOverPatch,
+  unfreezePatch,
+  upToDatePatch,
+  type RunOutcome,
+  type RunState,
+} from './crd-state.js'
+
+type Written = Promise<CustomResourceDefinition>
+
+/** Sets a fresh freeze, only on the revision `crd` is (409 otherwise): the freeze is of the spec that was looked at. */
+export function writeFreeze(
+  http: KubeRequests,
+  crd: CustomResourceDefinition,
+  migratingAnnotation: string,
+  owner: string,
+  storageVersion: string,
+): Written {
+  const patch = freezePatch(migratingAnnotation, owner, storageVersion, crd.metadata.generation ?? 0)
+  return patchCrdAnnotations(http, crd.metadata.name, patch, crd.metadata.resourceVersion)
+}
+
+/** Takes a freeze of ours over, only on the revision `crd` is (409 otherwise). */
+export function writeTakeOver(http: KubeRequests, crd: CustomResourceDefinition, owner: string): Written {
+  return patchCrdAnnotations(http, crd.metadata.name, takeOverPatch(owner), crd.metadata.resourceVersion)
+}
+
+/** Lifts the run's own freeze and records its outcome (the time lifted is taken at each call, so at each try). */
+export function writeUnfreeze(http: KubeRequests, name: string, migratingAnnotation: string, run: RunOutcome): Written {
+  return patchCrdAnnotations(http, name, unfreezePatch(migratingAnnotation, run))
+}
+
+/**
+ * Lifts a freeze another process set (`lift-freezes`), recording a Failed run for
+ * `reason`, only on the revision `crd` is (409 otherwise: read again and decide again).
+ */
+export function writeLiftFreeze(http: KubeRequests, crd: CustomResourceDefinition, migratingAnnotation: string, reason: string): Written {
+  const state = readCrdState(crd, migratingAnnotation)
+  const patch = unfreezePatch(migratingAnnotation, {
+    outcome: 'Failed',
+    reason,
+    counts: '',
+    durationMs: state.startedAt ? Date.now() - Date.parse(state.startedAt) : 0,
+    frozenGeneration: state.frozenGeneration ?? crd.metadata.generation ?? 0,
+  })
+  return patchCrdAnnotations(http, crd.metadata.name, patch, crd.metadata.resourceVersion)
+}
+
+/** Leaves the freeze to the next leader, only on the revision `crd` is (a takeover meanwhile wins: 409). */
+export function writeHandOff(http: KubeRequests, crd: CustomResourceDefinition, progress: string | undefined): Written {
+  return patchCrdAnnotations(http, crd.metadata.name, handOffPatch(progress), crd.metadata.resourceVersion)
+}
+
+/** A running migration's phase, progress and checkpoint changed since `written`, with the heartbeat. */
+export function writeRunState(http: KubeRequests, name: string, written: RunState | undefined, next: RunState): Written {
+  return patchCrdAnnotations(http, name, { ...runStatePatch(written, next), ...heartbeatPatch() })
+}
+
+/** Names the built-in StorageVersionMigration the storage phase is delegated to. */
+export function writeBuiltinMigration(http: KubeRequests, name: string, migrationName: string): Written {
+  return patchCrdAnnotations(http, name, builtinMigrationPatch(migrationName))
+}
+
+/** A run that could not start, and why. */
+export function writeBlocked(http: KubeRequests, name: string, reason: string): Written {
+  return patchCrdAnnotations(http, name, blockedPatch(reason))
+}
+
+/** That `crd`'s generation needs nothing; no write when the CRD says so already. */
+export async function writeUpToDate(http: KubeRequests, crd: CustomResourceDefinition): Promise<void> {
+  const patch = upToDatePatch(crd)
+  if (patch) await patchCrdAnnotations(http, crd.metadata.name, patch)
+}
+
+/**
+ * What must still hold when `status.storedVersions` is narrowed: the CRD read (its uid and
+ * generation), the storedVersions that read showed, and annotations (the freeze).
+ */
+export interface StoredVersionsPrecondition {
+  uid: string
+  generation: number
+  storedVersions: string[]
+  annotations: Record<string, string>
+}
+
+/**
+ * The JSON Patch that narrows storedVersions: a `test` of every precondition, then the
+ * replace. No resourceVersion: annotation-only writes (our own progress and heartbeat)
+ * cannot make it fail, while a change of uid, generation (a storage flip is a spec change),
+ * storedVersions or the freeze does, with a bare 422 (1.30-1.37).
+ */
+export function storedVersionsPatch(versions: string[], expect: StoredVersionsPrecondition): unknown[] {
+  return [
+    { op: 'test', path: '/metadata/uid', value: expect.uid },
+    { op: 'test', path: '/metadata/generation', value: expect.generation },
+    ...Object.entries(expect.annotations).map(([key, value]) => ({
+      op: 'test',
+      path: `/metadata/annotations/${pointerToken(key)}`,
+      value,
+    })),
+    { op: 'test', path: '/status/storedVersions', value: expect.storedVersions },
+    { op: 'replace', path: '/status/storedVersions', value: versions },
+  ]
+}
+
+/** A JSON Pointer reference token (RFC 6901): `~` and `/` escaped. */
+function pointerToken(key: string): string {
+  return key.replace(/~/g, '~0').replace(/\//g, '~1')
+}
+
+/** `status.storedVersions := versions`, only if `expect` still holds (422 otherwise: see storedVersionsPatch). */
+export async function writeStoredVersions(
+  http: KubeRequests,
+  name: string,
+  versions: string[],
+  expect: StoredVersionsPrecondition,
+): Promise<CustomResourceDefinition> {
+  return (
+    await http.request<CustomResourceDefinition>({
+      method: 'PATCH',
+      path: crdPath(name, 'status'),
+      body: storedVersionsPatch(versions, expect),
+      contentType: ContentType.jsonPatch,
+    })
+  ).body
+}
