@@ -28,9 +28,8 @@ export async function listCrds(http: KubeRequests, labelSelector?: string): Prom
 }
 
 /**
- * Sets (string) or removes (null) annotations with a JSON merge patch. With a
- * resourceVersion the patch only applies to exactly that revision of the CRD (409
- * otherwise), which is how the freeze knows it froze the spec it looked at.
+ * Sets (string) or removes (null) annotations by JSON merge patch; with a resourceVersion, only on that
+ * revision (409 otherwise), so the freeze knows it froze the spec it looked at.
  */
 export async function patchCrdAnnotations(
   http: KubeRequests,

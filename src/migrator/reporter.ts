@@ -1,8 +1,6 @@
 /**
- * What people see of a run: each outcome becomes its log line, its Event and its metric
- * here, so the orchestrators (migrate.ts, migrate-unfrozen.ts, migrate-resource.ts) carry
- * none of them; how a failed run is classified is here too, once. The words themselves
- * (summaries, counts) are report.ts's.
+ * What people see of a run: each outcome's log line, Event and metric, so the orchestrators carry
+ * none; a failed run is classified here too, once. The words (summaries, counts) are report.ts's.
  */
 import type { Logger } from 'pino'
 import { errorCode, errorMessage, type CrdMigratorError } from '../errors.js'
@@ -68,9 +66,8 @@ export class RunReporter {
   }
 
   /**
-   * The run began. Its Event waits `deferMs` (the progress interval): a run that ends
-   * sooner says its start in the end's Event instead (one Event per run, not two); a
-   * longer one records it then, so `kubectl events` shows a migration that is running.
+   * The run began. Its Event waits `deferMs` (the progress interval): a run that ends sooner says its
+   * start in the end's Event (one Event, not two); a longer one records it, so `kubectl events` shows it.
    */
   started(plan: CrdPlan, storageVersion: string, verdict: FreezeVerdict, frozen: Frozen, keySource: string, deferMs: number): void {
     if (verdict.action === 'resume') {
@@ -108,10 +105,7 @@ export class RunReporter {
     this.startRecorded = this.ctx.events?.record(start.crd, 'Normal', 'MigrationStarted', start.message)
   }
 
-  /**
-   * A failed run's code, outcome and reason, logged. A lost freeze or a stop from outside says why better
-   * than the aborted request; a loss found before any write is Blocked: nothing was written.
-   */
+  /** A lost freeze or a stop from outside says why better than the aborted request; a loss found before any write is Blocked. */
   failed(result: MigrationResult, err: unknown, outer: AbortSignal | undefined, lost?: CrdMigratorError): void {
     const stopped = outer?.aborted === true
     result.errorCode = lost ? lost.code : stopped ? 'CRDM_ABORTED' : errorCode(err)

@@ -1,8 +1,6 @@
 /**
- * The one writer of the CRD's record: its state annotations and status.storedVersions, one
- * named write per change. crd-state.ts says what each annotation change writes (its patches
- * are for this file only); the storedVersions patch is here. The caller passes the client,
- * and so the retries: the freeze's run client, the unfreeze's own longer policy, or none.
+ * The one writer of the CRD's record (state annotations, status.storedVersions), one named write per
+ * change; crd-state.ts makes the annotation patches. The caller's client brings the retries.
  */
 import { patchCrdAnnotations } from '../kube/crds.js'
 import { ContentType, type KubeRequests } from '../kube/http.js'
@@ -47,10 +45,7 @@ export function writeUnfreeze(http: KubeRequests, name: string, migratingAnnotat
   return patchCrdAnnotations(http, name, unfreezePatch(migratingAnnotation, run))
 }
 
-/**
- * Lifts a freeze another process set (`lift-freezes`), recording a Failed run for
- * `reason`, only on the revision `crd` is (409 otherwise: read again and decide again).
- */
+/** Lifts another process's freeze (`lift-freezes`) as a Failed run, only on the revision `crd` is (409: read, decide again). */
 export function writeLiftFreeze(http: KubeRequests, crd: CustomResourceDefinition, migratingAnnotation: string, reason: string): Written {
   const state = readCrdState(crd, migratingAnnotation)
   const patch = unfreezePatch(migratingAnnotation, {
@@ -73,12 +68,10 @@ export function writeRunState(http: KubeRequests, name: string, written: RunStat
   return patchCrdAnnotations(http, name, { ...runStatePatch(written, next), ...heartbeatPatch() })
 }
 
-/** Names the built-in StorageVersionMigration the storage phase is delegated to. */
 export function writeBuiltinMigration(http: KubeRequests, name: string, migrationName: string): Written {
   return patchCrdAnnotations(http, name, builtinMigrationPatch(migrationName))
 }
 
-/** A run that could not start, and why. */
 export function writeBlocked(http: KubeRequests, name: string, reason: string): Written {
   return patchCrdAnnotations(http, name, blockedPatch(reason))
 }
@@ -89,10 +82,7 @@ export async function writeUpToDate(http: KubeRequests, crd: CustomResourceDefin
   if (patch) await patchCrdAnnotations(http, crd.metadata.name, patch)
 }
 
-/**
- * What must still hold when `status.storedVersions` is narrowed: the CRD read (its uid and
- * generation), the storedVersions that read showed, and annotations (the freeze).
- */
+/** What must still hold when storedVersions is narrowed: the read's uid, generation and storedVersions, and the freeze's annotations. */
 export interface StoredVersionsPrecondition {
   uid: string
   generation: number
@@ -101,10 +91,9 @@ export interface StoredVersionsPrecondition {
 }
 
 /**
- * The JSON Patch that narrows storedVersions: a `test` of every precondition, then the
- * replace. No resourceVersion: annotation-only writes (our own progress and heartbeat)
- * cannot make it fail, while a change of uid, generation (a storage flip is a spec change),
- * storedVersions or the freeze does, with a bare 422 (1.30-1.37).
+ * A `test` of every precondition, then the replace. No resourceVersion, so our own annotation writes
+ * (progress, heartbeat) cannot fail it; a changed uid, generation (a storage flip is a spec change),
+ * storedVersions or freeze does, with a bare 422 (1.30-1.37).
  */
 export function storedVersionsPatch(versions: string[], expect: StoredVersionsPrecondition): unknown[] {
   return [

@@ -1,15 +1,9 @@
 /**
- * The CRD's migration state, in one place: every annotation crd-migrator reads or writes
- * on a CustomResourceDefinition (the KEP-2855 migrating annotation and our own
- * `crd-migrator.io/*` keys), read into typed values, judged by pure verdicts, and written
- * as annotation patches. The migrator, the controller, `status` and the webhook go
- * through here; nothing else names a key. The patches (`*Patch`) are crd-record.ts's, the
- * one writer of the CRD's record; no other file of src/ imports them (test/unit/layout.test.ts).
- *
- * Nothing read here is trusted for a decision that could skip work: others can write
- * annotations (the webhook guards them, but only while it is installed and answers). The
- * checkpoint is trusted only with its seal (migrator/checkpoint-seal.ts); results and
- * observed generations are for people.
+ * Every annotation crd-migrator reads or writes on a CRD (KEP-2855's migrating annotation and
+ * `crd-migrator.io/*`): typed reads, pure verdicts, patches. Nothing else names a key; the
+ * patches are crd-record.ts's alone (test/unit/layout.test.ts).
+ * Nothing read here may let a run skip work: others can write annotations (the webhook guards
+ * them only while it answers), so the checkpoint counts only with its seal (checkpoint-seal.ts).
  */
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { OUTSIDE_TEXT_MAX, sanitizeText } from '../sanitize.js'
@@ -38,28 +32,22 @@ export const StateAnnotation = {
   observedGeneration: `${STATE_PREFIX}observed-generation`,
   finishedAt: `${STATE_PREFIX}finished-at`,
   /**
-   * While frozen: the built-in StorageVersionMigration (storagemigration.k8s.io) this run
-   * created for its storage phase (`--engine builtin`). The webhook lets
-   * kube-controller-manager mark the CRD StorageMigrating only then.
+   * While frozen: the built-in StorageVersionMigration this run created (`--engine builtin`);
+   * only then does the webhook let kube-controller-manager mark the CRD StorageMigrating.
    */
   builtinMigration: `${STATE_PREFIX}builtin-migration`,
   /**
-   * While frozen: when the owner stopped on purpose (`serve` shutting down, or its Lease
-   * lost) and left the freeze, with its checkpoint, to the next leader. Its heartbeat is
-   * removed in the same write, so the next leader resumes at once instead of waiting for
-   * the heartbeat to go stale; the freeze itself never opens.
+   * While frozen: when the owner stopped on purpose and left the freeze to the next leader
+   * (migrator/freeze/hand-off.ts); its heartbeat goes in the same write, so no wait for staleness.
    */
   handedOff: `${STATE_PREFIX}handed-off`,
 } as const
 
 /**
- * Consent that a person with the `accept-changes` permission on the CRD (RBAC) writes,
- * not migrator state: the chart's ValidatingAdmissionPolicy guards them, by the API
- * server's own authorizer; the migrator reads them only where that policy is installed
- * (migrator.consentAnnotations).
- * - acceptChanges: field paths, comma-separated, where the rewrite may change anything
- *   (`spec.timeout,spec.timeouts`), as migrator.acceptChanges says for this CRD;
- * - acceptUnchecked: "true": objects no view can check may be rewritten.
+ * A person's consent (RBAC `accept-changes` on the CRD), not state: guarded by the chart's
+ * ValidatingAdmissionPolicy, so read only where it is installed (migrator.consentAnnotations).
+ * acceptChanges: comma-separated field paths the rewrite may change (as migrator.acceptChanges);
+ * acceptUnchecked "true": objects no view can check may be rewritten.
  */
 export const ConsentAnnotation = {
   acceptChanges: `${STATE_PREFIX}accept-changes`,
@@ -85,7 +73,6 @@ export function readCrdConsent(crd: Pick<CustomResourceDefinition, 'metadata'>):
 /** An annotation patch: a value sets a key, null removes it (JSON merge patch). */
 type AnnotationPatch = Record<string, string | null>
 
-/** What the annotations of a CRD say. */
 export interface CrdState {
   /** The migrating annotation has the migrating value. */
   frozen: boolean
@@ -103,9 +90,7 @@ export interface CrdState {
   lastDuration: string | undefined
   /** The CRD generation the last success (or "nothing to do") was for. */
   observedGeneration: number | undefined
-  /** The built-in StorageVersionMigration this run delegated its storage phase to. */
   builtinMigration: string | undefined
-  /** When the owner handed the freeze off (it stopped on purpose, the freeze kept for the next leader). */
   handedOff: string | undefined
   /** Whether the CRD carries the migrating annotation (any value) or any state key. */
   carriesState: boolean
@@ -153,11 +138,9 @@ export type FreezeVerdict =
   | { action: 'foreign'; reason: string }
 
 /**
- * Decides what to do with a CRD that may already be frozen: a freeze without our owner
- * annotation belongs to another tool and is never touched; ours is resumed once its owner
- * stopped heart-beating (a crashed or evicted run), or straight away when it is our own
- * identity (the same replica restarted) or when its owner handed it off (it stopped on
- * purpose, a rolling upgrade: no heartbeat to wait for).
+ * A freeze without our owner annotation is another tool's, never touched. Ours is resumed once
+ * its owner stopped heart-beating, or at once when it is this identity's (a restart) or was
+ * handed off (no heartbeat to wait for).
  */
 export function decideFreeze(
   state: CrdState,
@@ -180,10 +163,7 @@ export function decideFreeze(
   return { action: 'resume', checkpoint, previousOwner: state.owner, previous: liveness }
 }
 
-/**
- * What a resumed run says when it starts, so a person sees that it took a freeze over:
- * `taking over the freeze of cli:ann@host: no heartbeat for 2m10s (its run stopped)`.
- */
+/** What a resumed run says at its start, so people see a takeover: `taking over the freeze of cli:ann@host: no heartbeat for 2m10s`. */
 export function describeResume(previousOwner: string, previous: FreezeLiveness, self: string | undefined): string {
   const age = previous.heartbeatAgeMs === undefined ? undefined : wholeSeconds(Math.max(0, previous.heartbeatAgeMs))
   if (previous.handedOff) return `resuming the freeze ${previousOwner} handed off (it stopped on purpose)`
@@ -215,7 +195,6 @@ export function freezeLiveness(
   return { heartbeatAgeMs, handedOff, stale: handedOff || heartbeatAgeMs === undefined || heartbeatAgeMs >= takeoverAfterMs }
 }
 
-/** Sets a fresh freeze. */
 export function freezePatch(
   migratingAnnotation: string,
   owner: string,
@@ -241,7 +220,6 @@ export function freezePatch(
   }
 }
 
-/** Names the built-in StorageVersionMigration the storage phase is delegated to (`--engine builtin`). */
 export function builtinMigrationPatch(name: string): AnnotationPatch {
   return { [StateAnnotation.builtinMigration]: name }
 }
@@ -251,12 +229,7 @@ export function takeOverPatch(owner: string, now = new Date()): AnnotationPatch 
   return { [StateAnnotation.owner]: owner, [StateAnnotation.heartbeat]: now.toISOString(), [StateAnnotation.handedOff]: null }
 }
 
-/**
- * Leaves a running freeze to the next leader (`serve` shutting down): the freeze, its
- * owner, phase and sealed checkpoint stay; the heartbeat goes and the hand-off is
- * recorded, so the next leader resumes at once (decideFreeze). Progress not written yet
- * goes with it.
- */
+/** Leaves a running freeze to the next leader (see migrator/freeze/hand-off.ts), with progress not written yet. */
 export function handOffPatch(progress: string | undefined, now = new Date()): AnnotationPatch {
   const patch: AnnotationPatch = { [StateAnnotation.heartbeat]: null, [StateAnnotation.handedOff]: now.toISOString() }
   if (progress !== undefined) patch[StateAnnotation.progress] = progress
@@ -273,10 +246,8 @@ export interface RunState {
 }
 
 /**
- * One coalesced state write: of `next`, only what differs from what the CRD already says
- * (`written`, undefined when not known: everything), so phase, progress and checkpoint go
- * in one patch however often they changed since. The heartbeat is added by the writer, to
- * every write, so an empty patch still says the run is alive.
+ * One coalesced state write: what of `next` differs from `written` (undefined: not known, so all).
+ * The writer adds the heartbeat, so even an empty patch says the run is alive.
  */
 export function runStatePatch(written: RunState | undefined, next: RunState): AnnotationPatch {
   const patch: AnnotationPatch = {}
@@ -318,7 +289,6 @@ const RUN_SCOPED = [
   StateAnnotation.frozenGeneration,
 ] as const
 
-/** Lifts the freeze and records the result. */
 export function unfreezePatch(migratingAnnotation: string, run: RunOutcome, now = new Date()): AnnotationPatch {
   const patch: AnnotationPatch = {
     [migratingAnnotation]: null,
@@ -344,10 +314,7 @@ export function unfreezePatch(migratingAnnotation: string, run: RunOutcome, now 
   return patch
 }
 
-/**
- * Records that a run could not start (its conversion webhook does not answer): nothing
- * frozen, the reason for people, the next attempt overwrites it.
- */
+/** A run that could not start (its conversion webhook does not answer): nothing frozen; the next attempt overwrites it. */
 export function blockedPatch(reason: string, now = new Date()): AnnotationPatch {
   return {
     [StateAnnotation.phase]: 'Blocked',
@@ -356,10 +323,7 @@ export function blockedPatch(reason: string, now = new Date()): AnnotationPatch 
   }
 }
 
-/**
- * Records that a generation needs nothing (for `status`), or nothing when it says so
- * already. Never read back for a decision.
- */
+/** That a generation needs nothing, for `status` (never read back for a decision); undefined when said already. */
 export function upToDatePatch(crd: CustomResourceDefinition): AnnotationPatch | undefined {
   const a = crd.metadata.annotations ?? {}
   const generation = String(crd.metadata.generation ?? 0)
@@ -368,8 +332,7 @@ export function upToDatePatch(crd: CustomResourceDefinition): AnnotationPatch | 
 }
 
 /**
- * Characters of a failure's reason kept in last-result, cleaned (sanitize.ts): the reason
- * may quote a webhook or an API server. Whole as far as the outside-text limit, so `check`
- * can quote it whole; `status` cuts its column itself.
+ * Characters of a failure's reason kept in last-result, cleaned (sanitize.ts: it may quote a webhook
+ * or an API server); whole up to the outside-text limit so `check` can quote it; `status` cuts its own.
  */
 const REASON_MAX = OUTSIDE_TEXT_MAX

@@ -1,20 +1,10 @@
 /**
- * `crd-migrator lift-freezes`: what the chart's pre-delete hook runs (and its pre-upgrade
- * hook with migrator.enabled=false), so that `helm uninstall` alone never leaves a CRD
- * frozen (issue 43, item 2). While the release's RBAC and webhook still exist:
- *
- * 1. take the release's Lease (seizeLease), held for --hold-seconds: the leader stops at
- *    its next renewal and hands its runs off (their freezes stay, marked handed off), and
- *    no replica starts a run while Helm deletes the release;
- * 2. wait until the leader has stopped: a freeze of its handed off, or its renew deadline
- *    past (a leader that cannot renew stops within it: leader.ts);
- * 3. lift every freeze owned by a pod of this release (owner `<prefix><hash>-<suffix>`, a
- *    Deployment's pod names), and only those, recording a Failed result on the CRD; then
- *    list again until a pass finds none.
- *
- * It runs as the migrator's own ServiceAccount: the one identity the webhook lets lift a
- * freeze, with exactly the rights needed (the Lease, patching CRDs), still bound while
- * pre-delete hooks run.
+ * `crd-migrator lift-freezes`, the chart's pre-delete hook (and pre-upgrade one with migrator.enabled=false),
+ * so `helm uninstall` alone never leaves a CRD frozen (issue 43, item 2). While the release's RBAC and webhook
+ * still exist: 1. hold its Lease for --hold-seconds (the leader hands its runs off at its next renewal; no
+ * replica starts one); 2. wait until the leader stopped (a freeze of its handed off, or its renew deadline
+ * past: leader.ts); 3. lift the freezes of this release's pods, and only those, as Failed, until none is left.
+ * It runs as the migrator's ServiceAccount: the one identity the webhook lets lift a freeze, still bound then.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'

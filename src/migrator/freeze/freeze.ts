@@ -1,7 +1,4 @@
-/**
- * Setting, taking over and lifting the freeze on the API server, with the retries each step
- * needs. What is written is state/crd-record.ts's.
- */
+/** Setting, taking over and lifting the freeze, with each step's retries; what is written is state/crd-record.ts's. */
 import { getCrd } from '../../kube/crds.js'
 import { isNotFound } from '../../kube/api-errors.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
@@ -55,9 +52,8 @@ export async function freezeCrd(
 }
 
 /**
- * Lifts the freeze and records the outcome. Returns whether the freeze is gone, and the CRD
- * the patch got back (the CRD as it is now, for the final Event: no read after it), or
- * why it could not be lifted.
+ * Lifts the freeze and records the outcome: whether it is gone, with the CRD the patch got back
+ * (for the final Event, so no read after it), or why not.
  */
 export async function unfreezeCrd(
   name: string,

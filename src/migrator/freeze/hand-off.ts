@@ -1,12 +1,8 @@
 /**
- * The hand-off of a running freeze to the next leader (issue 43, item 1). A `serve` that
- * shuts down (SIGTERM of a rolling upgrade) or loses its Lease stops its writes at once and
- * does not lift its freeze: lifting it would open the CRD's storage version to changes for
- * as long as the next leader takes to freeze it again, with objects half rewritten. It
- * leaves the freeze, owner, phase and sealed checkpoint where they are, removes its
- * heartbeat and records the hand-off (state/crd-record.ts writeHandOff), so the next leader
- * resumes at once (decideFreeze). The CLI (`migrate`, Ctrl-C) never hands off: it lifts its
- * own freeze, as it always did.
+ * Hands a running freeze to the next leader (issue 43, item 1) when `serve` shuts down or loses its
+ * Lease: lifting it would open the storage version to changes, with objects half rewritten, until the
+ * next leader froze it again. Freeze, owner, phase and sealed checkpoint stay; the heartbeat goes and
+ * the hand-off is recorded, so the next leader resumes at once. The CLI (`migrate`) lifts its own.
  */
 import { getCrd } from '../../kube/crds.js'
 import { isConflict, isNotFound } from '../../kube/api-errors.js'
@@ -44,7 +40,6 @@ export async function handOffFreeze(
     } catch (err) {
       if (isNotFound(err)) return false
       if (isConflict(err)) continue
-      // Not written: the freeze still stands; the next leader resumes once the heartbeat is stale.
       ctx.logger.warn({ crd: name, err }, 'could not record the hand-off; the next leader resumes once the heartbeat is stale')
       return false
     }

@@ -1,26 +1,17 @@
 /**
- * Writes phase, progress, checkpoint and heartbeat annotations on a timer, never per
- * object nor per phase: the CRD is watched by every controller in the cluster, so each
- * write costs every watcher an event. One write per interval carries whatever changed
- * since the last (runStatePatch) with the heartbeat; a phase that ends before the next
- * tick is never written at all, and what was not written when the run ends goes with the
- * unfreeze (stop() hands it over). The heartbeat is written every interval whatever
- * changed, as before coalescing, so other replicas never mistake a run for dead (by
- * default every 5 s, against a takeover after 30 s of silence). Its answer (the CRD as it is now) goes to
- * `onWritten`, so the run sees a lifted freeze even without its watch (freeze-guard.ts).
- * A write answered 403 (the migrator lost `patch` on the CRD mid-run) is no passing
- * failure: the heartbeat is gone for good, so `onForbidden` stops the run. Once `halt` is
- * aborted (the run stopped) nothing more is written: the unfreeze that follows records
- * the outcome.
+ * Writes phase, progress, checkpoint and heartbeat on a timer, never per object nor per phase:
+ * every controller watching CRDs gets an event per write. Each tick writes what changed
+ * (runStatePatch) with the heartbeat, so other replicas never take a live run for dead (by
+ * default every 5 s, against a takeover after 30 s). Each answer goes to `onWritten`, so the
+ * run sees a lifted freeze even without its watch (freeze-guard.ts).
  */
 
 export interface StateWriterOptions {
   /** Told the CRD each write got back. */
   onWritten?: (crd: CustomResourceDefinition) => void
   /**
-   * Told a write answered 403: the migrator may no longer patch the CRD, so its heartbeat
-   * stops and another replica would take the freeze over while this run goes on (the
-   * run stops; freeze-guard.ts).
+   * Told a write answered 403 (`patch` on the CRD lost mid-run): the heartbeat is gone for good and
+   * another replica would take over while this run goes on, so the run stops (freeze-guard.ts).
    */
   onForbidden?: (err: unknown) => void
   /** No write starts once this is aborted. */
@@ -67,10 +58,7 @@ export class StateWriter {
     this.note = undefined
   }
 
-  /**
-   * Remembers the latest progress; the timer writes it. Called after every object, so it
-   * only keeps a reference: the text is made when written.
-   */
+  /** Called after every object, so it only keeps a reference; the timer makes the text and writes it. */
   progress(phase: Phase, p: WalkProgress): void {
     if (this.latest?.phase !== phase || this.latest.progress !== p) this.latest = { phase, progress: p }
     this.note = undefined

@@ -1,11 +1,7 @@
 /**
- * Living with Kubernetes' own storage version migrator (kube/builtin-migrations.ts):
- * - before freezing, a CRD the built-in migrator works on (StorageMigrating=True, or a
- *   pending or running StorageVersionMigration for its resource) is left alone;
- * - with `engine: builtin` our storage phase creates a built-in StorageVersionMigration and
- *   waits for it, inside our freeze, preflight, storage-switch and storedVersions checks;
- * - after our freeze is lifted, built-in migrations it held back are nudged so
- *   kube-controller-manager runs them now rather than after its backoff.
+ * Living with Kubernetes' own storage version migrator (kube/builtin-migrations.ts): a CRD it works on
+ * is not frozen; with `engine: builtin` our storage phase is one of its StorageVersionMigrations, inside
+ * our freeze and checks; after our freeze, the migrations it held back are nudged to run now.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import {
@@ -59,13 +55,10 @@ export async function builtinActivity(http: MigrationContext['http'], crd: Custo
 }
 
 /**
- * Why our run must not start now, or undefined. Busy means a pending or running built-in
- * StorageVersionMigration for the resource exists: the CRD's StorageMigrating condition
- * alone proves nothing (a deleted migration leaves it True, and without the webhook anyone
- * who may write CRD status can set it), so it counts only when the migrations cannot be
- * listed to check. `ours` names a migration this run created itself (a resumed
- * `engine: builtin` run), which does not count as someone else's. The condition's text is
- * quoted cut and cleaned (conditionText).
+ * Why our run must not start now: a pending or running built-in StorageVersionMigration for the resource.
+ * The StorageMigrating condition alone proves nothing (a deleted migration leaves it True, and without the
+ * webhook anyone who may write CRD status can set it), so it counts only when migrations cannot be listed.
+ * `ours`: a migration this run created itself (a resumed `engine: builtin` run).
  */
 export function builtinBusyReason(activity: BuiltinEvidence, ours?: string): string | undefined {
   if (activity.migrations === undefined) {
@@ -83,11 +76,7 @@ export function builtinBusyReason(activity: BuiltinEvidence, ours?: string): str
   return undefined
 }
 
-/**
- * A StorageMigrating=True condition no pending or running built-in StorageVersionMigration
- * stands behind (left by a deleted one, or written by someone else), described for a log
- * line; undefined when there is none or it could not be checked.
- */
+/** For a log line: a StorageMigrating=True condition no active built-in migration stands behind (a deleted one's, or forged). */
 export function unbackedConditionText(activity: BuiltinEvidence, ours?: string): string | undefined {
   if (activity.condition?.status !== 'True' || activity.migrations === undefined) return undefined
   if (activity.migrations.some((m) => isActive(m) && m.metadata.name !== ours)) return undefined
@@ -102,10 +91,8 @@ function describeCondition(condition: CrdCondition): string {
 const POLL_MS = 1_000
 
 /**
- * Phase StorageVersionMigration through kube-controller-manager: create a built-in
- * StorageVersionMigration for the CRD's resource (named on the CRD first, so the webhook
- * lets kube-controller-manager mark the CRD StorageMigrating under our freeze), wait until
- * it succeeds, fail when it fails, is deleted, or is not started in time. Aborting deletes it.
+ * Phase StorageVersionMigration through kube-controller-manager: a built-in StorageVersionMigration, named
+ * on the CRD first so the webhook lets kube-controller-manager mark the CRD StorageMigrating under our freeze. Aborting deletes it.
  */
 export async function runBuiltinStoragePhase(
   crd: CustomResourceDefinition,
@@ -177,10 +164,8 @@ export async function runBuiltinStoragePhase(
 }
 
 /**
- * After our freeze: kube-controller-manager's attempts to start these were refused while
- * it held, and it retries with a growing backoff; a touch makes it look again now. A
- * courtesy: the chart grants the patch only with engine builtin, and without it they start
- * after that backoff.
+ * kube-controller-manager retries the starts our freeze refused with a growing backoff; a touch makes it
+ * look now. A courtesy: the chart grants the patch only with engine builtin.
  */
 export async function releaseHeldBuiltinMigrations(ctx: MigrationContext, crd: CustomResourceDefinition): Promise<void> {
   try {

@@ -1,10 +1,8 @@
 /**
- * Narrowing status.storedVersions to [storage], in one loop of read, decide, patch (the
- * patch tests what was read; a 422 means something moved). A frozen run narrows only
- * while the CRD provably is still frozen, by this run (not taken over), with the storage
- * version and generation its objects were rewritten under (KEP-2855's defence in depth);
- * an unfrozen run only while the CRD has the uid, generation and storage version it
- * started with.
+ * Narrowing status.storedVersions to [storage]: read, decide, patch, the patch testing what was read.
+ * A frozen run narrows only while the CRD is provably still frozen by it, with the storage version and
+ * generation its objects were rewritten under (KEP-2855's defence in depth); an unfrozen run only while
+ * uid, generation and storage version are as it started.
  */
 import { getCrd } from '../../kube/crds.js'
 import { isConflict, isUnprocessable } from '../../kube/api-errors.js'
@@ -17,10 +15,7 @@ import type { MigrationContext } from '../context.js'
 import { planCrd } from '../plan.js'
 import type { RunClient } from '../engine/run-client.js'
 
-/**
- * Rounds of read, check, patch. Our own progress and heartbeat writes cannot make the patch
- * fail (it tests no resourceVersion); a round is repeated only when what it tests moved.
- */
+/** Rounds of read, check, patch; one is repeated only when what the patch tests moved (storedVersionsPatch). */
 const MAX_ROUNDS = 5
 
 /** What a round decides from the CRD it read: patch (testing `expect`), nothing left to do, or leave it with why. */
@@ -69,15 +64,11 @@ export async function narrowStoredVersions(
   known?: CustomResourceDefinition,
 ): Promise<CustomResourceDefinition> {
   // Every object is done by now: an API server restart or an etcd hiccup at this point
-  // must not fail the run, and neither must the run's own progress and heartbeat writes to
-  // the same CRD (issue 34: a resourceVersion precondition lost to them 5 times in a row
-  // under load). So the patch tests what matters instead (storedVersionsPatch): the uid
-  // and generation read, the freeze and its owner (this run), the storedVersions read.
-  // Both calls are safe to repeat: the read is a read, and a retry of a patch whose answer
-  // was lost is refused (422: storedVersions moved) and goes round the loop, whose read
-  // finds it narrowed.
-  // `known` stands in for the first read: the patch tests what the read is checked for,
-  // so a stale copy costs a 422 and a read, never a wrong narrowing.
+  // must not fail the run, nor must our own progress and heartbeat writes (issue 34: a
+  // resourceVersion precondition lost to them 5 times in a row). So the patch tests what
+  // matters (storedVersionsPatch); a retried patch whose answer was lost gets a 422, and the
+  // next read finds it narrowed. `known` stands in for the first read: a stale copy costs
+  // a 422 and a read, never a wrong narrowing.
   let uid: string | undefined
   const decide = (crd: CustomResourceDefinition, refused: Refused): Narrowing => {
     const plan = planCrd(crd)
@@ -112,10 +103,8 @@ export async function narrowStoredVersions(
 export type RewriteStart = { uid: string | undefined; generation: number; storageVersion: string }
 
 /**
- * Whether to narrow storedVersions to `[storage]` now, from the CRD as read after every
- * object was rewritten: `narrow` (with what the patch tests), `done` (already narrowed), or
- * `keep` with why (the CRD was replaced, or its spec changed: the storage version may have
- * moved under the rewrite, which no freeze prevented).
+ * From the CRD as read after every object was rewritten: `keep` when it was replaced or its spec
+ * changed (the storage version may have moved under the rewrite, which no freeze prevented).
  */
 export function storedVersionsAfterRewrite(
   start: RewriteStart,
