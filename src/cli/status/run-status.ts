@@ -22,7 +22,7 @@ import { listAndWatch } from '../../kube/watch.js'
 import { planCrd } from '../../migrator/plan.js'
 import { runInParallel } from '../../migrator/parallel.js'
 import { describeFreeze, freezeLiveness, readCrdState, type CrdState, type FreezeLiveness } from '../../state/crd-state.js'
-import { headOf, plainText, sanitizeText } from '../../sanitize.js'
+import { ellipsize, plainText, sanitizeText } from '../../sanitize.js'
 import { clockDuration } from '../../duration.js'
 import { isData, renderData, renderNames, type OutputFormat } from '../output.js'
 import type { ClientFlags } from '../command-kit.js'
@@ -153,8 +153,6 @@ export function statusData(row: StatusRow): Record<string, unknown> {
   return data
 }
 
-const cutCell = (text: string, max: number) => (text.length > max ? `${headOf(text, max - 1)}…` : text)
-
 /** -o wide: the fleet state and the ETA of a running CRD besides the table's columns. */
 const WIDE_HEADER = ['STATE', 'ETA']
 const wideCells = (row: StatusRow): string[] => [row.state, row.etaSeconds === undefined ? '-' : `${row.etaSeconds}s`]
@@ -175,7 +173,7 @@ const COLUMNS = Object.keys(HEADER) as Column[]
 
 /** The cells of a row (or of the header), wide or not. */
 function cells(row: StatusRow | 'header', wide: boolean): string[] {
-  const base = COLUMNS.map((k) => (row === 'header' ? HEADER[k] : k === 'lastResult' ? cutCell(row[k], LAST_RESULT_COLUMN) : row[k]))
+  const base = COLUMNS.map((k) => (row === 'header' ? HEADER[k] : k === 'lastResult' ? ellipsize(row[k], LAST_RESULT_COLUMN) : row[k]))
   return wide ? [...base, ...(row === 'header' ? WIDE_HEADER : wideCells(row))] : base
 }
 
