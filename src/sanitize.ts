@@ -16,7 +16,7 @@
  * space of each run of white space and cuts to a length. plainText, for where text is
  * printed, only drops and replaces, keeping a line's indentation.
  *
- * It is also the one place that cuts text to a length (headOf, cutText, fitUtf8): never
+ * It is also the one place that cuts text to a length (headOf, cutText, ellipsize, fitUtf8): never
  * between the two UTF-16 halves of a character, whose lone half is not valid UTF-8.
  */
 
@@ -69,6 +69,9 @@ const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff
 export function cutText(text: string, max: number, gap = ''): string {
   return text.length <= max ? text : `${headOf(text, max)}…${gap}(${text.length} characters)`
 }
+
+/** At most `max` UTF-16 code units, the last an ellipsis when cut (never inside a surrogate pair): a line or a cell that must fit. */
+export const ellipsize = (text: string, max: number): string => (text.length > max ? `${headOf(text, max - 1)}…` : text)
 
 /** At most `maxBytes` bytes of UTF-8, cut between characters, ending in `…` when cut (Event notes are limited in bytes). */
 export function fitUtf8(text: string, maxBytes: number): string {

@@ -12,12 +12,16 @@ export interface UnreadableObject {
   error: unknown
 }
 
-export interface MetadataPage {
-  items: PartialObjectMetadata[]
+/** A page of resumableList: its objects not handed out before. */
+export interface MetadataPage<T = PartialObjectMetadata> {
+  items: T[]
   /** Objects the API server says are still to come after this page, when it knows. */
   remainingItemCount: number | undefined
   /** Objects at this point of the list that the API server could not read. */
   unreadable?: UnreadableObject[]
+  /** Of a page read from the list: its snapshot (the list's resourceVersion), and whether the list goes on after it. */
+  resourceVersion?: string | undefined
+  more?: boolean
 }
 
 export interface ListMetadataOptions {
@@ -41,21 +45,35 @@ export interface ListMetadataOptions {
    * after it. Other errors end the list.
    */
   unreadable?: (err: unknown) => boolean
+  /** A list started over by its reader: objects up to this key were handed out already. */
+  after?: string | undefined
+}
+
+/** Streams every object of a resource, all namespaces, as PartialObjectMetadata (resumableList). */
+export function listMetadata(http: KubeHttp, ref: ResourceRef, options: ListMetadataOptions): AsyncGenerator<MetadataPage> {
+  const lookup = { ref, currentResourceVersion: () => currentResourceVersion(http, options) }
+  return resumableList(throughAnyVersion(http, ref, options), options, lookup)
 }
 
 /**
- * Streams every object of a resource, all namespaces, as PartialObjectMetadata, one page
- * at a time, so memory holds a page and not the collection.
+ * The one pager that restarts an expired list: every object of a list, one page at a time,
+ * so memory holds a page and not the collection.
  *
  * The API server lists in etcd key order (namespace/name). When a continue token expires
  * (410 Gone, e.g. after an etcd compaction), the list starts over and drops everything up
  * to the last key already handed out: nothing is missed (objects created since were
- * written in the current storage version anyway) and nothing is yielded twice.
+ * written in the current storage version anyway) and nothing is yielded twice. A reader
+ * that must list again for a reason of its own starts a new list `after` its last key.
  */
-export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: ListMetadataOptions): AsyncGenerator<MetadataPage> {
+export async function* resumableList<T extends { metadata: { namespace?: string | undefined; name: string } }>(
+  request: PageRequest<T>,
+  options: Pick<ListMetadataOptions, 'pageSize' | 'signal' | 'onRestart' | 'unreadable' | 'after'>,
+  // Where unreadable objects are looked for: the list's resource, the API server's current snapshot.
+  lookup?: { ref: ResourceRef; currentResourceVersion: () => Promise<string> },
+): AsyncGenerator<MetadataPage<T>> {
   let continueToken: string | undefined
-  let lastKey: string | undefined
-  let restarted = false
+  let lastKey = options.after
+  let restarted = lastKey !== undefined
   // Narrowed while a page holds an unreadable object, widened again after it.
   let limit = options.pageSize
   // The list's snapshot and what it said remains after lastKey: to continue past an unreadable object.
@@ -64,13 +82,12 @@ export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: L
   // Where the current listing has got to (lastKey is the furthest any listing got: after a
   // restart the new one starts behind it).
   let position: string | undefined
-  const anyVersion = throughAnyVersion(http, ref, options)
   for (;;) {
     // The list from continueToken on, `limit` objects a page, until it ends or a page fails;
     // a failed page starts it again (from the start, narrower, or after an unreadable object).
-    const pages = followPages(anyVersion, { pageSize: () => limit, continue: continueToken, signal: options.signal })
+    const pages = followPages(request, { pageSize: () => limit, continue: continueToken, signal: options.signal })
     for (;;) {
-      let next: IteratorResult<ListPage<PartialObjectMetadata>>
+      let next: IteratorResult<ListPage<T>>
       try {
         next = await pages.next()
       } catch (err) {
@@ -84,15 +101,15 @@ export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: L
           remainingAfterLast = undefined
           break
         }
-        if (!options.unreadable?.(err)) throw err
+        if (!lookup || !options.unreadable?.(err)) throw err
         // Narrow the page down to its first object; that one is then the unreadable one.
         if (limit > 1) {
           limit = Math.ceil(limit / 2)
           break
         }
-        snapshot ??= await currentResourceVersion(http, options)
+        snapshot ??= await lookup.currentResourceVersion()
         const skipped = await unreadableAfter(
-          { ref, anyVersion, options },
+          { ref: lookup.ref, request, unreadable: options.unreadable },
           position,
           err,
           snapshot,
@@ -109,8 +126,9 @@ export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: L
       }
       if (next.done) return
       const list = next.value
+      const { resourceVersion, remainingItemCount } = list.metadata
       limit = Math.min(options.pageSize, limit * 2)
-      snapshot = list.metadata.resourceVersion || snapshot
+      snapshot = resourceVersion || snapshot
       let items = list.items
       const reached = items[items.length - 1]
       if (reached) position = listOrderKey(reached.metadata.namespace, reached.metadata.name)
@@ -121,8 +139,8 @@ export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: L
       const tail = items[items.length - 1]
       if (tail) lastKey = listOrderKey(tail.metadata.namespace, tail.metadata.name)
       continueToken = list.metadata.continue || undefined
-      remainingAfterLast = continueToken ? list.metadata.remainingItemCount : 0
-      yield { items, remainingItemCount: restarted ? undefined : list.metadata.remainingItemCount }
+      remainingAfterLast = continueToken ? remainingItemCount : 0
+      yield { items, remainingItemCount: restarted ? undefined : remainingItemCount, resourceVersion, more: continueToken !== undefined }
       if (!continueToken) return
     }
   }
@@ -133,14 +151,14 @@ export async function* listMetadata(http: KubeHttp, ref: ResourceRef, options: L
  * probing (unreadable.ts) and skipped only when the list's counts prove it is the one
  * object between `after` and the next readable one; otherwise the list ends with `err`.
  */
-async function unreadableAfter(
-  list: { ref: ResourceRef; anyVersion: PageRequest<PartialObjectMetadata>; options: ListMetadataOptions },
+async function unreadableAfter<T>(
+  list: { ref: ResourceRef; request: PageRequest<T>; unreadable: (err: unknown) => boolean },
   after: string | undefined,
   err: unknown,
   rv: string,
   remaining: number | undefined,
 ): Promise<{ key: string; remaining: number | undefined }> {
-  const { ref, anyVersion, options } = list
+  const { ref, request, unreadable } = list
   const named = unreadableKeys(err, ref)[0]
   if (named !== undefined) {
     if (after !== undefined && named <= after) throw err
@@ -150,12 +168,12 @@ async function unreadableAfter(
   let remainingFromProbe = 0
   const probe = async (start: string): Promise<Probe> => {
     try {
-      const page = await anyVersion({ limit: 1, continue: continueFrom(start, rv) })
+      const page = await request({ limit: 1, continue: continueFrom(start, rv) })
       const found = page.items.length
       remainingFromProbe = found + (page.metadata.continue ? (page.metadata.remainingItemCount ?? Number.NaN) : 0)
       return found ? 'readable' : 'end'
     } catch (probeErr) {
-      if (options.unreadable?.(probeErr)) return 'unreadable'
+      if (unreadable(probeErr)) return 'unreadable'
       throw probeErr
     }
   }

@@ -1,8 +1,8 @@
 /**
  * Lists read a page at a time (limit/continue), so memory holds a page and never a
  * collection of thousands of objects. The one loop that follows continue tokens is
- * {@link followPages}; {@link listPages} is it for one path. listMetadata (list-metadata.ts)
- * steers the same loop: it narrows and widens its pages, lists through other versions and
+ * {@link followPages}; {@link listPages} is it for one path. resumableList (list-metadata.ts)
+ * steers the same loop: it restarts an expired list, narrows and widens its pages and
  * starts again from tokens of its own.
  */
 import type { KubeRequest, KubeRequests } from './http.js'

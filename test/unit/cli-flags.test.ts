@@ -130,11 +130,11 @@ t.test('status as data: lists are lists, absent is absent', async (t) => {
   t.match(statusData(row({ frozen: 'no' })), { frozen: false }, 'not frozen: false, not "no"')
   t.notOk('frozenBy' in statusData(row({ frozen: 'no' })))
   t.match(
-    statusData(row({ frozen: 'yes (crd-migrator-7d9f-abc)' })),
+    statusData(row({ frozen: 'yes (crd-migrator-7d9f-abc)', frozenBy: 'crd-migrator-7d9f-abc' })),
     { frozen: true, frozenBy: 'crd-migrator-7d9f-abc' },
     'frozen: true, and by whom',
   )
-  t.match(statusData(row({ frozen: 'yes (built-in)' })), { frozen: true, frozenBy: 'built-in' })
+  t.match(statusData(row({ frozen: 'yes (built-in)', frozenBy: 'built-in' })), { frozen: true, frozenBy: 'built-in' })
   const none = statusData(row({ storage: '-', storedVersions: '-', etaSeconds: 12 }))
   t.same(none.storedVersions, [], 'no storedVersions: an empty list')
   t.notOk('storage' in none, 'no storage version: no key')

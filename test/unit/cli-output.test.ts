@@ -131,6 +131,7 @@ t.test('statusRows: which CRDs are shown', async (t) => {
       storage: 'v1',
       storedVersions: 'v1',
       frozen: 'yes (crd-migrator-7d9f-abc)',
+      frozenBy: 'crd-migrator-7d9f-abc',
       heartbeat: '5s',
       phase: 'StorageVersionMigration',
       progress: '120/400',
@@ -260,7 +261,7 @@ t.test('formatTable aligns columns', async (t) => {
     starts,
     'headers in order',
   )
-  const keys: Exclude<keyof StatusRow, 'state' | 'etaSeconds' | 'heartbeatAgeSeconds' | 'stale'>[] = [
+  const keys: Exclude<keyof StatusRow, 'frozenBy' | 'state' | 'etaSeconds' | 'heartbeatAgeSeconds' | 'stale'>[] = [
     'name',
     'storage',
     'storedVersions',

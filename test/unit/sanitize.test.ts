@@ -1,5 +1,5 @@
 import t from 'tap'
-import { cutText, escapeInvisible, fitUtf8, headOf, OUTSIDE_TEXT_MAX, plainText, sanitizeText } from '../../src/sanitize.js'
+import { cutText, ellipsize, escapeInvisible, fitUtf8, headOf, OUTSIDE_TEXT_MAX, plainText, sanitizeText } from '../../src/sanitize.js'
 import { truncateForLog } from '../../src/webhook/limits.js'
 import { shorten } from '../../src/webhook/messages.js'
 
@@ -93,6 +93,18 @@ t.test('cutText: whole when it fits, else its head and how long it was', async (
     ['empty', '', 0, '', ''],
   ]
   for (const [name, text, max, gap, expected] of rows) t.equal(cutText(text, max, gap), expected, name)
+})
+
+t.test('ellipsize: whole when it fits, else its head and an ellipsis, max code units in all', async (t) => {
+  const rows: [string, string, number, string][] = [
+    ['shorter', 'abc', 5, 'abc'],
+    ['equal', 'abcde', 5, 'abcde'],
+    ['longer', 'abcdef', 5, 'abcd…'],
+    ['a surrogate pair at the cut: dropped whole', 'ab😀cd', 4, 'ab…'],
+    ['a surrogate pair before the cut: kept whole', 'ab😀cd', 5, 'ab😀…'],
+    ['empty', '', 0, ''],
+  ]
+  for (const [name, text, max, expected] of rows) t.equal(ellipsize(text, max), expected, name)
 })
 
 t.test('the webhook cuts through cutText: messages and log lines', async (t) => {

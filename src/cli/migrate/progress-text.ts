@@ -6,7 +6,7 @@
 import type { MigrationResult } from '../../migrator/context.js'
 import { settled, type WalkProgress } from '../../migrator/engine/walker.js'
 import { unfreezeCommand } from '../interrupt.js'
-import { headOf } from '../../sanitize.js'
+import { ellipsize } from '../../sanitize.js'
 import { clockDuration } from '../../duration.js'
 
 /** How far one phase of one CRD got: objects settled of the best known total. */
@@ -95,7 +95,7 @@ const SHORT_PHASE: Record<string, string> = {
 export function liveLine(p: CrdProgress, now: number, width = 200): string {
   const c = p.current
   const fit = width - 1 // as wide as the terminal would wrap, and the redraw would then miscount its lines
-  if (!c) return cut(`${clockDuration(now - p.startedAt)}  ${p.crd}  preparing (freeze, storage switch, checks)`, fit)
+  if (!c) return ellipsize(`${clockDuration(now - p.startedAt)}  ${p.crd}  preparing (freeze, storage switch, checks)`, fit)
   const rate = p.rate(now)
   const eta = etaSeconds(c, rate)
   const numbers = `${c.done}/${c.total}  ${percent(c)}%  ${rateText(rate)}/s  ETA ${eta === undefined ? '-' : clockDuration(eta * 1000)}`
@@ -103,11 +103,8 @@ export function liveLine(p: CrdProgress, now: number, width = 200): string {
   const bar = `[${'#'.repeat(filled)}${'-'.repeat(BAR - filled)}]`
   const short = SHORT_PHASE[c.phase] ?? c.phase
   const candidates = [`${numbers}  ${p.crd}  ${c.phase}  ${bar}`, `${numbers}  ${p.crd}  ${c.phase}`, `${numbers}  ${p.crd}  ${short}`]
-  return candidates.find((line) => line.length <= fit) ?? cut(`${numbers}  ${short}  ${p.crd}`, fit)
+  return candidates.find((line) => line.length <= fit) ?? ellipsize(`${numbers}  ${short}  ${p.crd}`, fit)
 }
-
-/** At most `max` characters, ending in `…` when cut (never inside a surrogate pair). */
-const cut = (line: string, max: number) => (line.length > max ? headOf(line, max - 1) + '…' : line)
 
 /**
  * Each phase walked: `StorageVersionMigration 4000/4000 objects, CleanupManagedFields 4000/4000

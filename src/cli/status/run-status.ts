@@ -22,7 +22,7 @@ import { listAndWatch } from '../../kube/watch.js'
 import { planCrd } from '../../migrator/plan.js'
 import { runInParallel } from '../../migrator/parallel.js'
 import { describeFreeze, freezeLiveness, readCrdState, type CrdState, type FreezeLiveness } from '../../state/crd-state.js'
-import { headOf, plainText, sanitizeText } from '../../sanitize.js'
+import { ellipsize, plainText, sanitizeText } from '../../sanitize.js'
 import { clockDuration } from '../../duration.js'
 import { isData, renderData, renderNames, type OutputFormat } from '../output.js'
 import type { ClientFlags } from '../command-kit.js'
@@ -33,6 +33,8 @@ export interface StatusRow {
   storage: string
   storedVersions: string
   frozen: string
+  /** Who holds the freeze, as the FROZEN cell names it and cleaned as it is (-o json|yaml; not a column); absent when not frozen. */
+  frozenBy?: string
   /** Of a freeze of ours: the heartbeat's age, `stale` once the next run may take it over, or `handed off`. */
   heartbeat: string
   phase: string
@@ -52,7 +54,7 @@ export interface StatusRow {
 }
 
 /** The table's columns, in order. */
-type Column = Exclude<keyof StatusRow, 'state' | 'etaSeconds' | 'heartbeatAgeSeconds' | 'stale'>
+type Column = Exclude<keyof StatusRow, 'frozenBy' | 'state' | 'etaSeconds' | 'heartbeatAgeSeconds' | 'stale'>
 
 /**
  * The CRDs worth showing: those the config selects, and any other carrying our state
@@ -73,13 +75,16 @@ export function statusRows(
       const liveness = state.frozen && state.owner ? freezeLiveness(state, config.migrator.takeoverAfterSeconds * 1000, now) : undefined
       const fleet = fleetState(crd, state, liveness)
       const eta = fleet === 'Running' ? etaSeconds(state.progress, state.startedAt, now, state.heartbeat) : undefined
+      const builtinRunning = !state.frozen && builtinMigrationRunning(crd)
+      const frozenBy = builtinRunning ? 'built-in' : state.frozen ? sanitizeText(state.owner ?? 'foreign') : undefined
       return {
         name: crd.metadata.name,
         storage: plan.storageVersion ?? '-',
         storedVersions: plan.storedVersions.join(',') || '-',
         // The annotations are text anyone allowed to patch the CRD may have written: cleaned
         // and cut (sanitize.ts) before they reach a terminal.
-        frozen: !state.frozen && builtinMigrationRunning(crd) ? 'yes (built-in)' : cell(describeFreeze(state)),
+        frozen: builtinRunning ? 'yes (built-in)' : cell(describeFreeze(state)),
+        ...(frozenBy ? { frozenBy } : {}),
         heartbeat: liveness ? heartbeatCell(liveness) : '-',
         phase: cell(state.phase),
         progress: cell(state.progress),
@@ -142,18 +147,15 @@ export function describeBuiltin(crd: CustomResourceDefinition, builtin: readonly
 export function statusData(row: StatusRow): Record<string, unknown> {
   const data: Record<string, unknown> = { name: row.name }
   for (const [k, v] of Object.entries(row)) {
-    if (k === 'name' || v === '-' || v === undefined) continue
+    if (k === 'name' || k === 'frozenBy' || v === '-' || v === undefined) continue
     data[k] = k === 'storedVersions' ? String(v).split(',') : v
   }
   if (!('storedVersions' in data)) data['storedVersions'] = []
-  // As data, frozen is a boolean; who holds the freeze, as the table says it, is frozenBy.
+  // As data, frozen is a boolean, and who holds the freeze is frozenBy.
   data['frozen'] = row.frozen.startsWith('yes')
-  const holder = /^yes \((.*)\)$/.exec(row.frozen)?.[1]
-  if (holder) data['frozenBy'] = holder
+  if (row.frozenBy) data['frozenBy'] = row.frozenBy
   return data
 }
-
-const cutCell = (text: string, max: number) => (text.length > max ? `${headOf(text, max - 1)}…` : text)
 
 /** -o wide: the fleet state and the ETA of a running CRD besides the table's columns. */
 const WIDE_HEADER = ['STATE', 'ETA']
@@ -175,7 +177,7 @@ const COLUMNS = Object.keys(HEADER) as Column[]
 
 /** The cells of a row (or of the header), wide or not. */
 function cells(row: StatusRow | 'header', wide: boolean): string[] {
-  const base = COLUMNS.map((k) => (row === 'header' ? HEADER[k] : k === 'lastResult' ? cutCell(row[k], LAST_RESULT_COLUMN) : row[k]))
+  const base = COLUMNS.map((k) => (row === 'header' ? HEADER[k] : k === 'lastResult' ? ellipsize(row[k], LAST_RESULT_COLUMN) : row[k]))
   return wide ? [...base, ...(row === 'header' ? WIDE_HEADER : wideCells(row))] : base
 }
 

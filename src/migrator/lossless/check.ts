@@ -37,7 +37,8 @@ import { ContentType, type KubeHttp } from '../../kube/http.js'
 import { collectionPath, listOrderKey, objectPath, resourceRef, type ResourceRef } from '../../kube/paths.js'
 import type { CustomResourceDefinition, ObjectMeta } from '../../kube/types.js'
 import { continueFrom } from '../../kube/unreadable.js'
-import { pageRequest, type ListPage } from '../../kube/list-pages.js'
+import { pageRequest } from '../../kube/list-pages.js'
+import { resumableList } from '../../kube/list-metadata.js'
 import { fieldPattern } from './content-diff.js'
 import { readCrdConsent } from '../../state/crd-state.js'
 import { invalidFieldPath } from '../../config/accept-entries.js'
@@ -352,55 +353,37 @@ async function eachReadableObject(
   return refused
 }
 
-/** Walks the list through `ref` a page at a time; false when it stopped at maxPages. */
+/** Walks the list through `ref` a page at a time (list-metadata.ts's resumableList); false when it stopped at maxPages. */
 async function forEachPage(
   ref: ResourceRef,
   options: LosslessOptions,
   onPage: (items: KubeObject[], resourceVersion: string) => Promise<void>,
 ): Promise<boolean> {
-  let token: string | undefined
-  // After an expired continue token the list starts again; objects up to here are done.
-  let lastKey: string | undefined
-  let restarted = false
-  for (let pages = 0; ;) {
-    let page: ListPage<KubeObject>
-    try {
-      page = await listPage(ref, options, options.pageSize, token)
-    } catch (err) {
-      if (!isGone(err) || token === undefined) throw err
-      token = undefined
-      restarted = true
-      continue
-    }
-    let items = page.items
-    if (restarted && lastKey !== undefined) {
-      const after = lastKey
-      items = items.filter((i) => listOrderKey(i.metadata.namespace, i.metadata.name) > after)
-    }
-    if (items.length > 0) {
+  // The last object judged: a list started again goes on after it.
+  let judged: string | undefined
+  let pages = 0
+  listing: for (;;) {
+    for await (const page of resumableList(objectPages(ref, options), { pageSize: options.pageSize, after: judged })) {
+      const tail = page.items.at(-1)
       try {
-        await onPage(items, page.metadata.resourceVersion ?? '')
+        if (tail) await onPage(page.items, page.resourceVersion ?? '')
       } catch (err) {
         // The page's snapshot was compacted before its second view was read: list again
         // from after the last page judged, at a new snapshot.
         if (!isGone(err)) throw err
-        token = undefined
-        restarted = true
-        continue
+        continue listing
       }
-      const tail = items[items.length - 1]!
-      lastKey = listOrderKey(tail.metadata.namespace, tail.metadata.name)
+      if (tail) judged = listOrderKey(tail.metadata.namespace, tail.metadata.name)
+      if (!page.more) return true
+      if (options.maxPages !== undefined && ++pages >= options.maxPages) return false
     }
-    token = page.metadata.continue || undefined
-    if (!token) return true
-    if (options.maxPages !== undefined && ++pages >= options.maxPages) return false
+    return true
   }
 }
 
-/** A page of whole objects through `ref`'s version (list-pages.ts's request). */
-function listPage(ref: ResourceRef, options: LosslessOptions, limit: number, token: string | undefined): Promise<ListPage<KubeObject>> {
-  return pageRequest<KubeObject>(options.client, collectionPath(ref), { signal: options.client.signal })({ limit, continue: token })
-}
+/** Pages of whole objects through `ref`'s version (list-pages.ts's request). */
+const objectPages = (ref: ResourceRef, options: LosslessOptions) =>
+  pageRequest<KubeObject>(options.client, collectionPath(ref), { signal: options.client.signal })
 
 /** The same objects at the same snapshot, through the storage version: what their rewrite keeps. */
 async function compareWithStorageView(
@@ -413,7 +396,7 @@ async function compareWithStorageView(
 ): Promise<void> {
   const first = items[0]!
   const start = continueFrom(listOrderKey(first.metadata.namespace, first.metadata.name), resourceVersion)
-  const same = await listPage(target, options, items.length, start)
+  const same = await objectPages(target, options)({ limit: items.length, continue: start })
   const byUid = new Map(same.items.map((o) => [o.metadata.uid, o]))
   for (const before of items) {
     const after = byUid.get(before.metadata.uid)
