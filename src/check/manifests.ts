@@ -51,7 +51,7 @@ const MANIFEST = /\.(ya?ml|json)$/i
 const TEMPLATE = /\{\{/
 
 /** The manifest files under `path`: the file itself, or a directory's YAML and JSON files, subdirectories included, in name order. */
-export function manifestFiles(path: string): string[] {
+function manifestFiles(path: string): string[] {
   let stat
   try {
     stat = statSync(path)

@@ -118,7 +118,7 @@ export function conditionForResult(result: MigrationResult, now = new Date()): {
 }
 
 /** Where the counts are, for the conditions that leave them out. */
-export const COUNTS_ELSEWHERE =
+const COUNTS_ELSEWHERE =
   "how many objects is not said here (whoever created this object may not be allowed to list them): see the migrator's log, " +
   'or run crd-migrator migrate or plan with credentials that may list them'
 
@@ -141,7 +141,7 @@ function failedWithoutCounts(code: ErrorCode): string {
 }
 
 /** A run that Succeeded, said without a number of objects. */
-export function succeededWithoutCounts(result: MigrationResult): string {
+function succeededWithoutCounts(result: MigrationResult): string {
   const to = result.storageVersion ? ` in ${result.storageVersion}` : ''
   const parts: string[] = []
   if (result.builtin) parts.push(`objects rewritten${to} by the built-in StorageVersionMigration ${result.builtin.name}`)

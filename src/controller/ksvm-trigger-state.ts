@@ -17,7 +17,7 @@ export const STORAGE_STATE_RESOURCE: ResourceRef = {
 export const STORAGE_STATE_API = collectionPath(STORAGE_STATE_RESOURCE)
 
 /** A valid entry of persistedStorageVersionHashes: objects may be stored in any version. */
-export const UNKNOWN_HASH = 'Unknown'
+const UNKNOWN_HASH = 'Unknown'
 
 export interface StorageStateStatus {
   persistedStorageVersionHashes?: string[]
@@ -62,26 +62,26 @@ export function newStorageState(r: GroupResource): StorageState {
 }
 
 /** The StorageVersionMigration KSVM launches: generateName `<state name>-`, no labels, the discovered version. */
-export function newMigration(r: DiscoveredResource): StorageVersionMigration & { metadata: { generateName: string } } {
+function newMigration(r: DiscoveredResource): StorageVersionMigration & { metadata: { generateName: string } } {
   const generateName = `${storageStateName(r)}-`
   return { ...storageVersionMigration({ generateName }, r), metadata: { name: '', generateName } }
 }
 
 /** Every object of the resource is stored in the current version (KSVM's isMigrated). */
-export function isMigrated(state: StorageState): boolean {
+function isMigrated(state: StorageState): boolean {
   const persisted = state.status?.persistedStorageVersionHashes ?? []
   return persisted.length === 1 && persisted[0] === state.status?.currentStorageVersionHash
 }
 
 /** A migration of the resource that has neither Succeeded nor Failed. */
-export function hasPendingOrRunningMigration(r: GroupResource, migrations: readonly StorageVersionMigration[]): boolean {
+function hasPendingOrRunningMigration(r: GroupResource, migrations: readonly StorageVersionMigration[]): boolean {
   return migrations.some((m) => sameResource(migrationResource(m), r) && !isFinished(m))
 }
 
 /** Why a discovery (re)launches a migration; `unchanged` launches none. */
-export type DiscoveryReason = 'stale' | 'new' | 'changed' | 'unmigrated' | 'unchanged'
+type DiscoveryReason = 'stale' | 'new' | 'changed' | 'unmigrated' | 'unchanged'
 
-export interface DiscoveryDecision {
+interface DiscoveryDecision {
   reason: DiscoveryReason
   /** Delete the StorageState first (stale: nobody knows what happened since its heartbeat). */
   deleteState: boolean
@@ -90,7 +90,7 @@ export interface DiscoveryDecision {
   createMigration: StorageVersionMigration | undefined
 }
 
-export interface DiscoveryInput {
+interface DiscoveryInput {
   discovered: DiscoveredResource
   state: StorageState | undefined
   migrations: readonly StorageVersionMigration[]

@@ -30,7 +30,7 @@ import {
 } from './ksvm-trigger-state.js'
 import { WorkQueue } from './queue.js'
 
-export interface KsvmTriggerDeps {
+interface KsvmTriggerDeps {
   http: KubeHttp
   logger: Logger
   /** Discovery is read this often (KSVM: 600 s); a state not seen for twice this long is stale. */

@@ -22,7 +22,7 @@ export interface ManagedFieldsPolicy {
   now?: () => Date
 }
 
-export interface ManagedFieldsCleanup {
+interface ManagedFieldsCleanup {
   changed: boolean
   /** Entries of unserved versions dropped (relabelUnserved off). */
   removed: ManagedFieldsEntry[]

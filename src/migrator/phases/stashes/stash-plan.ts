@@ -36,7 +36,7 @@ export function valueAt(document: unknown, pointer: string): unknown {
   return current
 }
 
-export interface Embedded {
+interface Embedded {
   object: Obj
   version: string
   kind: string
