@@ -50,10 +50,13 @@ export function storageVersionMigration(
   }
 }
 
-/** Finished objects are never run again (KSVM's rule: create a new object to migrate again). */
-export function isFinished(svm: StorageVersionMigration): boolean {
-  return (svm.status?.conditions ?? []).some((c) => (c.type === 'Succeeded' || c.type === 'Failed') && c.status === 'True')
+/** One of these conditions is True. */
+export function hasCondition(svm: StorageVersionMigration, ...types: readonly SvmConditionType[]): boolean {
+  return (svm.status?.conditions ?? []).some((c) => types.includes(c.type) && c.status === 'True')
 }
+
+/** Finished objects are never run again (KSVM's rule: create a new object to migrate again). */
+export const isFinished = (svm: StorageVersionMigration): boolean => hasCondition(svm, 'Succeeded', 'Failed')
 
 /** The resource an object names, or why it names none. */
 export function targetOf(svm: StorageVersionMigration): { resource: ResourceName } | { invalid: string } {
@@ -74,7 +77,12 @@ export function condition(
   message: string,
   now = new Date(),
 ): SvmCondition {
-  return { type, status, reason, message: sanitizeText(message), lastUpdateTime: now.toISOString().replace(/\.\d{3}Z$/, 'Z') }
+  return { type, status, reason, message: sanitizeText(message), lastUpdateTime: metaTime(now) }
+}
+
+/** metav1.Time's wire form: RFC 3339 in UTC, whole seconds. */
+export function metaTime(d: Date): string {
+  return d.toISOString().replace(/\.\d{3}Z$/, 'Z')
 }
 
 /**

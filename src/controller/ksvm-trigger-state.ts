@@ -5,7 +5,7 @@
  */
 import type { DiscoveredResource } from '../kube/discovery.js'
 import { collectionPath, type ResourceRef } from '../kube/paths.js'
-import { isFinished, KSVM_GROUP, KSVM_VERSION, storageVersionMigration, type StorageVersionMigration } from './ksvm-state.js'
+import { isFinished, KSVM_GROUP, KSVM_VERSION, metaTime, storageVersionMigration, type StorageVersionMigration } from './ksvm-state.js'
 
 export const STORAGE_STATE_RESOURCE: ResourceRef = {
   group: KSVM_GROUP,
@@ -157,9 +157,4 @@ export function statusAfterMigration(state: StorageState, svm: StorageVersionMig
   const persisted = state.status?.persistedStorageVersionHashes ?? []
   if (persisted.length === 1 && persisted[0] === current) return undefined
   return { ...state.status, persistedStorageVersionHashes: [current] }
-}
-
-/** metav1.Time's wire form: RFC 3339 in UTC, whole seconds. */
-export function metaTime(d: Date): string {
-  return d.toISOString().replace(/\.\d{3}Z$/, 'Z')
 }
