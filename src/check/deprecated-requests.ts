@@ -4,7 +4,7 @@
  * that server started (a CRD version counts once marked `deprecated: true`). Pure text parsing.
  */
 
-export const REQUESTED_DEPRECATED_APIS = 'apiserver_requested_deprecated_apis'
+const REQUESTED_DEPRECATED_APIS = 'apiserver_requested_deprecated_apis'
 
 export interface RequestedApi {
   group: string

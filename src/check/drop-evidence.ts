@@ -166,7 +166,7 @@ export function servedVersionToList(crd: CustomResourceDefinition): string | und
   return (served.find((v) => v.storage) ?? served[0])?.name
 }
 
-export function migratorRecord(crd: CustomResourceDefinition, migratingAnnotation: string): MigratorRecord {
+function migratorRecord(crd: CustomResourceDefinition, migratingAnnotation: string): MigratorRecord {
   const state = readCrdState(crd, migratingAnnotation)
   const observed = Number(crd.metadata.annotations?.[StateAnnotation.observedGeneration] ?? Number.NaN)
   return {

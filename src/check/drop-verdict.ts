@@ -77,7 +77,7 @@ export interface DropVerdict {
   reasons: Reason[]
 }
 
-export interface VerdictOptions {
+interface VerdictOptions {
   /** A check that could not be made answers no. */
   strict?: boolean
 }

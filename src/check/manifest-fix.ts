@@ -15,7 +15,7 @@ import { CrdMigratorError, ConfigError, errorMessage } from '../errors.js'
 import type { BlockingResource, VersionGate } from './manifest-resources.js'
 import { describeResource, placeKey, splitApiVersion } from './manifest-resources.js'
 
-export interface FixEdit {
+interface FixEdit {
   documentIndex: number
   /** Inside a list document: the item's index in `items`, per level. */
   itemPath?: readonly number[] | undefined
@@ -24,7 +24,7 @@ export interface FixEdit {
 }
 
 /** One line changed (1-based line). */
-export interface LineChange {
+interface LineChange {
   documentIndex: number
   itemPath?: readonly number[] | undefined
   line: number

@@ -8,6 +8,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseAllDocuments } from 'yaml'
 import { ConfigError, errorMessage } from '../errors.js'
+import { isObj } from '../migrator/lossless/content-diff.js'
 
 export interface ManifestCrd {
   name: string
@@ -51,7 +52,7 @@ const MANIFEST = /\.(ya?ml|json)$/i
 const TEMPLATE = /\{\{/
 
 /** The manifest files under `path`: the file itself, or a directory's YAML and JSON files, subdirectories included, in name order. */
-export function manifestFiles(path: string): string[] {
+function manifestFiles(path: string): string[] {
   let stat
   try {
     stat = statSync(path)
@@ -79,7 +80,7 @@ export function parseManifests(text: string, file: string): Omit<Manifests, 'ski
   const crds: ManifestCrd[] = []
   const resources: ManifestResource[] = []
   const collect = (value: unknown, documentIndex: number, itemPath: number[]) => {
-    if (!isObject(value)) return
+    if (!isObj(value)) return
     const items = listItems(value)
     if (items) {
       items.forEach((item, i) => collect(item, documentIndex, [...itemPath, i]))
@@ -91,7 +92,7 @@ export function parseManifests(text: string, file: string): Omit<Manifests, 'ski
       return
     }
     if (typeof apiVersion !== 'string' || typeof kind !== 'string' || !apiVersion.includes('/')) return
-    const metadata = isObject(value.metadata) ? value.metadata : {}
+    const metadata = isObj(value.metadata) ? value.metadata : {}
     resources.push({
       file,
       documentIndex,
@@ -114,17 +115,17 @@ function crdOf(value: Record<string, unknown>, file: string): ManifestCrd {
     throw new ConfigError(
       `--manifests: ${file}: a CustomResourceDefinition of ${JSON.stringify(value.apiVersion)}, expected apiextensions.k8s.io/v1`,
     )
-  const metadata = isObject(value.metadata) ? value.metadata : {}
-  const spec = isObject(value.spec) ? value.spec : {}
+  const metadata = isObj(value.metadata) ? value.metadata : {}
+  const spec = isObj(value.spec) ? value.spec : {}
   const name = metadata.name
   const versions = spec.versions
   if (typeof name !== 'string' || name === '')
     throw new ConfigError(`--manifests: ${file}: a CustomResourceDefinition without metadata.name`)
-  if (!Array.isArray(versions) || versions.some((v) => !isObject(v) || typeof v.name !== 'string'))
+  if (!Array.isArray(versions) || versions.some((v) => !isObj(v) || typeof v.name !== 'string'))
     throw new ConfigError(`--manifests: ${file}: CustomResourceDefinition ${name} has no spec.versions with names`)
-  const names = isObject(spec.names) ? spec.names : {}
+  const names = isObj(spec.names) ? spec.names : {}
   const storage = (versions as Array<{ name: string; storage?: unknown }>).filter((v) => v.storage === true)
-  const conversion = isObject(spec.conversion) && spec.conversion.strategy === 'Webhook' ? 'Webhook' : 'None'
+  const conversion = isObj(spec.conversion) && spec.conversion.strategy === 'Webhook' ? 'Webhook' : 'None'
   return {
     name,
     group: typeof spec.group === 'string' ? spec.group : name.slice(name.indexOf('.') + 1),
@@ -167,8 +168,4 @@ export function readManifests(paths: readonly string[], resourcesEnough = false)
       `--manifests: no CustomResourceDefinition in ${paths.join(', ')}${resourcesEnough ? ', and no other resource' : ' (with --drop VERSION, custom resources alone are checked)'}`,
     )
   return out
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v)
 }

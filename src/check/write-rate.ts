@@ -28,7 +28,7 @@ export const MIN_SAMPLES = 10
  * real). So the estimate is a range from `fast` (a real write costs what the dry run did) to
  * `slow`, its middle the geometric mean (≈1.6).
  */
-export const DRY_RUN_SPEEDUP = { fast: 1, likely: 1.6, slow: 2.5 } as const
+const DRY_RUN_SPEEDUP = { fast: 1, likely: 1.6, slow: 2.5 } as const
 
 /**
  * The basis a measured burst gives, or why none: the burst's throughput (at the migrator's

@@ -7,7 +7,7 @@
 import { Help, type Command, type Option } from 'commander'
 
 /** Columns of help written to something that is not a terminal (a pipe, a file, CI logs). */
-export const HELP_WIDTH_NOT_A_TTY = 100
+const HELP_WIDTH_NOT_A_TTY = 100
 
 /** What the help shows of a config-backed flag that commander does not hold itself. */
 interface SettingHelp {
@@ -59,7 +59,7 @@ export function describeSettingOption(option: Option, help: SettingHelp): Option
   return option
 }
 
-export function optionExtras(option: Option): string[] {
+function optionExtras(option: Option): string[] {
   const extras: string[] = []
   const own = settingHelp.get(option)
   if (option.argChoices) extras.push(`choices: ${option.argChoices.map((c) => JSON.stringify(c)).join(', ')}`)

@@ -6,7 +6,7 @@ import { ConfigError } from '../errors.js'
 export const OUTPUT_FORMATS = ['text', 'wide', 'name', 'json', 'yaml'] as const
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number]
 /** The formats that are data. */
-export type DataFormat = 'json' | 'yaml'
+type DataFormat = 'json' | 'yaml'
 
 /** The -o option with the formats this command prints (`wide`, `name` only where they mean something). */
 export function outputOption(formats: readonly OutputFormat[] = ['text', 'json', 'yaml']): Option {

@@ -62,7 +62,7 @@ export function withBooleanValues(program: Command, argv: readonly string[]): st
  * `--flag` and `--no-flag`. `--x=false` becomes `--no-x`, or is dropped when off by default;
  * `--x=true` becomes `--x` (or is dropped when only `--no-x` exists). Anything else: commander judges.
  */
-export interface BooleanFlag {
+interface BooleanFlag {
   /** `--fix`, or `--no-scan` for a flag defined only in its negative form. */
   long: string
   negate: boolean

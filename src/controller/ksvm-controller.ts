@@ -36,7 +36,7 @@ import {
   type SvmCondition,
 } from './ksvm-state.js'
 
-export interface KsvmControllerDeps {
+interface KsvmControllerDeps {
   http: KubeHttp
   config: Config
   logger: Logger

@@ -50,10 +50,13 @@ export function storageVersionMigration(
   }
 }
 
-/** Finished objects are never run again (KSVM's rule: create a new object to migrate again). */
-export function isFinished(svm: StorageVersionMigration): boolean {
-  return (svm.status?.conditions ?? []).some((c) => (c.type === 'Succeeded' || c.type === 'Failed') && c.status === 'True')
+/** One of these conditions is True. */
+export function hasCondition(svm: StorageVersionMigration, ...types: readonly SvmConditionType[]): boolean {
+  return (svm.status?.conditions ?? []).some((c) => types.includes(c.type) && c.status === 'True')
 }
+
+/** Finished objects are never run again (KSVM's rule: create a new object to migrate again). */
+export const isFinished = (svm: StorageVersionMigration): boolean => hasCondition(svm, 'Succeeded', 'Failed')
 
 /** The resource an object names, or why it names none. */
 export function targetOf(svm: StorageVersionMigration): { resource: ResourceName } | { invalid: string } {
@@ -74,7 +77,12 @@ export function condition(
   message: string,
   now = new Date(),
 ): SvmCondition {
-  return { type, status, reason, message: sanitizeText(message), lastUpdateTime: now.toISOString().replace(/\.\d{3}Z$/, 'Z') }
+  return { type, status, reason, message: sanitizeText(message), lastUpdateTime: metaTime(now) }
+}
+
+/** metav1.Time's wire form: RFC 3339 in UTC, whole seconds. */
+export function metaTime(d: Date): string {
+  return d.toISOString().replace(/\.\d{3}Z$/, 'Z')
 }
 
 /**
@@ -118,7 +126,7 @@ export function conditionForResult(result: MigrationResult, now = new Date()): {
 }
 
 /** Where the counts are, for the conditions that leave them out. */
-export const COUNTS_ELSEWHERE =
+const COUNTS_ELSEWHERE =
   "how many objects is not said here (whoever created this object may not be allowed to list them): see the migrator's log, " +
   'or run crd-migrator migrate or plan with credentials that may list them'
 
@@ -141,7 +149,7 @@ function failedWithoutCounts(code: ErrorCode): string {
 }
 
 /** A run that Succeeded, said without a number of objects. */
-export function succeededWithoutCounts(result: MigrationResult): string {
+function succeededWithoutCounts(result: MigrationResult): string {
   const to = result.storageVersion ? ` in ${result.storageVersion}` : ''
   const parts: string[] = []
   if (result.builtin) parts.push(`objects rewritten${to} by the built-in StorageVersionMigration ${result.builtin.name}`)

@@ -5,7 +5,7 @@
  */
 import type { DiscoveredResource } from '../kube/discovery.js'
 import { collectionPath, type ResourceRef } from '../kube/paths.js'
-import { isFinished, KSVM_GROUP, KSVM_VERSION, storageVersionMigration, type StorageVersionMigration } from './ksvm-state.js'
+import { isFinished, KSVM_GROUP, KSVM_VERSION, metaTime, storageVersionMigration, type StorageVersionMigration } from './ksvm-state.js'
 
 export const STORAGE_STATE_RESOURCE: ResourceRef = {
   group: KSVM_GROUP,
@@ -17,7 +17,7 @@ export const STORAGE_STATE_RESOURCE: ResourceRef = {
 export const STORAGE_STATE_API = collectionPath(STORAGE_STATE_RESOURCE)
 
 /** A valid entry of persistedStorageVersionHashes: objects may be stored in any version. */
-export const UNKNOWN_HASH = 'Unknown'
+const UNKNOWN_HASH = 'Unknown'
 
 export interface StorageStateStatus {
   persistedStorageVersionHashes?: string[]
@@ -62,26 +62,26 @@ export function newStorageState(r: GroupResource): StorageState {
 }
 
 /** The StorageVersionMigration KSVM launches: generateName `<state name>-`, no labels, the discovered version. */
-export function newMigration(r: DiscoveredResource): StorageVersionMigration & { metadata: { generateName: string } } {
+function newMigration(r: DiscoveredResource): StorageVersionMigration & { metadata: { generateName: string } } {
   const generateName = `${storageStateName(r)}-`
   return { ...storageVersionMigration({ generateName }, r), metadata: { name: '', generateName } }
 }
 
 /** Every object of the resource is stored in the current version (KSVM's isMigrated). */
-export function isMigrated(state: StorageState): boolean {
+function isMigrated(state: StorageState): boolean {
   const persisted = state.status?.persistedStorageVersionHashes ?? []
   return persisted.length === 1 && persisted[0] === state.status?.currentStorageVersionHash
 }
 
 /** A migration of the resource that has neither Succeeded nor Failed. */
-export function hasPendingOrRunningMigration(r: GroupResource, migrations: readonly StorageVersionMigration[]): boolean {
+function hasPendingOrRunningMigration(r: GroupResource, migrations: readonly StorageVersionMigration[]): boolean {
   return migrations.some((m) => sameResource(migrationResource(m), r) && !isFinished(m))
 }
 
 /** Why a discovery (re)launches a migration; `unchanged` launches none. */
-export type DiscoveryReason = 'stale' | 'new' | 'changed' | 'unmigrated' | 'unchanged'
+type DiscoveryReason = 'stale' | 'new' | 'changed' | 'unmigrated' | 'unchanged'
 
-export interface DiscoveryDecision {
+interface DiscoveryDecision {
   reason: DiscoveryReason
   /** Delete the StorageState first (stale: nobody knows what happened since its heartbeat). */
   deleteState: boolean
@@ -90,7 +90,7 @@ export interface DiscoveryDecision {
   createMigration: StorageVersionMigration | undefined
 }
 
-export interface DiscoveryInput {
+interface DiscoveryInput {
   discovered: DiscoveredResource
   state: StorageState | undefined
   migrations: readonly StorageVersionMigration[]
@@ -157,9 +157,4 @@ export function statusAfterMigration(state: StorageState, svm: StorageVersionMig
   const persisted = state.status?.persistedStorageVersionHashes ?? []
   if (persisted.length === 1 && persisted[0] === current) return undefined
   return { ...state.status, persistedStorageVersionHashes: [current] }
-}
-
-/** metav1.Time's wire form: RFC 3339 in UTC, whole seconds. */
-export function metaTime(d: Date): string {
-  return d.toISOString().replace(/\.\d{3}Z$/, 'Z')
 }

@@ -14,7 +14,7 @@ import { listPages } from '../kube/list-pages.js'
 import { CRD_API, objectPath } from '../kube/paths.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { listAndWatch } from '../kube/watch.js'
-import { KSVM_API, KSVM_RESOURCE, type StorageVersionMigration } from './ksvm-state.js'
+import { hasCondition, KSVM_API, KSVM_RESOURCE, type StorageVersionMigration } from './ksvm-state.js'
 import {
   decideDiscovery,
   migrationResource,
@@ -30,7 +30,7 @@ import {
 } from './ksvm-trigger-state.js'
 import { WorkQueue } from './queue.js'
 
-export interface KsvmTriggerDeps {
+interface KsvmTriggerDeps {
   http: KubeHttp
   logger: Logger
   /** Discovery is read this often (KSVM: 600 s); a state not seen for twice this long is stale. */
@@ -73,7 +73,7 @@ export class KsvmTrigger {
         {
           onObject: (svm) => {
             this.migrations.set(svm.metadata.name, svm)
-            if (this.inScope(migrationResource(svm)) && statusSucceeded(svm)) this.queue.add(MIGRATION + svm.metadata.name)
+            if (this.inScope(migrationResource(svm)) && hasCondition(svm, 'Succeeded')) this.queue.add(MIGRATION + svm.metadata.name)
           },
           onDeleted: (svm) => this.migrations.delete(svm.metadata.name),
           onError: (err) => log.warn({ err }, 'StorageVersionMigration watch failed; retrying'),
@@ -316,10 +316,6 @@ export class KsvmTrigger {
       }
     }
   }
-}
-
-function statusSucceeded(svm: StorageVersionMigration): boolean {
-  return (svm.status?.conditions ?? []).some((c) => c.type === 'Succeeded' && c.status === 'True')
 }
 
 async function deleteIfPresent(http: KubeHttp, path: string): Promise<void> {

@@ -5,7 +5,7 @@ import { isConflict, isNotFound } from '../kube/api-errors.js'
 import { collectionPath, objectPath, type ResourceRef } from '../kube/paths.js'
 import { HandOff } from '../migrator/freeze/hand-off.js'
 
-export interface LeaderElectionOptions {
+interface LeaderElectionOptions {
   namespace: string
   name: string
   identity: string
@@ -183,7 +183,7 @@ export class LeaderElector {
 }
 
 /** Who held a Lease before {@link seizeLease} took it, and whether that holder was live. */
-export interface SeizedLease {
+interface SeizedLease {
   previousHolder: string | undefined
   /** Renewed within its duration (by the seizer's clock against the Lease's renewTime). */
   previousLive: boolean

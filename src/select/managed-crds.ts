@@ -20,6 +20,15 @@ export async function managedCrds(http: KubeHttp, selector: Config['migrator']['
   return [...byName.values()].filter((crd) => selection.selects(crd)).sort((a, b) => a.metadata.name.localeCompare(b.metadata.name))
 }
 
+/** The named CRDs (managed or not), else every managed one; named ones that do not exist in `missing`. */
+export async function namedOrManagedCrds(
+  http: KubeHttp,
+  selector: Config['migrator']['selector'],
+  names: readonly string[],
+): Promise<{ crds: CustomResourceDefinition[]; missing: string[] }> {
+  return names.length ? crdsByName(http, names) : { crds: await managedCrds(http, selector), missing: [] }
+}
+
 /** The named CRDs, one GET each, in the order named; those that do not exist in `missing`. */
 export async function crdsByName(
   http: KubeHttp,

@@ -4,11 +4,10 @@
  * StorageVersionMigrations lead to. The cases follow KSVM's discovery_handler_test.go.
  */
 import t from 'tap'
-import type { StorageVersionMigration } from '../../src/controller/ksvm-state.js'
+import { metaTime, type StorageVersionMigration } from '../../src/controller/ksvm-state.js'
 import {
   decideDiscovery,
   isStale,
-  metaTime,
   newStorageState,
   nextStatus,
   statusAfterMigration,

@@ -8,7 +8,7 @@ import { ConfigError } from '../../errors.js'
 import { commandHttp } from '../command-http.js'
 import type { KubeHttp } from '../../kube/http.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
-import { crdsByName, managedCrds } from '../../select/managed-crds.js'
+import { crdsByName, namedOrManagedCrds } from '../../select/managed-crds.js'
 import { EvidenceReader } from '../../check/drop-evidence.js'
 import { decideDrop, droppedVersions, type DropVerdict, type Reason } from '../../check/drop-verdict.js'
 import { readManifests, type Manifests, type SkippedFile } from '../../check/manifests.js'
@@ -188,9 +188,7 @@ async function clusterTargets(
   names: readonly string[],
   drop: string,
 ): Promise<{ targets: Target[]; missing: string[] }> {
-  const { crds, missing } = names.length
-    ? await crdsByName(http, names)
-    : { crds: await managedCrds(http, config.migrator.selector), missing: [] }
+  const { crds, missing } = await namedOrManagedCrds(http, config.migrator.selector, names)
   return { targets: crds.map((crd) => ({ name: crd.metadata.name, crd, versions: [drop] })), missing }
 }
 

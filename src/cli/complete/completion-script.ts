@@ -6,10 +6,10 @@
 import { PROGRAM_NAME } from '../program-name.js'
 
 export const SHELLS = ['bash', 'zsh', 'fish'] as const
-export type Shell = (typeof SHELLS)[number]
+type Shell = (typeof SHELLS)[number]
 
 /** A shell function name from the program's: crd-migrator -> _crd_migrator. */
-export const functionName = (name: string): string => `_${name.replace(/[^A-Za-z0-9_]/g, '_')}`
+const functionName = (name: string): string => `_${name.replace(/[^A-Za-z0-9_]/g, '_')}`
 
 export function completionScript(shell: Shell, name: string = PROGRAM_NAME): string {
   switch (shell) {

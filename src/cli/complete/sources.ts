@@ -16,7 +16,7 @@ import { userAgent } from '../../version.js'
 import type { Candidate, Lookup } from './candidates.js'
 
 /** How long a look-up may take: a shell waits on it while the user waits on the shell. */
-export const LOOKUP_TIMEOUT_MS = 2500
+const LOOKUP_TIMEOUT_MS = 2500
 
 /** The options that say where the cluster is and which CRDs are managed; others on the line cannot spoil a look-up. */
 const LOOKUP_OPTIONS = ['config', 'kubeconfig', 'context', 'selector', 'crds'] as const

@@ -56,7 +56,7 @@ const FORMATS = ['text', 'name', 'json', 'yaml'] as const
  * argument (a CRD name: those have dots, so `server` cannot be one).
  */
 const DRY_RUN_STRATEGIES = ['none', 'client', 'server'] as const
-export type DryRunStrategy = (typeof DRY_RUN_STRATEGIES)[number]
+type DryRunStrategy = (typeof DRY_RUN_STRATEGIES)[number]
 
 const isStrategy = (v: string): v is DryRunStrategy => (DRY_RUN_STRATEGIES as readonly string[]).includes(v)
 

@@ -7,7 +7,7 @@ import type { Logger } from 'pino'
 import type { Config } from '../../config/schema.js'
 import { isForbidden } from '../../kube/api-errors.js'
 import { commandHttp } from '../command-http.js'
-import { crdsByName, managedCrds } from '../../select/managed-crds.js'
+import { namedOrManagedCrds } from '../../select/managed-crds.js'
 import type { KubeHttp } from '../../kube/http.js'
 import { pageRequest } from '../../kube/list-pages.js'
 import { collectionPath, resourceRef } from '../../kube/paths.js'
@@ -86,7 +86,7 @@ export async function planFleet(
   config: Config,
   options: Pick<PlanCommandOptions, 'names' | 'scan' | 'measure' | 'signal'>,
 ): Promise<PlanReport> {
-  const { crds, missing } = await selectCrds(http, config, options.names)
+  const { crds, missing } = await namedOrManagedCrds(http, config.migrator.selector, options.names)
   const inputs: PlanInput[] = []
   for (const crd of crds) inputs.push(await planOne(http, config, crd, options))
   let basis = CONSTANT_BASIS
@@ -135,15 +135,6 @@ export async function planFleet(
     },
     missing,
   }
-}
-
-async function selectCrds(
-  http: KubeHttp,
-  config: Config,
-  names: readonly string[],
-): Promise<{ crds: CustomResourceDefinition[]; missing: string[] }> {
-  if (names.length === 0) return { crds: await managedCrds(http, config.migrator.selector), missing: [] }
-  return crdsByName(http, names)
 }
 
 async function planOne(

@@ -11,7 +11,7 @@ import { CrdMigratorError } from '../../errors.js'
 import type { ConversionFailure } from '../../kube/conversion.js'
 import { wholeSeconds } from '../../duration.js'
 
-export interface ConversionGateOptions {
+interface ConversionGateOptions {
   /** The webhook as people name it (service or URL), for messages. */
   webhook: string
   /** Fail the run when the webhook stays down this long. */
@@ -28,7 +28,7 @@ export interface ConversionGateOptions {
 }
 
 /** What acquire() hands out: whether this request is the trial of an open gate. */
-export interface ConversionPass {
+interface ConversionPass {
   readonly trial: boolean
 }
 

@@ -15,7 +15,7 @@ import type { RunClient } from '../engine/run-client.js'
 /** Objects read through the storage version. */
 const SAMPLE = 3
 
-export type PreflightVerdict = { ok: true; reads: number } | { ok: false; webhook: string; detail: string }
+type PreflightVerdict = { ok: true; reads: number } | { ok: false; webhook: string; detail: string }
 
 export async function preflightConversion(
   client: RunClient,

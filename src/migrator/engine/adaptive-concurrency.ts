@@ -40,11 +40,11 @@ export interface AdaptiveSettings {
  */
 export const DEFAULT_TOLERANCE = 8
 /** Decrease only past tolerance × this: the dead band keeps noise from flapping the limit. */
-export const DECREASE_MARGIN = 1.25
-export const DECREASE_FACTOR = 0.75
-export const DECREASE_STRIKES = 2
+const DECREASE_MARGIN = 1.25
+const DECREASE_FACTOR = 0.75
+const DECREASE_STRIKES = 2
 /** Past the tolerance the limit still grows while its throughput beats the best at 50–80 % of it by this much. */
-export const SCALING_GAIN = 1.05
+const SCALING_GAIN = 1.05
 /** Weight of a new window in a limit's smoothed throughput (the rest: what was seen there before). */
 const RATE_WEIGHT = 0.5
 
@@ -144,7 +144,7 @@ function recordRate(rates: LimitState['rates'], window: LatencyWindow): LimitSta
 }
 
 /** This limit's smoothed throughput over the best at 50–80 % of it (above 1: more in flight bought more); undefined without both. */
-export function throughputGain(rates: LimitState['rates'], window: LatencyWindow): number | undefined {
+function throughputGain(rates: LimitState['rates'], window: LatencyWindow): number | undefined {
   const here = rates?.[window.limit]
   if (here === undefined || !window.saturated) return undefined
   let best: number | undefined

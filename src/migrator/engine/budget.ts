@@ -76,7 +76,7 @@ export class TokenBucket {
   }
 }
 
-export interface WriteBudgetOptions {
+interface WriteBudgetOptions {
   /** Writes in flight at most, over every migration: the cap of the shared adaptive limit (migrator.concurrency). */
   concurrency: number
   /** Writes started per second over every migration; 0: no fixed rate (migrator.qps). */

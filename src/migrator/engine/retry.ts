@@ -16,7 +16,7 @@ export interface ThrottleGateOptions {
 }
 
 /** A slot of the gate, held by one request attempt: when it was taken (the gate's clock, performance.now()). */
-export type GateSlot = number
+type GateSlot = number
 
 /**
  * Shared by every request of a migration: after a 429 with Retry-After nobody sends until then
@@ -162,7 +162,7 @@ export interface RetryOptions {
 }
 
 /** How many 429s a request may get, as a multiple of maxAttempts, before it fails (see withRetry). */
-export const THROTTLED_ATTEMPTS_FACTOR = 4
+const THROTTLED_ATTEMPTS_FACTOR = 4
 
 /**
  * Lifting the freeze: about a minute of backoff, deliberately not tied to the run's signal: a

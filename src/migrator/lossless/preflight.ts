@@ -10,7 +10,7 @@ import type { MigrationSettings } from '../context.js'
 import { acceptHint, acceptUncheckedHint, checkLossless, describeRefusedChanges, losslessOptions, refusesRewrite } from './check.js'
 import { losslessLines } from './report-text.js'
 
-export interface LosslessPreflight {
+interface LosslessPreflight {
   /** The run would stop Blocked (CRDM_DATA_LOSS). */
   refuses: boolean
   checked: number

@@ -11,7 +11,7 @@ const VERDICT_WORDS: Record<ChangeCount['verdict'], string> = {
 }
 
 /** "spec.timeouts.pipeline moved from spec.timeout", "spec.token removed (set by a manager, not in what the rewrite keeps)". */
-export function describeChangeCount(c: ChangeCount): string {
+function describeChangeCount(c: ChangeCount): string {
   if (c.change === 'moved') return `${c.pattern} moved from ${c.from}`
   return `${c.pattern} ${c.change}${c.managedFields ? ' (set by a manager, not in what the rewrite keeps)' : ''}`
 }

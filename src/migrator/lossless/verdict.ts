@@ -155,7 +155,7 @@ export interface ObjectFinding {
 }
 
 /** How one change reads: "spec.token removed", "spec.timeouts.pipeline moved from spec.timeout". */
-export function describeChange(c: FieldChange): string {
+function describeChange(c: FieldChange): string {
   if (c.change === 'moved') return `${c.path} moved from ${c.from}`
   return `${c.path} ${c.change}${c.managedFields ? ' (set by a manager, not in what the rewrite keeps)' : ''}`
 }

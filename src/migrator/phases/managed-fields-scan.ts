@@ -4,7 +4,7 @@ import type { CustomResourceDefinition } from '../../kube/types.js'
 import { cleanManagedFields, managedFieldsPolicy, servedKeptVersions } from './managed-fields.js'
 import { runClient } from '../engine/run-client.js'
 
-export interface ScanResult {
+interface ScanResult {
   /** Custom resources listed. */
   total: number
   /** Objects with managedFields entries to remove (or rewrite). */

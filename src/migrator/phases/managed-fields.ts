@@ -2,6 +2,7 @@ import jsonpatch, { type Operation } from 'fast-json-patch'
 import { conversionStrategy } from '../../kube/conversion.js'
 import type { CustomResourceDefinition, ManagedFieldsEntry } from '../../kube/types.js'
 import { CrdMigratorError } from '../../errors.js'
+import { isObj } from '../lossless/content-diff.js'
 
 export interface ManagedFieldsPolicy {
   group: string
@@ -22,7 +23,7 @@ export interface ManagedFieldsPolicy {
   now?: () => Date
 }
 
-export interface ManagedFieldsCleanup {
+interface ManagedFieldsCleanup {
   changed: boolean
   /** Entries of unserved versions dropped (relabelUnserved off). */
   removed: ManagedFieldsEntry[]
@@ -44,13 +45,9 @@ export function mergeFieldSets(a: Record<string, unknown> = {}, b: Record<string
   const out: Record<string, unknown> = { ...a }
   for (const [k, v] of Object.entries(b)) {
     const existing = out[k]
-    out[k] = isPlainObject(existing) && isPlainObject(v) ? mergeFieldSets(existing, v) : v
+    out[k] = isObj(existing) && isObj(v) ? mergeFieldSets(existing, v) : v
   }
   return out
-}
-
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v)
 }
 
 /** Manager, operation, subresource and version: the API server keeps one entry per identity. */

@@ -23,7 +23,7 @@ export type PhaseTarget =
   { kind: 'crd'; crd: CustomResourceDefinition; storageVersion: string } | { kind: 'resource'; name: string; ref: ResourceRef }
 
 /** What a run hands each phase besides the target and settings. */
-export interface PhaseRun {
+interface PhaseRun {
   /** The CRD's state annotations; none for a built-in resource. */
   state?: StateWriter | undefined
   /** Objects up to this list key were finished by an earlier run (storage phase only). */

@@ -36,7 +36,7 @@ export interface StorageSwitchReport {
 /** Agreement time before rewriting: a server that just switched settles its watch caches and storage a moment (not a setting). */
 export const STORAGE_SETTLE_MS = 2_000
 
-export interface StorageSwitchOptions {
+interface StorageSwitchOptions {
   timeoutMs: number
   settleMs: number
   signal?: AbortSignal | undefined

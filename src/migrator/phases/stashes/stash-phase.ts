@@ -21,7 +21,8 @@ import type { CustomResourceDefinition } from '../../../kube/types.js'
 import type { MigrationContext, MigrationSettings, StashResult } from '../../context.js'
 import { runClient, type RunClient } from '../../engine/run-client.js'
 import { objectFailure } from '../../engine/walker.js'
-import { embeddedOf, newStashBody, newStashName, pointersAt, repointPatch, valueAt, type Obj, type StashObject } from './stash-plan.js'
+import type { Obj } from '../../lossless/content-diff.js'
+import { embeddedOf, newStashBody, newStashName, pointersAt, repointPatch, valueAt, type StashObject } from './stash-plan.js'
 import type { StashRule } from './rules.js'
 
 interface Referrer {

@@ -4,9 +4,8 @@
  */
 import { createHash } from 'node:crypto'
 import jsonpatch, { type Operation } from 'fast-json-patch'
+import { isObj, type Obj } from '../../lossless/content-diff.js'
 import type { StashRule } from './rules.js'
-
-export type Obj = Record<string, unknown>
 
 export interface StashObject extends Obj {
   apiVersion?: string
@@ -23,8 +22,6 @@ export interface StashObject extends Obj {
   }
 }
 
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v)
-
 /** The value at a JSON pointer, or undefined (never throws on a missing path). */
 export function valueAt(document: unknown, pointer: string): unknown {
   let current: unknown = document
@@ -36,7 +33,7 @@ export function valueAt(document: unknown, pointer: string): unknown {
   return current
 }
 
-export interface Embedded {
+interface Embedded {
   object: Obj
   version: string
   kind: string
