@@ -1,23 +1,10 @@
 /**
- * Text crd-migrator did not write, made fit to store and to print: a conversion
- * webhook's refusal, the message of an API server's error, a condition's message, an
- * annotation someone else may have written. Whoever chose that text could put terminal
- * escape sequences in it (retitle or clear the terminal of whoever runs `status`), BEL,
- * or newlines that forge a line of output or of the log, and could make it as long as
- * they liked. The one place that decides what is left of it.
- *
- * - Escape sequences (ESC or C1 CSI `…[0-9;]*m`, ESC `]`/`P`/`X`/`^`/`_` strings ended by
- *   BEL or ST, two-character ESC sequences) are dropped whole.
- * - Line breaks and tabs (\t \n \v \f \r, NEL, U+2028, U+2029) become a space.
- * - Every other control character (C0, DEL, C1) and format character (bidirectional
- *   overrides and isolates, zero-width characters, BOM: Unicode's Cf) is dropped.
- *
- * sanitizeText, for where such text enters (errors, annotations, Events), also makes one
- * space of each run of white space and cuts to a length. plainText, for where text is
- * printed, only drops and replaces, keeping a line's indentation.
- *
- * It is also the one place that cuts text to a length (headOf, cutText, ellipsize, fitUtf8): never
- * between the two UTF-16 halves of a character, whose lone half is not valid UTF-8.
+ * Text crd-migrator did not write (webhook refusals, API errors, others' annotations), made
+ * fit to store and print: its author could hide escape sequences (retitle or clear the
+ * terminal of whoever runs `status`), forge lines with newlines, or make it huge. Escape
+ * sequences are dropped whole, line breaks become spaces, other control and format (Cf:
+ * bidi overrides, zero-width) characters are dropped. Also the one place that cuts text
+ * to a length: never between the two UTF-16 halves of a character (not valid UTF-8).
  */
 
 /** Longest text from outside kept, in characters (code points), before the note of how long it was. */
@@ -36,7 +23,7 @@ const ESCAPE_SEQUENCE =
 const LINE_BREAK = /[\t\n\v\f\r\u0085\u2028\u2029]/g
 const INVISIBLE = /[\p{Cc}\p{Cf}]/gu
 
-/** Escape sequences and invisible characters dropped, line breaks and tabs made spaces; nothing cut. */
+/** Escape sequences and invisible characters dropped, line breaks and tabs made spaces; nothing cut (for printing: keeps indentation). */
 export function plainText(text: string): string {
   return text.replace(ESCAPE_SEQUENCE, '').replace(LINE_BREAK, ' ').replace(INVISIBLE, '')
 }

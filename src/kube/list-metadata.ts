@@ -8,7 +8,6 @@ import { continueAfter, continueFrom, findUnreadableKey, unreadableKeys, type Pr
 /** An object the API server could not list (see unreadable.ts), by its list-order key. */
 export interface UnreadableObject {
   key: string
-  /** The list's error. */
   error: unknown
 }
 
@@ -32,17 +31,15 @@ export interface ListMetadataOptions {
   /** Hook around each page request, e.g. to retry transient errors. */
   fetchPage?: <T>(fetch: () => Promise<T>) => Promise<T>
   /**
-   * Versions to list the same page through when listing through `ref.version` fails with
-   * an error `listThroughAlternate` accepts. Metadata and continue tokens are the same in
-   * every version; an object the conversion webhook refuses to convert to the storage
-   * version can still be listed through the version it is stored in.
+   * Versions to list the same page through when `ref.version` fails as `listThroughAlternate`
+   * accepts: metadata and continue tokens are the same in every version, and an object the
+   * webhook refuses to convert may still list through the version it is stored in.
    */
   alternateVersions?: readonly string[]
   listThroughAlternate?: (err: unknown) => boolean
   /**
-   * A failed page that particular objects failed (their conversion webhook refused them):
-   * the list narrows down to each such object, hands it out as unreadable and goes on
-   * after it. Other errors end the list.
+   * Errors of particular objects (a webhook's refusal): the list narrows down to each such
+   * object, hands it out as unreadable and goes on after it. Other errors end the list.
    */
   unreadable?: (err: unknown) => boolean
   /** A list started over by its reader: objects up to this key were handed out already. */
@@ -56,14 +53,10 @@ export function listMetadata(http: KubeHttp, ref: ResourceRef, options: ListMeta
 }
 
 /**
- * The one pager that restarts an expired list: every object of a list, one page at a time,
- * so memory holds a page and not the collection.
- *
- * The API server lists in etcd key order (namespace/name). When a continue token expires
- * (410 Gone, e.g. after an etcd compaction), the list starts over and drops everything up
- * to the last key already handed out: nothing is missed (objects created since were
- * written in the current storage version anyway) and nothing is yielded twice. A reader
- * that must list again for a reason of its own starts a new list `after` its last key.
+ * The one pager that restarts an expired list. Lists come in key order (namespace/name): on
+ * 410 Gone (e.g. etcd compaction) it starts over and drops keys up to the last handed out,
+ * so nothing is yielded twice, and nothing is missed (objects created since are already in
+ * the storage version). A reader listing again for its own reason passes `after`.
  */
 export async function* resumableList<T extends { metadata: { namespace?: string | undefined; name: string } }>(
   request: PageRequest<T>,
@@ -79,8 +72,7 @@ export async function* resumableList<T extends { metadata: { namespace?: string 
   // The list's snapshot and what it said remains after lastKey: to continue past an unreadable object.
   let snapshot: string | undefined
   let remainingAfterLast: number | undefined
-  // Where the current listing has got to (lastKey is the furthest any listing got: after a
-  // restart the new one starts behind it).
+  // Where the current listing has got to; lastKey is the furthest any listing got.
   let position: string | undefined
   for (;;) {
     // The list from continueToken on, `limit` objects a page, until it ends or a page fails;

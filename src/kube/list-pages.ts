@@ -1,9 +1,6 @@
 /**
- * Lists read a page at a time (limit/continue), so memory holds a page and never a
- * collection of thousands of objects. The one loop that follows continue tokens is
- * {@link followPages}; {@link listPages} is it for one path. resumableList (list-metadata.ts)
- * steers the same loop: it restarts an expired list, narrows and widens its pages and
- * starts again from tokens of its own.
+ * Lists read a page at a time (limit/continue), so memory holds a page, never a collection.
+ * {@link followPages} is the one continue-token loop; resumableList (list-metadata.ts) steers it.
  */
 import type { KubeRequest, KubeRequests } from './http.js'
 import type { ListMeta } from './types.js'
@@ -14,13 +11,11 @@ export interface ListPage<T> {
   metadata: ListMeta
 }
 
-/** What one page request asks for. */
 export interface PageQuery {
   limit: number
   continue: string | undefined
 }
 
-/** Sends one page request. */
 export type PageRequest<T> = (page: PageQuery) => Promise<ListPage<T>>
 
 export interface PageRequestOptions {
@@ -55,9 +50,8 @@ export function pageRequest<T>(http: KubeRequests, path: string, options: PageRe
 }
 
 /**
- * The pages of a list, from `options.continue` to the list's end, each asked for with the
- * continue token of the one before. An error ends it (a continue token that expired is a
- * 410 Gone): the caller lists again, from the start or from a token of its own.
+ * The pages of a list from `options.continue` to its end. An error ends it (an expired
+ * token is a 410 Gone): the caller lists again, from the start or a token of its own.
  */
 export async function* followPages<T>(request: PageRequest<T>, options: FollowPagesOptions): AsyncGenerator<ListPage<T>> {
   let token = options.continue

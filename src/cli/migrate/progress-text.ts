@@ -1,7 +1,6 @@
 /**
- * What `migrate` says about CRDs in flight, as text: the rate and ETA of each, its live
- * line on a terminal, its periodic line off one, and its line when it ends. Pure: the
- * clock is passed in, so every line can be tested as a table.
+ * What `migrate` says about CRDs in flight (rate, ETA; live, periodic and final lines).
+ * Pure: the clock is passed in, so every line can be tested as a table.
  */
 import type { MigrationResult } from '../../migrator/context.js'
 import { settled, type WalkProgress } from '../../migrator/engine/walker.js'
@@ -108,8 +107,7 @@ export function liveLine(p: CrdProgress, now: number, width = 200): string {
 
 /**
  * Each phase walked: `StorageVersionMigration 4000/4000 objects, CleanupManagedFields 4000/4000
- * objects checked`. The cleanup looks at every object and writes only those with entries to
- * remove, so its count says "checked": the result's managedFields line says how many changed.
+ * objects checked`: the cleanup writes only some of what it checks (see the managedFields line).
  */
 export function phasesText(p: CrdProgress | undefined): string {
   return (p?.phases ?? [])

@@ -53,7 +53,6 @@ export interface StatusRow {
   stale?: boolean
 }
 
-/** The table's columns, in order. */
 type Column = Exclude<keyof StatusRow, 'frozenBy' | 'state' | 'etaSeconds' | 'heartbeatAgeSeconds' | 'stale'>
 
 /**
@@ -140,10 +139,7 @@ export function describeBuiltin(crd: CustomResourceDefinition, builtin: readonly
   return builtin === undefined ? '?' : '-'
 }
 
-/**
- * A row as data (-o json|yaml): lists as lists, and a cell with nothing in it (`-` in the
- * table) left out, not spelt `"-"`.
- */
+/** A row as data (-o json|yaml): lists as lists, an empty cell (`-` in the table) left out. */
 export function statusData(row: StatusRow): Record<string, unknown> {
   const data: Record<string, unknown> = { name: row.name }
   for (const [k, v] of Object.entries(row)) {
@@ -181,7 +177,6 @@ function cells(row: StatusRow | 'header', wide: boolean): string[] {
   return wide ? [...base, ...(row === 'header' ? WIDE_HEADER : wideCells(row))] : base
 }
 
-/** Column widths that fit the header and these rows. */
 export function columnWidths(rows: readonly StatusRow[], wide = false): number[] {
   const all = [cells('header', wide), ...rows.map((r) => cells(r, wide))]
   return all[0]!.map((_, i) => Math.max(...all.map((c) => c[i]!.length)))
@@ -225,9 +220,8 @@ const PARALLEL_GETS = 8
 
 /**
  * `crd-migrator status [CRD...]`; exit code 1 when a named CRD does not exist. Reads only
- * what it shows: named CRDs by GET; otherwise the CRDs the label selector matches, and
- * the rest (named in the config, or carrying our state) found in a metadata-only list and
- * then read by GET.
+ * what it shows: named CRDs by GET, else the selector's matches plus those a metadata-only
+ * list finds (named in the config, or carrying our state), then GET.
  */
 export async function runStatusCommand(config: Config, out: NodeJS.WritableStream, options: StatusCommandOptions): Promise<number> {
   const http = commandHttp(config, 'status', options.logger, options.client)

@@ -1,7 +1,6 @@
 /**
- * The fleet view of `status`: each CRD in one state, counts by state, and an ETA for the
- * running ones from the rate their own progress annotations show so far (never a constant). Pure: everything
- * comes from the CRDs as read, and the time.
+ * The fleet view of `status`: each CRD in one state, counts by state, and an ETA from the
+ * rate each run's progress annotations show (never a constant). Pure: CRDs and time in.
  */
 import { builtinMigrationRunning } from '../../kube/builtin-migrations.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
@@ -10,13 +9,11 @@ import type { CrdState, FreezeLiveness } from '../../state/crd-state.js'
 import { fullDuration } from '../../duration.js'
 
 /**
- * One CRD's state, for counting. Running: frozen by a crd-migrator (in flight), or being
- * migrated by Kubernetes' own migrator. Stale: frozen by a crd-migrator run that stopped
- * (killed, evicted, or handed off): no heartbeat for the takeover time, so the next run
- * takes it over (state/crd-state.ts freezeLiveness). FrozenByAnother: frozen by another tool, never
- * touched by us. Failed: its last run failed or was blocked (retried). Pending:
- * storedVersions is not [storage] yet (queued). Succeeded: a run migrated it. UpToDate:
- * nothing to do, and no run of ours recorded.
+ * One CRD's state, for counting. Running: frozen by a crd-migrator, or Kubernetes' migrator
+ * at work. Stale: our freeze with no heartbeat for the takeover time (killed, evicted,
+ * handed off; see crd-state.ts freezeLiveness). FrozenByAnother: another tool's freeze,
+ * never touched. Failed: last run failed or blocked (retried). Pending: storedVersions is
+ * not [storage] yet. Succeeded: a run migrated it. UpToDate: nothing to do, no run recorded.
  */
 export type FleetState = 'Running' | 'Stale' | 'FrozenByAnother' | 'Failed' | 'Pending' | 'Succeeded' | 'UpToDate'
 
@@ -46,20 +43,17 @@ export function parseProgress(text: string | undefined): { done: number; total: 
 export const ETA_EVIDENCE_SECONDS = 10
 
 /**
- * A heartbeat at most this old dates the progress count written with it (a run writes both
- * every progressIntervalSeconds, 5 s by default). An older one belongs to a run that stopped
- * writing (stalled, or dead and not yet taken over): its rate is then taken up to now, so
- * the stall slows it rather than the ETA running out while nothing moves.
+ * A heartbeat at most this old dates the progress count written with it (both written every
+ * progressIntervalSeconds, 5 s by default). Older: the run stalled, so its rate is taken up
+ * to now, and the stall slows it rather than the ETA running out while nothing moves.
  */
 export const FRESH_HEARTBEAT_SECONDS = 30
 
 /**
- * Seconds left for a running CRD at the rate its own run has shown: the count settled
- * (progress) over the time from started-at to when that count was written (the heartbeat
- * written with it, when fresh; now otherwise), less the time since then. Undefined while there is
- * not enough evidence: nothing settled, no start time, or less than ETA_EVIDENCE_SECONDS
- * of run. The rate includes the freeze and the wait for the storage switch, and a later
- * phase counts from 0 again, so estimates err on the long side.
+ * Seconds left at the rate the run has shown: settled count over started-at to when it was
+ * written (the fresh heartbeat, else now), less the time since. Undefined without evidence
+ * (nothing settled, no start, under ETA_EVIDENCE_SECONDS). The rate includes the freeze and
+ * the storage switch, and a later phase counts from 0 again: estimates err long.
  */
 export function etaSeconds(progress: string | undefined, startedAt: string | undefined, now: Date, sampledAt?: Date): number | undefined {
   const p = parseProgress(progress)

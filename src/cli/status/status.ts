@@ -1,4 +1,4 @@
-/** `crd-migrator status`: its flags, what they say read once into the run's options, and the run (run-status.ts, loaded when it runs). */
+/** `crd-migrator status`: its flags, read once into the run's options; the run (run-status.ts) is loaded when it runs. */
 import type { Command } from 'commander'
 import { jsonOption, outputFormat, outputOption } from '../output.js'
 import {

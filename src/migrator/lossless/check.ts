@@ -1,34 +1,18 @@
 /**
- * The lossless check: before any object is rewritten, prove that the rewrite changes
- * nothing but the encoding. The API server re-stores an object by decoding it, converting
- * it to the storage version (through the CRD's webhook, if any), pruning it by that
- * version's schema and defaulting it; a narrowed schema or an unfaithful webhook would
- * make a loss or an injection permanent, under our name.
+ * The lossless check: prove a rewrite changes nothing but the encoding. Re-storing converts
+ * (webhook, if any), prunes and defaults: a narrowed schema or an unfaithful webhook would
+ * make a loss or injection permanent, under our name. Each object is read through each old
+ * version it may be stored in and compared (content-diff.ts, verdict.ts) with what its
+ * rewrite keeps:
  *
- * Each object is read as it is stored, through each old version it may be stored in, and
- * compared (content-diff.ts, verdict.ts) with what its rewrite would keep:
+ * - conversion None: the same page through the storage version at the same snapshot (a
+ *   continue token from the same key and resourceVersion). A list is pruned by the version
+ *   it serves, so this is what the write keeps; two lists a page, no request per object.
+ * - conversion Webhook: a dry run (dryRun=All) of the rewrite through the old version: the
+ *   API server converts, encodes, decodes and converts back, the exact round trip.
  *
- * - conversion None: the same page listed through the storage version, at the same
- *   snapshot (a continue token from the same key and resourceVersion). The API server
- *   prunes a list by the version it serves, so the page shows what the write keeps, and
- *   a conversion None changes nothing else. Two lists a page: no request per object.
- * - conversion Webhook: a dry run of the object's rewrite addressed through the old
- *   version (dryRun=All). The API server converts it to the storage version, encodes and
- *   decodes it as it would store it, and converts the result back: the exact round trip,
- *   through the webhook the CRD names now.
- *
- * Objects stored in the storage version already come out of either unchanged.
- *
- * Beside the views, each object's managedFields name the fields its managers set: a field
- * named there that the rewrite does not keep was pruned from every view (a schema
- * narrowed in every version). Where no old view can be read (a stored version no longer
- * served), the objects are listed through the storage version and held to their
- * managedFields alone; an object with no managedFields cannot be checked, and is refused
- * unless the CRD's unchecked objects are accepted.
- *
- * An addition that the round trip shows only in the old version's view is asked about
- * once more: the storage version's view of the same object (one GET) says whether the
- * rewrite stores it. Not stored: the conversion's bookkeeping, reported (verdict.ts).
+ * An addition seen only in the old view is bookkeeping unless the storage view (one GET)
+ * stores it (verdict.ts).
  */
 import { CrdMigratorError } from '../../errors.js'
 import { isConflict, isGone, isNotFound } from '../../kube/api-errors.js'
@@ -71,14 +55,14 @@ export interface LosslessOptions {
   acceptedChanges?: readonly string[]
   /** Objects that no view can check are accepted (counted, not refused). */
   acceptUnchecked?: boolean
-  /** Also take consent from the CRD's own annotations (migrator.consentAnnotations: the chart's policy guards them). */
+  /** Also take consent from the CRD's annotations (migrator.consentAnnotations; the chart's policy guards them). */
   consentFromCrd?: boolean
   pageSize: number
   /** Dry runs in flight at once (conversion Webhook). */
   concurrency: number
   /** Write through the status subresource (the rewrite does; so does its dry run). */
   useStatusSubresource: boolean
-  /** Read through every other version of spec.versions, not only those status.storedVersions lists (`migrate --force`: it is not trusted). */
+  /** Read through every version in spec.versions, not only status.storedVersions (`migrate --force`: not trusted). */
   everyVersion?: boolean
   /** Check only this many pages per version (before the freeze); default all. */
   maxPages?: number
@@ -155,8 +139,8 @@ export async function checkLossless(
 }
 
 /**
- * Objects stored in unserved versions: no old view; held to their managedFields. Through
- * a conversion webhook, what the conversion adds cannot be seen at all without an old
+ * Objects stored in unserved versions: no old view; held to their managedFields (none:
+ * unchecked). Through a webhook, what the conversion adds cannot be seen without an old
  * view: every object is also unchecked then (any may be stored in the unserved version).
  */
 async function holdToManagedFields(
@@ -209,7 +193,7 @@ function consentOf(crd: CustomResourceDefinition): NonNullable<LosslessReport['c
   return { acceptChanges: good, acceptUnchecked: read.acceptUnchecked, ignored: read.acceptChanges.filter((p) => !good.includes(p)) }
 }
 
-/** Whether the report refuses the rewrite: content that would change, or objects nothing could check. */
+/** Content that would change, or objects nothing could check (and not accepted). */
 export function refusesRewrite(report: LosslessReport): boolean {
   return report.lossy > 0 || (report.unchecked > 0 && !report.uncheckedAccepted)
 }
@@ -246,7 +230,7 @@ function tally(counts: Map<string, ChangeCount>, verdict: ChangeVerdict): void {
   add(verdict.defaults, 'default')
 }
 
-/** Fields `object`'s managedFields name that `kept` does not hold. */
+/** Fields `object`'s managedFields name that `kept` lacks: pruned from every view (a schema narrowed in all). */
 function lostManagedFields(object: KubeObject, kept: KubeObject, select?: (entry: { apiVersion?: string }) => boolean): string[] {
   const owned = ownedContent(kept)
   return managedPaths(object, select).filter((p) => !hasOwnedPath(owned, p))
@@ -265,11 +249,9 @@ export class DataLossError extends CrdMigratorError {
 }
 
 /**
- * The refusal as everyone who can read the CRD sees it (its last-result annotation, the
- * MigrationBlocked Event, a StorageVersionMigration's status): counts and field patterns
- * with map keys elided, no object names. Readers there may not list the objects; the
- * names, the full paths and the exact accept flags are in the report (the CLI prints them
- * to whoever ran it with their own credentials) and in the migrator's log.
+ * The refusal as every reader of the CRD sees it (annotation, Event, SVM status): counts and
+ * patterns, map keys elided, no object names (those readers may not list the objects; the
+ * report and the log carry names, full paths and accept flags).
  */
 export function dataLossError(crdName: string, storageVersion: string, report: LosslessReport): DataLossError {
   if (report.lossy === 0)
