@@ -4,10 +4,10 @@
  * CRD against everyone, system:masters included, only to fail at its first list. Such a
  * run fails with CRDM_FORBIDDEN instead, nothing frozen and no state annotation written.
  */
-import { runClient, type RunClient } from './engine/run-client.js'
+import type { RunClient } from './engine/run-client.js'
 import { describeCheck, migrationAccess, type CrdWrites } from '../kube/access-review.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
-import type { MigrationContext, MigrationSettings } from './context.js'
+import type { MigrationContext, MigrationSettings, RunContext } from './context.js'
 import type { RunPlan } from './decide.js'
 
 /** How to grant it, for the failure's text. */
@@ -48,14 +48,14 @@ export async function forbiddenToMigrate(
   crd: CustomResourceDefinition,
   plan: RunPlan,
   settings: MigrationSettings,
-  ctx: MigrationContext,
+  ctx: RunContext,
 ): Promise<string | undefined> {
   if (plan.verdict.action !== 'freeze') return undefined
   const denied = await accessDenied(
     { group: crd.spec.group, plural: crd.spec.names.plural, version: plan.storageVersion },
     settings.useStatusSubresource && plan.runStorage,
     ctx,
-    runClient(ctx, settings),
+    ctx.client,
     { name: crd.metadata.name, storedVersions: plan.runStorage },
   )
   return denied && `${denied}; nothing was frozen`

@@ -4,7 +4,7 @@ import { planCrd } from './plan.js'
 import { phasesToRun } from './decide.js'
 import { scanManagedFields } from './phases/managed-fields-scan.js'
 import type { Logger } from 'pino'
-import type { MigrationSettings } from './context.js'
+import { runContext, type MigrationSettings } from './context.js'
 import { runStashPhase } from './phases/stashes/stash-phase.js'
 import type { ObjectFailure } from './engine/walker.js'
 import { checkLossless, losslessOptions } from './lossless/check.js'
@@ -33,7 +33,7 @@ export interface DryRunReport {
 
 /** What `migrate` would do to a CRD, from reads only. */
 export async function dryRun(http: KubeHttp, name: string, settings: MigrationSettings, logger: Logger): Promise<DryRunReport> {
-  const ctx = { http, logger }
+  const ctx = runContext({ http, logger, owner: 'dry-run' }, settings)
   const crd = await getNamedCrd(http, name)
   const plan = planCrd(crd)
   const report: DryRunReport = {
@@ -50,12 +50,13 @@ export async function dryRun(http: KubeHttp, name: string, settings: MigrationSe
     servedKept: {},
   }
   if (plan.blockedReason || !plan.storageVersion) return report
-  const scan = await scanManagedFields(http, crd, plan.storageVersion, settings)
+  const scan = await scanManagedFields(ctx.client, crd, plan.storageVersion, settings)
   const { runStorage, stashRules, runCleanup } = phasesToRun(crd, plan, settings, false)
   if (runStorage) {
     report.objectsToRewrite = scan.total
     report.storedVersionsAfter = [plan.storageVersion]
-    if (settings.losslessCheck !== false) report.lossless = await checkLossless(crd, plan.storageVersion, losslessOptions(http, settings))
+    if (settings.losslessCheck !== false)
+      report.lossless = await checkLossless(crd, plan.storageVersion, losslessOptions(ctx.client, settings))
   }
   if (runCleanup) {
     report.objectsToClean = scan.objects
@@ -65,7 +66,7 @@ export async function dryRun(http: KubeHttp, name: string, settings: MigrationSe
     report.servedKept = Object.fromEntries(Object.entries(scan.servedKept).map(([v, objects]) => [v, { objects }]))
   }
   if (stashRules.length) {
-    const stashes = await runStashPhase(crd, plan.storageVersion, stashRules, settings, ctx, { dryRun: true })
+    const stashes = await runStashPhase(crd, plan.storageVersion, stashRules, ctx, { dryRun: true })
     report.stashes = { planned: stashes.planned, failed: stashes.counts.failed, failures: stashes.failures }
   }
   return report

@@ -6,7 +6,6 @@
  * rotation (a no-op write of an object read with an old key is never skipped as
  * unchanged: the API server marks it stale).
  */
-import { runClient } from './engine/run-client.js'
 import { CrdMigratorError } from '../errors.js'
 import { getCrd } from '../kube/crds.js'
 import { type KubeHttp } from '../kube/http.js'
@@ -14,7 +13,7 @@ import { isNotFound } from '../kube/api-errors.js'
 import type { ResourceRef } from '../kube/paths.js'
 import { describeResourceName, resolveResource, type ResourceName } from '../kube/resources.js'
 import { accessDenied } from './access-preflight.js'
-import type { MigrationContext, MigrationResult, MigrationSettings } from './context.js'
+import { runContext, type MigrationContext, type MigrationResult, type MigrationSettings } from './context.js'
 import { migrateCrd } from './migrate.js'
 import { rewriteEveryObject, runWithoutFreeze } from './migrate-unfrozen.js'
 import { RunReporter } from './reporter.js'
@@ -47,9 +46,10 @@ export async function migrateWithoutCrd(
   name: string,
   ref: ResourceRef,
   settings: MigrationSettings,
-  ctx: MigrationContext,
+  caller: MigrationContext,
 ): Promise<MigrationResult> {
   const started = Date.now()
+  const ctx = runContext(caller, settings)
   const report = new RunReporter(name, ctx, { resource: name })
   const result: MigrationResult = {
     crd: name,
@@ -66,7 +66,7 @@ export async function migrateWithoutCrd(
   report.log.info({ version: ref.version }, 'rewriting every object of a built-in resource')
   return runWithoutFreeze(report, result, started, ctx.signal, async () => {
     // Before the first list: a resource outside the migrator's RBAC fails here, named (access-preflight.ts).
-    const denied = await accessDenied({ group: ref.group, plural: ref.plural, version: ref.version }, false, ctx, runClient(ctx, settings))
+    const denied = await accessDenied({ group: ref.group, plural: ref.plural, version: ref.version }, false, ctx, ctx.client)
     if (denied) throw new CrdMigratorError('CRDM_FORBIDDEN', `${denied}; nothing was written`)
     // Merge patches: built-in resources have no conversion webhooks, and their
     // managedFields are never of a version the API server cannot convert.

@@ -12,12 +12,18 @@
  * every API server must store the storage version (storage-switch.ts); then every object's
  * rewrite is proven to keep its content (lossless/check.ts), as in a frozen run.
  */
-import { runClient } from './engine/run-client.js'
 import { conversionStrategy } from '../kube/conversion.js'
 import { getCrd } from '../kube/crds.js'
 import { readCrdState } from '../state/crd-state.js'
 import { accessDenied } from './access-preflight.js'
-import { startingResult, type MigrationContext, type MigrationResult, type MigrationSettings } from './context.js'
+import {
+  runContext,
+  startingResult,
+  type MigrationContext,
+  type RunContext,
+  type MigrationResult,
+  type MigrationSettings,
+} from './context.js'
 import { failOnObjects } from './phases/failures.js'
 import { DataLossError, proveLossless } from './lossless/check.js'
 import { runPhase, type PhaseTarget } from './phases/object-phase.js'
@@ -27,12 +33,12 @@ import { narrowUnderStart } from './phases/stored-versions.js'
 import { Phase, planCrd } from './plan.js'
 import { RunReporter } from './reporter.js'
 
-export async function migrateCrdUnfrozen(name: string, settings: MigrationSettings, ctx: MigrationContext): Promise<MigrationResult> {
+export async function migrateCrdUnfrozen(name: string, settings: MigrationSettings, caller: MigrationContext): Promise<MigrationResult> {
   const started = Date.now()
+  const ctx = runContext(caller, settings)
   const report = new RunReporter(name, ctx, { crd: name, unmanaged: true })
   const { log } = report
-  const client = runClient(ctx, settings)
-  const crd = await getCrd(client, name)
+  const crd = await getCrd(ctx.client, name)
   const plan = planCrd(crd)
   const result = startingResult(name, crd, plan)
   const finish = (r: MigrationResult) => report.ended({ ...r, durationMs: Date.now() - started })
@@ -51,7 +57,7 @@ export async function migrateCrdUnfrozen(name: string, settings: MigrationSettin
     { group: crd.spec.group, plural: crd.spec.names.plural, version: storageVersion },
     settings.useStatusSubresource,
     ctx,
-    client,
+    ctx.client,
   )
   if (denied) {
     log.error({ reason: denied }, 'migration refused: the migrator may not migrate these objects')
@@ -77,7 +83,7 @@ export async function migrateCrdUnfrozen(name: string, settings: MigrationSettin
     const rewritten = await rewriteEveryObject({ kind: 'crd', crd, storageVersion }, settings, ctx, result, how, rewrite)
     result.apiServers = await storageEverywhere(0)
     const start = { uid: crd.metadata.uid, generation: plan.generation, storageVersion }
-    const narrowed = await narrowUnderStart(ctx, name, start, client)
+    const narrowed = await narrowUnderStart(ctx, name, start, ctx.client)
     result.storedVersionsAfter = narrowed.storedVersions
     return narrowed.kept !== undefined
       ? `${rewritten}; status.storedVersions left as ${JSON.stringify(narrowed.storedVersions)}: ${narrowed.kept}`
@@ -107,7 +113,7 @@ export async function runWithoutFreeze(
 export async function rewriteEveryObject(
   target: PhaseTarget,
   settings: MigrationSettings,
-  ctx: MigrationContext,
+  ctx: RunContext,
   result: MigrationResult,
   how: string,
   rewrite?: RewriteWrite,

@@ -8,10 +8,9 @@
 import { getNamedCrd } from '../kube/crds.js'
 import { conversionWebhookOf } from '../kube/conversion.js'
 import { forbiddenToMigrate } from './access-preflight.js'
-import { startingResult, type MigrationContext, type MigrationResult, type MigrationSettings } from './context.js'
+import { runContext, startingResult, type MigrationContext, type MigrationResult, type MigrationSettings } from './context.js'
 import { preflightConversion } from './conversion/webhook-preflight.js'
 import { decideRun } from './decide.js'
-import { runClient } from './engine/run-client.js'
 import { cleanupPhase, stashPhase, storagePhase, storedVersionsPhase, workBeforeFreeze } from './phases/run-phases.js'
 import { DataLossError, proveLossless } from './lossless/check.js'
 import type { LosslessReport } from './lossless/verdict.js'
@@ -22,10 +21,11 @@ import { beginRun, endRun, lostFreeze } from './run.js'
 
 export type { MigrationContext, MigrationOutcome, MigrationResult, MigrationSettings, SkipReason } from './context.js'
 
-export async function migrateCrd(name: string, settings: MigrationSettings, ctx: MigrationContext): Promise<MigrationResult> {
+export async function migrateCrd(name: string, settings: MigrationSettings, caller: MigrationContext): Promise<MigrationResult> {
   const started = Date.now()
+  const ctx = runContext(caller, settings)
   const report = new RunReporter(name, ctx)
-  const crd = await getNamedCrd(runClient(ctx, settings), name)
+  const crd = await getNamedCrd(ctx.client, name)
   const crdPlan = planCrd(crd)
   const base = startingResult(name, crd, crdPlan)
   const took = () => Date.now() - started
@@ -42,7 +42,7 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
 
   // A webhook-converted CRD: prove its webhook converts before freezing anything.
   const webhook = conversionWebhookOf(crd)
-  const preflight = webhook ? await preflightConversion(runClient(ctx, settings), crd, plan.storageVersion) : undefined
+  const preflight = webhook ? await preflightConversion(ctx.client, crd, plan.storageVersion) : undefined
   if (webhook && preflight && !preflight.ok) {
     const reason = `conversion webhook ${webhook} does not answer: ${preflight.detail}`
     const blocked: MigrationResult = { ...base, outcome: 'Blocked', errorCode: 'CRDM_CONVERSION_OUTAGE', reason, durationMs: took() }

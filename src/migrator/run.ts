@@ -6,7 +6,7 @@ import type { Logger } from 'pino'
 import { CrdMigratorError, errorMessage } from '../errors.js'
 import { conversionStrategy, conversionWebhookOf } from '../kube/conversion.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
-import type { MigrationContext, MigrationResult, MigrationSettings } from './context.js'
+import type { MigrationContext, MigrationResult, MigrationSettings, RunContext } from './context.js'
 import { ConversionGate } from './conversion/gate.js'
 import type { RunPlan } from './decide.js'
 import { processCheckpointSeal } from './freeze/checkpoint-seal.js'
@@ -25,8 +25,8 @@ export interface MigrationRun {
   name: string
   plan: RunPlan
   settings: MigrationSettings
-  /** The caller's context with the freeze guard's signal: a lost freeze stops every request. */
-  ctx: MigrationContext
+  /** The run's context with the freeze guard's signal, its client's too: a lost freeze stops every request. */
+  ctx: RunContext
   log: Logger
   /** The CRD as the run last wrote or read it. */
   crd: CustomResourceDefinition
@@ -51,7 +51,7 @@ export async function beginRun(
   crdPlan: CrdPlan,
   plan: RunPlan,
   settings: MigrationSettings,
-  ctx: MigrationContext,
+  ctx: RunContext,
   report: RunReporter,
   base: MigrationResult,
   started: number,
@@ -96,7 +96,7 @@ export async function beginRun(
     name,
     plan,
     settings,
-    ctx: { ...ctx, signal: guard.signal },
+    ctx: { ...ctx, signal: guard.signal, client: ctx.client.with({ signal: guard.signal }) },
     log: report.log,
     crd: frozen.crd,
     frozen,

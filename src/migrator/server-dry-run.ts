@@ -16,7 +16,7 @@ import { plainText } from '../sanitize.js'
 import { conversionStrategy } from '../kube/conversion.js'
 import { getCrd } from '../kube/crds.js'
 import type { KubeHttp } from '../kube/http.js'
-import type { MigrationSettings } from './context.js'
+import { runContext, type MigrationSettings } from './context.js'
 import type { ObjectFailure, WalkCounts } from './engine/walker.js'
 import { runPhase } from './phases/object-phase.js'
 import { Phase, planCrd } from './plan.js'
@@ -71,12 +71,15 @@ export async function serverDryRun(
     return report
   }
   const target = { kind: 'crd' as const, crd, storageVersion: plan.storageVersion }
-  const ctx = { http, logger: context.logger, owner: 'dry-run', ...(context.signal ? { signal: context.signal } : {}) }
+  const ctx = runContext(
+    { http, logger: context.logger, owner: 'dry-run', ...(context.signal ? { signal: context.signal } : {}) },
+    settings,
+  )
   const run = { rewrite: conversionStrategy(crd) === 'Webhook' ? ('apply' as const) : ('merge-patch' as const) }
   const { runStorage: storage, runCleanup } = phasesToRun(crd, plan, settings, false)
   // The real run checks every object before its first write, whichever engine rewrites them.
   if (storage && settings.losslessCheck !== false)
-    report.lossless = await checkLossless(crd, plan.storageVersion, losslessOptions(http, settings, context.signal))
+    report.lossless = await checkLossless(crd, plan.storageVersion, losslessOptions(ctx.client, settings))
   if (storage && settings.engine !== 'builtin')
     report.storageVersionMigration = phaseReport(await runPhase(Phase.StorageVersionMigration, target, settings, ctx, run))
   if (runCleanup) report.cleanupManagedFields = phaseReport(await runPhase(Phase.CleanupManagedFields, target, settings, ctx, run))

@@ -7,9 +7,9 @@ import { isNotFound } from '../../kube/api-errors.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
 import { freezePatch, readCrdState, takeOverPatch, unfreezePatch, type FreezeVerdict, type RunOutcome } from '../../state/crd-state.js'
 import { type CheckpointBinding, type CheckpointSeal } from './checkpoint-seal.js'
-import type { MigrationContext, MigrationSettings } from '../context.js'
+import type { MigrationContext, MigrationSettings, RunContext } from '../context.js'
 import { UNFREEZE_RETRY } from '../engine/retry.js'
-import { runClient, RunClient } from '../engine/run-client.js'
+import { RunClient } from '../engine/run-client.js'
 
 export interface Frozen {
   /** The CRD as the freeze left it. */
@@ -33,7 +33,7 @@ export async function freezeCrd(
   verdict: Extract<FreezeVerdict, { action: 'freeze' | 'resume' }>,
   storageVersion: string,
   settings: MigrationSettings,
-  ctx: MigrationContext,
+  ctx: RunContext,
   seal: CheckpointSeal,
 ): Promise<Frozen> {
   const name = crd.metadata.name
@@ -42,7 +42,7 @@ export async function freezeCrd(
     verdict.action === 'resume'
       ? takeOverPatch(ctx.owner)
       : freezePatch(settings.migratingAnnotation, ctx.owner, storageVersion, crd.metadata.generation ?? 0)
-  const frozen = await patchCrdAnnotations(runClient(ctx, settings), name, patch, rv)
+  const frozen = await patchCrdAnnotations(ctx.client, name, patch, rv)
   const state = readCrdState(frozen, settings.migratingAnnotation)
   const frozenGeneration = state.frozenGeneration ?? crd.metadata.generation ?? 0
   const binding = checkpointBinding(frozen, storageVersion, state.frozenGeneration, state.startedAt)
