@@ -2,7 +2,7 @@
  * Reconciles StorageVersionMigration objects (migration.k8s.io/v1alpha1): each names a
  * resource; a custom resource of a CRD the selector manages gets the full CRD migration
  * (freeze, rewrite, storedVersions, cleanup, unfreeze), one of any other CRD has every
- * object rewritten without a freeze (migrate-unfrozen.ts) or is refused
+ * object rewritten without a freeze (migrate.ts migrateCrdUnfrozen) or is refused
  * (migrator.storageVersionMigrationsUnmanaged), a built-in one has every object rewritten. The
  * object shows Running, then Succeeded or Failed, like KSVM. Deleting it mid-run stops
  * the run, which lifts the freeze (KEP-2855). One object at a time, oldest first; a
@@ -20,9 +20,7 @@ import type { CheckpointSeal } from '../migrator/freeze/checkpoint-seal.js'
 import type { MigrationContext, MigrationResult } from '../migrator/context.js'
 import type { MigratorMetrics } from '../migrator/metrics.js'
 import { getCrd } from '../kube/crds.js'
-import { migrateCrd } from '../migrator/migrate.js'
-import { crdDefining, migrateWithoutCrd } from '../migrator/migrate-resource.js'
-import { migrateCrdUnfrozen } from '../migrator/migrate-unfrozen.js'
+import { crdDefining, migrateCrd, migrateCrdUnfrozen, migrateWithoutCrd } from '../migrator/migrate.js'
 import { settingsFor } from '../migrator/crd-settings.js'
 import { WorkQueue } from './queue.js'
 import type { RunLock } from './run-lock.js'

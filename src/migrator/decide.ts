@@ -1,17 +1,33 @@
 /**
  * Whether a run goes ahead, and with which phases: decided before anything is written,
- * and writing nothing (the one read it needs: the built-in migrator's activity). Whether a
- * run without a storage phase has any work is counted next (phases/run-phases.ts
- * workBeforeFreeze).
+ * and writing nothing (the reads it needs: the CRD, the built-in migrator's activity).
+ * Every mode of a run starts with readRun (migrate.ts, dry-run.ts); whether a run without
+ * a storage phase has any work is counted next (phases/run-phases.ts workBeforeFreeze).
  */
 import { isForbidden } from '../kube/api-errors.js'
+import { getNamedCrd } from '../kube/crds.js'
+import type { KubeRequests } from '../kube/http.js'
 import { storageMigratingCondition } from '../kube/builtin-migrations.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { decideFreeze, readCrdState, type FreezeVerdict } from '../state/crd-state.js'
-import type { MigrationContext, MigrationSettings, SkipReason } from './context.js'
+import { startingResult, type MigrationContext, type MigrationResult, type MigrationSettings, type SkipReason } from './context.js'
 import { builtinActivity, builtinBusyReason, unbackedConditionText } from './phases/builtin-storage.js'
 import { rulesForGroup, type StashRule } from './phases/stashes/rules.js'
-import { Phase, storagePhaseRuns, versionHasStatusSubresource, type CrdPlan } from './plan.js'
+import { Phase, planCrd, storagePhaseRuns, versionHasStatusSubresource, type CrdPlan } from './plan.js'
+
+/** What every mode of a run reads first: the CRD, its plan, and why nothing can be done with it (blocked). */
+export type RunStart = { crd: CustomResourceDefinition; plan: CrdPlan; base: MigrationResult } & (
+  { blocked: string; storageVersion?: string | undefined } | { blocked?: undefined; storageVersion: string }
+)
+
+/** The prologue of every run: the CRD read and planned; `base` is the result of a run that does nothing. */
+export async function readRun(name: string, client: KubeRequests): Promise<RunStart> {
+  const crd = await getNamedCrd(client, name)
+  const plan = planCrd(crd)
+  const base = startingResult(name, crd, plan)
+  if (plan.blockedReason || !plan.storageVersion) return { crd, plan, base, blocked: plan.blockedReason ?? 'no storage version' }
+  return { crd, plan, base, storageVersion: plan.storageVersion }
+}
 
 /** What a run will do once it holds the freeze. */
 export interface RunPlan {
@@ -31,11 +47,10 @@ export interface RunPlan {
 export async function decideRun(
   crd: CustomResourceDefinition,
   plan: CrdPlan,
+  storageVersion: string,
   settings: MigrationSettings,
   ctx: MigrationContext,
 ): Promise<RunPlan | { skip: SkipReason; reason: string }> {
-  if (plan.blockedReason || !plan.storageVersion) return { skip: 'blocked', reason: plan.blockedReason ?? 'no storage version' }
-  const storageVersion = plan.storageVersion
   const verdict = decideFreeze(readCrdState(crd, settings.migratingAnnotation), ctx.owner, storageVersion, settings.takeoverAfterMs)
   if (verdict.action === 'foreign') return { skip: 'frozen-by-another', reason: verdict.reason }
   if (verdict.action === 'wait') return { skip: 'in-progress', reason: verdict.reason }

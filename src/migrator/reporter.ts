@@ -1,6 +1,6 @@
 /**
  * What people see of a run: each outcome becomes its log line, its Event and its metric
- * here, so the orchestrators (migrate.ts, migrate-unfrozen.ts, migrate-resource.ts) carry
+ * here, so the pipeline's modes (migrate.ts) carry
  * none of them; how a failed run is classified is here too, once. The words themselves
  * (summaries, counts) are report.ts's.
  */

@@ -9,15 +9,14 @@ import { isData, renderData, renderNames, type OutputFormat } from '../output.js
 import { commandHttp } from '../command-http.js'
 import type { ClientFlags } from '../command-kit.js'
 import { managedCrds } from '../../select/managed-crds.js'
-import { formatServerDryRun, serverDryRun, type ServerDryRunReport } from '../../migrator/server-dry-run.js'
 import { KubeEventRecorder } from '../../kube/events.js'
 import { loadCheckpointSeal } from '../../migrator/freeze/checkpoint-seal.js'
-import { dryRun, type DryRunReport } from '../../migrator/dry-run.js'
+import { dryRun, serverDryRun, type DryRunReport, type ServerDryRunPhase, type ServerDryRunReport } from '../../migrator/dry-run.js'
+import { refusesRewrite } from '../../migrator/lossless/check.js'
 import { losslessLines, wouldBlock } from '../../migrator/lossless/report-text.js'
 import { parseResourceName } from '../../kube/resources.js'
-import { migrateCrd, type MigrationResult } from '../../migrator/migrate.js'
+import { migrateCrd, migrateResource, type MigrationResult } from '../../migrator/migrate.js'
 import { servedKeptSteps } from '../../migrator/report.js'
-import { migrateResource } from '../../migrator/migrate-resource.js'
 import type { Phase } from '../../migrator/plan.js'
 import { settingsFor } from '../../migrator/crd-settings.js'
 import type { WalkProgress } from '../../migrator/engine/walker.js'
@@ -35,7 +34,7 @@ export interface MigrateCommandOptions {
   dryRun: boolean
   /** --force: rewrite every object whatever status.storedVersions says. */
   force?: boolean
-  /** --dry-run=server: every write sent with dryRun=All, nothing persisted, no freeze (migrator/server-dry-run.ts). */
+  /** --dry-run=server: every write sent with dryRun=All, nothing persisted, no freeze (migrator/dry-run.ts). */
   serverDryRun?: boolean
   /** -l/--selector without names: the CRDs this label selector matches. */
   selector?: string
@@ -358,4 +357,25 @@ async function serverDryRunAll(
   }
   if (isData(format)) options.out.write(renderData(reports, format))
   return failed ? 1 : blocked ? EXIT_WOULD_BLOCK : 0
+}
+
+/** The text `migrate --dry-run=server` prints for one CRD. */
+export function formatServerDryRun(r: ServerDryRunReport): string {
+  if (r.blockedReason) return `${plainText(`${r.crd}: nothing can be done: ${r.blockedReason}`)}\n`
+  const lines = [`${r.crd}: server dry run (dryRun=All: checked by the API server, nothing persisted, no freeze)`]
+  const phase = (label: string, p: ServerDryRunPhase | undefined, none: string) => {
+    if (!p) return lines.push(`  ${label}: ${none}`)
+    lines.push(
+      `  ${label}: ${p.accepted} of ${p.objects} object(s) would be written${p.skipped ? `, ${p.skipped} need nothing` : ''}, ${p.failed} refused`,
+    )
+    for (const f of p.failures.slice(0, 5)) lines.push(`    refused ${f.key}: ${f.error}`)
+  }
+  phase('StorageVersionMigration', r.storageVersionMigration, `nothing to do (status.storedVersions ${JSON.stringify(r.storedVersions)})`)
+  if (r.lossless) {
+    lines.push(...losslessLines(r.crd, r.lossless))
+    if (refusesRewrite(r.lossless)) lines.push('  the run would stop Blocked (CRDM_DATA_LOSS) before its first write')
+  }
+  phase('CleanupManagedFields', r.cleanupManagedFields, 'skipped')
+  // Failures may quote a webhook or the API server: one line each, no escapes.
+  return `${lines.map(plainText).join('\n')}\n`
 }
