@@ -14,6 +14,7 @@ import { loadCheckpointSeal } from '../../migrator/freeze/checkpoint-seal.js'
 import { dryRun, serverDryRun, type DryRunReport, type ServerDryRunPhase, type ServerDryRunReport } from '../../migrator/dry-run.js'
 import { refusesRewrite } from '../../migrator/lossless/check.js'
 import { losslessLines, wouldBlock } from '../../migrator/lossless/report-text.js'
+import type { LosslessReport } from '../../migrator/lossless/verdict.js'
 import { parseResourceName } from '../../kube/resources.js'
 import { migrateCrd, migrateResource, type MigrationResult } from '../../migrator/migrate.js'
 import { servedKeptSteps } from '../../migrator/report.js'
@@ -88,8 +89,22 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
       }
       parallel = Math.max(1, Math.min(config.migrator.maxParallelCrds, names.length + (options.resources?.length ?? 0)))
     }
-    if (options.serverDryRun) return await serverDryRunAll(http, names, config, logger, options, format)
-    if (options.dryRun) return await dryRunAll(http, names, config, logger, options, format, overrides)
+    if (options.serverDryRun)
+      return await dryRunAll(names, options, format, {
+        run: (name) => serverDryRun(http, name, settingsFor(config, name), { logger, signal: options.signal }),
+        text: formatServerDryRun,
+        refused: (r) => (r.storageVersionMigration?.failed ?? 0) + (r.cleanupManagedFields?.failed ?? 0) > 0 || Boolean(r.blockedReason),
+        namesAsChecked: true,
+        cannot: '',
+      })
+    if (options.dryRun)
+      return await dryRunAll(names, options, format, {
+        run: (name) => dryRun(http, name, settingsFor(config, name, overrides), logger),
+        text: formatDryRun,
+        refused: () => false,
+        namesAsChecked: false,
+        cannot: 'cannot plan: ',
+      })
     let failed = 0
     const status = options.status ?? process.stderr
     const view = await progressView(options.progress ?? 'off', status, config.progressEvery)
@@ -166,34 +181,46 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
   }
 }
 
-/** `migrate --dry-run`: what each CRD's run would do, from reads only, one CRD after another. */
-async function dryRunAll(
-  http: KubeHttp,
+/** One dry run mode of `migrate` (migrator/dry-run.ts): its run of one CRD, and how its report is told. */
+interface DryRunMode<R> {
+  run: (name: string) => Promise<R>
+  text: (report: R) => string
+  /** Whether the report fails the command (a write refused, nothing can be done). */
+  refused: (report: R) => boolean
+  /** -o name: each CRD not refused, as it is checked; otherwise every CRD named, at the end. */
+  namesAsChecked: boolean
+  /** What a failed CRD's error line says first. */
+  cannot: string
+}
+
+/** `migrate --dry-run[=server]`: each CRD's dry run, one CRD after another. */
+async function dryRunAll<R extends { crd: string; lossless?: LosslessReport | undefined }>(
   names: readonly string[],
-  config: Config,
-  logger: Logger,
   options: MigrateCommandOptions,
   format: OutputFormat,
-  overrides: { force: boolean },
+  mode: DryRunMode<R>,
 ): Promise<number> {
   let failed = 0
   let blocked = 0
-  const reports: Array<DryRunReport | { crd: string; error: string }> = []
+  const reports: Array<R | { crd: string; error: string }> = []
   for (const name of names) {
     try {
-      const report = await dryRun(http, name, settingsFor(config, name, overrides), logger)
-      if (report.lossless && wouldBlock(report.lossless)) blocked++
+      const report = await mode.run(name)
+      const refused = mode.refused(report)
+      if (refused) failed++
+      else if (report.lossless && wouldBlock(report.lossless)) blocked++
       reports.push(report)
-      if (!isData(format) && format !== 'name') options.out.write(formatDryRun(report))
+      if (!isData(format) && format !== 'name') options.out.write(mode.text(report))
+      else if (format === 'name' && mode.namesAsChecked && !refused) options.out.write(renderNames([name]))
     } catch (err) {
       failed++
       reports.push({ crd: name, error: describeError(err) })
       if (!isData(format))
-        (format === 'name' ? process.stderr : options.out).write(`${name}: cannot plan: ${plainText(describeError(err))}\n`)
+        (format === 'name' ? process.stderr : options.out).write(`${name}: ${mode.cannot}${plainText(describeError(err))}\n`)
     }
   }
   if (isData(format)) options.out.write(renderData(reports, format))
-  else if (format === 'name') options.out.write(renderNames(names))
+  else if (format === 'name' && !mode.namesAsChecked) options.out.write(renderNames(names))
   return failed ? 1 : blocked ? EXIT_WOULD_BLOCK : 0
 }
 
@@ -326,37 +353,6 @@ export function formatDryRun(r: DryRunReport): string {
     '',
   ]
   return lines.map(plainText).join('\n')
-}
-
-/** --dry-run=server: each CRD's writes sent with dryRun=All through `http` (a dry-run client), one CRD after another. */
-async function serverDryRunAll(
-  http: KubeHttp,
-  names: readonly string[],
-  config: Config,
-  logger: Logger,
-  options: MigrateCommandOptions,
-  format: OutputFormat,
-): Promise<number> {
-  let failed = 0
-  let blocked = 0
-  const reports: Array<ServerDryRunReport | { crd: string; error: string }> = []
-  for (const name of names) {
-    try {
-      const report = await serverDryRun(http, name, settingsFor(config, name), { logger, signal: options.signal })
-      const refused = (report.storageVersionMigration?.failed ?? 0) + (report.cleanupManagedFields?.failed ?? 0)
-      if (refused > 0 || report.blockedReason) failed++
-      else if (report.lossless && wouldBlock(report.lossless)) blocked++
-      reports.push(report)
-      if (!isData(format) && format !== 'name') options.out.write(formatServerDryRun(report))
-      else if (format === 'name' && refused === 0 && !report.blockedReason) options.out.write(renderNames([name]))
-    } catch (err) {
-      failed++
-      reports.push({ crd: name, error: describeError(err) })
-      if (!isData(format)) (format === 'name' ? process.stderr : options.out).write(`${name}: ${plainText(describeError(err))}\n`)
-    }
-  }
-  if (isData(format)) options.out.write(renderData(reports, format))
-  return failed ? 1 : blocked ? EXIT_WOULD_BLOCK : 0
 }
 
 /** The text `migrate --dry-run=server` prints for one CRD. */
