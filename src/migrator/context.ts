@@ -74,9 +74,7 @@ export interface MigrationContext {
 }
 
 /** A run's context: the caller's, with the run's client, built once where the run starts (runContext). */
-export interface RunContext extends MigrationContext {
-  client: RunClient
-}
+export type RunContext = MigrationContext & { client: RunClient }
 
 /** The context of a run of `settings`: its client is built here, once, and every call site sends through it. */
 export function runContext(ctx: MigrationContext, settings: { maxAttempts: number }): RunContext {
@@ -150,14 +148,18 @@ export interface MigrationResult {
   leftFrozen: boolean
 }
 
-/** A run's result before it has done anything: Skipped, with what it read of the CRD. */
-export function startingResult(name: string, crd: CustomResourceDefinition, plan: CrdPlan): MigrationResult {
+/** A run's result before it has done anything: Skipped, with what it read of the CRD (none: a built-in resource). */
+export function startingResult(
+  name: string,
+  crd: CustomResourceDefinition | undefined,
+  plan: Pick<CrdPlan, 'storageVersion' | 'generation' | 'storedVersions'>,
+): MigrationResult {
   return {
     crd: name,
     outcome: 'Skipped',
     reason: '',
     storageVersion: plan.storageVersion,
-    crdUid: crd.metadata.uid,
+    crdUid: crd?.metadata.uid,
     generation: plan.generation,
     storedVersionsBefore: plan.storedVersions,
     storedVersionsAfter: plan.storedVersions,

@@ -1,33 +1,27 @@
 /**
- * The dry runs of the migration pipeline (migrate.ts): the same start (readRun, the
- * phases a run would run, the lossless check the real run makes before its first write),
- * then, mode by mode:
- *
- * - dryRun (`migrate --dry-run`): what a run would do, from reads only.
- * - serverDryRun (`migrate --dry-run=server`): the writes of a migration, each sent with
- *   dryRun=All. The API server decodes every object, converts it (through the CRD's
- *   conversion webhook, when it has one), runs admission and validation on the rewrite,
- *   and persists nothing. No freeze is set, status.storedVersions is not touched, no state
- *   annotation is written: what it tells is which objects the real run's writes would be
- *   refused for. The phases' own writers run (object-phase.ts), through a client whose
- *   every write is a dry run (kube/request-options.ts dryRun). A dry-run write never moves
- *   resourceVersion, so it cannot tell an object already stored in the storage version
- *   from one that is not: every object the storage phase would write counts as `accepted`.
+ * The dry runs of the migration pipeline (migrate.ts): its start (readRun), the phases a
+ * run would run and the lossless check it makes before its first write, then what
+ * `migrate --dry-run` reads (dryRun) or `--dry-run=server` writes with dryRun=All
+ * (serverDryRun): the API server decodes every object, converts it (through the CRD's
+ * conversion webhook, when it has one), runs admission and validation on the rewrite,
+ * and persists nothing. No freeze, no storedVersions, no state annotation: it tells which
+ * objects the real run's writes would be refused for. The phases' own writers run
+ * (object-phase.ts) through a client whose every write is a dry run. A dry-run write never
+ * moves resourceVersion, so it cannot tell an object already stored in the storage version
+ * from one that is not: every object the storage phase would write counts as `accepted`.
  */
 import type { Logger } from 'pino'
 import { CrdMigratorError } from '../errors.js'
-import { conversionStrategy } from '../kube/conversion.js'
 import type { KubeHttp } from '../kube/http.js'
-import type { CustomResourceDefinition } from '../kube/types.js'
 import { runContext, type MigrationSettings, type RunContext } from './context.js'
-import { phasesToRun, readRun } from './decide.js'
+import { phasesToRun, readRun, type ReadyStart } from './decide.js'
 import type { ObjectFailure, WalkCounts } from './engine/walker.js'
 import { checkLossless, losslessOptions } from './lossless/check.js'
 import type { LosslessReport } from './lossless/verdict.js'
 import { scanManagedFields } from './phases/managed-fields-scan.js'
 import { runPhase } from './phases/object-phase.js'
 import { runStashPhase } from './phases/stashes/stash-phase.js'
-import { Phase, type CrdPlan } from './plan.js'
+import { Phase } from './plan.js'
 
 export interface DryRunReport {
   crd: string
@@ -99,7 +93,7 @@ export async function dryRun(http: KubeHttp, name: string, settings: MigrationSe
   if (start.blocked !== undefined) return report
   const { storageVersion } = start
   const scan = await scanManagedFields(ctx.client, crd, storageVersion, settings)
-  const { runStorage, stashRules, runCleanup, lossless } = await phasesOfDryRun(crd, plan, storageVersion, settings, ctx)
+  const { runStorage, stashRules, runCleanup, lossless } = await phasesOfDryRun(start, settings, ctx)
   if (runStorage) {
     report.objectsToRewrite = scan.total
     report.storedVersionsAfter = [storageVersion]
@@ -141,9 +135,9 @@ export async function serverDryRun(
     return report
   }
   const target = { kind: 'crd' as const, crd, storageVersion: start.storageVersion }
-  const run = { rewrite: conversionStrategy(crd) === 'Webhook' ? ('apply' as const) : ('merge-patch' as const) }
+  const run = { rewrite: start.rewrite }
   // The real run checks every object before its first write, whichever engine rewrites them.
-  const { runStorage, runCleanup, lossless } = await phasesOfDryRun(crd, plan, start.storageVersion, settings, ctx)
+  const { runStorage, runCleanup, lossless } = await phasesOfDryRun(start, settings, ctx)
   if (lossless) report.lossless = lossless
   if (runStorage && settings.engine !== 'builtin')
     report.storageVersionMigration = phaseReport(await runPhase(Phase.StorageVersionMigration, target, settings, ctx, run))
@@ -152,13 +146,7 @@ export async function serverDryRun(
 }
 
 /** The phases a dry run looks at (a run never resumed), and the lossless check over every object when the storage phase would run. */
-async function phasesOfDryRun(
-  crd: CustomResourceDefinition,
-  plan: CrdPlan,
-  storageVersion: string,
-  settings: MigrationSettings,
-  ctx: RunContext,
-) {
+async function phasesOfDryRun({ crd, plan, storageVersion }: ReadyStart, settings: MigrationSettings, ctx: RunContext) {
   const phases = phasesToRun(crd, plan, settings, false)
   const check = phases.runStorage && settings.losslessCheck !== false
   return { ...phases, lossless: check ? await checkLossless(crd, storageVersion, losslessOptions(ctx.client, settings)) : undefined }

@@ -1,29 +1,26 @@
 /**
- * The migration pipeline: every run of one CRD or resource starts the same way (its
- * client built once, runContext; the CRD read and planned, decide.ts readRun) and then
- * reads top to bottom in its mode's function, phases as functions (phases/run-phases.ts):
- *
- * - migrateCrd, a CRD crd-migrator manages: decide, preflight, freeze, the phases,
- *   unfreeze. Deciding reads and never freezes (decide.ts); what people see of it is the
- *   reporter's (reporter.ts); the freeze and its lifting are run.ts's. The unfreeze runs
- *   whatever happened before it.
- * - migrateCrdUnfrozen, a StorageVersionMigration for a CRD crd-migrator does not manage:
- *   what kube-storage-version-migrator and Kubernetes' built-in migrator do, and no more.
- * - migrateResource, a resource named the way StorageVersionMigration objects and
- *   `migrate --resource` name it: a CRD's, or a built-in one's (no CRD).
- *
- * The dry runs, which write nothing (or only with dryRun=All), are dry-run.ts's.
+ * The migration pipeline: every run starts the same way (its client built once,
+ * runContext; the CRD read and planned, decide.ts readRun), then reads top to bottom in
+ * its mode's function: frozen (migrateCrd), unfrozen, resource; the dry runs are
+ * dry-run.ts's. What people see of a run is the reporter's (reporter.ts).
  */
 import { CrdMigratorError } from '../errors.js'
 import { isNotFound } from '../kube/api-errors.js'
-import { conversionStrategy, conversionWebhookOf } from '../kube/conversion.js'
+import { conversionWebhookOf } from '../kube/conversion.js'
 import { getCrd } from '../kube/crds.js'
 import type { KubeHttp } from '../kube/http.js'
-import type { ResourceRef } from '../kube/paths.js'
+import { resourceRef, type ResourceRef } from '../kube/paths.js'
 import { describeResourceName, resolveResource, type ResourceName } from '../kube/resources.js'
 import { readCrdState } from '../state/crd-state.js'
 import { accessDenied, forbiddenToMigrate } from './access-preflight.js'
-import { runContext, type MigrationContext, type MigrationResult, type MigrationSettings, type RunContext } from './context.js'
+import {
+  runContext,
+  startingResult,
+  type MigrationContext,
+  type MigrationResult,
+  type MigrationSettings,
+  type RunContext,
+} from './context.js'
 import { preflightConversion } from './conversion/webhook-preflight.js'
 import { decideRun, readRun } from './decide.js'
 import { DataLossError, proveLossless } from './lossless/check.js'
@@ -41,7 +38,11 @@ import { beginRun, endRun, lostFreeze } from './run.js'
 
 export type { MigrationContext, MigrationOutcome, MigrationResult, MigrationSettings, SkipReason } from './context.js'
 
-/** Mode frozen: one migration of a CRD crd-migrator manages. */
+/**
+ * Mode frozen, a CRD crd-migrator manages, like a reconcile: decide (reads, never
+ * freezes: decide.ts), preflight, freeze, the phases (phases/run-phases.ts), unfreeze
+ * (run.ts), which runs whatever happened before it.
+ */
 export async function migrateCrd(name: string, settings: MigrationSettings, caller: MigrationContext): Promise<MigrationResult> {
   const started = Date.now()
   const ctx = runContext(caller, settings)
@@ -52,7 +53,7 @@ export async function migrateCrd(name: string, settings: MigrationSettings, call
 
   // Decide, before touching anything.
   if (start.blocked !== undefined) return report.skipped({ ...base, reason: start.blocked, skipReason: 'blocked', durationMs: took() })
-  const plan = await decideRun(crd, start.plan, start.storageVersion, settings, ctx)
+  const plan = await decideRun(start, settings, ctx)
   if ('skip' in plan) return report.skipped({ ...base, reason: plan.reason, skipReason: plan.skip, durationMs: took() })
   // Nothing to freeze for: a new run without a storage phase counts its work first.
   const idle = plan.verdict.action === 'freeze' && !plan.runStorage ? await workBeforeFreeze(crd, plan, settings, ctx) : undefined
@@ -78,19 +79,18 @@ export async function migrateCrd(name: string, settings: MigrationSettings, call
       firstLossless = await proveLossless(crd, plan.storageVersion, settings, ctx, { maxPages: 1 })
     } catch (err) {
       if (!(err instanceof DataLossError)) throw err
-      const blocked: MigrationResult = {
+      return report.refused(crd, {
         ...base,
         outcome: 'Blocked',
         errorCode: err.code,
         reason: err.message,
         lossless: err.report,
         durationMs: took(),
-      }
-      return report.refused(crd, blocked)
+      })
     }
   }
 
-  const run = await beginRun(crd, start.plan, plan, settings, ctx, report, base, started)
+  const run = await beginRun(start, plan, settings, ctx, report, started)
   run.checkedBeforeFreeze = firstLossless
   try {
     if (plan.runStorage) await storagePhase(run)
@@ -138,12 +138,7 @@ export async function migrateCrdUnfrozen(name: string, settings: MigrationSettin
       reason: `the CRD is frozen (${settings.migratingAnnotation}) by a migration in progress; waiting for it`,
     })
 
-  const denied = await accessDenied(
-    { group: crd.spec.group, plural: crd.spec.names.plural, version: storageVersion },
-    settings.useStatusSubresource,
-    ctx,
-    ctx.client,
-  )
+  const denied = await accessDenied(resourceRef(crd, storageVersion), settings.useStatusSubresource, ctx)
   if (denied) {
     log.error({ reason: denied }, 'migration refused: the migrator may not migrate these objects')
     return finish({ ...result, outcome: 'Failed', errorCode: 'CRDM_FORBIDDEN', reason: `${denied}; nothing was written` })
@@ -163,9 +158,8 @@ export async function migrateCrdUnfrozen(name: string, settings: MigrationSettin
       if (err instanceof DataLossError) result.lossless = err.report
       throw err
     })
-    const rewrite = conversionStrategy(crd) === 'Webhook' ? 'apply' : 'merge-patch'
     const how = `in ${storageVersion} without a freeze`
-    const rewritten = await rewriteEveryObject({ kind: 'crd', crd, storageVersion }, settings, ctx, result, how, rewrite)
+    const rewritten = await rewriteEveryObject({ kind: 'crd', crd, storageVersion }, settings, ctx, result, how, start.rewrite)
     result.apiServers = await storageEverywhere(0)
     const narrowed = await narrowUnderStart(ctx, name, { uid: crd.metadata.uid, generation: plan.generation, storageVersion }, ctx.client)
     result.storedVersionsAfter = narrowed.storedVersions
@@ -215,22 +209,11 @@ export async function migrateWithoutCrd(
   const started = Date.now()
   const ctx = runContext(caller, settings)
   const report = new RunReporter(name, ctx, { resource: name })
-  const result: MigrationResult = {
-    crd: name,
-    outcome: 'Failed',
-    reason: '',
-    storageVersion: ref.version,
-    crdUid: undefined,
-    generation: 0,
-    storedVersionsBefore: [],
-    storedVersionsAfter: [],
-    durationMs: 0,
-    leftFrozen: false,
-  }
+  const result = startingResult(name, undefined, { storageVersion: ref.version, generation: 0, storedVersions: [] })
   report.log.info({ version: ref.version }, 'rewriting every object of a built-in resource')
   return runWithoutFreeze(report, result, started, ctx.signal, async () => {
     // Before the first list: a resource outside the migrator's RBAC fails here, named (access-preflight.ts).
-    const denied = await accessDenied({ group: ref.group, plural: ref.plural, version: ref.version }, false, ctx, ctx.client)
+    const denied = await accessDenied(ref, false, ctx)
     if (denied) throw new CrdMigratorError('CRDM_FORBIDDEN', `${denied}; nothing was written`)
     // Merge patches: built-in resources have no conversion webhooks, and their
     // managedFields are never of a version the API server cannot convert.
