@@ -11,6 +11,7 @@ import { Writable } from 'node:stream'
 import { pino } from 'pino'
 import { ConfigSchema } from '../../src/config/schema.js'
 import { kubeHttp } from '../../src/kube/client.js'
+import { runContext } from '../../src/migrator/context.js'
 import { settingsFor } from '../../src/migrator/crd-settings.js'
 import { runPhase } from '../../src/migrator/phases/object-phase.js'
 import { Phase } from '../../src/migrator/plan.js'
@@ -93,11 +94,7 @@ async function run(input: ClientInput): Promise<ClientOutput> {
     Phase.StorageVersionMigration,
     { kind: 'resource', name: STUB_PLURAL, ref: STUB_REF },
     settings,
-    {
-      http,
-      logger,
-      owner: 'bench:client-ceiling',
-    },
+    runContext({ http, logger, owner: 'bench:client-ceiling' }, settings),
     {},
   )
   const wallMs = performance.now() - started

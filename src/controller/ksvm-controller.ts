@@ -1,7 +1,7 @@
 /**
  * Reconciles StorageVersionMigration objects, reporting as KSVM does (Running, then Succeeded or
  * Failed): a managed CRD's resource gets the full CRD migration; another CRD's is rewritten
- * unfrozen (migrate-unfrozen.ts) or refused (storageVersionMigrationsUnmanaged); a built-in one
+ * unfrozen (migrate.ts migrateCrdUnfrozen) or refused (storageVersionMigrationsUnmanaged); a built-in one
  * is rewritten. Deleting the object stops the run, which lifts the freeze (KEP-2855). One
  * object at a time, oldest first.
  */
@@ -17,9 +17,7 @@ import type { CheckpointSeal } from '../migrator/freeze/checkpoint-seal.js'
 import type { MigrationContext, MigrationResult } from '../migrator/context.js'
 import type { MigratorMetrics } from '../migrator/metrics.js'
 import { getCrd } from '../kube/crds.js'
-import { migrateCrd } from '../migrator/migrate.js'
-import { crdDefining, migrateWithoutCrd } from '../migrator/migrate-resource.js'
-import { migrateCrdUnfrozen } from '../migrator/migrate-unfrozen.js'
+import { crdDefining, migrateCrd, migrateCrdUnfrozen, migrateWithoutCrd } from '../migrator/migrate.js'
 import { settingsFor } from '../migrator/crd-settings.js'
 import { WorkQueue } from './queue.js'
 import type { RunLock } from './run-lock.js'

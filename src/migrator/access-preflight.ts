@@ -4,10 +4,10 @@
  * CRD against everyone, system:masters included, only to fail at its first list. Such a
  * run fails with CRDM_FORBIDDEN instead, nothing frozen and no state annotation written.
  */
-import { runClient, type RunClient } from './engine/run-client.js'
 import { describeCheck, migrationAccess, type CrdWrites } from '../kube/access-review.js'
+import { resourceRef } from '../kube/paths.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
-import type { MigrationContext, MigrationSettings } from './context.js'
+import type { MigrationSettings, RunContext } from './context.js'
 import type { RunPlan } from './decide.js'
 
 /** How to grant it, for the failure's text. */
@@ -20,8 +20,7 @@ export const GRANT_HINT = 'grant it (chart: rbac.managedGroups, migrator.names o
 export async function accessDenied(
   resource: { group: string; plural: string; version: string },
   statusSubresource: boolean,
-  ctx: MigrationContext,
-  client: RunClient,
+  { client, logger }: Pick<RunContext, 'client' | 'logger'>,
   crd?: CrdWrites,
 ): Promise<string | undefined> {
   // Reads only: a 429 or a restarting API server is ridden out like any request of a run;
@@ -29,7 +28,7 @@ export async function accessDenied(
   const options = { statusSubresource, ...(crd ? { crd } : {}) }
   const verdict = await client.retry(() => migrationAccess(client.http, resource, options))
   if (verdict.unverified.length > 0) {
-    ctx.logger.warn(
+    logger.warn(
       { resource: `${resource.plural}.${resource.group}`, unverified: verdict.unverified.map(describeCheck) },
       'SelfSubjectAccessReviews cannot be created (RBAC): these permissions are not checked before the run',
     )
@@ -48,15 +47,12 @@ export async function forbiddenToMigrate(
   crd: CustomResourceDefinition,
   plan: RunPlan,
   settings: MigrationSettings,
-  ctx: MigrationContext,
+  ctx: RunContext,
 ): Promise<string | undefined> {
   if (plan.verdict.action !== 'freeze') return undefined
-  const denied = await accessDenied(
-    { group: crd.spec.group, plural: crd.spec.names.plural, version: plan.storageVersion },
-    settings.useStatusSubresource && plan.runStorage,
-    ctx,
-    runClient(ctx, settings),
-    { name: crd.metadata.name, storedVersions: plan.runStorage },
-  )
+  const denied = await accessDenied(resourceRef(crd, plan.storageVersion), settings.useStatusSubresource && plan.runStorage, ctx, {
+    name: crd.metadata.name,
+    storedVersions: plan.runStorage,
+  })
   return denied && `${denied}; nothing was frozen`
 }

@@ -4,6 +4,7 @@ import type { ErrorCode } from '../errors.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import type { EventRecorder } from '../kube/events.js'
 import type { KubeHttp } from '../kube/http.js'
+import { runClient, type RunClient } from './engine/run-client.js'
 import type { CheckpointSeal } from './freeze/checkpoint-seal.js'
 import type { MigratorMetrics } from './metrics.js'
 import type { CrdPlan, Phase } from './plan.js'
@@ -70,6 +71,14 @@ export interface MigrationContext {
    * (engine/budget.ts). Without one each phase has its own adaptive limit and --qps.
    */
   budget?: WriteBudget
+}
+
+/** A run's context: the caller's, with the run's client, built once where the run starts (runContext). */
+export type RunContext = MigrationContext & { client: RunClient }
+
+/** The context of a run of `settings`: its client is built here, once, and every call site sends through it. */
+export function runContext(ctx: MigrationContext, settings: { maxAttempts: number }): RunContext {
+  return { ...ctx, client: runClient(ctx, settings) }
 }
 
 /** Blocked: not started, because the CRD's conversion webhook does not answer (nothing was frozen). */
@@ -139,14 +148,18 @@ export interface MigrationResult {
   leftFrozen: boolean
 }
 
-/** A run's result before it has done anything: Skipped, with what it read of the CRD. */
-export function startingResult(name: string, crd: CustomResourceDefinition, plan: CrdPlan): MigrationResult {
+/** A run's result before it has done anything: Skipped, with what it read of the CRD (none: a built-in resource). */
+export function startingResult(
+  name: string,
+  crd: CustomResourceDefinition | undefined,
+  plan: Pick<CrdPlan, 'storageVersion' | 'generation' | 'storedVersions'>,
+): MigrationResult {
   return {
     crd: name,
     outcome: 'Skipped',
     reason: '',
     storageVersion: plan.storageVersion,
-    crdUid: crd.metadata.uid,
+    crdUid: crd?.metadata.uid,
     generation: plan.generation,
     storedVersionsBefore: plan.storedVersions,
     storedVersionsAfter: plan.storedVersions,

@@ -1,17 +1,39 @@
 /**
  * Whether a run goes ahead, and with which phases: decided before anything is written,
- * and writing nothing (the one read it needs: the built-in migrator's activity). Whether a
- * run without a storage phase has any work is counted next (phases/run-phases.ts
- * workBeforeFreeze).
+ * and writing nothing (the reads it needs: the CRD, the built-in migrator's activity).
+ * Every mode of a run starts with readRun (migrate.ts, dry-run.ts); whether a run without
+ * a storage phase has any work is counted next (phases/run-phases.ts workBeforeFreeze).
  */
 import { isForbidden } from '../kube/api-errors.js'
+import { conversionStrategy } from '../kube/conversion.js'
+import { getNamedCrd } from '../kube/crds.js'
+import type { KubeRequests } from '../kube/http.js'
 import { storageMigratingCondition } from '../kube/builtin-migrations.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { decideFreeze, readCrdState, type FreezeVerdict } from '../state/crd-state.js'
-import type { MigrationContext, MigrationSettings, SkipReason } from './context.js'
+import { startingResult, type MigrationContext, type MigrationResult, type MigrationSettings, type SkipReason } from './context.js'
+import type { RewriteWrite } from './phases/object-writes.js'
 import { builtinActivity, builtinBusyReason, unbackedConditionText } from './phases/builtin-storage.js'
 import { rulesForGroup, type StashRule } from './phases/stashes/rules.js'
-import { Phase, storagePhaseRuns, versionHasStatusSubresource, type CrdPlan } from './plan.js'
+import { Phase, planCrd, storagePhaseRuns, versionHasStatusSubresource, type CrdPlan } from './plan.js'
+
+/** What every mode of a run reads first: the CRD, its plan, how its objects are rewritten, why nothing can be done (blocked). */
+export type RunStart = { crd: CustomResourceDefinition; plan: CrdPlan; base: MigrationResult; rewrite: RewriteWrite } & (
+  { blocked: string; storageVersion?: string | undefined } | { blocked?: undefined; storageVersion: string }
+)
+/** A start that can go on: it has a storage version. */
+export type ReadyStart = RunStart & { storageVersion: string }
+
+/** The prologue of every run: the CRD read and planned; `base` is the result of a run that does nothing. */
+export async function readRun(name: string, client: KubeRequests): Promise<RunStart> {
+  const crd = await getNamedCrd(client, name)
+  const plan = planCrd(crd)
+  // An apply when a webhook converts (see makeRewriteHandler).
+  const rewrite: RewriteWrite = conversionStrategy(crd) === 'Webhook' ? 'apply' : 'merge-patch'
+  const read = { crd, plan, base: startingResult(name, crd, plan), rewrite }
+  if (plan.blockedReason || !plan.storageVersion) return { ...read, blocked: plan.blockedReason ?? 'no storage version' }
+  return { ...read, storageVersion: plan.storageVersion }
+}
 
 /** What a run will do once it holds the freeze. */
 export interface RunPlan {
@@ -29,13 +51,10 @@ export interface RunPlan {
  * storedVersions could have been narrowed since; so does `force`.
  */
 export async function decideRun(
-  crd: CustomResourceDefinition,
-  plan: CrdPlan,
+  { crd, plan, storageVersion }: ReadyStart,
   settings: MigrationSettings,
   ctx: MigrationContext,
 ): Promise<RunPlan | { skip: SkipReason; reason: string }> {
-  if (plan.blockedReason || !plan.storageVersion) return { skip: 'blocked', reason: plan.blockedReason ?? 'no storage version' }
-  const storageVersion = plan.storageVersion
   const verdict = decideFreeze(readCrdState(crd, settings.migratingAnnotation), ctx.owner, storageVersion, settings.takeoverAfterMs)
   if (verdict.action === 'foreign') return { skip: 'frozen-by-another', reason: verdict.reason }
   if (verdict.action === 'wait') return { skip: 'in-progress', reason: verdict.reason }

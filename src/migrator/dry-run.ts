@@ -1,14 +1,27 @@
-import { getNamedCrd } from '../kube/crds.js'
-import type { KubeHttp } from '../kube/http.js'
-import { planCrd } from './plan.js'
-import { phasesToRun } from './decide.js'
-import { scanManagedFields } from './phases/managed-fields-scan.js'
+/**
+ * The dry runs of the migration pipeline (migrate.ts): its start (readRun), the phases a
+ * run would run and the lossless check it makes before its first write, then what
+ * `migrate --dry-run` reads (dryRun) or `--dry-run=server` writes with dryRun=All
+ * (serverDryRun): the API server decodes every object, converts it (through the CRD's
+ * conversion webhook, when it has one), runs admission and validation on the rewrite,
+ * and persists nothing. No freeze, no storedVersions, no state annotation: it tells which
+ * objects the real run's writes would be refused for. The phases' own writers run
+ * (object-phase.ts) through a client whose every write is a dry run. A dry-run write never
+ * moves resourceVersion, so it cannot tell an object already stored in the storage version
+ * from one that is not: every object the storage phase would write counts as `accepted`.
+ */
 import type { Logger } from 'pino'
-import type { MigrationSettings } from './context.js'
-import { runStashPhase } from './phases/stashes/stash-phase.js'
-import type { ObjectFailure } from './engine/walker.js'
+import { CrdMigratorError } from '../errors.js'
+import type { KubeHttp } from '../kube/http.js'
+import { runContext, type MigrationSettings, type RunContext } from './context.js'
+import { phasesToRun, readRun, type ReadyStart } from './decide.js'
+import type { ObjectFailure, WalkCounts } from './engine/walker.js'
 import { checkLossless, losslessOptions } from './lossless/check.js'
 import type { LosslessReport } from './lossless/verdict.js'
+import { scanManagedFields } from './phases/managed-fields-scan.js'
+import { runPhase } from './phases/object-phase.js'
+import { runStashPhase } from './phases/stashes/stash-phase.js'
+import { Phase } from './plan.js'
 
 export interface DryRunReport {
   crd: string
@@ -31,11 +44,39 @@ export interface DryRunReport {
   lossless?: LosslessReport
 }
 
-/** What `migrate` would do to a CRD, from reads only. */
+/** What the API server answered to one phase's dry-run writes. */
+export interface ServerDryRunPhase {
+  /** Objects listed. */
+  objects: number
+  /** Writes the API server accepted (converted, admitted, validated). */
+  accepted: number
+  /** Objects with nothing to write (cleanup: no managedFields entry to remove). */
+  skipped: number
+  /** Writes refused, or that failed after their retries. */
+  failed: number
+  failures: ObjectFailure[]
+}
+
+export interface ServerDryRunReport {
+  crd: string
+  dryRun: 'server'
+  storageVersion?: string
+  storedVersions: string[]
+  /** Why nothing would be done (two storage versions, ...). */
+  blockedReason?: string
+  /** Phase StorageVersionMigration: present when the run would rewrite the objects. */
+  storageVersionMigration?: ServerDryRunPhase
+  /** The lossless check the real run makes before its first write (reads and dry runs only). */
+  lossless?: LosslessReport
+  /** Phase CleanupManagedFields, as the managedFields are now (before the storage phase ran). */
+  cleanupManagedFields?: ServerDryRunPhase
+}
+
+/** Mode dry-run: what `migrate` would do to a CRD, from reads only. */
 export async function dryRun(http: KubeHttp, name: string, settings: MigrationSettings, logger: Logger): Promise<DryRunReport> {
-  const ctx = { http, logger }
-  const crd = await getNamedCrd(http, name)
-  const plan = planCrd(crd)
+  const ctx = runContext({ http, logger, owner: 'dry-run' }, settings)
+  const start = await readRun(name, ctx.client)
+  const { crd, plan } = start
   const report: DryRunReport = {
     crd: name,
     storageVersion: plan.storageVersion,
@@ -49,13 +90,14 @@ export async function dryRun(http: KubeHttp, name: string, settings: MigrationSe
     objectsToSeed: 0,
     servedKept: {},
   }
-  if (plan.blockedReason || !plan.storageVersion) return report
-  const scan = await scanManagedFields(http, crd, plan.storageVersion, settings)
-  const { runStorage, stashRules, runCleanup } = phasesToRun(crd, plan, settings, false)
+  if (start.blocked !== undefined) return report
+  const { storageVersion } = start
+  const scan = await scanManagedFields(ctx.client, crd, storageVersion, settings)
+  const { runStorage, stashRules, runCleanup, lossless } = await phasesOfDryRun(start, settings, ctx)
   if (runStorage) {
     report.objectsToRewrite = scan.total
-    report.storedVersionsAfter = [plan.storageVersion]
-    if (settings.losslessCheck !== false) report.lossless = await checkLossless(crd, plan.storageVersion, losslessOptions(http, settings))
+    report.storedVersionsAfter = [storageVersion]
+    if (lossless) report.lossless = lossless
   }
   if (runCleanup) {
     report.objectsToClean = scan.objects
@@ -65,8 +107,59 @@ export async function dryRun(http: KubeHttp, name: string, settings: MigrationSe
     report.servedKept = Object.fromEntries(Object.entries(scan.servedKept).map(([v, objects]) => [v, { objects }]))
   }
   if (stashRules.length) {
-    const stashes = await runStashPhase(crd, plan.storageVersion, stashRules, settings, ctx, { dryRun: true })
+    const stashes = await runStashPhase(crd, storageVersion, stashRules, ctx, { dryRun: true })
     report.stashes = { planned: stashes.planned, failed: stashes.counts.failed, failures: stashes.failures }
   }
   return report
+}
+
+/** Mode server-dry-run: the dry-run writes of a migration of `name`, through `http`, which must be a dry-run client. */
+export async function serverDryRun(
+  http: KubeHttp,
+  name: string,
+  settings: MigrationSettings,
+  context: { logger: Logger; signal?: AbortSignal | undefined },
+): Promise<ServerDryRunReport> {
+  // A client that persists its writes would make this a real, unfrozen migration.
+  if (!http.dryRun) throw new CrdMigratorError('CRDM_INTERNAL', 'a server dry run needs a client that sends dryRun=All')
+  const ctx = runContext(
+    { http, logger: context.logger, owner: 'dry-run', ...(context.signal ? { signal: context.signal } : {}) },
+    settings,
+  )
+  const start = await readRun(name, ctx.client)
+  const { crd, plan } = start
+  const report: ServerDryRunReport = { crd: name, dryRun: 'server', storedVersions: plan.storedVersions }
+  if (plan.storageVersion) report.storageVersion = plan.storageVersion
+  if (start.blocked !== undefined) {
+    report.blockedReason = start.blocked
+    return report
+  }
+  const target = { kind: 'crd' as const, crd, storageVersion: start.storageVersion }
+  const run = { rewrite: start.rewrite }
+  // The real run checks every object before its first write, whichever engine rewrites them.
+  const { runStorage, runCleanup, lossless } = await phasesOfDryRun(start, settings, ctx)
+  if (lossless) report.lossless = lossless
+  if (runStorage && settings.engine !== 'builtin')
+    report.storageVersionMigration = phaseReport(await runPhase(Phase.StorageVersionMigration, target, settings, ctx, run))
+  if (runCleanup) report.cleanupManagedFields = phaseReport(await runPhase(Phase.CleanupManagedFields, target, settings, ctx, run))
+  return report
+}
+
+/** The phases a dry run looks at (a run never resumed), and the lossless check over every object when the storage phase would run. */
+async function phasesOfDryRun({ crd, plan, storageVersion }: ReadyStart, settings: MigrationSettings, ctx: RunContext) {
+  const phases = phasesToRun(crd, plan, settings, false)
+  const check = phases.runStorage && settings.losslessCheck !== false
+  return { ...phases, lossless: check ? await checkLossless(crd, storageVersion, losslessOptions(ctx.client, settings)) : undefined }
+}
+
+function phaseReport(result: { counts: WalkCounts; failures: ObjectFailure[] }): ServerDryRunPhase {
+  const c = result.counts
+  return {
+    objects: c.seen,
+    // A dry run answers with the object as it would be: rewritten and current are one here.
+    accepted: c.rewritten + c.current + c.conflict,
+    skipped: c.skipped + c.gone,
+    failed: c.failed,
+    failures: result.failures,
+  }
 }

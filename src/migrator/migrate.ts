@@ -1,37 +1,59 @@
 /**
- * One migration of one CRD, read top to bottom like a reconcile: decide, preflight,
- * freeze, the phases, unfreeze. Deciding reads and never freezes (decide.ts); each phase
- * has one shape (phases/run-phases.ts); what people see of it is the reporter's
- * (reporter.ts); the freeze and its lifting are run.ts's. The unfreeze runs whatever
- * happened before it.
+ * The migration pipeline: every run starts the same way (its client built once,
+ * runContext; the CRD read and planned, decide.ts readRun), then reads top to bottom in
+ * its mode's function: frozen (migrateCrd), unfrozen, resource; the dry runs are
+ * dry-run.ts's. What people see of a run is the reporter's (reporter.ts).
  */
-import { getNamedCrd } from '../kube/crds.js'
+import { CrdMigratorError } from '../errors.js'
+import { isNotFound } from '../kube/api-errors.js'
 import { conversionWebhookOf } from '../kube/conversion.js'
-import { forbiddenToMigrate } from './access-preflight.js'
-import { startingResult, type MigrationContext, type MigrationResult, type MigrationSettings } from './context.js'
+import { getCrd } from '../kube/crds.js'
+import type { KubeHttp } from '../kube/http.js'
+import { resourceRef, type ResourceRef } from '../kube/paths.js'
+import { describeResourceName, resolveResource, type ResourceName } from '../kube/resources.js'
+import { readCrdState } from '../state/crd-state.js'
+import { accessDenied, forbiddenToMigrate } from './access-preflight.js'
+import {
+  runContext,
+  startingResult,
+  type MigrationContext,
+  type MigrationResult,
+  type MigrationSettings,
+  type RunContext,
+} from './context.js'
 import { preflightConversion } from './conversion/webhook-preflight.js'
-import { decideRun } from './decide.js'
-import { runClient } from './engine/run-client.js'
-import { cleanupPhase, stashPhase, storagePhase, storedVersionsPhase, workBeforeFreeze } from './phases/run-phases.js'
+import { decideRun, readRun } from './decide.js'
 import { DataLossError, proveLossless } from './lossless/check.js'
 import type { LosslessReport } from './lossless/verdict.js'
-import { planCrd } from './plan.js'
+import { failOnObjects } from './phases/failures.js'
+import { runPhase, type PhaseTarget } from './phases/object-phase.js'
+import type { RewriteWrite } from './phases/object-writes.js'
+import { cleanupPhase, stashPhase, storagePhase, storedVersionsPhase, workBeforeFreeze } from './phases/run-phases.js'
+import { STORAGE_SETTLE_MS, waitForStorageEverywhere } from './phases/storage-switch.js'
+import { narrowUnderStart } from './phases/stored-versions.js'
+import { Phase } from './plan.js'
 import { summarize } from './report.js'
 import { RunReporter } from './reporter.js'
 import { beginRun, endRun, lostFreeze } from './run.js'
 
 export type { MigrationContext, MigrationOutcome, MigrationResult, MigrationSettings, SkipReason } from './context.js'
 
-export async function migrateCrd(name: string, settings: MigrationSettings, ctx: MigrationContext): Promise<MigrationResult> {
+/**
+ * Mode frozen, a CRD crd-migrator manages, like a reconcile: decide (reads, never
+ * freezes: decide.ts), preflight, freeze, the phases (phases/run-phases.ts), unfreeze
+ * (run.ts), which runs whatever happened before it.
+ */
+export async function migrateCrd(name: string, settings: MigrationSettings, caller: MigrationContext): Promise<MigrationResult> {
   const started = Date.now()
+  const ctx = runContext(caller, settings)
   const report = new RunReporter(name, ctx)
-  const crd = await getNamedCrd(runClient(ctx, settings), name)
-  const crdPlan = planCrd(crd)
-  const base = startingResult(name, crd, crdPlan)
+  const start = await readRun(name, ctx.client)
+  const { crd, base } = start
   const took = () => Date.now() - started
 
   // Decide, before touching anything.
-  const plan = await decideRun(crd, crdPlan, settings, ctx)
+  if (start.blocked !== undefined) return report.skipped({ ...base, reason: start.blocked, skipReason: 'blocked', durationMs: took() })
+  const plan = await decideRun(start, settings, ctx)
   if ('skip' in plan) return report.skipped({ ...base, reason: plan.reason, skipReason: plan.skip, durationMs: took() })
   // Nothing to freeze for: a new run without a storage phase counts its work first.
   const idle = plan.verdict.action === 'freeze' && !plan.runStorage ? await workBeforeFreeze(crd, plan, settings, ctx) : undefined
@@ -42,7 +64,7 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
 
   // A webhook-converted CRD: prove its webhook converts before freezing anything.
   const webhook = conversionWebhookOf(crd)
-  const preflight = webhook ? await preflightConversion(runClient(ctx, settings), crd, plan.storageVersion) : undefined
+  const preflight = webhook ? await preflightConversion(ctx.client, crd, plan.storageVersion) : undefined
   if (webhook && preflight && !preflight.ok) {
     const reason = `conversion webhook ${webhook} does not answer: ${preflight.detail}`
     const blocked: MigrationResult = { ...base, outcome: 'Blocked', errorCode: 'CRDM_CONVERSION_OUTAGE', reason, durationMs: took() }
@@ -57,19 +79,18 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
       firstLossless = await proveLossless(crd, plan.storageVersion, settings, ctx, { maxPages: 1 })
     } catch (err) {
       if (!(err instanceof DataLossError)) throw err
-      const blocked: MigrationResult = {
+      return report.refused(crd, {
         ...base,
         outcome: 'Blocked',
         errorCode: err.code,
         reason: err.message,
         lossless: err.report,
         durationMs: took(),
-      }
-      return report.refused(crd, blocked)
+      })
     }
   }
 
-  const run = await beginRun(crd, crdPlan, plan, settings, ctx, report, base, started)
+  const run = await beginRun(start, plan, settings, ctx, report, started)
   run.checkedBeforeFreeze = firstLossless
   try {
     if (plan.runStorage) await storagePhase(run)
@@ -83,4 +104,156 @@ export async function migrateCrd(name: string, settings: MigrationSettings, ctx:
   }
   const after = await endRun(run, ctx)
   return report.finished(run.result, after)
+}
+
+/**
+ * Mode unfrozen: a StorageVersionMigration for a CRD crd-migrator does not manage (not
+ * selected by `migrator.selector`). No freeze (only a CRD the operator handed to
+ * crd-migrator is ever frozen), no state annotations, no managedFields cleanup: every
+ * object is rewritten once in the storage version, as for a built-in resource, and
+ * `status.storedVersions` is narrowed to `[storage]` only if the CRD still has the uid
+ * and generation the run started with (kube-controller-manager's storageversionmigrator
+ * does the same with the generation its StorageMigrating condition recorded), tested in
+ * the patch itself. Before anything is listed, the migrator's RBAC on the objects is
+ * asked (access-preflight.ts), and before the objects are rewritten and again before
+ * narrowing, every API server must store the storage version (storage-switch.ts); then
+ * every object's rewrite is proven to keep its content (lossless/check.ts), as in a
+ * frozen run.
+ */
+export async function migrateCrdUnfrozen(name: string, settings: MigrationSettings, caller: MigrationContext): Promise<MigrationResult> {
+  const started = Date.now()
+  const ctx = runContext(caller, settings)
+  const report = new RunReporter(name, ctx, { crd: name, unmanaged: true })
+  const { log } = report
+  const start = await readRun(name, ctx.client)
+  const { crd, plan, base: result } = start
+  const finish = (r: MigrationResult) => report.ended({ ...r, durationMs: Date.now() - started })
+  if (start.blocked !== undefined) return finish({ ...result, skipReason: 'blocked', reason: start.blocked })
+  const storageVersion = start.storageVersion
+  // Another KEP-2855 migration holds the CRD: wait for it rather than write under it.
+  if (readCrdState(crd, settings.migratingAnnotation).frozen)
+    return finish({
+      ...result,
+      skipReason: 'frozen-by-another',
+      reason: `the CRD is frozen (${settings.migratingAnnotation}) by a migration in progress; waiting for it`,
+    })
+
+  const denied = await accessDenied(resourceRef(crd, storageVersion), settings.useStatusSubresource, ctx)
+  if (denied) {
+    log.error({ reason: denied }, 'migration refused: the migrator may not migrate these objects')
+    return finish({ ...result, outcome: 'Failed', errorCode: 'CRDM_FORBIDDEN', reason: `${denied}; nothing was written` })
+  }
+
+  log.info({ storageVersion, generation: plan.generation, storedVersions: plan.storedVersions }, 'rewriting every object, without a freeze')
+  // Every API server stores `storageVersion` (a lagging one would write objects in the old one).
+  const { group, names } = crd.spec
+  const target = { group, plural: names.plural, kind: names.kind, generation: crd.metadata.generation }
+  const { storageSettleTimeoutMs: timeoutMs, apiServerEndpoints: endpoints } = settings
+  const storageEverywhere = (settleMs: number) =>
+    waitForStorageEverywhere(ctx.http, target, storageVersion, { timeoutMs, settleMs, signal: ctx.signal, endpoints, logger: ctx.logger })
+  return runWithoutFreeze(report, result, started, ctx.signal, async () => {
+    result.apiServers = await storageEverywhere(settings.storageSettleMs ?? STORAGE_SETTLE_MS)
+    // No freeze here, but the same promise: no object loses or gains content through its rewrite.
+    result.lossless = await proveLossless(crd, storageVersion, settings, ctx).catch((err: unknown) => {
+      if (err instanceof DataLossError) result.lossless = err.report
+      throw err
+    })
+    const how = `in ${storageVersion} without a freeze`
+    const rewritten = await rewriteEveryObject({ kind: 'crd', crd, storageVersion }, settings, ctx, result, how, start.rewrite)
+    result.apiServers = await storageEverywhere(0)
+    const narrowed = await narrowUnderStart(ctx, name, { uid: crd.metadata.uid, generation: plan.generation, storageVersion }, ctx.client)
+    result.storedVersionsAfter = narrowed.storedVersions
+    return narrowed.kept !== undefined
+      ? `${rewritten}; status.storedVersions left as ${JSON.stringify(narrowed.storedVersions)}: ${narrowed.kept}`
+      : `${rewritten}, storedVersions ${JSON.stringify(narrowed.storedVersions)}`
+  })
+}
+
+/** `plural.group`, the CRD's name, when the resource is a custom resource; undefined for a built-in one. */
+export async function crdDefining(http: KubeHttp, ref: ResourceRef): Promise<string | undefined> {
+  if (ref.group === '') return undefined
+  const name = `${ref.plural}.${ref.group}`
+  try {
+    await getCrd(http, name)
+    return name
+  } catch (err) {
+    if (isNotFound(err)) return undefined
+    throw err
+  }
+}
+
+/** A resource as StorageVersionMigration objects and `migrate --resource` name it: a custom resource is a CRD migration (mode frozen). */
+export async function migrateResource(
+  resource: ResourceName,
+  settingsFor: (name: string) => MigrationSettings,
+  ctx: MigrationContext,
+): Promise<MigrationResult> {
+  const ref = await resolveResource(ctx.http, resource)
+  const crdName = await crdDefining(ctx.http, ref)
+  if (crdName) return migrateCrd(crdName, settingsFor(crdName), ctx)
+  return migrateWithoutCrd(describeResourceName({ ...resource, version: undefined }), ref, settingsFor(ref.plural), ctx)
+}
+
+/**
+ * Mode resource: a built-in resource has no CRD, no freeze and no storedVersions: every
+ * object is rewritten once, which is what re-encrypts Secrets after an encryption-at-rest
+ * key rotation (a no-op write of an object read with an old key is never skipped as
+ * unchanged: the API server marks it stale).
+ */
+export async function migrateWithoutCrd(
+  name: string,
+  ref: ResourceRef,
+  settings: MigrationSettings,
+  caller: MigrationContext,
+): Promise<MigrationResult> {
+  const started = Date.now()
+  const ctx = runContext(caller, settings)
+  const report = new RunReporter(name, ctx, { resource: name })
+  const result = startingResult(name, undefined, { storageVersion: ref.version, generation: 0, storedVersions: [] })
+  report.log.info({ version: ref.version }, 'rewriting every object of a built-in resource')
+  return runWithoutFreeze(report, result, started, ctx.signal, async () => {
+    // Before the first list: a resource outside the migrator's RBAC fails here, named (access-preflight.ts).
+    const denied = await accessDenied(ref, false, ctx)
+    if (denied) throw new CrdMigratorError('CRDM_FORBIDDEN', `${denied}; nothing was written`)
+    // Merge patches: built-in resources have no conversion webhooks, and their
+    // managedFields are never of a version the API server cannot convert.
+    const how = `through ${ref.group ? `${ref.group}/` : ''}${ref.version}`
+    return rewriteEveryObject({ kind: 'resource', name, ref }, { ...settings, useStatusSubresource: false }, ctx, result, how)
+  })
+}
+
+/** A run without a freeze: `work` does it and says what it did; a failure is classified, and the end counted and logged. */
+async function runWithoutFreeze(
+  report: RunReporter,
+  result: MigrationResult,
+  started: number,
+  signal: AbortSignal | undefined,
+  work: () => Promise<string>,
+): Promise<MigrationResult> {
+  result.outcome = 'Failed'
+  try {
+    result.reason = await work()
+    result.outcome = 'Succeeded'
+  } catch (err) {
+    report.failed(result, err, signal)
+  }
+  return report.ended({ ...result, durationMs: Date.now() - started })
+}
+
+/** Every object of `target` rewritten once (failed ones fail the run): how many, said `how`. */
+async function rewriteEveryObject(
+  target: PhaseTarget,
+  settings: MigrationSettings,
+  ctx: RunContext,
+  result: MigrationResult,
+  how: string,
+  rewrite?: RewriteWrite,
+): Promise<string> {
+  result.storage = await runPhase(Phase.StorageVersionMigration, target, settings, ctx, {
+    rewrite,
+    onStopped: (partial) => (result.storage = partial),
+  })
+  failOnObjects(result.storage, 'could not be rewritten')
+  const c = result.storage.counts
+  return `${c.rewritten + c.conflict} of ${c.seen} object(s) rewritten ${how}, ${c.current} already current`
 }

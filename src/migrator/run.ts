@@ -4,11 +4,11 @@
  */
 import type { Logger } from 'pino'
 import { CrdMigratorError, errorMessage } from '../errors.js'
-import { conversionStrategy, conversionWebhookOf } from '../kube/conversion.js'
+import { conversionWebhookOf } from '../kube/conversion.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
-import type { MigrationContext, MigrationResult, MigrationSettings } from './context.js'
+import type { MigrationContext, MigrationResult, MigrationSettings, RunContext } from './context.js'
 import { ConversionGate } from './conversion/gate.js'
-import type { RunPlan } from './decide.js'
+import type { RunPlan, RunStart } from './decide.js'
 import { processCheckpointSeal } from './freeze/checkpoint-seal.js'
 import { guardFreeze, type FreezeGuard } from './freeze/freeze-guard.js'
 import { freezeCrd, latestCrd, unfreezeCrd, type Frozen } from './freeze/freeze.js'
@@ -17,7 +17,6 @@ import { handOffFreeze, handsOff } from './freeze/hand-off.js'
 import type { RewriteWrite } from './phases/object-writes.js'
 import { releaseHeldBuiltinMigrations } from './phases/builtin-storage.js'
 import type { LosslessReport } from './lossless/verdict.js'
-import type { CrdPlan } from './plan.js'
 import { countsText } from './report.js'
 import { failureText, type RunReporter } from './reporter.js'
 
@@ -25,8 +24,8 @@ export interface MigrationRun {
   name: string
   plan: RunPlan
   settings: MigrationSettings
-  /** The caller's context with the freeze guard's signal: a lost freeze stops every request. */
-  ctx: MigrationContext
+  /** The run's context with the freeze guard's signal, its client's too: a lost freeze stops every request. */
+  ctx: RunContext
   log: Logger
   /** The CRD as the run last wrote or read it. */
   crd: CustomResourceDefinition
@@ -47,13 +46,11 @@ export interface MigrationRun {
 
 /** Freezes the CRD (or takes over our own freeze, trusting only a sealed checkpoint) and sets the run up around it. */
 export async function beginRun(
-  crd: CustomResourceDefinition,
-  crdPlan: CrdPlan,
+  { crd, plan: crdPlan, base, rewrite }: RunStart,
   plan: RunPlan,
   settings: MigrationSettings,
-  ctx: MigrationContext,
+  ctx: RunContext,
   report: RunReporter,
-  base: MigrationResult,
   started: number,
 ): Promise<MigrationRun> {
   const name = crd.metadata.name
@@ -96,13 +93,13 @@ export async function beginRun(
     name,
     plan,
     settings,
-    ctx: { ...ctx, signal: guard.signal },
+    ctx: { ...ctx, signal: guard.signal, client: ctx.client.with({ signal: guard.signal }) },
     log: report.log,
     crd: frozen.crd,
     frozen,
     state,
     conversion,
-    rewrite: conversionStrategy(crd) === 'Webhook' ? 'apply' : 'merge-patch',
+    rewrite,
     result: { ...base, outcome: 'Failed', resumedFrom: frozen.resumeAfter },
     guard,
     started,

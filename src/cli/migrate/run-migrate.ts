@@ -9,15 +9,15 @@ import { isData, renderData, renderNames, type OutputFormat } from '../output.js
 import { commandHttp } from '../command-http.js'
 import type { ClientFlags } from '../command-kit.js'
 import { managedCrds } from '../../select/managed-crds.js'
-import { formatServerDryRun, serverDryRun, type ServerDryRunReport } from '../../migrator/server-dry-run.js'
 import { KubeEventRecorder } from '../../kube/events.js'
 import { loadCheckpointSeal } from '../../migrator/freeze/checkpoint-seal.js'
-import { dryRun, type DryRunReport } from '../../migrator/dry-run.js'
+import { dryRun, serverDryRun, type DryRunReport, type ServerDryRunPhase, type ServerDryRunReport } from '../../migrator/dry-run.js'
+import { refusesRewrite } from '../../migrator/lossless/check.js'
 import { losslessLines, wouldBlock } from '../../migrator/lossless/report-text.js'
+import type { LosslessReport } from '../../migrator/lossless/verdict.js'
 import { parseResourceName } from '../../kube/resources.js'
-import { migrateCrd, type MigrationResult } from '../../migrator/migrate.js'
+import { migrateCrd, migrateResource, type MigrationResult } from '../../migrator/migrate.js'
 import { servedKeptSteps } from '../../migrator/report.js'
-import { migrateResource } from '../../migrator/migrate-resource.js'
 import type { Phase } from '../../migrator/plan.js'
 import { settingsFor } from '../../migrator/crd-settings.js'
 import type { WalkProgress } from '../../migrator/engine/walker.js'
@@ -35,7 +35,7 @@ export interface MigrateCommandOptions {
   dryRun: boolean
   /** --force: rewrite every object whatever status.storedVersions says. */
   force?: boolean
-  /** --dry-run=server: every write sent with dryRun=All, nothing persisted, no freeze (migrator/server-dry-run.ts). */
+  /** --dry-run=server: every write sent with dryRun=All, nothing persisted, no freeze (migrator/dry-run.ts). */
   serverDryRun?: boolean
   /** -l/--selector without names: the CRDs this label selector matches. */
   selector?: string
@@ -89,8 +89,22 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
       }
       parallel = Math.max(1, Math.min(config.migrator.maxParallelCrds, names.length + (options.resources?.length ?? 0)))
     }
-    if (options.serverDryRun) return await serverDryRunAll(http, names, config, logger, options, format)
-    if (options.dryRun) return await dryRunAll(http, names, config, logger, options, format, overrides)
+    if (options.serverDryRun)
+      return await dryRunAll(names, options, format, {
+        run: (name) => serverDryRun(http, name, settingsFor(config, name), { logger, signal: options.signal }),
+        text: formatServerDryRun,
+        refused: (r) => (r.storageVersionMigration?.failed ?? 0) + (r.cleanupManagedFields?.failed ?? 0) > 0 || Boolean(r.blockedReason),
+        namesAsChecked: true,
+        cannot: '',
+      })
+    if (options.dryRun)
+      return await dryRunAll(names, options, format, {
+        run: (name) => dryRun(http, name, settingsFor(config, name, overrides), logger),
+        text: formatDryRun,
+        refused: () => false,
+        namesAsChecked: false,
+        cannot: 'cannot plan: ',
+      })
     let failed = 0
     const status = options.status ?? process.stderr
     const view = await progressView(options.progress ?? 'off', status, config.progressEvery)
@@ -167,34 +181,46 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
   }
 }
 
-/** `migrate --dry-run`: what each CRD's run would do, from reads only, one CRD after another. */
-async function dryRunAll(
-  http: KubeHttp,
+/** One dry run mode of `migrate` (migrator/dry-run.ts): its run of one CRD, and how its report is told. */
+interface DryRunMode<R> {
+  run: (name: string) => Promise<R>
+  text: (report: R) => string
+  /** Whether the report fails the command (a write refused, nothing can be done). */
+  refused: (report: R) => boolean
+  /** -o name: each CRD not refused, as it is checked; otherwise every CRD named, at the end. */
+  namesAsChecked: boolean
+  /** What a failed CRD's error line says first. */
+  cannot: string
+}
+
+/** `migrate --dry-run[=server]`: each CRD's dry run, one CRD after another. */
+async function dryRunAll<R extends { crd: string; lossless?: LosslessReport | undefined }>(
   names: readonly string[],
-  config: Config,
-  logger: Logger,
   options: MigrateCommandOptions,
   format: OutputFormat,
-  overrides: { force: boolean },
+  mode: DryRunMode<R>,
 ): Promise<number> {
   let failed = 0
   let blocked = 0
-  const reports: Array<DryRunReport | { crd: string; error: string }> = []
+  const reports: Array<R | { crd: string; error: string }> = []
   for (const name of names) {
     try {
-      const report = await dryRun(http, name, settingsFor(config, name, overrides), logger)
-      if (report.lossless && wouldBlock(report.lossless)) blocked++
+      const report = await mode.run(name)
+      const refused = mode.refused(report)
+      if (refused) failed++
+      else if (report.lossless && wouldBlock(report.lossless)) blocked++
       reports.push(report)
-      if (!isData(format) && format !== 'name') options.out.write(formatDryRun(report))
+      if (!isData(format) && format !== 'name') options.out.write(mode.text(report))
+      else if (format === 'name' && mode.namesAsChecked && !refused) options.out.write(renderNames([name]))
     } catch (err) {
       failed++
       reports.push({ crd: name, error: describeError(err) })
       if (!isData(format))
-        (format === 'name' ? process.stderr : options.out).write(`${name}: cannot plan: ${plainText(describeError(err))}\n`)
+        (format === 'name' ? process.stderr : options.out).write(`${name}: ${mode.cannot}${plainText(describeError(err))}\n`)
     }
   }
   if (isData(format)) options.out.write(renderData(reports, format))
-  else if (format === 'name') options.out.write(renderNames(names))
+  else if (format === 'name' && !mode.namesAsChecked) options.out.write(renderNames(names))
   return failed ? 1 : blocked ? EXIT_WOULD_BLOCK : 0
 }
 
@@ -329,33 +355,23 @@ export function formatDryRun(r: DryRunReport): string {
   return lines.map(plainText).join('\n')
 }
 
-/** --dry-run=server: each CRD's writes sent with dryRun=All through `http` (a dry-run client), one CRD after another. */
-async function serverDryRunAll(
-  http: KubeHttp,
-  names: readonly string[],
-  config: Config,
-  logger: Logger,
-  options: MigrateCommandOptions,
-  format: OutputFormat,
-): Promise<number> {
-  let failed = 0
-  let blocked = 0
-  const reports: Array<ServerDryRunReport | { crd: string; error: string }> = []
-  for (const name of names) {
-    try {
-      const report = await serverDryRun(http, name, settingsFor(config, name), { logger, signal: options.signal })
-      const refused = (report.storageVersionMigration?.failed ?? 0) + (report.cleanupManagedFields?.failed ?? 0)
-      if (refused > 0 || report.blockedReason) failed++
-      else if (report.lossless && wouldBlock(report.lossless)) blocked++
-      reports.push(report)
-      if (!isData(format) && format !== 'name') options.out.write(formatServerDryRun(report))
-      else if (format === 'name' && refused === 0 && !report.blockedReason) options.out.write(renderNames([name]))
-    } catch (err) {
-      failed++
-      reports.push({ crd: name, error: describeError(err) })
-      if (!isData(format)) (format === 'name' ? process.stderr : options.out).write(`${name}: ${plainText(describeError(err))}\n`)
-    }
+/** The text `migrate --dry-run=server` prints for one CRD. */
+export function formatServerDryRun(r: ServerDryRunReport): string {
+  if (r.blockedReason) return `${plainText(`${r.crd}: nothing can be done: ${r.blockedReason}`)}\n`
+  const lines = [`${r.crd}: server dry run (dryRun=All: checked by the API server, nothing persisted, no freeze)`]
+  const phase = (label: string, p: ServerDryRunPhase | undefined, none: string) => {
+    if (!p) return lines.push(`  ${label}: ${none}`)
+    lines.push(
+      `  ${label}: ${p.accepted} of ${p.objects} object(s) would be written${p.skipped ? `, ${p.skipped} need nothing` : ''}, ${p.failed} refused`,
+    )
+    for (const f of p.failures.slice(0, 5)) lines.push(`    refused ${f.key}: ${f.error}`)
   }
-  if (isData(format)) options.out.write(renderData(reports, format))
-  return failed ? 1 : blocked ? EXIT_WOULD_BLOCK : 0
+  phase('StorageVersionMigration', r.storageVersionMigration, `nothing to do (status.storedVersions ${JSON.stringify(r.storedVersions)})`)
+  if (r.lossless) {
+    lines.push(...losslessLines(r.crd, r.lossless))
+    if (refusesRewrite(r.lossless)) lines.push('  the run would stop Blocked (CRDM_DATA_LOSS) before its first write')
+  }
+  phase('CleanupManagedFields', r.cleanupManagedFields, 'skipped')
+  // Failures may quote a webhook or the API server: one line each, no escapes.
+  return `${lines.map(plainText).join('\n')}\n`
 }

@@ -150,7 +150,7 @@ async function planOne(
   let servedManagedFields: Record<string, number> | undefined
   if (options.scan && cleanup && plan.storageVersion && !plan.blockedReason) {
     try {
-      const scan = await scanManagedFields(http, crd, plan.storageVersion, settings, options.signal)
+      const scan = await scanManagedFields(runClient({ http, signal: options.signal }, settings), crd, plan.storageVersion, settings)
       managedFieldsObjects = scan.objects
       servedManagedFields = scan.servedKept
     } catch (err) {

@@ -2,7 +2,7 @@
  * The client of one run: the transport (KubeHttp) with the run's retry policy around
  * every request: its attempts, its signal, and, where a phase adds them, its throttle gate
  * (429 and Retry-After, retry.ts) and the CRD's conversion gate (conversion/gate.ts).
- * Built once from the run's settings; call sites send through it and never wrap a request
+ * Built once from the run's settings where the run starts (context.ts runContext); call sites send through it and never wrap a request
  * in a retry themselves.
  */
 import type { KubeHttp, KubeRequest, KubeRequests, KubeResponse } from '../../kube/http.js'

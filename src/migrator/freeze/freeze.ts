@@ -5,9 +5,9 @@ import type { CustomResourceDefinition } from '../../kube/types.js'
 import { readCrdState, type FreezeVerdict, type RunOutcome } from '../../state/crd-state.js'
 import { writeFreeze, writeTakeOver, writeUnfreeze } from '../../state/crd-record.js'
 import { type CheckpointBinding, type CheckpointSeal } from './checkpoint-seal.js'
-import type { MigrationContext, MigrationSettings } from '../context.js'
+import type { MigrationContext, MigrationSettings, RunContext } from '../context.js'
 import { UNFREEZE_RETRY } from '../engine/retry.js'
-import { runClient, RunClient } from '../engine/run-client.js'
+import { RunClient } from '../engine/run-client.js'
 
 export interface Frozen {
   /** The CRD as the freeze left it. */
@@ -31,14 +31,13 @@ export async function freezeCrd(
   verdict: Extract<FreezeVerdict, { action: 'freeze' | 'resume' }>,
   storageVersion: string,
   settings: MigrationSettings,
-  ctx: MigrationContext,
+  ctx: RunContext,
   seal: CheckpointSeal,
 ): Promise<Frozen> {
-  const client = runClient(ctx, settings)
   const frozen =
     verdict.action === 'resume'
-      ? await writeTakeOver(client, crd, ctx.owner)
-      : await writeFreeze(client, crd, settings.migratingAnnotation, ctx.owner, storageVersion)
+      ? await writeTakeOver(ctx.client, crd, ctx.owner)
+      : await writeFreeze(ctx.client, crd, settings.migratingAnnotation, ctx.owner, storageVersion)
   const state = readCrdState(frozen, settings.migratingAnnotation)
   const frozenGeneration = state.frozenGeneration ?? crd.metadata.generation ?? 0
   const binding = checkpointBinding(frozen, storageVersion, state.frozenGeneration, state.startedAt)

@@ -17,7 +17,7 @@
 import { CrdMigratorError } from '../../errors.js'
 import { isConflict, isGone, isNotFound } from '../../kube/api-errors.js'
 import { conversionStrategy, isConversionRefusal } from '../../kube/conversion.js'
-import { ContentType, type KubeHttp } from '../../kube/http.js'
+import { ContentType } from '../../kube/http.js'
 import { collectionPath, listOrderKey, objectPath, resourceRef, type ResourceRef } from '../../kube/paths.js'
 import type { CustomResourceDefinition, ObjectMeta } from '../../kube/types.js'
 import { continueFrom } from '../../kube/unreadable.js'
@@ -27,8 +27,8 @@ import { fieldPattern } from './content-diff.js'
 import { readCrdConsent } from '../../state/crd-state.js'
 import { invalidFieldPath } from '../../config/accept-entries.js'
 import type { ConversionGate } from '../conversion/gate.js'
-import type { MigrationContext, MigrationSettings } from '../context.js'
-import { runClient, type RunClient } from '../engine/run-client.js'
+import type { MigrationSettings, RunContext } from '../context.js'
+import type { RunClient } from '../engine/run-client.js'
 import { runInParallel } from '../parallel.js'
 import type { FieldChange } from './content-diff.js'
 import { managedEntries, managedPaths } from './managed-paths.js'
@@ -471,9 +471,9 @@ async function roundTrip(
 }
 
 /** The check's options from a migration's settings. */
-export function losslessOptions(http: KubeHttp, settings: MigrationSettings, signal?: AbortSignal): LosslessOptions {
+export function losslessOptions(client: RunClient, settings: MigrationSettings): LosslessOptions {
   return {
-    client: runClient({ http, signal }, settings),
+    client,
     acceptedRemovals: settings.acceptedRemovals ?? [],
     acceptedChanges: settings.acceptedChanges ?? [],
     acceptUnchecked: settings.acceptUnchecked === true,
@@ -495,11 +495,11 @@ export async function proveLossless(
   crd: CustomResourceDefinition,
   storageVersion: string,
   settings: MigrationSettings,
-  ctx: Pick<MigrationContext, 'http' | 'logger' | 'signal'>,
+  ctx: Pick<RunContext, 'client' | 'logger'>,
   run: { maxPages?: number; conversion?: ConversionGate | undefined } = {},
 ): Promise<LosslessReport | undefined> {
   if (settings.losslessCheck === false) return undefined
-  const options = losslessOptions(ctx.http, settings, ctx.signal)
+  const options = losslessOptions(ctx.client, settings)
   const report = await checkLossless(crd, storageVersion, {
     ...options,
     ...(run.conversion ? { client: options.client.with({ conversion: run.conversion }) } : {}),

@@ -7,6 +7,7 @@ import { conversionStrategy } from '../../kube/conversion.js'
 import type { KubeHttp } from '../../kube/http.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
 import type { MigrationSettings } from '../context.js'
+import { runClient } from '../engine/run-client.js'
 import { acceptHint, acceptUncheckedHint, checkLossless, describeRefusedChanges, losslessOptions, refusesRewrite } from './check.js'
 import { losslessLines } from './report-text.js'
 
@@ -36,7 +37,7 @@ export async function preflightLossless(
   const name = crd.metadata.name
   try {
     const report = await checkLossless(crd, storageVersion, {
-      ...losslessOptions(http, settings, signal),
+      ...losslessOptions(runClient({ http, signal }, settings), settings),
       ...(conversionStrategy(crd) === 'Webhook' ? { maxPages: 1 } : {}),
     })
     const refuses = refusesRewrite(report)

@@ -1,8 +1,7 @@
-import type { KubeHttp } from '../../kube/http.js'
 import { resourceRef } from '../../kube/paths.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
 import { cleanManagedFields, managedFieldsPolicy, servedKeptVersions } from './managed-fields.js'
-import { runClient } from '../engine/run-client.js'
+import type { RunClient } from '../engine/run-client.js'
 
 interface ScanResult {
   /** Custom resources listed. */
@@ -21,16 +20,14 @@ interface ScanResult {
 
 /** Reads every object's metadata and counts the managedFields work, writing nothing. */
 export async function scanManagedFields(
-  http: KubeHttp,
+  client: RunClient,
   crd: CustomResourceDefinition,
   storageVersion: string,
-  settings: { pageSize: number; rewriteServedManagedFields: boolean; maxAttempts: number },
-  signal?: AbortSignal,
+  settings: { pageSize: number; rewriteServedManagedFields: boolean },
 ): Promise<ScanResult> {
   const policy = managedFieldsPolicy(crd, storageVersion, settings)
   const result: ScanResult = { total: 0, objects: 0, entries: 0, relabelled: 0, seeded: 0, servedKept: {} }
-  // Pages retried: right after a storage flip the API server answers 429 while it re-initialises storage.
-  const client = runClient({ http, signal }, settings)
+  // Pages retried (by the caller's client): right after a storage flip the API server answers 429 while it re-initialises storage.
   for await (const page of client.listMetadata(resourceRef(crd, storageVersion), { pageSize: settings.pageSize })) {
     for (const item of page.items) {
       result.total++

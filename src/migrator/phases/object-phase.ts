@@ -7,13 +7,12 @@ import { listOrderKey, resourceRef, type ResourceRef } from '../../kube/paths.js
 import { CrdMigratorError, describeError } from '../../errors.js'
 import type { ConversionGate } from '../conversion/gate.js'
 import type { CustomResourceDefinition, PartialObjectMetadata } from '../../kube/types.js'
-import type { CleanupResult, MigrationContext, MigrationSettings } from '../context.js'
+import type { CleanupResult, MigrationContext, MigrationSettings, RunContext } from '../context.js'
 import type { MigratorMetrics } from '../metrics.js'
 import { managedFieldsPolicy, needsManagedFieldsCleanup, type ManagedFieldsPolicy } from './managed-fields.js'
 import { makeCleanupHandler, makeRewriteHandler, type RewriteWrite, type WriteContext } from './object-writes.js'
 import { Phase } from '../plan.js'
 import { ThrottleGate } from '../engine/retry.js'
-import { runClient } from '../engine/run-client.js'
 import type { StateWriter } from '../freeze/state-writer.js'
 import { settled, walkObjects, type Outcome, type WalkOptions, type WalkProgress } from '../engine/walker.js'
 import { ServedEntriesCount } from './served-entries.js'
@@ -66,7 +65,7 @@ export async function runPhase(
   phase: Phase,
   target: PhaseTarget,
   settings: MigrationSettings,
-  ctx: MigrationContext,
+  ctx: RunContext,
   run: PhaseRun,
 ): Promise<CleanupResult> {
   const started = Date.now()
@@ -76,7 +75,7 @@ export async function runPhase(
   const { gate, stopFollowing } = phaseGate(settings, ctx, labels)
   const counts = { entriesRemoved: 0, entriesRelabelled: 0, conversionRefused: 0, staleWrites: 0 }
   const write: WriteContext = {
-    client: runClient(ctx, settings).with({
+    client: ctx.client.with({
       gate,
       ...(run.conversion ? { conversion: run.conversion } : {}),
       onThrottled: () => ctx.metrics?.throttled.inc(),

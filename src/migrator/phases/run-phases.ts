@@ -5,10 +5,9 @@
  * before the freeze, workBeforeFreeze counts whether a run without a storage phase has
  * anything to do.
  */
-import { runClient } from '../engine/run-client.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
 import { writeUpToDate } from '../../state/crd-record.js'
-import type { MigrationContext, MigrationSettings } from '../context.js'
+import type { MigrationSettings, RunContext } from '../context.js'
 import type { RunPlan } from '../decide.js'
 import type { MigrationRun } from '../run.js'
 import { Phase } from '../plan.js'
@@ -31,13 +30,13 @@ export async function workBeforeFreeze(
   crd: CustomResourceDefinition,
   plan: RunPlan,
   settings: MigrationSettings,
-  ctx: MigrationContext,
+  ctx: RunContext,
 ): Promise<string | undefined> {
   const { storageVersion, stashRules, runCleanup } = plan
-  const stashes = stashRules.length ? await runStashPhase(crd, storageVersion, stashRules, settings, ctx, { dryRun: true }) : undefined
+  const stashes = stashRules.length ? await runStashPhase(crd, storageVersion, stashRules, ctx, { dryRun: true }) : undefined
   const stashWork = stashes ? stashes.counts.seen - stashes.counts.current : 0
   if (!runCleanup && stashWork === 0) return `nothing to do: status.storedVersions is [${storageVersion}]`
-  const cleanupWork = runCleanup ? (await scanManagedFields(ctx.http, crd, storageVersion, settings, ctx.signal)).objects : 0
+  const cleanupWork = runCleanup ? (await scanManagedFields(ctx.client, crd, storageVersion, settings)).objects : 0
   if (cleanupWork > 0 || stashWork > 0) return undefined
   await writeUpToDate(ctx.http, crd)
   return `nothing to do: status.storedVersions is [${storageVersion}] and no managedFields entry of an unserved version${stashes ? ', no stashed copy at another version' : ''}`
@@ -78,7 +77,7 @@ export const storagePhase: RunPhase = async (run) => {
 /** Copies stashed in other objects, before storedVersions says the old version can go. */
 export const stashPhase: RunPhase = async (run) => {
   run.state.phase(Phase.StashedObjectMigration)
-  run.result.stashes = await runStashPhase(run.crd, run.plan.storageVersion, run.plan.stashRules, run.settings, run.ctx)
+  run.result.stashes = await runStashPhase(run.crd, run.plan.storageVersion, run.plan.stashRules, run.ctx)
   failOnStashes(run.result.stashes)
 }
 
@@ -95,7 +94,7 @@ export const storedVersionsPhase: RunPhase = async (run) => {
     name,
     plan.storageVersion,
     frozen.frozenGeneration,
-    runClient(run.ctx, settings),
+    run.ctx.client,
     settings.migratingAnnotation,
     run.state.lastCrd ?? run.crd,
   )

@@ -18,8 +18,8 @@ import { listPages } from '../../../kube/list-pages.js'
 import { apiVersionOf, collectionPath, listOrderKey, objectPath, type ResourceRef } from '../../../kube/paths.js'
 import { resolveResource } from '../../../kube/resources.js'
 import type { CustomResourceDefinition } from '../../../kube/types.js'
-import type { MigrationContext, MigrationSettings, StashResult } from '../../context.js'
-import { runClient, type RunClient } from '../../engine/run-client.js'
+import type { RunContext, StashResult } from '../../context.js'
+import type { RunClient } from '../../engine/run-client.js'
 import { objectFailure } from '../../engine/walker.js'
 import type { Obj } from '../../lossless/content-diff.js'
 import { embeddedOf, newStashBody, newStashName, pointersAt, repointPatch, valueAt, type StashObject } from './stash-plan.js'
@@ -35,12 +35,11 @@ export async function runStashPhase(
   crd: CustomResourceDefinition,
   storageVersion: string,
   rules: readonly StashRule[],
-  settings: Pick<MigrationSettings, 'maxAttempts'>,
-  ctx: Pick<MigrationContext, 'http' | 'logger' | 'signal'>,
+  ctx: Pick<RunContext, 'http' | 'logger' | 'signal' | 'client'>,
   options: { dryRun?: boolean } = {},
 ): Promise<StashResult> {
   const result: StashResult = { counts: { seen: 0, current: 0, migrated: 0, failed: 0, repointed: 0 }, failures: [], planned: [] }
-  const client = runClient(ctx, settings)
+  const client = ctx.client
   const log = ctx.logger.child({ crd: crd.metadata.name, phase: 'StashedObjectMigration' })
   for (const rule of rules) {
     const source = await resolveResource(ctx.http, {
