@@ -1,8 +1,7 @@
 /**
- * The migrator's own RBAC on a resource's objects (and on the CRD a run freezes), asked
- * before anything is frozen or listed (kube/access-review.ts): a run that may not list or patch them would freeze the
- * CRD against everyone, system:masters included, only to fail at its first list. Such a
- * run fails with CRDM_FORBIDDEN instead, nothing frozen and no state annotation written.
+ * The migrator's own RBAC on a resource's objects (and the CRD it freezes), asked before anything is frozen or
+ * listed: a run that may not list or patch them would freeze the CRD against everyone, system:masters included, only
+ * to fail at its first list.
  */
 import { describeCheck, migrationAccess, type CrdWrites } from '../kube/access-review.js'
 import { resourceRef } from '../kube/paths.js'
@@ -10,13 +9,9 @@ import type { CustomResourceDefinition } from '../kube/types.js'
 import type { MigrationSettings, RunContext } from './context.js'
 import type { RunPlan } from './decide.js'
 
-/** How to grant it, for the failure's text. */
 export const GRANT_HINT = 'grant it (chart: rbac.managedGroups, migrator.names or migrator.crds; or rbac.allGroups)'
 
-/**
- * Why the migrator may not migrate this resource's objects, or undefined. `statusSubresource`:
- * writes go through `/status` (useStatusSubresource). Unverifiable checks are logged, not refused.
- */
+/** Why the migrator may not migrate these objects, or undefined; unverifiable checks are logged, not refused. */
 export async function accessDenied(
   resource: { group: string; plural: string; version: string },
   statusSubresource: boolean,
@@ -37,11 +32,8 @@ export async function accessDenied(
 }
 
 /**
- * migrateCrd's check, after the decision and before the freeze: only a new freeze is
- * checked (a freeze of ours being resumed is held already; its run fails and lifts it).
- * Besides the objects, the CRD itself: a run that may set the freeze but not write its
- * heartbeat, lift it or narrow status.storedVersions would leave the CRD frozen against
- * everyone (issue 44, item 5).
+ * migrateCrd's check before a new freeze (a resumed one is held already; its run fails and lifts it). The CRD too:
+ * a run that may freeze it but not heartbeat, lift or narrow storedVersions would leave it frozen (issue 44, item 5).
  */
 export async function forbiddenToMigrate(
   crd: CustomResourceDefinition,

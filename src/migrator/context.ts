@@ -66,17 +66,13 @@ export interface MigrationContext {
   onProgress?: (phase: Phase, progress: WalkProgress) => void
   /** Seals the checkpoints this run writes and verifies the one it resumes from; default: this process's own. */
   checkpointSeal?: CheckpointSeal
-  /**
-   * The process's write budget, shared with the other migrations running at once
-   * (engine/budget.ts). Without one each phase has its own adaptive limit and --qps.
-   */
+  /** The process's write budget, shared by concurrent migrations (engine/budget.ts); none: each phase's own limit and --qps. */
   budget?: WriteBudget
 }
 
-/** A run's context: the caller's, with the run's client, built once where the run starts (runContext). */
 export type RunContext = MigrationContext & { client: RunClient }
 
-/** The context of a run of `settings`: its client is built here, once, and every call site sends through it. */
+/** Built once where a run starts: every call site sends through its client. */
 export function runContext(ctx: MigrationContext, settings: { maxAttempts: number }): RunContext {
   return { ...ctx, client: runClient(ctx, settings) }
 }
@@ -86,7 +82,6 @@ export type MigrationOutcome = 'Succeeded' | 'Failed' | 'Skipped' | 'Blocked'
 /** Why a run was Skipped, as a value callers can branch on (the reason text is for people). */
 export type SkipReason = 'blocked' | 'frozen-by-another' | 'builtin-migration' | 'in-progress' | 'up-to-date'
 
-/** A phase's walk, plus what the phase counted itself. */
 export type CleanupResult = WalkResult & {
   entriesRemoved: number
   /** Entries of unserved versions moved to the storage version (conversion None). */
@@ -108,7 +103,6 @@ export interface BuiltinPhaseReport {
   durationMs: number
 }
 
-/** How the CRD's conversion webhook behaved during a run. */
 export interface ConversionReport {
   /** The webhook as people name it (service or URL). */
   webhook: string

@@ -1,8 +1,6 @@
 /**
- * Whether a run goes ahead, and with which phases: decided before anything is written,
- * and writing nothing (the reads it needs: the CRD, the built-in migrator's activity).
- * Every mode of a run starts with readRun (migrate.ts, dry-run.ts); whether a run without
- * a storage phase has any work is counted next (phases/run-phases.ts workBeforeFreeze).
+ * Whether a run goes ahead, and with which phases, from reads only (the CRD, the built-in migrator's activity). Every
+ * mode starts with readRun; a run without a storage phase counts its work next (run-phases.ts workBeforeFreeze).
  */
 import { isForbidden } from '../kube/api-errors.js'
 import { conversionStrategy } from '../kube/conversion.js'
@@ -21,14 +19,12 @@ import { Phase, planCrd, storagePhaseRuns, versionHasStatusSubresource, type Crd
 export type RunStart = { crd: CustomResourceDefinition; plan: CrdPlan; base: MigrationResult; rewrite: RewriteWrite } & (
   { blocked: string; storageVersion?: string | undefined } | { blocked?: undefined; storageVersion: string }
 )
-/** A start that can go on: it has a storage version. */
 export type ReadyStart = RunStart & { storageVersion: string }
 
 /** The prologue of every run: the CRD read and planned; `base` is the result of a run that does nothing. */
 export async function readRun(name: string, client: KubeRequests): Promise<RunStart> {
   const crd = await getNamedCrd(client, name)
   const plan = planCrd(crd)
-  // An apply when a webhook converts (see makeRewriteHandler).
   const rewrite: RewriteWrite = conversionStrategy(crd) === 'Webhook' ? 'apply' : 'merge-patch'
   const read = { crd, plan, base: startingResult(name, crd, plan), rewrite }
   if (plan.blockedReason || !plan.storageVersion) return { ...read, blocked: plan.blockedReason ?? 'no storage version' }
@@ -46,9 +42,8 @@ export interface RunPlan {
 }
 
 /**
- * Whether to run at all, and which phases. A resumed freeze runs the storage phase
- * whatever storedVersions says now: the run that froze the CRD did so for a reason, and
- * storedVersions could have been narrowed since; so does `force`.
+ * Whether to run at all, and which phases. A resumed freeze (or `force`) runs the storage phase whatever storedVersions
+ * says now: the run that froze the CRD did so for a reason, and storedVersions may have been narrowed since.
  */
 export async function decideRun(
   { crd, plan, storageVersion }: ReadyStart,
@@ -81,10 +76,8 @@ export function phasesToRun(crd: CustomResourceDefinition, plan: CrdPlan, settin
 }
 
 /**
- * Why Kubernetes' own migrator keeps us off this CRD now (one migrator at a time), or
- * undefined: a pending or running built-in StorageVersionMigration for its resource. A
- * StorageMigrating=True condition without one is said in the log and not waited for.
- * Without permission to list them only the CRD's condition is looked at (said in the log).
+ * Why Kubernetes' own migrator keeps us off this CRD now (one migrator at a time): a pending or running built-in
+ * StorageVersionMigration of its resource. A StorageMigrating=True condition without one is logged, not waited for.
  */
 async function builtinBusy(crd: CustomResourceDefinition, ctx: MigrationContext): Promise<string | undefined> {
   let activity

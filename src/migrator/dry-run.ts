@@ -1,14 +1,8 @@
 /**
- * The dry runs of the migration pipeline (migrate.ts): its start (readRun), the phases a
- * run would run and the lossless check it makes before its first write, then what
- * `migrate --dry-run` reads (dryRun) or `--dry-run=server` writes with dryRun=All
- * (serverDryRun): the API server decodes every object, converts it (through the CRD's
- * conversion webhook, when it has one), runs admission and validation on the rewrite,
- * and persists nothing. No freeze, no storedVersions, no state annotation: it tells which
- * objects the real run's writes would be refused for. The phases' own writers run
- * (object-phase.ts) through a client whose every write is a dry run. A dry-run write never
- * moves resourceVersion, so it cannot tell an object already stored in the storage version
- * from one that is not: every object the storage phase would write counts as `accepted`.
+ * The dry runs of the pipeline (migrate.ts): `--dry-run` from reads only (dryRun); `--dry-run=server` runs the phases'
+ * own writers with dryRun=All (serverDryRun), so the API server converts, admits and validates each rewrite, persisting
+ * nothing: it tells which objects the real run's writes would be refused for. No freeze, storedVersions or state annotation.
+ * A dry-run write never moves resourceVersion: every object the storage phase would write counts as `accepted`.
  */
 import type { Logger } from 'pino'
 import { CrdMigratorError } from '../errors.js'

@@ -1,8 +1,6 @@
 /**
- * The migration pipeline: every run starts the same way (its client built once,
- * runContext; the CRD read and planned, decide.ts readRun), then reads top to bottom in
- * its mode's function: frozen (migrateCrd), unfrozen, resource; the dry runs are
- * dry-run.ts's. What people see of a run is the reporter's (reporter.ts).
+ * The migration pipeline: every run builds its client once (runContext) and reads its CRD (decide.ts readRun), then
+ * reads top to bottom in its mode's function: frozen (migrateCrd), unfrozen, resource. The dry runs: dry-run.ts.
  */
 import { CrdMigratorError } from '../errors.js'
 import { isNotFound } from '../kube/api-errors.js'
@@ -38,11 +36,7 @@ import { beginRun, endRun, lostFreeze } from './run.js'
 
 export type { MigrationContext, MigrationOutcome, MigrationResult, MigrationSettings, SkipReason } from './context.js'
 
-/**
- * Mode frozen, a CRD crd-migrator manages, like a reconcile: decide (reads, never
- * freezes: decide.ts), preflight, freeze, the phases (phases/run-phases.ts), unfreeze
- * (run.ts), which runs whatever happened before it.
- */
+/** Mode frozen (a managed CRD), like a reconcile: decide (reads only), preflight, freeze, phases, then unfreeze whatever happened. */
 export async function migrateCrd(name: string, settings: MigrationSettings, caller: MigrationContext): Promise<MigrationResult> {
   const started = Date.now()
   const ctx = runContext(caller, settings)
@@ -58,7 +52,6 @@ export async function migrateCrd(name: string, settings: MigrationSettings, call
   // Nothing to freeze for: a new run without a storage phase counts its work first.
   const idle = plan.verdict.action === 'freeze' && !plan.runStorage ? await workBeforeFreeze(crd, plan, settings, ctx) : undefined
   if (idle) return report.skipped({ ...base, reason: idle, skipReason: 'up-to-date', durationMs: took() })
-  // The migrator's own RBAC on the objects, before freezing anything (access-preflight.ts).
   const denied = await forbiddenToMigrate(crd, plan, settings, ctx)
   if (denied) return report.forbidden(crd, { ...base, outcome: 'Failed', errorCode: 'CRDM_FORBIDDEN', reason: denied, durationMs: took() })
 
@@ -107,18 +100,11 @@ export async function migrateCrd(name: string, settings: MigrationSettings, call
 }
 
 /**
- * Mode unfrozen: a StorageVersionMigration for a CRD crd-migrator does not manage (not
- * selected by `migrator.selector`). No freeze (only a CRD the operator handed to
- * crd-migrator is ever frozen), no state annotations, no managedFields cleanup: every
- * object is rewritten once in the storage version, as for a built-in resource, and
- * `status.storedVersions` is narrowed to `[storage]` only if the CRD still has the uid
- * and generation the run started with (kube-controller-manager's storageversionmigrator
- * does the same with the generation its StorageMigrating condition recorded), tested in
- * the patch itself. Before anything is listed, the migrator's RBAC on the objects is
- * asked (access-preflight.ts), and before the objects are rewritten and again before
- * narrowing, every API server must store the storage version (storage-switch.ts); then
- * every object's rewrite is proven to keep its content (lossless/check.ts), as in a
- * frozen run.
+ * Mode unfrozen: a StorageVersionMigration for a CRD outside `migrator.selector`. No freeze (only a CRD handed to
+ * crd-migrator is ever frozen), no state annotations, no managedFields cleanup: every object rewritten once, then
+ * `status.storedVersions` narrowed to `[storage]` only if the CRD still has the run's uid and generation, tested in
+ * the patch itself (as kube-controller-manager's storageversionmigrator does). RBAC, storage switch and lossless
+ * checks as in a frozen run.
  */
 export async function migrateCrdUnfrozen(name: string, settings: MigrationSettings, caller: MigrationContext): Promise<MigrationResult> {
   const started = Date.now()
@@ -195,10 +181,9 @@ export async function migrateResource(
 }
 
 /**
- * Mode resource: a built-in resource has no CRD, no freeze and no storedVersions: every
- * object is rewritten once, which is what re-encrypts Secrets after an encryption-at-rest
- * key rotation (a no-op write of an object read with an old key is never skipped as
- * unchanged: the API server marks it stale).
+ * Mode resource: a built-in resource (no CRD, freeze or storedVersions), every object rewritten once. This re-encrypts
+ * Secrets after an encryption-at-rest key rotation: a no-op write of an object read with an old key is not skipped as
+ * unchanged (the API server marks it stale).
  */
 export async function migrateWithoutCrd(
   name: string,

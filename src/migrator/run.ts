@@ -1,7 +1,4 @@
-/**
- * A run that holds its freeze: what every phase is handed (phases/run-phases.ts), from the
- * freeze to the unfreeze. Begun after the decision; ended whatever happened in between.
- */
+/** A run that holds its freeze, as every phase is handed it (phases/run-phases.ts): begun after the decision, always ended. */
 import type { Logger } from 'pino'
 import { CrdMigratorError, errorMessage } from '../errors.js'
 import { conversionWebhookOf } from '../kube/conversion.js'
@@ -33,9 +30,7 @@ export interface MigrationRun {
   state: StateWriter
   /** Set when the CRD converts through a webhook: every request pauses there during an outage. */
   conversion: ConversionGate | undefined
-  /** How the storage phase writes: an apply when a webhook converts (see makeRewriteHandler). */
   rewrite: RewriteWrite
-  /** What the phases record as they go. */
   result: MigrationResult
   guard: FreezeGuard
   /** When migrateCrd began (the result's duration counts from there). */
@@ -112,12 +107,9 @@ export function lostFreeze(run: MigrationRun, err: unknown): CrdMigratorError | 
 }
 
 /**
- * Lifts the freeze, whatever happened, recording the outcome on the CRD; then lets a
- * built-in migration our freeze held back go. Returns the CRD as it is now. A freeze
- * taken over by another instance is not ours to lift: it is left, with every state
- * annotation, to its new owner (lifting it would end that run's freeze mid-run). A run
- * stopped to hand off (`serve` shutting down, its Lease lost: freeze/hand-off.ts) leaves
- * its freeze to the next leader, never lifted.
+ * Lifts the freeze whatever happened, recording the outcome on the CRD, then releases a built-in migration it held back;
+ * returns the CRD as it is now. Never lifts a freeze taken over by another instance (lifting it would end its new owner's run),
+ * nor one handed off (`serve` stopping or its Lease lost: freeze/hand-off.ts): the next owner keeps it.
  */
 export async function endRun(run: MigrationRun, outer: MigrationContext): Promise<CustomResourceDefinition> {
   const { result, conversion } = run
@@ -178,11 +170,8 @@ export async function endRun(run: MigrationRun, outer: MigrationContext): Promis
 }
 
 /**
- * The freeze could not be lifted (issue 44, item 5: the migrator lost `patch` on the CRD
- * mid-run): whatever the phases did, the run Failed, with CRDM_UNFREEZE_FAILED, so
- * `migrate` exits non-zero and the end's Event is a Warning. The reason says what the run
- * had come to, by its code only (counts go in the result and the log, not in this text,
- * which a StorageVersionMigration's status quotes).
+ * The freeze could not be lifted (issue 44, item 5): the run Failed whatever the phases did, so `migrate` exits non-zero
+ * and the Event is a Warning. The reason gives the earlier outcome by its code only: a StorageVersionMigration's status quotes it.
  */
 function notLifted(result: MigrationResult, migratingAnnotation: string, err: unknown): void {
   const before = result.outcome === 'Failed' && result.errorCode ? `Failed (${result.errorCode})` : result.outcome

@@ -62,13 +62,9 @@ export const EXIT_WOULD_BLOCK = 4
 /** How often a blocked CRD is tried again while `migrate` waits for its conversion webhook. */
 const BLOCKED_RETRY_MS = 5_000
 
-/**
- * `crd-migrator migrate CRD...`: one migration per CRD, at most `migrator.maxParallelCrds`
- * at once under one write budget (one at a time: as before, with its own). Returns the exit code.
- */
+/** `crd-migrator migrate CRD...`: at most `migrator.maxParallelCrds` at once (one write budget if several); returns the exit code. */
 export async function runMigrateCommand(names: string[], config: Config, logger: Logger, options: MigrateCommandOptions): Promise<number> {
-  // CRDs (and resources) migrated at once, sharing one write budget when more than one.
-  // (With -l the names are known only once listed: the most that may run at once.)
+  // With -l the names are known only once listed: plan for the most that may run at once.
   const planned = options.selector !== undefined && names.length === 0 ? Infinity : names.length + (options.resources?.length ?? 0)
   let parallel = Math.max(1, Math.min(config.migrator.maxParallelCrds, planned))
   const http = commandHttp(config, 'migrate', logger, options.client, {
@@ -224,11 +220,7 @@ async function dryRunAll<R extends { crd: string; lossless?: LosslessReport | un
   return failed ? 1 : blocked ? EXIT_WOULD_BLOCK : 0
 }
 
-/**
- * A conversion webhook that does not answer blocks the run before anything is frozen:
- * wait for it (a certificate rotation takes a minute or two), trying again every
- * BLOCKED_RETRY_MS, then give up with the last Blocked result.
- */
+/** A webhook that does not answer blocks the run before any freeze: wait for it (a certificate rotation takes a minute or two). */
 async function migrateWaitingForWebhook(
   migrate: () => Promise<MigrationResult>,
   name: string,
@@ -248,10 +240,7 @@ async function migrateWaitingForWebhook(
   return result
 }
 
-/**
- * More CRDs than run at once: a first look at their storage switch, alongside the first
- * migrations, so the ones queued count their settle time from it (storage-agreement.ts).
- */
+/** More CRDs than run at once: a first look at their storage switch, so queued ones count their settle time from it. */
 function firstLookAtStorageSwitches(http: KubeHttp, names: readonly string[], config: Config, logger: Logger): Promise<void> {
   return observeStorageSwitchesOf(http, [...names], { endpoints: config.migrator.apiServerEndpoints }).then(
     (answers) => logger.debug({ crds: names.length, answers }, 'first look at the storage switch of the batch'),

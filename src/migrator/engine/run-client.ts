@@ -1,9 +1,7 @@
 /**
- * The client of one run: the transport (KubeHttp) with the run's retry policy around
- * every request: its attempts, its signal, and, where a phase adds them, its throttle gate
- * (429 and Retry-After, retry.ts) and the CRD's conversion gate (conversion/gate.ts).
- * Built once from the run's settings where the run starts (context.ts runContext); call sites send through it and never wrap a request
- * in a retry themselves.
+ * The client of one run: KubeHttp with the run's retry policy (attempts, signal and, where a phase adds them, its
+ * throttle gate, retry.ts, and the conversion gate, conversion/gate.ts). Built once per run (context.ts runContext),
+ * so call sites never wrap a request in a retry themselves.
  */
 import type { KubeHttp, KubeRequest, KubeRequests, KubeResponse } from '../../kube/http.js'
 import { listMetadata, type ListMetadataOptions, type MetadataPage } from '../../kube/list-metadata.js'
@@ -31,23 +29,16 @@ export class RunClient implements KubeRequests {
     return new RunClient(this.http.asDryRun(), this.policy)
   }
 
-  /** One request, retried by the policy. */
   request<T = unknown>(req: KubeRequest): Promise<KubeResponse<T>> {
     return withRetry(() => this.http.request<T>(req), this.policy)
   }
 
-  /**
-   * Several steps retried as one, for a request whose answer can itself call for the retry
-   * (a write stored without its managedFields, a conversion failure that is the verdict).
-   */
+  /** Steps retried as one, when the answer itself calls for a retry (a write stored without its managedFields, ...). */
   retry<T>(steps: () => Promise<T>): Promise<T> {
     return withRetry(steps, this.policy)
   }
 
-  /**
-   * listMetadata (kube/list-metadata.ts) with each page retried by the policy, under the
-   * run's signal. A page's latency is not a write's: it does not steer the gate's limit.
-   */
+  /** Each page retried, under the run's signal; a page's latency is not a write's, so it does not steer the gate's limit. */
   listMetadata(ref: ResourceRef, options: Omit<ListMetadataOptions, 'fetchPage'>): AsyncGenerator<MetadataPage> {
     const pages = this.with({ sampleLatency: false })
     return listMetadata(this.http, ref, {

@@ -1,9 +1,6 @@
 /**
- * The phases of a run, in one shape: `(run) => Promise<void>`. Each tells the CRD which
- * phase it is in, does its work through the machinery of its own file, records what it
- * did in `run.result`, and throws a coded error when the run must not go on. Before them,
- * before the freeze, workBeforeFreeze counts whether a run without a storage phase has
- * anything to do.
+ * The phases of a run, each `(run) => Promise<void>`: tells the CRD its phase, works through its own file, records
+ * in `run.result`, throws a coded error when the run must stop. workBeforeFreeze runs before the freeze.
  */
 import type { CustomResourceDefinition } from '../../kube/types.js'
 import { writeUpToDate } from '../../state/crd-record.js'
@@ -117,10 +114,9 @@ export const cleanupPhase: RunPhase = async (run) => {
 
 /** The lossless check of every object (lossless/check.ts), its report kept on the result whatever it found. */
 async function losslessCheck(run: MigrationRun): Promise<void> {
-  // The check before the freeze saw every object (one page held them all), through the
-  // same CRD (the freeze's resourceVersion precondition): listing them again proves
-  // nothing more, since objects written since either check are not frozen by either.
-  // Webhook conversions are asked again (the webhook may have changed in between).
+  // The check before the freeze saw every object (one page held them all) through the same CRD (the freeze's
+  // resourceVersion precondition). Listing again proves nothing more: objects written after either check are frozen by
+  // neither. Webhook conversions are asked again (the webhook may have changed in between).
   const first = run.checkedBeforeFreeze
   if (first?.complete && first.method === 'list') {
     run.result.lossless = first
