@@ -14,6 +14,7 @@ import type { Impersonation } from '../kube/request-options.js'
 import { ConfigError, InterruptedError } from '../errors.js'
 import { describeSettingOption, markNegatable } from './help.js'
 import { exitCodeFor } from './interrupt.js'
+import type { OutputFormat } from './output.js'
 
 /** commander's values of one command's flags. */
 export type FlagValues = Record<string, unknown>
@@ -195,6 +196,16 @@ export function shutdownSignal(log: Logger | undefined): AbortSignal {
 
 // kubectl's client flags, meaning what they mean there. Plain flags, not config-file
 // settings: they are about one invocation.
+
+/** What the runs of the read-only commands (status, check, plan) all take. */
+export interface ReadCommandOptions {
+  /** Where the client says it retries a server that never answered (--connect-attempts). */
+  logger?: Logger
+  format: OutputFormat
+  /** --request-timeout, --as. */
+  client?: ClientFlags
+  signal?: AbortSignal
+}
 
 /** What the transport takes from these flags (kube/client.ts kubeHttp). */
 export interface ClientFlags {

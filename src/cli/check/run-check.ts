@@ -1,4 +1,3 @@
-import type { Logger } from 'pino'
 /** `check --drop VERSION` / `check --manifests PATH...`: is it safe to remove a version? A verdict per CRD and version, and an exit code. */
 import type { Config } from '../../config/schema.js'
 import { preflightLossless } from '../../migrator/lossless/preflight.js'
@@ -23,16 +22,13 @@ import {
   type VersionGate,
 } from '../../check/manifest-resources.js'
 import { applyFixes, formatFixes, planFixes, type FixOutcome } from '../../check/manifest-fix.js'
-import { isData, renderData, type OutputFormat } from '../output.js'
-import type { ClientFlags } from '../command-kit.js'
+import { isData, renderData } from '../output.js'
+import type { ReadCommandOptions } from '../command-kit.js'
 
 /** The exit code when some version is not safe to drop (0: every one is; 1: a request or lookup failed; 2: usage). */
 export const EXIT_NOT_SAFE = 3
 
-export interface CheckCommandOptions {
-  /** Where the client says it retries a server that never answered (--connect-attempts). */
-  logger?: Logger
-  format: OutputFormat
+export interface CheckCommandOptions extends ReadCommandOptions {
   /** CRDs to check, managed or not; every managed one when empty (and no manifests). */
   names: readonly string[]
   /** The version to drop; without it, each manifest CRD's versions the manifest no longer lists. */
@@ -47,9 +43,6 @@ export interface CheckCommandOptions {
   dryRun?: boolean
   /** A selection that matches no CRD is not an error (exit 0). */
   allowEmpty?: boolean
-  /** --request-timeout, --as. */
-  client?: ClientFlags
-  signal?: AbortSignal
 }
 
 /** What `-o json|yaml` prints. */

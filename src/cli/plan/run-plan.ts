@@ -1,4 +1,3 @@
-import type { Logger } from 'pino'
 /**
  * `plan [CRD...]`: which CRDs need work, how many writes, roughly how long (check/fleet-plan.ts).
  * Reads only (a one-object list per CRD for its count, a metadata list for managedFields);
@@ -22,23 +21,17 @@ import { servedVersionToList } from '../../check/drop-evidence.js'
 import { CONSTANT_BASIS, planRow, planSummary, type PlanInput } from '../../check/fleet-plan.js'
 import { measureWrites } from '../../check/measure-writes.js'
 import { describeBasis, measuredBasis, objectsPerSecond, objectsPerSecondRange, type WriteSample } from '../../check/write-rate.js'
-import { isData, renderData, renderNames, type OutputFormat } from '../output.js'
-import type { ClientFlags } from '../command-kit.js'
+import { isData, renderData, renderNames } from '../output.js'
+import type { ReadCommandOptions } from '../command-kit.js'
 import { formatPlan, type PlanReport } from './plan-format.js'
 
-export interface PlanCommandOptions {
-  /** Where the client says it retries a server that never answered (--connect-attempts). */
-  logger?: Logger
-  format: OutputFormat
+export interface PlanCommandOptions extends ReadCommandOptions {
   /** CRDs to plan, managed or not; every managed one when empty. */
   names: readonly string[]
   /** Read every object's metadata for the managedFields to clean (default); off: counts only. */
   scan: boolean
   /** Measure the write rate with dry-run writes (--measure) instead of the bench's constant. */
   measure?: MeasureSettings | undefined
-  /** --request-timeout, --as. */
-  client?: ClientFlags
-  signal?: AbortSignal
 }
 
 export interface MeasureSettings {
