@@ -4,7 +4,7 @@ import { preflightLossless } from '../../migrator/lossless/preflight.js'
 import { settingsFor } from '../../migrator/crd-settings.js'
 import { planCrd } from '../../migrator/plan.js'
 import { ConfigError } from '../../errors.js'
-import { commandHttp } from '../command-http.js'
+import { closing, commandHttp } from '../command-http.js'
 import type { KubeHttp } from '../../kube/http.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
 import { crdsByName, namedOrManagedCrds } from '../../select/managed-crds.js'
@@ -83,8 +83,7 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
   checkUsage(options)
   // Manifests are read before the cluster is asked: a bad file is a usage error, whatever the cluster.
   const manifests = options.manifests?.length ? readManifests(options.manifests, options.drop !== undefined) : undefined
-  const http = commandHttp(config, 'check', options.logger, options.client)
-  try {
+  return closing(commandHttp(config, 'check', options.logger, options.client), async (http) => {
     const { targets, missing, gates } = manifests
       ? await manifestTargets(http, manifests, options.drop)
       : { ...(await clusterTargets(http, config, options.names, options.drop!)), gates: [] }
@@ -135,9 +134,7 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
       return 1
     }
     return verdicts.every((r) => r.safe) ? 0 : EXIT_NOT_SAFE
-  } finally {
-    http.close()
-  }
+  })
 }
 
 /**

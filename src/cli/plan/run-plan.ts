@@ -5,7 +5,7 @@
  */
 import type { Config } from '../../config/schema.js'
 import { isForbidden } from '../../kube/api-errors.js'
-import { commandHttp } from '../command-http.js'
+import { closing, commandHttp } from '../command-http.js'
 import { namedOrManagedCrds } from '../../select/managed-crds.js'
 import type { KubeHttp } from '../../kube/http.js'
 import { pageRequest } from '../../kube/list-pages.js'
@@ -46,31 +46,29 @@ export const DEFAULT_MEASURE: MeasureSettings = { samples: 200, budgetMs: 5000 }
 
 /** `crd-migrator plan [CRD...]`; exit code 1 when a named CRD does not exist. */
 export async function runPlanCommand(config: Config, out: NodeJS.WritableStream, options: PlanCommandOptions): Promise<number> {
-  const http = commandHttp(
-    config,
-    'plan',
-    options.logger,
-    options.client,
-    // `plan --measure` writes (dry run) at the migrator's concurrency, and needs its sockets.
-    options.measure ? { maxSockets: config.migrator.concurrency } : {},
+  const report = await closing(
+    commandHttp(
+      config,
+      'plan',
+      options.logger,
+      options.client,
+      // `plan --measure` writes (dry run) at the migrator's concurrency, and needs its sockets.
+      options.measure ? { maxSockets: config.migrator.concurrency } : {},
+    ),
+    (http) => planFleet(http, config, options),
   )
-  try {
-    const report = await planFleet(http, config, options)
-    if (isData(options.format)) out.write(renderData(report, options.format))
-    else if (options.format === 'name') out.write(renderNames(report.rows.map((r) => r.name)))
-    else
-      out.write(
-        report.rows.length
-          ? formatPlan(report, options.scan, options.format === 'wide')
-          : options.names.length
-            ? ''
-            : 'no managed CRDs (see -l/--selector, --crds)\n',
-      )
-    for (const name of report.missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
-    return report.missing.length ? 1 : 0
-  } finally {
-    http.close()
-  }
+  if (isData(options.format)) out.write(renderData(report, options.format))
+  else if (options.format === 'name') out.write(renderNames(report.rows.map((r) => r.name)))
+  else
+    out.write(
+      report.rows.length
+        ? formatPlan(report, options.scan, options.format === 'wide')
+        : options.names.length
+          ? ''
+          : 'no managed CRDs (see -l/--selector, --crds)\n',
+    )
+  for (const name of report.missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
+  return report.missing.length ? 1 : 0
 }
 
 /** The plan of the named (or managed) CRDs, through the caller's client: the CLI's, or the bench's. */

@@ -1,6 +1,6 @@
 import type { Config } from '../../config/schema.js'
 import { CrdSelection } from '../../select/selector.js'
-import { commandHttp } from '../command-http.js'
+import { closing, commandHttp } from '../command-http.js'
 import { errorMessage } from '../../errors.js'
 import { getCrd, listCrds } from '../../kube/crds.js'
 import {
@@ -217,12 +217,7 @@ const PARALLEL_GETS = 8
  * list finds (named in the config, or carrying our state), then GET.
  */
 export async function runStatusCommand(config: Config, out: NodeJS.WritableStream, options: StatusCommandOptions): Promise<number> {
-  const http = commandHttp(config, 'status', options.logger, options.client)
-  try {
-    return await showStatus(http, config, out, options)
-  } finally {
-    http.close()
-  }
+  return closing(commandHttp(config, 'status', options.logger, options.client), (http) => showStatus(http, config, out, options))
 }
 
 /** `status` through a client of the caller's. */
