@@ -59,6 +59,8 @@ export const READ_ONLY_DESCRIPTIONS: Readonly<Record<string, string>> = {
 /** kubectl's short forms of the settings that mean the same there. */
 const SHORT: Readonly<Record<string, string>> = { selector: '-l' }
 
+const collect = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), value]
+
 const PLACEHOLDER: Readonly<Record<Setting['kind'], string>> = { string: 'value', int: 'n', number: 'n', list: 'a,b', boolean: '' }
 
 /**
@@ -103,7 +105,7 @@ export function addConfigOptions(
     const choices = settingChoices(s)
     if (choices) option.argChoices = [...choices]
     // A list flag may be given more than once, as kubectl's are: each value is kept.
-    if (s.kind === 'list') option.argParser((value: string, previous: string[] | undefined) => [...(previous ?? []), value])
+    if (s.kind === 'list') option.argParser(collect)
     cmd.addOption(describeSettingOption(option, help))
   }
   return cmd
@@ -249,8 +251,6 @@ function parseVerbosity(text: string): number {
   if (!/^\d+$/.test(text.trim())) throw new InvalidArgumentError('a number from 0 (warnings) to 6 and up (every request)')
   return Number(text)
 }
-
-const collect = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), value]
 
 function addClientFlags(cmd: Command): Command {
   return cmd
