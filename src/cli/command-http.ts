@@ -28,3 +28,12 @@ export function commandHttp(
     ...(logger ? { logger } : {}),
   })
 }
+
+/** What `use` makes of a client, closed afterwards whatever happens. */
+export async function closing<T>(http: KubeHttp, use: (http: KubeHttp) => Promise<T>): Promise<T> {
+  try {
+    return await use(http)
+  } finally {
+    http.close()
+  }
+}

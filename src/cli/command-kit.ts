@@ -14,6 +14,7 @@ import type { Impersonation } from '../kube/request-options.js'
 import { ConfigError, InterruptedError } from '../errors.js'
 import { describeSettingOption, markNegatable } from './help.js'
 import { exitCodeFor } from './interrupt.js'
+import type { OutputFormat } from './output.js'
 
 /** commander's values of one command's flags. */
 export type FlagValues = Record<string, unknown>
@@ -57,6 +58,8 @@ export const READ_ONLY_DESCRIPTIONS: Readonly<Record<string, string>> = {
 
 /** kubectl's short forms of the settings that mean the same there. */
 const SHORT: Readonly<Record<string, string>> = { selector: '-l' }
+
+const collect = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), value]
 
 const PLACEHOLDER: Readonly<Record<Setting['kind'], string>> = { string: 'value', int: 'n', number: 'n', list: 'a,b', boolean: '' }
 
@@ -102,7 +105,7 @@ export function addConfigOptions(
     const choices = settingChoices(s)
     if (choices) option.argChoices = [...choices]
     // A list flag may be given more than once, as kubectl's are: each value is kept.
-    if (s.kind === 'list') option.argParser((value: string, previous: string[] | undefined) => [...(previous ?? []), value])
+    if (s.kind === 'list') option.argParser(collect)
     cmd.addOption(describeSettingOption(option, help))
   }
   return cmd
@@ -196,6 +199,16 @@ export function shutdownSignal(log: Logger | undefined): AbortSignal {
 // kubectl's client flags, meaning what they mean there. Plain flags, not config-file
 // settings: they are about one invocation.
 
+/** What the runs of the read-only commands (status, check, plan) all take. */
+export interface ReadCommandOptions {
+  /** Where the client says it retries a server that never answered (--connect-attempts). */
+  logger?: Logger
+  format: OutputFormat
+  /** --request-timeout, --as. */
+  client?: ClientFlags
+  signal?: AbortSignal
+}
+
 /** What the transport takes from these flags (kube/client.ts kubeHttp). */
 export interface ClientFlags {
   /** 0: no deadline. */
@@ -238,8 +251,6 @@ function parseVerbosity(text: string): number {
   if (!/^\d+$/.test(text.trim())) throw new InvalidArgumentError('a number from 0 (warnings) to 6 and up (every request)')
   return Number(text)
 }
-
-const collect = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), value]
 
 function addClientFlags(cmd: Command): Command {
   return cmd

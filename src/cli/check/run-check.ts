@@ -1,11 +1,10 @@
-import type { Logger } from 'pino'
 /** `check --drop VERSION` / `check --manifests PATH...`: is it safe to remove a version? A verdict per CRD and version, and an exit code. */
 import type { Config } from '../../config/schema.js'
 import { preflightLossless } from '../../migrator/lossless/preflight.js'
 import { settingsFor } from '../../migrator/crd-settings.js'
 import { planCrd } from '../../migrator/plan.js'
 import { ConfigError } from '../../errors.js'
-import { commandHttp } from '../command-http.js'
+import { closing, commandHttp } from '../command-http.js'
 import type { KubeHttp } from '../../kube/http.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
 import { crdsByName, namedOrManagedCrds } from '../../select/managed-crds.js'
@@ -23,16 +22,13 @@ import {
   type VersionGate,
 } from '../../check/manifest-resources.js'
 import { applyFixes, formatFixes, planFixes, type FixOutcome } from '../../check/manifest-fix.js'
-import { isData, renderData, type OutputFormat } from '../output.js'
-import type { ClientFlags } from '../command-kit.js'
+import { isData, renderData } from '../output.js'
+import type { ReadCommandOptions } from '../command-kit.js'
 
 /** The exit code when some version is not safe to drop (0: every one is; 1: a request or lookup failed; 2: usage). */
 export const EXIT_NOT_SAFE = 3
 
-export interface CheckCommandOptions {
-  /** Where the client says it retries a server that never answered (--connect-attempts). */
-  logger?: Logger
-  format: OutputFormat
+export interface CheckCommandOptions extends ReadCommandOptions {
   /** CRDs to check, managed or not; every managed one when empty (and no manifests). */
   names: readonly string[]
   /** The version to drop; without it, each manifest CRD's versions the manifest no longer lists. */
@@ -47,9 +43,6 @@ export interface CheckCommandOptions {
   dryRun?: boolean
   /** A selection that matches no CRD is not an error (exit 0). */
   allowEmpty?: boolean
-  /** --request-timeout, --as. */
-  client?: ClientFlags
-  signal?: AbortSignal
 }
 
 /** What `-o json|yaml` prints. */
@@ -90,8 +83,7 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
   checkUsage(options)
   // Manifests are read before the cluster is asked: a bad file is a usage error, whatever the cluster.
   const manifests = options.manifests?.length ? readManifests(options.manifests, options.drop !== undefined) : undefined
-  const http = commandHttp(config, 'check', options.logger, options.client)
-  try {
+  return closing(commandHttp(config, 'check', options.logger, options.client), async (http) => {
     const { targets, missing, gates } = manifests
       ? await manifestTargets(http, manifests, options.drop)
       : { ...(await clusterTargets(http, config, options.names, options.drop!)), gates: [] }
@@ -142,9 +134,7 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
       return 1
     }
     return verdicts.every((r) => r.safe) ? 0 : EXIT_NOT_SAFE
-  } finally {
-    http.close()
-  }
+  })
 }
 
 /**

@@ -6,7 +6,7 @@ import type { KubeHttp } from '../../kube/http.js'
 import { describeError, errorCode } from '../../errors.js'
 import { plainText } from '../../sanitize.js'
 import { isData, renderData, renderNames, type OutputFormat } from '../output.js'
-import { commandHttp } from '../command-http.js'
+import { closing, commandHttp } from '../command-http.js'
 import type { ClientFlags } from '../command-kit.js'
 import { managedCrds } from '../../select/managed-crds.js'
 import { KubeEventRecorder } from '../../kube/events.js'
@@ -72,9 +72,9 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
     maxSockets: (Math.max(config.migrator.concurrency, 4) + parallel - 1) * 2,
     ...(options.serverDryRun ? { dryRun: true } : {}),
   })
-  const owner = `cli:${os.userInfo().username}@${os.hostname()}`
-  const overrides = { force: options.force === true }
-  try {
+  return closing(http, async () => {
+    const owner = `cli:${os.userInfo().username}@${os.hostname()}`
+    const overrides = { force: options.force === true }
     const format = options.format ?? 'text'
     if (options.selector !== undefined && names.length === 0) {
       // Exactly what the selector matches, as kubectl -l (not the config's --crds names).
@@ -172,9 +172,7 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
       return interrupt.exitCode
     }
     return failed ? 1 : 0
-  } finally {
-    http.close()
-  }
+  })
 }
 
 /** One dry run mode of `migrate` (migrator/dry-run.ts): its run of one CRD, and how its report is told. */

@@ -1,4 +1,3 @@
-import type { Logger } from 'pino'
 /**
  * `plan [CRD...]`: which CRDs need work, how many writes, roughly how long (check/fleet-plan.ts).
  * Reads only (a one-object list per CRD for its count, a metadata list for managedFields);
@@ -6,7 +5,7 @@ import type { Logger } from 'pino'
  */
 import type { Config } from '../../config/schema.js'
 import { isForbidden } from '../../kube/api-errors.js'
-import { commandHttp } from '../command-http.js'
+import { closing, commandHttp } from '../command-http.js'
 import { namedOrManagedCrds } from '../../select/managed-crds.js'
 import type { KubeHttp } from '../../kube/http.js'
 import { pageRequest } from '../../kube/list-pages.js'
@@ -22,23 +21,17 @@ import { servedVersionToList } from '../../check/drop-evidence.js'
 import { CONSTANT_BASIS, planRow, planSummary, type PlanInput } from '../../check/fleet-plan.js'
 import { measureWrites } from '../../check/measure-writes.js'
 import { describeBasis, measuredBasis, objectsPerSecond, objectsPerSecondRange, type WriteSample } from '../../check/write-rate.js'
-import { isData, renderData, renderNames, type OutputFormat } from '../output.js'
-import type { ClientFlags } from '../command-kit.js'
+import { isData, renderData, renderNames } from '../output.js'
+import type { ReadCommandOptions } from '../command-kit.js'
 import { formatPlan, type PlanReport } from './plan-format.js'
 
-export interface PlanCommandOptions {
-  /** Where the client says it retries a server that never answered (--connect-attempts). */
-  logger?: Logger
-  format: OutputFormat
+export interface PlanCommandOptions extends ReadCommandOptions {
   /** CRDs to plan, managed or not; every managed one when empty. */
   names: readonly string[]
   /** Read every object's metadata for the managedFields to clean (default); off: counts only. */
   scan: boolean
   /** Measure the write rate with dry-run writes (--measure) instead of the bench's constant. */
   measure?: MeasureSettings | undefined
-  /** --request-timeout, --as. */
-  client?: ClientFlags
-  signal?: AbortSignal
 }
 
 export interface MeasureSettings {
@@ -53,31 +46,29 @@ export const DEFAULT_MEASURE: MeasureSettings = { samples: 200, budgetMs: 5000 }
 
 /** `crd-migrator plan [CRD...]`; exit code 1 when a named CRD does not exist. */
 export async function runPlanCommand(config: Config, out: NodeJS.WritableStream, options: PlanCommandOptions): Promise<number> {
-  const http = commandHttp(
-    config,
-    'plan',
-    options.logger,
-    options.client,
-    // `plan --measure` writes (dry run) at the migrator's concurrency, and needs its sockets.
-    options.measure ? { maxSockets: config.migrator.concurrency } : {},
+  const report = await closing(
+    commandHttp(
+      config,
+      'plan',
+      options.logger,
+      options.client,
+      // `plan --measure` writes (dry run) at the migrator's concurrency, and needs its sockets.
+      options.measure ? { maxSockets: config.migrator.concurrency } : {},
+    ),
+    (http) => planFleet(http, config, options),
   )
-  try {
-    const report = await planFleet(http, config, options)
-    if (isData(options.format)) out.write(renderData(report, options.format))
-    else if (options.format === 'name') out.write(renderNames(report.rows.map((r) => r.name)))
-    else
-      out.write(
-        report.rows.length
-          ? formatPlan(report, options.scan, options.format === 'wide')
-          : options.names.length
-            ? ''
-            : 'no managed CRDs (see -l/--selector, --crds)\n',
-      )
-    for (const name of report.missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
-    return report.missing.length ? 1 : 0
-  } finally {
-    http.close()
-  }
+  if (isData(options.format)) out.write(renderData(report, options.format))
+  else if (options.format === 'name') out.write(renderNames(report.rows.map((r) => r.name)))
+  else
+    out.write(
+      report.rows.length
+        ? formatPlan(report, options.scan, options.format === 'wide')
+        : options.names.length
+          ? ''
+          : 'no managed CRDs (see -l/--selector, --crds)\n',
+    )
+  for (const name of report.missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
+  return report.missing.length ? 1 : 0
 }
 
 /** The plan of the named (or managed) CRDs, through the caller's client: the CLI's, or the bench's. */

@@ -1,7 +1,6 @@
-import type { Logger } from 'pino'
 import type { Config } from '../../config/schema.js'
 import { CrdSelection } from '../../select/selector.js'
-import { commandHttp } from '../command-http.js'
+import { closing, commandHttp } from '../command-http.js'
 import { errorMessage } from '../../errors.js'
 import { getCrd, listCrds } from '../../kube/crds.js'
 import {
@@ -24,8 +23,8 @@ import { runInParallel } from '../../migrator/parallel.js'
 import { describeFreeze, freezeLiveness, readCrdState, type CrdState, type FreezeLiveness } from '../../state/crd-state.js'
 import { ellipsize, plainText, sanitizeText } from '../../sanitize.js'
 import { clockDuration } from '../../duration.js'
-import { isData, renderData, renderNames, type OutputFormat } from '../output.js'
-import type { ClientFlags } from '../command-kit.js'
+import { isData, renderData, renderNames } from '../output.js'
+import type { ReadCommandOptions } from '../command-kit.js'
 import { etaSeconds, fleetState, formatSummary, summarize, type FleetState, type StatusSummary } from './status-summary.js'
 
 export interface StatusRow {
@@ -198,21 +197,15 @@ export function formatTable(rows: StatusRow[], widths?: number[], wide = false):
   return [formatRow('header', w, wide), ...rows.map((r) => formatRow(r, w, wide))].join('')
 }
 
-export interface StatusCommandOptions {
-  /** Where the client says it retries a server that never answered (--connect-attempts). */
-  logger?: Logger
-  format: OutputFormat
+export interface StatusCommandOptions extends ReadCommandOptions {
   /** CRDs to show, managed or not; all managed ones when empty. */
   names: readonly string[]
   /** The summary only (counts by state, in flight, queued, ETA), not the table. */
   summary?: boolean
   /** Keep watching, printing each change (a row, or the summary) until `signal` aborts: kubectl get -w. */
   watch?: boolean
-  /** --request-timeout, --as. */
-  client?: ClientFlags
   /** -l on the command line: exactly the CRDs it matches (kubectl), not those carrying our state besides. */
   selectorOnly?: boolean
-  signal?: AbortSignal
 }
 
 /** GETs at once, when reading CRDs one by one. */
@@ -224,12 +217,7 @@ const PARALLEL_GETS = 8
  * list finds (named in the config, or carrying our state), then GET.
  */
 export async function runStatusCommand(config: Config, out: NodeJS.WritableStream, options: StatusCommandOptions): Promise<number> {
-  const http = commandHttp(config, 'status', options.logger, options.client)
-  try {
-    return await showStatus(http, config, out, options)
-  } finally {
-    http.close()
-  }
+  return closing(commandHttp(config, 'status', options.logger, options.client), (http) => showStatus(http, config, out, options))
 }
 
 /** `status` through a client of the caller's. */

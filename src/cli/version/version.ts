@@ -32,13 +32,11 @@ export function registerVersion(program: Command): void {
       if (!flagReader(opts).on('client')) {
         try {
           const { config, log, client } = shortCommandSetup(cmd, opts)
-          const { commandHttp } = await import('../command-http.js')
-          const http = commandHttp(config, 'version', log, client)
-          try {
-            serverVersion = (await http.request<ServerVersion>({ method: 'GET', path: '/version' })).body
-          } finally {
-            http.close()
-          }
+          const { closing, commandHttp } = await import('../command-http.js')
+          serverVersion = await closing(
+            commandHttp(config, 'version', log, client),
+            async (http) => (await http.request<ServerVersion>({ method: 'GET', path: '/version' })).body,
+          )
         } catch (err) {
           failure = err
         }
