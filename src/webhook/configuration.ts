@@ -215,20 +215,8 @@ export function renderWebhookConfiguration(options: WebhookConfigurationOptions)
       timeoutSeconds: options.timeoutSeconds ?? 5,
       clientConfig: freezeAllowed ? withSuffix(clientConfig, FREEZE_ALLOWED_SUFFIX) : clientConfig,
       rules: [
-        {
-          apiGroups: ['apiextensions.k8s.io'],
-          apiVersions: ['v1'],
-          operations: ['CREATE', 'UPDATE', 'DELETE'],
-          resources: ['customresourcedefinitions'],
-          scope: 'Cluster',
-        },
-        {
-          apiGroups: ['apiextensions.k8s.io'],
-          apiVersions: ['v1'],
-          operations: ['UPDATE'],
-          resources: ['customresourcedefinitions/status'],
-          scope: 'Cluster',
-        },
+        crdRule(['CREATE', 'UPDATE', 'DELETE'], 'customresourcedefinitions'),
+        crdRule(['UPDATE'], 'customresourcedefinitions/status'),
       ],
       matchConditions: [
         {
@@ -249,6 +237,11 @@ export function renderWebhookConfiguration(options: WebhookConfigurationOptions)
     metadata,
     webhooks: [entry(false), entry(true)],
   }
+}
+
+/** A rule for v1 CRDs (the object or a subresource of it). */
+function crdRule(operations: string[], resource: string): ValidatingWebhook['rules'][number] {
+  return { apiGroups: ['apiextensions.k8s.io'], apiVersions: ['v1'], operations, resources: [resource], scope: 'Cluster' }
 }
 
 export function renderWebhookConfigurationYaml(options: WebhookConfigurationOptions): string {

@@ -87,6 +87,11 @@ function frozenBy(by: FreezeSource, ctx: MessageContext): string {
     : `condition ${STORAGE_MIGRATING}=True: Kubernetes' built-in StorageVersionMigration runs`
 }
 
+/** How each refusal of a frozen CRD opens: which CRD, frozen by whom. */
+function frozenCrd(ctx: MessageContext, by: FreezeSource): string {
+  return `CustomResourceDefinition "${ctx.crdName}" is frozen for a storage version migration (${frozenBy(by, ctx)})`
+}
+
 function whatToDo(ctx: MessageContext, by: FreezeSource = 'annotation'): string {
   const { crdName, policy } = ctx
   if (by === 'builtin') {
@@ -118,8 +123,7 @@ export function deleteFrozen(ctx: MessageContext, by: FreezeSource): Violation {
     reason: 'delete-frozen',
     summary: `delete of frozen CRD ${crdName}`,
     message:
-      `CustomResourceDefinition "${crdName}" is frozen for a storage version migration ` +
-      `(${frozenBy(by, ctx)}); deleting it now ` +
+      `${frozenCrd(ctx, by)}; deleting it now ` +
       `would delete all of its custom resources mid-migration, and nobody may. ${whatToDo(ctx, by)}`,
   }
 }
@@ -130,8 +134,7 @@ export function storageFrozen(ctx: MessageContext, by: FreezeSource, before: Set
     reason: 'storage-version-frozen',
     summary: `storage version ${formatVersions(before)} -> ${formatVersions(after)} on frozen CRD ${crdName}`,
     message:
-      `CustomResourceDefinition "${crdName}" is frozen for a storage version migration ` +
-      `(${frozenBy(by, ctx)}): changing the ` +
+      `${frozenCrd(ctx, by)}: changing the ` +
       `storage version from ${formatVersions(before)} to ${formatVersions(after)} is not allowed ` +
       `while the migration runs, for any user. ${whatToDo(ctx, by)}`,
   }
@@ -145,8 +148,7 @@ export function servedFrozen(ctx: MessageContext, by: FreezeSource, unserved: re
     reason: 'served-versions-frozen',
     summary: `version ${versions} unserved on frozen CRD ${crdName}`,
     message:
-      `CustomResourceDefinition "${crdName}" is frozen for a storage version migration ` +
-      `(${frozenBy(by, ctx)}): version ${versions} holds its objects (the storage version or status.storedVersions ` +
+      `${frozenCrd(ctx, by)}: version ${versions} holds its objects (the storage version or status.storedVersions ` +
       `${formatVersions(holding)}), and no longer serving it now would make them unreadable mid-migration; ` +
       `not allowed while the migration runs, for any user. ${whatToDo(ctx, by)}`,
   }
@@ -163,8 +165,7 @@ export function conversionFrozen(ctx: MessageContext, by: FreezeSource, before: 
     reason: 'conversion-frozen',
     summary: `spec.conversion changed on frozen CRD ${crdName}`,
     message:
-      `CustomResourceDefinition "${crdName}" is frozen for a storage version migration ` +
-      `(${frozenBy(by, ctx)}): changing spec.conversion (strategy ${describe(before)} -> ${describe(after)}, or its webhook) ` +
+      `${frozenCrd(ctx, by)}: changing spec.conversion (strategy ${describe(before)} -> ${describe(after)}, or its webhook) ` +
       `would send every object the migration reads and writes through another converter; not allowed while the ` +
       `migration runs, for any user. ${whatToDo(ctx, by)}`,
   }

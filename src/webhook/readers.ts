@@ -68,15 +68,21 @@ export function sameValue(a: string | undefined, b: string | undefined): boolean
   return a === b && a !== NOT_A_STRING
 }
 
-/** Names of the versions with `storage: true`, or a description of why they cannot be read. */
-export function storageVersions(crd: JsonObject): Set<string> | string {
+/** spec.versions, or why it cannot be read. */
+function versionsOf(crd: JsonObject): unknown[] | string {
   const spec = crd['spec']
-  if (spec === undefined) return new Set()
+  if (spec === undefined) return []
   if (!isObject(spec)) return 'has a spec that is not an object'
   const versions = spec['versions']
   // A CRD without versions has no storage version; the API server rejects it anyway.
-  if (versions === undefined || versions === null) return new Set()
-  if (!Array.isArray(versions)) return 'has spec.versions that is not an array'
+  if (versions === undefined || versions === null) return []
+  return Array.isArray(versions) ? versions : 'has spec.versions that is not an array'
+}
+
+/** Names of the versions with `storage: true`, or a description of why they cannot be read. */
+export function storageVersions(crd: JsonObject): Set<string> | string {
+  const versions = versionsOf(crd)
+  if (typeof versions === 'string') return versions
   const names = new Set<string>()
   for (const [index, version] of versions.entries()) {
     if (!isObject(version)) return `has spec.versions[${index}] that is not an object`
@@ -90,12 +96,8 @@ export function storageVersions(crd: JsonObject): Set<string> | string {
 
 /** Whether each version of spec.versions is served (`served: true`), or why they cannot be read. */
 export function servedVersions(crd: JsonObject): Map<string, boolean> | string {
-  const spec = crd['spec']
-  if (spec === undefined) return new Map()
-  if (!isObject(spec)) return 'has a spec that is not an object'
-  const versions = spec['versions']
-  if (versions === undefined || versions === null) return new Map()
-  if (!Array.isArray(versions)) return 'has spec.versions that is not an array'
+  const versions = versionsOf(crd)
+  if (typeof versions === 'string') return versions
   const served = new Map<string, boolean>()
   for (const [index, version] of versions.entries()) {
     if (!isObject(version)) return `has spec.versions[${index}] that is not an object`
@@ -138,11 +140,7 @@ export function storageMigratingStatuses(crd: JsonObject): string[] {
 
 /** The object's StorageMigrating condition is True (a condition list that cannot be read counts as not). */
 export function builtinMigrating(crd: JsonObject): boolean {
-  const status = crd['status']
-  if (!isObject(status)) return false
-  const conditions = status['conditions']
-  if (!Array.isArray(conditions)) return false
-  return conditions.some((c) => isObject(c) && c['type'] === STORAGE_MIGRATING && c['status'] === 'True')
+  return storageMigratingStatuses(crd).includes('True')
 }
 
 /**

@@ -114,6 +114,22 @@ function requireObject(obj: JsonObject, key: string, path: string): JsonObject {
   return value
 }
 
+/** The object `obj[key]` with each of `fields` a string, in the order checked. */
+function requireStrings<K extends string>(obj: JsonObject, key: string, fields: readonly K[], path: string): Record<K, string> {
+  const inner = requireObject(obj, key, path)
+  const out = {} as Record<K, string>
+  for (const field of fields) out[field] = requireString(inner, field, `${path}.${key}`)
+  return out
+}
+
+function requireStringArray(value: unknown, path: string): string[] {
+  if (!Array.isArray(value)) fail(path, 'an array of strings', value)
+  value.forEach((v, i) => {
+    if (typeof v !== 'string') fail(`${path}[${i}]`, 'a string', v)
+  })
+  return value as string[]
+}
+
 /** `body` is already JSON-decoded. */
 export function parseAdmissionReview(body: unknown): ParseReviewResult {
   try {
@@ -135,18 +151,8 @@ function parseOrThrow(body: unknown): AdmissionRequest {
 
   const uid = requireString(request, 'uid', path, { nonEmpty: true })
 
-  const kindObj = requireObject(request, 'kind', path)
-  const kind: GroupVersionKind = {
-    group: requireString(kindObj, 'group', `${path}.kind`),
-    version: requireString(kindObj, 'version', `${path}.kind`),
-    kind: requireString(kindObj, 'kind', `${path}.kind`),
-  }
-  const resourceObj = requireObject(request, 'resource', path)
-  const resource: GroupVersionResource = {
-    group: requireString(resourceObj, 'group', `${path}.resource`),
-    version: requireString(resourceObj, 'version', `${path}.resource`),
-    resource: requireString(resourceObj, 'resource', `${path}.resource`),
-  }
+  const kind: GroupVersionKind = requireStrings(request, 'kind', ['group', 'version', 'kind'], path)
+  const resource: GroupVersionResource = requireStrings(request, 'resource', ['group', 'version', 'resource'], path)
 
   const operation = request['operation']
   if (typeof operation !== 'string' || !(ADMISSION_OPERATIONS as readonly string[]).includes(operation)) {
@@ -156,24 +162,18 @@ function parseOrThrow(body: unknown): AdmissionRequest {
   const userInfoObj = requireObject(request, 'userInfo', path)
   // username and groups are omitempty in the API types, so absent means empty.
   const username = optionalString(userInfoObj, 'username', `${path}.userInfo`) ?? ''
-  const groupsValue = userInfoObj['groups'] ?? []
-  if (!Array.isArray(groupsValue)) fail(`${path}.userInfo.groups`, 'an array of strings', groupsValue)
-  groupsValue.forEach((group, i) => {
-    if (typeof group !== 'string') fail(`${path}.userInfo.groups[${i}]`, 'a string', group)
-  })
-  const userInfo: AdmissionUserInfo = { username, groups: groupsValue as string[] }
+  const groups = requireStringArray(userInfoObj['groups'] ?? [], `${path}.userInfo.groups`)
+  const userInfo: AdmissionUserInfo = { username, groups }
   const userUid = optionalString(userInfoObj, 'uid', `${path}.userInfo`)
   if (userUid !== undefined) userInfo.uid = userUid
   const extra = parseExtra(userInfoObj['extra'], `${path}.userInfo.extra`)
   if (extra !== undefined) userInfo.extra = extra
 
   const parsed: AdmissionRequest = { uid, kind, resource, operation: operation as AdmissionOperation, userInfo }
-  const subResource = optionalString(request, 'subResource', path)
-  if (subResource) parsed.subResource = subResource
-  const name = optionalString(request, 'name', path)
-  if (name) parsed.name = name
-  const namespace = optionalString(request, 'namespace', path)
-  if (namespace) parsed.namespace = namespace
+  for (const key of ['subResource', 'name', 'namespace'] as const) {
+    const value = optionalString(request, key, path)
+    if (value) parsed[key] = value
+  }
   const dryRun = request['dryRun']
   if (dryRun !== undefined && dryRun !== null && typeof dryRun !== 'boolean') {
     fail(`${path}.dryRun`, 'a boolean', dryRun)
@@ -193,11 +193,7 @@ function parseExtra(value: unknown, path: string): Record<string, string[]> | un
   const extra: Record<string, string[]> = Object.create(null) as Record<string, string[]>
   for (const [key, values] of Object.entries(value)) {
     if (values === null) continue
-    if (!Array.isArray(values)) fail(`${path}[${JSON.stringify(headOf(key, 60))}]`, 'an array of strings', values)
-    values.forEach((v, i) => {
-      if (typeof v !== 'string') fail(`${path}[${JSON.stringify(headOf(key, 60))}][${i}]`, 'a string', v)
-    })
-    extra[key] = values as string[]
+    extra[key] = requireStringArray(values, `${path}[${JSON.stringify(headOf(key, 60))}]`)
   }
   return extra
 }

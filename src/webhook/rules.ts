@@ -147,33 +147,26 @@ function updateViolations(input: AdmissionInput, ctx: DecisionContext): Violatio
   const frozen = isFrozen(oldObject, policy)
   const builtin = builtinMigrating(oldObject)
 
-  const violations: Violation[] = []
+  const found: Array<Violation | undefined> = []
   if (frozen || builtin) {
     const by: FreezeSource = frozen ? 'annotation' : 'builtin'
-    const storage = storageViolation(oldObject, object, ctx, by)
-    if (storage) violations.push(storage)
-    const served = servedViolation(oldObject, object, ctx, by)
-    if (served) violations.push(served)
-    const conversion = conversionViolation(oldObject, object, ctx, by)
-    if (conversion) violations.push(conversion)
+    found.push(
+      storageViolation(oldObject, object, ctx, by),
+      servedViolation(oldObject, object, ctx, by),
+      conversionViolation(oldObject, object, ctx, by),
+    )
   }
-  if (!ctx.identity.migrator && !ctx.identity.builtinMigrator) {
-    const condition = builtinConditionViolation(oldObject, object, ctx)
-    if (condition) violations.push(condition)
-  }
+  if (!ctx.identity.migrator && !ctx.identity.builtinMigrator) found.push(builtinConditionViolation(oldObject, object, ctx))
   if (frozen && !ctx.identity.migrator) {
-    const stored = storedVersionsViolation(oldObject, object, input.subResource, ctx)
-    if (stored) violations.push(stored)
-    const deferred = builtinDeferredViolation(oldObject, object, ctx)
-    if (deferred) violations.push(deferred)
+    found.push(storedVersionsViolation(oldObject, object, input.subResource, ctx), builtinDeferredViolation(oldObject, object, ctx))
   }
-  if (ctx.identity.migrator) return violations
-  const oldValue = annotationValue(oldObject, policy.migratingAnnotation)
-  const newValue = annotationValue(object, policy.migratingAnnotation)
-  if (!sameValue(oldValue, newValue)) violations.push(messages.migratingGuarded(ctx, oldValue, newValue))
-  const state = stateViolation(oldObject, object, frozen, ctx)
-  if (state) violations.push(state)
-  return violations
+  if (!ctx.identity.migrator) {
+    const oldValue = annotationValue(oldObject, policy.migratingAnnotation)
+    const newValue = annotationValue(object, policy.migratingAnnotation)
+    if (!sameValue(oldValue, newValue)) found.push(messages.migratingGuarded(ctx, oldValue, newValue))
+    found.push(stateViolation(oldObject, object, frozen, ctx))
+  }
+  return found.filter((v) => v !== undefined)
 }
 
 function createViolations(input: AdmissionInput, ctx: DecisionContext): Violation[] {
@@ -183,12 +176,9 @@ function createViolations(input: AdmissionInput, ctx: DecisionContext): Violatio
   if (shape) return [shape]
   if (ctx.identity.migrator) return []
   const object = input.object as JsonObject
-  const violations: Violation[] = []
   const value = annotationValue(object, policy.migratingAnnotation)
-  if (value !== undefined) violations.push(messages.migratingGuarded(ctx, undefined, value))
-  const state = stateViolation({}, object, false, ctx)
-  if (state) violations.push(state)
-  return violations
+  const migrating = value === undefined ? undefined : messages.migratingGuarded(ctx, undefined, value)
+  return [migrating, stateViolation({}, object, false, ctx)].filter((v) => v !== undefined)
 }
 
 function deleteViolations(input: AdmissionInput, ctx: DecisionContext): Violation[] {
