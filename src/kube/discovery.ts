@@ -62,13 +62,12 @@ export async function waitForStorageVersion(
   const want = storageVersionHash(crd.group, version, crd.kind)
   const deadline = Date.now() + options.timeoutMs
   const sleepOpts = options.signal ? { signal: options.signal } : undefined
+  const served = options.served ?? servedStorageVersionHash
   let matchedSince: number | undefined
   let seen: string | undefined
   for (;;) {
     try {
-      seen = options.served
-        ? await options.served(http, crd.group, version, crd.plural, want)
-        : await servedStorageVersionHash(http, crd.group, version, crd.plural)
+      seen = await served(http, crd.group, version, crd.plural, want)
     } catch {
       seen = undefined // discovery briefly 404s or 503s right after a change
     }
