@@ -112,6 +112,13 @@ export const isGone = (err: unknown): boolean => err instanceof KubeApiError && 
 export const isTooManyRequests = (err: unknown): boolean => err instanceof KubeApiError && err.status === 429
 export const isForbidden = (err: unknown): boolean => err instanceof KubeApiError && err.status === 403
 
+/** What `request` resolves to, or undefined when the API server answers 404. */
+export const unlessNotFound = <T>(request: Promise<T>): Promise<T | undefined> =>
+  request.catch((err: unknown) => {
+    if (isNotFound(err)) return undefined
+    throw err
+  })
+
 /** The causes an API error carries (`details.causes`), each with the fields it has as strings. */
 export function statusCauses(err: unknown): StatusCause[] {
   const causes = err instanceof KubeApiError ? err.details?.causes : undefined

@@ -8,7 +8,7 @@
  */
 import type { CrdCondition, CustomResourceDefinition } from './types.js'
 import { ContentType, type KubeHttp } from './http.js'
-import { isNotFound } from './api-errors.js'
+import { isNotFound, unlessNotFound } from './api-errors.js'
 import { sanitizeText } from '../sanitize.js'
 
 export const BUILTIN_MIGRATION_GROUP = 'storagemigration.k8s.io'
@@ -99,14 +99,12 @@ export function builtinMigrationRunning(crd: Pick<CustomResourceDefinition, 'sta
 
 /** The version of the API this server serves (v1, else v1beta1), or undefined when it serves none. */
 export async function builtinMigrationApi(http: KubeHttp): Promise<string | undefined> {
-  try {
-    const res = await http.request<{ versions?: Array<{ version?: string }> }>({ method: 'GET', path: `/apis/${BUILTIN_MIGRATION_GROUP}` })
-    const served = new Set((res.body.versions ?? []).map((v) => v.version))
-    return BUILTIN_MIGRATION_VERSIONS.find((v) => served.has(v))
-  } catch (err) {
-    if (isNotFound(err)) return undefined
-    throw err
-  }
+  const res = await unlessNotFound(
+    http.request<{ versions?: Array<{ version?: string }> }>({ method: 'GET', path: `/apis/${BUILTIN_MIGRATION_GROUP}` }),
+  )
+  if (!res) return undefined
+  const served = new Set((res.body.versions ?? []).map((v) => v.version))
+  return BUILTIN_MIGRATION_VERSIONS.find((v) => served.has(v))
 }
 
 const collection = (version: string) => `/apis/${BUILTIN_MIGRATION_GROUP}/${version}/storageversionmigrations`
@@ -117,12 +115,9 @@ export async function listBuiltinMigrations(http: KubeHttp, version: string): Pr
 }
 
 export async function getBuiltinMigration(http: KubeHttp, version: string, name: string): Promise<BuiltinMigration | undefined> {
-  try {
-    return (await http.request<BuiltinMigration>({ method: 'GET', path: `${collection(version)}/${encodeURIComponent(name)}` })).body
-  } catch (err) {
-    if (isNotFound(err)) return undefined
-    throw err
-  }
+  return (
+    await unlessNotFound(http.request<BuiltinMigration>({ method: 'GET', path: `${collection(version)}/${encodeURIComponent(name)}` }))
+  )?.body
 }
 
 export async function createBuiltinMigration(

@@ -4,8 +4,9 @@ import { delimiter, join } from 'node:path'
 import { isIPv6 } from 'node:net'
 import { KubeHttp, type Impersonation, type KubeHttpOptions } from './http.js'
 import { mergeKubeconfigs, parseKubeconfig, resolveContext, type KubeContext, type Kubeconfig } from './kubeconfig.js'
-import { ConfigError, CrdMigratorError, errorMessage } from '../errors.js'
-import { FileRefused, MAX_CREDENTIAL_FILE_BYTES, MAX_KUBECONFIG_BYTES, readRegularFileSync } from '../regular-file.js'
+import { ConfigError, CrdMigratorError } from '../errors.js'
+import { MAX_CREDENTIAL_FILE_BYTES, MAX_KUBECONFIG_BYTES, readRegularFileSync } from '../regular-file.js'
+import { cannotRead } from './credentials.js'
 
 /** Where a pod's service-account credentials are mounted. */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount'
@@ -76,8 +77,7 @@ function readKubeconfig(file: string): Kubeconfig {
       hint: 'name the kubeconfig file itself (a FIFO or a device is refused, never waited on or read)',
     }).toString('utf8')
   } catch (err) {
-    if (err instanceof FileRefused) throw err
-    throw new CrdMigratorError('CRDM_KUBECONFIG', `cannot read kubeconfig ${file}: ${errorMessage(err)}`, { cause: err })
+    throw cannotRead(`kubeconfig ${file}`, err)
   }
   return parseKubeconfig(source, file)
 }

@@ -6,7 +6,7 @@
  */
 import { createSecureContext } from 'node:tls'
 import { CrdMigratorError, errorMessage } from '../errors.js'
-import { FileRefused, MAX_CREDENTIAL_FILE_BYTES, readRegularFile } from '../regular-file.js'
+import { FileRefused, MAX_CREDENTIAL_FILE_BYTES, readRegularFile, type RegularFileOptions } from '../regular-file.js'
 import { runExecPlugin, type ExecCredentialResult, type ExecTerminal } from './exec-credential.js'
 import type { KubeContext } from './kubeconfig.js'
 
@@ -166,19 +166,26 @@ function impersonationHeaders(context: KubeContext): Record<string, string | str
 
 /** Through regular-file.ts: a FIFO or device is refused at once, never waited on in the thread pool, where no deadline reaches. */
 async function readCredentialFile(path: string, user: string, what: string): Promise<Buffer> {
-  try {
-    return await readRegularFile(path, {
-      what: `${what} ${path} (user ${JSON.stringify(user)})`,
-      code: 'CRDM_KUBECONFIG',
-      maxBytes: MAX_CREDENTIAL_FILE_BYTES,
-      hint: 'credentials are read from regular files only (a FIFO or a device is refused, never waited on or read)',
-    })
-  } catch (err) {
-    if (err instanceof FileRefused) throw err
-    throw new CrdMigratorError('CRDM_KUBECONFIG', `cannot read ${path} (user ${JSON.stringify(user)}): ${errorMessage(err)}`, {
-      cause: err,
-    })
+  const file = `${path} (user ${JSON.stringify(user)})`
+  return readRegularFile(path, credentialFileOptions(`${what} ${file}`)).catch((err: unknown) => {
+    throw cannotRead(file, err)
+  })
+}
+
+/** How a credential file of the kubeconfig is read (regular-file.ts), `what` naming it in messages. */
+export function credentialFileOptions(what: string): RegularFileOptions {
+  return {
+    what,
+    code: 'CRDM_KUBECONFIG',
+    maxBytes: MAX_CREDENTIAL_FILE_BYTES,
+    hint: 'credentials are read from regular files only (a FIFO or a device is refused, never waited on or read)',
   }
+}
+
+/** A refused file as regular-file.ts refused it; any other failure to read `what` as a kubeconfig error. */
+export function cannotRead(what: string, err: unknown): CrdMigratorError {
+  if (err instanceof FileRefused) return err
+  return new CrdMigratorError('CRDM_KUBECONFIG', `cannot read ${what}: ${errorMessage(err)}`, { cause: err })
 }
 
 async function readToken(path: string, user: string): Promise<string> {

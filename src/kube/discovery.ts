@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { KubeHttp } from './http.js'
 import { groupPath, groupVersionPath } from './paths.js'
-import { isNotFound } from './api-errors.js'
+import { unlessNotFound } from './api-errors.js'
 import { CrdMigratorError } from '../errors.js'
 import { wholeSeconds } from '../duration.js'
 
@@ -62,13 +62,12 @@ export async function waitForStorageVersion(
   const want = storageVersionHash(crd.group, version, crd.kind)
   const deadline = Date.now() + options.timeoutMs
   const sleepOpts = options.signal ? { signal: options.signal } : undefined
+  const served = options.served ?? servedStorageVersionHash
   let matchedSince: number | undefined
   let seen: string | undefined
   for (;;) {
     try {
-      seen = options.served
-        ? await options.served(http, crd.group, version, crd.plural, want)
-        : await servedStorageVersionHash(http, crd.group, version, crd.plural)
+      seen = await served(http, crd.group, version, crd.plural, want)
     } catch {
       seen = undefined // discovery briefly 404s or 503s right after a change
     }
@@ -117,12 +116,7 @@ export async function apiGroups(http: KubeHttp): Promise<ApiGroup[]> {
 /** One API group's discovery document (`/apis/<group>`); undefined when it is not served. */
 export async function apiGroup(http: KubeHttp, group: string): Promise<ApiGroup | undefined> {
   if (group === '') return (await apiGroups(http))[0]
-  try {
-    return (await http.request<ApiGroup>({ method: 'GET', path: groupPath(group) })).body
-  } catch (err) {
-    if (isNotFound(err)) return undefined
-    throw err
-  }
+  return (await unlessNotFound(http.request<ApiGroup>({ method: 'GET', path: groupPath(group) })))?.body
 }
 
 /** client-go's ServerPreferredResources (what KSVM's trigger reads), subresources left out; unreadable group versions in `failed`. */

@@ -56,7 +56,7 @@ export async function runExecPlugin(
     spec: { interactive, ...(exec.provideClusterInfo ? { cluster: clusterInfo(cluster) } : {}) },
   }
   const env = { ...process.env, ...Object.fromEntries(exec.env.map((e) => [e.name, e.value])), KUBERNETES_EXEC_INFO: JSON.stringify(info) }
-  const { code, signal, stdout, stderr } = await run(exec.command, exec.args, env, what, exec.installHint, interactive, terminal.stderr)
+  const { code, signal, stdout, stderr } = await run(exec, env, what, interactive, terminal.stderr)
   if (code !== 0) {
     const said = stderr.trim().slice(-2000)
     throw fail(`${what} failed (${signal ?? `exit ${code}`})${said ? `: ${said}` : ''}`)
@@ -117,11 +117,9 @@ function clusterInfo(cluster: KubeCluster): Record<string, unknown> {
 }
 
 function run(
-  command: string,
-  args: string[],
+  { command, args, installHint }: KubeExec,
   env: NodeJS.ProcessEnv,
   what: string,
-  installHint: string | undefined,
   interactive: boolean,
   userStderr: NodeJS.WritableStream,
 ): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }> {

@@ -162,25 +162,19 @@ export class KubeHttp {
   /** A client of the same cluster and credentials that talks to one API server by address. */
   forEndpoint(endpoint: URL, options: Omit<KubeHttpOptions, 'endpoint'> = {}): KubeHttp {
     const { connectAttempts: _ownDefault, ...inherited } = this.options
-    return new KubeHttp(
-      this.context,
-      { ...inherited, environment: this.environment, logger: this.logger, onWarning: this.onWarning, ...options, endpoint },
-      this.credentials,
-    )
+    return this.sibling({ ...inherited, ...options, endpoint })
   }
 
   /** A client of the same server, credentials and options whose every write carries dryRun=All; close it when done. */
   asDryRun(): KubeHttp {
+    return this.sibling({ ...this.options, ...(this.identityHost ? { endpoint: this.server } : {}), dryRun: true })
+  }
+
+  /** A client sharing this one's context, credentials, environment, logger and warning handler. */
+  private sibling(options: KubeHttpOptions): KubeHttp {
     return new KubeHttp(
       this.context,
-      {
-        ...this.options,
-        environment: this.environment,
-        logger: this.logger,
-        onWarning: this.onWarning,
-        ...(this.identityHost ? { endpoint: this.server } : {}),
-        dryRun: true,
-      },
+      { environment: this.environment, logger: this.logger, onWarning: this.onWarning, ...options },
       this.credentials,
     )
   }
@@ -204,14 +198,7 @@ export class KubeHttp {
 
   async request<T = unknown>(req: KubeRequest): Promise<KubeResponse<T>> {
     const { pathname, status, headers, text } = await this.exchange(req)
-    let body: unknown = text
-    if (text !== '' && (headers['content-type'] ?? '').includes('json')) {
-      try {
-        body = JSON.parse(text)
-      } catch {
-        body = text
-      }
-    }
+    const body = text !== '' && (headers['content-type'] ?? '').includes('json') ? jsonOrText(text) : text
     if (status < 200 || status >= 300) {
       const retryAfter = headers['retry-after']
       throw this.apiError(status, req.method, pathname, req.query, body, typeof retryAfter === 'string' ? retryAfter : undefined)
@@ -379,13 +366,7 @@ export class KubeHttp {
             const chunks: Buffer[] = []
             res.on('data', (c: Buffer) => chunks.push(c))
             res.on('end', () => {
-              const text = Buffer.concat(chunks).toString('utf8')
-              let body: unknown = text
-              try {
-                body = JSON.parse(text)
-              } catch {
-                /* not JSON */
-              }
+              const body = jsonOrText(Buffer.concat(chunks).toString('utf8'))
               resolve({
                 unauthorized: status === 401,
                 error: this.apiError(status, req.method, target.pathname, { ...req.query, watch: true }, body),
@@ -425,5 +406,14 @@ export class KubeHttp {
     for (const agent of [this.pools?.requests, this.pools?.streams, ...this.retired]) agent?.destroy()
     this.retired.clear()
     this.pools = undefined
+  }
+}
+
+/** The body parsed as JSON, else left as the text it is. */
+function jsonOrText(text: string): unknown {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return text
   }
 }

@@ -144,6 +144,8 @@ const FileSchema = z.looseObject({
 })
 
 type FileUser = z.infer<typeof UserSchema>
+/** A kubeconfig path made absolute against the file's directory; undefined when unset. */
+type ResolvePath = (p: string | null | undefined) => string | undefined
 
 const fail = (message: string, cause?: unknown) => new CrdMigratorError('CRDM_KUBECONFIG', message, cause === undefined ? {} : { cause })
 
@@ -163,7 +165,7 @@ export function parseKubeconfig(source: string, file?: string): Kubeconfig {
   }
   const data = parsed.data
   const dir = file ? dirname(file) : undefined
-  const path = (p: string | null | undefined) => (p ? (dir && !isAbsolute(p) ? join(dir, p) : p) : undefined)
+  const path: ResolvePath = (p) => (p ? (dir && !isAbsolute(p) ? join(dir, p) : p) : undefined)
   const config: Kubeconfig = { clusters: new Map(), users: new Map(), contexts: new Map(), origin }
   readEntries(data.clusters, 'cluster', ClusterSchema, origin, config.clusters, (name, cluster, where) =>
     clusterFrom(name, cluster, where, path),
@@ -208,12 +210,7 @@ function readEntries<S extends z.ZodType, T extends object>(
   }
 }
 
-function clusterFrom(
-  name: string,
-  cluster: z.infer<typeof ClusterSchema>,
-  where: string,
-  path: (p: string | null | undefined) => string | undefined,
-): KubeCluster {
+function clusterFrom(name: string, cluster: z.infer<typeof ClusterSchema>, where: string, path: ResolvePath): KubeCluster {
   const c: KubeCluster = {
     name,
     server: serverUrl(cluster.server, where),
@@ -232,7 +229,7 @@ function clusterFrom(
   return c
 }
 
-function userFrom(name: string, u: FileUser, where: string, path: (p: string | null | undefined) => string | undefined): KubeUser {
+function userFrom(name: string, u: FileUser, where: string, path: ResolvePath): KubeUser {
   const user: KubeUser = {
     name,
     ...definedOnly({
@@ -322,42 +319,36 @@ export function resolveContext(config: Kubeconfig, requested?: string): KubeCont
   const unusable = (what: Unusable) => fail(`context ${JSON.stringify(name)} cannot be used: ${what.unusable}`)
   if ('unusable' in entry) throw unusable(entry)
   const context = entry
-  const cluster = config.clusters.get(context.cluster)
-  if (!cluster)
-    throw fail(
-      `context ${JSON.stringify(name)} names cluster ${JSON.stringify(context.cluster)}, which the ${config.origin} does not define`,
-    )
-  if ('unusable' in cluster) throw unusable(cluster)
-  let user: KubeUser = { name: '' }
-  if (context.user) {
-    const found = config.users.get(context.user)
+  const lookup = <T extends object>(kind: 'cluster' | 'user', ref: string, entries: Map<string, T | Unusable>): T => {
+    const found = entries.get(ref)
     if (!found)
-      throw fail(`context ${JSON.stringify(name)} names user ${JSON.stringify(context.user)}, which the ${config.origin} does not define`)
+      throw fail(`context ${JSON.stringify(name)} names ${kind} ${JSON.stringify(ref)}, which the ${config.origin} does not define`)
     if ('unusable' in found) throw unusable(found)
-    user = found
+    return found
   }
+  const cluster = lookup('cluster', context.cluster, config.clusters)
+  const user: KubeUser = context.user ? lookup('user', context.user, config.users) : { name: '' }
   return { name, cluster, user, origin: config.origin, ...definedOnly({ namespace: context.namespace }) }
 }
 
-function serverUrl(server: string, where: string): URL {
-  let url: URL
+/** `value` as a URL, else the kubeconfig error `invalid`. */
+function parseUrl(value: string, invalid: string): URL {
   try {
-    url = new URL(server)
+    return new URL(value)
   } catch {
-    throw fail(`${where}: server ${JSON.stringify(server)} is not a URL such as https://10.0.0.1:6443`)
+    throw fail(invalid)
   }
+}
+
+function serverUrl(server: string, where: string): URL {
+  const url = parseUrl(server, `${where}: server ${JSON.stringify(server)} is not a URL such as https://10.0.0.1:6443`)
   if (url.protocol !== 'https:' && url.protocol !== 'http:')
     throw fail(`${where}: server ${JSON.stringify(server)} must be https:// (or http://)`)
   return url
 }
 
 function proxyUrl(proxy: string, where: string): URL {
-  let url: URL
-  try {
-    url = new URL(proxy)
-  } catch {
-    throw fail(`${where}: proxy-url ${JSON.stringify(proxy)} is not a URL such as http://proxy.example.com:3128`)
-  }
+  const url = parseUrl(proxy, `${where}: proxy-url ${JSON.stringify(proxy)} is not a URL such as http://proxy.example.com:3128`)
   // Node's built-in proxy support tunnels through http(s) proxies; SOCKS would need a library.
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     throw fail(

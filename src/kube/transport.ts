@@ -7,9 +7,8 @@ import type { Socket } from 'node:net'
 import https from 'node:https'
 import { urlToHttpOptions } from 'node:url'
 import { checkServerIdentity, TLSSocket, type PeerCertificate } from 'node:tls'
-import { CrdMigratorError, errorMessage } from '../errors.js'
-import { FileRefused, MAX_CREDENTIAL_FILE_BYTES, readRegularFileSync } from '../regular-file.js'
-import type { ClientCertificate } from './credentials.js'
+import { readRegularFileSync } from '../regular-file.js'
+import { cannotRead, credentialFileOptions, type ClientCertificate } from './credentials.js'
 import { http } from './node-http.js'
 import { isServerName, type KubeCluster } from './kubeconfig.js'
 
@@ -158,20 +157,11 @@ export function retireAgent(agent: Agent): void {
 /** The cluster's certificate-authority file, through regular-file.ts (a FIFO or a device refused at once, at most MAX_CREDENTIAL_FILE_BYTES). */
 function readCa(cluster: KubeCluster): Buffer {
   const file = cluster.certificateAuthority!
+  const what = `certificate-authority ${file} of cluster ${JSON.stringify(cluster.name)}`
   try {
-    return readRegularFileSync(file, {
-      what: `certificate-authority ${file} of cluster ${JSON.stringify(cluster.name)}`,
-      code: 'CRDM_KUBECONFIG',
-      maxBytes: MAX_CREDENTIAL_FILE_BYTES,
-      hint: 'credentials are read from regular files only (a FIFO or a device is refused, never waited on or read)',
-    })
+    return readRegularFileSync(file, credentialFileOptions(what))
   } catch (err) {
-    if (err instanceof FileRefused) throw err
-    throw new CrdMigratorError(
-      'CRDM_KUBECONFIG',
-      `cannot read certificate-authority ${cluster.certificateAuthority} of cluster ${JSON.stringify(cluster.name)}: ${errorMessage(err)}`,
-      { cause: err },
-    )
+    throw cannotRead(what, err)
   }
 }
 

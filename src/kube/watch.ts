@@ -32,26 +32,6 @@ export interface ListWatchOptions extends ListWatchFilter {
 
 export const DEFAULT_LIST_PAGE_SIZE = 500
 
-/** Returns the list's resourceVersion; an expired continue token (410) is thrown, to list again from the start. */
-async function listEach<T extends Watched>(
-  http: KubeHttp,
-  path: string,
-  onObject: (object: T) => void,
-  options: ListWatchOptions & { signal?: AbortSignal | undefined } = {},
-): Promise<string | undefined> {
-  let resourceVersion: string | undefined
-  const pages = listPages<T>(http, path, {
-    query: { labelSelector: options.labelSelector, fieldSelector: options.fieldSelector },
-    pageSize: options.pageSize ?? DEFAULT_LIST_PAGE_SIZE,
-    signal: options.signal,
-  })
-  for await (const page of pages) {
-    for (const object of page.items) onObject(object)
-    resourceVersion = page.metadata.resourceVersion
-  }
-  return resourceVersion
-}
-
 export async function listAndWatch<T extends Watched>(
   http: KubeHttp,
   path: string,
@@ -66,7 +46,14 @@ export async function listAndWatch<T extends Watched>(
   while (!signal.aborted) {
     try {
       if (resourceVersion === undefined) {
-        resourceVersion = await listEach<T>(http, path, (o) => handlers.onObject(o), { ...options, signal })
+        // Watched from the list's resourceVersion once it is read whole; an expired continue token (410) is thrown, to list again.
+        const pageSize = options.pageSize ?? DEFAULT_LIST_PAGE_SIZE
+        let listed: string | undefined
+        for await (const page of listPages<T>(http, path, { query: filter, pageSize, signal })) {
+          for (const object of page.items) handlers.onObject(object)
+          listed = page.metadata.resourceVersion
+        }
+        resourceVersion = listed
         failures = 0
         relisting = false
       }
