@@ -5,7 +5,7 @@
  * Without them, a list of one object stands in for `list` and `patch` stays unverified.
  */
 import { isForbidden, isNotFound } from './api-errors.js'
-import type { KubeHttp } from './http.js'
+import type { KubeRequests } from './http.js'
 import { collectionPath } from './paths.js'
 
 const SSAR_PATH = '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews'
@@ -81,7 +81,7 @@ interface SelfSubjectAccessReview {
 }
 
 /** In parallel; see the module comment for the fallback. */
-export async function reviewAccess(http: KubeHttp, checks: readonly AccessCheck[], version?: string): Promise<AccessAnswer[]> {
+export async function reviewAccess(http: KubeRequests, checks: readonly AccessCheck[], version?: string): Promise<AccessAnswer[]> {
   return Promise.all(
     checks.map(async (check): Promise<AccessAnswer> => {
       try {
@@ -114,7 +114,7 @@ export async function reviewAccess(http: KubeHttp, checks: readonly AccessCheck[
 }
 
 /** The stand-in for `list`: one object of the resource, in all namespaces. */
-async function mayList(http: KubeHttp, check: AccessCheck, version: string): Promise<boolean | undefined> {
+async function mayList(http: KubeRequests, check: AccessCheck, version: string): Promise<boolean | undefined> {
   try {
     await http.request({
       method: 'GET',
@@ -131,7 +131,7 @@ async function mayList(http: KubeHttp, check: AccessCheck, version: string): Pro
 
 /** Whether the migrator may migrate `resource` (list and patch its objects), asked of the API server. */
 export async function migrationAccess(
-  http: KubeHttp,
+  http: KubeRequests,
   resource: { group: string; plural: string; version: string },
   options: { statusSubresource?: boolean; crd?: CrdWrites } = {},
 ): Promise<AccessVerdict> {

@@ -18,10 +18,8 @@ export async function accessDenied(
   { client, logger }: Pick<RunContext, 'client' | 'logger'>,
   crd?: CrdWrites,
 ): Promise<string | undefined> {
-  // Reads only: a 429 or a restarting API server is ridden out like any request of a run;
-  // the reviews are retried together, so a retry asks every one again.
-  const options = { statusSubresource, ...(crd ? { crd } : {}) }
-  const verdict = await client.retry(() => migrationAccess(client.http, resource, options))
+  // Reads only, through the run's client: a 429 or a restarting API server is ridden out like any request of a run.
+  const verdict = await migrationAccess(client, resource, { statusSubresource, ...(crd ? { crd } : {}) })
   if (verdict.unverified.length > 0) {
     logger.warn(
       { resource: `${resource.plural}.${resource.group}`, unverified: verdict.unverified.map(describeCheck) },
