@@ -33,7 +33,7 @@ export const ANNOTATION_KEY = new RegExp(ANNOTATION_KEY_PATTERN)
 const annotationKey = z.string().regex(ANNOTATION_KEY, 'must be a Kubernetes annotation key such as example.com/migrating')
 
 /** How log lines are written: JSON lines (pino's), or text for people (src/log-text.ts). */
-export const LOG_FORMATS = ['json', 'text'] as const
+const LOG_FORMATS = ['json', 'text'] as const
 export type LogFormat = (typeof LOG_FORMATS)[number]
 
 /** Presets of stash rules (migrator/stashes/rules.ts fills them in). */
@@ -77,7 +77,7 @@ export const StashRuleSchema = z
     message: 'a stash rule needs a preset, or group, source and referrers',
   })
 
-export const CrdOptionsSchema = z.strictObject({
+const CrdOptionsSchema = z.strictObject({
   /** Write through the status subresource (for CRs whose own webhooks reject no-op writes). */
   useStatusSubresource: z.boolean().default(false),
   skipPhases: z.array(PhaseName).default([]),
@@ -328,8 +328,6 @@ export const ConfigSchema = z.strictObject({
 })
 
 export type Config = z.infer<typeof ConfigSchema>
-export type CrdOptions = z.infer<typeof CrdOptionsSchema>
-export type ConfigInput = z.input<typeof ConfigSchema>
 
 type DeepReadonly<T> = T extends (infer E)[]
   ? readonly DeepReadonly<E>[]
