@@ -11,7 +11,7 @@ import type { LogFormat } from './config/schema.js'
 import { formatLogLine } from './log-text.js'
 import { escapeInvisible } from './sanitize.js'
 
-export interface LoggerOptions {
+interface LoggerOptions {
   level: string
   /** 1 (stdout, the default) or 2 (stderr). */
   fd?: 1 | 2

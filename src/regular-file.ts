@@ -40,7 +40,7 @@ export interface RegularFileOptions {
 }
 
 /** What a file that is not a regular one is, for a message. */
-export function fileKind(st: Stats): string {
+function fileKind(st: Stats): string {
   if (st.isFIFO()) return 'a FIFO'
   if (st.isCharacterDevice()) return 'a character device'
   if (st.isBlockDevice()) return 'a block device'

@@ -4,7 +4,7 @@
  * token's extra `authentication.kubernetes.io/credential-id` = `JTI=...` (x509 carries
  * `X509SHA256=`; OIDC may not map into kubernetes.io). Shared by the webhook and its CEL.
  */
-export const SERVICE_ACCOUNT_USER_PREFIX = 'system:serviceaccount:'
+const SERVICE_ACCOUNT_USER_PREFIX = 'system:serviceaccount:'
 export const CREDENTIAL_ID_EXTRA = 'authentication.kubernetes.io/credential-id'
 export const SERVICE_ACCOUNT_CREDENTIAL_PREFIX = 'JTI='
 
@@ -19,7 +19,7 @@ export function isServiceAccountUsername(username: string): boolean {
 }
 
 /** Whether the request was made with a ServiceAccount token (see the header). */
-export function hasServiceAccountCredential(user: UserIdentity): boolean {
+function hasServiceAccountCredential(user: UserIdentity): boolean {
   const ids = user.extra?.[CREDENTIAL_ID_EXTRA]
   return Array.isArray(ids) && ids.some((id) => typeof id === 'string' && id.startsWith(SERVICE_ACCOUNT_CREDENTIAL_PREFIX))
 }

@@ -5,7 +5,7 @@ import { FileRefused, MAX_CONFIG_FILE_BYTES, readRegularFileSync } from '../regu
 import { ConfigSchema, type Config } from './schema.js'
 import { parseSettingValue, SETTINGS } from './settings.js'
 
-export interface ConfigSources {
+interface ConfigSources {
   file?: string | undefined
   /** Environment to read settings from (process.env in production). */
   env?: Record<string, string | undefined>

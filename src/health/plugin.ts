@@ -8,7 +8,7 @@ import type { FastifyPluginAsync } from 'fastify'
 import type { Registry } from 'prom-client'
 import { errorMessage } from '../errors.js'
 
-export const HEALTH_PATHS = Object.freeze({ metrics: '/metrics', liveness: '/healthz', readiness: '/readyz' })
+const HEALTH_PATHS = Object.freeze({ metrics: '/metrics', liveness: '/healthz', readiness: '/readyz' })
 
 export interface ReadinessCheck {
   /** Short kebab-case name, shown by /readyz, e.g. `webhook-certificate`. */
@@ -44,7 +44,7 @@ export function readinessReport(checks: Iterable<ReadinessCheck>): ReadinessRepo
   return report
 }
 
-export interface HealthPluginOptions {
+interface HealthPluginOptions {
   registry: Registry
   /** What /readyz checks, every time it is asked. Names must be unique. */
   readiness: readonly ReadinessCheck[]

@@ -7,7 +7,7 @@ export const PROCESS_METRIC_NAMES = Object.freeze({
   leader: 'crd_migrator_leader',
 })
 
-export interface BuildInfo {
+interface BuildInfo {
   version: string
   nodeVersion: string
 }

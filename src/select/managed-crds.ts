@@ -1,7 +1,7 @@
 /** The CRDs `check` and `plan` look at, read without listing every full CRD of the cluster. */
 import type { Config } from '../config/schema.js'
 import { CrdSelection } from './selector.js'
-import { isNotFound } from '../kube/api-errors.js'
+import { unlessNotFound } from '../kube/api-errors.js'
 import { getCrd, listCrds } from '../kube/crds.js'
 import type { KubeHttp } from '../kube/http.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
@@ -37,12 +37,9 @@ export async function crdsByName(
   const crds: CustomResourceDefinition[] = []
   const missing: string[] = []
   for (const name of names) {
-    try {
-      crds.push(await getCrd(http, name))
-    } catch (err) {
-      if (!isNotFound(err)) throw err
-      missing.push(name)
-    }
+    const crd = await unlessNotFound(getCrd(http, name))
+    if (crd) crds.push(crd)
+    else missing.push(name)
   }
   return { crds, missing }
 }

@@ -2,6 +2,7 @@
  * Kubernetes label selector matching (equality- and set-based), and which CRDs the
  * controller lists and watches: the API server filters by the same selector, and by name.
  */
+import { ANNOTATION_KEY } from '../config/schema.js'
 import { CrdMigratorError } from '../errors.js'
 import type { ListWatchFilter } from '../kube/watch.js'
 
@@ -76,16 +77,11 @@ export class LabelSelector {
   }
 }
 
-const LABEL_NAME = /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/
 const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/
 
-/** A qualified name: `name` or `prefix/name`, the prefix a DNS subdomain of at most 253 characters. */
+/** A qualified name, as an annotation key: `name` or `prefix/name`, the prefix a DNS subdomain of at most 253 characters. */
 function isLabelKey(key: string): boolean {
-  const slash = key.indexOf('/')
-  if (slash < 0) return LABEL_NAME.test(key)
-  const prefix = key.slice(0, slash)
-  return prefix.length <= 253 && DNS_SUBDOMAIN.test(prefix) && LABEL_NAME.test(key.slice(slash + 1))
+  return ANNOTATION_KEY.test(key) && key.indexOf('/') <= 253 // the prefix's length (-1: none)
 }
 
 function splitTopLevel(s: string): string[] {

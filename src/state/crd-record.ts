@@ -2,6 +2,7 @@
  * The one writer of the CRD's record (state annotations, status.storedVersions), one named write per
  * change; crd-state.ts makes the annotation patches. The caller's client brings the retries.
  */
+import jsonpatch from 'fast-json-patch'
 import { patchCrdAnnotations } from '../kube/crds.js'
 import { ContentType, type KubeRequests } from '../kube/http.js'
 import { crdPath } from '../kube/paths.js'
@@ -101,17 +102,12 @@ export function storedVersionsPatch(versions: string[], expect: StoredVersionsPr
     { op: 'test', path: '/metadata/generation', value: expect.generation },
     ...Object.entries(expect.annotations).map(([key, value]) => ({
       op: 'test',
-      path: `/metadata/annotations/${pointerToken(key)}`,
+      path: `/metadata/annotations/${jsonpatch.escapePathComponent(key)}`,
       value,
     })),
     { op: 'test', path: '/status/storedVersions', value: expect.storedVersions },
     { op: 'replace', path: '/status/storedVersions', value: versions },
   ]
-}
-
-/** A JSON Pointer reference token (RFC 6901): `~` and `/` escaped. */
-function pointerToken(key: string): string {
-  return key.replace(/~/g, '~0').replace(/\//g, '~1')
 }
 
 /** `status.storedVersions := versions`, only if `expect` still holds (422 otherwise: see storedVersionsPatch). */
