@@ -111,7 +111,7 @@ function isDefault(c: ValuedChange, defaults: ReadonlyMap<string, SchemaNode>): 
 export function withNestedDefaults(node: SchemaNode, value: unknown): unknown {
   if (isObj(value)) {
     for (const [key, child] of Object.entries(node.properties ?? {})) {
-      if (!Object.prototype.hasOwnProperty.call(value, key)) {
+      if (!Object.hasOwn(value, key)) {
         if (child.default === undefined) continue
         value[key] = structuredClone(child.default)
       }
