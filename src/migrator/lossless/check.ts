@@ -468,12 +468,8 @@ export async function proveLossless(
   run: { maxPages?: number; conversion?: ConversionGate | undefined } = {},
 ): Promise<LosslessReport | undefined> {
   if (settings.losslessCheck === false) return undefined
-  const options = losslessOptions(ctx.client, settings)
-  const report = await checkLossless(crd, storageVersion, {
-    ...options,
-    ...(run.conversion ? { client: options.client.with({ conversion: run.conversion }) } : {}),
-    ...(run.maxPages !== undefined ? { maxPages: run.maxPages } : {}),
-  })
+  const client = run.conversion ? ctx.client.with({ conversion: run.conversion }) : ctx.client
+  const report = await checkLossless(crd, storageVersion, { ...losslessOptions(client, settings), maxPages: run.maxPages })
   const log = ctx.logger.child({ crd: crd.metadata.name })
   if (report.unserved.length > 0)
     log.warn(
