@@ -128,7 +128,12 @@ export function describeResource(r: ManifestResource): string {
 }
 
 /** Where a resource is within its file: its document, and its place in a list document's items. */
-export function placeKey(r: { documentIndex: number; itemPath?: readonly number[] | undefined }): string {
+export interface Place {
+  documentIndex: number
+  itemPath?: readonly number[] | undefined
+}
+
+export function placeKey(r: Place): string {
   return [r.documentIndex, ...(r.itemPath ?? [])].join('.')
 }
 
