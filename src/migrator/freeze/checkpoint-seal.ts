@@ -127,12 +127,10 @@ export async function loadCheckpointSeal(
   }
 }
 
-/** Who this process is, for the checks; undefined where there are no uids (Windows). */
-export interface ProcessOwner {
-  uid: number
-  gid: number
-}
+/** Who this process is, for the checks: a file's owner and group are its terms. */
+type ProcessOwner = Pick<Stats, 'uid' | 'gid'>
 
+/** Undefined where there are no uids (Windows). */
 function processOwner(): ProcessOwner | undefined {
   return typeof process.getuid === 'function' && typeof process.getgid === 'function'
     ? { uid: process.getuid(), gid: process.getgid() }
