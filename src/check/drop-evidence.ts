@@ -43,7 +43,6 @@ export class EvidenceReader {
     const spec = crd.spec.versions.find((v) => v.name === version)
     const served = spec?.served ?? false
     const deprecated = spec?.deprecated ?? false
-    const listed = await this.listObjects(crd, version)
     return {
       crd: crd.metadata.name,
       group: crd.spec.group,
@@ -55,8 +54,7 @@ export class EvidenceReader {
       storageVersion: plan.storageVersion,
       storedVersions: plan.storedVersions,
       generation: plan.generation,
-      objects: listed.objects,
-      managedFields: listed.managedFields,
+      ...(await this.listObjects(crd, version)),
       stashes: await this.stashes(crd, version),
       clients: served && deprecated ? await this.clients({ group: crd.spec.group, version, resource: crd.spec.names.plural }) : undefined,
       migrator: migratorRecord(crd, this.config.annotations.migrating),
@@ -65,11 +63,9 @@ export class EvidenceReader {
 
   /** Every object's metadata, through a served version (the storage one first): how many, and how many have managedFields at `version`. */
   private async listObjects(crd: CustomResourceDefinition, version: string): Promise<{ objects: Counted; managedFields: Counted }> {
+    const neither = (unknown: string) => ({ objects: { unknown }, managedFields: { unknown } })
     const through = servedVersionToList(crd)
-    if (through === undefined) {
-      const unknown = { unknown: 'no version is served, so its objects cannot be listed' }
-      return { objects: unknown, managedFields: unknown }
-    }
+    if (through === undefined) return neither('no version is served, so its objects cannot be listed')
     const apiVersion = `${crd.spec.group}/${version}`
     let objects = 0
     let managedFields = 0
@@ -82,8 +78,7 @@ export class EvidenceReader {
       }
     } catch (err) {
       if (!isForbidden(err)) throw err
-      const unknown = { unknown: `forbidden: may not list ${crd.spec.names.plural}.${crd.spec.group}` }
-      return { objects: unknown, managedFields: unknown }
+      return neither(`forbidden: may not list ${crd.spec.names.plural}.${crd.spec.group}`)
     }
     return { objects: { count: objects }, managedFields: { count: managedFields } }
   }
@@ -94,7 +89,9 @@ export class EvidenceReader {
     let atVersion = 0
     const where: string[] = []
     for (const rule of rules) {
-      const stashes = await this.stashSource(rule)
+      // Each source read once, however many CRDs are checked.
+      if (!this.stashSources.has(rule)) this.stashSources.set(rule, this.readStashSource(rule))
+      const stashes = await this.stashSources.get(rule)!
       if ('unknown' in stashes) return { rules: rules.length, unknown: stashes.unknown }
       for (const stash of stashes) {
         if (embeddedOf(stash, rule, [crd.spec.names.kind])?.version !== version) continue
@@ -108,15 +105,6 @@ export class EvidenceReader {
   }
 
   /** The objects a stash rule's source holds; none when its resource is not served. */
-  private stashSource(rule: StashRule): Promise<StashObject[] | { unknown: string }> {
-    let source = this.stashSources.get(rule)
-    if (!source) {
-      source = this.readStashSource(rule)
-      this.stashSources.set(rule, source)
-    }
-    return source
-  }
-
   private async readStashSource(rule: StashRule): Promise<StashObject[] | { unknown: string }> {
     const { group, version, resource, labelSelector, namespaces } = rule.source
     const name = `${resource}${group ? `.${group}` : ''}`

@@ -92,59 +92,48 @@ export function decideDrop(e: DropEvidence, options: VerdictOptions = {}): DropV
   return { crd: e.crd, version: e.version, safe: !blocking, reasons }
 }
 
+/** The reasons one check gives, by status. */
+export function reasonsOf(check: CheckName): Record<Reason['status'], (message: string) => Reason> {
+  const as = (status: Reason['status']) => (message: string) => ({ check, status, message })
+  return { ok: as('ok'), blocks: as('blocks'), unknown: as('unknown') }
+}
+
 function notDefined(e: DropEvidence): Reason[] {
+  const reason = reasonsOf('defined')
   // The API server keeps storedVersions within spec.versions, so an undefined version can only be listed by a hand-written status.
-  if (e.storedVersions.includes(e.version))
-    return [{ check: 'defined', status: 'ok', message: `${e.version} is not a version of ${e.crd} any more` }, storedVersions(e)]
-  return [{ check: 'defined', status: 'ok', message: `${e.version} is not a version of ${e.crd}: nothing to drop` }]
+  if (e.storedVersions.includes(e.version)) return [reason.ok(`${e.version} is not a version of ${e.crd} any more`), storedVersions(e)]
+  return [reason.ok(`${e.version} is not a version of ${e.crd}: nothing to drop`)]
 }
 
 function storedVersions(e: DropEvidence): Reason {
+  const reason = reasonsOf('storedVersions')
   const list = `[${e.storedVersions.join(', ')}]`
-  if (!e.storedVersions.includes(e.version))
-    return { check: 'storedVersions', status: 'ok', message: `status.storedVersions ${list} does not list ${e.version}` }
+  if (!e.storedVersions.includes(e.version)) return reason.ok(`status.storedVersions ${list} does not list ${e.version}`)
   if (e.storage)
-    return {
-      check: 'storedVersions',
-      status: 'blocks',
-      message: `status.storedVersions ${list} lists ${e.version}, the storage version: the API server refuses to remove it from spec.versions`,
-    }
+    return reason.blocks(
+      `status.storedVersions ${list} lists ${e.version}, the storage version: the API server refuses to remove it from spec.versions`,
+    )
   // A migration that its lossless check refused will not narrow them until the changes are accepted.
   const refused = e.migrator.lastResult?.startsWith('Blocked: CRDM_DATA_LOSS')
-  return {
-    check: 'storedVersions',
-    status: 'blocks',
-    message: refused
+  return reason.blocks(
+    refused
       ? `status.storedVersions ${list} still lists ${e.version}, and crd-migrator's last run stopped Blocked (CRDM_DATA_LOSS): rewriting the objects in ${e.storageVersion ?? 'the storage version'} would change their content; \`crd-migrator plan ${e.crd}\` lists each change and the flag that accepts it, then \`crd-migrator migrate ${e.crd}\` with it`
       : `status.storedVersions ${list} still lists ${e.version}: the API server refuses to remove it from spec.versions (\`crd-migrator migrate ${e.crd}\` rewrites every object, then narrows it to [${e.storageVersion ?? 'the storage version'}])`,
-  }
+  )
 }
 
 /** Whether objects may still be stored at the version; "rewritten" only on the API server's word or the migrator's record. */
 function objects(e: DropEvidence): Reason {
+  const reason = reasonsOf('objects')
   const record = describeRecord(e)
-  if (!e.storedVersions.includes(e.version)) {
-    return {
-      check: 'objects',
-      status: 'ok',
-      message: `no object is stored at ${e.version} by the API server's record (status.storedVersions)${record ? `; ${record}` : ''}`,
-    }
-  }
-  if ('unknown' in e.objects) return { check: 'objects', status: 'unknown', message: `could not tell: ${e.objects.unknown}` }
+  if (!e.storedVersions.includes(e.version))
+    return reason.ok(`no object is stored at ${e.version} by the API server's record (status.storedVersions)${record ? `; ${record}` : ''}`)
+  if ('unknown' in e.objects) return reason.unknown(`could not tell: ${e.objects.unknown}`)
   const n = e.objects.count
-  if (n === 0) return { check: 'objects', status: 'ok', message: `no objects: nothing is stored at ${e.version}` }
-  if (e.storage)
-    return {
-      check: 'objects',
-      status: 'blocks',
-      message: `${plural(n, 'object is', 'objects are')} stored at ${e.version}: it is the storage version`,
-    }
+  if (n === 0) return reason.ok(`no objects: nothing is stored at ${e.version}`)
+  if (e.storage) return reason.blocks(`${plural(n, 'object is', 'objects are')} stored at ${e.version}: it is the storage version`)
   const why = record ?? 'no crd-migrator run on record'
-  return {
-    check: 'objects',
-    status: 'blocks',
-    message: `${plural(n, 'object')} not known to be rewritten, may still be stored at ${e.version}: ${why}`,
-  }
+  return reason.blocks(`${plural(n, 'object')} not known to be rewritten, may still be stored at ${e.version}: ${why}`)
 }
 
 /** What the migrator's annotations say about this generation, for people. */
@@ -164,75 +153,60 @@ function describeRecord(e: DropEvidence): string | undefined {
 }
 
 function managedFields(e: DropEvidence): Reason {
+  const reason = reasonsOf('managedFields')
   const apiVersion = `${e.group}/${e.version}`
-  if ('unknown' in e.managedFields)
-    return { check: 'managedFields', status: 'unknown', message: `could not tell: ${e.managedFields.unknown}` }
+  if ('unknown' in e.managedFields) return reason.unknown(`could not tell: ${e.managedFields.unknown}`)
   const n = e.managedFields.count
-  if (n === 0) return { check: 'managedFields', status: 'ok', message: `no managedFields entry at ${apiVersion}` }
+  if (n === 0) return reason.ok(`no managedFields entry at ${apiVersion}`)
   const fix = e.served
     ? `set served: false on ${e.version}, then run the migration (phase CleanupManagedFields moves or removes entries of unserved versions)`
     : 'run the migration (phase CleanupManagedFields moves or removes entries of unserved versions)'
-  return {
-    check: 'managedFields',
-    status: 'blocks',
-    message: `${plural(n, 'object has', 'objects have')} managedFields entries at ${apiVersion}: server-side apply fails on them once ${e.version} is gone (kubernetes/kubernetes#111937); ${fix}`,
-  }
+  return reason.blocks(
+    `${plural(n, 'object has', 'objects have')} managedFields entries at ${apiVersion}: server-side apply fails on them once ${e.version} is gone (kubernetes/kubernetes#111937); ${fix}`,
+  )
 }
 
 function stashes(e: DropEvidence): Reason {
+  const reason = reasonsOf('stashes')
   const s = e.stashes
-  if (s.rules === 0) return { check: 'stashes', status: 'ok', message: `no stash rule names group ${e.group}: no stashed copies known` }
-  if ('unknown' in s) return { check: 'stashes', status: 'unknown', message: `could not tell: ${s.unknown}` }
-  if (s.atVersion === 0)
-    return { check: 'stashes', status: 'ok', message: `no stashed copy at ${e.version} (${plural(s.rules, 'stash rule')})` }
-  return {
-    check: 'stashes',
-    status: 'blocks',
-    message: `${plural(s.atVersion, 'stashed copy', 'stashed copies')} at ${e.version} (${s.where.join(', ')}): nothing could read them once it is gone; run the migration (phase StashedObjectMigration)`,
-  }
+  if (s.rules === 0) return reason.ok(`no stash rule names group ${e.group}: no stashed copies known`)
+  if ('unknown' in s) return reason.unknown(`could not tell: ${s.unknown}`)
+  if (s.atVersion === 0) return reason.ok(`no stashed copy at ${e.version} (${plural(s.rules, 'stash rule')})`)
+  return reason.blocks(
+    `${plural(s.atVersion, 'stashed copy', 'stashed copies')} at ${e.version} (${s.where.join(', ')}): nothing could read them once it is gone; run the migration (phase StashedObjectMigration)`,
+  )
 }
 
 function storage(e: DropEvidence): Reason {
-  if (!e.storage)
-    return { check: 'storage', status: 'ok', message: `${e.version} is not the storage version (${e.storageVersion ?? 'none'} is)` }
-  return {
-    check: 'storage',
-    status: 'blocks',
-    message: `${e.version} is the storage version: make another version the storage version and migrate first`,
-  }
+  const reason = reasonsOf('storage')
+  if (!e.storage) return reason.ok(`${e.version} is not the storage version (${e.storageVersion ?? 'none'} is)`)
+  return reason.blocks(`${e.version} is the storage version: make another version the storage version and migrate first`)
 }
 
 function served(e: DropEvidence): Reason {
-  if (!e.served) return { check: 'served', status: 'ok', message: `${e.version} is not served` }
-  return {
-    check: 'served',
-    status: 'blocks',
-    message: `${e.version} is still served: clients may still use it; set served: false (after deprecated: true has shown who asks for it) before removing it`,
-  }
+  const reason = reasonsOf('served')
+  if (!e.served) return reason.ok(`${e.version} is not served`)
+  return reason.blocks(
+    `${e.version} is still served: clients may still use it; set served: false (after deprecated: true has shown who asks for it) before removing it`,
+  )
 }
 
 function clients(e: DropEvidence): Reason {
-  if (!e.served) return { check: 'clients', status: 'ok', message: `no client can request ${e.version}: it is not served` }
+  const reason = reasonsOf('clients')
+  if (!e.served) return reason.ok(`no client can request ${e.version}: it is not served`)
   if (!e.deprecated)
-    return {
-      check: 'clients',
-      status: 'unknown',
-      message: `could not tell: ${e.version} is not marked deprecated, and the API server counts requests (apiserver_requested_deprecated_apis) only for deprecated versions`,
-    }
+    return reason.unknown(
+      `could not tell: ${e.version} is not marked deprecated, and the API server counts requests (apiserver_requested_deprecated_apis) only for deprecated versions`,
+    )
   const c = e.clients
-  if (c === undefined || 'unknown' in c)
-    return { check: 'clients', status: 'unknown', message: `could not tell: ${c?.unknown ?? 'not asked'}` }
+  if (c === undefined || 'unknown' in c) return reason.unknown(`could not tell: ${c?.unknown ?? 'not asked'}`)
   if (!c.requested)
-    return {
-      check: 'clients',
-      status: 'ok',
-      message: `no client has requested ${e.group}/${e.version} since the API server that answered started (apiserver_requested_deprecated_apis)`,
-    }
-  return {
-    check: 'clients',
-    status: 'blocks',
-    message: `clients still request ${e.group}/${e.version}: the API server says so (apiserver_requested_deprecated_apis); its audit log names them`,
-  }
+    return reason.ok(
+      `no client has requested ${e.group}/${e.version} since the API server that answered started (apiserver_requested_deprecated_apis)`,
+    )
+  return reason.blocks(
+    `clients still request ${e.group}/${e.version}: the API server says so (apiserver_requested_deprecated_apis); its audit log names them`,
+  )
 }
 
 /** The versions a manifest no longer lists: those the CRD in the cluster defines and the manifest does not. */

@@ -2,6 +2,7 @@
  * `plan`'s arithmetic (pure): which CRDs need work, how many writes, how long at a write rate
  * (the bench's constant, or measured: write-rate.ts). An estimate, never a promise.
  */
+import type { LosslessPreflight } from '../migrator/lossless/preflight.js'
 
 /**
  * Milliseconds per object written: 519 objects/s at the defaults, 10,000 objects on 2 cores with a
@@ -50,7 +51,7 @@ export interface PlanInput {
    */
   servedManagedFields?: Record<string, number>
   /** The run's lossless check, when plan ran it: refuses (CRDM_DATA_LOSS)?, objects read, what changes and how to accept it. */
-  lossless?: { refuses: boolean; checked: number; complete: boolean; lossy: number; unchecked: number; lines: string[] }
+  lossless?: Omit<LosslessPreflight, 'refusal'>
 }
 
 export type Work = 'storage' | 'managedFields'
@@ -64,6 +65,11 @@ export interface PlanRow extends PlanInput {
   estimateMs: number | undefined
   /** With a measured basis: the estimate's range, fastest to slowest, whole milliseconds. */
   estimateRangeMs?: [number, number]
+}
+
+/** A duration at the fastest and at the slowest rate of a measured basis's range. */
+function atRange(range: NonNullable<EstimateBasis['range']>, ms: (msPerObject: number) => number): [number, number] {
+  return [ms(range.fastMsPerObject), ms(range.slowMsPerObject)]
 }
 
 export function planRow(input: PlanInput, basis: EstimateBasis = CONSTANT_BASIS): PlanRow {
@@ -82,7 +88,7 @@ export function planRow(input: PlanInput, basis: EstimateBasis = CONSTANT_BASIS)
     work,
     writes,
     estimateMs: ms(basis.msPerObject),
-    ...(basis.range ? { estimateRangeMs: [ms(basis.range.fastMsPerObject), ms(basis.range.slowMsPerObject)] as [number, number] } : {}),
+    ...(basis.range ? { estimateRangeMs: atRange(basis.range, ms) } : {}),
   }
 }
 
@@ -119,12 +125,7 @@ export function planSummary(rows: readonly PlanRow[], maxParallelCrds: number, b
     unknownSize: working.length - sized.length,
     serialMs: serial(basis.msPerObject),
     parallelMs: parallel(basis.msPerObject),
-    ...(range
-      ? {
-          serialRangeMs: [serial(range.fastMsPerObject), serial(range.slowMsPerObject)] as [number, number],
-          parallelRangeMs: [parallel(range.fastMsPerObject), parallel(range.slowMsPerObject)] as [number, number],
-        }
-      : {}),
+    ...(range ? { serialRangeMs: atRange(range, serial), parallelRangeMs: atRange(range, parallel) } : {}),
     maxParallelCrds,
   }
 }

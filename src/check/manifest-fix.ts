@@ -12,34 +12,24 @@ import { chmod, readFile, rename, stat, writeFile } from 'node:fs/promises'
 import { isAbsolute, relative, resolve, sep } from 'node:path'
 import { isScalar, parseAllDocuments } from 'yaml'
 import { CrdMigratorError, ConfigError, errorMessage } from '../errors.js'
-import type { BlockingResource, VersionGate } from './manifest-resources.js'
+import type { ManifestResource } from './manifests.js'
+import type { BlockingResource, Place, VersionGate } from './manifest-resources.js'
 import { describeResource, placeKey, splitApiVersion } from './manifest-resources.js'
 
-interface FixEdit {
-  documentIndex: number
-  /** Inside a list document: the item's index in `items`, per level. */
-  itemPath?: readonly number[] | undefined
+interface FixEdit extends Place {
   /** The new apiVersion. */
   apiVersion: string
 }
 
 /** One line changed (1-based line). */
-interface LineChange {
-  documentIndex: number
-  itemPath?: readonly number[] | undefined
+interface LineChange extends Place {
   line: number
   before: string
   after: string
 }
 
 /** What --fix did (or, with --dry-run, would do) to one resource. */
-export interface FixOutcome {
-  file: string
-  documentIndex: number
-  itemPath?: number[]
-  kind: string
-  namespace?: string
-  name?: string
+export interface FixOutcome extends Omit<ManifestResource, 'apiVersion'> {
   from: string
   to?: string
   status: 'fixed' | 'would-fix' | 'refused'
@@ -72,7 +62,7 @@ const PLAIN_SAFE = /^[A-Za-z0-9][A-Za-z0-9._/-]*$/
 /** `text` with each edited document's apiVersion replaced in place; throws a ConfigError when it cannot be done faithfully. */
 export function rewriteApiVersions(text: string, edits: readonly FixEdit[], file: string): { text: string; changes: LineChange[] } {
   const docs = parseAllDocuments(text)
-  const splices: Array<{ start: number; end: number; value: string; documentIndex: number; itemPath?: readonly number[] | undefined }> = []
+  const splices: Array<Place & { start: number; end: number; value: string }> = []
   for (const edit of edits) {
     const doc = docs[edit.documentIndex]
     const path = [...(edit.itemPath ?? []).flatMap((i) => ['items', i]), 'apiVersion']
@@ -93,11 +83,7 @@ export function rewriteApiVersions(text: string, edits: readonly FixEdit[], file
   }
   let out = text
   for (const s of [...splices].sort((a, b) => b.start - a.start)) out = out.slice(0, s.start) + s.value + out.slice(s.end)
-  verify(
-    out,
-    docs.map((d) => d.toJS() as unknown),
-    file,
-  )
+  verify(out, docs, file)
   const oldLines = text.split('\n')
   const newLines = out.split('\n')
   const changes = splices
@@ -109,11 +95,10 @@ export function rewriteApiVersions(text: string, edits: readonly FixEdit[], file
   return { text: out, changes }
 }
 
-/** The rewritten text parses to exactly the expected documents, or nothing is written. */
-function verify(text: string, expected: unknown[], file: string): void {
-  const docs = parseAllDocuments(text)
-  const got = docs.map((d) => (d.errors.length ? { errors: d.errors.map((e) => e.message) } : (d.toJS() as unknown)))
-  if (JSON.stringify(got) !== JSON.stringify(expected))
+/** The rewritten text parses to exactly the edited documents, or nothing is written. */
+function verify(text: string, edited: ReturnType<typeof parseAllDocuments>, file: string): void {
+  const got = parseAllDocuments(text).map((d) => (d.errors.length ? { errors: d.errors.map((e) => e.message) } : (d.toJS() as unknown)))
+  if (JSON.stringify(got) !== JSON.stringify(edited.map((d) => d.toJS() as unknown)))
     throw new CrdMigratorError('CRDM_INTERNAL', `--fix: rewriting ${file} would change more than apiVersion; nothing written`)
 }
 

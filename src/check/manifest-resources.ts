@@ -3,14 +3,14 @@
  * apply` (Helm, Flux) of the document fails ("no matches for kind … in version …"). Matching is
  * pure; the gates come from the check command, which knows the cluster.
  */
-import { isNotFound } from '../kube/api-errors.js'
+import { unlessNotFound } from '../kube/api-errors.js'
 import { getCrd } from '../kube/crds.js'
 import { apiGroup, groupVersionResources } from '../kube/discovery.js'
 import type { KubeHttp } from '../kube/http.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { conversionStrategy } from '../kube/conversion.js'
 import type { ManifestCrd, ManifestResource } from './manifests.js'
-import type { DropVerdict } from './drop-verdict.js'
+import { reasonsOf, type DropVerdict } from './drop-verdict.js'
 
 /** What a CRD's custom resources in the manifests must not be written at. */
 export interface VersionGate {
@@ -102,12 +102,8 @@ export async function crdsOfResources(
     if (!plurals.has(group)) plurals.set(group, await kindsOfGroup(http, group))
     const plural = plurals.get(group)!.get(kind)
     if (!plural) continue
-    try {
-      const crd = await getCrd(http, `${plural}.${group}`)
-      found.set(crd.metadata.name, crd)
-    } catch (err) {
-      if (!isNotFound(err)) throw err
-    }
+    const crd = await unlessNotFound(getCrd(http, `${plural}.${group}`))
+    if (crd) found.set(crd.metadata.name, crd)
   }
   return [...found.values()]
 }
@@ -132,7 +128,12 @@ export function describeResource(r: ManifestResource): string {
 }
 
 /** Where a resource is within its file: its document, and its place in a list document's items. */
-export function placeKey(r: { documentIndex: number; itemPath?: readonly number[] | undefined }): string {
+export interface Place {
+  documentIndex: number
+  itemPath?: readonly number[] | undefined
+}
+
+export function placeKey(r: Place): string {
   return [r.documentIndex, ...(r.itemPath ?? [])].join('.')
 }
 
@@ -154,11 +155,9 @@ export function withResourceReasons(results: readonly DropVerdict[], blocking: r
         : `written at ${first.apiVersion}, which the CRD in the manifests does not list`
     const names = list.slice(0, LISTED).map(describeResource).join('; ')
     const more = list.length > LISTED ? `; and ${list.length - LISTED} more` : ''
-    const reason = {
-      check: 'manifests' as const,
-      status: 'blocks' as const,
-      message: `${list.length} custom resource(s) in the manifests are ${how}: ${names}${more} (--fix moves them to the storage version)`,
-    }
+    const reason = reasonsOf('manifests').blocks(
+      `${list.length} custom resource(s) in the manifests are ${how}: ${names}${more} (--fix moves them to the storage version)`,
+    )
     const verdict = out.find((v) => v.crd === first.crd && v.version === first.version)
     if (verdict) {
       verdict.safe = false

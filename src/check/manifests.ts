@@ -53,16 +53,19 @@ const TEMPLATE = /\{\{/
 
 /** The manifest files under `path`: the file itself, or a directory's YAML and JSON files, subdirectories included, in name order. */
 function manifestFiles(path: string): string[] {
-  let stat
-  try {
-    stat = statSync(path)
-  } catch (err) {
-    throw new ConfigError(`--manifests: cannot read ${path}: ${errorMessage(err)}`, { cause: err })
-  }
-  if (!stat.isDirectory()) return [path]
+  if (!readOrRefuse(path, (p) => statSync(p)).isDirectory()) return [path]
   return readdirSync(path, { withFileTypes: true })
     .sort((a, b) => a.name.localeCompare(b.name))
     .flatMap((e) => (e.isDirectory() ? manifestFiles(join(path, e.name)) : MANIFEST.test(e.name) ? [join(path, e.name)] : []))
+}
+
+/** `read(path)`, its failure a usage error. */
+function readOrRefuse<T>(path: string, read: (path: string) => T): T {
+  try {
+    return read(path)
+  } catch (err) {
+    throw new ConfigError(`--manifests: cannot read ${path}: ${errorMessage(err)}`, { cause: err })
+  }
 }
 
 /** Why a file's text is not read as manifests (a template), or undefined. */
@@ -144,12 +147,7 @@ function crdOf(value: Record<string, unknown>, file: string): ManifestCrd {
 export function readManifests(paths: readonly string[], resourcesEnough = false): Manifests {
   const out: Manifests = { crds: [], resources: [], skipped: [] }
   for (const file of paths.flatMap(manifestFiles)) {
-    let text: string
-    try {
-      text = readFileSync(file, 'utf8')
-    } catch (err) {
-      throw new ConfigError(`--manifests: cannot read ${file}: ${errorMessage(err)}`, { cause: err })
-    }
+    const text = readOrRefuse(file, (f) => readFileSync(f, 'utf8'))
     const skip = skipReason(text)
     if (skip !== undefined) {
       out.skipped.push({ file, reason: skip })

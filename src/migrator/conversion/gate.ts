@@ -90,9 +90,8 @@ export class ConversionGate {
 
   /** The request got an answer that needed no failing conversion. */
   succeeded(pass: ConversionPass): void {
-    if (!pass.trial) return
-    this.trialInFlight = false
-    if (this.outageSince !== undefined) {
+    // A trial's success closes the gate; then the pass is released as any other.
+    if (pass.trial && this.outageSince !== undefined) {
       const lasted = this.now() - this.outageSince
       this.outageMs += lasted
       this.closed = { since: this.outageSince, lasted }
@@ -101,7 +100,7 @@ export class ConversionGate {
       this.trialInterval = this.options.minTrialIntervalMs ?? 500
       this.options.onRecovered?.(lasted)
     }
-    this.wakeAll()
+    this.released(pass)
   }
 
   /** The request failed for a reason other than an outage (or was abandoned). */

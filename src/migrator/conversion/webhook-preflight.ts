@@ -5,8 +5,8 @@
  * version and of the first through every other served stored version: one of those converts it.
  */
 import { classifyConversionError, conversionStrategy, conversionWebhookOf, type ConversionFailure } from '../../kube/conversion.js'
-import { Accept, type KubeHttp } from '../../kube/http.js'
-import { isNotFound } from '../../kube/api-errors.js'
+import { Accept } from '../../kube/http.js'
+import { unlessNotFound } from '../../kube/api-errors.js'
 import { listMetadata } from '../../kube/list-metadata.js'
 import { objectPath, resourceRef } from '../../kube/paths.js'
 import type { CustomResourceDefinition, PartialObjectMetadata } from '../../kube/types.js'
@@ -43,9 +43,13 @@ export async function preflightConversion(
       }
     })
 
+  // The first objects through the storage version (one small page).
   let first: PartialObjectMetadata[] = []
   const listed = await convert(async () => {
-    first = await firstObjects(http, crd, storageVersion, signal)
+    for await (const page of listMetadata(http, resourceRef(crd, storageVersion), { pageSize: SAMPLE, ...(signal ? { signal } : {}) })) {
+      first = page.items.slice(0, SAMPLE)
+      break
+    }
   })
   if (listed?.kind === 'outage') return { ok: false, webhook, detail: listed.detail }
   const probes: Array<{ item: PartialObjectMetadata; version: string }> = [
@@ -53,33 +57,11 @@ export async function preflightConversion(
     ...(first[0] ? otherVersions.map((version) => ({ item: first[0]!, version })) : []),
   ]
   for (const { item, version } of probes) {
-    try {
-      const failure = await convert(() =>
-        http.request({
-          method: 'GET',
-          path: objectPath(resourceRef(crd, version), item.metadata.namespace, item.metadata.name),
-          accept: Accept.partialObjectMetadata,
-          signal,
-        }),
-      )
-      // A refusal is about one object: the run reports those object by object.
-      if (failure?.kind === 'outage') return { ok: false, webhook, detail: failure.detail }
-    } catch (err) {
-      // Deleted since it was listed.
-      if (!isNotFound(err)) throw err
-    }
+    const path = objectPath(resourceRef(crd, version), item.metadata.namespace, item.metadata.name)
+    // A 404: deleted since it was listed.
+    const failure = await unlessNotFound(convert(() => http.request({ method: 'GET', path, accept: Accept.partialObjectMetadata, signal })))
+    // A refusal is about one object: the run reports those object by object.
+    if (failure?.kind === 'outage') return { ok: false, webhook, detail: failure.detail }
   }
   return { ok: true, reads }
-}
-
-/** The first objects through the storage version (one small page). */
-async function firstObjects(
-  http: KubeHttp,
-  crd: CustomResourceDefinition,
-  storageVersion: string,
-  signal: AbortSignal | undefined,
-): Promise<PartialObjectMetadata[]> {
-  const pages = listMetadata(http, resourceRef(crd, storageVersion), { pageSize: SAMPLE, ...(signal ? { signal } : {}) })
-  for await (const page of pages) return page.items.slice(0, SAMPLE)
-  return []
 }

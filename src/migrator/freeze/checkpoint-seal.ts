@@ -87,20 +87,18 @@ export function defaultStateKeyFile(env: NodeJS.ProcessEnv = process.env): strin
   return path.join(stateHome, 'crd-migrator', 'state.key')
 }
 
-export interface LoadSealOptions {
-  /** Refuse a key file others could read or replace (migrator.strictStateKeyFile), instead of warning. */
-  strict?: boolean
-}
-
-/** The seal for `stateKeyFile` (it must be readable: the operator asked for it), else the default file (created when missing), else memory. */
+/**
+ * The seal for `stateKeyFile` (it must be readable: the operator asked for it), else the default file (created when missing), else memory.
+ * `strict`: refuse a key file others could read or replace (migrator.strictStateKeyFile), instead of warning.
+ */
 export async function loadCheckpointSeal(
   stateKeyFile: string | undefined,
   logger: Logger,
-  options: LoadSealOptions = {},
+  options: { strict?: boolean } = {},
 ): Promise<CheckpointSeal> {
-  const read = (file: string) => readKeyFile(file, logger, options.strict === true)
-  if (stateKeyFile) {
-    const key = await read(stateKeyFile).catch((err: NodeJS.ErrnoException) => {
+  const load = async (file: string) => CheckpointSeal.fromKey(trimKey(await readKeyFile(file, logger, options.strict === true)), file)
+  if (stateKeyFile)
+    return load(stateKeyFile).catch((err: NodeJS.ErrnoException) => {
       if (err instanceof CrdMigratorError) throw err
       throw new CrdMigratorError(
         'CRDM_STATE_KEY',
@@ -108,11 +106,9 @@ export async function loadCheckpointSeal(
         { cause: err },
       )
     })
-    return CheckpointSeal.fromKey(trimKey(key), stateKeyFile)
-  }
   const file = defaultStateKeyFile()
   try {
-    return CheckpointSeal.fromKey(trimKey(await read(file)), file)
+    return await load(file)
   } catch (err) {
     if (err instanceof FileRefused) throw err
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') return fallback(logger, file, err)
@@ -124,19 +120,17 @@ export async function loadCheckpointSeal(
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') return fallback(logger, file, err)
   }
   try {
-    return CheckpointSeal.fromKey(trimKey(await read(file)), file)
+    return await load(file)
   } catch (err) {
     if (err instanceof FileRefused) throw err
     return fallback(logger, file, err)
   }
 }
 
-/** Who this process is, for the checks; undefined where there are no uids (Windows). */
-export interface ProcessOwner {
-  uid: number
-  gid: number
-}
+/** Who this process is, for the checks: a file's owner and group are its terms. */
+type ProcessOwner = Pick<Stats, 'uid' | 'gid'>
 
+/** Undefined where there are no uids (Windows). */
 function processOwner(): ProcessOwner | undefined {
   return typeof process.getuid === 'function' && typeof process.getgid === 'function'
     ? { uid: process.getuid(), gid: process.getgid() }

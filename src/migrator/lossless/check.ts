@@ -15,7 +15,7 @@
  * stores it (verdict.ts).
  */
 import { CrdMigratorError } from '../../errors.js'
-import { isConflict, isGone, isNotFound } from '../../kube/api-errors.js'
+import { isConflict, isGone, isNotFound, unlessNotFound } from '../../kube/api-errors.js'
 import { conversionStrategy, isConversionRefusal } from '../../kube/conversion.js'
 import { ContentType } from '../../kube/http.js'
 import { collectionPath, listOrderKey, objectPath, resourceRef, type ResourceRef } from '../../kube/paths.js'
@@ -34,6 +34,7 @@ import type { FieldChange } from './content-diff.js'
 import { managedEntries, managedPaths } from './managed-paths.js'
 import { hasOwnedPath, ownedContent } from './content-diff.js'
 import {
+  describeChange,
   judgeRoundTrip,
   schemaDefaults,
   type ChangeCount,
@@ -66,6 +67,16 @@ export interface LosslessOptions {
   everyVersion?: boolean
   /** Check only this many pages per version (before the freeze); default all. */
   maxPages?: number
+}
+
+/** What the comparisons of one check share. */
+interface Check {
+  options: LosslessOptions
+  rules: LosslessRules
+  report: LosslessReport
+  /** Through the storage version: what a rewrite stores. */
+  target: ResourceRef
+  judge: (object: KubeObject, verdict: ChangeVerdict) => void
 }
 
 const KEPT_FINDINGS = 20
@@ -119,17 +130,16 @@ export async function checkLossless(
     if (report.findings.length < KEPT_FINDINGS)
       report.findings.push({ key: listOrderKey(object.metadata.namespace, object.metadata.name), changes: verdict.blocking })
   }
-  const target = resourceRef(crd, storageVersion)
-  const stored = (o: KubeObject) => readStored(o, target, options, () => report.storageViews++)
+  const check: Check = { options, rules, report, target: resourceRef(crd, storageVersion), judge }
   for (const version of report.through) {
     const through = resourceRef(crd, version)
     const finished = await forEachPage(through, options, async (items, rv) => {
-      if (method === 'list') await compareWithStorageView(items, rv, target, options, rules, judge)
-      else await compareWithDryRuns(items, through, options, rules, stored, judge, () => report.refused++)
+      if (method === 'list') await compareWithStorageView(items, rv, check)
+      else await compareWithDryRuns(items, through, check)
     })
     if (!finished) report.complete = false
   }
-  if (report.unserved.length > 0) await holdToManagedFields(target, method, options, report, rules, judge)
+  if (report.unserved.length > 0) await holdToManagedFields(check)
   report.changes = [...counts.values()]
     .sort((a, b) => verdictOrder(a) - verdictOrder(b) || b.objects - a.objects || (a.pattern < b.pattern ? -1 : 1))
     .slice(0, KEPT_CHANGE_PATTERNS)
@@ -143,14 +153,8 @@ export async function checkLossless(
  * unchecked). Through a webhook, what the conversion adds cannot be seen without an old
  * view: every object is also unchecked then (any may be stored in the unserved version).
  */
-async function holdToManagedFields(
-  target: ResourceRef,
-  method: LosslessMethod,
-  options: LosslessOptions,
-  report: LosslessReport,
-  rules: LosslessRules,
-  judge: (object: KubeObject, verdict: ChangeVerdict) => void,
-): Promise<void> {
+async function holdToManagedFields({ options, rules, report, target, judge }: Check): Promise<void> {
+  const method = report.method
   let bare = 0
   // The last object judged, in list order: a fallback goes on after it.
   let lastKey: string | undefined
@@ -271,10 +275,7 @@ export function describeRefusedChanges(changes: readonly ChangeCount[], shown = 
   const counts = new Map<string, number>()
   for (const c of changes) {
     if (c.verdict !== 'refused') continue
-    const text =
-      c.change === 'moved'
-        ? `${elideKeys(c.pattern)} moved from ${elideKeys(c.from ?? '')}`
-        : `${elideKeys(c.pattern)} ${c.change}${c.managedFields ? ' (set by a manager, not in what the rewrite keeps)' : ''}`
+    const text = describeChange(c.pattern, c, elideKeys)
     counts.set(text, Math.max(counts.get(text) ?? 0, c.objects))
   }
   const parts = [...counts].slice(0, shown).map(([text, n]) => `${text} (${n} object${n === 1 ? '' : 's'})`)
@@ -324,7 +325,7 @@ async function eachReadableObject(
     for (const item of page.items) {
       if (!later(listOrderKey(item.metadata.namespace, item.metadata.name))) continue
       try {
-        const object = await readStored(item as KubeObject, ref, options, () => undefined)
+        const object = await readThrough(item as KubeObject, ref, options)
         if (object) onObject(object)
       } catch (err) {
         if (!isConversionRefusal(err)) throw err
@@ -368,14 +369,8 @@ const objectPages = (ref: ResourceRef, options: LosslessOptions) =>
   pageRequest<KubeObject>(options.client, collectionPath(ref), { signal: options.client.signal })
 
 /** The same objects at the same snapshot, through the storage version: what their rewrite keeps. */
-async function compareWithStorageView(
-  items: KubeObject[],
-  resourceVersion: string,
-  target: ResourceRef,
-  options: LosslessOptions,
-  rules: LosslessRules,
-  judge: (object: KubeObject, verdict: ChangeVerdict) => void,
-): Promise<void> {
+async function compareWithStorageView(items: KubeObject[], resourceVersion: string, check: Check): Promise<void> {
+  const { options, rules, target, judge } = check
   const first = items[0]!
   const start = continueFrom(listOrderKey(first.metadata.namespace, first.metadata.name), resourceVersion)
   const same = await objectPages(target, options)({ limit: items.length, continue: start })
@@ -388,25 +383,19 @@ async function compareWithStorageView(
 }
 
 /** A dry run of each object's rewrite, through the version it is read in: the round trip. */
-async function compareWithDryRuns(
-  items: KubeObject[],
-  through: ResourceRef,
-  options: LosslessOptions,
-  rules: LosslessRules,
-  stored: (o: KubeObject) => Promise<KubeObject | undefined>,
-  judge: (object: KubeObject, verdict: ChangeVerdict) => void,
-  refused: () => void,
-): Promise<void> {
+async function compareWithDryRuns(items: KubeObject[], through: ResourceRef, check: Check): Promise<void> {
+  const { options, rules, report, judge } = check
   // managedFields entries of this version name fields in its shape: the round trip's view holds them.
   const sameVersion = (entry: { apiVersion?: string }) => entry.apiVersion === `${through.group}/${through.version}`
   await runInParallel(items, options.concurrency, async (item) => {
     const pair = await roundTrip(item, through, options)
-    if (pair === 'refused') refused()
+    if (pair === 'refused') report.refused++
     else if (pair) {
       const trip: RoundTrip = { ...pair, lostManaged: lostManagedFields(pair.before, pair.after, sameVersion) }
       let verdict = judgeRoundTrip(trip, rules)
       if (verdict.needsStorageView) {
-        const view = await stored(pair.before)
+        report.storageViews++
+        const view = await readThrough(pair.before, check.target, options)
         if (view) verdict = judgeRoundTrip({ ...trip, stored: view }, rules)
       }
       judge(pair.before, verdict)
@@ -414,26 +403,10 @@ async function compareWithDryRuns(
   })
 }
 
-/** The object through the storage version: what its rewrite stores (undefined: gone since). */
-async function readStored(
-  object: KubeObject,
-  target: ResourceRef,
-  options: LosslessOptions,
-  counted: () => void,
-): Promise<KubeObject | undefined> {
-  counted()
-  const { namespace, name } = object.metadata
-  try {
-    const { body } = await options.client.request<KubeObject>({
-      method: 'GET',
-      path: objectPath(target, namespace, name),
-      signal: options.client.signal,
-    })
-    return body
-  } catch (err) {
-    if (isNotFound(err)) return undefined
-    throw err
-  }
+/** The object as `ref`'s version shows it now (through the storage version: what its rewrite stores); undefined: gone since. */
+async function readThrough(object: KubeObject, ref: ResourceRef, options: LosslessOptions): Promise<KubeObject | undefined> {
+  const path = objectPath(ref, object.metadata.namespace, object.metadata.name)
+  return (await unlessNotFound(options.client.request<KubeObject>({ method: 'GET', path, signal: options.client.signal })))?.body
 }
 
 async function roundTrip(
@@ -459,13 +432,9 @@ async function roundTrip(
       if (isConversionRefusal(err)) return 'refused'
       // Written since the list: read it again (its new content is what the rewrite would see).
       if (!isConflict(err) || attempt >= 5) throw err
-      try {
-        const path = objectPath(through, namespace, name)
-        before = (await options.client.request<KubeObject>({ method: 'GET', path, signal: options.client.signal })).body
-      } catch (readErr) {
-        if (isNotFound(readErr)) return undefined
-        throw readErr
-      }
+      const again = await readThrough(before, through, options)
+      if (!again) return undefined
+      before = again
     }
   }
 }
@@ -499,12 +468,8 @@ export async function proveLossless(
   run: { maxPages?: number; conversion?: ConversionGate | undefined } = {},
 ): Promise<LosslessReport | undefined> {
   if (settings.losslessCheck === false) return undefined
-  const options = losslessOptions(ctx.client, settings)
-  const report = await checkLossless(crd, storageVersion, {
-    ...options,
-    ...(run.conversion ? { client: options.client.with({ conversion: run.conversion }) } : {}),
-    ...(run.maxPages !== undefined ? { maxPages: run.maxPages } : {}),
-  })
+  const client = run.conversion ? ctx.client.with({ conversion: run.conversion }) : ctx.client
+  const report = await checkLossless(crd, storageVersion, { ...losslessOptions(client, settings), maxPages: run.maxPages })
   const log = ctx.logger.child({ crd: crd.metadata.name })
   if (report.unserved.length > 0)
     log.warn(

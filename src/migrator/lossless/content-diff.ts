@@ -25,11 +25,11 @@ export interface ValuedChange extends FieldChange {
 
 export type Obj = Record<string, unknown>
 
-const OWNED_METADATA = ['labels', 'annotations', 'finalizers', 'ownerReferences'] as const
+/** The parts of metadata a user owns (ownedContent, managed-paths.ts). */
+export const OWNED_METADATA: readonly string[] = ['labels', 'annotations', 'finalizers', 'ownerReferences']
 const NOT_OWNED = new Set(['apiVersion', 'kind', 'metadata'])
 
 export const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v)
-const own = (o: Obj, key: string) => Object.prototype.hasOwnProperty.call(o, key)
 
 /** The owned content of an object, as one object keyed like the object itself. */
 export function ownedContent(object: Obj): Obj {
@@ -39,7 +39,7 @@ export function ownedContent(object: Obj): Obj {
   // No labels and no annotations are empty maps: an added label is named by its key.
   const ownedMetadata: Obj = { labels: {}, annotations: {} }
   for (const key of OWNED_METADATA)
-    if (own(metadata, key) && metadata[key] !== undefined && metadata[key] !== null) ownedMetadata[key] = metadata[key]
+    if (Object.hasOwn(metadata, key) && metadata[key] !== undefined && metadata[key] !== null) ownedMetadata[key] = metadata[key]
   owned['metadata'] = ownedMetadata
   return owned
 }
@@ -75,12 +75,12 @@ function walk(a: unknown, b: unknown, path: string, out: ValuedChange[], limit: 
     for (const key of Object.keys(a)) {
       if (out.length >= limit) return
       const p = childPath(path, key)
-      if (!own(b, key)) out.push({ path: p, change: 'removed', before: a[key] })
+      if (!Object.hasOwn(b, key)) out.push({ path: p, change: 'removed', before: a[key] })
       else walk(a[key], b[key], p, out, limit)
     }
     for (const key of Object.keys(b)) {
       if (out.length >= limit) return
-      if (!own(a, key)) out.push({ path: childPath(path, key), change: 'added', after: b[key] })
+      if (!Object.hasOwn(a, key)) out.push({ path: childPath(path, key), change: 'added', after: b[key] })
     }
     return
   }
@@ -161,7 +161,7 @@ export function hasOwnedPath(owned: Obj, path: string): boolean {
       if (!Array.isArray(node) || step >= node.length) return false
       node = node[step]
     } else {
-      if (!isObj(node) || !own(node, step)) return false
+      if (!isObj(node) || !Object.hasOwn(node, step)) return false
       node = node[step]
     }
   }

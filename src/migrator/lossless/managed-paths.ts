@@ -3,9 +3,7 @@
  * can still hold a rewrite to where no view shows the stored content. Pure. A path stops above a
  * list item (`k:`, `v:`, `i:`): the list must still be there.
  */
-import { childPath, isObj, type Obj } from './content-diff.js'
-
-const OWNED_METADATA = new Set(['labels', 'annotations', 'finalizers', 'ownerReferences'])
+import { childPath, isObj, OWNED_METADATA, type Obj } from './content-diff.js'
 
 interface ManagedFieldsEntry {
   apiVersion?: string
@@ -32,7 +30,7 @@ export function managedPaths(object: Obj, select: (entry: ManagedFieldsEntry) =>
       if (top && name === 'metadata') {
         if (isObj(child))
           for (const [mk, mchild] of Object.entries(child))
-            if (mk.startsWith('f:') && OWNED_METADATA.has(mk.slice(2)))
+            if (mk.startsWith('f:') && OWNED_METADATA.includes(mk.slice(2)))
               visit(isObj(mchild) ? mchild : {}, childPath('metadata', mk.slice(2)), false)
         continue
       }

@@ -10,15 +10,12 @@ import type { MigrationSettings } from '../context.js'
 import { runClient } from '../engine/run-client.js'
 import { acceptHint, acceptUncheckedHint, checkLossless, describeRefusedChanges, losslessOptions, refusesRewrite } from './check.js'
 import { losslessLines } from './report-text.js'
+import type { LosslessReport } from './verdict.js'
 
-interface LosslessPreflight {
+/** `complete` false: the first page only (a webhook-converted CRD). */
+export interface LosslessPreflight extends Pick<LosslessReport, 'checked' | 'complete' | 'lossy' | 'unchecked'> {
   /** The run would stop Blocked (CRDM_DATA_LOSS). */
   refuses: boolean
-  checked: number
-  /** false: the first page only (a webhook-converted CRD). */
-  complete: boolean
-  lossy: number
-  unchecked: number
   /** The report as the CLI prints it (patterns, counts, verdicts, objects, the accept flags). */
   lines: string[]
   /** One sentence: what would stop the run and what accepts it; undefined when nothing does. */
@@ -46,15 +43,8 @@ export async function preflightLossless(
       : report.lossy > 0
         ? `${report.lossy} object(s) would change: ${describeRefusedChanges(report.changes)}; accept on purpose with ${acceptHint(name, report.changes)}`
         : `${report.uncheckedReason ?? `${report.unchecked} object(s) cannot be checked`}; accept on purpose with ${acceptUncheckedHint(name)}`
-    return {
-      refuses,
-      checked: report.checked,
-      complete: report.complete,
-      lossy: report.lossy,
-      unchecked: report.unchecked,
-      lines: losslessLines(name, report),
-      ...(refusal ? { refusal } : {}),
-    }
+    const { checked, complete, lossy, unchecked } = report
+    return { refuses, checked, complete, lossy, unchecked, lines: losslessLines(name, report), ...(refusal ? { refusal } : {}) }
   } catch (err) {
     if (isForbidden(err)) return undefined
     throw err

@@ -1,5 +1,5 @@
 /** The lossless report on a terminal, the same in `migrate`, its dry runs, `plan` and `check`: summary, each changing field, the flags that accept. */
-import { describeFindings } from './verdict.js'
+import { describeChange, describeFindings } from './verdict.js'
 import { acceptHint, acceptUncheckedHint, refusesRewrite } from './check.js'
 import type { ChangeCount, LosslessReport } from './verdict.js'
 
@@ -11,10 +11,7 @@ const VERDICT_WORDS: Record<ChangeCount['verdict'], string> = {
 }
 
 /** "spec.timeouts.pipeline moved from spec.timeout", "spec.token removed (set by a manager, not in what the rewrite keeps)". */
-function describeChangeCount(c: ChangeCount): string {
-  if (c.change === 'moved') return `${c.pattern} moved from ${c.from}`
-  return `${c.pattern} ${c.change}${c.managedFields ? ' (set by a manager, not in what the rewrite keeps)' : ''}`
-}
+const describeChangeCount = (c: ChangeCount): string => describeChange(c.pattern, c)
 
 /** The lines of a report, indented by `indent`; `crdName` for the accept line. */
 export function losslessLines(crdName: string, l: LosslessReport, indent = '  '): string[] {

@@ -111,7 +111,7 @@ function isDefault(c: ValuedChange, defaults: ReadonlyMap<string, SchemaNode>): 
 export function withNestedDefaults(node: SchemaNode, value: unknown): unknown {
   if (isObj(value)) {
     for (const [key, child] of Object.entries(node.properties ?? {})) {
-      if (!Object.prototype.hasOwnProperty.call(value, key)) {
+      if (!Object.hasOwn(value, key)) {
         if (child.default === undefined) continue
         value[key] = structuredClone(child.default)
       }
@@ -154,16 +154,16 @@ export interface ObjectFinding {
   changes: FieldChange[]
 }
 
-/** How one change reads: "spec.token removed", "spec.timeouts.pipeline moved from spec.timeout". */
-function describeChange(c: FieldChange): string {
-  if (c.change === 'moved') return `${c.path} moved from ${c.from}`
-  return `${c.path} ${c.change}${c.managedFields ? ' (set by a manager, not in what the rewrite keeps)' : ''}`
+/** How a change at `path` reads: "spec.token removed", "spec.timeouts.pipeline moved from spec.timeout"; `show` writes each path. */
+export function describeChange(path: string, c: Omit<FieldChange, 'path'>, show = (p: string) => p): string {
+  if (c.change === 'moved') return `${show(path)} moved from ${show(c.from ?? '')}`
+  return `${show(path)} ${c.change}${c.managedFields ? ' (set by a manager, not in what the rewrite keeps)' : ''}`
 }
 
 /** One line per object, its first changes named: "ns/obj-00007: spec.token removed, spec.owner added". */
 export function describeFindings(findings: readonly ObjectFinding[], objects: number, shown = 5): string {
   const lines = findings.slice(0, shown).map((f) => {
-    const named = f.changes.slice(0, 4).map(describeChange)
+    const named = f.changes.slice(0, 4).map((c) => describeChange(c.path, c))
     if (f.changes.length > 4) named.push(`${f.changes.length - 4} more`)
     return `${f.key}: ${named.join(', ')}`
   })
