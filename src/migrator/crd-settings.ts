@@ -5,7 +5,7 @@ import { resolveStashRules } from './phases/stashes/rules.js'
 import { acceptedFieldsFor } from '../config/accept-entries.js'
 
 /** What only the command line asks for, one run at a time (never a config file's standing order). */
-export interface RunOverrides {
+interface RunOverrides {
   /** `migrate --force`: rewrite every object whatever status.storedVersions says. */
   force?: boolean
 }

@@ -17,7 +17,7 @@ import { STORAGE_SETTLE_MS, waitForStorageEverywhere, type StorageSwitchReport }
 import { narrowStoredVersions } from './stored-versions.js'
 import { DataLossError, proveLossless } from '../lossless/check.js'
 
-export type RunPhase = (run: MigrationRun) => Promise<void>
+type RunPhase = (run: MigrationRun) => Promise<void>
 
 /**
  * Why a run without a storage phase has nothing to do, or undefined: stashes and managedFields counted
