@@ -42,6 +42,16 @@ export class TokenBucket {
     return true
   }
 
+  /** Puts back a token taken and not used. */
+  giveBack(): void {
+    this.tokens++
+  }
+
+  /** How long until a whole token is there, as of the last refill (at least 1 ms). */
+  msUntilToken(): number {
+    return Math.max(1, Math.ceil(((1 - this.tokens) * 1000) / this.qps))
+  }
+
   /** Queues for a token: `grant` is called (asynchronously) once one is taken for the caller. */
   enqueue(grant: () => void): void {
     this.waiters.push(grant)
@@ -66,13 +76,10 @@ export class TokenBucket {
   private schedule(): void {
     if (this.waiters.length === 0 || this.timer) return
     this.refill()
-    this.timer = setTimeout(
-      () => {
-        this.timer = undefined
-        this.drain()
-      },
-      Math.max(1, Math.ceil(((1 - this.tokens) * 1000) / this.qps)),
-    )
+    this.timer = setTimeout(() => {
+      this.timer = undefined
+      this.drain()
+    }, this.msUntilToken())
   }
 }
 
