@@ -147,7 +147,7 @@ export async function migrateCrdUnfrozen(name: string, settings: MigrationSettin
     const how = `in ${storageVersion} without a freeze`
     const rewritten = await rewriteEveryObject({ kind: 'crd', crd, storageVersion }, settings, ctx, result, how, start.rewrite)
     result.apiServers = await storageEverywhere(0)
-    const narrowed = await narrowUnderStart(ctx, name, { uid: crd.metadata.uid, generation: plan.generation, storageVersion }, ctx.client)
+    const narrowed = await narrowUnderStart(name, { uid: crd.metadata.uid, generation: plan.generation, storageVersion }, ctx.client)
     result.storedVersionsAfter = narrowed.storedVersions
     return narrowed.kept !== undefined
       ? `${rewritten}; status.storedVersions left as ${JSON.stringify(narrowed.storedVersions)}: ${narrowed.kept}`
