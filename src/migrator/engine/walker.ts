@@ -26,17 +26,8 @@ export function objectFailure(key: string, err: unknown): ObjectFailure {
   return { key, code: errorCode(err), message: errorMessage(err), error: describeError(err) }
 }
 
-export interface WalkCounts {
-  seen: number
-  rewritten: number
-  current: number
-  skipped: number
-  gone: number
-  conflict: number
-  failed: number
-  /** Skipped because a checkpoint of an earlier run says they were done. */
-  resumed: number
-}
+/** Objects seen, and settled by outcome; `resumed`: skipped because a checkpoint of an earlier run says they were done. */
+export type WalkCounts = Record<'seen' | Outcome | 'failed' | 'resumed', number>
 
 export interface WalkProgress {
   counts: WalkCounts
