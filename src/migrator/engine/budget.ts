@@ -28,11 +28,6 @@ export class TokenBucket {
     this.refilledAt = now()
   }
 
-  /** Runners waiting for a token now. */
-  get waiting(): number {
-    return this.waiters.length
-  }
-
   /** Takes a token when one is there and nobody queued before us. */
   tryTake(): boolean {
     if (this.waiters.length > 0) return false
@@ -98,15 +93,13 @@ export class WriteBudget {
   readonly gate: ThrottleGate
   /** The shared --qps bucket; undefined when there is no fixed rate. */
   readonly rate: TokenBucket | undefined
-  readonly concurrency: number
   readonly qps: number
   private readonly listeners = new Set<(limit: number) => void>()
 
   constructor(options: WriteBudgetOptions) {
-    this.concurrency = Math.max(1, options.concurrency)
     this.qps = Math.max(0, options.qps)
     this.gate = new ThrottleGate({
-      maxConcurrency: this.concurrency,
+      maxConcurrency: Math.max(1, options.concurrency),
       ...(options.adaptive !== undefined ? { adaptive: options.adaptive } : {}),
       ...(options.now ? { now: options.now } : {}),
       onLimitChange: (limit) => {
