@@ -95,14 +95,14 @@ export async function walkObjects(
   options.signal?.addEventListener('abort', dropQueued, { once: true })
   try {
     await walk.walkPages(pages)
+    await queue.whenIdle()
   } catch (err) {
     // Stopped: the writes in flight end first, so the counts the caller reads are final.
     if (options.signal?.aborted) await queue.whenIdle()
-    options.signal?.removeEventListener('abort', dropQueued)
     throw err
+  } finally {
+    options.signal?.removeEventListener('abort', dropQueued)
   }
-  await queue.whenIdle()
-  options.signal?.removeEventListener('abort', dropQueued)
   options.signal?.throwIfAborted()
   // eslint-disable-next-line @typescript-eslint/only-throw-error -- the handler's own error, passed on as it was
   if (walk.firstError) throw walk.firstError
