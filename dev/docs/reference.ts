@@ -13,7 +13,7 @@ import { Registry } from 'prom-client'
 import { buildProgram } from '../../src/cli/program.js'
 import { SETTINGS } from '../../src/config/settings.js'
 import { CONFIG_DEFAULTS } from '../../src/config/schema.js'
-import { MigratorMetrics } from '../../src/migrator/metrics.js'
+import { createMigratorMetrics } from '../../src/migrator/metrics.js'
 import { createWebhookMetrics } from '../../src/webhook/metrics.js'
 import { createProcessMetrics } from '../../src/health/process-metrics.js'
 import { cell } from '../chart-docs.js'
@@ -174,7 +174,7 @@ export function renderConfigurationReference(settings: readonly object[] = SETTI
 /** The registries the product registers its metrics on, as `serve` does (default Node.js metrics aside). */
 export function productRegistries(): Array<{ component: string; registry: Registry }> {
   const migrator = new Registry()
-  new MigratorMetrics(migrator)
+  createMigratorMetrics(migrator)
   const webhook = new Registry()
   createWebhookMetrics(webhook)
   const process = new Registry()

@@ -9,7 +9,7 @@ import type { CustomResourceDefinition } from '../kube/types.js'
 import type { MigrationSettings, RunContext } from './context.js'
 import type { RunPlan } from './decide.js'
 
-export const GRANT_HINT = 'grant it (chart: rbac.managedGroups, migrator.names or migrator.crds; or rbac.allGroups)'
+const GRANT_HINT = 'grant it (chart: rbac.managedGroups, migrator.names or migrator.crds; or rbac.allGroups)'
 
 /** Why the migrator may not migrate these objects, or undefined; unverifiable checks are logged, not refused. */
 export async function accessDenied(

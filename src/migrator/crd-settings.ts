@@ -4,14 +4,12 @@ import { ALL_PHASES } from './plan.js'
 import { resolveStashRules } from './phases/stashes/rules.js'
 import { acceptedFieldsFor } from '../config/accept-entries.js'
 
-/** What only the command line asks for, one run at a time (never a config file's standing order). */
-export interface RunOverrides {
-  /** `migrate --force`: rewrite every object whatever status.storedVersions says. */
-  force?: boolean
-}
-
-/** The settings of one CRD's migration: the global ones, overridden by its own entry, then by the run's overrides. */
-export function settingsFor(config: Config, crdName: string, overrides: RunOverrides = {}): MigrationSettings {
+/**
+ * The settings of one CRD's migration: the global ones, overridden by its own entry, then by the run's overrides: what only
+ * the command line asks for, one run at a time, never a config file's standing order (`migrate --force`: rewrite every
+ * object whatever status.storedVersions says).
+ */
+export function settingsFor(config: Config, crdName: string, overrides: { force?: boolean } = {}): MigrationSettings {
   const m = config.migrator
   const own = m.crds[crdName]
   const skip = new Set([...m.skipPhases, ...(own?.skipPhases ?? [])])

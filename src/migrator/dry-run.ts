@@ -116,10 +116,7 @@ export async function serverDryRun(
 ): Promise<ServerDryRunReport> {
   // A client that persists its writes would make this a real, unfrozen migration.
   if (!http.dryRun) throw new CrdMigratorError('CRDM_INTERNAL', 'a server dry run needs a client that sends dryRun=All')
-  const ctx = runContext(
-    { http, logger: context.logger, owner: 'dry-run', ...(context.signal ? { signal: context.signal } : {}) },
-    settings,
-  )
+  const ctx = runContext({ http, logger: context.logger, owner: 'dry-run', signal: context.signal }, settings)
   const start = await readRun(name, ctx.client)
   const { crd, plan } = start
   const report: ServerDryRunReport = { crd: name, dryRun: 'server', storedVersions: plan.storedVersions }

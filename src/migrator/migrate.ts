@@ -3,7 +3,7 @@
  * reads top to bottom in its mode's function: frozen (migrateCrd), unfrozen, resource. The dry runs: dry-run.ts.
  */
 import { CrdMigratorError } from '../errors.js'
-import { isNotFound } from '../kube/api-errors.js'
+import { unlessNotFound } from '../kube/api-errors.js'
 import { conversionWebhookOf } from '../kube/conversion.js'
 import { getCrd } from '../kube/crds.js'
 import type { KubeHttp } from '../kube/http.js'
@@ -34,7 +34,7 @@ import { summarize } from './report.js'
 import { RunReporter } from './reporter.js'
 import { beginRun, endRun, lostFreeze } from './run.js'
 
-export type { MigrationContext, MigrationOutcome, MigrationResult, MigrationSettings, SkipReason } from './context.js'
+export type { MigrationResult, MigrationSettings } from './context.js'
 
 /** Mode frozen (a managed CRD), like a reconcile: decide (reads only), preflight, freeze, phases, then unfreeze whatever happened. */
 export async function migrateCrd(name: string, settings: MigrationSettings, caller: MigrationContext): Promise<MigrationResult> {
@@ -147,7 +147,7 @@ export async function migrateCrdUnfrozen(name: string, settings: MigrationSettin
     const how = `in ${storageVersion} without a freeze`
     const rewritten = await rewriteEveryObject({ kind: 'crd', crd, storageVersion }, settings, ctx, result, how, start.rewrite)
     result.apiServers = await storageEverywhere(0)
-    const narrowed = await narrowUnderStart(ctx, name, { uid: crd.metadata.uid, generation: plan.generation, storageVersion }, ctx.client)
+    const narrowed = await narrowUnderStart(name, { uid: crd.metadata.uid, generation: plan.generation, storageVersion }, ctx.client)
     result.storedVersionsAfter = narrowed.storedVersions
     return narrowed.kept !== undefined
       ? `${rewritten}; status.storedVersions left as ${JSON.stringify(narrowed.storedVersions)}: ${narrowed.kept}`
@@ -159,13 +159,7 @@ export async function migrateCrdUnfrozen(name: string, settings: MigrationSettin
 export async function crdDefining(http: KubeHttp, ref: ResourceRef): Promise<string | undefined> {
   if (ref.group === '') return undefined
   const name = `${ref.plural}.${ref.group}`
-  try {
-    await getCrd(http, name)
-    return name
-  } catch (err) {
-    if (isNotFound(err)) return undefined
-    throw err
-  }
+  return unlessNotFound(getCrd(http, name).then(() => name))
 }
 
 /** A resource as StorageVersionMigration objects and `migrate --resource` name it: a custom resource is a CRD migration (mode frozen). */

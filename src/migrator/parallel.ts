@@ -5,7 +5,7 @@
  * object phases' writes have their own runner (engine/task-runner.ts: adaptive limit, QPS, retries).
  */
 
-export interface ParallelHooks {
+interface ParallelHooks {
   /** Items not started yet, each time that changes. */
   onQueued?: (queued: number) => void
   /** Items running, each time that changes. */

@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { collectDefaultMetrics, Registry } from 'prom-client'
 import t from 'tap'
 import { createProcessMetrics } from '../../src/health/process-metrics.js'
-import { MigratorMetrics } from '../../src/migrator/metrics.js'
+import { createMigratorMetrics } from '../../src/migrator/metrics.js'
 import { createWebhookMetrics } from '../../src/webhook/metrics.js'
 import { selectorsIn, selectorsInTemplateQuery, type Selector } from '../helpers/promql.js'
 import { chartDir, ids, type Manifest, one, repoRoot, type T, template } from '../helpers/chart.js'
@@ -20,7 +20,7 @@ import { DASHBOARD_NAMESPACE, DNS_EGRESS, KUBE_APISERVER_PODS, OPS_VALUES } from
 /** Label names of each metric the code registers (the /metrics of `crd-migrator serve`), by series name. */
 async function exportedMetrics(): Promise<Map<string, string[]>> {
   const registry = new Registry()
-  new MigratorMetrics(registry)
+  createMigratorMetrics(registry)
   createWebhookMetrics(registry)
   createProcessMetrics(registry)
   collectDefaultMetrics({ register: registry })

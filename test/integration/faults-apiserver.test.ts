@@ -24,7 +24,7 @@ import { Accept, KubeHttp, type KubeRequest, type KubeResponse } from '../../src
 import type { CustomResourceDefinition } from '../../src/kube/types.js'
 import { migrateCrd } from '../../src/migrator/migrate.js'
 import { settled as done } from '../../src/migrator/engine/walker.js'
-import { MigratorMetrics } from '../../src/migrator/metrics.js'
+import { createMigratorMetrics } from '../../src/migrator/metrics.js'
 import { defaultSettings, httpFor, sleep } from '../helpers/cluster.js'
 import { ensureBinaries } from '../../dev/controlplane/controlplane.js'
 import { kubeConfigFromFile, startPrivateControlPlane } from '../helpers/controlplane.js'
@@ -276,7 +276,7 @@ t.test('throttled by the API server (429 + Retry-After): completes, waits out Re
   const { http } = await migratorIdentity(cp, 'throttled-migrator', group, (kc) => new ThrottleSpy(kc, group))
   t.teardown(() => http.close())
   const registry = new Registry()
-  const metrics = new MigratorMetrics(registry)
+  const metrics = createMigratorMetrics(registry)
   const t0 = performance.now()
   const result = await migrateCrd(crd.metadata.name, defaultSettings({ concurrency: 8, qps: 0, maxAttempts: DEFAULT_MAX_ATTEMPTS }), {
     http,

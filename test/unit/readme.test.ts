@@ -11,7 +11,7 @@ import t from 'tap'
 import { StateAnnotation } from '../../src/state/crd-state.js'
 import { SETTINGS } from '../../src/config/settings.js'
 import { ERROR_CODES } from '../../src/errors.js'
-import { MigratorMetrics } from '../../src/migrator/metrics.js'
+import { createMigratorMetrics } from '../../src/migrator/metrics.js'
 import { createWebhookMetrics } from '../../src/webhook/metrics.js'
 import { createProcessMetrics } from '../../src/health/process-metrics.js'
 
@@ -64,7 +64,7 @@ t.test('every state annotation, in the annotations reference', async (t) => {
 t.test('every metric, in the metrics reference', async (t) => {
   const page = read('docs/reference/metrics.md')
   const migrator = new Registry()
-  new MigratorMetrics(migrator)
+  createMigratorMetrics(migrator)
   const webhook = new Registry()
   createWebhookMetrics(webhook)
   const process = new Registry()

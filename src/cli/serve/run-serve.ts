@@ -13,7 +13,7 @@ import { userAgent } from '../../version.js'
 import { KubeEventRecorder } from '../../kube/events.js'
 import { loadCheckpointSeal } from '../../migrator/freeze/checkpoint-seal.js'
 import { HandOff } from '../../migrator/freeze/hand-off.js'
-import { MigratorMetrics } from '../../migrator/metrics.js'
+import { createMigratorMetrics } from '../../migrator/metrics.js'
 import type { MigrationResult } from '../../migrator/migrate.js'
 import { createProcessMetrics, type ProcessMetrics } from '../../health/process-metrics.js'
 import { healthPlugin, readinessReport, type ReadinessCheck, type ReadinessReport } from '../../health/plugin.js'
@@ -142,7 +142,7 @@ async function startMigrator(
     owner: identity,
     lock: new RunLock(),
     checkpointSeal: await loadCheckpointSeal(config.migrator.stateKeyFile, log, { strict: config.migrator.strictStateKeyFile }),
-    metrics: new MigratorMetrics(registry),
+    metrics: createMigratorMetrics(registry),
     events: new KubeEventRecorder(http, 'crd-migrator', identity, (err) => log.warn({ err }, 'could not record an Event')),
   }
   const crdController = new MigrationController({ ...shared, logger: log, onResult: options.onResult, onProgress: options.onProgress })

@@ -74,15 +74,7 @@ export interface LimitState {
 
 export type LimitDecision = 'slow-start' | 'increase' | 'hold' | 'idle' | 'decrease'
 
-interface Resolved {
-  max: number
-  min: number
-  initial: number
-  tolerance: number
-  minSamples: number
-}
-
-function resolve(s: AdaptiveSettings): Resolved {
+function resolve(s: AdaptiveSettings): Required<AdaptiveSettings> {
   const max = Math.max(1, Math.floor(s.max))
   const min = Math.min(max, Math.max(1, Math.floor(s.min ?? 1)))
   return {
@@ -164,7 +156,6 @@ export function throttledLimit(state: LimitState, settings: AdaptiveSettings): L
 /** Collects answers into windows for {@link decideLimit}; only requests started since the window opened count (all under its limit). */
 export class AdaptiveConcurrency {
   private state: LimitState
-  private readonly settings: AdaptiveSettings
   private readonly minSamples: number
   private windowStart: number
   private samples: Float64Array
@@ -185,11 +176,10 @@ export class AdaptiveConcurrency {
   }
 
   constructor(
-    settings: AdaptiveSettings,
+    private readonly settings: AdaptiveSettings,
     private readonly onChange?: (limit: number) => void,
     private readonly now: () => number = () => performance.now(),
   ) {
-    this.settings = settings
     this.minSamples = resolve(settings).minSamples
     this.state = initialLimitState(settings)
     this.windowStart = this.now()

@@ -28,11 +28,6 @@ export class TokenBucket {
     this.refilledAt = now()
   }
 
-  /** Runners waiting for a token now. */
-  get waiting(): number {
-    return this.waiters.length
-  }
-
   /** Takes a token when one is there and nobody queued before us. */
   tryTake(): boolean {
     if (this.waiters.length > 0) return false
@@ -40,6 +35,16 @@ export class TokenBucket {
     if (this.tokens < 1) return false
     this.tokens--
     return true
+  }
+
+  /** Puts back a token taken and not used. */
+  giveBack(): void {
+    this.tokens++
+  }
+
+  /** How long until a whole token is there, as of the last refill (at least 1 ms). */
+  msUntilToken(): number {
+    return Math.max(1, Math.ceil(((1 - this.tokens) * 1000) / this.qps))
   }
 
   /** Queues for a token: `grant` is called (asynchronously) once one is taken for the caller. */
@@ -66,13 +71,10 @@ export class TokenBucket {
   private schedule(): void {
     if (this.waiters.length === 0 || this.timer) return
     this.refill()
-    this.timer = setTimeout(
-      () => {
-        this.timer = undefined
-        this.drain()
-      },
-      Math.max(1, Math.ceil(((1 - this.tokens) * 1000) / this.qps)),
-    )
+    this.timer = setTimeout(() => {
+      this.timer = undefined
+      this.drain()
+    }, this.msUntilToken())
   }
 }
 
@@ -91,15 +93,13 @@ export class WriteBudget {
   readonly gate: ThrottleGate
   /** The shared --qps bucket; undefined when there is no fixed rate. */
   readonly rate: TokenBucket | undefined
-  readonly concurrency: number
   readonly qps: number
   private readonly listeners = new Set<(limit: number) => void>()
 
   constructor(options: WriteBudgetOptions) {
-    this.concurrency = Math.max(1, options.concurrency)
     this.qps = Math.max(0, options.qps)
     this.gate = new ThrottleGate({
-      maxConcurrency: this.concurrency,
+      maxConcurrency: Math.max(1, options.concurrency),
       ...(options.adaptive !== undefined ? { adaptive: options.adaptive } : {}),
       ...(options.now ? { now: options.now } : {}),
       onLimitChange: (limit) => {

@@ -1,9 +1,8 @@
-import type { TokenBucket } from './budget.js'
+import { TokenBucket } from './budget.js'
 
 /**
  * Runs the walker's per-object tasks: at most `limit` at once, started at `qps` a second at most
- * (0: none), in order. The rate is a token bucket as client-go's (steady starts, bursts of a tenth
- * of a second's worth). No per-task promise, events or timer checks (as p-queue had): this runs
+ * (0: none), in order. The rate is its own TokenBucket (budget.ts; nobody else queues there). No per-task promise, events or timer checks (as p-queue had): this runs
  * once per object, and CPU per object is benched (npm run bench, "client CPU"). With a shared
  * bucket (budget.ts) each start also takes a token there. Tasks must not reject.
  */
@@ -11,9 +10,7 @@ export class TaskRunner {
   private readonly queue: Array<(() => Promise<unknown>) | undefined> = []
   private head = 0
   private running = 0
-  private readonly burst: number
-  private tokens: number
-  private refilledAt: number
+  private readonly bucket: TokenBucket | undefined
   private timer: NodeJS.Timeout | undefined
   private watchers: Array<{ ready: () => boolean; resolve: () => void }> = []
   /** A token of the shared bucket granted to this runner and not yet used. */
@@ -31,13 +28,11 @@ export class TaskRunner {
 
   constructor(
     private concurrency: number,
-    private readonly qps: number,
-    private readonly now: () => number = () => performance.now(),
+    qps: number,
+    now: () => number = () => performance.now(),
     private readonly shared?: TokenBucket,
   ) {
-    this.burst = Math.max(1, qps / 10)
-    this.tokens = this.burst
-    this.refilledAt = now()
+    this.bucket = qps > 0 ? new TokenBucket(qps, now) : undefined
   }
 
   /** Tasks running now. */
@@ -92,10 +87,10 @@ export class TaskRunner {
 
   private pump(): void {
     while (this.running < this.concurrency && this.head < this.queue.length) {
-      if (this.qps > 0 && !this.takeStart()) break
+      if (this.bucket && !this.takeStart(this.bucket)) break
       if (this.shared && !this.takeShared()) {
         // The own token goes back: it was not used.
-        if (this.qps > 0) this.tokens++
+        this.bucket?.giveBack()
         break
       }
       const task = this.queue[this.head]!
@@ -112,21 +107,12 @@ export class TaskRunner {
   }
 
   /** Takes a start from the bucket; false (and a timer for when the next one is there) when it is empty. */
-  private takeStart(): boolean {
-    const now = this.now()
-    this.tokens = Math.min(this.burst, this.tokens + ((now - this.refilledAt) * this.qps) / 1000)
-    this.refilledAt = now
-    if (this.tokens >= 1) {
-      this.tokens--
-      return true
-    }
-    this.timer ??= setTimeout(
-      () => {
-        this.timer = undefined
-        this.pump()
-      },
-      Math.max(1, Math.ceil(((1 - this.tokens) * 1000) / this.qps)),
-    )
+  private takeStart(bucket: TokenBucket): boolean {
+    if (bucket.tryTake()) return true
+    this.timer ??= setTimeout(() => {
+      this.timer = undefined
+      this.pump()
+    }, bucket.msUntilToken())
     return false
   }
 

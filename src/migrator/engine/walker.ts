@@ -26,17 +26,8 @@ export function objectFailure(key: string, err: unknown): ObjectFailure {
   return { key, code: errorCode(err), message: errorMessage(err), error: describeError(err) }
 }
 
-export interface WalkCounts {
-  seen: number
-  rewritten: number
-  current: number
-  skipped: number
-  gone: number
-  conflict: number
-  failed: number
-  /** Skipped because a checkpoint of an earlier run says they were done. */
-  resumed: number
-}
+/** Objects seen, and settled by outcome; `resumed`: skipped because a checkpoint of an earlier run says they were done. */
+export type WalkCounts = Record<'seen' | Outcome | 'failed' | 'resumed', number>
 
 export interface WalkProgress {
   counts: WalkCounts
@@ -104,14 +95,14 @@ export async function walkObjects(
   options.signal?.addEventListener('abort', dropQueued, { once: true })
   try {
     await walk.walkPages(pages)
+    await queue.whenIdle()
   } catch (err) {
     // Stopped: the writes in flight end first, so the counts the caller reads are final.
     if (options.signal?.aborted) await queue.whenIdle()
-    options.signal?.removeEventListener('abort', dropQueued)
     throw err
+  } finally {
+    options.signal?.removeEventListener('abort', dropQueued)
   }
-  await queue.whenIdle()
-  options.signal?.removeEventListener('abort', dropQueued)
   options.signal?.throwIfAborted()
   // eslint-disable-next-line @typescript-eslint/only-throw-error -- the handler's own error, passed on as it was
   if (walk.firstError) throw walk.firstError

@@ -31,7 +31,7 @@ import type { StateWriter } from '../freeze/state-writer.js'
 import { wholeSeconds } from '../../duration.js'
 
 /** What the built-in migrator is doing with a CRD's resource. */
-export interface BuiltinActivity {
+interface BuiltinActivity {
   /** The served version of storagemigration.k8s.io; undefined: the API is absent (then nothing else is set). */
   api: string | undefined
   /** The CRD's StorageMigrating condition, when it has one. */
@@ -41,10 +41,7 @@ export interface BuiltinActivity {
 }
 
 /** What builtinBusyReason looks at; `migrations` undefined: they could not be listed (RBAC). */
-export interface BuiltinEvidence {
-  condition: CrdCondition | undefined
-  migrations: readonly BuiltinMigration[] | undefined
-}
+type BuiltinEvidence = Pick<BuiltinActivity, 'condition'> & { migrations: readonly BuiltinMigration[] | undefined }
 
 export async function builtinActivity(http: MigrationContext['http'], crd: CustomResourceDefinition): Promise<BuiltinActivity> {
   const condition = storageMigratingCondition(crd)
@@ -122,25 +119,17 @@ export async function runBuiltinStoragePhase(
   log.info({ builtinMigration: migrationName, api }, 'built-in StorageVersionMigration created; waiting for kube-controller-manager')
   await state.waiting(`built-in StorageVersionMigration ${migrationName}: waiting for kube-controller-manager`)
   let lastMessage: string | undefined
+  const failed = (why: string) =>
+    new CrdMigratorError('CRDM_BUILTIN_FAILED', `the built-in StorageVersionMigration ${migrationName} ${why}`)
   try {
     for (;;) {
       ctx.signal?.throwIfAborted()
       const current = await getBuiltinMigration(ctx.http, api, migrationName)
-      if (current === undefined || current.metadata.uid !== created.metadata.uid) {
-        throw new CrdMigratorError(
-          'CRDM_BUILTIN_FAILED',
-          `the built-in StorageVersionMigration ${migrationName} was deleted before it finished`,
-        )
-      }
+      if (current === undefined || current.metadata.uid !== created.metadata.uid) throw failed('was deleted before it finished')
       const phase = builtinMigrationState(current)
       const message = builtinMigrationMessage(current)
       if (phase === 'Succeeded') return { name: migrationName, message, durationMs: Date.now() - createdAt }
-      if (phase === 'Failed') {
-        throw new CrdMigratorError(
-          'CRDM_BUILTIN_FAILED',
-          `the built-in StorageVersionMigration ${migrationName} failed: ${message ?? 'no message'}`,
-        )
-      }
+      if (phase === 'Failed') throw failed(`failed: ${message ?? 'no message'}`)
       if (phase === 'Pending' && Date.now() - createdAt > settings.builtinStartTimeoutMs) {
         throw new CrdMigratorError(
           'CRDM_BUILTIN_UNAVAILABLE',

@@ -35,26 +35,20 @@ interface PhaseRun {
   onStopped?: (partial: CleanupResult) => void
 }
 
-/** Removes only managedFields entries of versions the CRD does not define at all. */
-function undefinedVersionsPolicy(crd: CustomResourceDefinition, storageVersion: string, settings: MigrationSettings) {
-  const policy = managedFieldsPolicy(crd, storageVersion, settings)
-  // Removed, not relabelled: only applies (webhook conversion) get here, and field paths differ between versions.
-  return {
-    ...policy,
-    servedVersions: new Set(crd.spec.versions.map((v) => v.name)),
-    rewriteServedNonStorage: false,
-    relabelUnserved: false,
-  }
-}
-
-/** Finds and removes managedFields entries of versions the CRD does not define (see makeRewriteHandler). */
+/** Finds and removes managedFields entries of versions the CRD does not define at all (see makeRewriteHandler). */
 function undefinedVersionsDrop(
   write: WriteContext,
   crd: CustomResourceDefinition,
   settings: MigrationSettings,
   count: (cleaned: { removed: number; relabelled: number }) => void,
 ) {
-  const policy = undefinedVersionsPolicy(crd, write.ref.version, settings)
+  // Removed, not relabelled: only applies (webhook conversion) get here, and field paths differ between versions.
+  const policy: ManagedFieldsPolicy = {
+    ...managedFieldsPolicy(crd, write.ref.version, settings),
+    servedVersions: new Set(crd.spec.versions.map((v) => v.name)),
+    rewriteServedNonStorage: false,
+    relabelUnserved: false,
+  }
   return {
     present: (item: PartialObjectMetadata) => needsManagedFieldsCleanup(item.metadata.managedFields, policy),
     drop: makeCleanupHandler(write, policy, count),

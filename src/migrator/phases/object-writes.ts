@@ -2,7 +2,7 @@ import { CrdMigratorError, errorMessage } from '../../errors.js'
 import { FIELD_MANAGER } from '../../version.js'
 import { ManagedFieldsDroppedError } from '../../kube/conversion.js'
 import { Accept, ContentType } from '../../kube/http.js'
-import { isConflict, isNotFound, isUnprocessable } from '../../kube/api-errors.js'
+import { isConflict, isNotFound, isUnprocessable, unlessNotFound } from '../../kube/api-errors.js'
 import { apiVersionOf, listOrderKey, objectPath, type ResourceRef } from '../../kube/paths.js'
 import type { ManagedFieldsEntry, PartialObjectMetadata } from '../../kube/types.js'
 import { cleanManagedFields, entryIdentity, managedFieldsPatch, type ManagedFieldsPolicy } from './managed-fields.js'
@@ -78,17 +78,14 @@ export function makeRewriteHandler(
 
 /** The object's metadata as it is now, or undefined when it is gone. */
 async function readMetadata(ctx: WriteContext, item: PartialObjectMetadata): Promise<PartialObjectMetadata | undefined> {
-  try {
-    const res = await ctx.client.request<PartialObjectMetadata>({
+  const res = await unlessNotFound(
+    ctx.client.request<PartialObjectMetadata>({
       method: 'GET',
       path: objectPath(ctx.ref, item.metadata.namespace, item.metadata.name),
       accept: Accept.partialObjectMetadata,
-    })
-    return res.body
-  } catch (err) {
-    if (isNotFound(err)) return undefined
-    throw err
-  }
+    }),
+  )
+  return res?.body
 }
 
 /** Removes unserved-version entries with a JSON Patch carrying the resourceVersion read; when someone wrote in between, reads again and retries. */

@@ -17,7 +17,7 @@ import { STORAGE_SETTLE_MS, waitForStorageEverywhere, type StorageSwitchReport }
 import { narrowStoredVersions } from './stored-versions.js'
 import { DataLossError, proveLossless } from '../lossless/check.js'
 
-export type RunPhase = (run: MigrationRun) => Promise<void>
+type RunPhase = (run: MigrationRun) => Promise<void>
 
 /**
  * Why a run without a storage phase has nothing to do, or undefined: stashes and managedFields counted
@@ -55,19 +55,7 @@ export const storagePhase: RunPhase = async (run) => {
   }
   // Every object proven to keep its content before the first is written (a loss: Blocked).
   await losslessCheck(run)
-  run.result.storage = await runPhase(
-    Phase.StorageVersionMigration,
-    { kind: 'crd', crd: run.crd, storageVersion: run.plan.storageVersion },
-    run.settings,
-    run.ctx,
-    {
-      state: run.state,
-      conversion: run.conversion,
-      rewrite: run.rewrite,
-      resumeAfter: run.frozen.resumeAfter,
-      onStopped: (partial) => (run.result.storage = partial),
-    },
-  )
+  run.result.storage = await objectPhase(run, Phase.StorageVersionMigration, 'storage', run.frozen.resumeAfter)
   failOnObjects(run.result.storage, 'could not be rewritten')
 }
 
@@ -102,14 +90,20 @@ export const storedVersionsPhase: RunPhase = async (run) => {
 /** managedFields entries of unserved versions: removed, or relabelled to the storage version. */
 export const cleanupPhase: RunPhase = async (run) => {
   run.state.phase(Phase.CleanupManagedFields)
-  run.result.cleanup = await runPhase(
-    Phase.CleanupManagedFields,
-    { kind: 'crd', crd: run.crd, storageVersion: run.plan.storageVersion },
-    run.settings,
-    run.ctx,
-    { state: run.state, conversion: run.conversion, rewrite: run.rewrite, onStopped: (partial) => (run.result.cleanup = partial) },
-  )
+  run.result.cleanup = await objectPhase(run, Phase.CleanupManagedFields, 'cleanup')
   failOnObjects(run.result.cleanup, 'kept managedFields of unserved versions')
+}
+
+/** A phase over every object of the run's CRD (object-phase.ts); a run stopped mid-phase keeps its counts so far in `result[key]`. */
+function objectPhase(run: MigrationRun, phase: Phase, key: 'storage' | 'cleanup', resumeAfter?: string) {
+  const { crd, plan, settings, ctx, state, conversion, rewrite } = run
+  return runPhase(phase, { kind: 'crd', crd, storageVersion: plan.storageVersion }, settings, ctx, {
+    state,
+    conversion,
+    rewrite,
+    resumeAfter,
+    onStopped: (partial) => (run.result[key] = partial),
+  })
 }
 
 /** The lossless check of every object (lossless/check.ts), its report kept on the result whatever it found. */

@@ -73,18 +73,16 @@ function agreement(crd: Crd, want: string, server: string): ((shows: boolean) =>
   return (shows) => sharedAgreements.observe({ server, group: crd.group, plural: crd.plural, hash: want, generation }, shows)
 }
 
-/** Connection failures that mean "this address cannot be reached from here", not "this server is slow". */
+/**
+ * Connection failures that mean "this address cannot be reached from here": refused, unroutable,
+ * untrusted, or timed out (dropped by a firewall).
+ */
 const UNREACHABLE =
-  /^(ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|ERR_TLS_CERT_ALTNAME_INVALID|UNABLE_TO_VERIFY_LEAF_SIGNATURE|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|CERT_HAS_EXPIRED|ERR_SSL_WRONG_VERSION_NUMBER)$/
-
-function isTimeout(err: unknown): boolean {
-  return connectionErrorCode(err) === 'ETIMEDOUT'
-}
+  /^(ETIMEDOUT|ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|ERR_TLS_CERT_ALTNAME_INVALID|UNABLE_TO_VERIFY_LEAF_SIGNATURE|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|CERT_HAS_EXPIRED|ERR_SSL_WRONG_VERSION_NUMBER)$/
 
 /** The client wraps connection failures (CRDM_UNREACHABLE, CRDM_TLS): their errno or TLS code decides. */
 function isUnreachable(err: unknown): boolean {
-  const code = connectionErrorCode(err)
-  return code !== undefined && UNREACHABLE.test(code)
+  return UNREACHABLE.test(connectionErrorCode(err) ?? '')
 }
 
 export async function waitForStorageEverywhere(
@@ -94,13 +92,14 @@ export async function waitForStorageEverywhere(
   o: StorageSwitchOptions,
 ): Promise<StorageSwitchReport> {
   const want = storageVersionHash(crd.group, version, crd.kind)
+  const fallback = (listed: number, reason: string) => single(http, crd, version, o, listed, reason)
   let servers: URL[]
   try {
     servers = o.endpoints?.length ? o.endpoints.map((e) => new URL(e)) : await sharedApiServers.get(http)
   } catch (err) {
-    return single(http, crd, version, o, 0, `the API servers cannot be listed (${errorMessage(err)})`)
+    return fallback(0, `the API servers cannot be listed (${errorMessage(err)})`)
   }
-  if (servers.length === 0) return single(http, crd, version, o, 0, 'no API server is listed in the default/kubernetes EndpointSlices')
+  if (servers.length === 0) return fallback(0, 'no API server is listed in the default/kubernetes EndpointSlices')
 
   const clients = serverClients(http, servers, o.requestTimeoutMs)
   try {
@@ -121,13 +120,9 @@ export async function waitForStorageEverywhere(
       // None answers at all: from here the servers cannot be reached one by one (refused,
       // or dropped by a firewall: timeouts). One that answers while another does not is a
       // lagging server, waited for.
-      if (round === 0 && answers.every((a) => 'err' in a && (isUnreachable(a.err) || isTimeout(a.err)))) {
+      if (round === 0 && answers.every((a) => 'err' in a && isUnreachable(a.err))) {
         const first = answers[0] as { c: { name: string }; err: unknown }
-        return single(
-          http,
-          crd,
-          version,
-          o,
+        return fallback(
           servers.length,
           `the API servers cannot be reached one by one from here (${first.c.name}: ${errorMessage(first.err)})`,
         )
@@ -159,8 +154,6 @@ export async function waitForStorageEverywhere(
   }
 }
 
-const withAgreement = (agreedSince: ((shows: boolean) => number | undefined) | undefined) => (agreedSince ? { agreedSince } : {})
-
 /** Fallback reasons already said in this process: the warning comes once, later runs log it at debug. */
 const said = new Set<string>()
 
@@ -175,12 +168,13 @@ async function single(
   const level = said.has(reason) ? 'debug' : 'warn'
   said.add(reason)
   o.logger[level]({ reason }, 'checking the storage version on one API server only (plus the settle time)')
+  const agreedSince = agreement(crd, storageVersionHash(crd.group, version, crd.kind), http.server.href)
   await waitForStorageVersion(http, crd, version, {
     timeoutMs: o.timeoutMs,
     settleMs: o.settleMs,
     ...(o.signal ? { signal: o.signal } : {}),
     served: (c, group, v, plural, want) => sharedDiscovery.storageVersionHash(c, group, v, plural, want),
-    ...withAgreement(agreement(crd, storageVersionHash(crd.group, version, crd.kind), http.server.href)),
+    ...(agreedSince ? { agreedSince } : {}),
   })
   return { mode: 'single-server', listed, checked: 0, fallbackReason: reason }
 }

@@ -27,7 +27,6 @@ type Refused = { err: unknown; expect: StoredVersionsPrecondition } | undefined
  * why). `decide` sees the last refusal; `lastRound` turns the last round's into the error.
  */
 async function narrowLoop(
-  ctx: MigrationContext,
   name: string,
   storageVersion: string,
   client: RunClient,
@@ -96,7 +95,7 @@ export async function narrowStoredVersions(
     if (refused && JSON.stringify(refused.expect) === JSON.stringify(expect)) throw refused.err
     return { action: 'narrow', expect }
   }
-  return (await narrowLoop(ctx, name, storageVersion, client, decide, (err) => err, known)).crd
+  return (await narrowLoop(name, storageVersion, client, decide, (err) => err, known)).crd
 }
 
 /** What an unfrozen run started from: storedVersions are narrowed only while these still hold. */
@@ -125,7 +124,6 @@ export function storedVersionsAfterRewrite(
 
 /** An unfrozen run's narrowing: the same patch as a frozen run's, without the freeze to test (there is none). */
 export async function narrowUnderStart(
-  ctx: MigrationContext,
   name: string,
   start: RewriteStart,
   client: RunClient,
@@ -138,6 +136,6 @@ export async function narrowUnderStart(
   }
   const lastRound = (err: unknown) =>
     new CrdMigratorError('CRDM_CRD_CHANGED', `status.storedVersions could not be narrowed: ${errorMessage(err)}`, { cause: err })
-  const { crd, kept } = await narrowLoop(ctx, name, start.storageVersion, client, decide, lastRound)
+  const { crd, kept } = await narrowLoop(name, start.storageVersion, client, decide, lastRound)
   return { storedVersions: crd.status?.storedVersions ?? [], kept }
 }

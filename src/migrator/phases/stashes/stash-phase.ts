@@ -13,7 +13,7 @@ import { isDeepStrictEqual } from 'node:util'
 import { CrdMigratorError, describeError } from '../../../errors.js'
 import { convertObjects } from '../../../kube/conversion-review.js'
 import { ContentType } from '../../../kube/http.js'
-import { isConflict, isNotFound, isUnprocessable } from '../../../kube/api-errors.js'
+import { isConflict, isNotFound, isUnprocessable, unlessNotFound } from '../../../kube/api-errors.js'
 import { listPages } from '../../../kube/list-pages.js'
 import { apiVersionOf, collectionPath, listOrderKey, objectPath, type ResourceRef } from '../../../kube/paths.js'
 import { resolveResource } from '../../../kube/resources.js'
@@ -42,11 +42,7 @@ export async function runStashPhase(
   const client = ctx.client
   const log = ctx.logger.child({ crd: crd.metadata.name, phase: 'StashedObjectMigration' })
   for (const rule of rules) {
-    const source = await resolveResource(ctx.http, {
-      group: rule.source.group,
-      version: rule.source.version,
-      resource: rule.source.resource,
-    })
+    const source = await resolveResource(ctx.http, rule.source)
     const referrerRefs = await Promise.all(rule.referrers.map((r) => resolveResource(ctx.http, r)))
     const referrers = new ReferrerIndex(client, rule, referrerRefs)
     for await (const stash of listObjects<StashObject>(client, source, rule.source.labelSelector, rule.source.namespaces)) {
@@ -140,15 +136,13 @@ async function ensureStash(client: RunClient, source: ResourceRef, body: StashOb
 
 /** Deletes the old stash, only that very object (uid precondition); gone already is fine. */
 async function deleteStash(client: RunClient, source: ResourceRef, stash: StashObject): Promise<void> {
-  try {
-    await client.request({
+  await unlessNotFound(
+    client.request({
       method: 'DELETE',
       path: objectPath(source, stash.metadata.namespace, stash.metadata.name),
       body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: stash.metadata.uid } },
-    })
-  } catch (err) {
-    if (!isNotFound(err)) throw err
-  }
+    }),
+  )
 }
 
 /** Every object of a resource (all namespaces, or the ones given), page by page. */
@@ -180,13 +174,8 @@ class ReferrerIndex {
       const lists = await Promise.all(
         this.refs.map(async (ref) => {
           const items: Referrer['object'][] = []
-          for await (const o of listObjects<Referrer['object']>(
-            this.client,
-            ref,
-            undefined,
-            ref.namespaced && namespace ? [namespace] : [],
-          ))
-            items.push(o)
+          const namespaces = ref.namespaced && namespace ? [namespace] : []
+          for await (const o of listObjects<Referrer['object']>(this.client, ref, undefined, namespaces)) items.push(o)
           return items
         }),
       )
