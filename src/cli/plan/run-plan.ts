@@ -4,7 +4,7 @@
  * `--measure` adds dry-run writes (nothing stored) for a rate measured on this cluster.
  */
 import type { Config } from '../../config/schema.js'
-import { isForbidden } from '../../kube/api-errors.js'
+import { unlessForbidden } from '../../kube/api-errors.js'
 import { closing, commandHttp } from '../command-http.js'
 import { namedOrManagedCrds } from '../../select/managed-crds.js'
 import type { KubeHttp } from '../../kube/http.js'
@@ -137,17 +137,10 @@ async function planOne(
   const plan = planCrd(crd)
   const settings = settingsFor(config, crd.metadata.name)
   const cleanup = settings.phases.includes(Phase.CleanupManagedFields)
-  let managedFieldsObjects: number | undefined
-  let servedManagedFields: Record<string, number> | undefined
-  if (options.scan && cleanup && plan.storageVersion && !plan.blockedReason) {
-    try {
-      const scan = await scanManagedFields(runClient({ http, signal: options.signal }, settings), crd, plan.storageVersion, settings)
-      managedFieldsObjects = scan.objects
-      servedManagedFields = scan.servedKept
-    } catch (err) {
-      if (!isForbidden(err)) throw err
-    }
-  }
+  const scan =
+    options.scan && cleanup && plan.storageVersion && !plan.blockedReason
+      ? await unlessForbidden(scanManagedFields(runClient({ http, signal: options.signal }, settings), crd, plan.storageVersion, settings))
+      : undefined
   const storageWork =
     plan.storageVersion !== undefined &&
     !plan.blockedReason &&
@@ -162,8 +155,8 @@ async function planOne(
     storedVersions: plan.storedVersions,
     blockedReason: plan.blockedReason,
     objects: await countObjects(runClient({ http, signal: options.signal }, config.migrator), crd),
-    managedFieldsObjects,
-    ...(servedManagedFields ? { servedManagedFields } : {}),
+    managedFieldsObjects: scan?.objects,
+    ...(scan?.servedKept ? { servedManagedFields: scan.servedKept } : {}),
   }
 }
 
@@ -175,12 +168,7 @@ export async function countObjects(client: RunClient, crd: CustomResourceDefinit
     accept: Accept.partialObjectMetadataList,
     signal: client.signal,
   })
-  try {
-    const page = await request({ limit: 1, continue: undefined })
-    if (!page.metadata.continue) return page.items.length
-    return page.metadata.remainingItemCount === undefined ? undefined : page.items.length + page.metadata.remainingItemCount
-  } catch (err) {
-    if (isForbidden(err)) return undefined
-    throw err
-  }
+  const page = await unlessForbidden(request({ limit: 1, continue: undefined }))
+  if (!page?.metadata.continue) return page?.items.length
+  return page.metadata.remainingItemCount === undefined ? undefined : page.items.length + page.metadata.remainingItemCount
 }
