@@ -140,19 +140,22 @@ export function configFromOptions(opts: FlagValues, env: NodeJS.ProcessEnv = pro
   return loadConfig({ file: values.string('config'), env, flags })
 }
 
-/** Warnings only unless --log-level or -v says otherwise. */
-function shortCommandConfig(opts: FlagValues): Config {
-  return configFromOptions({ logLevel: 'warn', ...opts, ...(logLevelOf(opts) ? { logLevel: logLevelOf(opts) } : {}) })
-}
-
-/** A short command's config, logger and client flags; names given with a command-line selector are refused. */
+/**
+ * A short command's config (warnings only unless --log-level or -v says otherwise), logger and
+ * client flags; names given with a command-line selector are refused.
+ */
 export function shortCommandSetup(
   cmd: Command,
   opts: FlagValues,
   names: readonly string[] = [],
 ): { config: Config; log: Logger; client: ClientFlags } {
   refuseNamesWithSelector(cmd, names)
-  const config = shortCommandConfig(opts)
+  const verbosity = flagReader(opts).number('verbosity')
+  const config = configFromOptions({
+    logLevel: 'warn',
+    ...opts,
+    ...(verbosity === undefined ? {} : { logLevel: verbosityLevel(verbosity) }),
+  })
   return { config, log: logger(config, 'short'), client: clientFlags(opts) }
 }
 
@@ -233,18 +236,9 @@ export function parseRequestTimeout(text: string): number {
   return ms === 0 ? 0 : Math.max(1, Math.ceil(ms))
 }
 
-const VERBOSITY_LEVELS = [
-  { from: 0, level: 'warn' },
-  { from: 2, level: 'info' },
-  { from: 4, level: 'debug' },
-  { from: 6, level: 'trace' },
-] as const
-
 /** -v N as a log level: 0-1 warn, 2-3 info, 4-5 debug, 6 and up trace (with a line per request). */
 export function verbosityLevel(n: number): 'warn' | 'info' | 'debug' | 'trace' {
-  let level: 'warn' | 'info' | 'debug' | 'trace' = 'warn'
-  for (const v of VERBOSITY_LEVELS) if (n >= v.from) level = v.level
-  return level
+  return n >= 6 ? 'trace' : n >= 4 ? 'debug' : n >= 2 ? 'info' : 'warn'
 }
 
 function parseVerbosity(text: string): number {
@@ -279,10 +273,4 @@ export function clientFlags(opts: FlagValues): ClientFlags {
   const impersonate = user !== undefined || uid !== undefined || groups?.length ? { user, uid, groups } : undefined
   const timeout = values.number('requestTimeout')
   return { ...(timeout !== undefined ? { requestTimeoutMs: timeout } : {}), ...(impersonate ? { impersonate } : {}) }
-}
-
-/** -v as --log-level, for configFromOptions (undefined: -v not given). */
-function logLevelOf(opts: FlagValues): string | undefined {
-  const v = opts['verbosity']
-  return typeof v === 'number' ? verbosityLevel(v) : undefined
 }
