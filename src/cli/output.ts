@@ -39,6 +39,12 @@ export function renderNames(names: readonly string[]): string {
   return names.map((n) => `customresourcedefinition.apiextensions.k8s.io/${n}\n`).join('')
 }
 
+/** kubectl's line on stderr for each named CRD that does not exist; the exit code they make (1 when any). */
+export function reportMissing(missing: readonly string[]): number {
+  for (const name of missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
+  return missing.length ? 1 : 0
+}
+
 /** Each column of a table (its header first) as wide as its widest cell. */
 export function columnWidths(rows: readonly (readonly string[])[]): number[] {
   return rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))

@@ -21,7 +21,7 @@ import { servedVersionToList } from '../../check/drop-evidence.js'
 import { CONSTANT_BASIS, planRow, planSummary, type PlanInput } from '../../check/fleet-plan.js'
 import { measureWrites } from '../../check/measure-writes.js'
 import { describeBasis, measuredBasis, objectsPerSecond, objectsPerSecondRange, type WriteSample } from '../../check/write-rate.js'
-import { isData, renderData, renderNames } from '../output.js'
+import { isData, renderData, renderNames, reportMissing } from '../output.js'
 import type { ReadCommandOptions } from '../command-kit.js'
 import { formatPlan, type PlanReport } from './plan-format.js'
 
@@ -67,8 +67,7 @@ export async function runPlanCommand(config: Config, out: NodeJS.WritableStream,
           ? ''
           : 'no managed CRDs (see -l/--selector, --crds)\n',
     )
-  for (const name of report.missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
-  return report.missing.length ? 1 : 0
+  return reportMissing(report.missing)
 }
 
 /** The plan of the named (or managed) CRDs, through the caller's client: the CLI's, or the bench's. */

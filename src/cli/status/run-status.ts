@@ -23,7 +23,7 @@ import { runInParallel } from '../../migrator/parallel.js'
 import { describeFreeze, freezeLiveness, readCrdState, type CrdState, type FreezeLiveness } from '../../state/crd-state.js'
 import { ellipsize, plainText, sanitizeText } from '../../sanitize.js'
 import { clockDuration } from '../../duration.js'
-import { columnWidths, isData, renderData, renderNames, tableLine } from '../output.js'
+import { columnWidths, isData, renderData, renderNames, reportMissing, tableLine } from '../output.js'
 import type { ReadCommandOptions } from '../command-kit.js'
 import { etaSeconds, fleetState, formatSummary, summarize, type FleetState, type StatusSummary } from './status-summary.js'
 
@@ -221,12 +221,12 @@ export async function showStatus(
     readCrds(http, config, options.names, options.selectorOnly),
     builtinMigrationsOrUnknown(http),
   ])
-  for (const name of missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
+  const exitCode = reportMissing(missing)
   const rows = statusRows(crds, rowConfig(config, options.names), builtin)
   const view = new StatusView(out, options, rows)
   view.first()
-  if (options.watch && missing.length === 0 && options.signal) await watchRows(http, config, options, crds, builtin, view, options.signal)
-  return missing.length ? 1 : 0
+  if (options.watch && exitCode === 0 && options.signal) await watchRows(http, config, options, crds, builtin, view, options.signal)
+  return exitCode
 }
 
 /** The named CRDs (GET each; missing: not found), else every managed CRD and every one carrying our state. */
