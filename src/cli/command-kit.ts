@@ -69,30 +69,22 @@ const PLACEHOLDER: Readonly<Record<Setting['kind'], string>> = { string: 'value'
  */
 export function addConfigOptions(
   cmd: Command,
-  flags: readonly string[] | 'all',
+  flags: readonly string[],
   /** What a setting means for this command, when not what the settings table says. */
   descriptions: Readonly<Record<string, string>> = {},
   /** A default that differs for this command (null: none to show). */
   defaults: Readonly<Record<string, string | null>> = {},
 ): Command {
   cmd.addOption(new Option('-c, --config <file>', 'YAML or JSON config file').env('CRD_MIGRATOR_CONFIG'))
-  const unknown = flags === 'all' ? [] : flags.filter((f) => !SETTINGS.some((s) => s.flag === f))
+  const unknown = flags.filter((f) => !SETTINGS.some((s) => s.flag === f))
   if (unknown.length) throw new Error(`no setting has the flag(s) ${unknown.join(', ')}`)
   for (const s of SETTINGS) {
-    if (flags !== 'all' && !flags.includes(s.flag)) continue
+    if (!flags.includes(s.flag)) continue
     const own = defaults[s.flag]
     const value = own === null ? undefined : (own ?? settingDefault(s))
     // Shown as a user types it: text quoted, numbers and booleans not, a list item by item.
-    const shown =
-      value === undefined || s.kind === 'int' || s.kind === 'number' || s.kind === 'boolean'
-        ? value
-        : s.kind === 'list'
-          ? value
-              .split(',')
-              .map((v) => JSON.stringify(v))
-              .join(', ')
-          : JSON.stringify(value)
-    const help = { default: shown, env: s.env }
+    const items = s.kind === 'list' ? value?.split(',') : s.kind === 'string' && value !== undefined ? [value] : undefined
+    const help = { default: items ? items.map((v) => JSON.stringify(v)).join(', ') : value, env: s.env }
     const description = descriptions[s.flag] ?? s.description
     if (s.kind === 'boolean') {
       cmd.addOption(markNegatable(describeSettingOption(new Option(`--${s.flag}`, description), help)))
