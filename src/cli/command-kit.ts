@@ -69,30 +69,22 @@ const PLACEHOLDER: Readonly<Record<Setting['kind'], string>> = { string: 'value'
  */
 export function addConfigOptions(
   cmd: Command,
-  flags: readonly string[] | 'all',
+  flags: readonly string[],
   /** What a setting means for this command, when not what the settings table says. */
   descriptions: Readonly<Record<string, string>> = {},
   /** A default that differs for this command (null: none to show). */
   defaults: Readonly<Record<string, string | null>> = {},
 ): Command {
   cmd.addOption(new Option('-c, --config <file>', 'YAML or JSON config file').env('CRD_MIGRATOR_CONFIG'))
-  const unknown = flags === 'all' ? [] : flags.filter((f) => !SETTINGS.some((s) => s.flag === f))
+  const unknown = flags.filter((f) => !SETTINGS.some((s) => s.flag === f))
   if (unknown.length) throw new Error(`no setting has the flag(s) ${unknown.join(', ')}`)
   for (const s of SETTINGS) {
-    if (flags !== 'all' && !flags.includes(s.flag)) continue
+    if (!flags.includes(s.flag)) continue
     const own = defaults[s.flag]
     const value = own === null ? undefined : (own ?? settingDefault(s))
     // Shown as a user types it: text quoted, numbers and booleans not, a list item by item.
-    const shown =
-      value === undefined || s.kind === 'int' || s.kind === 'number' || s.kind === 'boolean'
-        ? value
-        : s.kind === 'list'
-          ? value
-              .split(',')
-              .map((v) => JSON.stringify(v))
-              .join(', ')
-          : JSON.stringify(value)
-    const help = { default: shown, env: s.env }
+    const items = s.kind === 'list' ? value?.split(',') : s.kind === 'string' && value !== undefined ? [value] : undefined
+    const help = { default: items ? items.map((v) => JSON.stringify(v)).join(', ') : value, env: s.env }
     const description = descriptions[s.flag] ?? s.description
     if (s.kind === 'boolean') {
       cmd.addOption(markNegatable(describeSettingOption(new Option(`--${s.flag}`, description), help)))
@@ -140,19 +132,22 @@ export function configFromOptions(opts: FlagValues, env: NodeJS.ProcessEnv = pro
   return loadConfig({ file: values.string('config'), env, flags })
 }
 
-/** Warnings only unless --log-level or -v says otherwise. */
-function shortCommandConfig(opts: FlagValues): Config {
-  return configFromOptions({ logLevel: 'warn', ...opts, ...(logLevelOf(opts) ? { logLevel: logLevelOf(opts) } : {}) })
-}
-
-/** A short command's config, logger and client flags; names given with a command-line selector are refused. */
+/**
+ * A short command's config (warnings only unless --log-level or -v says otherwise), logger and
+ * client flags; names given with a command-line selector are refused.
+ */
 export function shortCommandSetup(
   cmd: Command,
   opts: FlagValues,
   names: readonly string[] = [],
 ): { config: Config; log: Logger; client: ClientFlags } {
   refuseNamesWithSelector(cmd, names)
-  const config = shortCommandConfig(opts)
+  const verbosity = flagReader(opts).number('verbosity')
+  const config = configFromOptions({
+    logLevel: 'warn',
+    ...opts,
+    ...(verbosity === undefined ? {} : { logLevel: verbosityLevel(verbosity) }),
+  })
   return { config, log: logger(config, 'short'), client: clientFlags(opts) }
 }
 
@@ -233,18 +228,9 @@ export function parseRequestTimeout(text: string): number {
   return ms === 0 ? 0 : Math.max(1, Math.ceil(ms))
 }
 
-const VERBOSITY_LEVELS = [
-  { from: 0, level: 'warn' },
-  { from: 2, level: 'info' },
-  { from: 4, level: 'debug' },
-  { from: 6, level: 'trace' },
-] as const
-
 /** -v N as a log level: 0-1 warn, 2-3 info, 4-5 debug, 6 and up trace (with a line per request). */
 export function verbosityLevel(n: number): 'warn' | 'info' | 'debug' | 'trace' {
-  let level: 'warn' | 'info' | 'debug' | 'trace' = 'warn'
-  for (const v of VERBOSITY_LEVELS) if (n >= v.from) level = v.level
-  return level
+  return n >= 6 ? 'trace' : n >= 4 ? 'debug' : n >= 2 ? 'info' : 'warn'
 }
 
 function parseVerbosity(text: string): number {
@@ -279,10 +265,4 @@ export function clientFlags(opts: FlagValues): ClientFlags {
   const impersonate = user !== undefined || uid !== undefined || groups?.length ? { user, uid, groups } : undefined
   const timeout = values.number('requestTimeout')
   return { ...(timeout !== undefined ? { requestTimeoutMs: timeout } : {}), ...(impersonate ? { impersonate } : {}) }
-}
-
-/** -v as --log-level, for configFromOptions (undefined: -v not given). */
-function logLevelOf(opts: FlagValues): string | undefined {
-  const v = opts['verbosity']
-  return typeof v === 'number' ? verbosityLevel(v) : undefined
 }

@@ -55,15 +55,11 @@ export class Interrupt {
     private readonly exit: (code: number) => void = (code) => process.exit(code),
   ) {}
 
-  /** Listens for SIGINT and SIGTERM; returns the function that stops listening. */
-  install(): () => void {
+  /** Listens for SIGINT and SIGTERM. */
+  install(): void {
     const on = (sig: NodeJS.Signals) => this.handle(sig)
     process.on('SIGINT', on)
     process.on('SIGTERM', on)
-    return () => {
-      process.off('SIGINT', on)
-      process.off('SIGTERM', on)
-    }
   }
 
   handle(sig: NodeJS.Signals): void {

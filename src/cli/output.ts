@@ -38,3 +38,22 @@ export function renderData(value: unknown, format: DataFormat): string {
 export function renderNames(names: readonly string[]): string {
   return names.map((n) => `customresourcedefinition.apiextensions.k8s.io/${n}\n`).join('')
 }
+
+/** kubectl's line on stderr for each named CRD that does not exist; the exit code they make (1 when any). */
+export function reportMissing(missing: readonly string[]): number {
+  for (const name of missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
+  return missing.length ? 1 : 0
+}
+
+/** Each column of a table (its header first) as wide as its widest cell. */
+export function columnWidths(rows: readonly (readonly string[])[]): number[] {
+  return rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
+}
+
+/** One line of a table: its cells two spaces apart, each padded to its column's width but the last. */
+export function tableLine(cells: readonly string[], widths: readonly number[]): string {
+  return cells
+    .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+    .join('  ')
+    .trimEnd()
+}

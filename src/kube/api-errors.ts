@@ -119,6 +119,13 @@ export const unlessNotFound = <T>(request: Promise<T>): Promise<T | undefined> =
     throw err
   })
 
+/** What `request` resolves to, or undefined when the API server answers 403. */
+export const unlessForbidden = <T>(request: Promise<T>): Promise<T | undefined> =>
+  request.catch((err: unknown) => {
+    if (isForbidden(err)) return undefined
+    throw err
+  })
+
 /** The causes an API error carries (`details.causes`), each with the fields it has as strings. */
 export function statusCauses(err: unknown): StatusCause[] {
   const causes = err instanceof KubeApiError ? err.details?.causes : undefined

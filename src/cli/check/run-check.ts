@@ -22,7 +22,7 @@ import {
   type VersionGate,
 } from '../../check/manifest-resources.js'
 import { applyFixes, formatFixes, planFixes, type FixOutcome } from '../../check/manifest-fix.js'
-import { isData, renderData } from '../output.js'
+import { isData, renderData, reportMissing } from '../output.js'
 import type { ReadCommandOptions } from '../command-kit.js'
 
 /** The exit code when some version is not safe to drop (0: every one is; 1: a request or lookup failed; 2: usage). */
@@ -125,8 +125,7 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
       for (const s of manifests?.skipped ?? []) notes.write(`skipped ${s.file}: ${s.reason}\n`)
       notes.write(formatCheck(report, options.names.length === 0 && !manifests))
     } else out.write(renderData(report, options.format))
-    for (const name of missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
-    if (missing.length) return 1
+    if (reportMissing(missing)) return 1
     if (empty) {
       process.stderr.write(
         `crd-migrator: no managed CRD matched ${describeSelection(config)}: nothing was checked, so nothing is shown safe (--allow-empty accepts an empty selection)\n`,
@@ -192,25 +191,13 @@ async function manifestTargets(
   manifests: Manifests,
   drop: string | undefined,
 ): Promise<{ targets: Target[]; missing: string[]; gates: VersionGate[] }> {
-  const live = new Map(
-    (
-      await crdsByName(
-        http,
-        manifests.crds.map((m) => m.name),
-      )
-    ).crds.map((crd) => [crd.metadata.name, crd]),
-  )
+  const names = manifests.crds.map((m) => m.name)
+  const live = new Map((await crdsByName(http, names)).crds.map((crd) => [crd.metadata.name, crd]))
   const gates: VersionGate[] = []
   const targets = manifests.crds.map((m): Target => {
     const crd = live.get(m.name)
-    const versions = !crd
-      ? []
-      : drop !== undefined
-        ? [drop]
-        : droppedVersions(
-            crd.spec.versions.map((v) => v.name),
-            m.versions,
-          )
+    const inCluster = crd?.spec.versions.map((v) => v.name) ?? []
+    const versions = !crd ? [] : drop !== undefined ? [drop] : droppedVersions(inCluster, m.versions)
     gates.push(manifestGate(m, versions, crd))
     if (!crd) return { name: m.name, crd, versions, nothing: `not in the cluster: nothing is stored yet (${m.file})` }
     return { name: m.name, crd, versions, nothing: `${m.file} keeps every version the cluster's CRD has` }

@@ -47,12 +47,8 @@ const takesValue = (o: Option) => o.required || o.optional
 
 /** The option of `cmd` a flag names (`--name`, `-n`), hidden ones included: they parse as any other. */
 function findOption(cmd: Command, flag: string): Option | undefined {
-  return [...cmd.options, ...helpOption(cmd)].find((o) => o.long === flag || o.short === flag)
-}
-
-function helpOption(cmd: Command): Option[] {
   const help = new Help().visibleOptions(cmd).find((o) => o.long === '--help')
-  return help ? [help] : []
+  return [...cmd.options, ...(help ? [help] : [])].find((o) => o.long === flag || o.short === flag)
 }
 
 function findCommand(cmd: Command, name: string): Command | undefined {

@@ -11,15 +11,10 @@ type Shell = (typeof SHELLS)[number]
 /** A shell function name from the program's: crd-migrator -> _crd_migrator. */
 const functionName = (name: string): string => `_${name.replace(/[^A-Za-z0-9_]/g, '_')}`
 
+const SCRIPTS: Readonly<Record<Shell, (name: string) => string>> = { bash: bashScript, zsh: zshScript, fish: fishScript }
+
 export function completionScript(shell: Shell, name: string = PROGRAM_NAME): string {
-  switch (shell) {
-    case 'bash':
-      return bashScript(name)
-    case 'zsh':
-      return zshScript(name)
-    case 'fish':
-      return fishScript(name)
-  }
+  return SCRIPTS[shell](name)
 }
 
 function bashScript(name: string): string {

@@ -12,7 +12,7 @@ import {
 import { ConfigError } from '../../errors.js'
 
 /** The chart's pre-delete hook: the Lease (its renew deadline and retry period from --config) and the freeze's key. */
-export const LIFT_FREEZES_SETTINGS = [...CLIENT_SETTINGS, 'migrating-annotation', 'lease-namespace', 'lease-name'] as const
+const LIFT_FREEZES_SETTINGS = [...CLIENT_SETTINGS, 'migrating-annotation', 'lease-namespace', 'lease-name'] as const
 
 export function registerLiftFreezes(program: Command): void {
   addConfigOptions(program.command('lift-freezes'), LIFT_FREEZES_SETTINGS)

@@ -83,11 +83,8 @@ export async function liftReleaseFreezes(http: KubeHttp, config: Config, options
     if (frozen.length === 0) return { lifted, stoppedLeader: leader, waitedMs }
     for (const crd of frozen) if (await liftOne(http, crd, migrating, options.ownerPrefix, log)) lifted.push(crd.metadata.name)
   }
-  throw new Error(
-    `freezes of the release are still set after 10 passes: ${ours(await listCrds(http))
-      .map((c) => c.metadata.name)
-      .join(', ')}`,
-  )
+  const left = ours(await listCrds(http)).map((c) => c.metadata.name)
+  throw new Error(`freezes of the release are still set after 10 passes: ${left.join(', ')}`)
 }
 
 async function liftOne(

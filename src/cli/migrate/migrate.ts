@@ -63,17 +63,13 @@ const isStrategy = (v: string): v is DryRunStrategy => (DRY_RUN_STRATEGIES as re
 /** The strategy, and the CRD name commander took as the flag's value unless written `--dry-run=VALUE` (`value`: true for a bare flag). */
 export function resolveDryRun(value: unknown, rawArgs: readonly string[]): { strategy: DryRunStrategy; name?: string } {
   if (value === undefined || value === false) return { strategy: 'none' }
-  if (value === true) return { strategy: 'client' }
   if (typeof value !== 'string') return { strategy: 'client' }
-  const text = value
-  if (isStrategy(text)) return { strategy: text }
-  const attached = rawArgs.some((a) => a === `--dry-run=${text}`)
-  if (attached) throw new ConfigError(invalid(text))
-  return { strategy: 'client', name: text }
-}
-
-function invalid(text: string): string {
-  return `--dry-run: ${JSON.stringify(text)} is not a strategy; expected --dry-run (the same as --dry-run=client), --dry-run=none, --dry-run=client or --dry-run=server`
+  if (isStrategy(value)) return { strategy: value }
+  if (rawArgs.includes(`--dry-run=${value}`))
+    throw new ConfigError(
+      `--dry-run: ${JSON.stringify(value)} is not a strategy; expected --dry-run (the same as --dry-run=client), --dry-run=none, --dry-run=client or --dry-run=server`,
+    )
+  return { strategy: 'client', name: value }
 }
 
 function dryRunOption(): Option {

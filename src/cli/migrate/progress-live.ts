@@ -10,15 +10,13 @@ const ERASE_BELOW = '\x1b[J'
 export class LiveView extends TrackingView {
   /** Lines of the live area now on the screen, the cursor just below them. */
   private drawn = 0
-  private readonly timer: NodeJS.Timeout
 
   constructor(
     private readonly tty: NodeJS.WriteStream,
     now?: () => number,
   ) {
     super(now)
-    this.timer = setInterval(() => this.redraw(), REDRAW_MS)
-    this.timer.unref()
+    this.every(REDRAW_MS, () => this.redraw())
   }
 
   override start(crd: string): void {
@@ -43,7 +41,7 @@ export class LiveView extends TrackingView {
   }
 
   override close(): void {
-    clearInterval(this.timer)
+    super.close()
     this.tty.write(this.clear())
   }
 

@@ -9,7 +9,7 @@ import { ellipsize } from '../../sanitize.js'
 import { clockDuration } from '../../duration.js'
 
 /** How far one phase of one CRD got: objects settled of the best known total. */
-export interface PhaseCount {
+interface PhaseCount {
   phase: string
   done: number
   total: number
@@ -109,7 +109,7 @@ export function liveLine(p: CrdProgress, now: number, width = 200): string {
  * Each phase walked: `StorageVersionMigration 4000/4000 objects, CleanupManagedFields 4000/4000
  * objects checked`: the cleanup writes only some of what it checks (see the managedFields line).
  */
-export function phasesText(p: CrdProgress | undefined): string {
+function phasesText(p: CrdProgress | undefined): string {
   return (p?.phases ?? [])
     .map((c) => `${c.phase} ${c.done}/${c.total} objects${c.phase === 'CleanupManagedFields' ? ' checked' : ''}`)
     .join(', ')

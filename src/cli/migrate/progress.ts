@@ -23,8 +23,16 @@ export interface ProgressView {
 export abstract class TrackingView implements ProgressView {
   protected readonly inFlight = new Map<string, CrdProgress>()
   private readonly ended = new Map<string, CrdProgress>()
+  private timer: NodeJS.Timeout | undefined
 
   constructor(protected readonly now: () => number = Date.now) {}
+
+  /** Calls `tick` every `everyMs` until close. */
+  protected every(everyMs: number, tick: () => void): void {
+    this.timer = setInterval(tick, everyMs)
+    // Progress never keeps the process alive.
+    this.timer.unref()
+  }
 
   start(crd: string): void {
     this.inFlight.set(crd, new CrdProgress(crd, this.now()))
@@ -48,7 +56,9 @@ export abstract class TrackingView implements ProgressView {
     stream.write(text)
   }
 
-  close(): void {}
+  close(): void {
+    clearInterval(this.timer)
+  }
 }
 
 /** --progress-every 0, or a silent log level: no progress lines; how far an interrupted CRD got, still. */
@@ -65,17 +75,13 @@ export class QuietView extends TrackingView {
 
 /** Off a terminal: a line at each start and end, and one per CRD in flight every `everyMs`. */
 export class PlainView extends TrackingView {
-  private readonly timer: NodeJS.Timeout
-
   constructor(
     private readonly stream: NodeJS.WritableStream,
     everyMs: number,
     now?: () => number,
   ) {
     super(now)
-    this.timer = setInterval(() => this.tick(), everyMs)
-    // Progress never keeps the process alive.
-    this.timer.unref()
+    this.every(everyMs, () => this.tick())
   }
 
   /** CRDs whose `started` line is written: on its first progress, not before (a CRD that does not exist never starts). */
@@ -99,9 +105,5 @@ export class PlainView extends TrackingView {
     const now = this.now()
     const lines = [...this.inFlight.values()].map((p) => `${plainLine(p, now)}\n`)
     if (lines.length) this.stream.write(lines.join(''))
-  }
-
-  override close(): void {
-    clearInterval(this.timer)
   }
 }

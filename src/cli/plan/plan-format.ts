@@ -4,6 +4,7 @@
  */
 import { type EstimateBasis, type PlanRow, type PlanSummary } from '../../check/fleet-plan.js'
 import { estimateDuration } from '../../duration.js'
+import { columnWidths, tableLine } from '../output.js'
 
 /** What -o json|yaml prints. */
 export interface PlanReport {
@@ -76,15 +77,8 @@ export function formatPlan(report: PlanReport, scanned: boolean, wide = false): 
         : formatEstimate(r.estimateMs, r.estimateRangeMs),
   ])
   const all = [header, ...lines]
-  const widths = header.map((_, i) => Math.max(...all.map((l) => l[i]!.length)))
-  const table = all
-    .map((l) =>
-      l
-        .map((c, i) => (i === l.length - 1 ? c : c.padEnd(widths[i]!)))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n')
+  const widths = columnWidths(all)
+  const table = all.map((l) => tableLine(l, widths)).join('\n')
   const s = report.summary
   const unknown = s.unknownSize ? ` (${s.unknownSize} of unknown size left out)` : ''
   const next = servedNextSteps(report.rows)

@@ -1,6 +1,6 @@
 /** `crd-migrator plan`: its flags, what they say read once into the run's options, and the run (run-plan.ts, loaded when it runs). */
 import type { Command } from 'commander'
-import { jsonOption, outputFormat, outputOption } from '../output.js'
+import { jsonOption, OUTPUT_FORMATS, outputFormat, outputOption } from '../output.js'
 import {
   CLIENT_SETTINGS,
   flagReader,
@@ -33,8 +33,6 @@ export const PLAN_SETTINGS = [
   'max-attempts',
 ] as const
 
-const FORMATS = ['text', 'wide', 'name', 'json', 'yaml'] as const
-
 export function registerPlan(program: Command): void {
   const cmd = program.command('plan')
   shortCommand(cmd, PLAN_SETTINGS, READ_ONLY_DESCRIPTIONS)
@@ -47,11 +45,11 @@ export function registerPlan(program: Command): void {
       false,
     )
     .option('--measure-objects <n>', 'dry-run writes of --measure at most (default 200; at most 5 s of writes)', parseCount)
-    .addOption(outputOption(FORMATS))
+    .addOption(outputOption(OUTPUT_FORMATS))
     .addOption(jsonOption())
     .action(async (names: string[], opts: FlagValues) => {
       const flags = flagReader(opts)
-      const format = outputFormat(opts, FORMATS)
+      const format = outputFormat(opts, OUTPUT_FORMATS)
       refuseNamesWithSelector(cmd, names)
       const samples = flags.number('measureObjects')
       if (samples !== undefined && !flags.on('measure')) throw new ConfigError('plan: --measure-objects needs --measure')

@@ -4,7 +4,7 @@
  * `--measure` adds dry-run writes (nothing stored) for a rate measured on this cluster.
  */
 import type { Config } from '../../config/schema.js'
-import { isForbidden } from '../../kube/api-errors.js'
+import { unlessForbidden } from '../../kube/api-errors.js'
 import { closing, commandHttp } from '../command-http.js'
 import { namedOrManagedCrds } from '../../select/managed-crds.js'
 import type { KubeHttp } from '../../kube/http.js'
@@ -21,7 +21,7 @@ import { servedVersionToList } from '../../check/drop-evidence.js'
 import { CONSTANT_BASIS, planRow, planSummary, type PlanInput } from '../../check/fleet-plan.js'
 import { measureWrites } from '../../check/measure-writes.js'
 import { describeBasis, measuredBasis, objectsPerSecond, objectsPerSecondRange, type WriteSample } from '../../check/write-rate.js'
-import { isData, renderData, renderNames } from '../output.js'
+import { isData, renderData, renderNames, reportMissing } from '../output.js'
 import type { ReadCommandOptions } from '../command-kit.js'
 import { formatPlan, type PlanReport } from './plan-format.js'
 
@@ -67,8 +67,7 @@ export async function runPlanCommand(config: Config, out: NodeJS.WritableStream,
           ? ''
           : 'no managed CRDs (see -l/--selector, --crds)\n',
     )
-  for (const name of report.missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
-  return report.missing.length ? 1 : 0
+  return reportMissing(report.missing)
 }
 
 /** The plan of the named (or managed) CRDs, through the caller's client: the CLI's, or the bench's. */
@@ -137,17 +136,10 @@ async function planOne(
   const plan = planCrd(crd)
   const settings = settingsFor(config, crd.metadata.name)
   const cleanup = settings.phases.includes(Phase.CleanupManagedFields)
-  let managedFieldsObjects: number | undefined
-  let servedManagedFields: Record<string, number> | undefined
-  if (options.scan && cleanup && plan.storageVersion && !plan.blockedReason) {
-    try {
-      const scan = await scanManagedFields(runClient({ http, signal: options.signal }, settings), crd, plan.storageVersion, settings)
-      managedFieldsObjects = scan.objects
-      servedManagedFields = scan.servedKept
-    } catch (err) {
-      if (!isForbidden(err)) throw err
-    }
-  }
+  const scan =
+    options.scan && cleanup && plan.storageVersion && !plan.blockedReason
+      ? await unlessForbidden(scanManagedFields(runClient({ http, signal: options.signal }, settings), crd, plan.storageVersion, settings))
+      : undefined
   const storageWork =
     plan.storageVersion !== undefined &&
     !plan.blockedReason &&
@@ -162,8 +154,8 @@ async function planOne(
     storedVersions: plan.storedVersions,
     blockedReason: plan.blockedReason,
     objects: await countObjects(runClient({ http, signal: options.signal }, config.migrator), crd),
-    managedFieldsObjects,
-    ...(servedManagedFields ? { servedManagedFields } : {}),
+    managedFieldsObjects: scan?.objects,
+    ...(scan?.servedKept ? { servedManagedFields: scan.servedKept } : {}),
   }
 }
 
@@ -175,12 +167,7 @@ export async function countObjects(client: RunClient, crd: CustomResourceDefinit
     accept: Accept.partialObjectMetadataList,
     signal: client.signal,
   })
-  try {
-    const page = await request({ limit: 1, continue: undefined })
-    if (!page.metadata.continue) return page.items.length
-    return page.metadata.remainingItemCount === undefined ? undefined : page.items.length + page.metadata.remainingItemCount
-  } catch (err) {
-    if (isForbidden(err)) return undefined
-    throw err
-  }
+  const page = await unlessForbidden(request({ limit: 1, continue: undefined }))
+  if (!page?.metadata.continue) return page?.items.length
+  return page.metadata.remainingItemCount === undefined ? undefined : page.items.length + page.metadata.remainingItemCount
 }

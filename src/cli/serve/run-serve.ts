@@ -91,27 +91,15 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
 
 /** The webhook server of every replica. */
 function startWebhook(config: Config, registry: Registry, logger: Logger): Promise<RunningWebhookServer> {
+  // Every other setting of config.webhook is the server's own: files, address, body limit, connection caps.
+  const { enabled: _enabled, timeouts, ...listener } = config.webhook
   return startWebhookServer({
-    certFile: config.webhook.certFile,
-    keyFile: config.webhook.keyFile,
-    host: config.webhook.host,
-    port: config.webhook.port,
-    bodyLimitBytes: config.webhook.bodyLimitBytes,
-    maxConnections: config.webhook.maxConnections,
-    maxConnectionsPerPeer: config.webhook.maxConnectionsPerPeer,
-    reservedConnections: config.webhook.reservedConnections,
-    apiServerAddresses: config.webhook.apiServerAddresses,
-    timeouts: serverTimeouts(config.webhook.timeouts),
+    ...listener,
+    timeouts: serverTimeouts(timeouts),
     registry,
     logger: logger.child({ component: 'webhook' }),
     shutdownDelayMs: process.env.KUBERNETES_SERVICE_HOST ? 5000 : 0,
-    policy: {
-      migratingAnnotation: config.annotations.migrating,
-      migratorUsers: config.identities.migratorUsers,
-      migratorGroups: config.identities.migratorGroups,
-      breakGlassGroups: config.identities.breakGlassGroups,
-      builtinMigratorUsers: config.identities.builtinMigratorUsers,
-    },
+    policy: { migratingAnnotation: config.annotations.migrating, ...config.identities },
   })
 }
 

@@ -13,7 +13,7 @@ import {
   type BuiltinMigration,
 } from '../../kube/builtin-migrations.js'
 import { Accept, type KubeHttp } from '../../kube/http.js'
-import { isForbidden, isNotFound } from '../../kube/api-errors.js'
+import { unlessForbidden, unlessNotFound } from '../../kube/api-errors.js'
 import { listPages } from '../../kube/list-pages.js'
 import { CRD_API } from '../../kube/paths.js'
 import type { CustomResourceDefinition, PartialObjectMetadata } from '../../kube/types.js'
@@ -23,7 +23,7 @@ import { runInParallel } from '../../migrator/parallel.js'
 import { describeFreeze, freezeLiveness, readCrdState, type CrdState, type FreezeLiveness } from '../../state/crd-state.js'
 import { ellipsize, plainText, sanitizeText } from '../../sanitize.js'
 import { clockDuration } from '../../duration.js'
-import { isData, renderData, renderNames } from '../output.js'
+import { columnWidths, isData, renderData, renderNames, reportMissing, tableLine } from '../output.js'
 import type { ReadCommandOptions } from '../command-kit.js'
 import { etaSeconds, fleetState, formatSummary, summarize, type FleetState, type StatusSummary } from './status-summary.js'
 
@@ -176,24 +176,14 @@ function cells(row: StatusRow | 'header', wide: boolean): string[] {
   return wide ? [...base, ...(row === 'header' ? WIDE_HEADER : wideCells(row))] : base
 }
 
-export function columnWidths(rows: readonly StatusRow[], wide = false): number[] {
-  const all = [cells('header', wide), ...rows.map((r) => cells(r, wide))]
-  return all[0]!.map((_, i) => Math.max(...all.map((c) => c[i]!.length)))
-}
+const widthsOf = (rows: readonly StatusRow[], wide: boolean): number[] =>
+  columnWidths([cells('header', wide), ...rows.map((r) => cells(r, wide))])
 
-/** One line of the table (the last column unpadded). */
-export function formatRow(row: StatusRow | 'header', widths: readonly number[], wide = false): string {
-  const line = cells(row, wide)
-  return (
-    line
-      .map((c, i) => (i === line.length - 1 ? c : c.padEnd(widths[i]!)))
-      .join('  ')
-      .trimEnd() + '\n'
-  )
-}
+const formatRow = (row: StatusRow | 'header', widths: readonly number[], wide: boolean): string =>
+  `${tableLine(cells(row, wide), widths)}\n`
 
 export function formatTable(rows: StatusRow[], widths?: number[], wide = false): string {
-  const w = widths ?? columnWidths(rows, wide)
+  const w = widths ?? widthsOf(rows, wide)
   return [formatRow('header', w, wide), ...rows.map((r) => formatRow(r, w, wide))].join('')
 }
 
@@ -231,12 +221,12 @@ export async function showStatus(
     readCrds(http, config, options.names, options.selectorOnly),
     builtinMigrationsOrUnknown(http),
   ])
-  for (const name of missing) process.stderr.write(`crd-migrator: customresourcedefinition "${name}" not found\n`)
-  const rows = selectRows(crds, config, options.names, builtin).rows
+  const exitCode = reportMissing(missing)
+  const rows = statusRows(crds, rowConfig(config, options.names), builtin)
   const view = new StatusView(out, options, rows)
   view.first()
-  if (options.watch && missing.length === 0 && options.signal) await watchRows(http, config, options, crds, builtin, view, options.signal)
-  return missing.length ? 1 : 0
+  if (options.watch && exitCode === 0 && options.signal) await watchRows(http, config, options, crds, builtin, view, options.signal)
+  return exitCode
 }
 
 /** The named CRDs (GET each; missing: not found), else every managed CRD and every one carrying our state. */
@@ -270,40 +260,13 @@ export async function readCrds(
 
 /** GETs each CRD; one that does not exist is left out. */
 async function getEach(http: KubeHttp, names: readonly string[]): Promise<CustomResourceDefinition[]> {
-  const got = await runInParallel(names, PARALLEL_GETS, (name) =>
-    getCrd(http, name).catch((err: unknown) => {
-      if (isNotFound(err)) return undefined
-      throw err
-    }),
-  )
+  const got = await runInParallel(names, PARALLEL_GETS, (name) => unlessNotFound(getCrd(http, name)))
   return got.filter((c): c is CustomResourceDefinition => c !== undefined)
 }
 
-/** The rows to show: the named CRDs (whether managed or not), else every managed one. */
-export function selectRows(
-  crds: CustomResourceDefinition[],
-  config: Config,
-  names: readonly string[],
-  builtin?: readonly BuiltinMigration[],
-  now = new Date(),
-): { rows: StatusRow[]; missing: string[] } {
-  if (names.length === 0) return { rows: statusRows(crds, config, builtin, now), missing: [] }
-  const wanted = new Set(names)
-  const rows = statusRows(
-    crds.filter((crd) => wanted.has(crd.metadata.name)),
-    namedOnly(config, [...wanted]),
-    builtin,
-    now,
-  )
-  const found = new Set(rows.map((r) => r.name))
-  return { rows, missing: names.filter((n) => !found.has(n)) }
-}
-
-/** The config with a selection of exactly these names. */
-const namedOnly = (config: Config, names: string[]): Config => ({
-  ...config,
-  migrator: { ...config.migrator, selector: { labelSelector: '', names } },
-})
+/** The config rows are read with: named CRDs are a selection of exactly them, managed or not. */
+const rowConfig = (config: Config, names: readonly string[]): Config =>
+  names.length ? { ...config, migrator: { ...config.migrator, selector: { labelSelector: '', names: [...new Set(names)] } } } : config
 
 export function statusSummary(rows: readonly StatusRow[]): StatusSummary {
   return summarize(rows.map((r) => ({ name: r.name, state: r.state, etaSeconds: r.etaSeconds })))
@@ -351,7 +314,7 @@ class StatusView {
       if (this.options.names.length === 0) this.out.write('no managed CRDs (see -l/--selector, --crds)\n')
       return
     }
-    this.widths = columnWidths(rows, this.wide)
+    this.widths = widthsOf(rows, this.wide)
     this.out.write(formatTable(rows, this.widths, this.wide) + (this.options.watch ? '' : `\n${formatSummary(s)}`))
   }
 
@@ -376,7 +339,7 @@ class StatusView {
       else if (this.options.format === 'name') this.out.write(renderNames([row.name]))
       else {
         if (this.widths.length === 0) {
-          this.widths = columnWidths([row], this.wide)
+          this.widths = widthsOf([row], this.wide)
           this.out.write(formatTable([], this.widths, this.wide))
         }
         this.out.write(formatRow(row, this.widths, this.wide))
@@ -417,10 +380,10 @@ async function watchRows(
   const watched = named
     ? new CrdSelection({ labelSelector: '', names: [...options.names] })
     : new CrdSelection({ labelSelector: selector.labelSelector, names: [...new Set([...selector.names, ...shownNames])] })
-  const rowConfig = named ? namedOnly(config, [...options.names]) : config
+  const rowsConfig = rowConfig(config, options.names)
   const onObject = (crd: CustomResourceDefinition) => {
     if (!watched.selects(crd) && !named && (options.selectorOnly || !readCrdState(crd, config.annotations.migrating).carriesState)) return
-    view.update(crd.metadata.name, statusRows([crd], rowConfig, builtin)[0])
+    view.update(crd.metadata.name, statusRows([crd], rowsConfig, builtin)[0])
   }
   await Promise.all(
     watched.watchFilters().map((filter) =>
@@ -440,12 +403,6 @@ async function watchRows(
 }
 
 /** Every built-in StorageVersionMigration; none when the API is not served; undefined when they may not be listed. */
-async function builtinMigrationsOrUnknown(http: KubeHttp): Promise<BuiltinMigration[] | undefined> {
-  try {
-    const api = await builtinMigrationApi(http)
-    return api === undefined ? [] : await listBuiltinMigrations(http, api)
-  } catch (err) {
-    if (isForbidden(err)) return undefined
-    throw err
-  }
+function builtinMigrationsOrUnknown(http: KubeHttp): Promise<BuiltinMigration[] | undefined> {
+  return unlessForbidden(builtinMigrationApi(http).then((api) => (api === undefined ? [] : listBuiltinMigrations(http, api))))
 }

@@ -40,14 +40,14 @@ export function parseProgress(text: string | undefined): { done: number; total: 
  * Seconds of a run a rate needs before it is shown: the first seconds hold the freeze and
  * the wait for the storage switch, and a rate from them says little about the rest.
  */
-export const ETA_EVIDENCE_SECONDS = 10
+const ETA_EVIDENCE_SECONDS = 10
 
 /**
  * A heartbeat at most this old dates the progress count written with it (both written every
  * progressIntervalSeconds, 5 s by default). Older: the run stalled, so its rate is taken up
  * to now, and the stall slows it rather than the ETA running out while nothing moves.
  */
-export const FRESH_HEARTBEAT_SECONDS = 30
+const FRESH_HEARTBEAT_SECONDS = 30
 
 /**
  * Seconds left at the rate the run has shown: settled count over started-at to when it was
