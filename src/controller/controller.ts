@@ -4,7 +4,7 @@ import type { Config } from '../config/schema.js'
 import { getCrd } from '../kube/crds.js'
 import type { EventRecorder } from '../kube/events.js'
 import { type KubeHttp } from '../kube/http.js'
-import { isNotFound } from '../kube/api-errors.js'
+import { unlessNotFound } from '../kube/api-errors.js'
 import { listPages } from '../kube/list-pages.js'
 import { listAndWatch } from '../kube/watch.js'
 import { CRD_API } from '../kube/paths.js'
@@ -94,16 +94,11 @@ export class MigrationController {
 
   async reconcile(name: string, signal: AbortSignal): Promise<MigrationResult | undefined> {
     const { config, logger } = this.deps
-    let crd: CustomResourceDefinition
-    try {
-      crd = await getCrd(this.deps.http, name)
-    } catch (err) {
-      if (isNotFound(err)) {
-        this.queue.forget(name)
-        this.deps.metrics?.frozen.remove({ crd: name, owner: 'foreign' })
-        return undefined
-      }
-      throw err
+    const crd = await unlessNotFound(getCrd(this.deps.http, name))
+    if (!crd) {
+      this.queue.forget(name)
+      this.deps.metrics?.frozen.remove({ crd: name, owner: 'foreign' })
+      return undefined
     }
     if (!this.selects(crd)) return undefined
     const freeze = readCrdState(crd, config.annotations.migrating)

@@ -9,7 +9,7 @@ import type { Logger } from 'pino'
 import type { Config } from '../config/schema.js'
 import type { EventRecorder } from '../kube/events.js'
 import { ContentType, type KubeHttp } from '../kube/http.js'
-import { isNotFound } from '../kube/api-errors.js'
+import { isNotFound, unlessNotFound } from '../kube/api-errors.js'
 import { objectPath, type ResourceRef } from '../kube/paths.js'
 import { describeResourceName, resolveResource } from '../kube/resources.js'
 import { listAndWatch } from '../kube/watch.js'
@@ -94,7 +94,9 @@ export class KsvmMigrationController {
 
   async reconcile(name: string, signal: AbortSignal): Promise<void> {
     const { http, logger } = this.deps
-    const svm = await this.get(name)
+    const svm = (
+      await unlessNotFound(http.request<StorageVersionMigration>({ method: 'GET', path: objectPath(KSVM_RESOURCE, undefined, name) }))
+    )?.body
     if (!svm || isFinished(svm) || svm.metadata.deletionTimestamp) return this.queue.forget(name)
     const log = logger.child({ svm: name })
     const target = targetOf(svm)
@@ -183,27 +185,15 @@ export class KsvmMigrationController {
     }
   }
 
-  private async get(name: string): Promise<StorageVersionMigration | undefined> {
-    try {
-      return (await this.deps.http.request<StorageVersionMigration>({ method: 'GET', path: objectPath(KSVM_RESOURCE, undefined, name) }))
-        .body
-    } catch (err) {
-      if (isNotFound(err)) return undefined
-      throw err
-    }
-  }
-
   /** Replaces the object's conditions with this one (status subresource; gone objects are fine). */
   private async setCondition(svm: StorageVersionMigration, next: SvmCondition): Promise<void> {
-    try {
-      await this.deps.http.request({
+    await unlessNotFound(
+      this.deps.http.request({
         method: 'PATCH',
         path: objectPath(KSVM_RESOURCE, undefined, svm.metadata.name, 'status'),
         contentType: ContentType.mergePatch,
         body: { metadata: { uid: svm.metadata.uid }, status: { conditions: [next] } },
-      })
-    } catch (err) {
-      if (!isNotFound(err)) throw err
-    }
+      }),
+    )
   }
 }

@@ -8,7 +8,7 @@
  */
 import type { CrdCondition, CustomResourceDefinition } from './types.js'
 import { ContentType, type KubeHttp } from './http.js'
-import { isNotFound, unlessNotFound } from './api-errors.js'
+import { unlessNotFound } from './api-errors.js'
 import { sanitizeText } from '../sanitize.js'
 
 export const BUILTIN_MIGRATION_GROUP = 'storagemigration.k8s.io'
@@ -136,23 +136,17 @@ export async function createBuiltinMigration(
 }
 
 export async function deleteBuiltinMigration(http: KubeHttp, version: string, name: string): Promise<void> {
-  try {
-    await http.request({ method: 'DELETE', path: `${collection(version)}/${encodeURIComponent(name)}` })
-  } catch (err) {
-    if (!isNotFound(err)) throw err
-  }
+  await unlessNotFound(http.request({ method: 'DELETE', path: `${collection(version)}/${encodeURIComponent(name)}` }))
 }
 
 /** An annotation touch, so kube-controller-manager retries now, not after the backoff our freeze's refusals earned it. */
 export async function nudgeBuiltinMigration(http: KubeHttp, version: string, name: string, annotation: string): Promise<void> {
-  try {
-    await http.request({
+  await unlessNotFound(
+    http.request({
       method: 'PATCH',
       path: `${collection(version)}/${encodeURIComponent(name)}`,
       contentType: ContentType.mergePatch,
       body: { metadata: { annotations: { [annotation]: new Date().toISOString() } } },
-    })
-  } catch (err) {
-    if (!isNotFound(err)) throw err
-  }
+    }),
+  )
 }
