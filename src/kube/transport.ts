@@ -115,11 +115,6 @@ export function roundTrip(
   })
 }
 
-/** A CRD's webhook trusted as kube-apiserver does: its caBundle, else the system roots; nothing of the kubeconfig. */
-export function webhookTlsOptions(caBundle: string | undefined): KubeTlsOptions {
-  return caBundle ? { ca: Buffer.from(caBundle, 'base64').toString('utf8') } : {}
-}
-
 /**
  * A JSON POST to a CRD's conversion webhook as kube-apiserver sends it (no credentials, no
  * proxy). A connection per call: calls are few, and a pooled socket the webhook closed would fail one.
@@ -136,7 +131,8 @@ export function postToWebhook(
       ...urlToHttpOptions(url),
       method: 'POST',
       headers: { 'Content-Type': 'application/json', Accept: 'application/json', 'Content-Length': payload.length },
-      ...webhookTlsOptions(options.caBundle),
+      // Trusted as kube-apiserver does: its caBundle, else the system roots; nothing of the kubeconfig.
+      ...(options.caBundle ? { ca: Buffer.from(options.caBundle, 'base64').toString('utf8') } : {}),
       timeout: options.timeoutMs,
       agent: false,
     },
