@@ -93,7 +93,7 @@ export class KsvmMigrationController {
   }
 
   async reconcile(name: string, signal: AbortSignal): Promise<void> {
-    const { http, logger } = this.deps
+    const { http, logger, owner, metrics, events, checkpointSeal } = this.deps
     const svm = (
       await unlessNotFound(http.request<StorageVersionMigration>({ method: 'GET', path: objectPath(KSVM_RESOURCE, undefined, name) }))
     )?.body
@@ -138,7 +138,7 @@ export class KsvmMigrationController {
         const how = unmanaged ? ' (not managed: every object rewritten, no freeze)' : ''
         await this.setCondition(svm, condition('Running', 'True', 'Running', `migrating ${resource}${how}`))
         log.info({ resource, unmanaged }, 'StorageVersionMigration running')
-        const ctx = this.context(stop.signal)
+        const ctx: MigrationContext = { http, logger, owner, signal: stop.signal, metrics, events, checkpointSeal }
         if (!crdName) return migrateWithoutCrd(resource, ref, settingsFor(this.deps.config, ref.plural), ctx)
         const settings = settingsFor(this.deps.config, crdName)
         return unmanaged ? migrateCrdUnfrozen(crdName, settings, ctx) : migrateCrd(crdName, settings, ctx)
@@ -159,19 +159,6 @@ export class KsvmMigrationController {
     } finally {
       signal.removeEventListener('abort', onShutdown)
       this.running = undefined
-    }
-  }
-
-  private context(signal: AbortSignal): MigrationContext {
-    const { http, logger, owner, metrics, events, checkpointSeal } = this.deps
-    return {
-      http,
-      logger,
-      owner,
-      signal,
-      ...(metrics ? { metrics } : {}),
-      ...(events ? { events } : {}),
-      ...(checkpointSeal ? { checkpointSeal } : {}),
     }
   }
 

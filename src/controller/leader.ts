@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
 import { type KubeHttp } from '../kube/http.js'
 import { isConflict, unlessNotFound } from '../kube/api-errors.js'
+import { microTime } from '../kube/events.js'
 import { collectionPath, objectPath, type ResourceRef } from '../kube/paths.js'
 import { HandOff } from '../migrator/freeze/hand-off.js'
 
@@ -26,9 +27,6 @@ interface Lease {
 }
 
 const LEASES: ResourceRef = { group: 'coordination.k8s.io', version: 'v1', plural: 'leases', kind: 'Lease', namespaced: true }
-
-/** MicroTime as the API server wants it: RFC 3339 with microseconds. */
-const microTime = (d = new Date()) => d.toISOString().replace('Z', '000Z')
 
 /**
  * Lease-based leader election as client-go's: the holder renews every retry period and gives up
