@@ -5,22 +5,18 @@
  * is rewritten. Deleting the object stops the run, which lifts the freeze (KEP-2855). One
  * object at a time, oldest first.
  */
-import type { Logger } from 'pino'
-import type { Config } from '../config/schema.js'
-import type { EventRecorder } from '../kube/events.js'
-import { ContentType, type KubeHttp } from '../kube/http.js'
+import { ContentType } from '../kube/http.js'
 import { isNotFound, unlessNotFound } from '../kube/api-errors.js'
 import { objectPath, type ResourceRef } from '../kube/paths.js'
 import { describeResourceName, resolveResource } from '../kube/resources.js'
 import { listAndWatch } from '../kube/watch.js'
-import type { CheckpointSeal } from '../migrator/freeze/checkpoint-seal.js'
 import type { MigrationContext, MigrationResult } from '../migrator/context.js'
-import type { MigratorMetrics } from '../migrator/metrics.js'
 import { getCrd } from '../kube/crds.js'
 import { crdDefining, migrateCrd, migrateCrdUnfrozen, migrateWithoutCrd } from '../migrator/migrate.js'
 import { settingsFor } from '../migrator/crd-settings.js'
 import { WorkQueue } from './queue.js'
 import type { RunLock } from './run-lock.js'
+import type { RunDeps } from './controller.js'
 import { CrdSelection } from '../select/selector.js'
 import {
   condition,
@@ -34,15 +30,8 @@ import {
   type SvmCondition,
 } from './ksvm-state.js'
 
-interface KsvmControllerDeps {
-  http: KubeHttp
-  config: Config
-  logger: Logger
-  owner: string
+interface KsvmControllerDeps extends RunDeps {
   lock: RunLock
-  metrics?: MigratorMetrics
-  events?: EventRecorder
-  checkpointSeal?: CheckpointSeal
   /** Told about every finished run (tests listen here). */
   onResult?: (svm: string, result: MigrationResult) => void
   /** The objects to reconcile; every one when unset. Tests sharing an API server scope it. */

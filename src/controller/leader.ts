@@ -53,13 +53,7 @@ export class LeaderElector {
   /** Waits for leadership, runs `lead` with a signal aborted when it is lost or `stop` aborts, then releases the lease. */
   async run(stop: AbortSignal, lead: (signal: AbortSignal) => Promise<void>): Promise<void> {
     while (!stop.aborted) {
-      if (
-        await this.tryAcquireOrRenew().catch((err) => {
-          this.logger.warn({ err }, 'leader election: lease request failed')
-          return false
-        })
-      )
-        break
+      if (await this.attempt('leader election: lease request failed')) break
       await sleep(this.options.retryPeriodSeconds * 1000, undefined, { signal: stop }).catch(() => {})
     }
     if (stop.aborted) return
@@ -88,11 +82,7 @@ export class LeaderElector {
     while (!leading.signal.aborted) {
       await sleep(this.options.retryPeriodSeconds * 1000, undefined, { signal: leading.signal }).catch(() => {})
       if (leading.signal.aborted) return
-      const ok = await this.tryAcquireOrRenew().catch((err) => {
-        this.logger.warn({ err }, 'leader election: renew failed')
-        return false
-      })
-      if (ok) lastRenew = Date.now()
+      if (await this.attempt('leader election: renew failed')) lastRenew = Date.now()
       else if (this.takenBy !== undefined) {
         // Someone else holds the Lease now (a replica after our renewals failed, or the
         // chart's uninstall hook): stop at once, as client-go does.
@@ -103,6 +93,14 @@ export class LeaderElector {
         leading.abort(new HandOff('leadership lost'))
       }
     }
+  }
+
+  /** tryAcquireOrRenew, a failed request logged with `failed` and counted as not leading. */
+  private attempt(failed: string): Promise<boolean> {
+    return this.tryAcquireOrRenew().catch((err: unknown) => {
+      this.logger.warn({ err }, failed)
+      return false
+    })
   }
 
   async tryAcquireOrRenew(): Promise<boolean> {
