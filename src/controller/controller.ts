@@ -1,17 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { Logger } from 'pino'
 import type { Config } from '../config/schema.js'
 import { getCrd } from '../kube/crds.js'
-import type { EventRecorder } from '../kube/events.js'
-import { type KubeHttp } from '../kube/http.js'
-import { isNotFound } from '../kube/api-errors.js'
+import { unlessNotFound } from '../kube/api-errors.js'
 import { listPages } from '../kube/list-pages.js'
 import { listAndWatch } from '../kube/watch.js'
 import { CRD_API } from '../kube/paths.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
-import type { CheckpointSeal } from '../migrator/freeze/checkpoint-seal.js'
+import type { MigrationContext } from '../migrator/context.js'
 import { migrateCrd, type MigrationResult } from '../migrator/migrate.js'
-import type { MigratorMetrics } from '../migrator/metrics.js'
 import { planCrd, type Phase } from '../migrator/plan.js'
 import { settingsFor } from '../migrator/crd-settings.js'
 import { observeStorageSwitches } from '../migrator/phases/storage-switch.js'
@@ -23,14 +19,12 @@ import { CrdSelection } from '../select/selector.js'
 import { readCrdState } from '../state/crd-state.js'
 import { storageMigratingCondition } from '../kube/builtin-migrations.js'
 
-export interface ControllerDeps {
-  http: KubeHttp
+/** What a controller hands each of its runs (migrator/context.ts), and the configuration it runs by. */
+export interface RunDeps extends Pick<MigrationContext, 'http' | 'logger' | 'owner' | 'metrics' | 'events' | 'checkpointSeal'> {
   config: Config
-  logger: Logger
-  owner: string
-  metrics?: MigratorMetrics
-  events?: EventRecorder
-  checkpointSeal?: CheckpointSeal
+}
+
+export interface ControllerDeps extends RunDeps {
   /** Told about every finished migration (tests and the demo listen here). */
   onResult?: (result: MigrationResult) => void
   /** Shared with the StorageVersionMigration controller: one run per CRD at a time. */
@@ -94,16 +88,11 @@ export class MigrationController {
 
   async reconcile(name: string, signal: AbortSignal): Promise<MigrationResult | undefined> {
     const { config, logger } = this.deps
-    let crd: CustomResourceDefinition
-    try {
-      crd = await getCrd(this.deps.http, name)
-    } catch (err) {
-      if (isNotFound(err)) {
-        this.queue.forget(name)
-        this.deps.metrics?.frozen.remove({ crd: name, owner: 'foreign' })
-        return undefined
-      }
-      throw err
+    const crd = await unlessNotFound(getCrd(this.deps.http, name))
+    if (!crd) {
+      this.queue.forget(name)
+      this.deps.metrics?.frozen.remove({ crd: name, owner: 'foreign' })
+      return undefined
     }
     if (!this.selects(crd)) return undefined
     const freeze = readCrdState(crd, config.annotations.migrating)

@@ -5,22 +5,18 @@
  * is rewritten. Deleting the object stops the run, which lifts the freeze (KEP-2855). One
  * object at a time, oldest first.
  */
-import type { Logger } from 'pino'
-import type { Config } from '../config/schema.js'
-import type { EventRecorder } from '../kube/events.js'
-import { ContentType, type KubeHttp } from '../kube/http.js'
-import { isNotFound } from '../kube/api-errors.js'
+import { ContentType } from '../kube/http.js'
+import { isNotFound, unlessNotFound } from '../kube/api-errors.js'
 import { objectPath, type ResourceRef } from '../kube/paths.js'
 import { describeResourceName, resolveResource } from '../kube/resources.js'
 import { listAndWatch } from '../kube/watch.js'
-import type { CheckpointSeal } from '../migrator/freeze/checkpoint-seal.js'
 import type { MigrationContext, MigrationResult } from '../migrator/context.js'
-import type { MigratorMetrics } from '../migrator/metrics.js'
 import { getCrd } from '../kube/crds.js'
 import { crdDefining, migrateCrd, migrateCrdUnfrozen, migrateWithoutCrd } from '../migrator/migrate.js'
 import { settingsFor } from '../migrator/crd-settings.js'
 import { WorkQueue } from './queue.js'
 import type { RunLock } from './run-lock.js'
+import type { RunDeps } from './controller.js'
 import { CrdSelection } from '../select/selector.js'
 import {
   condition,
@@ -34,15 +30,8 @@ import {
   type SvmCondition,
 } from './ksvm-state.js'
 
-interface KsvmControllerDeps {
-  http: KubeHttp
-  config: Config
-  logger: Logger
-  owner: string
+interface KsvmControllerDeps extends RunDeps {
   lock: RunLock
-  metrics?: MigratorMetrics
-  events?: EventRecorder
-  checkpointSeal?: CheckpointSeal
   /** Told about every finished run (tests listen here). */
   onResult?: (svm: string, result: MigrationResult) => void
   /** The objects to reconcile; every one when unset. Tests sharing an API server scope it. */
@@ -93,8 +82,10 @@ export class KsvmMigrationController {
   }
 
   async reconcile(name: string, signal: AbortSignal): Promise<void> {
-    const { http, logger } = this.deps
-    const svm = await this.get(name)
+    const { http, logger, owner, metrics, events, checkpointSeal } = this.deps
+    const svm = (
+      await unlessNotFound(http.request<StorageVersionMigration>({ method: 'GET', path: objectPath(KSVM_RESOURCE, undefined, name) }))
+    )?.body
     if (!svm || isFinished(svm) || svm.metadata.deletionTimestamp) return this.queue.forget(name)
     const log = logger.child({ svm: name })
     const target = targetOf(svm)
@@ -136,7 +127,7 @@ export class KsvmMigrationController {
         const how = unmanaged ? ' (not managed: every object rewritten, no freeze)' : ''
         await this.setCondition(svm, condition('Running', 'True', 'Running', `migrating ${resource}${how}`))
         log.info({ resource, unmanaged }, 'StorageVersionMigration running')
-        const ctx = this.context(stop.signal)
+        const ctx: MigrationContext = { http, logger, owner, signal: stop.signal, metrics, events, checkpointSeal }
         if (!crdName) return migrateWithoutCrd(resource, ref, settingsFor(this.deps.config, ref.plural), ctx)
         const settings = settingsFor(this.deps.config, crdName)
         return unmanaged ? migrateCrdUnfrozen(crdName, settings, ctx) : migrateCrd(crdName, settings, ctx)
@@ -160,19 +151,6 @@ export class KsvmMigrationController {
     }
   }
 
-  private context(signal: AbortSignal): MigrationContext {
-    const { http, logger, owner, metrics, events, checkpointSeal } = this.deps
-    return {
-      http,
-      logger,
-      owner,
-      signal,
-      ...(metrics ? { metrics } : {}),
-      ...(events ? { events } : {}),
-      ...(checkpointSeal ? { checkpointSeal } : {}),
-    }
-  }
-
   private stopIfRunning(name: string, uid: string | undefined): void {
     this.queue.forget(name)
     const run = this.running
@@ -183,27 +161,15 @@ export class KsvmMigrationController {
     }
   }
 
-  private async get(name: string): Promise<StorageVersionMigration | undefined> {
-    try {
-      return (await this.deps.http.request<StorageVersionMigration>({ method: 'GET', path: objectPath(KSVM_RESOURCE, undefined, name) }))
-        .body
-    } catch (err) {
-      if (isNotFound(err)) return undefined
-      throw err
-    }
-  }
-
   /** Replaces the object's conditions with this one (status subresource; gone objects are fine). */
   private async setCondition(svm: StorageVersionMigration, next: SvmCondition): Promise<void> {
-    try {
-      await this.deps.http.request({
+    await unlessNotFound(
+      this.deps.http.request({
         method: 'PATCH',
         path: objectPath(KSVM_RESOURCE, undefined, svm.metadata.name, 'status'),
         contentType: ContentType.mergePatch,
         body: { metadata: { uid: svm.metadata.uid }, status: { conditions: [next] } },
-      })
-    } catch (err) {
-      if (!isNotFound(err)) throw err
-    }
+      }),
+    )
   }
 }

@@ -8,15 +8,18 @@ import { collectionPath, type ResourceRef } from '../kube/paths.js'
 import type { ResourceName } from '../kube/resources.js'
 import { sanitizeText } from '../sanitize.js'
 
-export const KSVM_GROUP = 'migration.k8s.io'
-export const KSVM_VERSION = 'v1alpha1'
-export const KSVM_RESOURCE: ResourceRef = {
+const KSVM_GROUP = 'migration.k8s.io'
+const KSVM_VERSION = 'v1alpha1'
+export const KSVM_API_VERSION = `${KSVM_GROUP}/${KSVM_VERSION}`
+/** A resource of KSVM's API (all cluster-scoped). */
+export const ksvmResource = (plural: string, kind: string): ResourceRef => ({
   group: KSVM_GROUP,
   version: KSVM_VERSION,
-  plural: 'storageversionmigrations',
-  kind: 'StorageVersionMigration',
+  plural,
+  kind,
   namespaced: false,
-}
+})
+export const KSVM_RESOURCE = ksvmResource('storageversionmigrations', 'StorageVersionMigration')
 export const KSVM_API = collectionPath(KSVM_RESOURCE)
 
 export type SvmConditionType = 'Running' | 'Succeeded' | 'Failed'
@@ -43,7 +46,7 @@ export function storageVersionMigration(
   resource: { group: string; version: string; resource: string },
 ): StorageVersionMigration {
   return {
-    apiVersion: `${KSVM_GROUP}/${KSVM_VERSION}`,
+    apiVersion: KSVM_API_VERSION,
     kind: 'StorageVersionMigration',
     metadata: { name: '', ...metadata },
     spec: { resource: { group: resource.group, version: resource.version, resource: resource.resource } },

@@ -4,16 +4,17 @@
  * migrations, and what a Succeeded migration means. The I/O: ksvm-trigger.ts.
  */
 import type { DiscoveredResource } from '../kube/discovery.js'
-import { collectionPath, type ResourceRef } from '../kube/paths.js'
-import { isFinished, KSVM_GROUP, KSVM_VERSION, metaTime, storageVersionMigration, type StorageVersionMigration } from './ksvm-state.js'
+import { collectionPath } from '../kube/paths.js'
+import {
+  isFinished,
+  KSVM_API_VERSION,
+  ksvmResource,
+  metaTime,
+  storageVersionMigration,
+  type StorageVersionMigration,
+} from './ksvm-state.js'
 
-export const STORAGE_STATE_RESOURCE: ResourceRef = {
-  group: KSVM_GROUP,
-  version: KSVM_VERSION,
-  plural: 'storagestates',
-  kind: 'StorageState',
-  namespaced: false,
-}
+export const STORAGE_STATE_RESOURCE = ksvmResource('storagestates', 'StorageState')
 export const STORAGE_STATE_API = collectionPath(STORAGE_STATE_RESOURCE)
 
 /** A valid entry of persistedStorageVersionHashes: objects may be stored in any version. */
@@ -54,7 +55,7 @@ const sameResource = (a: GroupResource, b: GroupResource) => a.group === b.group
 /** The StorageState KSVM creates for a resource (its status is written afterwards, through /status). */
 export function newStorageState(r: GroupResource): StorageState {
   return {
-    apiVersion: `${KSVM_GROUP}/${KSVM_VERSION}`,
+    apiVersion: KSVM_API_VERSION,
     kind: 'StorageState',
     metadata: { name: storageStateName(r) },
     spec: { resource: { group: r.group, resource: r.resource } },

@@ -7,7 +7,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
-import { isConflict, isNotFound } from '../kube/api-errors.js'
+import { isConflict, isNotFound, unlessNotFound } from '../kube/api-errors.js'
 import { apiGroup, apiGroups, preferredResources, storageVersionHash, type DiscoveredResource } from '../kube/discovery.js'
 import type { KubeHttp } from '../kube/http.js'
 import { listPages } from '../kube/list-pages.js'
@@ -231,10 +231,11 @@ export class KsvmTrigger {
       staleAfterMs: 2 * this.deps.pollSeconds * 1000,
     })
     if (!decision) return
-    if (decision.deleteState) await deleteIfPresent(http, objectPath(STORAGE_STATE_RESOURCE, undefined, name))
+    if (decision.deleteState)
+      await unlessNotFound(http.request({ method: 'DELETE', path: objectPath(STORAGE_STATE_RESOURCE, undefined, name) }))
     if (decision.createMigration) {
       for (const old of decision.deleteMigrations) {
-        await deleteIfPresent(http, objectPath(KSVM_RESOURCE, undefined, old))
+        await unlessNotFound(http.request({ method: 'DELETE', path: objectPath(KSVM_RESOURCE, undefined, old) }))
         this.migrations.delete(old)
       }
       const created = (await http.request<StorageVersionMigration>({ method: 'POST', path: KSVM_API, body: decision.createMigration })).body
@@ -257,14 +258,12 @@ export class KsvmTrigger {
 
   /** KSVM's processMigration: a Succeeded migration leaves only the current hash persisted. */
   private async migrationChanged(svmName: string): Promise<void> {
-    let svm: StorageVersionMigration
-    try {
-      svm = (await this.deps.http.request<StorageVersionMigration>({ method: 'GET', path: objectPath(KSVM_RESOURCE, undefined, svmName) }))
-        .body
-    } catch (err) {
-      if (isNotFound(err)) return // deleted by a relaunch: the next discovery decides
-      throw err
-    }
+    const svm = (
+      await unlessNotFound(
+        this.deps.http.request<StorageVersionMigration>({ method: 'GET', path: objectPath(KSVM_RESOURCE, undefined, svmName) }),
+      )
+    )?.body
+    if (!svm) return // deleted by a relaunch: the next discovery decides
     const r = migrationResource(svm)
     const name = storageStateName(r)
     await this.writeStatus(r, (state) => (state ? statusAfterMigration(state, svm) : undefined), { create: false })
@@ -272,12 +271,11 @@ export class KsvmTrigger {
   }
 
   private async getState(name: string): Promise<StorageState | undefined> {
-    try {
-      return (await this.deps.http.request<StorageState>({ method: 'GET', path: objectPath(STORAGE_STATE_RESOURCE, undefined, name) })).body
-    } catch (err) {
-      if (isNotFound(err)) return undefined
-      throw err
-    }
+    return (
+      await unlessNotFound(
+        this.deps.http.request<StorageState>({ method: 'GET', path: objectPath(STORAGE_STATE_RESOURCE, undefined, name) }),
+      )
+    )?.body
   }
 
   /**
@@ -315,13 +313,5 @@ export class KsvmTrigger {
         if (!isConflict(err) || attempt >= 5) throw err
       }
     }
-  }
-}
-
-async function deleteIfPresent(http: KubeHttp, path: string): Promise<void> {
-  try {
-    await http.request({ method: 'DELETE', path })
-  } catch (err) {
-    if (!isNotFound(err)) throw err
   }
 }

@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
 import { type KubeHttp } from '../kube/http.js'
-import { isConflict, isNotFound } from '../kube/api-errors.js'
+import { isConflict, unlessNotFound } from '../kube/api-errors.js'
+import { microTime } from '../kube/events.js'
 import { collectionPath, objectPath, type ResourceRef } from '../kube/paths.js'
 import { HandOff } from '../migrator/freeze/hand-off.js'
 
@@ -26,9 +27,6 @@ interface Lease {
 }
 
 const LEASES: ResourceRef = { group: 'coordination.k8s.io', version: 'v1', plural: 'leases', kind: 'Lease', namespaced: true }
-
-/** MicroTime as the API server wants it: RFC 3339 with microseconds. */
-const microTime = (d = new Date()) => d.toISOString().replace('Z', '000Z')
 
 /**
  * Lease-based leader election as client-go's: the holder renews every retry period and gives up
@@ -55,13 +53,7 @@ export class LeaderElector {
   /** Waits for leadership, runs `lead` with a signal aborted when it is lost or `stop` aborts, then releases the lease. */
   async run(stop: AbortSignal, lead: (signal: AbortSignal) => Promise<void>): Promise<void> {
     while (!stop.aborted) {
-      if (
-        await this.tryAcquireOrRenew().catch((err) => {
-          this.logger.warn({ err }, 'leader election: lease request failed')
-          return false
-        })
-      )
-        break
+      if (await this.attempt('leader election: lease request failed')) break
       await sleep(this.options.retryPeriodSeconds * 1000, undefined, { signal: stop }).catch(() => {})
     }
     if (stop.aborted) return
@@ -90,11 +82,7 @@ export class LeaderElector {
     while (!leading.signal.aborted) {
       await sleep(this.options.retryPeriodSeconds * 1000, undefined, { signal: leading.signal }).catch(() => {})
       if (leading.signal.aborted) return
-      const ok = await this.tryAcquireOrRenew().catch((err) => {
-        this.logger.warn({ err }, 'leader election: renew failed')
-        return false
-      })
-      if (ok) lastRenew = Date.now()
+      if (await this.attempt('leader election: renew failed')) lastRenew = Date.now()
       else if (this.takenBy !== undefined) {
         // Someone else holds the Lease now (a replica after our renewals failed, or the
         // chart's uninstall hook): stop at once, as client-go does.
@@ -107,15 +95,22 @@ export class LeaderElector {
     }
   }
 
+  /** tryAcquireOrRenew, a failed request logged with `failed` and counted as not leading. */
+  private attempt(failed: string): Promise<boolean> {
+    return this.tryAcquireOrRenew().catch((err: unknown) => {
+      this.logger.warn({ err }, failed)
+      return false
+    })
+  }
+
   async tryAcquireOrRenew(): Promise<boolean> {
     const now = new Date()
     this.takenBy = undefined
-    let lease: Lease | undefined
-    try {
-      lease = (await this.http.request<Lease>({ method: 'GET', path: this.path, timeoutMs: this.options.renewDeadlineSeconds * 1000 })).body
-    } catch (err) {
-      if (!isNotFound(err)) throw err
-    }
+    const lease = (
+      await unlessNotFound(
+        this.http.request<Lease>({ method: 'GET', path: this.path, timeoutMs: this.options.renewDeadlineSeconds * 1000 }),
+      )
+    )?.body
     const spec = {
       holderIdentity: this.options.identity,
       leaseDurationSeconds: this.options.leaseDurationSeconds,
@@ -148,26 +143,7 @@ export class LeaderElector {
       this.takenBy = holder
       return false
     }
-    const mine = holder === this.options.identity
-    try {
-      await this.http.request({
-        method: 'PUT',
-        path: this.path,
-        body: {
-          ...lease,
-          spec: {
-            ...lease.spec,
-            ...spec,
-            acquireTime: mine ? lease.spec.acquireTime : microTime(now),
-            leaseTransitions: (lease.spec.leaseTransitions ?? 0) + (mine ? 0 : 1),
-          },
-        },
-      })
-      return true
-    } catch (err) {
-      if (isConflict(err)) return false
-      throw err
-    }
+    return putLease(this.http, this.path, lease, spec, holder === this.options.identity)
   }
 
   /** Lets the next replica take over at once instead of waiting out the lease. */
@@ -200,38 +176,47 @@ export async function seizeLease(
 ): Promise<SeizedLease | undefined> {
   const path = objectPath(LEASES, lease.namespace, lease.name)
   for (;;) {
-    let current: Lease
-    try {
-      current = (await http.request<Lease>({ method: 'GET', path })).body
-    } catch (err) {
-      if (isNotFound(err)) return undefined
-      throw err
-    }
+    const current = (await unlessNotFound(http.request<Lease>({ method: 'GET', path })))?.body
+    if (!current) return undefined
     const holder = current.spec.holderIdentity ?? undefined
     const renewed = current.spec.renewTime ? Date.parse(current.spec.renewTime) : Number.NaN
     // Live unless clearly expired (twice its duration, so clock skew errs on the side of waiting).
     const live =
       holder !== undefined && holder !== lease.identity && !(Date.now() - renewed > 2 * (current.spec.leaseDurationSeconds ?? 15) * 1000)
-    const now = microTime()
-    try {
-      await http.request({
-        method: 'PUT',
-        path,
-        body: {
-          ...current,
-          spec: {
-            ...current.spec,
-            holderIdentity: lease.identity,
-            leaseDurationSeconds: lease.holdSeconds,
-            acquireTime: holder === lease.identity ? current.spec.acquireTime : now,
-            renewTime: now,
-            leaseTransitions: (current.spec.leaseTransitions ?? 0) + (holder === lease.identity ? 0 : 1),
-          },
+    const mine = holder === lease.identity
+    const taken = { holderIdentity: lease.identity, leaseDurationSeconds: lease.holdSeconds, renewTime: microTime() }
+    if (await putLease(http, path, current, taken, mine)) return { previousHolder: mine ? undefined : holder, previousLive: live }
+  }
+}
+
+/**
+ * Replaces the Lease's holder, duration and renewTime with `taken`; a new holder (not `mine`)
+ * starts a term: acquireTime now, one more transition. False when another wrote it first (409).
+ */
+async function putLease(
+  http: KubeHttp,
+  path: string,
+  lease: Lease,
+  taken: { holderIdentity: string; leaseDurationSeconds: number; renewTime: string },
+  mine: boolean,
+): Promise<boolean> {
+  try {
+    await http.request({
+      method: 'PUT',
+      path,
+      body: {
+        ...lease,
+        spec: {
+          ...lease.spec,
+          ...taken,
+          acquireTime: mine ? lease.spec.acquireTime : taken.renewTime,
+          leaseTransitions: (lease.spec.leaseTransitions ?? 0) + (mine ? 0 : 1),
         },
-      })
-      return { previousHolder: holder === lease.identity ? undefined : holder, previousLive: live }
-    } catch (err) {
-      if (!isConflict(err)) throw err
-    }
+      },
+    })
+    return true
+  } catch (err) {
+    if (isConflict(err)) return false
+    throw err
   }
 }

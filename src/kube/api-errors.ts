@@ -47,10 +47,10 @@ function codeFor(status: number): ErrorCode {
   return status === 401 ? 'CRDM_UNAUTHORIZED' : status === 403 ? 'CRDM_FORBIDDEN' : 'CRDM_KUBE_API'
 }
 
-/** What a 401 or 403 means for this user, in the terms of its kubeconfig and of RBAC. */
 /** What a 403 names when the refusal is of the impersonation itself (the Impersonate-* headers), not of the request. */
 const IMPERSONATED_KINDS = new Set(['users', 'groups', 'uids', 'userextras', 'serviceaccounts'])
 
+/** What a 401 or 403 means for this user, in the terms of its kubeconfig and of RBAC. */
 function explanation(status: number, who: Requester, detailsKind?: string, admissible = false): string {
   const user = who.user
     ? `user ${JSON.stringify(who.user)} of context ${JSON.stringify(who.context)}`
@@ -130,17 +130,14 @@ export const unlessForbidden = <T>(request: Promise<T>): Promise<T | undefined> 
 export function statusCauses(err: unknown): StatusCause[] {
   const causes = err instanceof KubeApiError ? err.details?.causes : undefined
   if (!Array.isArray(causes)) return []
-  const text = (v: unknown) => (typeof v === 'string' ? v : undefined)
   return causes.flatMap((c: unknown) => {
     if (typeof c !== 'object' || c === null) return []
-    const { type, message, field } = c as Record<string, unknown>
-    return [
-      {
-        ...(text(type) ? { type: text(type) } : {}),
-        ...(text(message) ? { message: text(message) } : {}),
-        ...(text(field) ? { field: text(field) } : {}),
-      },
-    ]
+    const cause: StatusCause = {}
+    for (const key of ['type', 'message', 'field'] as const) {
+      const value = (c as Record<string, unknown>)[key]
+      if (typeof value === 'string' && value !== '') cause[key] = value
+    }
+    return [cause]
   })
 }
 

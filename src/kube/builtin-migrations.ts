@@ -6,9 +6,9 @@
  * generation held, storedVersions narrowed. No freeze, no managedFields cleanup; deleting a
  * running object leaves the condition True.
  */
-import type { CrdCondition, CustomResourceDefinition } from './types.js'
+import type { CrdCondition, CustomResourceDefinition, ObjectMeta } from './types.js'
 import { ContentType, type KubeHttp } from './http.js'
-import { isNotFound, unlessNotFound } from './api-errors.js'
+import { unlessNotFound } from './api-errors.js'
 import { sanitizeText } from '../sanitize.js'
 
 export const BUILTIN_MIGRATION_GROUP = 'storagemigration.k8s.io'
@@ -17,25 +17,12 @@ export const STORAGE_MIGRATING = 'StorageMigrating'
 /** Versions of the API, newest first: v1 from 1.37 (GA), v1beta1 in 1.35–1.36 behind the StorageVersionMigrator gate. */
 export const BUILTIN_MIGRATION_VERSIONS = ['v1', 'v1beta1'] as const
 
-export interface BuiltinMigrationCondition {
-  type: string
-  status: 'True' | 'False' | 'Unknown'
-  reason?: string
-  message?: string
-  lastTransitionTime?: string
-}
+export type BuiltinMigrationCondition = CrdCondition & { lastTransitionTime?: string }
 
 export interface BuiltinMigration {
   apiVersion?: string
   kind?: string
-  metadata: {
-    name: string
-    uid?: string
-    resourceVersion?: string
-    creationTimestamp?: string
-    labels?: Record<string, string>
-    annotations?: Record<string, string>
-  }
+  metadata: Pick<ObjectMeta, 'name' | 'uid' | 'resourceVersion' | 'creationTimestamp' | 'labels' | 'annotations'>
   spec: { resource: { group: string; resource: string } }
   status?: { conditions?: BuiltinMigrationCondition[]; resourceVersion?: string }
 }
@@ -136,23 +123,17 @@ export async function createBuiltinMigration(
 }
 
 export async function deleteBuiltinMigration(http: KubeHttp, version: string, name: string): Promise<void> {
-  try {
-    await http.request({ method: 'DELETE', path: `${collection(version)}/${encodeURIComponent(name)}` })
-  } catch (err) {
-    if (!isNotFound(err)) throw err
-  }
+  await unlessNotFound(http.request({ method: 'DELETE', path: `${collection(version)}/${encodeURIComponent(name)}` }))
 }
 
 /** An annotation touch, so kube-controller-manager retries now, not after the backoff our freeze's refusals earned it. */
 export async function nudgeBuiltinMigration(http: KubeHttp, version: string, name: string, annotation: string): Promise<void> {
-  try {
-    await http.request({
+  await unlessNotFound(
+    http.request({
       method: 'PATCH',
       path: `${collection(version)}/${encodeURIComponent(name)}`,
       contentType: ContentType.mergePatch,
       body: { metadata: { annotations: { [annotation]: new Date().toISOString() } } },
-    })
-  } catch (err) {
-    if (!isNotFound(err)) throw err
-  }
+    }),
+  )
 }

@@ -6,7 +6,7 @@ import { KubeHttp, type Impersonation, type KubeHttpOptions } from './http.js'
 import { mergeKubeconfigs, parseKubeconfig, resolveContext, type KubeContext, type Kubeconfig } from './kubeconfig.js'
 import { ConfigError, CrdMigratorError } from '../errors.js'
 import { MAX_CREDENTIAL_FILE_BYTES, MAX_KUBECONFIG_BYTES, readRegularFileSync } from '../regular-file.js'
-import { cannotRead } from './credentials.js'
+import { readKubeconfigFileSync } from './credentials.js'
 
 /** Where a pod's service-account credentials are mounted. */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount'
@@ -68,18 +68,11 @@ export function readKubeconfigs(
 
 /** Through regular-file.ts: a FIFO or device is refused at once (Tab completion's deadline cannot end a synchronous read). */
 function readKubeconfig(file: string): Kubeconfig {
-  let source: string
-  try {
-    source = readRegularFileSync(file, {
-      what: `kubeconfig ${file}`,
-      code: 'CRDM_KUBECONFIG',
-      maxBytes: MAX_KUBECONFIG_BYTES,
-      hint: 'name the kubeconfig file itself (a FIFO or a device is refused, never waited on or read)',
-    }).toString('utf8')
-  } catch (err) {
-    throw cannotRead(`kubeconfig ${file}`, err)
-  }
-  return parseKubeconfig(source, file)
+  const source = readKubeconfigFileSync(file, `kubeconfig ${file}`, {
+    maxBytes: MAX_KUBECONFIG_BYTES,
+    hint: 'name the kubeconfig file itself (a FIFO or a device is refused, never waited on or read)',
+  })
+  return parseKubeconfig(source.toString('utf8'), file)
 }
 
 /** client-go's InClusterConfig; the token is a file, re-read as the kubelet rotates it. Undefined outside a pod. */

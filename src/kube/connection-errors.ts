@@ -84,37 +84,23 @@ export function tlsError(err: unknown, server: URL, cluster: KubeCluster): KubeT
   const code = codeOf(err)
   if (code === undefined) return undefined
   const where = `cluster ${JSON.stringify(cluster.name)} in the kubeconfig`
+  const certificate = `TLS: the certificate of the API server at ${server.host}`
+  let message: string
   if (code === ALTNAME) {
     const altNames = (err as { cert?: { subjectaltname?: unknown } }).cert?.subjectaltname
     const names = typeof altNames === 'string' ? ` (it covers ${altNames})` : ''
     const checked = cluster.tlsServerName ?? urlHost(server)
-    return new KubeTlsError(
-      `TLS: the certificate of the API server at ${server.host} does not cover ${JSON.stringify(checked)}${names} (hostname mismatch); ` +
-        (cluster.tlsServerName ? `fix tls-server-name of ${where}` : `set tls-server-name of ${where} to a name it covers`),
-      code,
-      err,
-    )
-  }
-  if (UNTRUSTED.has(code)) {
-    return new KubeTlsError(
-      `TLS: the certificate of the API server at ${server.host} is not trusted: ${code}, signed by an authority not in the CA bundle; ` +
-        `check certificate-authority(-data) of ${where}`,
-      code,
-      err,
-    )
-  }
-  if (EXPIRED.has(code)) {
-    return new KubeTlsError(
-      `TLS: the certificate of the API server at ${server.host} is not valid now: ${code}; ` +
-        `renew the server's certificate, or check this machine's clock`,
-      code,
-      err,
-    )
-  }
-  if (code.startsWith('ERR_SSL_') || code.startsWith('ERR_TLS_')) {
-    return new KubeTlsError(`TLS: the handshake with the API server at ${server.host} failed: ${code} (${errorMessage(err)})`, code, err)
-  }
-  return undefined
+    message =
+      `${certificate} does not cover ${JSON.stringify(checked)}${names} (hostname mismatch); ` +
+      (cluster.tlsServerName ? `fix tls-server-name of ${where}` : `set tls-server-name of ${where} to a name it covers`)
+  } else if (UNTRUSTED.has(code)) {
+    message = `${certificate} is not trusted: ${code}, signed by an authority not in the CA bundle; check certificate-authority(-data) of ${where}`
+  } else if (EXPIRED.has(code)) {
+    message = `${certificate} is not valid now: ${code}; renew the server's certificate, or check this machine's clock`
+  } else if (code.startsWith('ERR_SSL_') || code.startsWith('ERR_TLS_')) {
+    message = `TLS: the handshake with the API server at ${server.host} failed: ${code} (${errorMessage(err)})`
+  } else return undefined
+  return new KubeTlsError(message, code, err)
 }
 
 /**

@@ -6,7 +6,7 @@
  */
 import { createSecureContext } from 'node:tls'
 import { CrdMigratorError, errorMessage } from '../errors.js'
-import { FileRefused, MAX_CREDENTIAL_FILE_BYTES, readRegularFile, type RegularFileOptions } from '../regular-file.js'
+import { FileRefused, MAX_CREDENTIAL_FILE_BYTES, readRegularFile, readRegularFileSync, type RegularFileOptions } from '../regular-file.js'
 import { runExecPlugin, type ExecCredentialResult, type ExecTerminal } from './exec-credential.js'
 import type { KubeContext } from './kubeconfig.js'
 
@@ -172,8 +172,17 @@ async function readCredentialFile(path: string, user: string, what: string): Pro
   })
 }
 
+/** A file the kubeconfig names (with `options`: the kubeconfig itself) read at once; a failure as cannotRead says it. */
+export function readKubeconfigFileSync(path: string, what: string, options: Partial<RegularFileOptions> = {}): Buffer {
+  try {
+    return readRegularFileSync(path, { ...credentialFileOptions(what), ...options })
+  } catch (err) {
+    throw cannotRead(what, err)
+  }
+}
+
 /** How a credential file of the kubeconfig is read (regular-file.ts), `what` naming it in messages. */
-export function credentialFileOptions(what: string): RegularFileOptions {
+function credentialFileOptions(what: string): RegularFileOptions {
   return {
     what,
     code: 'CRDM_KUBECONFIG',
@@ -183,7 +192,7 @@ export function credentialFileOptions(what: string): RegularFileOptions {
 }
 
 /** A refused file as regular-file.ts refused it; any other failure to read `what` as a kubeconfig error. */
-export function cannotRead(what: string, err: unknown): CrdMigratorError {
+function cannotRead(what: string, err: unknown): CrdMigratorError {
   if (err instanceof FileRefused) return err
   return new CrdMigratorError('CRDM_KUBECONFIG', `cannot read ${what}: ${errorMessage(err)}`, { cause: err })
 }

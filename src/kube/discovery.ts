@@ -131,11 +131,7 @@ export async function preferredResources(
     await Promise.all(
       gvs.slice(i, i + 8).map(async (gv) => {
         try {
-          lists.set(
-            gv.groupVersion,
-            (await http.request<APIResourceList>({ method: 'GET', path: groupVersionPath({ group: gv.group.name, version: gv.version }) }))
-              .body,
-          )
+          lists.set(gv.groupVersion, await groupVersionResources(http, gv.group.name, gv.version))
         } catch (err) {
           failed.push({ groupVersion: gv.groupVersion, err })
         }

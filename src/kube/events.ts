@@ -100,7 +100,7 @@ function eventName(object: string, ms: number): string {
   return `${object.slice(0, 252 - suffix.length).replace(/[.-]+$/, '')}.${suffix}`
 }
 
-/** MicroTime: RFC 3339 with microseconds, as events.k8s.io/v1 requires for eventTime. */
-function microTime(ms: number): string {
-  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z')
+/** MicroTime: RFC 3339 with microseconds, as events.k8s.io/v1 requires for eventTime and a Lease for its times. */
+export function microTime(at: number | Date = new Date()): string {
+  return new Date(at).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z')
 }

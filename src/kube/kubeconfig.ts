@@ -331,32 +331,27 @@ export function resolveContext(config: Kubeconfig, requested?: string): KubeCont
   return { name, cluster, user, origin: config.origin, ...definedOnly({ namespace: context.namespace }) }
 }
 
-/** `value` as a URL, else the kubeconfig error `invalid`. */
-function parseUrl(value: string, invalid: string): URL {
-  try {
-    return new URL(value)
-  } catch {
-    throw fail(invalid)
-  }
-}
-
-function serverUrl(server: string, where: string): URL {
-  const url = parseUrl(server, `${where}: server ${JSON.stringify(server)} is not a URL such as https://10.0.0.1:6443`)
-  if (url.protocol !== 'https:' && url.protocol !== 'http:')
-    throw fail(`${where}: server ${JSON.stringify(server)} must be https:// (or http://)`)
+/** `field`'s `value` as an http(s) URL; else a kubeconfig error naming an `example`, or saying `otherScheme` of another scheme. */
+function httpUrl(value: string, where: string, field: string, example: string, otherScheme: (scheme: string) => string): URL {
+  const said = `${where}: ${field} ${JSON.stringify(value)}`
+  if (!URL.canParse(value)) throw fail(`${said} is not a URL such as ${example}`)
+  const url = new URL(value)
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw fail(`${said}${otherScheme(url.protocol.replace(/:$/, ''))}`)
   return url
 }
 
-function proxyUrl(proxy: string, where: string): URL {
-  const url = parseUrl(proxy, `${where}: proxy-url ${JSON.stringify(proxy)} is not a URL such as http://proxy.example.com:3128`)
-  // Node's built-in proxy support tunnels through http(s) proxies; SOCKS would need a library.
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw fail(
-      `${where}: proxy-url ${JSON.stringify(proxy)}: only http:// and https:// proxies are supported, not ${url.protocol.replace(/:$/, '')}`,
-    )
-  }
-  return url
-}
+const serverUrl = (server: string, where: string): URL =>
+  httpUrl(server, where, 'server', 'https://10.0.0.1:6443', () => ' must be https:// (or http://)')
+
+// Node's built-in proxy support tunnels through http(s) proxies; SOCKS would need a library.
+const proxyUrl = (proxy: string, where: string): URL =>
+  httpUrl(
+    proxy,
+    where,
+    'proxy-url',
+    'http://proxy.example.com:3128',
+    (scheme) => `: only http:// and https:// proxies are supported, not ${scheme}`,
+  )
 
 function decodeBase64(value: string | null | undefined, where: string): string | undefined {
   if (!value) return undefined

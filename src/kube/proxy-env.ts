@@ -36,16 +36,11 @@ function parseProxy(variable: string, value: string): URL {
   // As Go: a value without a scheme (proxy.example.com:3128) is an http:// proxy.
   const text = value.includes('://') ? value : `http://${value}`
   const url = URL.canParse(text) ? new URL(text) : undefined
+  const invalid = (why: string) => new CrdMigratorError('CRDM_KUBECONFIG', `${variable} ${JSON.stringify(value)}${why}`)
   if (!url || !url.hostname || !['http:', 'https:', 'socks5:'].includes(url.protocol))
-    throw new CrdMigratorError(
-      'CRDM_KUBECONFIG',
-      `${variable} ${JSON.stringify(value)} is not a proxy URL such as http://proxy.example.com:3128`,
-    )
+    throw invalid(' is not a proxy URL such as http://proxy.example.com:3128')
   if (url.protocol === 'socks5:')
-    throw new CrdMigratorError(
-      'CRDM_KUBECONFIG',
-      `${variable} ${JSON.stringify(value)}: only http:// and https:// proxies are supported, not socks5; unset it or add the API server to NO_PROXY`,
-    )
+    throw invalid(': only http:// and https:// proxies are supported, not socks5; unset it or add the API server to NO_PROXY')
   return url
 }
 

@@ -37,11 +37,7 @@ export interface KubeResponse<T = unknown> {
 }
 
 /** A response of any status, the body as text: see KubeHttp.requestRaw. */
-export interface RawKubeResponse {
-  status: number
-  headers: IncomingHttpHeaders
-  body: string
-}
+export type RawKubeResponse = KubeResponse<string>
 
 /** kubectl's --as, --as-group, --as-uid: who the API server treats the request as (Impersonate-* headers). */
 export interface Impersonation {

@@ -1,7 +1,7 @@
 /** Finds a resource as kubectl does, through discovery (`secrets`, `deployments.apps`, `widgets.v2.example.com`, or a GVR). */
 import { CrdMigratorError } from '../errors.js'
 import { type KubeHttp } from './http.js'
-import { isNotFound } from './api-errors.js'
+import { isNotFound, unlessNotFound } from './api-errors.js'
 import { groupPath, groupVersionPath, type ResourceRef } from './paths.js'
 
 export interface ResourceName {
@@ -48,12 +48,8 @@ export async function resolveResource(http: KubeHttp, name: ResourceName): Promi
 
 async function preferredVersion(http: KubeHttp, group: string): Promise<string> {
   if (group === '') return 'v1'
-  try {
-    const g = (await http.request<{ preferredVersion?: { version?: string } }>({ method: 'GET', path: groupPath(group) })).body
-    if (g.preferredVersion?.version) return g.preferredVersion.version
-  } catch (err) {
-    if (!isNotFound(err)) throw err
-  }
+  const g = await unlessNotFound(http.request<{ preferredVersion?: { version?: string } }>({ method: 'GET', path: groupPath(group) }))
+  if (g?.body.preferredVersion?.version) return g.body.preferredVersion.version
   throw new CrdMigratorError('CRDM_RESOURCE_NOT_FOUND', `the API server serves no group ${JSON.stringify(group)}`)
 }
 

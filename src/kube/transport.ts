@@ -7,8 +7,7 @@ import type { Socket } from 'node:net'
 import https from 'node:https'
 import { urlToHttpOptions } from 'node:url'
 import { checkServerIdentity, TLSSocket, type PeerCertificate } from 'node:tls'
-import { readRegularFileSync } from '../regular-file.js'
-import { cannotRead, credentialFileOptions, type ClientCertificate } from './credentials.js'
+import { readKubeconfigFileSync, type ClientCertificate } from './credentials.js'
 import { http } from './node-http.js'
 import { isServerName, type KubeCluster } from './kubeconfig.js'
 
@@ -115,11 +114,6 @@ export function roundTrip(
   })
 }
 
-/** A CRD's webhook trusted as kube-apiserver does: its caBundle, else the system roots; nothing of the kubeconfig. */
-export function webhookTlsOptions(caBundle: string | undefined): KubeTlsOptions {
-  return caBundle ? { ca: Buffer.from(caBundle, 'base64').toString('utf8') } : {}
-}
-
 /**
  * A JSON POST to a CRD's conversion webhook as kube-apiserver sends it (no credentials, no
  * proxy). A connection per call: calls are few, and a pooled socket the webhook closed would fail one.
@@ -136,7 +130,8 @@ export function postToWebhook(
       ...urlToHttpOptions(url),
       method: 'POST',
       headers: { 'Content-Type': 'application/json', Accept: 'application/json', 'Content-Length': payload.length },
-      ...webhookTlsOptions(options.caBundle),
+      // Trusted as kube-apiserver does: its caBundle, else the system roots; nothing of the kubeconfig.
+      ...(options.caBundle ? { ca: Buffer.from(options.caBundle, 'base64').toString('utf8') } : {}),
       timeout: options.timeoutMs,
       agent: false,
     },
@@ -157,12 +152,7 @@ export function retireAgent(agent: Agent): void {
 /** The cluster's certificate-authority file, through regular-file.ts (a FIFO or a device refused at once, at most MAX_CREDENTIAL_FILE_BYTES). */
 function readCa(cluster: KubeCluster): Buffer {
   const file = cluster.certificateAuthority!
-  const what = `certificate-authority ${file} of cluster ${JSON.stringify(cluster.name)}`
-  try {
-    return readRegularFileSync(file, credentialFileOptions(what))
-  } catch (err) {
-    throw cannotRead(what, err)
-  }
+  return readKubeconfigFileSync(file, `certificate-authority ${file} of cluster ${JSON.stringify(cluster.name)}`)
 }
 
 /** ETIMEDOUT when a new socket is not connected (TLS: handshake done) within `ms`, so a silent server is caught too. */
