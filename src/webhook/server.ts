@@ -159,8 +159,8 @@ export async function startWebhookServer(options: StartWebhookServerOptions): Pr
     keyFile: options.keyFile,
     logger,
     metrics,
-    ...(options.certPollIntervalMs !== undefined ? { pollIntervalMs: options.certPollIntervalMs } : {}),
-    ...(options.certDebounceMs !== undefined ? { debounceMs: options.certDebounceMs } : {}),
+    pollIntervalMs: options.certPollIntervalMs,
+    debounceMs: options.certDebounceMs,
   })
   const timeouts: ServerTimeouts = { ...SERVER_TIMEOUTS, ...options.timeouts }
   const https: HttpsServerOptions = {
