@@ -76,40 +76,10 @@ export interface WebhookConfigurationOptions {
   builtinMigratorUsers?: readonly string[]
 }
 
-export interface MatchCondition {
-  name: string
-  expression: string
-}
-
-export interface WebhookClientConfig {
+interface WebhookClientConfig {
   url?: string
   service?: { namespace: string; name: string; path: string; port: number }
   caBundle?: string
-}
-
-export interface ValidatingWebhook {
-  name: string
-  admissionReviewVersions: string[]
-  sideEffects: 'None'
-  failurePolicy: 'Fail'
-  matchPolicy: 'Equivalent'
-  timeoutSeconds: number
-  clientConfig: WebhookClientConfig
-  rules: Array<{
-    apiGroups: string[]
-    apiVersions: string[]
-    operations: string[]
-    resources: string[]
-    scope: string
-  }>
-  matchConditions: MatchCondition[]
-}
-
-export interface ValidatingWebhookConfiguration {
-  apiVersion: 'admissionregistration.k8s.io/v1'
-  kind: 'ValidatingWebhookConfiguration'
-  metadata: { name: string; labels: Record<string, string>; annotations?: Record<string, string> }
-  webhooks: ValidatingWebhook[]
 }
 
 /** The request-selecting matchCondition (see the header). */
@@ -178,7 +148,8 @@ export function freezeAllowedExpression(): string {
   return `authorizer.group(${celString(group)}).resource(${celString(resource)}).name(request.name).check(${celString(verb)}).allowed()`
 }
 
-export function renderWebhookConfiguration(options: WebhookConfigurationOptions): ValidatingWebhookConfiguration {
+/** The admissionregistration.k8s.io/v1 ValidatingWebhookConfiguration (see the header). */
+export function renderWebhookConfiguration(options: WebhookConfigurationOptions) {
   const annotationKey = options.annotationKey ?? DEFAULT_MIGRATING_ANNOTATION
   const notMigrator = notMigratorMatchExpression(options.migratorUsers ?? DEFAULT_MIGRATOR_USERS, options.migratorGroups ?? [])
   const clientConfig: WebhookClientConfig = {}
@@ -198,13 +169,13 @@ export function renderWebhookConfiguration(options: WebhookConfigurationOptions)
     annotations['cert-manager.io/inject-ca-from'] = options.certManagerCertificate ?? DEFAULT_CERT_MANAGER_CERTIFICATE
   }
 
-  const metadata: ValidatingWebhookConfiguration['metadata'] = {
+  const metadata = {
     name: options.name ?? DEFAULT_WEBHOOK_CONFIGURATION_NAME,
     labels: { 'app.kubernetes.io/name': 'crd-migrator', 'app.kubernetes.io/component': 'storage-freeze-webhook' },
+    ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
   }
-  if (Object.keys(annotations).length > 0) metadata.annotations = annotations
 
-  function entry(freezeAllowed: boolean): ValidatingWebhook {
+  function entry(freezeAllowed: boolean) {
     const allowed = freezeAllowedExpression()
     return {
       name: freezeAllowed ? WEBHOOK_RBAC_NAME : WEBHOOK_NAME,
@@ -240,7 +211,7 @@ export function renderWebhookConfiguration(options: WebhookConfigurationOptions)
 }
 
 /** A rule for v1 CRDs (the object or a subresource of it). */
-function crdRule(operations: string[], resource: string): ValidatingWebhook['rules'][number] {
+function crdRule(operations: string[], resource: string) {
   return { apiGroups: ['apiextensions.k8s.io'], apiVersions: ['v1'], operations, resources: [resource], scope: 'Cluster' }
 }
 

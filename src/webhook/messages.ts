@@ -50,10 +50,6 @@ function describeUser(user: UserIdentity): string {
   return user.username ? `user "${shorten(user.username)}"` : 'an anonymous user'
 }
 
-function describeGroups(label: string, groups: readonly string[]): string {
-  return groups.length > 0 ? `${label} (${listShort(groups)})` : `${label} (none configured)`
-}
-
 /** `verb "freeze" on customresourcedefinitions.apiextensions.k8s.io "widgets.example.com"`. */
 function freezePermission(crdName: string): string {
   return `verb "${FREEZE_PERMISSION.verb}" on ${FREEZE_PERMISSION.resource}.${FREEZE_PERMISSION.group} "${crdName}"`
@@ -61,9 +57,10 @@ function freezePermission(crdName: string): string {
 
 /** Everyone but the migrator who may lift or repair the freeze: users RBAC allows to freeze the CRD, and break-glass groups. */
 function overriders(ctx: MessageContext, article = 'a'): string {
+  const groups = ctx.policy.breakGlassGroups
   return (
     `${article === 'a' ? 'a user' : 'users'} RBAC allows ${freezePermission(ctx.crdName)} (cluster-admin holds it) ` +
-    `or ${describeGroups(article === 'a' ? 'a member of the break-glass groups' : 'break-glass groups', ctx.policy.breakGlassGroups)}`
+    `or ${article === 'a' ? 'a member of the break-glass groups' : 'break-glass groups'} (${groups.length > 0 ? listShort(groups) : 'none configured'})`
   )
 }
 
@@ -92,7 +89,7 @@ function frozenCrd(ctx: MessageContext, by: FreezeSource): string {
   return `CustomResourceDefinition "${ctx.crdName}" is frozen for a storage version migration (${frozenBy(by, ctx)})`
 }
 
-function whatToDo(ctx: MessageContext, by: FreezeSource = 'annotation'): string {
+function whatToDo(ctx: MessageContext, by: FreezeSource): string {
   const { crdName, policy } = ctx
   if (by === 'builtin') {
     return (
@@ -196,13 +193,13 @@ export function builtinConditionGuarded(ctx: MessageContext, before: readonly st
 }
 
 export function builtinMigrationDeferred(ctx: MessageContext): Violation {
-  const { crdName, policy } = ctx
+  const { crdName } = ctx
   return {
     reason: 'builtin-migration-deferred',
     summary: `${STORAGE_MIGRATING}=True on CRD ${crdName} frozen by crd-migrator`,
     message:
-      `CustomResourceDefinition "${crdName}" is being migrated by crd-migrator (annotation ` +
-      `${policy.migratingAnnotation}="${policy.migratingValue}"); ${describeUser(ctx.user)} may not start another ` +
+      `CustomResourceDefinition "${crdName}" is being migrated by crd-migrator (${frozenBy('annotation', ctx)}); ` +
+      `${describeUser(ctx.user)} may not start another ` +
       `storage version migration of it (condition ${STORAGE_MIGRATING}=True) until that one is done. ` +
       `The built-in StorageVersionMigration is retried by kube-controller-manager and runs after it.`,
   }
@@ -214,14 +211,12 @@ export function storedVersionsFrozen(
   after: Set<string>,
   subResource: string | undefined,
 ): Violation {
-  const { crdName, policy } = ctx
   const via = subResource ? ` (through /${shorten(subResource)})` : ''
   return {
     reason: 'stored-versions-frozen',
-    summary: `status.storedVersions ${formatVersions(before)} -> ${formatVersions(after)} on frozen CRD ${crdName}`,
+    summary: `status.storedVersions ${formatVersions(before)} -> ${formatVersions(after)} on frozen CRD ${ctx.crdName}`,
     message:
-      `CustomResourceDefinition "${crdName}" is frozen for a storage version migration ` +
-      `(annotation ${policy.migratingAnnotation}="${policy.migratingValue}"): ${describeUser(ctx.user)} may not change ` +
+      `${frozenCrd(ctx, 'annotation')}: ${describeUser(ctx.user)} may not change ` +
       `status.storedVersions from ${formatVersions(before)} to ${formatVersions(after)}${via}; the migrator sets them ` +
       `once every object is stored in the storage version. Only the migrator and ` +
       `${overriders(ctx, 'users')} may.` +

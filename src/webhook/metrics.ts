@@ -21,53 +21,45 @@ export const REVIEW_DURATION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 
 
 export type Decision = 'allowed' | 'denied'
 
-export interface WebhookMetrics {
-  observeReview(operation: AdmissionOperation, decision: Decision, seconds: number, denial?: DenialReason): void
-  /** status: the HTTP status answered (400, 413, 415...). */
-  countBadRequest(status: number): void
-  /** The serving certificate now in use; undefined while none is loaded. */
-  setCertificate(certificate: { notAfter: Date; serialNumber: string } | undefined): void
-  /** A certificate/key pair refused (at start-up or on reload), once per pair. */
-  countCertificateRejected(reason: CertificateRejection): void
-  /** A new connection closed as soon as it was accepted, at the cap `reason` (connection-policy.ts), with no idle connection to close instead. */
-  countConnectionRefused(reason: CapReason): void
-  /** Closed by the policy: idle, for a new one at cap `reason`, or `no-review` (none within firstReviewSeconds). */
-  countConnectionEvicted(reason: CapReason | 'no-review'): void
-  /** Connections open now, by peer: `apiserver` (webhook.apiServerAddresses) or `other`. */
-  setConnectionsOpen(apiServer: number, other: number): void
-}
+export type WebhookMetrics = ReturnType<typeof createWebhookMetrics>
 
-export function createWebhookMetrics(registry: Registry): WebhookMetrics {
+export function createWebhookMetrics(registry: Registry) {
   const m = registerMetrics(registry)
   zeroSeries(m)
   const { reviews, denials, duration, badRequests, certificateExpiry, certificateRejected } = m
   const { connectionsRefused, connectionsEvicted, connectionsOpen } = m
   return {
-    observeReview(operation, decision, seconds, denial) {
+    observeReview(operation: AdmissionOperation, decision: Decision, seconds: number, denial?: DenialReason): void {
       reviews.inc({ operation, decision })
       if (decision === 'denied' && denial) denials.inc({ reason: denial })
       duration.observe(seconds)
     },
-    countBadRequest(status) {
+    /** status: the HTTP status answered (400, 413, 415...). */
+    countBadRequest(status: number): void {
       badRequests.inc({ code: String(status) })
     },
-    setCertificate(certificate) {
+    /** The serving certificate now in use; undefined while none is loaded. */
+    setCertificate(certificate: { notAfter: Date; serialNumber: string } | undefined): void {
       // One series at a time: the serial label changes on rotation and the old one must go.
       certificateExpiry.reset()
       if (certificate) {
         certificateExpiry.set({ serial: certificate.serialNumber }, Math.floor(certificate.notAfter.getTime() / 1000))
       }
     },
-    countCertificateRejected(reason) {
+    /** A certificate/key pair refused (at start-up or on reload), once per pair. */
+    countCertificateRejected(reason: CertificateRejection): void {
       certificateRejected.inc({ reason })
     },
-    countConnectionRefused(reason) {
+    /** A new connection closed as soon as it was accepted, at the cap `reason` (connection-policy.ts), with no idle connection to close instead. */
+    countConnectionRefused(reason: CapReason): void {
       connectionsRefused.inc({ reason })
     },
-    countConnectionEvicted(reason) {
+    /** Closed by the policy: idle, for a new one at cap `reason`, or `no-review` (none within firstReviewSeconds). */
+    countConnectionEvicted(reason: CapReason | 'no-review'): void {
       connectionsEvicted.inc({ reason })
     },
-    setConnectionsOpen(apiServer, other) {
+    /** Connections open now, by peer: `apiserver` (webhook.apiServerAddresses) or `other`. */
+    setConnectionsOpen(apiServer: number, other: number): void {
       connectionsOpen.set({ peer: 'apiserver' }, apiServer)
       connectionsOpen.set({ peer: 'other' }, other)
     },

@@ -68,44 +68,36 @@ export function sameValue(a: string | undefined, b: string | undefined): boolean
   return a === b && a !== NOT_A_STRING
 }
 
-/** spec.versions, or why it cannot be read. */
-function versionsOf(crd: JsonObject): unknown[] | string {
+/** The versions of spec.versions that `wanted` picks, by name, or why they cannot be read. */
+function versionsBy(crd: JsonObject, wanted: (version: JsonObject) => boolean): Map<string, JsonObject> | string {
   const spec = crd['spec']
-  if (spec === undefined) return []
+  if (spec === undefined) return new Map()
   if (!isObject(spec)) return 'has a spec that is not an object'
   const versions = spec['versions']
   // A CRD without versions has no storage version; the API server rejects it anyway.
-  if (versions === undefined || versions === null) return []
-  return Array.isArray(versions) ? versions : 'has spec.versions that is not an array'
+  if (versions === undefined || versions === null) return new Map()
+  if (!Array.isArray(versions)) return 'has spec.versions that is not an array'
+  const byName = new Map<string, JsonObject>()
+  for (const [index, version] of versions.entries()) {
+    if (!isObject(version)) return `has spec.versions[${index}] that is not an object`
+    if (!wanted(version)) continue
+    const name = version['name']
+    if (typeof name !== 'string') return `has spec.versions[${index}].name that is not a string`
+    byName.set(name, version)
+  }
+  return byName
 }
 
 /** Names of the versions with `storage: true`, or a description of why they cannot be read. */
 export function storageVersions(crd: JsonObject): Set<string> | string {
-  const versions = versionsOf(crd)
-  if (typeof versions === 'string') return versions
-  const names = new Set<string>()
-  for (const [index, version] of versions.entries()) {
-    if (!isObject(version)) return `has spec.versions[${index}] that is not an object`
-    if (version['storage'] !== true) continue
-    const name = version['name']
-    if (typeof name !== 'string') return `has spec.versions[${index}].name that is not a string`
-    names.add(name)
-  }
-  return names
+  const storage = versionsBy(crd, (version) => version['storage'] === true)
+  return typeof storage === 'string' ? storage : new Set(storage.keys())
 }
 
 /** Whether each version of spec.versions is served (`served: true`), or why they cannot be read. */
 export function servedVersions(crd: JsonObject): Map<string, boolean> | string {
-  const versions = versionsOf(crd)
-  if (typeof versions === 'string') return versions
-  const served = new Map<string, boolean>()
-  for (const [index, version] of versions.entries()) {
-    if (!isObject(version)) return `has spec.versions[${index}] that is not an object`
-    const name = version['name']
-    if (typeof name !== 'string') return `has spec.versions[${index}].name that is not a string`
-    served.set(name, version['served'] === true)
-  }
-  return served
+  const versions = versionsBy(crd, () => true)
+  return typeof versions === 'string' ? versions : new Map([...versions].map(([name, version]) => [name, version['served'] === true]))
 }
 
 /** status.storedVersions as a set, or a description of why it cannot be read. */

@@ -10,6 +10,7 @@ import { decideAdmission } from './rules.js'
 import { CrdMigratorError } from '../errors.js'
 import { cutText, headOf } from '../sanitize.js'
 import { isObject, type JsonObject } from './json.js'
+import type { UserIdentity } from '../config/identities.js'
 
 export const ADMISSION_REVIEW_API_VERSION = 'admission.k8s.io/v1'
 export const ADMISSION_REVIEW_KIND = 'AdmissionReview'
@@ -21,24 +22,9 @@ export const CRD_RESOURCE = Object.freeze({
   resource: 'customresourcedefinitions',
 })
 
-export interface GroupVersionKind {
-  group: string
-  version: string
-  kind: string
-}
-
-export interface GroupVersionResource {
-  group: string
-  version: string
-  resource: string
-}
-
-export interface AdmissionUserInfo {
-  username: string
-  uid?: string
-  groups: string[]
-  extra?: Record<string, string[]>
-}
+export type GroupVersionKind = Record<'group' | 'version' | 'kind', string>
+export type GroupVersionResource = Record<'group' | 'version' | 'resource', string>
+export type AdmissionUserInfo = UserIdentity & { uid?: string }
 
 /** The fields of an admission.k8s.io/v1 AdmissionRequest this webhook reads. */
 export interface AdmissionRequest {
@@ -174,11 +160,9 @@ function parseOrThrow(body: unknown): AdmissionRequest {
     const value = optionalString(request, key, path)
     if (value) parsed[key] = value
   }
-  const dryRun = request['dryRun']
-  if (dryRun !== undefined && dryRun !== null && typeof dryRun !== 'boolean') {
-    fail(`${path}.dryRun`, 'a boolean', dryRun)
-  }
-  if (typeof dryRun === 'boolean') parsed.dryRun = dryRun
+  const dryRun = request['dryRun'] ?? undefined
+  if (dryRun !== undefined && typeof dryRun !== 'boolean') fail(`${path}.dryRun`, 'a boolean', dryRun)
+  if (dryRun !== undefined) parsed.dryRun = dryRun
   // object/oldObject stay unknown: their shape is judged by the decision, which answers
   // with an AdmissionResponse rather than a 400.
   if (request['object'] !== undefined) parsed.object = request['object']
@@ -198,19 +182,14 @@ function parseExtra(value: unknown, path: string): Record<string, string[]> | un
   return extra
 }
 
-export function isCrdRequest(request: AdmissionRequest): boolean {
-  const r = request.resource
-  return r.group === CRD_RESOURCE.group && r.version === CRD_RESOURCE.version && r.resource === CRD_RESOURCE.resource
-}
-
 /**
  * A review of another resource is ALLOWED with a warning: only a misconfiguration sends one,
  * and denying (failurePolicy: Fail) would make it an outage of an unrelated resource.
  */
 /** `freezeAllowed`: the review came through the webhook entry for users RBAC allows to freeze (configuration.ts). */
 export function reviewAdmission(request: AdmissionRequest, policy: AdmissionPolicy, freezeAllowed = false): AdmissionDecision {
-  if (!isCrdRequest(request)) {
-    const r = request.resource
+  const r = request.resource
+  if (r.group !== CRD_RESOURCE.group || r.version !== CRD_RESOURCE.version || r.resource !== CRD_RESOURCE.resource) {
     const got = `${r.group || 'core'}/${r.version} ${r.resource}`
     return {
       allowed: true,
@@ -218,17 +197,10 @@ export function reviewAdmission(request: AdmissionRequest, policy: AdmissionPoli
       warnings: [`crd-migrator storage-freeze webhook called for ${got}: allowed unchecked, check its rules`],
     }
   }
+  const { operation, name, subResource, object, oldObject } = request
   const { username, groups, extra } = request.userInfo
-  const input: Parameters<typeof decideAdmission>[0] = {
-    operation: request.operation,
-    userInfo: { username, groups, ...(extra ? { extra } : {}) },
-    object: request.object,
-    oldObject: request.oldObject,
-  }
-  if (request.name !== undefined) input.name = request.name
-  if (request.subResource !== undefined) input.subResource = request.subResource
-  if (freezeAllowed) input.freezeAllowed = true
-  return decideAdmission(input, policy)
+  const userInfo = { username, groups, ...(extra ? { extra } : {}) }
+  return decideAdmission({ operation, name, subResource, userInfo, object, oldObject, freezeAllowed }, policy)
 }
 
 /** The uid must be the request's. */

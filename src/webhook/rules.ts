@@ -67,27 +67,20 @@ const BREAK_GLASS_MAY_OVERRIDE: ReadonlySet<DenialReason> = new Set([
   'builtin-condition-guarded',
 ])
 
+/** What each operation is checked for; CONNECT does not exist for CRDs: nothing to freeze. */
+const VIOLATIONS: Record<AdmissionOperation, (input: AdmissionInput, ctx: DecisionContext) => Violation[]> = {
+  UPDATE: updateViolations,
+  CREATE: createViolations,
+  DELETE: deleteViolations,
+  CONNECT: () => [],
+}
+
 export function decideAdmission(input: AdmissionInput, policy: AdmissionPolicy): AdmissionDecision {
   const crdName = messages.shorten(crdNameOf(input) ?? '(unnamed)')
   const identity = classifyIdentity(input.userInfo, policy, input.freezeAllowed === true)
   const ctx: DecisionContext = { crdName, identity, policy, user: input.userInfo }
 
-  let violations: Violation[]
-  switch (input.operation) {
-    case 'UPDATE':
-      violations = updateViolations(input, ctx)
-      break
-    case 'CREATE':
-      violations = createViolations(input, ctx)
-      break
-    case 'DELETE':
-      violations = deleteViolations(input, ctx)
-      break
-    default:
-      // CONNECT does not exist for CRDs; nothing to freeze.
-      violations = []
-  }
-
+  const violations = VIOLATIONS[input.operation](input, ctx)
   const first = violations[0]
   if (first === undefined) return { allowed: true, reason: 'allowed' }
   // Break-glass overrides the freeze's bookkeeping guards, never the freeze nor a malformed review.
@@ -135,12 +128,8 @@ function classifyIdentity(user: UserIdentity, policy: AdmissionPolicy, freezeAll
 }
 
 function updateViolations(input: AdmissionInput, ctx: DecisionContext): Violation[] {
-  const { crdName, policy } = ctx
-  const shape =
-    objectViolation(input.object, 'object', 'UPDATE', crdName) ??
-    objectViolation(input.oldObject, 'oldObject', 'UPDATE', crdName) ??
-    unreadableMarker(input.oldObject as JsonObject, 'oldObject', crdName, policy) ??
-    unreadableMarker(input.object as JsonObject, 'object', crdName, policy)
+  const { policy } = ctx
+  const shape = shapeViolation(input, ['object', 'oldObject'], ctx)
   if (shape) return [shape]
   const object = input.object as JsonObject
   const oldObject = input.oldObject as JsonObject
@@ -170,9 +159,8 @@ function updateViolations(input: AdmissionInput, ctx: DecisionContext): Violatio
 }
 
 function createViolations(input: AdmissionInput, ctx: DecisionContext): Violation[] {
-  const { crdName, policy } = ctx
-  const shape =
-    objectViolation(input.object, 'object', 'CREATE', crdName) ?? unreadableMarker(input.object as JsonObject, 'object', crdName, policy)
+  const { policy } = ctx
+  const shape = shapeViolation(input, ['object'], ctx)
   if (shape) return [shape]
   if (ctx.identity.migrator) return []
   const object = input.object as JsonObject
@@ -182,10 +170,8 @@ function createViolations(input: AdmissionInput, ctx: DecisionContext): Violatio
 }
 
 function deleteViolations(input: AdmissionInput, ctx: DecisionContext): Violation[] {
-  const { crdName, policy } = ctx
-  const shape =
-    objectViolation(input.oldObject, 'oldObject', 'DELETE', crdName) ??
-    unreadableMarker(input.oldObject as JsonObject, 'oldObject', crdName, policy)
+  const { policy } = ctx
+  const shape = shapeViolation(input, ['oldObject'], ctx)
   if (shape) return [shape]
   const oldObject = input.oldObject as JsonObject
   const by: FreezeSource | undefined = isFrozen(oldObject, policy) ? 'annotation' : builtinMigrating(oldObject) ? 'builtin' : undefined
@@ -283,18 +269,16 @@ function versionSetChange(
   return sameSet(before, after) ? undefined : { before, after }
 }
 
-function objectViolation(
-  value: unknown,
-  field: 'object' | 'oldObject',
-  operation: AdmissionOperation,
-  crdName: string,
-): Violation | undefined {
-  return isObject(value) ? undefined : messages.malformedReview(operation, field, crdName, value)
-}
-
-function unreadableMarker(crd: JsonObject, field: 'object' | 'oldObject', crdName: string, policy: AdmissionPolicy): Violation | undefined {
-  const problem = unreadableAnnotation(crd, policy.migratingAnnotation)
-  return problem === undefined ? undefined : messages.unreadableMarker(field, crdName, problem)
+/** A review that cannot be judged: request.`fields` not objects, else a freeze marker unreadable (the old object's first). */
+function shapeViolation(input: AdmissionInput, fields: ReadonlyArray<'object' | 'oldObject'>, ctx: DecisionContext): Violation | undefined {
+  for (const field of fields) {
+    if (!isObject(input[field])) return messages.malformedReview(input.operation, field, ctx.crdName, input[field])
+  }
+  for (const field of ['oldObject', 'object'] as const) {
+    const problem = fields.includes(field) ? unreadableAnnotation(input[field] as JsonObject, ctx.policy.migratingAnnotation) : undefined
+    if (problem !== undefined) return messages.unreadableMarker(field, ctx.crdName, problem)
+  }
+  return undefined
 }
 
 function isFrozen(crd: JsonObject, policy: AdmissionPolicy): boolean {

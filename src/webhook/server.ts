@@ -64,17 +64,16 @@ export interface WebhookAppOptions {
   repeatSampler?: RepeatSampler
 }
 
-interface BuiltApp {
-  app: FastifyInstance
-  drain: Drain
-}
-
 export function buildWebhookApp(options: WebhookAppOptions = {}): FastifyInstance {
   return createApp(options).app
 }
 
 /** Plugins in order: requests.ts and drain.ts apply to the whole app, so they come before the route (validate.ts) that inherits them. */
-function createApp(options: WebhookAppOptions, https?: HttpsServerOptions, webhookMetrics?: WebhookMetrics): BuiltApp {
+function createApp(
+  options: WebhookAppOptions,
+  https?: HttpsServerOptions,
+  webhookMetrics?: WebhookMetrics,
+): { app: FastifyInstance; drain: Drain } {
   const registry = options.registry ?? new Registry()
   const metrics = webhookMetrics ?? createWebhookMetrics(registry)
   const bodyLimit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES
@@ -159,8 +158,8 @@ export async function startWebhookServer(options: StartWebhookServerOptions): Pr
     keyFile: options.keyFile,
     logger,
     metrics,
-    ...(options.certPollIntervalMs !== undefined ? { pollIntervalMs: options.certPollIntervalMs } : {}),
-    ...(options.certDebounceMs !== undefined ? { debounceMs: options.certDebounceMs } : {}),
+    pollIntervalMs: options.certPollIntervalMs,
+    debounceMs: options.certDebounceMs,
   })
   const timeouts: ServerTimeouts = { ...SERVER_TIMEOUTS, ...options.timeouts }
   const https: HttpsServerOptions = {
@@ -172,13 +171,11 @@ export async function startWebhookServer(options: StartWebhookServerOptions): Pr
   const { app, drain } = createApp({ ...options, logger, registry }, https, metrics)
   void app.register(certificates.plugin)
   const defaults = CONFIG_DEFAULTS.webhook
+  const maxConnections = options.maxConnections ?? defaults.maxConnections
   const guard = new ConnectionGuard(app.server, {
     caps: {
-      maxConnections: options.maxConnections ?? defaults.maxConnections,
-      maxPerPeer: Math.min(
-        options.maxConnectionsPerPeer ?? defaults.maxConnectionsPerPeer,
-        options.maxConnections ?? defaults.maxConnections,
-      ),
+      maxConnections,
+      maxPerPeer: Math.min(options.maxConnectionsPerPeer ?? defaults.maxConnectionsPerPeer, maxConnections),
       reserved: options.reservedConnections ?? defaults.reservedConnections,
     },
     apiServerAddresses: options.apiServerAddresses ?? defaults.apiServerAddresses,
@@ -189,7 +186,7 @@ export async function startWebhookServer(options: StartWebhookServerOptions): Pr
   app.addHook('onClose', async () => guard.stop())
 
   try {
-    await app.listen({ host, port: options.port ?? CONFIG_DEFAULTS.webhook.port })
+    await app.listen({ host, port: options.port ?? defaults.port })
   } catch (err) {
     await app.close()
     throw err

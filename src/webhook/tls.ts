@@ -43,14 +43,9 @@ export const TLS_CONTEXT_OPTIONS = Object.freeze({
   honorCipherOrder: true,
 })
 
-export interface CertificateInfo {
-  serialNumber: string
+export type CertificateInfo = Pick<X509Certificate, 'serialNumber' | 'fingerprint256' | 'subject' | 'subjectAltName'> & {
   notBefore: Date
   notAfter: Date
-  /** SHA-256 fingerprint, colon-separated hex, as Node prints it. */
-  fingerprint256: string
-  subject: string
-  subjectAltName: string | undefined
 }
 
 export interface CertificatePair {
@@ -77,31 +72,16 @@ export class CertificateError extends CrdMigratorError {
 
 /** PEM, a matching pair, a usable TLS context, valid at `now`. */
 export function validateCertificatePair(cert: string, key: string, now: Date = new Date()): CertificatePair {
-  let x509: X509Certificate
-  try {
-    x509 = new X509Certificate(cert)
-  } catch (err) {
-    throw new CertificateError(`certificate is not a PEM X.509 certificate: ${errorMessage(err)}`)
-  }
-  let privateKey
-  try {
-    privateKey = createPrivateKey(key)
-  } catch (err) {
-    throw new CertificateError(`key is not a PEM private key: ${errorMessage(err)}`)
-  }
+  const x509 = orRefuse(() => new X509Certificate(cert), 'certificate is not a PEM X.509 certificate')
+  const privateKey = orRefuse(() => createPrivateKey(key), 'key is not a PEM private key')
   if (!x509.checkPrivateKey(privateKey)) {
     throw new CertificateError(
       `the private key does not match the certificate (serial ${x509.serialNumber}); ` + 'probably a rotation caught half-way',
       'key-mismatch',
     )
   }
-  try {
-    createSecureContext({ cert, key, ...TLS_CONTEXT_OPTIONS })
-  } catch (err) {
-    throw new CertificateError(`certificate and key are not usable for TLS: ${errorMessage(err)}`)
-  }
-  const notBefore = new Date(x509.validFrom)
-  const notAfter = new Date(x509.validTo)
+  orRefuse(() => createSecureContext({ cert, key, ...TLS_CONTEXT_OPTIONS }), 'certificate and key are not usable for TLS')
+  const { validFromDate: notBefore, validToDate: notAfter } = x509
   if (now.getTime() > notAfter.getTime()) {
     throw new CertificateError(
       `the certificate expired at ${notAfter.toISOString()} (serial ${x509.serialNumber}); not serving it`,
@@ -115,17 +95,16 @@ export function validateCertificatePair(cert: string, key: string, now: Date = n
       notBefore,
     )
   }
-  return {
-    cert,
-    key,
-    info: {
-      serialNumber: x509.serialNumber,
-      notBefore,
-      notAfter,
-      fingerprint256: x509.fingerprint256,
-      subject: x509.subject,
-      subjectAltName: x509.subjectAltName,
-    },
+  const { serialNumber, fingerprint256, subject, subjectAltName } = x509
+  return { cert, key, info: { serialNumber, notBefore, notAfter, fingerprint256, subject, subjectAltName } }
+}
+
+/** `make()`, or an 'invalid' CertificateError saying `what` went wrong and why. */
+function orRefuse<T>(make: () => T, what: string): T {
+  try {
+    return make()
+  } catch (err) {
+    throw new CertificateError(`${what}: ${errorMessage(err)}`)
   }
 }
 
@@ -136,21 +115,20 @@ export async function loadCertificatePair(certFile: string, keyFile: string): Pr
 
 async function readPair(certFile: string, keyFile: string): Promise<[string, string]> {
   // One after the other, so with both missing the error names the same file (warn once).
-  // regular-file.ts: a FIFO or device is refused at once, not waited on in the thread pool.
-  let file = certFile
-  const read = async (f: string) =>
-    (
-      await readRegularFile(f, {
-        what: `certificate/key ${f}`,
-        code: 'CRDM_CERTIFICATE',
-        maxBytes: MAX_CREDENTIAL_FILE_BYTES,
-        hint: 'name the PEM files themselves (a FIFO or a device is refused, never waited on or read)',
-      })
-    ).toString('utf8')
+  const cert = await readPem(certFile)
+  return [cert, await readPem(keyFile)]
+}
+
+/** Through regular-file.ts: a FIFO or device is refused at once, not waited on in the thread pool. */
+async function readPem(file: string): Promise<string> {
   try {
-    const cert = await read(certFile)
-    file = keyFile
-    return [cert, await read(keyFile)]
+    const pem = await readRegularFile(file, {
+      what: `certificate/key ${file}`,
+      code: 'CRDM_CERTIFICATE',
+      maxBytes: MAX_CREDENTIAL_FILE_BYTES,
+      hint: 'name the PEM files themselves (a FIFO or a device is refused, never waited on or read)',
+    })
+    return pem.toString('utf8')
   } catch (err) {
     if (err instanceof FileRefused) throw new CertificateError(err.message, 'unreadable')
     const code = (err as NodeJS.ErrnoException).code
@@ -183,10 +161,9 @@ export class CertificateWatcher {
     Pick<CertificateWatcherOptions, 'logger' | 'onReject'>
   #current: CertificatePair | undefined
   #watchers = new Map<string, FSWatcher>()
-  #debounce: NodeJS.Timeout | undefined
   #poll: NodeJS.Timeout | undefined
-  /** Re-read when a pair that is not valid yet becomes valid. */
-  #validFrom: NodeJS.Timeout | undefined
+  /** Re-reads due: after a directory event's debounce, and when a pair not valid yet becomes valid. */
+  #timers = new Map<'debounce' | 'validFrom', NodeJS.Timeout>()
   /** Reads so far, so the first failure can say "at startup". */
   #reads = 0
   #inFlight: Promise<ReloadResult> | undefined
@@ -228,12 +205,10 @@ export class CertificateWatcher {
     this.#stopped = true
     for (const watcher of this.#watchers.values()) watcher.close()
     this.#watchers.clear()
-    clearTimeout(this.#debounce)
+    for (const timer of this.#timers.values()) clearTimeout(timer)
+    this.#timers.clear()
     clearInterval(this.#poll)
-    clearTimeout(this.#validFrom)
-    this.#debounce = undefined
     this.#poll = undefined
-    this.#validFrom = undefined
   }
 
   /** Re-read both files now. Concurrent calls coalesce into one more read after the running one. */
@@ -287,7 +262,11 @@ export class CertificateWatcher {
       } else {
         logger?.debug(log, msg)
       }
-      if (error.validFrom) this.#retryAt(error.validFrom)
+      if (error.validFrom) {
+        // Polling may be off or slow: a pair that becomes valid is taken when it does (not past
+        // setTimeout's 24.8-day maximum; polling covers anything later).
+        this.#reloadIn('validFrom', Math.min(Math.max(error.validFrom.getTime() - Date.now(), 0) + 100, 2 ** 31 - 1))
+      }
       return 'invalid'
     }
     try {
@@ -306,17 +285,15 @@ export class CertificateWatcher {
     return 'changed'
   }
 
-  /** Polling may be off or slow; a pair that becomes valid is taken when it does. */
-  #retryAt(when: Date): void {
+  /** Re-read `ms` from now, in place of the re-read due for the same `timer`. */
+  #reloadIn(timer: 'debounce' | 'validFrom', ms: number): void {
     if (this.#stopped) return
-    clearTimeout(this.#validFrom)
-    // Not past setTimeout's 24.8-day maximum; polling covers anything later.
-    const delay = Math.min(Math.max(when.getTime() - Date.now(), 0) + 100, 2 ** 31 - 1)
-    this.#validFrom = setTimeout(() => {
-      this.#validFrom = undefined
+    clearTimeout(this.#timers.get(timer))
+    const due = setTimeout(() => {
+      this.#timers.delete(timer)
       void this.reload()
-    }, delay)
-    this.#validFrom.unref()
+    }, ms)
+    this.#timers.set(timer, due.unref())
   }
 
   #ensureWatchers(): void {
@@ -326,7 +303,7 @@ export class CertificateWatcher {
       if (this.#watchers.has(dir)) continue
       try {
         // Every event counts: the kubelet's swap touches ..data, never tls.crt itself.
-        const watcher = watch(dir, { persistent: false }, () => this.#schedule())
+        const watcher = watch(dir, { persistent: false }, () => this.#reloadIn('debounce', this.#options.debounceMs))
         watcher.on('error', (err) => {
           this.#options.logger?.warn({ dir, err }, 'certificate directory watch failed; relying on polling')
           watcher.close()
@@ -337,15 +314,5 @@ export class CertificateWatcher {
         this.#options.logger?.debug({ dir, err }, 'cannot watch certificate directory yet')
       }
     }
-  }
-
-  #schedule(): void {
-    if (this.#stopped) return
-    clearTimeout(this.#debounce)
-    this.#debounce = setTimeout(() => {
-      this.#debounce = undefined
-      void this.reload()
-    }, this.#options.debounceMs)
-    this.#debounce.unref()
   }
 }

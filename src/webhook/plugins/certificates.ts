@@ -8,15 +8,11 @@ import type { ServerOptions as HttpsServerOptions, Server as HttpsServer } from 
 import type { FastifyPluginAsync } from 'fastify'
 import type { ReadinessCheck } from '../../health/plugin.js'
 import type { WebhookMetrics } from '../metrics.js'
-import { CertificateWatcher, TLS_CONTEXT_OPTIONS, type WatcherLogger } from '../tls.js'
+import { CertificateWatcher, TLS_CONTEXT_OPTIONS, type CertificateWatcherOptions, type WatcherLogger } from '../tls.js'
 
-export interface ServingCertificatesOptions {
-  certFile: string
-  keyFile: string
+export type ServingCertificatesOptions = Pick<CertificateWatcherOptions, 'certFile' | 'keyFile' | 'pollIntervalMs' | 'debounceMs'> & {
   logger: WatcherLogger
   metrics: WebhookMetrics
-  pollIntervalMs?: number
-  debounceMs?: number
 }
 
 export interface ServingCertificates {
@@ -30,15 +26,11 @@ export interface ServingCertificates {
 }
 
 export async function loadServingCertificates(options: ServingCertificatesOptions): Promise<ServingCertificates> {
-  const { metrics } = options
+  const { metrics, ...watched } = options
   // The app's server, once the plugin is registered; the start-up load comes before it.
   let server: HttpsServer | undefined
   const watcher = new CertificateWatcher({
-    certFile: options.certFile,
-    keyFile: options.keyFile,
-    logger: options.logger,
-    ...(options.pollIntervalMs !== undefined ? { pollIntervalMs: options.pollIntervalMs } : {}),
-    ...(options.debounceMs !== undefined ? { debounceMs: options.debounceMs } : {}),
+    ...watched,
     onChange: (pair) => {
       // Applies to handshakes from now on; established connections keep their session.
       // The whole context is replaced, so it must carry the same ciphers and versions.
