@@ -285,3 +285,24 @@ t.test("one writer of the CRD's record: only src/state/crd-record.ts imports its
   t.ok(recordImports > 0, `${record} is the writer (${recordImports} imports)`)
   t.same(found, [], `every write of the CRD's annotations and storedVersions goes through a named writer of ${record}`)
 })
+
+t.test('no function in src/ over 100 lines: a longer one is split into steps that read top to bottom', async (t) => {
+  const limit = 100
+  const long: string[] = []
+  let functions = 0
+  for (const file of tsFiles(src)) {
+    const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, true)
+    const visit = (node: ts.Node): void => {
+      if (ts.isFunctionLike(node) && 'body' in node && node.body) {
+        functions++
+        const first = source.getLineAndCharacterOfPosition(node.getStart(source)).line
+        const lines = source.getLineAndCharacterOfPosition(node.end).line - first + 1
+        if (lines > limit) long.push(`${rel(file)}:${first + 1} (${lines} lines)`)
+      }
+      ts.forEachChild(node, visit)
+    }
+    visit(source)
+  }
+  t.ok(functions > 500, `every function of src/ is read (${functions})`)
+  t.same(long, [], `functions over ${limit} lines`)
+})

@@ -13,7 +13,7 @@ import { KubeEventRecorder } from '../../kube/events.js'
 import { loadCheckpointSeal } from '../../migrator/freeze/checkpoint-seal.js'
 import { dryRun, serverDryRun, type DryRunReport, type ServerDryRunPhase, type ServerDryRunReport } from '../../migrator/dry-run.js'
 import { refusesRewrite } from '../../migrator/lossless/check.js'
-import { losslessLines, wouldBlock } from '../../migrator/lossless/report-text.js'
+import { losslessLines } from '../../migrator/lossless/report-text.js'
 import type { LosslessReport } from '../../migrator/lossless/verdict.js'
 import { parseResourceName } from '../../kube/resources.js'
 import { migrateCrd, migrateResource, type MigrationResult } from '../../migrator/migrate.js'
@@ -73,8 +73,6 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
     ...(options.serverDryRun ? { dryRun: true } : {}),
   })
   return closing(http, async () => {
-    const owner = `cli:${os.userInfo().username}@${os.hostname()}`
-    const overrides = { force: options.force === true }
     const format = options.format ?? 'text'
     if (options.selector !== undefined && names.length === 0) {
       // Exactly what the selector matches, as kubectl -l (not the config's --crds names).
@@ -95,84 +93,99 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
       })
     if (options.dryRun)
       return await dryRunAll(names, options, format, {
-        run: (name) => dryRun(http, name, settingsFor(config, name, overrides), logger),
+        run: (name) => dryRun(http, name, settingsFor(config, name, { force: options.force === true }), logger),
         text: formatDryRun,
         refused: () => false,
         namesAsChecked: false,
         cannot: 'cannot plan: ',
       })
-    let failed = 0
-    const status = options.status ?? process.stderr
-    const view = await progressView(options.progress ?? 'off', status, config.progressEvery)
-    const interrupt = options.interrupt
-    const signal = interrupt?.signal ?? options.signal
-    if (interrupt) interrupt.write = (text) => view.print(status, text)
-    const annotation = config.annotations.migrating
-    const checkpointSeal = await loadCheckpointSeal(config.migrator.stateKeyFile, logger, { strict: config.migrator.strictStateKeyFile })
-    const targets = [...names.map((name) => ({ name, crd: true })), ...(options.resources ?? []).map((name) => ({ name, crd: false }))]
-    const budget = parallel > 1 ? writeBudget(config.migrator) : undefined
-    const migrateOne = async ({ name, crd }: { name: string; crd: boolean }): Promise<MigrationResult | { crd: string; error: string }> => {
-      // Interrupted before its turn: nothing of it is touched.
-      if (signal?.aborted) {
-        view.print(status, `${name}: not started (interrupted)\n`)
-        return { crd: name, error: 'not started: interrupted' }
-      }
-      view.start(name)
-      interrupt?.inFlight.add(name)
-      try {
-        const ctx = {
-          http,
-          logger,
-          owner,
-          checkpointSeal,
-          events: new KubeEventRecorder(http, 'crd-migrator', owner),
-          signal,
-          ...(budget ? { budget } : {}),
-          onProgress: (phase: Phase, p: WalkProgress) => view.update(name, phase, p),
-        }
-        const migrate = () =>
-          crd
-            ? migrateCrd(name, settingsFor(config, name, overrides), ctx)
-            : migrateResource(parseResourceName(name), (n) => settingsFor(config, n, overrides), ctx)
-        const result = await migrateWaitingForWebhook(
-          migrate,
-          name,
-          config.migrator.conversionWaitSeconds,
-          (text) => view.print(status, text),
-          signal,
-        )
-        interrupt?.inFlight.delete(name)
-        view.finish(name, finishLine(name, result, view.progressOf(name), annotation), result.errorCode === 'CRDM_ABORTED')
-        // One write per summary: summaries of CRDs finishing together never interleave.
-        if (format === 'text') view.print(options.out, formatResult(result))
-        if (result.outcome === 'Failed' || result.outcome === 'Blocked') failed++
-        return result
-      } catch (err) {
-        interrupt?.inFlight.delete(name)
-        const stopped = signal?.aborted === true
-        view.finish(
-          name,
-          finishLine(name, { error: stopped ? 'stopped' : `failed (${errorCode(err)})` }, view.progressOf(name), annotation),
-          stopped,
-        )
-        failed++
-        if (!isData(format)) view.print(format === 'name' ? process.stderr : options.out, `${name}: ${plainText(describeError(err))}\n`)
-        return { crd: name, error: describeError(err) }
-      }
-    }
-    // Summaries as each CRD finishes; data (-o json/yaml) in the order the CRDs were named.
-    const firstLook = names.length > parallel ? firstLookAtStorageSwitches(http, names, config, logger) : undefined
-    const results = await runInParallel(targets, parallel, migrateOne).finally(() => view.close())
-    await firstLook
-    if (isData(format)) options.out.write(renderData(results, format))
-    else if (format === 'name') options.out.write(renderNames(actedOn(results)))
-    if (interrupt?.exitCode !== undefined) {
-      const unfinished = targets.filter((_, i) => !isDone(results[i]!)).map((t) => t.name)
-      status.write(resumeHint(unfinished))
-      return interrupt.exitCode
-    }
-    return failed ? 1 : 0
+    return await migrateAll(http, names, parallel, config, logger, options)
   })
+}
+
+/** The real run: each CRD (then each resource) migrated, `parallel` at once, a summary as each finishes; returns the exit code. */
+async function migrateAll(
+  http: KubeHttp,
+  names: string[],
+  parallel: number,
+  config: Config,
+  logger: Logger,
+  options: MigrateCommandOptions,
+): Promise<number> {
+  const owner = `cli:${os.userInfo().username}@${os.hostname()}`
+  const overrides = { force: options.force === true }
+  const format = options.format ?? 'text'
+  let failed = 0
+  const status = options.status ?? process.stderr
+  const view = await progressView(options.progress ?? 'off', status, config.progressEvery)
+  const interrupt = options.interrupt
+  const signal = interrupt?.signal ?? options.signal
+  if (interrupt) interrupt.write = (text) => view.print(status, text)
+  const annotation = config.annotations.migrating
+  const checkpointSeal = await loadCheckpointSeal(config.migrator.stateKeyFile, logger, { strict: config.migrator.strictStateKeyFile })
+  const targets = [...names.map((name) => ({ name, crd: true })), ...(options.resources ?? []).map((name) => ({ name, crd: false }))]
+  const budget = parallel > 1 ? writeBudget(config.migrator) : undefined
+  const migrateOne = async ({ name, crd }: { name: string; crd: boolean }): Promise<MigrationResult | { crd: string; error: string }> => {
+    // Interrupted before its turn: nothing of it is touched.
+    if (signal?.aborted) {
+      view.print(status, `${name}: not started (interrupted)\n`)
+      return { crd: name, error: 'not started: interrupted' }
+    }
+    view.start(name)
+    interrupt?.inFlight.add(name)
+    try {
+      const ctx = {
+        http,
+        logger,
+        owner,
+        checkpointSeal,
+        events: new KubeEventRecorder(http, 'crd-migrator', owner),
+        signal,
+        ...(budget ? { budget } : {}),
+        onProgress: (phase: Phase, p: WalkProgress) => view.update(name, phase, p),
+      }
+      const migrate = () =>
+        crd
+          ? migrateCrd(name, settingsFor(config, name, overrides), ctx)
+          : migrateResource(parseResourceName(name), (n) => settingsFor(config, n, overrides), ctx)
+      const result = await migrateWaitingForWebhook(
+        migrate,
+        name,
+        config.migrator.conversionWaitSeconds,
+        (text) => view.print(status, text),
+        signal,
+      )
+      interrupt?.inFlight.delete(name)
+      view.finish(name, finishLine(name, result, view.progressOf(name), annotation), result.errorCode === 'CRDM_ABORTED')
+      // One write per summary: summaries of CRDs finishing together never interleave.
+      if (format === 'text') view.print(options.out, formatResult(result))
+      if (result.outcome === 'Failed' || result.outcome === 'Blocked') failed++
+      return result
+    } catch (err) {
+      interrupt?.inFlight.delete(name)
+      const stopped = signal?.aborted === true
+      view.finish(
+        name,
+        finishLine(name, { error: stopped ? 'stopped' : `failed (${errorCode(err)})` }, view.progressOf(name), annotation),
+        stopped,
+      )
+      failed++
+      if (!isData(format)) view.print(format === 'name' ? process.stderr : options.out, `${name}: ${plainText(describeError(err))}\n`)
+      return { crd: name, error: describeError(err) }
+    }
+  }
+  // Summaries as each CRD finishes; data (-o json/yaml) in the order the CRDs were named.
+  const firstLook = names.length > parallel ? firstLookAtStorageSwitches(http, names, config, logger) : undefined
+  const results = await runInParallel(targets, parallel, migrateOne).finally(() => view.close())
+  await firstLook
+  if (isData(format)) options.out.write(renderData(results, format))
+  else if (format === 'name') options.out.write(renderNames(actedOn(results)))
+  if (interrupt?.exitCode !== undefined) {
+    const unfinished = targets.filter((_, i) => !isDone(results[i]!)).map((t) => t.name)
+    status.write(resumeHint(unfinished))
+    return interrupt.exitCode
+  }
+  return failed ? 1 : 0
 }
 
 /** One dry run mode of `migrate` (migrator/dry-run.ts): its run of one CRD, and how its report is told. */
@@ -202,7 +215,7 @@ async function dryRunAll<R extends { crd: string; lossless?: LosslessReport | un
       const report = await mode.run(name)
       const refused = mode.refused(report)
       if (refused) failed++
-      else if (report.lossless && wouldBlock(report.lossless)) blocked++
+      else if (report.lossless && refusesRewrite(report.lossless)) blocked++
       reports.push(report)
       if (!isData(format) && format !== 'name') options.out.write(mode.text(report))
       else if (format === 'name' && mode.namesAsChecked && !refused) options.out.write(renderNames([name]))
@@ -332,7 +345,7 @@ export function formatDryRun(r: DryRunReport): string {
         ]
       : []),
     ...(r.lossless
-      ? [...losslessLines(r.crd, r.lossless), ...(wouldBlock(r.lossless) ? ['  the run would stop Blocked (CRDM_DATA_LOSS)'] : [])]
+      ? [...losslessLines(r.crd, r.lossless), ...(refusesRewrite(r.lossless) ? ['  the run would stop Blocked (CRDM_DATA_LOSS)'] : [])]
       : []),
     `  CleanupManagedFields: ${r.objectsToClean ? `would remove ${entries(r.managedFieldsEntriesToRemove)}${r.managedFieldsEntriesToRelabel ? ` and relabel ${entries(r.managedFieldsEntriesToRelabel)} to ${r.storageVersion}` : ''} from ${r.objectsToClean} object(s)${r.objectsToSeed ? ` (${r.objectsToSeed} seeded)` : ''}` : 'nothing to do'}`,
     // The step plan, check and migrate name too: entries of a served old version stay by design.
