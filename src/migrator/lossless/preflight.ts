@@ -2,7 +2,7 @@
  * The run's lossless check as a pre-flight affords it (`plan`, `check --drop`): all of a
  * conversion-None CRD, the first page of a webhook one; in the run's words, so they agree.
  */
-import { isForbidden } from '../../kube/api-errors.js'
+import { unlessForbidden } from '../../kube/api-errors.js'
 import { conversionStrategy } from '../../kube/conversion.js'
 import type { KubeHttp } from '../../kube/http.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
@@ -32,21 +32,19 @@ export async function preflightLossless(
 ): Promise<LosslessPreflight | undefined> {
   if (settings.losslessCheck === false) return undefined
   const name = crd.metadata.name
-  try {
-    const report = await checkLossless(crd, storageVersion, {
+  const report = await unlessForbidden(
+    checkLossless(crd, storageVersion, {
       ...losslessOptions(runClient({ http, signal }, settings), settings),
       ...(conversionStrategy(crd) === 'Webhook' ? { maxPages: 1 } : {}),
-    })
-    const refuses = refusesRewrite(report)
-    const refusal = !refuses
-      ? undefined
-      : report.lossy > 0
-        ? `${report.lossy} object(s) would change: ${describeRefusedChanges(report.changes)}; accept on purpose with ${acceptHint(name, report.changes)}`
-        : `${report.uncheckedReason ?? `${report.unchecked} object(s) cannot be checked`}; accept on purpose with ${acceptUncheckedHint(name)}`
-    const { checked, complete, lossy, unchecked } = report
-    return { refuses, checked, complete, lossy, unchecked, lines: losslessLines(name, report), ...(refusal ? { refusal } : {}) }
-  } catch (err) {
-    if (isForbidden(err)) return undefined
-    throw err
-  }
+    }),
+  )
+  if (!report) return undefined
+  const refuses = refusesRewrite(report)
+  const refusal = !refuses
+    ? undefined
+    : report.lossy > 0
+      ? `${report.lossy} object(s) would change: ${describeRefusedChanges(report.changes)}; accept on purpose with ${acceptHint(name, report.changes)}`
+      : `${report.uncheckedReason ?? `${report.unchecked} object(s) cannot be checked`}; accept on purpose with ${acceptUncheckedHint(name)}`
+  const { checked, complete, lossy, unchecked } = report
+  return { refuses, checked, complete, lossy, unchecked, lines: losslessLines(name, report), ...(refusal ? { refusal } : {}) }
 }

@@ -1,6 +1,6 @@
 /** The lossless report on a terminal, the same in `migrate`, its dry runs, `plan` and `check`: summary, each changing field, the flags that accept. */
 import { describeChange, describeFindings } from './verdict.js'
-import { acceptHint, acceptUncheckedHint, refusesRewrite } from './check.js'
+import { acceptHint, acceptUncheckedHint } from './check.js'
 import type { ChangeCount, LosslessReport } from './verdict.js'
 
 const VERDICT_WORDS: Record<ChangeCount['verdict'], string> = {
@@ -49,6 +49,3 @@ export function losslessLines(crdName: string, l: LosslessReport, indent = '  ')
   }
   return lines
 }
-
-/** Whether a report means the run would stop Blocked (CRDM_DATA_LOSS). */
-export const wouldBlock = refusesRewrite
