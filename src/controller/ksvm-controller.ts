@@ -21,6 +21,7 @@ import { CrdSelection } from '../select/selector.js'
 import {
   condition,
   conditionForResult,
+  getStorageVersionMigration,
   isFinished,
   KSVM_API,
   KSVM_RESOURCE,
@@ -83,9 +84,7 @@ export class KsvmMigrationController {
 
   async reconcile(name: string, signal: AbortSignal): Promise<void> {
     const { http, logger, owner, metrics, events, checkpointSeal } = this.deps
-    const svm = (
-      await unlessNotFound(http.request<StorageVersionMigration>({ method: 'GET', path: objectPath(KSVM_RESOURCE, undefined, name) }))
-    )?.body
+    const svm = await getStorageVersionMigration(http, name)
     if (!svm || isFinished(svm) || svm.metadata.deletionTimestamp) return this.queue.forget(name)
     const log = logger.child({ svm: name })
     const target = targetOf(svm)

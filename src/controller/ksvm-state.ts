@@ -1,10 +1,13 @@
 /**
  * KSVM's StorageVersionMigration (migration.k8s.io/v1alpha1), the object KEP-2855 is written
- * around: its shape, and its conditions as KSVM reports them, as pure functions.
+ * around: its shape, and its conditions as KSVM reports them, as pure functions; and the one
+ * read both controllers make of it.
  */
 import { ERROR_CODES, errorCode, errorMessage, type ErrorCode } from '../errors.js'
 import type { MigrationResult } from '../migrator/context.js'
-import { collectionPath, type ResourceRef } from '../kube/paths.js'
+import { unlessNotFound } from '../kube/api-errors.js'
+import type { KubeHttp } from '../kube/http.js'
+import { collectionPath, objectPath, type ResourceRef } from '../kube/paths.js'
 import type { ResourceName } from '../kube/resources.js'
 import { sanitizeText } from '../sanitize.js'
 
@@ -38,6 +41,12 @@ export interface StorageVersionMigration {
   metadata: { name: string; uid?: string; resourceVersion?: string; creationTimestamp?: string; deletionTimestamp?: string }
   spec?: { resource?: { group?: string; version?: string; resource?: string }; continueToken?: string }
   status?: { conditions?: SvmCondition[] }
+}
+
+/** The object as stored, or undefined once it is gone. */
+export async function getStorageVersionMigration(http: KubeHttp, name: string): Promise<StorageVersionMigration | undefined> {
+  return (await unlessNotFound(http.request<StorageVersionMigration>({ method: 'GET', path: objectPath(KSVM_RESOURCE, undefined, name) })))
+    ?.body
 }
 
 /** A StorageVersionMigration of one resource, as KSVM users and its trigger create it. */

@@ -14,7 +14,7 @@ import { listPages } from '../kube/list-pages.js'
 import { CRD_API, objectPath } from '../kube/paths.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { listAndWatch } from '../kube/watch.js'
-import { hasCondition, KSVM_API, KSVM_RESOURCE, type StorageVersionMigration } from './ksvm-state.js'
+import { getStorageVersionMigration, hasCondition, KSVM_API, KSVM_RESOURCE, type StorageVersionMigration } from './ksvm-state.js'
 import {
   decideDiscovery,
   migrationResource,
@@ -258,11 +258,7 @@ export class KsvmTrigger {
 
   /** KSVM's processMigration: a Succeeded migration leaves only the current hash persisted. */
   private async migrationChanged(svmName: string): Promise<void> {
-    const svm = (
-      await unlessNotFound(
-        this.deps.http.request<StorageVersionMigration>({ method: 'GET', path: objectPath(KSVM_RESOURCE, undefined, svmName) }),
-      )
-    )?.body
+    const svm = await getStorageVersionMigration(this.deps.http, svmName)
     if (!svm) return // deleted by a relaunch: the next discovery decides
     const r = migrationResource(svm)
     const name = storageStateName(r)
