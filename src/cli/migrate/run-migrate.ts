@@ -72,8 +72,9 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
     maxSockets: (Math.max(config.migrator.concurrency, 4) + parallel - 1) * 2,
     ...(options.serverDryRun ? { dryRun: true } : {}),
   })
+  const format = options.format ?? 'text'
+  const overrides = { force: options.force === true }
   return closing(http, async () => {
-    const format = options.format ?? 'text'
     if (options.selector !== undefined && names.length === 0) {
       // Exactly what the selector matches, as kubectl -l (not the config's --crds names).
       names = (await managedCrds(http, { labelSelector: options.selector, names: [] })).map((c) => c.metadata.name)
@@ -93,28 +94,25 @@ export async function runMigrateCommand(names: string[], config: Config, logger:
       })
     if (options.dryRun)
       return await dryRunAll(names, options, format, {
-        run: (name) => dryRun(http, name, settingsFor(config, name, { force: options.force === true }), logger),
+        run: (name) => dryRun(http, name, settingsFor(config, name, overrides), logger),
         text: formatDryRun,
         refused: () => false,
         namesAsChecked: false,
         cannot: 'cannot plan: ',
       })
-    return await migrateAll(http, names, parallel, config, logger, options)
+    return await migrateAll({ http, names, parallel, format, overrides }, config, logger, options)
   })
 }
 
 /** The real run: each CRD (then each resource) migrated, `parallel` at once, a summary as each finishes; returns the exit code. */
 async function migrateAll(
-  http: KubeHttp,
-  names: string[],
-  parallel: number,
+  run: { http: KubeHttp; names: string[]; parallel: number; format: OutputFormat; overrides: { force: boolean } },
   config: Config,
   logger: Logger,
   options: MigrateCommandOptions,
 ): Promise<number> {
+  const { http, names, parallel, format, overrides } = run
   const owner = `cli:${os.userInfo().username}@${os.hostname()}`
-  const overrides = { force: options.force === true }
-  const format = options.format ?? 'text'
   let failed = 0
   const status = options.status ?? process.stderr
   const view = await progressView(options.progress ?? 'off', status, config.progressEvery)
