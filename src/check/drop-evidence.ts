@@ -155,14 +155,7 @@ export function servedVersionToList(crd: CustomResourceDefinition): string | und
 }
 
 function migratorRecord(crd: CustomResourceDefinition, migratingAnnotation: string): MigratorRecord {
-  const state = readCrdState(crd, migratingAnnotation)
+  const { frozen, owner, phase, progress, lastResult } = readCrdState(crd, migratingAnnotation)
   const observed = Number(crd.metadata.annotations?.[StateAnnotation.observedGeneration] ?? Number.NaN)
-  return {
-    frozen: state.frozen,
-    owner: state.owner,
-    phase: state.phase,
-    progress: state.progress,
-    lastResult: state.lastResult,
-    observedGeneration: Number.isInteger(observed) ? observed : undefined,
-  }
+  return { frozen, owner, phase, progress, lastResult, observedGeneration: Number.isInteger(observed) ? observed : undefined }
 }

@@ -5,17 +5,10 @@
  * at it (kubernetes/kubernetes#111937), or serve its clients. Each check `blocks`, is `ok` or
  * `unknown` (e.g. forbidden); the answer is no when any blocks, or any is unknown under `strict`.
  */
+import type { CrdState } from '../state/crd-state.js'
 
 /** The migrator's own record on the CRD (its state annotations), for people: never proof on its own. */
-export interface MigratorRecord {
-  frozen: boolean
-  owner: string | undefined
-  phase: string | undefined
-  progress: string | undefined
-  lastResult: string | undefined
-  /** The generation of the last successful run (or "up to date" verdict). */
-  observedGeneration: number | undefined
-}
+export type MigratorRecord = Pick<CrdState, 'frozen' | 'owner' | 'phase' | 'progress' | 'lastResult' | 'observedGeneration'>
 
 /** A count, or why it could not be made. */
 export type Counted = { count: number } | { unknown: string }

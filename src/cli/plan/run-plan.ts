@@ -19,7 +19,7 @@ import { scanManagedFields } from '../../migrator/phases/managed-fields-scan.js'
 import { Phase, planCrd } from '../../migrator/plan.js'
 import { servedVersionToList } from '../../check/drop-evidence.js'
 import { CONSTANT_BASIS, planRow, planSummary, type PlanInput } from '../../check/fleet-plan.js'
-import { measureWrites } from '../../check/measure-writes.js'
+import { measureWrites, type MeasureOptions } from '../../check/measure-writes.js'
 import { describeBasis, measuredBasis, objectsPerSecond, objectsPerSecondRange, type WriteSample } from '../../check/write-rate.js'
 import { isData, renderData, renderNames, reportMissing } from '../output.js'
 import type { ReadCommandOptions } from '../command-kit.js'
@@ -34,12 +34,8 @@ export interface PlanCommandOptions extends ReadCommandOptions {
   measure?: MeasureSettings | undefined
 }
 
-export interface MeasureSettings {
-  /** Objects written (dryRun=All) at most. */
-  samples: number
-  /** No write starts after this many milliseconds. */
-  budgetMs: number
-}
+/** How many objects --measure writes (dryRun=All) at most, and for how long. */
+export type MeasureSettings = Pick<MeasureOptions, 'samples' | 'budgetMs'>
 
 /** `--measure`'s defaults: enough writes for a rate, few enough seconds not to matter. */
 export const DEFAULT_MEASURE: MeasureSettings = { samples: 200, budgetMs: 5000 }
