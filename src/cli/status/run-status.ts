@@ -268,10 +268,6 @@ async function getEach(http: KubeHttp, names: readonly string[]): Promise<Custom
 const rowConfig = (config: Config, names: readonly string[]): Config =>
   names.length ? { ...config, migrator: { ...config.migrator, selector: { labelSelector: '', names: [...new Set(names)] } } } : config
 
-export function statusSummary(rows: readonly StatusRow[]): StatusSummary {
-  return summarize(rows.map((r) => ({ name: r.name, state: r.state, etaSeconds: r.etaSeconds })))
-}
-
 /**
  * What `status` prints. Text: the table, then the summary (`--summary`: the summary
  * only). -o json/yaml: the rows (`--summary`: the summary). Watching, each change after
@@ -295,7 +291,7 @@ class StatusView {
   first(): void {
     const rows = [...this.rows.values()]
     const { format, summary } = this.options
-    const s = statusSummary(rows)
+    const s = summarize(rows)
     this.lastSummary = summaryKey(s)
     if (isData(format)) {
       const data = summary ? s : rows.map(statusData)
@@ -329,7 +325,7 @@ class StatusView {
       this.rows.set(name, row)
     }
     if (this.options.summary) {
-      const s = statusSummary([...this.rows.values()])
+      const s = summarize([...this.rows.values()])
       const key = summaryKey(s)
       if (key === this.lastSummary) return
       this.lastSummary = key
