@@ -65,6 +65,21 @@ export function objectsPerSecondRange(basis: EstimateBasis): [number, number] | 
   return basis.range ? [tenths(1000 / basis.range.slowMsPerObject), tenths(1000 / basis.range.fastMsPerObject)] : undefined
 }
 
+/** What -o json|yaml says of the basis: the rates, what the burst counted, why it could not measure. */
+export function basisData(basis: EstimateBasis, sample: WriteSample | undefined, measureError: string | undefined) {
+  return {
+    source: basis.source,
+    /** The rate the estimate uses (measured: the likely one). */
+    objectsPerSecond: objectsPerSecond(basis),
+    /** Measured: the slowest and fastest rate a real run may go (the estimates' range). */
+    ...(basis.range ? { objectsPerSecondRange: objectsPerSecondRange(basis) } : {}),
+    ...(sample ? { samples: sample.written, failed: sample.failed } : {}),
+    /** The dry-run writes' own rate (objectsPerSecond allows for the etcd write they skip). */
+    ...(basis.dryRunPerSecond ? { dryRunPerSecond: tenths(basis.dryRunPerSecond) } : {}),
+    ...(measureError ? { measureError } : {}),
+  }
+}
+
 /** `180–450`: the objects/s of a measured basis's range, slow to fast. */
 function rangeOfRates(basis: EstimateBasis): string {
   const range = objectsPerSecondRange(basis)

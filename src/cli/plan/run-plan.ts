@@ -20,7 +20,7 @@ import { Phase, planCrd } from '../../migrator/plan.js'
 import { servedVersionToList } from '../../check/drop-evidence.js'
 import { CONSTANT_BASIS, planRow, planSummary, type PlanInput } from '../../check/fleet-plan.js'
 import { measureWrites, type MeasureOptions } from '../../check/measure-writes.js'
-import { describeBasis, measuredBasis, objectsPerSecond, objectsPerSecondRange, type WriteSample } from '../../check/write-rate.js'
+import { basisData, describeBasis, measuredBasis, type WriteSample } from '../../check/write-rate.js'
 import { isData, renderData, renderNames, reportMissing } from '../output.js'
 import type { ReadCommandOptions } from '../command-kit.js'
 import { formatPlan, type PlanReport } from './plan-format.js'
@@ -110,14 +110,7 @@ export async function planFleet(
     summary: {
       ...summary,
       estimate: describeBasis(basis, measureError),
-      basis: {
-        source: basis.source,
-        objectsPerSecond: objectsPerSecond(basis),
-        ...(basis.range ? { objectsPerSecondRange: objectsPerSecondRange(basis) } : {}),
-        ...(sample ? { samples: sample.written, failed: sample.failed } : {}),
-        ...(basis.dryRunPerSecond ? { dryRunPerSecond: Math.round(basis.dryRunPerSecond * 10) / 10 } : {}),
-        ...(measureError ? { measureError } : {}),
-      },
+      basis: basisData(basis, sample, measureError),
     },
     missing,
   }
