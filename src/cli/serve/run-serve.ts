@@ -152,13 +152,12 @@ async function startMigrator(
   if (config.leaderElection.enabled) {
     const elector = new LeaderElector(
       http,
+      // The Lease's timings as configured.
       {
+        ...config.leaderElection,
         namespace: config.leaderElection.namespace ?? process.env.POD_NAMESPACE ?? 'default',
         name: config.leaderElection.leaseName,
         identity,
-        leaseDurationSeconds: config.leaderElection.leaseDurationSeconds,
-        renewDeadlineSeconds: config.leaderElection.renewDeadlineSeconds,
-        retryPeriodSeconds: config.leaderElection.retryPeriodSeconds,
       },
       log,
       (leading) => processMetrics.setLeader(leading),
