@@ -70,14 +70,10 @@ export interface DropVerdict {
   reasons: Reason[]
 }
 
-interface VerdictOptions {
-  /** A check that could not be made answers no. */
-  strict?: boolean
-}
-
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`
 
-export function decideDrop(e: DropEvidence, options: VerdictOptions = {}): DropVerdict {
+/** `strict`: a check that could not be made answers no. */
+export function decideDrop(e: DropEvidence, options: { strict?: boolean } = {}): DropVerdict {
   const reasons = e.defined
     ? [storedVersions(e), objects(e), managedFields(e), stashes(e), storage(e), served(e), clients(e)]
     : notDefined(e)

@@ -16,10 +16,8 @@ import type { ManifestResource } from './manifests.js'
 import type { BlockingResource, Place, VersionGate } from './manifest-resources.js'
 import { describeResource, placeKey, splitApiVersion } from './manifest-resources.js'
 
-interface FixEdit extends Place {
-  /** The new apiVersion. */
-  apiVersion: string
-}
+/** Where a resource is, and its new apiVersion. */
+type FixEdit = Place & Pick<ManifestResource, 'apiVersion'>
 
 /** One line changed (1-based line). */
 interface LineChange extends Place {
