@@ -290,28 +290,18 @@ class StatusView {
 
   first(): void {
     const rows = [...this.rows.values()]
-    const { format, summary } = this.options
+    const { format, summary, watch } = this.options
     const s = summarize(rows)
     this.lastSummary = summaryKey(s)
     if (isData(format)) {
       const data = summary ? s : rows.map(statusData)
-      this.out.write(this.options.watch ? this.document(data) : renderData(data, format))
-      return
-    }
-    if (format === 'name' && !summary) {
-      this.out.write(renderNames(rows.map((r) => r.name)))
-      return
-    }
-    if (summary) {
-      this.out.write(formatSummary(s))
-      return
-    }
-    if (rows.length === 0) {
-      if (this.options.names.length === 0) this.out.write('no managed CRDs (see -l/--selector, --crds)\n')
-      return
-    }
-    this.widths = widthsOf(rows, this.wide)
-    this.out.write(formatTable(rows, this.widths, this.wide) + (this.options.watch ? '' : `\n${formatSummary(s)}`))
+      this.out.write(watch ? this.document(data) : renderData(data, format))
+    } else if (summary) this.out.write(formatSummary(s))
+    else if (format === 'name') this.out.write(renderNames(rows.map((r) => r.name)))
+    else if (rows.length > 0) {
+      this.widths = widthsOf(rows, this.wide)
+      this.out.write(formatTable(rows, this.widths, this.wide) + (watch ? '' : `\n${formatSummary(s)}`))
+    } else if (this.options.names.length === 0) this.out.write('no managed CRDs (see -l/--selector, --crds)\n')
   }
 
   /** A CRD as it is now (undefined: deleted, or no longer shown). */
