@@ -80,17 +80,11 @@ export function basisData(basis: EstimateBasis, sample: WriteSample | undefined,
   }
 }
 
-/** `180–450`: the objects/s of a measured basis's range, slow to fast. */
-function rangeOfRates(basis: EstimateBasis): string {
-  const range = objectsPerSecondRange(basis)
-  return range ? range.join('–') : String(objectsPerSecond(basis))
-}
-
 /** One sentence on what the estimate stands on, and, for the constant, how to do better. */
 export function describeBasis(basis: EstimateBasis, measureFailed?: string): string {
   const perCrd = `${basis.msPerCrd / 1000} s per CRD`
   if (basis.source === 'measured')
-    return `measured on this cluster: ${basis.samples} dry-run writes (dryRun=All: nothing stored) at ${tenths(basis.dryRunPerSecond ?? 0)}/s; a real write also costs the etcd write a dry run skips, so ${rangeOfRates(basis)} objects/s (likely ${objectsPerSecond(basis)}), plus ${perCrd}; not a promise: load, etcd and conversion webhooks change the pace`
+    return `measured on this cluster: ${basis.samples} dry-run writes (dryRun=All: nothing stored) at ${tenths(basis.dryRunPerSecond ?? 0)}/s; a real write also costs the etcd write a dry run skips, so ${objectsPerSecondRange(basis)?.join('–') ?? objectsPerSecond(basis)} objects/s (likely ${objectsPerSecond(basis)}), plus ${perCrd}; not a promise: load, etcd and conversion webhooks change the pace`
   const failed = measureFailed ? `could not measure (${measureFailed}); ` : ''
   return `${failed}a rough constant: ${objectsPerSecond(CONSTANT_BASIS)} objects/s and ${perCrd}, measured by the bench on another machine; a cluster can be 10 times slower: run plan --measure for a rate measured here`
 }
