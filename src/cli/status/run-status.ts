@@ -219,7 +219,8 @@ export async function showStatus(
 ): Promise<number> {
   const [{ crds, missing }, builtin] = await Promise.all([
     readCrds(http, config, options.names, options.selectorOnly),
-    builtinMigrationsOrUnknown(http),
+    // Every built-in StorageVersionMigration; none when the API is not served; undefined when they may not be listed.
+    unlessForbidden(builtinMigrationApi(http).then((api) => (api === undefined ? [] : listBuiltinMigrations(http, api)))),
   ])
   const exitCode = reportMissing(missing)
   const rows = statusRows(crds, rowConfig(config, options.names), builtin)
@@ -386,9 +387,4 @@ async function watchRows(
       ),
     ),
   )
-}
-
-/** Every built-in StorageVersionMigration; none when the API is not served; undefined when they may not be listed. */
-function builtinMigrationsOrUnknown(http: KubeHttp): Promise<BuiltinMigration[] | undefined> {
-  return unlessForbidden(builtinMigrationApi(http).then((api) => (api === undefined ? [] : listBuiltinMigrations(http, api))))
 }
