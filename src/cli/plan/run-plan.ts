@@ -55,14 +55,8 @@ export async function runPlanCommand(config: Config, out: NodeJS.WritableStream,
   )
   if (isData(options.format)) out.write(renderData(report, options.format))
   else if (options.format === 'name') out.write(renderNames(report.rows.map((r) => r.name)))
-  else
-    out.write(
-      report.rows.length
-        ? formatPlan(report, options.scan, options.format === 'wide')
-        : options.names.length
-          ? ''
-          : 'no managed CRDs (see -l/--selector, --crds)\n',
-    )
+  else if (report.rows.length) out.write(formatPlan(report, options.scan, options.format === 'wide'))
+  else if (!options.names.length) out.write('no managed CRDs (see -l/--selector, --crds)\n')
   return reportMissing(report.missing)
 }
 
