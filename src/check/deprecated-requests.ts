@@ -28,28 +28,16 @@ function parseSample(rest: string): { labels: Record<string, string>; value: num
   const labels: Record<string, string> = {}
   let i = 0
   if (rest[0] === '{') {
-    i = 1
+    // Separators, then `}` or one label: name="value" (backslash escapes, \n a line break).
+    const label = /[ ,]*(?:\}|([^=]*)="((?:[^"\\]|\\[^])*)")/y
+    label.lastIndex = 1
     for (;;) {
-      while (rest[i] === ' ' || rest[i] === ',') i++
-      if (rest[i] === '}') {
-        i++
-        break
-      }
-      const eq = rest.indexOf('=', i)
-      if (eq < 0 || rest[eq + 1] !== '"') return undefined
-      const name = rest.slice(i, eq).trim()
-      let value = ''
-      let j = eq + 2
-      for (; j < rest.length && rest[j] !== '"'; j++) {
-        if (rest[j] === '\\' && j + 1 < rest.length) {
-          const next = rest[++j]!
-          value += next === 'n' ? '\n' : next
-        } else value += rest[j]
-      }
-      if (j >= rest.length) return undefined
-      labels[name] = value
-      i = j + 1
+      const m = label.exec(rest)
+      if (!m) return undefined
+      if (m[1] === undefined) break
+      labels[m[1].trim()] = m[2]!.replace(/\\([^])/g, (_, c: string) => (c === 'n' ? '\n' : c))
     }
+    i = label.lastIndex
   }
   const value = Number(rest.slice(i).trim().split(/\s+/)[0])
   return Number.isNaN(value) ? undefined : { labels, value }

@@ -4,7 +4,7 @@
  */
 import type { Config } from '../config/schema.js'
 import { CrdMigratorError, errorCode } from '../errors.js'
-import { isForbidden } from '../kube/api-errors.js'
+import { isForbidden, unlessForbidden } from '../kube/api-errors.js'
 import type { KubeHttp } from '../kube/http.js'
 import { listPages } from '../kube/list-pages.js'
 import { collectionPath, listOrderKey, resourceRef } from '../kube/paths.js'
@@ -136,15 +136,13 @@ export class EvidenceReader {
   }
 
   private async readMetrics(): Promise<RequestedApi[] | { unknown: string }> {
-    try {
-      const { body } = await this.http.request<unknown>({ method: 'GET', path: '/metrics', accept: 'text/plain', signal: this.signal })
-      if (typeof body !== 'string')
-        throw new CrdMigratorError('CRDM_KUBE_API', 'GET /metrics: the API server answered something other than text')
-      return requestedDeprecatedApis(body)
-    } catch (err) {
-      if (isForbidden(err)) return { unknown: 'forbidden: may not get /metrics (nonResourceURLs)' }
-      throw err
-    }
+    const answer = await unlessForbidden(
+      this.http.request<unknown>({ method: 'GET', path: '/metrics', accept: 'text/plain', signal: this.signal }),
+    )
+    if (!answer) return { unknown: 'forbidden: may not get /metrics (nonResourceURLs)' }
+    if (typeof answer.body !== 'string')
+      throw new CrdMigratorError('CRDM_KUBE_API', 'GET /metrics: the API server answered something other than text')
+    return requestedDeprecatedApis(answer.body)
   }
 }
 
@@ -155,14 +153,7 @@ export function servedVersionToList(crd: CustomResourceDefinition): string | und
 }
 
 function migratorRecord(crd: CustomResourceDefinition, migratingAnnotation: string): MigratorRecord {
-  const state = readCrdState(crd, migratingAnnotation)
+  const { frozen, owner, phase, progress, lastResult } = readCrdState(crd, migratingAnnotation)
   const observed = Number(crd.metadata.annotations?.[StateAnnotation.observedGeneration] ?? Number.NaN)
-  return {
-    frozen: state.frozen,
-    owner: state.owner,
-    phase: state.phase,
-    progress: state.progress,
-    lastResult: state.lastResult,
-    observedGeneration: Number.isInteger(observed) ? observed : undefined,
-  }
+  return { frozen, owner, phase, progress, lastResult, observedGeneration: Number.isInteger(observed) ? observed : undefined }
 }

@@ -5,17 +5,10 @@
  * at it (kubernetes/kubernetes#111937), or serve its clients. Each check `blocks`, is `ok` or
  * `unknown` (e.g. forbidden); the answer is no when any blocks, or any is unknown under `strict`.
  */
+import type { CrdState } from '../state/crd-state.js'
 
 /** The migrator's own record on the CRD (its state annotations), for people: never proof on its own. */
-export interface MigratorRecord {
-  frozen: boolean
-  owner: string | undefined
-  phase: string | undefined
-  progress: string | undefined
-  lastResult: string | undefined
-  /** The generation of the last successful run (or "up to date" verdict). */
-  observedGeneration: number | undefined
-}
+export type MigratorRecord = Pick<CrdState, 'frozen' | 'owner' | 'phase' | 'progress' | 'lastResult' | 'observedGeneration'>
 
 /** A count, or why it could not be made. */
 export type Counted = { count: number } | { unknown: string }
@@ -77,14 +70,10 @@ export interface DropVerdict {
   reasons: Reason[]
 }
 
-interface VerdictOptions {
-  /** A check that could not be made answers no. */
-  strict?: boolean
-}
-
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`
 
-export function decideDrop(e: DropEvidence, options: VerdictOptions = {}): DropVerdict {
+/** `strict`: a check that could not be made answers no. */
+export function decideDrop(e: DropEvidence, options: { strict?: boolean } = {}): DropVerdict {
   const reasons = e.defined
     ? [storedVersions(e), objects(e), managedFields(e), stashes(e), storage(e), served(e), clients(e)]
     : notDefined(e)

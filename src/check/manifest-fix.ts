@@ -16,10 +16,8 @@ import type { ManifestResource } from './manifests.js'
 import type { BlockingResource, Place, VersionGate } from './manifest-resources.js'
 import { describeResource, placeKey, splitApiVersion } from './manifest-resources.js'
 
-interface FixEdit extends Place {
-  /** The new apiVersion. */
-  apiVersion: string
-}
+/** Where a resource is, and its new apiVersion. */
+type FixEdit = Place & Pick<ManifestResource, 'apiVersion'>
 
 /** One line changed (1-based line). */
 interface LineChange extends Place {
@@ -113,15 +111,8 @@ export async function applyFixes(
 ): Promise<{ outcomes: FixOutcome[]; patch: string }> {
   const outcomes: FixOutcome[] = []
   const patches: string[] = []
-  const base = (r: BlockingResource) => ({
-    file: r.file,
-    documentIndex: r.documentIndex,
-    ...(r.itemPath ? { itemPath: r.itemPath } : {}),
-    kind: r.kind,
-    ...(r.namespace !== undefined ? { namespace: r.namespace } : {}),
-    ...(r.name !== undefined ? { name: r.name } : {}),
-    from: r.apiVersion,
-  })
+  // An outcome names the resource as the manifest does, its apiVersion as `from`.
+  const base = ({ apiVersion: from, crd: _crd, version: _version, cause: _cause, ...resource }: BlockingResource) => ({ ...resource, from })
   const byFile = new Map<string, Array<{ resource: BlockingResource; to: string }>>()
   for (const p of plans) {
     if ('refused' in p) outcomes.push({ ...base(p.resource), status: 'refused', reason: p.refused })

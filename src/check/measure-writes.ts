@@ -15,7 +15,7 @@ import { plainText } from '../sanitize.js'
 import { makeRewriteHandler } from '../migrator/phases/object-writes.js'
 import type { WriteSample } from './write-rate.js'
 
-interface MeasureOptions {
+export interface MeasureOptions {
   /** Objects written at most (spread over the CRDs in order). */
   samples: number
   /** Writes in flight at most: the migrator's --concurrency. */

@@ -65,17 +65,26 @@ export function objectsPerSecondRange(basis: EstimateBasis): [number, number] | 
   return basis.range ? [tenths(1000 / basis.range.slowMsPerObject), tenths(1000 / basis.range.fastMsPerObject)] : undefined
 }
 
-/** `180–450`: the objects/s of a measured basis's range, slow to fast. */
-function rangeOfRates(basis: EstimateBasis): string {
-  const range = objectsPerSecondRange(basis)
-  return range ? range.join('–') : String(objectsPerSecond(basis))
+/** What -o json|yaml says of the basis: the rates, what the burst counted, why it could not measure. */
+export function basisData(basis: EstimateBasis, sample: WriteSample | undefined, measureError: string | undefined) {
+  return {
+    source: basis.source,
+    /** The rate the estimate uses (measured: the likely one). */
+    objectsPerSecond: objectsPerSecond(basis),
+    /** Measured: the slowest and fastest rate a real run may go (the estimates' range). */
+    ...(basis.range ? { objectsPerSecondRange: objectsPerSecondRange(basis) } : {}),
+    ...(sample ? { samples: sample.written, failed: sample.failed } : {}),
+    /** The dry-run writes' own rate (objectsPerSecond allows for the etcd write they skip). */
+    ...(basis.dryRunPerSecond ? { dryRunPerSecond: tenths(basis.dryRunPerSecond) } : {}),
+    ...(measureError ? { measureError } : {}),
+  }
 }
 
 /** One sentence on what the estimate stands on, and, for the constant, how to do better. */
 export function describeBasis(basis: EstimateBasis, measureFailed?: string): string {
   const perCrd = `${basis.msPerCrd / 1000} s per CRD`
   if (basis.source === 'measured')
-    return `measured on this cluster: ${basis.samples} dry-run writes (dryRun=All: nothing stored) at ${tenths(basis.dryRunPerSecond ?? 0)}/s; a real write also costs the etcd write a dry run skips, so ${rangeOfRates(basis)} objects/s (likely ${objectsPerSecond(basis)}), plus ${perCrd}; not a promise: load, etcd and conversion webhooks change the pace`
+    return `measured on this cluster: ${basis.samples} dry-run writes (dryRun=All: nothing stored) at ${tenths(basis.dryRunPerSecond ?? 0)}/s; a real write also costs the etcd write a dry run skips, so ${objectsPerSecondRange(basis)?.join('–') ?? objectsPerSecond(basis)} objects/s (likely ${objectsPerSecond(basis)}), plus ${perCrd}; not a promise: load, etcd and conversion webhooks change the pace`
   const failed = measureFailed ? `could not measure (${measureFailed}); ` : ''
   return `${failed}a rough constant: ${objectsPerSecond(CONSTANT_BASIS)} objects/s and ${perCrd}, measured by the bench on another machine; a cluster can be 10 times slower: run plan --measure for a rate measured here`
 }

@@ -48,7 +48,7 @@ export const SERVE_SETTINGS: readonly string[] = SETTINGS.map((s) => s.flag).fil
 const SHORT_COMMAND_DEFAULTS: Readonly<Record<string, string | null>> = { 'log-level': 'warn' }
 
 /** The read-only commands (status, check, plan) write nothing: what each setting means for them instead. */
-export const READ_ONLY_DESCRIPTIONS: Readonly<Record<string, string>> = {
+const READ_ONLY_DESCRIPTIONS: Readonly<Record<string, string>> = {
   'max-attempts': 'tries per request (a list page, a read) before it counts as failed',
   'stash-presets': 'also look at copies of CRs stashed in other objects, by preset',
   'skip-phases': 'phases not to count as work',
@@ -111,6 +111,11 @@ export function shortCommand(
   defaults: Readonly<Record<string, string | null>> = {},
 ): Command {
   return addClientFlags(addConfigOptions(cmd, settings, descriptions, { ...SHORT_COMMAND_DEFAULTS, ...defaults }))
+}
+
+/** A read-only command (status, check, plan): a short command whose settings say what they mean when nothing is written. */
+export function readOnlyCommand(program: Command, name: string, settings: readonly string[]): Command {
+  return shortCommand(program.command(name), settings, READ_ONLY_DESCRIPTIONS)
 }
 
 function camel(flag: string): string {

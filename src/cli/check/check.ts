@@ -1,15 +1,7 @@
 /** `crd-migrator check`: its flags, what they say read once into the run's options, and the run (run-check.ts, loaded when it runs). */
 import type { Command } from 'commander'
 import { jsonOption, outputFormat, outputOption } from '../output.js'
-import {
-  CLIENT_SETTINGS,
-  flagReader,
-  READ_ONLY_DESCRIPTIONS,
-  shortCommand,
-  shortCommandSetup,
-  shutdownSignal,
-  type FlagValues,
-} from '../command-kit.js'
+import { CLIENT_SETTINGS, flagReader, readOnlyCommand, shortCommandSetup, shutdownSignal, type FlagValues } from '../command-kit.js'
 
 export const CHECK_SETTINGS = [
   ...CLIENT_SETTINGS,
@@ -27,8 +19,7 @@ export const CHECK_SETTINGS = [
 ] as const
 
 export function registerCheck(program: Command): void {
-  const cmd = program.command('check')
-  shortCommand(cmd, CHECK_SETTINGS, READ_ONLY_DESCRIPTIONS)
+  readOnlyCommand(program, 'check', CHECK_SETTINGS)
     .description(
       'is it safe to drop a version? yes or no per CRD, with reasons; exit code 3 when not (reads the cluster only; --fix edits manifest files, nothing else)',
     )
@@ -48,7 +39,7 @@ export function registerCheck(program: Command): void {
     .option('--allow-empty', 'a selection that matches no CRD is not an error: exit 0 (default: exit 1, nothing was checked)', false)
     .addOption(outputOption())
     .addOption(jsonOption())
-    .action(async (names: string[], opts: FlagValues) => {
+    .action(async (names: string[], opts: FlagValues, cmd: Command) => {
       const flags = flagReader(opts)
       const format = outputFormat(opts)
       const { config, log, client } = shortCommandSetup(cmd, opts, names)

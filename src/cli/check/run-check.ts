@@ -9,7 +9,7 @@ import type { KubeHttp } from '../../kube/http.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
 import { crdsByName, namedOrManagedCrds } from '../../select/managed-crds.js'
 import { EvidenceReader } from '../../check/drop-evidence.js'
-import { decideDrop, droppedVersions, type DropVerdict, type Reason } from '../../check/drop-verdict.js'
+import { decideDrop, droppedVersions, reasonsOf, type DropVerdict, type Reason } from '../../check/drop-verdict.js'
 import { readManifests, type Manifests, type SkippedFile } from '../../check/manifests.js'
 import {
   blockingResources,
@@ -91,12 +91,7 @@ export async function runCheckCommand(config: Config, out: NodeJS.WritableStream
     const results: DropVerdict[] = []
     for (const target of targets) {
       if (!target.crd || target.versions.length === 0) {
-        results.push({
-          crd: target.name,
-          version: options.drop,
-          safe: true,
-          reasons: [{ check: 'defined', status: 'ok', message: target.nothing! }],
-        })
+        results.push({ crd: target.name, version: options.drop, safe: true, reasons: [reasonsOf('defined').ok(target.nothing!)] })
         continue
       }
       for (const version of target.versions) {

@@ -4,6 +4,7 @@
  */
 import { homedir } from 'node:os'
 import { configFromOptions } from '../command-kit.js'
+import { closing } from '../command-http.js'
 import type { Config } from '../../config/schema.js'
 import { CrdSelection } from '../../select/selector.js'
 import { kubeHttp, readKubeconfigs } from '../../kube/client.js'
@@ -67,7 +68,7 @@ async function crdCandidates(config: Config, named: readonly string[], timeoutMs
     defaultTimeoutMs: timeoutMs,
   })
   const signal = AbortSignal.timeout(timeoutMs)
-  try {
+  return closing(http, async () => {
     const crds: PartialObjectMetadata[] = []
     const list = async () => {
       for await (const page of listPages<PartialObjectMetadata>(http, CRD_API, {
@@ -89,7 +90,5 @@ async function crdCandidates(config: Config, named: readonly string[], timeoutMs
       ...left.filter((c) => selection.selects(c)).map((c) => ({ value: c.metadata.name, description: 'managed' })),
       ...left.filter((c) => !selection.selects(c)).map((c) => ({ value: c.metadata.name })),
     ]
-  } finally {
-    http.close()
-  }
+  })
 }

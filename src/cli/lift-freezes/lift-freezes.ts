@@ -33,15 +33,10 @@ export function registerLiftFreezes(program: Command): void {
       if (!Number.isInteger(hold) || hold < 1)
         throw new ConfigError(`--hold-seconds must be a whole number of seconds, got ${String(holdText)}`)
       const signal = shutdownSignal(log)
-      const { kubeHttp } = await import('../../kube/client.js')
-      const { userAgent } = await import('../../version.js')
+      const { commandHttp } = await import('../command-http.js')
       const { liftReleaseFreezes, noMigratorAccess } = await import('./run-lift-freezes.js')
-      const http = kubeHttp(config.kubeconfig, {
-        context: config.context,
-        userAgent: userAgent('lift-freezes'),
-        connectAttempts: config.connectAttempts,
-        logger: log,
-      })
+      // A hook logs what it did; the API server's warnings are not printed besides, as kubectl would.
+      const http = commandHttp(config, 'lift-freezes', log, {}, { onWarning: undefined })
       const identity = `${process.env.POD_NAME ?? os.hostname()} (lift-freezes)`
       try {
         const report = await liftReleaseFreezes(

@@ -83,8 +83,7 @@ function dryRunOption(): Option {
 }
 
 export function registerMigrate(program: Command): void {
-  const cmd = program.command('migrate')
-  shortCommand(cmd, MIGRATE_SETTINGS, MIGRATE_DESCRIPTIONS, { selector: null })
+  shortCommand(program.command('migrate'), MIGRATE_SETTINGS, MIGRATE_DESCRIPTIONS, { selector: null })
     .description(
       'migrate the named CRDs (or those -l selects, or resources) now: up to --max-parallel-crds (default 4) at once, under one write budget',
     )
@@ -101,7 +100,7 @@ export function registerMigrate(program: Command): void {
     )
     .addOption(outputOption(FORMATS))
     .addOption(jsonOption())
-    .action(async (args: string[], opts: FlagValues) => {
+    .action(async (args: string[], opts: FlagValues, cmd: Command) => {
       const flags = flagReader(opts)
       const format = outputFormat(opts, FORMATS)
       const dry = resolveDryRun(opts.dryRun, rawArgs(cmd))

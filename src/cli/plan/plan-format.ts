@@ -2,7 +2,8 @@
  * `plan`'s table and summary for people (pure). The managedFields column counts what `check
  * --drop` will too: entries left because their version is still served.
  */
-import { type EstimateBasis, type PlanRow, type PlanSummary } from '../../check/fleet-plan.js'
+import { type PlanRow, type PlanSummary } from '../../check/fleet-plan.js'
+import type { basisData } from '../../check/write-rate.js'
 import { estimateDuration } from '../../duration.js'
 import { columnWidths, tableLine } from '../output.js'
 
@@ -12,18 +13,7 @@ export interface PlanReport {
   summary: PlanSummary & {
     /** What the estimate stands on, in words. */
     estimate: string
-    basis: {
-      source: EstimateBasis['source']
-      /** The rate the estimate uses (measured: the likely one). */
-      objectsPerSecond: number
-      /** Measured: the slowest and fastest rate a real run may go (the estimates' range). */
-      objectsPerSecondRange?: [number, number]
-      samples?: number
-      failed?: number
-      /** The dry-run writes' own rate (objectsPerSecond allows for the etcd write they skip). */
-      dryRunPerSecond?: number
-      measureError?: string
-    }
+    basis: ReturnType<typeof basisData>
   }
   missing: string[]
 }

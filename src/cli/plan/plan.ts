@@ -4,9 +4,8 @@ import { jsonOption, OUTPUT_FORMATS, outputFormat, outputOption } from '../outpu
 import {
   CLIENT_SETTINGS,
   flagReader,
-  READ_ONLY_DESCRIPTIONS,
+  readOnlyCommand,
   refuseNamesWithSelector,
-  shortCommand,
   shortCommandSetup,
   shutdownSignal,
   type FlagValues,
@@ -34,8 +33,7 @@ export const PLAN_SETTINGS = [
 ] as const
 
 export function registerPlan(program: Command): void {
-  const cmd = program.command('plan')
-  shortCommand(cmd, PLAN_SETTINGS, READ_ONLY_DESCRIPTIONS)
+  readOnlyCommand(program, 'plan', PLAN_SETTINGS)
     .description('which CRDs need a migration, their object counts, and an estimate of how long it takes (reads only)')
     .argument('[crd...]', 'only these CRDs, managed or not (default: every managed CRD: -l/--selector and --crds)')
     .option('--no-scan', 'count objects only; do not read their metadata for managedFields to clean')
@@ -47,7 +45,7 @@ export function registerPlan(program: Command): void {
     .option('--measure-objects <n>', 'dry-run writes of --measure at most (default 200; at most 5 s of writes)', parseCount)
     .addOption(outputOption(OUTPUT_FORMATS))
     .addOption(jsonOption())
-    .action(async (names: string[], opts: FlagValues) => {
+    .action(async (names: string[], opts: FlagValues, cmd: Command) => {
       const flags = flagReader(opts)
       const format = outputFormat(opts, OUTPUT_FORMATS)
       refuseNamesWithSelector(cmd, names)

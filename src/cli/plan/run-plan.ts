@@ -19,8 +19,8 @@ import { scanManagedFields } from '../../migrator/phases/managed-fields-scan.js'
 import { Phase, planCrd } from '../../migrator/plan.js'
 import { servedVersionToList } from '../../check/drop-evidence.js'
 import { CONSTANT_BASIS, planRow, planSummary, type PlanInput } from '../../check/fleet-plan.js'
-import { measureWrites } from '../../check/measure-writes.js'
-import { describeBasis, measuredBasis, objectsPerSecond, objectsPerSecondRange, type WriteSample } from '../../check/write-rate.js'
+import { measureWrites, type MeasureOptions } from '../../check/measure-writes.js'
+import { basisData, describeBasis, measuredBasis, type WriteSample } from '../../check/write-rate.js'
 import { isData, renderData, renderNames, reportMissing } from '../output.js'
 import type { ReadCommandOptions } from '../command-kit.js'
 import { formatPlan, type PlanReport } from './plan-format.js'
@@ -34,12 +34,8 @@ export interface PlanCommandOptions extends ReadCommandOptions {
   measure?: MeasureSettings | undefined
 }
 
-export interface MeasureSettings {
-  /** Objects written (dryRun=All) at most. */
-  samples: number
-  /** No write starts after this many milliseconds. */
-  budgetMs: number
-}
+/** How many objects --measure writes (dryRun=All) at most, and for how long. */
+export type MeasureSettings = Pick<MeasureOptions, 'samples' | 'budgetMs'>
 
 /** `--measure`'s defaults: enough writes for a rate, few enough seconds not to matter. */
 export const DEFAULT_MEASURE: MeasureSettings = { samples: 200, budgetMs: 5000 }
@@ -59,14 +55,8 @@ export async function runPlanCommand(config: Config, out: NodeJS.WritableStream,
   )
   if (isData(options.format)) out.write(renderData(report, options.format))
   else if (options.format === 'name') out.write(renderNames(report.rows.map((r) => r.name)))
-  else
-    out.write(
-      report.rows.length
-        ? formatPlan(report, options.scan, options.format === 'wide')
-        : options.names.length
-          ? ''
-          : 'no managed CRDs (see -l/--selector, --crds)\n',
-    )
+  else if (report.rows.length) out.write(formatPlan(report, options.scan, options.format === 'wide'))
+  else if (!options.names.length) out.write('no managed CRDs (see -l/--selector, --crds)\n')
   return reportMissing(report.missing)
 }
 
@@ -114,14 +104,7 @@ export async function planFleet(
     summary: {
       ...summary,
       estimate: describeBasis(basis, measureError),
-      basis: {
-        source: basis.source,
-        objectsPerSecond: objectsPerSecond(basis),
-        ...(basis.range ? { objectsPerSecondRange: objectsPerSecondRange(basis) } : {}),
-        ...(sample ? { samples: sample.written, failed: sample.failed } : {}),
-        ...(basis.dryRunPerSecond ? { dryRunPerSecond: Math.round(basis.dryRunPerSecond * 10) / 10 } : {}),
-        ...(measureError ? { measureError } : {}),
-      },
+      basis: basisData(basis, sample, measureError),
     },
     missing,
   }

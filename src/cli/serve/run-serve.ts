@@ -143,33 +143,30 @@ async function startMigrator(
   if (trigger && !svmController)
     log.info('ksvmTrigger is on and storageVersionMigrations off: the StorageVersionMigrations it creates are left to another migrator')
   // One leader term's controllers: CRDs, StorageVersionMigrations, and the trigger creating those.
-  const controller = {
-    run: async (signal: AbortSignal) => {
-      await Promise.all([crdController.run(signal), svmController?.run(signal), trigger?.run(signal)])
-    },
+  const runControllers = async (signal: AbortSignal) => {
+    await Promise.all([crdController.run(signal), svmController?.run(signal), trigger?.run(signal)])
   }
   let stopped: Promise<void>
   if (config.leaderElection.enabled) {
     const elector = new LeaderElector(
       http,
+      // The Lease's timings as configured.
       {
+        ...config.leaderElection,
         namespace: config.leaderElection.namespace ?? process.env.POD_NAMESPACE ?? 'default',
         name: config.leaderElection.leaseName,
         identity,
-        leaseDurationSeconds: config.leaderElection.leaseDurationSeconds,
-        renewDeadlineSeconds: config.leaderElection.renewDeadlineSeconds,
-        retryPeriodSeconds: config.leaderElection.retryPeriodSeconds,
       },
       log,
       (leading) => processMetrics.setLeader(leading),
     )
     // Losing the lease ends this term; campaign again until shutdown.
     stopped = (async () => {
-      while (!stop.aborted) await elector.run(stop, (signal) => controller.run(signal))
+      while (!stop.aborted) await elector.run(stop, runControllers)
     })()
   } else {
     processMetrics.setLeader(true)
-    stopped = controller.run(stop).finally(() => processMetrics.setLeader(false))
+    stopped = runControllers(stop).finally(() => processMetrics.setLeader(false))
   }
   return { stopped: stopped.catch((err) => log.error({ err }, 'migration controller crashed')).finally(() => http.close()) }
 }

@@ -219,7 +219,8 @@ export async function showStatus(
 ): Promise<number> {
   const [{ crds, missing }, builtin] = await Promise.all([
     readCrds(http, config, options.names, options.selectorOnly),
-    builtinMigrationsOrUnknown(http),
+    // Every built-in StorageVersionMigration; none when the API is not served; undefined when they may not be listed.
+    unlessForbidden(builtinMigrationApi(http).then((api) => (api === undefined ? [] : listBuiltinMigrations(http, api)))),
   ])
   const exitCode = reportMissing(missing)
   const rows = statusRows(crds, rowConfig(config, options.names), builtin)
@@ -268,10 +269,6 @@ async function getEach(http: KubeHttp, names: readonly string[]): Promise<Custom
 const rowConfig = (config: Config, names: readonly string[]): Config =>
   names.length ? { ...config, migrator: { ...config.migrator, selector: { labelSelector: '', names: [...new Set(names)] } } } : config
 
-export function statusSummary(rows: readonly StatusRow[]): StatusSummary {
-  return summarize(rows.map((r) => ({ name: r.name, state: r.state, etaSeconds: r.etaSeconds })))
-}
-
 /**
  * What `status` prints. Text: the table, then the summary (`--summary`: the summary
  * only). -o json/yaml: the rows (`--summary`: the summary). Watching, each change after
@@ -294,28 +291,18 @@ class StatusView {
 
   first(): void {
     const rows = [...this.rows.values()]
-    const { format, summary } = this.options
-    const s = statusSummary(rows)
+    const { format, summary, watch } = this.options
+    const s = summarize(rows)
     this.lastSummary = summaryKey(s)
     if (isData(format)) {
       const data = summary ? s : rows.map(statusData)
-      this.out.write(this.options.watch ? this.document(data) : renderData(data, format))
-      return
-    }
-    if (format === 'name' && !summary) {
-      this.out.write(renderNames(rows.map((r) => r.name)))
-      return
-    }
-    if (summary) {
-      this.out.write(formatSummary(s))
-      return
-    }
-    if (rows.length === 0) {
-      if (this.options.names.length === 0) this.out.write('no managed CRDs (see -l/--selector, --crds)\n')
-      return
-    }
-    this.widths = widthsOf(rows, this.wide)
-    this.out.write(formatTable(rows, this.widths, this.wide) + (this.options.watch ? '' : `\n${formatSummary(s)}`))
+      this.out.write(watch ? this.document(data) : renderData(data, format))
+    } else if (summary) this.out.write(formatSummary(s))
+    else if (format === 'name') this.out.write(renderNames(rows.map((r) => r.name)))
+    else if (rows.length > 0) {
+      this.widths = widthsOf(rows, this.wide)
+      this.out.write(formatTable(rows, this.widths, this.wide) + (watch ? '' : `\n${formatSummary(s)}`))
+    } else if (this.options.names.length === 0) this.out.write('no managed CRDs (see -l/--selector, --crds)\n')
   }
 
   /** A CRD as it is now (undefined: deleted, or no longer shown). */
@@ -329,7 +316,7 @@ class StatusView {
       this.rows.set(name, row)
     }
     if (this.options.summary) {
-      const s = statusSummary([...this.rows.values()])
+      const s = summarize([...this.rows.values()])
       const key = summaryKey(s)
       if (key === this.lastSummary) return
       this.lastSummary = key
@@ -400,9 +387,4 @@ async function watchRows(
       ),
     ),
   )
-}
-
-/** Every built-in StorageVersionMigration; none when the API is not served; undefined when they may not be listed. */
-function builtinMigrationsOrUnknown(http: KubeHttp): Promise<BuiltinMigration[] | undefined> {
-  return unlessForbidden(builtinMigrationApi(http).then((api) => (api === undefined ? [] : listBuiltinMigrations(http, api))))
 }

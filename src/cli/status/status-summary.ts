@@ -77,7 +77,7 @@ export interface SummaryInput {
   name: string
   state: FleetState
   /** Seconds left, for a running CRD with a rate. */
-  etaSeconds: number | undefined
+  etaSeconds?: number | undefined
 }
 
 export interface StatusSummary {

@@ -18,13 +18,12 @@ interface ServerVersion {
  * first only. A server that cannot be asked: the client version all the same, the error, exit 1.
  */
 export function registerVersion(program: Command): void {
-  const cmd = program.command('version')
-  shortCommand(cmd, VERSION_SETTINGS)
+  shortCommand(program.command('version'), VERSION_SETTINGS)
     .description("print crd-migrator's version and the API server's (reads only)")
     .option('--client', "this client's version only; the API server is not asked", false)
     .addOption(outputOption())
     .addOption(jsonOption())
-    .action(async (opts: FlagValues) => {
+    .action(async (opts: FlagValues, cmd: Command) => {
       const format = outputFormat(opts)
       const clientVersion = { version: VERSION }
       let serverVersion: ServerVersion | undefined
