@@ -85,6 +85,9 @@ function isUnreachable(err: unknown): boolean {
   return UNREACHABLE.test(connectionErrorCode(err) ?? '')
 }
 
+/** Fallback reasons already said in this process: the warning comes once, later runs log it at debug. */
+const said = new Set<string>()
+
 export async function waitForStorageEverywhere(
   http: KubeHttp,
   crd: Crd,
@@ -92,7 +95,21 @@ export async function waitForStorageEverywhere(
   o: StorageSwitchOptions,
 ): Promise<StorageSwitchReport> {
   const want = storageVersionHash(crd.group, version, crd.kind)
-  const fallback = (listed: number, reason: string) => single(http, crd, version, o, listed, reason)
+  // The servers cannot be asked one by one: the one in use is checked, plus the settle time.
+  const fallback = async (listed: number, reason: string): Promise<StorageSwitchReport> => {
+    const level = said.has(reason) ? 'debug' : 'warn'
+    said.add(reason)
+    o.logger[level]({ reason }, 'checking the storage version on one API server only (plus the settle time)')
+    const agreedSince = agreement(crd, want, http.server.href)
+    await waitForStorageVersion(http, crd, version, {
+      timeoutMs: o.timeoutMs,
+      settleMs: o.settleMs,
+      ...(o.signal ? { signal: o.signal } : {}),
+      served: (c, group, v, plural, want) => sharedDiscovery.storageVersionHash(c, group, v, plural, want),
+      ...(agreedSince ? { agreedSince } : {}),
+    })
+    return { mode: 'single-server', listed, checked: 0, fallbackReason: reason }
+  }
   let servers: URL[]
   try {
     servers = o.endpoints?.length ? o.endpoints.map((e) => new URL(e)) : await sharedApiServers.get(http)
@@ -152,31 +169,6 @@ export async function waitForStorageEverywhere(
   } finally {
     for (const c of clients) c.http.close()
   }
-}
-
-/** Fallback reasons already said in this process: the warning comes once, later runs log it at debug. */
-const said = new Set<string>()
-
-async function single(
-  http: KubeHttp,
-  crd: Crd,
-  version: string,
-  o: StorageSwitchOptions,
-  listed: number,
-  reason: string,
-): Promise<StorageSwitchReport> {
-  const level = said.has(reason) ? 'debug' : 'warn'
-  said.add(reason)
-  o.logger[level]({ reason }, 'checking the storage version on one API server only (plus the settle time)')
-  const agreedSince = agreement(crd, storageVersionHash(crd.group, version, crd.kind), http.server.href)
-  await waitForStorageVersion(http, crd, version, {
-    timeoutMs: o.timeoutMs,
-    settleMs: o.settleMs,
-    ...(o.signal ? { signal: o.signal } : {}),
-    served: (c, group, v, plural, want) => sharedDiscovery.storageVersionHash(c, group, v, plural, want),
-    ...(agreedSince ? { agreedSince } : {}),
-  })
-  return { mode: 'single-server', listed, checked: 0, fallbackReason: reason }
 }
 
 /**
