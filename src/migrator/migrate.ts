@@ -140,10 +140,7 @@ export async function migrateCrdUnfrozen(name: string, settings: MigrationSettin
   return runWithoutFreeze(report, result, started, ctx.signal, async () => {
     result.apiServers = await storageEverywhere(settings.storageSettleMs ?? STORAGE_SETTLE_MS)
     // No freeze here, but the same promise: no object loses or gains content through its rewrite.
-    result.lossless = await proveLossless(crd, storageVersion, settings, ctx).catch((err: unknown) => {
-      if (err instanceof DataLossError) result.lossless = err.report
-      throw err
-    })
+    await proveLossless(crd, storageVersion, settings, ctx, { result })
     const how = `in ${storageVersion} without a freeze`
     const rewritten = await rewriteEveryObject({ kind: 'crd', crd, storageVersion }, settings, ctx, result, how, start.rewrite)
     result.apiServers = await storageEverywhere(0)

@@ -27,7 +27,7 @@ import { fieldPattern } from './content-diff.js'
 import { readCrdConsent } from '../../state/crd-state.js'
 import { invalidFieldPath } from '../../config/accept-entries.js'
 import type { ConversionGate } from '../conversion/gate.js'
-import type { MigrationSettings, RunContext } from '../context.js'
+import type { MigrationResult, MigrationSettings, RunContext } from '../context.js'
 import type { RunClient } from '../engine/run-client.js'
 import { runInParallel } from '../parallel.js'
 import type { FieldChange } from './content-diff.js'
@@ -436,11 +436,13 @@ export async function proveLossless(
   storageVersion: string,
   settings: MigrationSettings,
   ctx: Pick<RunContext, 'client' | 'logger'>,
-  run: { maxPages?: number; conversion?: ConversionGate | undefined } = {},
+  run: { maxPages?: number; conversion?: ConversionGate | undefined; result?: Pick<MigrationResult, 'lossless'> } = {},
 ): Promise<LosslessReport | undefined> {
   if (settings.losslessCheck === false) return undefined
   const client = run.conversion ? ctx.client.with({ conversion: run.conversion }) : ctx.client
   const report = await checkLossless(crd, storageVersion, { ...settings, client, maxPages: run.maxPages })
+  // Kept on the run's result whatever it found, a refusal's too.
+  if (run.result) run.result.lossless = report
   const log = ctx.logger.child({ crd: crd.metadata.name })
   if (report.unserved.length > 0)
     log.warn(

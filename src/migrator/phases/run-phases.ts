@@ -15,7 +15,7 @@ import { runPhase } from './object-phase.js'
 import { runStashPhase } from './stashes/stash-phase.js'
 import { STORAGE_SETTLE_MS, waitForStorageEverywhere, type StorageSwitchReport } from './storage-switch.js'
 import { narrowStoredVersions } from './stored-versions.js'
-import { DataLossError, proveLossless } from '../lossless/check.js'
+import { proveLossless } from '../lossless/check.js'
 
 type RunPhase = (run: MigrationRun) => Promise<void>
 
@@ -117,12 +117,7 @@ async function losslessCheck(run: MigrationRun): Promise<void> {
     run.log.debug('lossless check: the check before the freeze covered every object')
     return
   }
-  try {
-    run.result.lossless = await proveLossless(run.crd, run.plan.storageVersion, run.settings, run.ctx, { conversion: run.conversion })
-  } catch (err) {
-    if (err instanceof DataLossError) run.result.lossless = err.report
-    throw err
-  }
+  await proveLossless(run.crd, run.plan.storageVersion, run.settings, run.ctx, { conversion: run.conversion, result: run.result })
 }
 
 /** Waits until every API server stores the storage version (storage-switch.ts), telling the CRD and metrics. */
