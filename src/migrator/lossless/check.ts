@@ -243,7 +243,7 @@ export class DataLossError extends CrdMigratorError {
  * patterns, map keys elided, no object names (those readers may not list the objects; the
  * report and the log carry names, full paths and accept flags).
  */
-export function dataLossError(crdName: string, storageVersion: string, report: LosslessReport): DataLossError {
+function dataLossError(crdName: string, storageVersion: string, report: LosslessReport): DataLossError {
   if (report.lossy === 0)
     return new DataLossError(
       `${report.uncheckedReason ?? `${report.unchecked} object(s) of ${crdName} cannot be checked`}: rewriting them in ${storageVersion} is not proven to keep their content. Nothing was written. Serve the old version again so the check can read them, or accept them unchecked on purpose (${acceptUncheckedHint(crdName)})`,

@@ -111,7 +111,7 @@ export async function runPhase(
   // Entries of served old versions the cleanup leaves (they go once the version is unserved).
   const servedKept = policy && !policy.rewriteServedNonStorage ? new ServedEntriesCount(policy) : undefined
   try {
-    const options = walkOptions(phase, labels, settings, ctx, run, gate, { policy, servedKept, objectFailed })
+    const options = walkOptions(labels, settings, ctx, run, gate, { policy, servedKept, objectFailed })
     const result = await walkObjects(phasePages(write, crd, settings, ctx, name), handler, {
       ...options,
       onProgress: (progress) => {
@@ -188,7 +188,6 @@ function phasePages(
 
 /** The walk's pacing, skips and hooks: metrics, progress and the state annotations. */
 function walkOptions(
-  phase: Phase,
   labels: { crd: string; phase: Phase },
   settings: MigrationSettings,
   ctx: MigrationContext,
@@ -205,7 +204,7 @@ function walkOptions(
   // Per object: metric series bound once (no label hashing per write), one progress text.
   const m = ctx.metrics
   const outcomes = m && boundOutcomes(m, labels)
-  const writeDuration = m?.writeDuration.labels({ phase })
+  const writeDuration = m?.writeDuration.labels({ phase: labels.phase })
   // A gauge read at each scrape: set four times a second, not after every object.
   let remainingSetAt = Number.NEGATIVE_INFINITY
   return {
@@ -246,8 +245,8 @@ function walkOptions(
         remainingSetAt = now
         m.remaining.set(labels, Math.max(0, (progress.total ?? progress.counts.seen) - settled(progress)))
       }
-      ctx.onProgress?.(phase, progress)
-      run.state?.progress(phase, progress)
+      ctx.onProgress?.(labels.phase, progress)
+      run.state?.progress(labels.phase, progress)
     },
   }
 }
