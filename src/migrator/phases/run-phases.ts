@@ -123,19 +123,12 @@ async function losslessCheck(run: MigrationRun): Promise<void> {
 /** Waits until every API server stores the storage version (storage-switch.ts), telling the CRD and metrics. */
 async function storageSwitched(run: MigrationRun, settleMs: number): Promise<StorageSwitchReport> {
   const { crd, ctx, plan, settings, state } = run
-  const report = await waitForStorageEverywhere(
-    ctx.http,
-    { group: crd.spec.group, plural: crd.spec.names.plural, kind: crd.spec.names.kind, generation: crd.metadata.generation },
-    plan.storageVersion,
-    {
-      timeoutMs: settings.storageSettleTimeoutMs,
-      settleMs,
-      signal: ctx.signal,
-      endpoints: settings.apiServerEndpoints,
-      logger: run.log,
-      onWaiting: (servers) => void state.waiting(`waiting for API server(s) ${servers.join(', ')} to store ${plan.storageVersion}`),
-    },
-  )
+  const report = await waitForStorageEverywhere(ctx.http, crd, plan.storageVersion, settings, {
+    settleMs,
+    signal: ctx.signal,
+    logger: run.log,
+    onWaiting: (servers) => void state.waiting(`waiting for API server(s) ${servers.join(', ')} to store ${plan.storageVersion}`),
+  })
   ctx.metrics?.apiServers.set({ state: 'listed' }, report.listed)
   ctx.metrics?.apiServers.set({ state: 'checked' }, report.checked)
   return report
