@@ -5,15 +5,14 @@
 import { classifyConversionError, isConversionRefusal } from '../../kube/conversion.js'
 import { listOrderKey, resourceRef, type ResourceRef } from '../../kube/paths.js'
 import { CrdMigratorError, describeError } from '../../errors.js'
-import type { ConversionGate } from '../conversion/gate.js'
 import type { CustomResourceDefinition, PartialObjectMetadata } from '../../kube/types.js'
 import type { CleanupResult, MigrationContext, MigrationSettings, RunContext } from '../context.js'
 import type { MigratorMetrics } from '../metrics.js'
 import { managedFieldsPolicy, needsManagedFieldsCleanup, type ManagedFieldsPolicy } from './managed-fields.js'
-import { makeCleanupHandler, makeRewriteHandler, type RewriteWrite, type WriteContext } from './object-writes.js'
+import { makeCleanupHandler, makeRewriteHandler, type WriteContext } from './object-writes.js'
 import { Phase } from '../plan.js'
 import { ThrottleGate } from '../engine/retry.js'
-import type { StateWriter } from '../freeze/state-writer.js'
+import type { MigrationRun } from '../run.js'
 import { settled, walkObjects, type Outcome, type WalkOptions, type WalkProgress } from '../engine/walker.js'
 import { ServedEntriesCount } from './served-entries.js'
 
@@ -21,16 +20,10 @@ import { ServedEntriesCount } from './served-entries.js'
 export type PhaseTarget =
   { kind: 'crd'; crd: CustomResourceDefinition; storageVersion: string } | { kind: 'resource'; name: string; ref: ResourceRef }
 
-/** What a run hands each phase besides the target and settings. */
-interface PhaseRun {
-  /** The CRD's state annotations; none for a built-in resource. */
-  state?: StateWriter | undefined
+/** What a run hands each phase besides the target and settings (a frozen run's state, conversion gate and rewrite; none for a built-in resource). */
+type PhaseRun = Partial<Pick<MigrationRun, 'state' | 'conversion' | 'rewrite'>> & {
   /** Objects up to this list key were finished by an earlier run (storage phase only). */
   resumeAfter?: string | undefined
-  /** Set when the CRD converts through a webhook: every request of the run pauses there during an outage. */
-  conversion?: ConversionGate | undefined
-  /** How the storage phase writes (apply when a webhook converts). */
-  rewrite?: RewriteWrite
   /** Told the counts so far when the run is stopped mid-phase (the phase then throws). */
   onStopped?: (partial: CleanupResult) => void
 }
