@@ -39,8 +39,6 @@ export const STORAGE_SETTLE_MS = 2_000
 interface StorageSwitchOptions {
   settleMs: number
   signal?: AbortSignal | undefined
-  /** Each server gets this long to answer a discovery request. Default 2 s. */
-  requestTimeoutMs?: number
   /** Told which servers it waits for, whenever that changes. */
   onWaiting?: (servers: string[]) => void
   logger: Logger
@@ -55,12 +53,12 @@ function switchTarget(crd: CustomResourceDefinition, generation: number | undefi
 }
 type SwitchTarget = ReturnType<typeof switchTarget>
 
-/** A client per API server, asked by address, each answer within `requestTimeoutMs` (default 2 s). */
-function serverClients(http: KubeHttp, servers: readonly URL[], requestTimeoutMs = 2_000) {
+/** A client per API server, asked by address, each answer within 2 s. */
+function serverClients(http: KubeHttp, servers: readonly URL[]) {
   return servers.map((url) => ({
     url,
     name: describeEndpoint(url),
-    http: http.forEndpoint(url, { maxSockets: 2, defaultTimeoutMs: requestTimeoutMs }),
+    http: http.forEndpoint(url, { maxSockets: 2, defaultTimeoutMs: 2_000 }),
   }))
 }
 
@@ -120,7 +118,7 @@ export async function waitForStorageEverywhere(
   }
   if (servers.length === 0) return fallback(0, 'no API server is listed in the default/kubernetes EndpointSlices')
 
-  const clients = serverClients(http, servers, o.requestTimeoutMs)
+  const clients = serverClients(http, servers)
   try {
     const deadline = Date.now() + timeoutMs
     let agreedSince: number | undefined
