@@ -43,8 +43,9 @@ export async function workBeforeFreeze(
 export const storagePhase: RunPhase = async (run) => {
   run.state.phase(Phase.StorageVersionMigration)
   run.result.apiServers = await storageSwitched(run, run.settings.storageSettleMs ?? STORAGE_SETTLE_MS)
+  // Every object proven to keep its content before the first is written (a loss: Blocked), whichever engine writes.
+  await losslessCheck(run)
   if (run.settings.engine === 'builtin') {
-    await losslessCheck(run)
     // kube-controller-manager rewrites the objects; everything around it stays ours.
     run.result.builtin = await runBuiltinStoragePhase(run.crd, run.settings, run.ctx, run.state)
     run.log.info(
@@ -53,8 +54,6 @@ export const storagePhase: RunPhase = async (run) => {
     )
     return
   }
-  // Every object proven to keep its content before the first is written (a loss: Blocked).
-  await losslessCheck(run)
   run.result.storage = await objectPhase(run, Phase.StorageVersionMigration, 'storage', run.frozen.resumeAfter)
   failOnObjects(run.result.storage, 'could not be rewritten')
 }
