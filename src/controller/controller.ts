@@ -13,7 +13,7 @@ import { settingsFor } from '../migrator/crd-settings.js'
 import { observeStorageSwitches } from '../migrator/phases/storage-switch.js'
 import type { WalkProgress } from '../migrator/engine/walker.js'
 import { WorkQueue } from './queue.js'
-import { writeBudget, type WriteBudget } from '../migrator/engine/budget.js'
+import { WriteBudget } from '../migrator/engine/budget.js'
 import type { RunLock } from './run-lock.js'
 import { CrdSelection } from '../select/selector.js'
 import { readCrdState } from '../state/crd-state.js'
@@ -60,7 +60,7 @@ export class MigrationController {
   constructor(private readonly deps: ControllerDeps) {
     this.selection = new CrdSelection(deps.config.migrator.selector)
     this.queue = new WorkQueue(undefined, undefined, (queued) => deps.metrics?.crdsQueued.set(queued))
-    this.budget = deps.config.migrator.maxParallelCrds > 1 ? writeBudget(deps.config.migrator) : undefined
+    this.budget = deps.config.migrator.maxParallelCrds > 1 ? new WriteBudget(deps.config.migrator) : undefined
   }
 
   selects(crd: CustomResourceDefinition): boolean {

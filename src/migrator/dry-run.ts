@@ -10,7 +10,7 @@ import type { KubeHttp } from '../kube/http.js'
 import { runContext, type MigrationSettings, type RunContext } from './context.js'
 import { phasesToRun, readRun, type ReadyStart } from './decide.js'
 import type { ObjectFailure, WalkCounts } from './engine/walker.js'
-import { checkLossless, losslessOptions } from './lossless/check.js'
+import { checkLossless } from './lossless/check.js'
 import type { LosslessReport } from './lossless/verdict.js'
 import { scanManagedFields } from './phases/managed-fields-scan.js'
 import { runPhase } from './phases/object-phase.js'
@@ -140,7 +140,7 @@ export async function serverDryRun(
 async function phasesOfDryRun({ crd, plan, storageVersion }: ReadyStart, settings: MigrationSettings, ctx: RunContext) {
   const phases = phasesToRun(crd, plan, settings, false)
   const check = phases.runStorage && settings.losslessCheck !== false
-  return { ...phases, lossless: check ? await checkLossless(crd, storageVersion, losslessOptions(ctx.client, settings)) : undefined }
+  return { ...phases, lossless: check ? await checkLossless(crd, storageVersion, { ...settings, client: ctx.client }) : undefined }
 }
 
 function phaseReport(result: { counts: WalkCounts; failures: ObjectFailure[] }): ServerDryRunPhase {

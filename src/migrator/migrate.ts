@@ -132,18 +132,12 @@ export async function migrateCrdUnfrozen(name: string, settings: MigrationSettin
 
   log.info({ storageVersion, generation: plan.generation, storedVersions: plan.storedVersions }, 'rewriting every object, without a freeze')
   // Every API server stores `storageVersion` (a lagging one would write objects in the old one).
-  const { group, names } = crd.spec
-  const target = { group, plural: names.plural, kind: names.kind, generation: crd.metadata.generation }
-  const { storageSettleTimeoutMs: timeoutMs, apiServerEndpoints: endpoints } = settings
   const storageEverywhere = (settleMs: number) =>
-    waitForStorageEverywhere(ctx.http, target, storageVersion, { timeoutMs, settleMs, signal: ctx.signal, endpoints, logger: ctx.logger })
+    waitForStorageEverywhere(ctx.http, crd, storageVersion, settings, { settleMs, signal: ctx.signal, logger: ctx.logger })
   return runWithoutFreeze(report, result, started, ctx.signal, async () => {
     result.apiServers = await storageEverywhere(settings.storageSettleMs ?? STORAGE_SETTLE_MS)
     // No freeze here, but the same promise: no object loses or gains content through its rewrite.
-    result.lossless = await proveLossless(crd, storageVersion, settings, ctx).catch((err: unknown) => {
-      if (err instanceof DataLossError) result.lossless = err.report
-      throw err
-    })
+    await proveLossless(crd, storageVersion, settings, ctx, { result })
     const how = `in ${storageVersion} without a freeze`
     const rewritten = await rewriteEveryObject({ kind: 'crd', crd, storageVersion }, settings, ctx, result, how, start.rewrite)
     result.apiServers = await storageEverywhere(0)

@@ -5,37 +5,17 @@
  * object phases' writes have their own runner (engine/task-runner.ts: adaptive limit, QPS, retries).
  */
 
-interface ParallelHooks {
-  /** Items not started yet, each time that changes. */
-  onQueued?: (queued: number) => void
-  /** Items running, each time that changes. */
-  onInFlight?: (inFlight: number) => void
-}
-
 /**
  * Runs `run` over the items, at most `max` at once, started and returned in order. A rejection
  * rejects the pool at once while the other workers go on (a migration reports its own failure).
  */
-export async function runInParallel<T, R>(
-  items: readonly T[],
-  max: number,
-  run: (item: T, index: number) => Promise<R>,
-  hooks: ParallelHooks = {},
-): Promise<R[]> {
+export async function runInParallel<T, R>(items: readonly T[], max: number, run: (item: T, index: number) => Promise<R>): Promise<R[]> {
   const results = new Array<R>(items.length)
   let next = 0
-  let inFlight = 0
-  hooks.onQueued?.(items.length)
   const worker = async () => {
     while (next < items.length) {
       const index = next++
-      hooks.onQueued?.(items.length - next)
-      hooks.onInFlight?.(++inFlight)
-      try {
-        results[index] = await run(items[index]!, index)
-      } finally {
-        hooks.onInFlight?.(--inFlight)
-      }
+      results[index] = await run(items[index]!, index)
     }
   }
   await Promise.all(Array.from({ length: Math.max(1, Math.min(max, items.length)) }, worker))

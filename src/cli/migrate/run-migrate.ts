@@ -21,7 +21,7 @@ import { servedKeptSteps } from '../../migrator/report.js'
 import type { Phase } from '../../migrator/plan.js'
 import { settingsFor } from '../../migrator/crd-settings.js'
 import type { WalkProgress } from '../../migrator/engine/walker.js'
-import { writeBudget } from '../../migrator/engine/budget.js'
+import { WriteBudget } from '../../migrator/engine/budget.js'
 import { runInParallel } from '../../migrator/parallel.js'
 import { observeStorageSwitchesOf } from '../../migrator/phases/storage-switch.js'
 import { resumeHint, type Interrupt } from '../interrupt.js'
@@ -122,7 +122,7 @@ async function migrateAll(
   const annotation = config.annotations.migrating
   const checkpointSeal = await loadCheckpointSeal(config.migrator.stateKeyFile, logger, { strict: config.migrator.strictStateKeyFile })
   const targets = [...names.map((name) => ({ name, crd: true })), ...(options.resources ?? []).map((name) => ({ name, crd: false }))]
-  const budget = parallel > 1 ? writeBudget(config.migrator) : undefined
+  const budget = parallel > 1 ? new WriteBudget(config.migrator) : undefined
   const migrateOne = async ({ name, crd }: { name: string; crd: boolean }): Promise<MigrationResult | { crd: string; error: string }> => {
     // Interrupted before its turn: nothing of it is touched.
     if (signal?.aborted) {

@@ -120,8 +120,3 @@ export class WriteBudget {
     return crdQps > 0 && crdQps !== this.qps ? crdQps : 0
   }
 }
-
-/** The budget of a process running migrations in parallel, from the migrator's config. */
-export function writeBudget(migrator: { concurrency: number; qps: number }): WriteBudget {
-  return new WriteBudget({ concurrency: migrator.concurrency, qps: migrator.qps })
-}

@@ -205,6 +205,7 @@ export async function withRetry<T>(fn: () => Promise<T>, options: RetryOptions):
       return result
     } catch (err) {
       const throttled = isTooManyRequests(err)
+      const retryAfterSeconds = throttled ? ((err as KubeApiError).retryAfterSeconds ?? 1) : 0
       if (slot !== undefined) gate!.release(slot, throttled, sample)
       const conversion = classifyConversionError(err)
       if (pass) {
@@ -219,19 +220,15 @@ export async function withRetry<T>(fn: () => Promise<T>, options: RetryOptions):
       if (conversion?.kind === 'refused') throw err
       if (throttled) {
         options.onThrottled?.()
-        const seconds = (err as KubeApiError).retryAfterSeconds ?? 1
-        gate?.pauseFor(seconds, slot)
+        gate?.pauseFor(retryAfterSeconds, slot)
         if (++throttledAnswers >= options.maxAttempts * THROTTLED_ATTEMPTS_FACTOR) throw err
         attempt--
       }
       if (!isRetryable(err) || attempt >= options.maxAttempts) throw err
       options.onRetry?.(err, tries)
       const ceiling = Math.min(max, base * 2 ** (attempt - 1))
-      const delay = throttled
-        ? gate
-          ? 0
-          : ((err as KubeApiError).retryAfterSeconds ?? 1) * 1000
-        : ceiling / 2 + Math.random() * (ceiling / 2)
+      // A 429 waits its Retry-After: in the gate, which pauses everyone, else here.
+      const delay = throttled ? (gate ? 0 : retryAfterSeconds * 1000) : ceiling / 2 + Math.random() * (ceiling / 2)
       if (delay > 0) await sleep(delay, undefined, options.signal ? { signal: options.signal } : undefined)
     }
   }

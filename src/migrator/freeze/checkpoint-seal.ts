@@ -107,23 +107,20 @@ export async function loadCheckpointSeal(
       )
     })
   const file = defaultStateKeyFile()
-  try {
-    return await load(file)
-  } catch (err) {
-    if (err instanceof FileRefused) throw err
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') return fallback(logger, file, err)
-  }
-  try {
-    await mkdir(path.dirname(file), { recursive: true, mode: 0o700 })
-    await publishKey(file)
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') return fallback(logger, file, err)
-  }
-  try {
-    return await load(file)
-  } catch (err) {
-    if (err instanceof FileRefused) throw err
-    return fallback(logger, file, err)
+  // Missing: created (EEXIST: another process got there first), then read once more.
+  for (let created = false; ; created = true) {
+    try {
+      return await load(file)
+    } catch (err) {
+      if (err instanceof FileRefused) throw err
+      if (created || (err as NodeJS.ErrnoException).code !== 'ENOENT') return fallback(logger, file, err)
+    }
+    try {
+      await mkdir(path.dirname(file), { recursive: true, mode: 0o700 })
+      await publishKey(file)
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') return fallback(logger, file, err)
+    }
   }
 }
 

@@ -77,7 +77,7 @@ export function freezeTakenOver(owner: string | undefined, storedVersions: strin
  * The heartbeat was answered 403: RBAC no longer lets the migrator patch the CRD, so its freeze
  * would go stale while the run kept writing; it stops (the unfreeze may fail the same way, run.ts).
  */
-export function heartbeatForbidden(name: string, err: unknown): CrdMigratorError {
+function heartbeatForbidden(name: string, err: unknown): CrdMigratorError {
   return new CrdMigratorError(
     'CRDM_FORBIDDEN',
     `the migrator may no longer patch CustomResourceDefinition ${name} (its heartbeat was refused: ${errorMessage(err)}); ` +
@@ -89,21 +89,10 @@ export function heartbeatForbidden(name: string, err: unknown): CrdMigratorError
 /** Characters of a foreign owner's name kept in a message. */
 const OWNER_MAX = 253
 
-export interface FreezeGuard {
-  /** Aborted by the parent signal (with its reason) or when the freeze is lost (with a CrdMigratorError). */
-  readonly signal: AbortSignal
-  /** Looks at a copy of the CRD the run got back from the API server (a heartbeat write's answer). */
-  check(crd: CustomResourceDefinition): void
-  /** The heartbeat was answered 403: the run cannot keep its freeze alive, so it stops (CRDM_FORBIDDEN). */
-  heartbeatForbidden(err: unknown): void
-  /** Why the freeze was lost, once it was. */
-  readonly lost: CrdMigratorError | undefined
-  /** Ends the watch. */
-  stop(): void
-}
+export type FreezeGuard = ReturnType<typeof guardFreeze>
 
 /** Watches `frozen` until stop(), aborting `signal` when its freeze is lost (see the header). */
-export function guardFreeze(http: KubeHttp, frozen: FrozenCrd, logger: Logger, parent?: AbortSignal): FreezeGuard {
+export function guardFreeze(http: KubeHttp, frozen: FrozenCrd, logger: Logger, parent?: AbortSignal) {
   const run = new AbortController()
   const watch = new AbortController()
   let lost: CrdMigratorError | undefined
@@ -146,14 +135,19 @@ export function guardFreeze(http: KubeHttp, frozen: FrozenCrd, logger: Logger, p
   )
 
   return {
+    /** Aborted by the parent signal (with its reason) or when the freeze is lost (with a CrdMigratorError). */
     signal: run.signal,
-    check: (crd) => check(crd),
-    heartbeatForbidden: (err) => {
+    /** Looks at a copy of the CRD the run got back from the API server (a heartbeat write's answer). */
+    check: (crd: CustomResourceDefinition) => check(crd),
+    /** The heartbeat was answered 403: the run cannot keep its freeze alive, so it stops (CRDM_FORBIDDEN). */
+    heartbeatForbidden: (err: unknown) => {
       if (lost === undefined && !run.signal.aborted) stopWith(heartbeatForbidden(frozen.name, err))
     },
-    get lost() {
+    /** Why the freeze was lost, once it was. */
+    get lost(): CrdMigratorError | undefined {
       return lost
     },
+    /** Ends the watch. */
     stop: () => {
       parent?.removeEventListener('abort', onParentAbort)
       watch.abort()

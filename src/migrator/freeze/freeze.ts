@@ -40,7 +40,11 @@ export async function freezeCrd(
       : await writeFreeze(ctx.client, crd, settings.migratingAnnotation, ctx.owner, storageVersion)
   const state = readCrdState(frozen, settings.migratingAnnotation)
   const frozenGeneration = state.frozenGeneration ?? crd.metadata.generation ?? 0
-  const binding = checkpointBinding(frozen, storageVersion, state.frozenGeneration, state.startedAt)
+  const { uid } = frozen.metadata
+  const binding: CheckpointBinding | undefined =
+    uid && state.frozenGeneration !== undefined && state.startedAt
+      ? { crdUid: uid, targetStorageVersion: storageVersion, frozenGeneration: state.frozenGeneration, startedAt: state.startedAt }
+      : undefined
   let resumeAfter: string | undefined
   let unverifiedCheckpoint: string | undefined
   if (verdict.action === 'resume' && verdict.checkpoint !== undefined) {
@@ -75,15 +79,4 @@ export async function unfreezeCrd(
 /** The CRD as it is now, for the final Event; the last known copy when it cannot be read. */
 export async function latestCrd(crd: CustomResourceDefinition, ctx: MigrationContext): Promise<CustomResourceDefinition> {
   return getCrd(ctx.http, crd.metadata.name).catch(() => crd)
-}
-
-function checkpointBinding(
-  crd: CustomResourceDefinition,
-  storageVersion: string,
-  frozenGeneration: number | undefined,
-  startedAt: string | undefined,
-): CheckpointBinding | undefined {
-  const uid = crd.metadata.uid
-  if (!uid || frozenGeneration === undefined || !startedAt) return undefined
-  return { crdUid: uid, targetStorageVersion: storageVersion, frozenGeneration, startedAt }
 }

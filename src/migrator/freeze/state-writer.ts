@@ -6,7 +6,7 @@
  * run sees a lifted freeze even without its watch (freeze-guard.ts).
  */
 
-export interface StateWriterOptions {
+interface StateWriterOptions {
   /** Told the CRD each write got back. */
   onWritten?: (crd: CustomResourceDefinition) => void
   /**

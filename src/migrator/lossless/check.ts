@@ -27,7 +27,7 @@ import { fieldPattern } from './content-diff.js'
 import { readCrdConsent } from '../../state/crd-state.js'
 import { invalidFieldPath } from '../../config/accept-entries.js'
 import type { ConversionGate } from '../conversion/gate.js'
-import type { MigrationSettings, RunContext } from '../context.js'
+import type { MigrationResult, MigrationSettings, RunContext } from '../context.js'
 import type { RunClient } from '../engine/run-client.js'
 import { runInParallel } from '../parallel.js'
 import type { FieldChange } from './content-diff.js'
@@ -47,27 +47,13 @@ import {
 
 type KubeObject = Record<string, unknown> & { metadata: ObjectMeta }
 
-export interface LosslessOptions {
-  /** The run's client: its retries, its signal, and during a run the CRD's conversion gate. */
-  client: RunClient
-  /** Field patterns whose removal the migrator's configuration accepts for this CRD. */
-  acceptedRemovals: readonly string[]
-  /** Field patterns where any change is accepted for this CRD. */
-  acceptedChanges?: readonly string[]
-  /** Objects that no view can check are accepted (counted, not refused). */
-  acceptUnchecked?: boolean
-  /** Also take consent from the CRD's annotations (migrator.consentAnnotations; the chart's policy guards them). */
-  consentFromCrd?: boolean
-  pageSize: number
-  /** Dry runs in flight at once (conversion Webhook). */
-  concurrency: number
-  /** Write through the status subresource (the rewrite does; so does its dry run). */
-  useStatusSubresource: boolean
-  /** Read through every version in spec.versions, not only status.storedVersions (`migrate --force`: not trusted). */
-  everyVersion?: boolean
-  /** Check only this many pages per version (before the freeze); default all. */
-  maxPages?: number
-}
+/**
+ * What the check reads: the migration's settings (accept lists and consent, paging, concurrency, the
+ * status subresource; `force` reads through every version in spec.versions, storedVersions not
+ * trusted), the run's client (its retries, its signal, and during a run the CRD's conversion gate),
+ * and how many pages per version (before the freeze; default all).
+ */
+type LosslessOptions = MigrationSettings & { client: RunClient; maxPages?: number | undefined }
 
 /** What the comparisons of one check share. */
 interface Check {
@@ -89,7 +75,7 @@ export async function checkLossless(
 ): Promise<LosslessReport> {
   const started = Date.now()
   const method: LosslessMethod = conversionStrategy(crd) === 'Webhook' ? 'dry-run' : 'list'
-  const listed = options.everyVersion ? crd.spec.versions.map((v) => v.name) : (crd.status?.storedVersions ?? [])
+  const listed = options.force ? crd.spec.versions.map((v) => v.name) : (crd.status?.storedVersions ?? [])
   const old = listed.filter((v) => v !== storageVersion)
   const served = (v: string) => crd.spec.versions.some((d) => d.name === v && d.served)
   const crdConsent = options.consentFromCrd ? consentOf(crd) : undefined
@@ -114,7 +100,7 @@ export async function checkLossless(
   }
   const rules: LosslessRules = {
     judgeAdditions: method === 'dry-run',
-    acceptedRemovals: options.acceptedRemovals,
+    acceptedRemovals: options.acceptedRemovals ?? [],
     acceptedChanges: [...(options.acceptedChanges ?? []), ...(crdConsent?.acceptChanges ?? [])],
     defaults: schemaDefaults(crd, [storageVersion, ...old]),
   }
@@ -257,7 +243,7 @@ export class DataLossError extends CrdMigratorError {
  * patterns, map keys elided, no object names (those readers may not list the objects; the
  * report and the log carry names, full paths and accept flags).
  */
-export function dataLossError(crdName: string, storageVersion: string, report: LosslessReport): DataLossError {
+function dataLossError(crdName: string, storageVersion: string, report: LosslessReport): DataLossError {
   if (report.lossy === 0)
     return new DataLossError(
       `${report.uncheckedReason ?? `${report.unchecked} object(s) of ${crdName} cannot be checked`}: rewriting them in ${storageVersion} is not proven to keep their content. Nothing was written. Serve the old version again so the check can read them, or accept them unchecked on purpose (${acceptUncheckedHint(crdName)})`,
@@ -439,21 +425,6 @@ async function roundTrip(
   }
 }
 
-/** The check's options from a migration's settings. */
-export function losslessOptions(client: RunClient, settings: MigrationSettings): LosslessOptions {
-  return {
-    client,
-    acceptedRemovals: settings.acceptedRemovals ?? [],
-    acceptedChanges: settings.acceptedChanges ?? [],
-    acceptUnchecked: settings.acceptUnchecked === true,
-    consentFromCrd: settings.consentFromCrd === true,
-    pageSize: settings.pageSize,
-    concurrency: settings.concurrency,
-    useStatusSubresource: settings.useStatusSubresource,
-    ...(settings.force ? { everyVersion: true } : {}),
-  }
-}
-
 /**
  * The check as a run uses it: skipped when configured off, logged, and ended with
  * CRDM_DATA_LOSS when an object would not keep its content. `maxPages` checks the first
@@ -465,11 +436,13 @@ export async function proveLossless(
   storageVersion: string,
   settings: MigrationSettings,
   ctx: Pick<RunContext, 'client' | 'logger'>,
-  run: { maxPages?: number; conversion?: ConversionGate | undefined } = {},
+  run: { maxPages?: number; conversion?: ConversionGate | undefined; result?: Pick<MigrationResult, 'lossless'> } = {},
 ): Promise<LosslessReport | undefined> {
   if (settings.losslessCheck === false) return undefined
   const client = run.conversion ? ctx.client.with({ conversion: run.conversion }) : ctx.client
-  const report = await checkLossless(crd, storageVersion, { ...losslessOptions(client, settings), maxPages: run.maxPages })
+  const report = await checkLossless(crd, storageVersion, { ...settings, client, maxPages: run.maxPages })
+  // Kept on the run's result whatever it found, a refusal's too.
+  if (run.result) run.result.lossless = report
   const log = ctx.logger.child({ crd: crd.metadata.name })
   if (report.unserved.length > 0)
     log.warn(

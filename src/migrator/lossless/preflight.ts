@@ -8,7 +8,7 @@ import type { KubeHttp } from '../../kube/http.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
 import type { MigrationSettings } from '../context.js'
 import { runClient } from '../engine/run-client.js'
-import { acceptHint, acceptUncheckedHint, checkLossless, describeRefusedChanges, losslessOptions, refusesRewrite } from './check.js'
+import { acceptHint, acceptUncheckedHint, checkLossless, describeRefusedChanges, refusesRewrite } from './check.js'
 import { losslessLines } from './report-text.js'
 import type { LosslessReport } from './verdict.js'
 
@@ -34,7 +34,8 @@ export async function preflightLossless(
   const name = crd.metadata.name
   const report = await unlessForbidden(
     checkLossless(crd, storageVersion, {
-      ...losslessOptions(runClient({ http, signal }, settings), settings),
+      ...settings,
+      client: runClient({ http, signal }, settings),
       ...(conversionStrategy(crd) === 'Webhook' ? { maxPages: 1 } : {}),
     }),
   )

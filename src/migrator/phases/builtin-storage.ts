@@ -30,23 +30,18 @@ import type { BuiltinPhaseReport, MigrationContext, MigrationSettings } from '..
 import type { StateWriter } from '../freeze/state-writer.js'
 import { wholeSeconds } from '../../duration.js'
 
-/** What the built-in migrator is doing with a CRD's resource. */
-interface BuiltinActivity {
-  /** The served version of storagemigration.k8s.io; undefined: the API is absent (then nothing else is set). */
-  api: string | undefined
-  /** The CRD's StorageMigrating condition, when it has one. */
-  condition: CrdCondition | undefined
-  /** Its StorageVersionMigrations for this CRD's resource, oldest first. */
-  migrations: BuiltinMigration[]
-}
-
 /** What builtinBusyReason looks at; `migrations` undefined: they could not be listed (RBAC). */
-type BuiltinEvidence = Pick<BuiltinActivity, 'condition'> & { migrations: readonly BuiltinMigration[] | undefined }
+type BuiltinEvidence = { condition: CrdCondition | undefined; migrations: readonly BuiltinMigration[] | undefined }
 
-export async function builtinActivity(http: MigrationContext['http'], crd: CustomResourceDefinition): Promise<BuiltinActivity> {
+/**
+ * What the built-in migrator is doing with a CRD's resource: the served version of storagemigration.k8s.io
+ * (`api`; undefined: the API is absent, no migrations), the CRD's StorageMigrating condition, when it has
+ * one, and the resource's StorageVersionMigrations, oldest first.
+ */
+export async function builtinActivity(http: MigrationContext['http'], crd: CustomResourceDefinition) {
   const condition = storageMigratingCondition(crd)
   const api = await builtinMigrationApi(http)
-  if (api === undefined) return { api, condition, migrations: [] }
+  if (api === undefined) return { api, condition, migrations: [] as BuiltinMigration[] }
   const migrations = migrationsFor(await listBuiltinMigrations(http, api), crd.spec.group, crd.spec.names.plural)
   return { api, condition, migrations }
 }

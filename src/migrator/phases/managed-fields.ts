@@ -135,12 +135,8 @@ export function servedKeptVersion(
 /** The served non-storage versions an object keeps entries at after the cleanup: what `check --drop` still counts. */
 export function servedKeptVersions(entries: readonly ManagedFieldsEntry[] | undefined, policy: ManagedFieldsPolicy): string[] {
   if (policy.rewriteServedNonStorage) return []
-  const kept = new Set<string>()
-  for (const entry of entries ?? []) {
-    const version = servedKeptVersion(entry, policy)
-    if (version !== undefined) kept.add(version)
-  }
-  return [...kept].sort()
+  const versions = (entries ?? []).map((entry) => servedKeptVersion(entry, policy)).filter((v) => v !== undefined)
+  return [...new Set(versions)].sort()
 }
 
 /** Whether an object needs the cleanup at all; cheap enough to run on every listed item. */

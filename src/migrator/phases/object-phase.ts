@@ -5,15 +5,14 @@
 import { classifyConversionError, isConversionRefusal } from '../../kube/conversion.js'
 import { listOrderKey, resourceRef, type ResourceRef } from '../../kube/paths.js'
 import { CrdMigratorError, describeError } from '../../errors.js'
-import type { ConversionGate } from '../conversion/gate.js'
 import type { CustomResourceDefinition, PartialObjectMetadata } from '../../kube/types.js'
 import type { CleanupResult, MigrationContext, MigrationSettings, RunContext } from '../context.js'
 import type { MigratorMetrics } from '../metrics.js'
 import { managedFieldsPolicy, needsManagedFieldsCleanup, type ManagedFieldsPolicy } from './managed-fields.js'
-import { makeCleanupHandler, makeRewriteHandler, type RewriteWrite, type WriteContext } from './object-writes.js'
+import { makeCleanupHandler, makeRewriteHandler, type WriteContext } from './object-writes.js'
 import { Phase } from '../plan.js'
 import { ThrottleGate } from '../engine/retry.js'
-import type { StateWriter } from '../freeze/state-writer.js'
+import type { MigrationRun } from '../run.js'
 import { settled, walkObjects, type Outcome, type WalkOptions, type WalkProgress } from '../engine/walker.js'
 import { ServedEntriesCount } from './served-entries.js'
 
@@ -21,16 +20,10 @@ import { ServedEntriesCount } from './served-entries.js'
 export type PhaseTarget =
   { kind: 'crd'; crd: CustomResourceDefinition; storageVersion: string } | { kind: 'resource'; name: string; ref: ResourceRef }
 
-/** What a run hands each phase besides the target and settings. */
-interface PhaseRun {
-  /** The CRD's state annotations; none for a built-in resource. */
-  state?: StateWriter | undefined
+/** What a run hands each phase besides the target and settings (a frozen run's state, conversion gate and rewrite; none for a built-in resource). */
+type PhaseRun = Partial<Pick<MigrationRun, 'state' | 'conversion' | 'rewrite'>> & {
   /** Objects up to this list key were finished by an earlier run (storage phase only). */
   resumeAfter?: string | undefined
-  /** Set when the CRD converts through a webhook: every request of the run pauses there during an outage. */
-  conversion?: ConversionGate | undefined
-  /** How the storage phase writes (apply when a webhook converts). */
-  rewrite?: RewriteWrite
   /** Told the counts so far when the run is stopped mid-phase (the phase then throws). */
   onStopped?: (partial: CleanupResult) => void
 }
@@ -111,7 +104,7 @@ export async function runPhase(
   // Entries of served old versions the cleanup leaves (they go once the version is unserved).
   const servedKept = policy && !policy.rewriteServedNonStorage ? new ServedEntriesCount(policy) : undefined
   try {
-    const options = walkOptions(phase, labels, settings, ctx, run, gate, { policy, servedKept, objectFailed })
+    const options = walkOptions(labels, settings, ctx, run, gate, { policy, servedKept, objectFailed })
     const result = await walkObjects(phasePages(write, crd, settings, ctx, name), handler, {
       ...options,
       onProgress: (progress) => {
@@ -188,7 +181,6 @@ function phasePages(
 
 /** The walk's pacing, skips and hooks: metrics, progress and the state annotations. */
 function walkOptions(
-  phase: Phase,
   labels: { crd: string; phase: Phase },
   settings: MigrationSettings,
   ctx: MigrationContext,
@@ -205,7 +197,7 @@ function walkOptions(
   // Per object: metric series bound once (no label hashing per write), one progress text.
   const m = ctx.metrics
   const outcomes = m && boundOutcomes(m, labels)
-  const writeDuration = m?.writeDuration.labels({ phase })
+  const writeDuration = m?.writeDuration.labels({ phase: labels.phase })
   // A gauge read at each scrape: set four times a second, not after every object.
   let remainingSetAt = Number.NEGATIVE_INFINITY
   return {
@@ -246,8 +238,8 @@ function walkOptions(
         remainingSetAt = now
         m.remaining.set(labels, Math.max(0, (progress.total ?? progress.counts.seen) - settled(progress)))
       }
-      ctx.onProgress?.(phase, progress)
-      run.state?.progress(phase, progress)
+      ctx.onProgress?.(labels.phase, progress)
+      run.state?.progress(labels.phase, progress)
     },
   }
 }

@@ -15,7 +15,7 @@ import { runPhase } from './object-phase.js'
 import { runStashPhase } from './stashes/stash-phase.js'
 import { STORAGE_SETTLE_MS, waitForStorageEverywhere, type StorageSwitchReport } from './storage-switch.js'
 import { narrowStoredVersions } from './stored-versions.js'
-import { DataLossError, proveLossless } from '../lossless/check.js'
+import { proveLossless } from '../lossless/check.js'
 
 type RunPhase = (run: MigrationRun) => Promise<void>
 
@@ -43,8 +43,9 @@ export async function workBeforeFreeze(
 export const storagePhase: RunPhase = async (run) => {
   run.state.phase(Phase.StorageVersionMigration)
   run.result.apiServers = await storageSwitched(run, run.settings.storageSettleMs ?? STORAGE_SETTLE_MS)
+  // Every object proven to keep its content before the first is written (a loss: Blocked), whichever engine writes.
+  await losslessCheck(run)
   if (run.settings.engine === 'builtin') {
-    await losslessCheck(run)
     // kube-controller-manager rewrites the objects; everything around it stays ours.
     run.result.builtin = await runBuiltinStoragePhase(run.crd, run.settings, run.ctx, run.state)
     run.log.info(
@@ -53,8 +54,6 @@ export const storagePhase: RunPhase = async (run) => {
     )
     return
   }
-  // Every object proven to keep its content before the first is written (a loss: Blocked).
-  await losslessCheck(run)
   run.result.storage = await objectPhase(run, Phase.StorageVersionMigration, 'storage', run.frozen.resumeAfter)
   failOnObjects(run.result.storage, 'could not be rewritten')
 }
@@ -117,30 +116,18 @@ async function losslessCheck(run: MigrationRun): Promise<void> {
     run.log.debug('lossless check: the check before the freeze covered every object')
     return
   }
-  try {
-    run.result.lossless = await proveLossless(run.crd, run.plan.storageVersion, run.settings, run.ctx, { conversion: run.conversion })
-  } catch (err) {
-    if (err instanceof DataLossError) run.result.lossless = err.report
-    throw err
-  }
+  await proveLossless(run.crd, run.plan.storageVersion, run.settings, run.ctx, { conversion: run.conversion, result: run.result })
 }
 
 /** Waits until every API server stores the storage version (storage-switch.ts), telling the CRD and metrics. */
 async function storageSwitched(run: MigrationRun, settleMs: number): Promise<StorageSwitchReport> {
   const { crd, ctx, plan, settings, state } = run
-  const report = await waitForStorageEverywhere(
-    ctx.http,
-    { group: crd.spec.group, plural: crd.spec.names.plural, kind: crd.spec.names.kind, generation: crd.metadata.generation },
-    plan.storageVersion,
-    {
-      timeoutMs: settings.storageSettleTimeoutMs,
-      settleMs,
-      signal: ctx.signal,
-      endpoints: settings.apiServerEndpoints,
-      logger: run.log,
-      onWaiting: (servers) => void state.waiting(`waiting for API server(s) ${servers.join(', ')} to store ${plan.storageVersion}`),
-    },
-  )
+  const report = await waitForStorageEverywhere(ctx.http, crd, plan.storageVersion, settings, {
+    settleMs,
+    signal: ctx.signal,
+    logger: run.log,
+    onWaiting: (servers) => void state.waiting(`waiting for API server(s) ${servers.join(', ')} to store ${plan.storageVersion}`),
+  })
   ctx.metrics?.apiServers.set({ state: 'listed' }, report.listed)
   ctx.metrics?.apiServers.set({ state: 'checked' }, report.checked)
   return report

@@ -37,37 +37,33 @@ export interface StorageSwitchReport {
 export const STORAGE_SETTLE_MS = 2_000
 
 interface StorageSwitchOptions {
-  timeoutMs: number
   settleMs: number
   signal?: AbortSignal | undefined
-  /** Servers to ask instead of the EndpointSlices' (URLs). */
-  endpoints?: readonly string[] | undefined
-  /** Each server gets this long to answer a discovery request. Default 2 s. */
-  requestTimeoutMs?: number
   /** Told which servers it waits for, whenever that changes. */
   onWaiting?: (servers: string[]) => void
   logger: Logger
 }
 
-interface Crd {
-  group: string
-  plural: string
-  kind: string
-  /** The CRD's generation as the run froze it: earlier answers for it count towards the settle (storage-agreement.ts). */
-  generation?: number | undefined
+/**
+ * What the servers are asked about: the CRD's resource, and its generation as the run froze it (earlier
+ * answers for it count towards the settle, storage-agreement.ts; undefined: none count).
+ */
+function switchTarget(crd: CustomResourceDefinition, generation: number | undefined) {
+  return { group: crd.spec.group, plural: crd.spec.names.plural, kind: crd.spec.names.kind, generation }
 }
+type SwitchTarget = ReturnType<typeof switchTarget>
 
-/** A client per API server, asked by address, each answer within `requestTimeoutMs` (default 2 s). */
-function serverClients(http: KubeHttp, servers: readonly URL[], requestTimeoutMs = 2_000) {
+/** A client per API server, asked by address, each answer within 2 s. */
+function serverClients(http: KubeHttp, servers: readonly URL[]) {
   return servers.map((url) => ({
     url,
     name: describeEndpoint(url),
-    http: http.forEndpoint(url, { maxSockets: 2, defaultTimeoutMs: requestTimeoutMs }),
+    http: http.forEndpoint(url, { maxSockets: 2, defaultTimeoutMs: 2_000 }),
   }))
 }
 
 /** Records an answer of `server` in the shared agreements, for CRDs whose generation is known. */
-function agreement(crd: Crd, want: string, server: string): ((shows: boolean) => number | undefined) | undefined {
+function agreement(crd: SwitchTarget, want: string, server: string): ((shows: boolean) => number | undefined) | undefined {
   const generation = crd.generation
   if (generation === undefined) return undefined
   return (shows) => sharedAgreements.observe({ server, group: crd.group, plural: crd.plural, hash: want, generation }, shows)
@@ -85,25 +81,46 @@ function isUnreachable(err: unknown): boolean {
   return UNREACHABLE.test(connectionErrorCode(err) ?? '')
 }
 
+/** Fallback reasons already said in this process: the warning comes once, later runs log it at debug. */
+const said = new Set<string>()
+
 export async function waitForStorageEverywhere(
   http: KubeHttp,
-  crd: Crd,
+  definition: CustomResourceDefinition,
   version: string,
+  // The run's settings (MigrationSettings): its timeout, and the servers to ask instead of the EndpointSlices'.
+  settings: { storageSettleTimeoutMs: number; apiServerEndpoints?: readonly string[] | undefined },
   o: StorageSwitchOptions,
 ): Promise<StorageSwitchReport> {
+  const crd = switchTarget(definition, definition.metadata.generation)
+  const { storageSettleTimeoutMs: timeoutMs, apiServerEndpoints: endpoints } = settings
   const want = storageVersionHash(crd.group, version, crd.kind)
-  const fallback = (listed: number, reason: string) => single(http, crd, version, o, listed, reason)
+  // The servers cannot be asked one by one: the one in use is checked, plus the settle time.
+  const fallback = async (listed: number, reason: string): Promise<StorageSwitchReport> => {
+    const level = said.has(reason) ? 'debug' : 'warn'
+    said.add(reason)
+    o.logger[level]({ reason }, 'checking the storage version on one API server only (plus the settle time)')
+    const agreedSince = agreement(crd, want, http.server.href)
+    await waitForStorageVersion(http, crd, version, {
+      timeoutMs,
+      settleMs: o.settleMs,
+      ...(o.signal ? { signal: o.signal } : {}),
+      served: (c, group, v, plural, want) => sharedDiscovery.storageVersionHash(c, group, v, plural, want),
+      ...(agreedSince ? { agreedSince } : {}),
+    })
+    return { mode: 'single-server', listed, checked: 0, fallbackReason: reason }
+  }
   let servers: URL[]
   try {
-    servers = o.endpoints?.length ? o.endpoints.map((e) => new URL(e)) : await sharedApiServers.get(http)
+    servers = endpoints?.length ? endpoints.map((e) => new URL(e)) : await sharedApiServers.get(http)
   } catch (err) {
     return fallback(0, `the API servers cannot be listed (${errorMessage(err)})`)
   }
   if (servers.length === 0) return fallback(0, 'no API server is listed in the default/kubernetes EndpointSlices')
 
-  const clients = serverClients(http, servers, o.requestTimeoutMs)
+  const clients = serverClients(http, servers)
   try {
-    const deadline = Date.now() + o.timeoutMs
+    const deadline = Date.now() + timeoutMs
     let agreedSince: number | undefined
     let waitingFor = ''
     for (let round = 0; ; round++) {
@@ -143,7 +160,7 @@ export async function waitForStorageEverywhere(
         if (Date.now() > deadline) {
           throw new CrdMigratorError(
             'CRDM_STORAGE_NOT_SWITCHED',
-            `API server(s) ${lagging.join(', ')} did not switch to storage version ${version} within ${wholeSeconds(o.timeoutMs)} (of ${servers.length} listed)`,
+            `API server(s) ${lagging.join(', ')} did not switch to storage version ${version} within ${wholeSeconds(timeoutMs)} (of ${servers.length} listed)`,
           )
         }
       }
@@ -152,31 +169,6 @@ export async function waitForStorageEverywhere(
   } finally {
     for (const c of clients) c.http.close()
   }
-}
-
-/** Fallback reasons already said in this process: the warning comes once, later runs log it at debug. */
-const said = new Set<string>()
-
-async function single(
-  http: KubeHttp,
-  crd: Crd,
-  version: string,
-  o: StorageSwitchOptions,
-  listed: number,
-  reason: string,
-): Promise<StorageSwitchReport> {
-  const level = said.has(reason) ? 'debug' : 'warn'
-  said.add(reason)
-  o.logger[level]({ reason }, 'checking the storage version on one API server only (plus the settle time)')
-  const agreedSince = agreement(crd, storageVersionHash(crd.group, version, crd.kind), http.server.href)
-  await waitForStorageVersion(http, crd, version, {
-    timeoutMs: o.timeoutMs,
-    settleMs: o.settleMs,
-    ...(o.signal ? { signal: o.signal } : {}),
-    served: (c, group, v, plural, want) => sharedDiscovery.storageVersionHash(c, group, v, plural, want),
-    ...(agreedSince ? { agreedSince } : {}),
-  })
-  return { mode: 'single-server', listed, checked: 0, fallbackReason: reason }
 }
 
 /**
@@ -202,7 +194,7 @@ export async function observeStorageSwitches(
   let recorded = 0
   try {
     await runInParallel(pending, o.concurrency ?? 8, async ({ crd, plan }) => {
-      const target: Crd = { group: crd.spec.group, plural: crd.spec.names.plural, kind: crd.spec.names.kind, generation: plan.generation }
+      const target = switchTarget(crd, plan.generation)
       const want = storageVersionHash(target.group, plan.storageVersion!, target.kind)
       for (const c of clients) {
         const hash = await sharedDiscovery

@@ -5,21 +5,11 @@
 import { createHash } from 'node:crypto'
 import jsonpatch, { type Operation } from 'fast-json-patch'
 import { isObj, type Obj } from '../../lossless/content-diff.js'
+import type { ObjectMeta, PartialObjectMetadata } from '../../../kube/types.js'
 import type { StashRule } from './rules.js'
 
-export interface StashObject extends Obj {
-  apiVersion?: string
-  kind?: string
-  metadata: {
-    name: string
-    namespace?: string
-    uid?: string
-    resourceVersion?: string
-    labels?: Record<string, string>
-    annotations?: Record<string, string>
-    ownerReferences?: unknown[]
-    [field: string]: unknown
-  }
+export interface StashObject extends Obj, PartialObjectMetadata {
+  metadata: ObjectMeta & { ownerReferences?: unknown[]; [field: string]: unknown }
 }
 
 /** The value at a JSON pointer, or undefined (never throws on a missing path). */
