@@ -147,7 +147,9 @@ type FileUser = z.infer<typeof UserSchema>
 /** A kubeconfig path made absolute against the file's directory; undefined when unset. */
 type ResolvePath = (p: string | null | undefined) => string | undefined
 
+/** A kubeconfig, or a file or plugin it names, that cannot be used: every CRDM_KUBECONFIG of src/kube. */
 const fail = (message: string, cause?: unknown) => new CrdMigratorError('CRDM_KUBECONFIG', message, cause === undefined ? {} : { cause })
+export { fail as kubeconfigError }
 
 /** Relative paths in it (CA, certificates, keys, tokens, an exec command with a `/`) are relative to `file`'s directory. */
 export function parseKubeconfig(source: string, file?: string): Kubeconfig {
