@@ -29,24 +29,24 @@ export interface BuiltinMigration {
 
 export type BuiltinMigrationState = 'Pending' | 'Running' | 'Succeeded' | 'Failed'
 
-const isTrue = (m: BuiltinMigration, type: string) => (m.status?.conditions ?? []).some((c) => c.type === type && c.status === 'True')
+/** The True condition that tells most, Failed, else Succeeded, else Running, and the state it names. */
+function deciding(m: BuiltinMigration): { state: BuiltinMigrationState; condition: BuiltinMigrationCondition } | undefined {
+  for (const state of ['Failed', 'Succeeded', 'Running'] as const) {
+    const condition = m.status?.conditions?.find((c) => c.type === state && c.status === 'True')
+    if (condition) return { state, condition }
+  }
+  return undefined
+}
 
 /** Where an object stands: Failed or Succeeded for good, Running once promoted, else Pending (waiting its turn). */
 export function builtinMigrationState(m: BuiltinMigration): BuiltinMigrationState {
-  if (isTrue(m, 'Failed')) return 'Failed'
-  if (isTrue(m, 'Succeeded')) return 'Succeeded'
-  if (isTrue(m, 'Running')) return 'Running'
-  return 'Pending'
+  return deciding(m)?.state ?? 'Pending'
 }
 
-/** The message of the condition that tells most: Failed, else Succeeded, else Running; fit to quote (conditionText). */
+/** The message of the condition that tells most; fit to quote (conditionText). */
 export function builtinMigrationMessage(m: BuiltinMigration): string | undefined {
-  const conditions = m.status?.conditions ?? []
-  for (const type of ['Failed', 'Succeeded', 'Running']) {
-    const c = conditions.find((x) => x.type === type && x.status === 'True')
-    if (c) return c.message === undefined ? undefined : conditionText(c.message)
-  }
-  return undefined
+  const message = deciding(m)?.condition.message
+  return message === undefined ? undefined : conditionText(message)
 }
 
 /** Longest condition text crd-migrator quotes in its messages, annotations, Events and logs. */
