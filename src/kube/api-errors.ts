@@ -112,19 +112,17 @@ export const isGone = (err: unknown): boolean => err instanceof KubeApiError && 
 export const isTooManyRequests = (err: unknown): boolean => err instanceof KubeApiError && err.status === 429
 export const isForbidden = (err: unknown): boolean => err instanceof KubeApiError && err.status === 403
 
-/** What `request` resolves to, or undefined when the API server answers 404. */
-export const unlessNotFound = <T>(request: Promise<T>): Promise<T | undefined> =>
-  request.catch((err: unknown) => {
-    if (isNotFound(err)) return undefined
-    throw err
-  })
+/** What `request` resolves to, or undefined when it fails as `refusal` says (a 404, a 403). */
+const unless =
+  (refusal: (err: unknown) => boolean) =>
+  <T>(request: Promise<T>): Promise<T | undefined> =>
+    request.catch((err: unknown) => {
+      if (refusal(err)) return undefined
+      throw err
+    })
 
-/** What `request` resolves to, or undefined when the API server answers 403. */
-export const unlessForbidden = <T>(request: Promise<T>): Promise<T | undefined> =>
-  request.catch((err: unknown) => {
-    if (isForbidden(err)) return undefined
-    throw err
-  })
+export const unlessNotFound = unless(isNotFound)
+export const unlessForbidden = unless(isForbidden)
 
 /** The causes an API error carries (`details.causes`), each with the fields it has as strings. */
 export function statusCauses(err: unknown): StatusCause[] {
