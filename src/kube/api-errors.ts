@@ -1,7 +1,7 @@
 /** What an API server's refusal says, read from its structure, never its message text, which differs between releases. */
 import { CrdMigratorError, type ErrorCode } from '../errors.js'
 import { sanitizeText } from '../sanitize.js'
-import { unreachableErrno, KubeUnreachableError } from './connection-errors.js'
+import { codeOf, unreachableErrno, KubeUnreachableError } from './connection-errors.js'
 import { describeAttributes, type RequestAttributes } from './request-info.js'
 
 /** Who asked, for the messages of a 401 and a 403. */
@@ -148,9 +148,8 @@ export function isRetryable(err: unknown): boolean {
   // Our client's verdict: retryable once the API server has answered (a restart passes);
   // one never reached was tried `connectAttempts` times already (http.ts).
   if (err instanceof KubeUnreachableError) return err.retryable
-  const code = (err as { code?: unknown } | null)?.code
+  const code = codeOf(err)
   return (
-    unreachableErrno(err) !== undefined ||
-    (typeof code === 'string' && /^(ERR_STREAM_PREMATURE_CLOSE|UND_ERR_SOCKET|ECONNABORTED)$/.test(code))
+    unreachableErrno(err) !== undefined || (code !== undefined && /^(ERR_STREAM_PREMATURE_CLOSE|UND_ERR_SOCKET|ECONNABORTED)$/.test(code))
   )
 }
