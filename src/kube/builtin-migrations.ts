@@ -95,6 +95,7 @@ export async function builtinMigrationApi(http: KubeHttp): Promise<string | unde
 }
 
 const collection = (version: string) => `/apis/${BUILTIN_MIGRATION_GROUP}/${version}/storageversionmigrations`
+const objectAt = (version: string, name: string) => `${collection(version)}/${encodeURIComponent(name)}`
 
 export async function listBuiltinMigrations(http: KubeHttp, version: string): Promise<BuiltinMigration[]> {
   const res = await http.request<{ items?: BuiltinMigration[] }>({ method: 'GET', path: collection(version) })
@@ -102,9 +103,7 @@ export async function listBuiltinMigrations(http: KubeHttp, version: string): Pr
 }
 
 export async function getBuiltinMigration(http: KubeHttp, version: string, name: string): Promise<BuiltinMigration | undefined> {
-  return (
-    await unlessNotFound(http.request<BuiltinMigration>({ method: 'GET', path: `${collection(version)}/${encodeURIComponent(name)}` }))
-  )?.body
+  return (await unlessNotFound(http.request<BuiltinMigration>({ method: 'GET', path: objectAt(version, name) })))?.body
 }
 
 export async function createBuiltinMigration(
@@ -123,7 +122,7 @@ export async function createBuiltinMigration(
 }
 
 export async function deleteBuiltinMigration(http: KubeHttp, version: string, name: string): Promise<void> {
-  await unlessNotFound(http.request({ method: 'DELETE', path: `${collection(version)}/${encodeURIComponent(name)}` }))
+  await unlessNotFound(http.request({ method: 'DELETE', path: objectAt(version, name) }))
 }
 
 /** An annotation touch, so kube-controller-manager retries now, not after the backoff our freeze's refusals earned it. */
@@ -131,7 +130,7 @@ export async function nudgeBuiltinMigration(http: KubeHttp, version: string, nam
   await unlessNotFound(
     http.request({
       method: 'PATCH',
-      path: `${collection(version)}/${encodeURIComponent(name)}`,
+      path: objectAt(version, name),
       contentType: ContentType.mergePatch,
       body: { metadata: { annotations: { [annotation]: new Date().toISOString() } } },
     }),
