@@ -22,19 +22,16 @@ export interface LoadKubeConfigOptions {
 
 /** As kubectl: an explicit file, else $KUBECONFIG's files merged, else ~/.kube/config, else in-cluster. */
 export function loadKubeConfig(file?: string, options: LoadKubeConfigOptions = {}): KubeContext {
-  const env = options.env ?? process.env
   const config = readKubeconfigs(file, options)
   if (config) return resolveContext(config, options.context)
-  const home = join(options.homeDir ?? homedir(), '.kube', 'config')
-  const inCluster = inClusterContext(env, options.serviceAccountDir ?? SERVICE_ACCOUNT_DIR)
-  if (inCluster) {
-    if (options.context) {
-      throw kubeconfigError(
-        `context ${JSON.stringify(options.context)} (--context): there is no kubeconfig here, only the in-cluster service account`,
-      )
-    }
-    return inCluster
+  const inCluster = inClusterContext(options.env ?? process.env, options.serviceAccountDir ?? SERVICE_ACCOUNT_DIR)
+  if (inCluster && options.context) {
+    throw kubeconfigError(
+      `context ${JSON.stringify(options.context)} (--context): there is no kubeconfig here, only the in-cluster service account`,
+    )
   }
+  if (inCluster) return inCluster
+  const home = join(options.homeDir ?? homedir(), '.kube', 'config')
   throw kubeconfigError(`no Kubernetes cluster configured: pass --kubeconfig, set KUBECONFIG, write ${home}, or run inside a cluster`)
 }
 
