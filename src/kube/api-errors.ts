@@ -1,7 +1,7 @@
 /** What an API server's refusal says, read from its structure, never its message text, which differs between releases. */
 import { CrdMigratorError, type ErrorCode } from '../errors.js'
 import { sanitizeText } from '../sanitize.js'
-import { unreachableErrno, KubeUnreachableError } from './connection-errors.js'
+import { codeOf, unreachableErrno, KubeUnreachableError } from './connection-errors.js'
 import { describeAttributes, type RequestAttributes } from './request-info.js'
 
 /** Who asked, for the messages of a 401 and a 403. */
@@ -112,19 +112,17 @@ export const isGone = (err: unknown): boolean => err instanceof KubeApiError && 
 export const isTooManyRequests = (err: unknown): boolean => err instanceof KubeApiError && err.status === 429
 export const isForbidden = (err: unknown): boolean => err instanceof KubeApiError && err.status === 403
 
-/** What `request` resolves to, or undefined when the API server answers 404. */
-export const unlessNotFound = <T>(request: Promise<T>): Promise<T | undefined> =>
-  request.catch((err: unknown) => {
-    if (isNotFound(err)) return undefined
-    throw err
-  })
+/** What `request` resolves to, or undefined when it fails as `refusal` says (a 404, a 403). */
+const unless =
+  (refusal: (err: unknown) => boolean) =>
+  <T>(request: Promise<T>): Promise<T | undefined> =>
+    request.catch((err: unknown) => {
+      if (refusal(err)) return undefined
+      throw err
+    })
 
-/** What `request` resolves to, or undefined when the API server answers 403. */
-export const unlessForbidden = <T>(request: Promise<T>): Promise<T | undefined> =>
-  request.catch((err: unknown) => {
-    if (isForbidden(err)) return undefined
-    throw err
-  })
+export const unlessNotFound = unless(isNotFound)
+export const unlessForbidden = unless(isForbidden)
 
 /** The causes an API error carries (`details.causes`), each with the fields it has as strings. */
 export function statusCauses(err: unknown): StatusCause[] {
@@ -150,9 +148,8 @@ export function isRetryable(err: unknown): boolean {
   // Our client's verdict: retryable once the API server has answered (a restart passes);
   // one never reached was tried `connectAttempts` times already (http.ts).
   if (err instanceof KubeUnreachableError) return err.retryable
-  const code = (err as { code?: unknown } | null)?.code
+  const code = codeOf(err)
   return (
-    unreachableErrno(err) !== undefined ||
-    (typeof code === 'string' && /^(ERR_STREAM_PREMATURE_CLOSE|UND_ERR_SOCKET|ECONNABORTED)$/.test(code))
+    unreachableErrno(err) !== undefined || (code !== undefined && /^(ERR_STREAM_PREMATURE_CLOSE|UND_ERR_SOCKET|ECONNABORTED)$/.test(code))
   )
 }

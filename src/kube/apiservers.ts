@@ -34,14 +34,12 @@ export function endpointsFromSlices(slices: readonly EndpointSlice[]): URL[] {
 
 /** The API servers the `default/kubernetes` EndpointSlices list. */
 export async function listApiServers(http: KubeHttp): Promise<URL[]> {
-  const list = (
-    await http.request<{ items: EndpointSlice[] }>({
-      method: 'GET',
-      path: APISERVER_SLICES,
-      query: { labelSelector: 'kubernetes.io/service-name=kubernetes' },
-    })
-  ).body
-  return endpointsFromSlices(list.items ?? [])
+  const { body } = await http.request<{ items: EndpointSlice[] }>({
+    method: 'GET',
+    path: APISERVER_SLICES,
+    query: { labelSelector: 'kubernetes.io/service-name=kubernetes' },
+  })
+  return endpointsFromSlices(body.items ?? [])
 }
 
 /** `198.18.0.2:6443`, the way people name one API server. */

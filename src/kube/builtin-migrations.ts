@@ -29,24 +29,24 @@ export interface BuiltinMigration {
 
 export type BuiltinMigrationState = 'Pending' | 'Running' | 'Succeeded' | 'Failed'
 
-const isTrue = (m: BuiltinMigration, type: string) => (m.status?.conditions ?? []).some((c) => c.type === type && c.status === 'True')
+/** The True condition that tells most, Failed, else Succeeded, else Running, and the state it names. */
+function deciding(m: BuiltinMigration): { state: BuiltinMigrationState; condition: BuiltinMigrationCondition } | undefined {
+  for (const state of ['Failed', 'Succeeded', 'Running'] as const) {
+    const condition = m.status?.conditions?.find((c) => c.type === state && c.status === 'True')
+    if (condition) return { state, condition }
+  }
+  return undefined
+}
 
 /** Where an object stands: Failed or Succeeded for good, Running once promoted, else Pending (waiting its turn). */
 export function builtinMigrationState(m: BuiltinMigration): BuiltinMigrationState {
-  if (isTrue(m, 'Failed')) return 'Failed'
-  if (isTrue(m, 'Succeeded')) return 'Succeeded'
-  if (isTrue(m, 'Running')) return 'Running'
-  return 'Pending'
+  return deciding(m)?.state ?? 'Pending'
 }
 
-/** The message of the condition that tells most: Failed, else Succeeded, else Running; fit to quote (conditionText). */
+/** The message of the condition that tells most; fit to quote (conditionText). */
 export function builtinMigrationMessage(m: BuiltinMigration): string | undefined {
-  const conditions = m.status?.conditions ?? []
-  for (const type of ['Failed', 'Succeeded', 'Running']) {
-    const c = conditions.find((x) => x.type === type && x.status === 'True')
-    if (c) return c.message === undefined ? undefined : conditionText(c.message)
-  }
-  return undefined
+  const message = deciding(m)?.condition.message
+  return message === undefined ? undefined : conditionText(message)
 }
 
 /** Longest condition text crd-migrator quotes in its messages, annotations, Events and logs. */
@@ -95,6 +95,7 @@ export async function builtinMigrationApi(http: KubeHttp): Promise<string | unde
 }
 
 const collection = (version: string) => `/apis/${BUILTIN_MIGRATION_GROUP}/${version}/storageversionmigrations`
+const objectAt = (version: string, name: string) => `${collection(version)}/${encodeURIComponent(name)}`
 
 export async function listBuiltinMigrations(http: KubeHttp, version: string): Promise<BuiltinMigration[]> {
   const res = await http.request<{ items?: BuiltinMigration[] }>({ method: 'GET', path: collection(version) })
@@ -102,9 +103,7 @@ export async function listBuiltinMigrations(http: KubeHttp, version: string): Pr
 }
 
 export async function getBuiltinMigration(http: KubeHttp, version: string, name: string): Promise<BuiltinMigration | undefined> {
-  return (
-    await unlessNotFound(http.request<BuiltinMigration>({ method: 'GET', path: `${collection(version)}/${encodeURIComponent(name)}` }))
-  )?.body
+  return (await unlessNotFound(http.request<BuiltinMigration>({ method: 'GET', path: objectAt(version, name) })))?.body
 }
 
 export async function createBuiltinMigration(
@@ -123,7 +122,7 @@ export async function createBuiltinMigration(
 }
 
 export async function deleteBuiltinMigration(http: KubeHttp, version: string, name: string): Promise<void> {
-  await unlessNotFound(http.request({ method: 'DELETE', path: `${collection(version)}/${encodeURIComponent(name)}` }))
+  await unlessNotFound(http.request({ method: 'DELETE', path: objectAt(version, name) }))
 }
 
 /** An annotation touch, so kube-controller-manager retries now, not after the backoff our freeze's refusals earned it. */
@@ -131,7 +130,7 @@ export async function nudgeBuiltinMigration(http: KubeHttp, version: string, nam
   await unlessNotFound(
     http.request({
       method: 'PATCH',
-      path: `${collection(version)}/${encodeURIComponent(name)}`,
+      path: objectAt(version, name),
       contentType: ContentType.mergePatch,
       body: { metadata: { annotations: { [annotation]: new Date().toISOString() } } },
     }),

@@ -3,8 +3,8 @@ import { homedir } from 'node:os'
 import { delimiter, join } from 'node:path'
 import { isIPv6 } from 'node:net'
 import { KubeHttp, type Impersonation, type KubeHttpOptions } from './http.js'
-import { mergeKubeconfigs, parseKubeconfig, resolveContext, type KubeContext, type Kubeconfig } from './kubeconfig.js'
-import { ConfigError, CrdMigratorError } from '../errors.js'
+import { kubeconfigError, mergeKubeconfigs, parseKubeconfig, resolveContext, type KubeContext, type Kubeconfig } from './kubeconfig.js'
+import { ConfigError } from '../errors.js'
 import { MAX_CREDENTIAL_FILE_BYTES, MAX_KUBECONFIG_BYTES, readRegularFileSync } from '../regular-file.js'
 import { readKubeconfigFileSync } from './credentials.js'
 
@@ -22,24 +22,17 @@ export interface LoadKubeConfigOptions {
 
 /** As kubectl: an explicit file, else $KUBECONFIG's files merged, else ~/.kube/config, else in-cluster. */
 export function loadKubeConfig(file?: string, options: LoadKubeConfigOptions = {}): KubeContext {
-  const env = options.env ?? process.env
   const config = readKubeconfigs(file, options)
   if (config) return resolveContext(config, options.context)
-  const home = join(options.homeDir ?? homedir(), '.kube', 'config')
-  const inCluster = inClusterContext(env, options.serviceAccountDir ?? SERVICE_ACCOUNT_DIR)
-  if (inCluster) {
-    if (options.context) {
-      throw new CrdMigratorError(
-        'CRDM_KUBECONFIG',
-        `context ${JSON.stringify(options.context)} (--context): there is no kubeconfig here, only the in-cluster service account`,
-      )
-    }
-    return inCluster
+  const inCluster = inClusterContext(options.env ?? process.env, options.serviceAccountDir ?? SERVICE_ACCOUNT_DIR)
+  if (inCluster && options.context) {
+    throw kubeconfigError(
+      `context ${JSON.stringify(options.context)} (--context): there is no kubeconfig here, only the in-cluster service account`,
+    )
   }
-  throw new CrdMigratorError(
-    'CRDM_KUBECONFIG',
-    `no Kubernetes cluster configured: pass --kubeconfig, set KUBECONFIG, write ${home}, or run inside a cluster`,
-  )
+  if (inCluster) return inCluster
+  const home = join(options.homeDir ?? homedir(), '.kube', 'config')
+  throw kubeconfigError(`no Kubernetes cluster configured: pass --kubeconfig, set KUBECONFIG, write ${home}, or run inside a cluster`)
 }
 
 /** The kubeconfig kubectl would read, all contexts (for completion); undefined when none. */
@@ -49,7 +42,7 @@ export function readKubeconfigs(
 ): Kubeconfig | undefined {
   const env = options.env ?? process.env
   if (file) {
-    if (!existsSync(file)) throw new CrdMigratorError('CRDM_KUBECONFIG', `kubeconfig ${file} does not exist`)
+    if (!existsSync(file)) throw kubeconfigError(`kubeconfig ${file} does not exist`)
     return readKubeconfig(file)
   }
   const listed = (env['KUBECONFIG'] ?? '').split(delimiter).filter((f) => f !== '')
@@ -57,7 +50,7 @@ export function readKubeconfigs(
     // kubectl skips listed files that do not exist; one that exists must parse.
     const present = listed.filter((f) => existsSync(f))
     if (present.length === 0) {
-      throw new CrdMigratorError('CRDM_KUBECONFIG', `none of the files in KUBECONFIG exists: ${listed.join(', ')}`)
+      throw kubeconfigError(`none of the files in KUBECONFIG exists: ${listed.join(', ')}`)
     }
     const configs = present.map(readKubeconfig)
     return configs.length === 1 ? configs[0]! : mergeKubeconfigs(configs, `kubeconfig files ${present.join(', ')} (KUBECONFIG)`)
@@ -82,8 +75,7 @@ export function inClusterContext(env: NodeJS.ProcessEnv, dir: string): KubeConte
   const host = env['KUBERNETES_SERVICE_HOST']
   const port = env['KUBERNETES_SERVICE_PORT']
   if (!host || !port) {
-    throw new CrdMigratorError(
-      'CRDM_KUBECONFIG',
+    throw kubeconfigError(
       `found a service-account token (${tokenFile}) but KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set: cannot find the API server`,
     )
   }

@@ -60,7 +60,8 @@ export class KubeTlsError extends CrdMigratorError {
   }
 }
 
-function codeOf(err: unknown): string | undefined {
+/** The error's string `code` (an errno, a TLS or a Node code), if it has one. */
+export function codeOf(err: unknown): string | undefined {
   const code = (err as { code?: unknown } | null)?.code
   return typeof code === 'string' ? code : undefined
 }

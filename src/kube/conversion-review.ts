@@ -1,9 +1,10 @@
 /** Converts, as the API server would for a CRD, objects it never sees as custom resources (copies stashed inside other objects). */
 import { randomUUID } from 'node:crypto'
+import { urlToHttpOptions } from 'node:url'
 import { CrdMigratorError } from '../errors.js'
 import { sanitizeText } from '../sanitize.js'
 import { conversionWebhookConfig, type WebhookClientConfig } from './conversion.js'
-import { postToWebhook } from './transport.js'
+import { roundTrip } from './transport.js'
 import type { CustomResourceDefinition } from './types.js'
 
 type Obj = Record<string, unknown>
@@ -48,11 +49,23 @@ function refused(url: URL, message: string): CrdMigratorError {
   return new CrdMigratorError('CRDM_CONVERSION_REFUSED', `conversion webhook ${url.href} refused: ${sanitizeText(message)}`)
 }
 
+/**
+ * A JSON POST to the webhook as kube-apiserver sends it (no credentials, no proxy). A
+ * connection per call: calls are few, and a pooled socket the webhook closed would fail one.
+ */
 async function post(url: URL, caBundle: string | undefined, body: unknown, timeoutMs: number): Promise<unknown> {
-  const answer = await postToWebhook(
-    url,
-    body,
-    { caBundle, timeoutMs },
+  const payload = Buffer.from(JSON.stringify(body))
+  const answer = await roundTrip(
+    {
+      ...urlToHttpOptions(url),
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Accept: 'application/json', 'Content-Length': payload.length },
+      // Trusted as kube-apiserver does: its caBundle, else the system roots; nothing of the kubeconfig.
+      ...(caBundle ? { ca: Buffer.from(caBundle, 'base64').toString('utf8') } : {}),
+      timeout: timeoutMs,
+      agent: false,
+    },
+    payload,
     {
       timedOut: () => unavailable(url, `no answer within ${timeoutMs} ms`),
       explain: (err) => (err instanceof CrdMigratorError ? err : unavailable(url, err.message)),

@@ -8,7 +8,7 @@ import { createSecureContext } from 'node:tls'
 import { CrdMigratorError, errorMessage } from '../errors.js'
 import { FileRefused, MAX_CREDENTIAL_FILE_BYTES, readRegularFile, readRegularFileSync, type RegularFileOptions } from '../regular-file.js'
 import { runExecPlugin, type ExecCredentialResult, type ExecTerminal } from './exec-credential.js'
-import type { KubeContext } from './kubeconfig.js'
+import { kubeconfigError, type KubeContext } from './kubeconfig.js'
 
 export interface ClientCertificate {
   cert: string | Buffer
@@ -141,10 +141,9 @@ export class Credentials {
     try {
       createSecureContext({ cert: next.cert, key: next.key })
     } catch (err) {
-      throw new CrdMigratorError(
-        'CRDM_KUBECONFIG',
+      throw kubeconfigError(
         `the client certificate and key of user ${JSON.stringify(this.context.user.name)} in the ${this.context.origin} are not a usable pair: ${errorMessage(err)}`,
-        { cause: err },
+        err,
       )
     }
     return next
@@ -194,12 +193,12 @@ function credentialFileOptions(what: string): RegularFileOptions {
 /** A refused file as regular-file.ts refused it; any other failure to read `what` as a kubeconfig error. */
 function cannotRead(what: string, err: unknown): CrdMigratorError {
   if (err instanceof FileRefused) return err
-  return new CrdMigratorError('CRDM_KUBECONFIG', `cannot read ${what}: ${errorMessage(err)}`, { cause: err })
+  return kubeconfigError(`cannot read ${what}: ${errorMessage(err)}`, err)
 }
 
 async function readToken(path: string, user: string): Promise<string> {
   const token = (await readCredentialFile(path, user, 'token file')).toString('utf8').trim()
-  if (token === '') throw new CrdMigratorError('CRDM_KUBECONFIG', `token file ${path} (user ${JSON.stringify(user)}) is empty`)
+  if (token === '') throw kubeconfigError(`token file ${path} (user ${JSON.stringify(user)}) is empty`)
   return token
 }
 

@@ -10,15 +10,8 @@ export interface EventRecorder {
   record(crd: CustomResourceDefinition, type: EventType, reason: string, message: string): Promise<void>
 }
 
-/** What the migrator was doing when an Event happened (events.k8s.io/v1 `action`). */
-const ACTIONS: Record<string, string> = {
-  MigrationStarted: 'Migrate',
-  MigrationSucceeded: 'Migrate',
-  MigrationFailed: 'Migrate',
-  MigrationBlocked: 'Preflight',
-  ConversionWebhookUnavailable: 'Migrate',
-  FrozenByAnotherMigrator: 'Observe',
-}
+/** What the migrator was doing when an Event happened (events.k8s.io/v1 `action`), where it was not migrating. */
+const ACTIONS: Record<string, string> = { MigrationBlocked: 'Preflight', FrozenByAnotherMigrator: 'Observe' }
 
 /** Longest `note` events.k8s.io/v1 accepts, in bytes (its validation counts a Go string's length). */
 const NOTE_MAX_BYTES = 1024

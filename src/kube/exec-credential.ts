@@ -4,8 +4,7 @@
  * allows and it is a terminal. credentials.ts decides when to run again.
  */
 import { spawn } from 'node:child_process'
-import { CrdMigratorError } from '../errors.js'
-import type { KubeCluster, KubeExec } from './kubeconfig.js'
+import { kubeconfigError as fail, type KubeCluster, type KubeExec } from './kubeconfig.js'
 
 export interface ExecCredentialResult {
   token?: string
@@ -16,8 +15,6 @@ export interface ExecCredentialResult {
 
 /** A plugin prints a few kilobytes; anything near this is not an ExecCredential. */
 const MAX_OUTPUT_BYTES = 1024 * 1024
-
-const fail = (message: string) => new CrdMigratorError('CRDM_KUBECONFIG', message)
 
 /** The terminal a plugin may use: whether our stdin is one, and where its stderr goes. */
 export interface ExecTerminal {

@@ -4,7 +4,7 @@ import { urlToHttpOptions } from 'node:url'
 import type { Agent, OutgoingHttpHeaders } from 'node:http'
 import { KubeApiError } from './api-errors.js'
 import { FIELD_MANAGER, userAgent } from '../version.js'
-import { Credentials, type AuthHeaders, type ClientCertificate } from './credentials.js'
+import { Credentials, type ClientCertificate, type CredentialSnapshot } from './credentials.js'
 import { parseKubeconfig, resolveContext, urlHost, type KubeContext } from './kubeconfig.js'
 import { http } from './node-http.js'
 import { proxyFromEnvironment, type ProxyEnvironment } from './proxy-env.js'
@@ -66,11 +66,8 @@ interface Pools {
   clientCertificate: ClientCertificate | undefined
 }
 
-interface Connected {
-  pools: Pools
-  headers: AuthHeaders
-  generation: number
-}
+/** The credentials of a request and the pools holding its client certificate. */
+type Connected = CredentialSnapshot & { pools: Pools }
 
 export class KubeHttp {
   readonly server: URL
@@ -149,14 +146,14 @@ export class KubeHttp {
       }
       this.pools = next
     }
-    return { pools: this.pools, headers: credentials.headers, generation: credentials.generation }
+    return { ...credentials, pools: this.pools }
   }
 
   /** connect() without waiting, when the credentials need no reload and the pools hold them. */
   private connectedNow(): Connected | undefined {
     const credentials = this.credentials.fresh()
     if (!credentials || !this.pools || this.pools.clientCertificate !== credentials.clientCertificate) return undefined
-    return { pools: this.pools, headers: credentials.headers, generation: credentials.generation }
+    return { ...credentials, pools: this.pools }
   }
 
   /** A client of the same cluster and credentials that talks to one API server by address. */
@@ -335,9 +332,9 @@ export class KubeHttp {
     const target = this.target(req.path, req.query)
     for (let attempt = 1; ; attempt++) {
       const connected = await this.connect()
-      const status = await this.openStream(target, req, connected, onEvent)
-      if (this.retryUnauthorized(status.unauthorized ? 401 : 0, attempt, connected)) continue
-      if (status.error) throw status.error
+      const refused = await this.openStream(target, req, connected, onEvent)
+      if (refused && this.retryUnauthorized(refused.status, attempt, connected)) continue
+      if (refused) throw refused
       return
     }
   }
@@ -347,7 +344,7 @@ export class KubeHttp {
     req: Omit<KubeRequest, 'body'>,
     connected: Connected,
     onEvent: (event: unknown) => void,
-  ): Promise<{ unauthorized?: boolean; error?: KubeApiError }> {
+  ): Promise<KubeApiError | undefined> {
     const lib = this.origin.protocol === 'http:' ? http : https
     return new Promise((resolve, reject) => {
       const r = lib.request(
@@ -367,10 +364,7 @@ export class KubeHttp {
             res.on('data', (c: Buffer) => chunks.push(c))
             res.on('end', () => {
               const body = jsonOrText(Buffer.concat(chunks).toString('utf8'))
-              resolve({
-                unauthorized: status === 401,
-                error: this.apiError(status, req.method, target.pathname, { ...req.query, watch: true }, body),
-              })
+              resolve(this.apiError(status, req.method, target.pathname, { ...req.query, watch: true }, body))
             })
             return
           }
@@ -392,11 +386,11 @@ export class KubeHttp {
             }
           })
           res.on('error', reject)
-          res.on('end', () => resolve({}))
-          res.on('close', () => resolve({}))
+          res.on('end', () => resolve(undefined))
+          res.on('close', () => resolve(undefined))
         },
       )
-      r.on('error', (err) => (req.signal?.aborted ? resolve({}) : reject(this.explain(err, 1))))
+      r.on('error', (err) => (req.signal?.aborted ? resolve(undefined) : reject(this.explain(err, 1))))
       limitConnect(r, this.options.connectTimeoutMs)
       r.end()
     })

@@ -147,7 +147,9 @@ type FileUser = z.infer<typeof UserSchema>
 /** A kubeconfig path made absolute against the file's directory; undefined when unset. */
 type ResolvePath = (p: string | null | undefined) => string | undefined
 
+/** A kubeconfig, or a file or plugin it names, that cannot be used: every CRDM_KUBECONFIG of src/kube. */
 const fail = (message: string, cause?: unknown) => new CrdMigratorError('CRDM_KUBECONFIG', message, cause === undefined ? {} : { cause })
+export { fail as kubeconfigError }
 
 /** Relative paths in it (CA, certificates, keys, tokens, an exec command with a `/`) are relative to `file`'s directory. */
 export function parseKubeconfig(source: string, file?: string): Kubeconfig {
@@ -213,12 +215,21 @@ function readEntries<S extends z.ZodType, T extends object>(
 function clusterFrom(name: string, cluster: z.infer<typeof ClusterSchema>, where: string, path: ResolvePath): KubeCluster {
   const c: KubeCluster = {
     name,
-    server: serverUrl(cluster.server, where),
+    server: httpUrl(cluster.server, where, 'server', 'https://10.0.0.1:6443', () => ' must be https:// (or http://)'),
     ...definedOnly({
       certificateAuthorityData: decodeBase64(cluster['certificate-authority-data'], `${where}: certificate-authority-data`),
       certificateAuthority: path(cluster['certificate-authority']),
       tlsServerName: cluster['tls-server-name'] || undefined,
-      proxyUrl: cluster['proxy-url'] ? proxyUrl(cluster['proxy-url'], where) : undefined,
+      // Node's built-in proxy support tunnels through http(s) proxies; SOCKS would need a library.
+      proxyUrl: cluster['proxy-url']
+        ? httpUrl(
+            cluster['proxy-url'],
+            where,
+            'proxy-url',
+            'http://proxy.example.com:3128',
+            (scheme) => `: only http:// and https:// proxies are supported, not ${scheme}`,
+          )
+        : undefined,
       execExtension: cluster.extensions?.find((e) => e.name === EXEC_CLUSTER_EXTENSION)?.extension,
     }),
     insecureSkipTlsVerify: cluster['insecure-skip-tls-verify'] === true,
@@ -339,19 +350,6 @@ function httpUrl(value: string, where: string, field: string, example: string, o
   if (url.protocol !== 'https:' && url.protocol !== 'http:') throw fail(`${said}${otherScheme(url.protocol.replace(/:$/, ''))}`)
   return url
 }
-
-const serverUrl = (server: string, where: string): URL =>
-  httpUrl(server, where, 'server', 'https://10.0.0.1:6443', () => ' must be https:// (or http://)')
-
-// Node's built-in proxy support tunnels through http(s) proxies; SOCKS would need a library.
-const proxyUrl = (proxy: string, where: string): URL =>
-  httpUrl(
-    proxy,
-    where,
-    'proxy-url',
-    'http://proxy.example.com:3128',
-    (scheme) => `: only http:// and https:// proxies are supported, not ${scheme}`,
-  )
 
 function decodeBase64(value: string | null | undefined, where: string): string | undefined {
   if (!value) return undefined

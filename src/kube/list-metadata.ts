@@ -48,8 +48,13 @@ export interface ListMetadataOptions {
 
 /** Streams every object of a resource, all namespaces, as PartialObjectMetadata (resumableList). */
 export function listMetadata(http: KubeHttp, ref: ResourceRef, options: ListMetadataOptions): AsyncGenerator<MetadataPage> {
-  const lookup = { ref, currentResourceVersion: () => currentResourceVersion(http, options) }
-  return resumableList(throughAnyVersion(http, ref, options), options, lookup)
+  const fetchPage = options.fetchPage ?? (<T>(f: () => Promise<T>) => f())
+  // The API server's current resourceVersion (etcd's revision), read from a list of one CRD.
+  const crds = pageRequest<PartialObjectMetadata>(http, CRD_API, { accept: Accept.partialObjectMetadataList })
+  const currentResourceVersion = async () =>
+    (await fetchPage(() => crds({ limit: 1, continue: undefined }))).metadata.resourceVersion ?? '0'
+  const anyVersion = throughAnyVersion(http, ref, options)
+  return resumableList((query) => fetchPage(() => anyVersion(query)), options, { ref, currentResourceVersion })
 }
 
 /**
@@ -174,9 +179,8 @@ async function unreadableAfter<T>(
   return { key, remaining: remainingFromProbe }
 }
 
-/** A page through the storage version, else through each alternate the error allows; each page in `fetchPage`. */
+/** A page through the storage version, else through each alternate the error allows. */
 function throughAnyVersion(http: KubeHttp, ref: ResourceRef, options: ListMetadataOptions): PageRequest<PartialObjectMetadata> {
-  const fetchPage = options.fetchPage ?? (<T>(f: () => Promise<T>) => f())
   const throughVersion = (version: string) =>
     pageRequest<PartialObjectMetadata>(http, collectionPath({ ...ref, version }), {
       accept: Accept.partialObjectMetadataList,
@@ -184,29 +188,20 @@ function throughAnyVersion(http: KubeHttp, ref: ResourceRef, options: ListMetada
     })
   const storage = throughVersion(ref.version)
   const alternates = (options.alternateVersions ?? []).map(throughVersion)
-  return (query) =>
-    fetchPage(async () => {
-      try {
-        return await storage(query)
-      } catch (err) {
-        const alternate = options.listThroughAlternate
-        if (!alternate?.(err)) throw err
-        for (const request of alternates) {
-          try {
-            return await request(query)
-          } catch (other) {
-            if (!alternate(other)) throw other
-          }
+  return async (query) => {
+    try {
+      return await storage(query)
+    } catch (err) {
+      const alternate = options.listThroughAlternate
+      if (!alternate?.(err)) throw err
+      for (const request of alternates) {
+        try {
+          return await request(query)
+        } catch (other) {
+          if (!alternate(other)) throw other
         }
-        throw err
       }
-    })
-}
-
-/** The API server's current resourceVersion (etcd's revision), read from a list of one CRD. */
-async function currentResourceVersion(http: KubeHttp, options: ListMetadataOptions): Promise<string> {
-  const fetchPage = options.fetchPage ?? (<T>(f: () => Promise<T>) => f())
-  const crds = pageRequest<PartialObjectMetadata>(http, CRD_API, { accept: Accept.partialObjectMetadataList })
-  const list = await fetchPage(() => crds({ limit: 1, continue: undefined }))
-  return list.metadata.resourceVersion ?? '0'
+      throw err
+    }
+  }
 }

@@ -5,7 +5,7 @@
  */
 import { BlockList, isIP } from 'node:net'
 import { domainToASCII } from 'node:url'
-import { CrdMigratorError } from '../errors.js'
+import { kubeconfigError } from './kubeconfig.js'
 
 export type ProxyEnvironment = Readonly<Record<string, string | undefined>>
 
@@ -36,7 +36,7 @@ function parseProxy(variable: string, value: string): URL {
   // As Go: a value without a scheme (proxy.example.com:3128) is an http:// proxy.
   const text = value.includes('://') ? value : `http://${value}`
   const url = URL.canParse(text) ? new URL(text) : undefined
-  const invalid = (why: string) => new CrdMigratorError('CRDM_KUBECONFIG', `${variable} ${JSON.stringify(value)}${why}`)
+  const invalid = (why: string) => kubeconfigError(`${variable} ${JSON.stringify(value)}${why}`)
   if (!url || !url.hostname || !['http:', 'https:', 'socks5:'].includes(url.protocol))
     throw invalid(' is not a proxy URL such as http://proxy.example.com:3128')
   if (url.protocol === 'socks5:')

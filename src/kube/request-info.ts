@@ -16,7 +16,14 @@ export interface RequestAttributes {
 /** Subresources of a namespace that are not namespaced resources (`/api/v1/namespaces/x/status`). */
 const NAMESPACE_SUBRESOURCES = new Set(['status', 'finalize'])
 
-const VERBS: Readonly<Record<string, string>> = { POST: 'create', PUT: 'update', PATCH: 'patch' }
+/** RBAC's verb for each method: on one named object, and on a collection (GET of a collection with watch: `watch`). */
+const VERBS: Readonly<Record<string, readonly [one: string, collection: string]>> = {
+  GET: ['get', 'list'],
+  DELETE: ['delete', 'deletecollection'],
+  POST: ['create', 'create'],
+  PUT: ['update', 'update'],
+  PATCH: ['patch', 'patch'],
+}
 
 /** The attributes of `method path?query`; `path` without the server's own prefix. */
 export function requestAttributes(
@@ -43,18 +50,8 @@ export function requestAttributes(
   }
   const [resource, name, subresource] = rest.map((p) => decodeURIComponent(p))
   const watch = query?.['watch'] === true || query?.['watch'] === 1 || query?.['watch'] === 'true' || query?.['watch'] === '1'
-  const verb =
-    method === 'GET'
-      ? name !== undefined
-        ? 'get'
-        : watch
-          ? 'watch'
-          : 'list'
-      : method === 'DELETE'
-        ? name !== undefined
-          ? 'delete'
-          : 'deletecollection'
-        : (VERBS[method] ?? method.toLowerCase())
+  const [one, collection] = VERBS[method] ?? [method.toLowerCase(), method.toLowerCase()]
+  const verb = name !== undefined ? one : method === 'GET' && watch ? 'watch' : collection
   return {
     verb,
     group,

@@ -1,7 +1,7 @@
 /** Finds a resource as kubectl does, through discovery (`secrets`, `deployments.apps`, `widgets.v2.example.com`, or a GVR). */
 import { CrdMigratorError } from '../errors.js'
 import { type KubeHttp } from './http.js'
-import { isNotFound, unlessNotFound } from './api-errors.js'
+import { unlessNotFound } from './api-errors.js'
 import { groupPath, groupVersionPath, type ResourceRef } from './paths.js'
 
 export interface ResourceName {
@@ -32,14 +32,10 @@ export function describeResourceName(r: ResourceName): string {
 
 export async function resolveResource(http: KubeHttp, name: ResourceName): Promise<ResourceRef> {
   const version = name.version || (await preferredVersion(http, name.group))
-  let list: ApiResourceList
-  try {
-    list = (await http.request<ApiResourceList>({ method: 'GET', path: groupVersionPath({ group: name.group, version }) })).body
-  } catch (err) {
-    if (isNotFound(err)) throw notServed(name, `${name.group || 'core'}/${version} is not served`)
-    throw err
-  }
-  const found = list.resources?.find((r) => r.name === name.resource)
+  const path = groupVersionPath({ group: name.group, version })
+  const list = await unlessNotFound(http.request<ApiResourceList>({ method: 'GET', path }))
+  if (!list) throw notServed(name, `${name.group || 'core'}/${version} is not served`)
+  const found = list.body.resources?.find((r) => r.name === name.resource)
   if (!found) throw notServed(name, `no resource ${name.resource} in ${name.group ? `${name.group}/` : ''}${version}`)
   if (!(found.verbs ?? []).includes('patch') || !(found.verbs ?? []).includes('list'))
     throw notServed(name, `${name.resource} cannot be listed and patched, so it cannot be rewritten`)

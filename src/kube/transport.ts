@@ -1,11 +1,10 @@
 /**
  * Connection pools to one API server as a kubeconfig cluster says (CA, tls-server-name, proxy,
- * client certificate); the one place sending requests: KubeHttp and {@link postToWebhook} both use {@link roundTrip}.
+ * client certificate); the one place sending requests: KubeHttp and the conversion webhook's POST (conversion-review.ts) use {@link roundTrip}.
  */
 import type { Agent, AgentOptions as HttpAgentOptions, ClientRequest, IncomingHttpHeaders } from 'node:http'
 import type { Socket } from 'node:net'
 import https from 'node:https'
-import { urlToHttpOptions } from 'node:url'
 import { checkServerIdentity, TLSSocket, type PeerCertificate } from 'node:tls'
 import { readKubeconfigFileSync, type ClientCertificate } from './credentials.js'
 import { http } from './node-http.js'
@@ -112,32 +111,6 @@ export function roundTrip(
     if (errors.connectTimeoutMs !== undefined) limitConnect(r, errors.connectTimeoutMs)
     r.end(payload)
   })
-}
-
-/**
- * A JSON POST to a CRD's conversion webhook as kube-apiserver sends it (no credentials, no
- * proxy). A connection per call: calls are few, and a pooled socket the webhook closed would fail one.
- */
-export function postToWebhook(
-  url: URL,
-  body: unknown,
-  options: { caBundle: string | undefined; timeoutMs: number },
-  errors: RoundTripErrors,
-): Promise<RoundTripAnswer> {
-  const payload = Buffer.from(JSON.stringify(body))
-  return roundTrip(
-    {
-      ...urlToHttpOptions(url),
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json', Accept: 'application/json', 'Content-Length': payload.length },
-      // Trusted as kube-apiserver does: its caBundle, else the system roots; nothing of the kubeconfig.
-      ...(options.caBundle ? { ca: Buffer.from(options.caBundle, 'base64').toString('utf8') } : {}),
-      timeout: options.timeoutMs,
-      agent: false,
-    },
-    payload,
-    errors,
-  )
 }
 
 /**
