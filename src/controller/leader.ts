@@ -1,18 +1,16 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
+import type { Config } from '../config/schema.js'
 import { type KubeHttp } from '../kube/http.js'
 import { isConflict, unlessNotFound } from '../kube/api-errors.js'
 import { microTime } from '../kube/events.js'
 import { collectionPath, objectPath, type ResourceRef } from '../kube/paths.js'
 import { HandOff } from '../migrator/freeze/hand-off.js'
 
-interface LeaderElectionOptions {
+type LeaderElectionOptions = Pick<Config['leaderElection'], 'leaseDurationSeconds' | 'renewDeadlineSeconds' | 'retryPeriodSeconds'> & {
   namespace: string
   name: string
   identity: string
-  leaseDurationSeconds: number
-  renewDeadlineSeconds: number
-  retryPeriodSeconds: number
 }
 
 interface Lease {
