@@ -256,12 +256,8 @@ export class CertificateWatcher {
         : first
           ? 'no usable serving certificate at startup; waiting for one (not ready)'
           : 'no usable certificate/key yet; not ready'
-      if (fresh) {
-        logger?.warn(log, msg)
-        this.#options.onReject?.(error.reason, error)
-      } else {
-        logger?.debug(log, msg)
-      }
+      logger?.[fresh ? 'warn' : 'debug'](log, msg)
+      if (fresh) this.#options.onReject?.(error.reason, error)
       if (error.validFrom) {
         // Polling may be off or slow: a pair that becomes valid is taken when it does (not past
         // setTimeout's 24.8-day maximum; polling covers anything later).
