@@ -6,6 +6,7 @@
 import type { DiscoveredResource } from '../kube/discovery.js'
 import { collectionPath } from '../kube/paths.js'
 import {
+  hasCondition,
   isFinished,
   KSVM_API_VERSION,
   ksvmResource,
@@ -152,9 +153,8 @@ export function nextStatus(state: StorageState | undefined, hash: string, heartb
 
 /** KSVM's markStorageStateSucceeded: a Succeeded migration leaves only the current hash persisted; undefined: nothing to write. */
 export function statusAfterMigration(state: StorageState, svm: StorageVersionMigration): StorageStateStatus | undefined {
-  const succeeded = (svm.status?.conditions ?? []).some((c) => c.type === 'Succeeded' && c.status === 'True')
+  if (!hasCondition(svm, 'Succeeded')) return undefined
   const current = state.status?.currentStorageVersionHash ?? ''
-  if (!succeeded) return undefined
   const persisted = state.status?.persistedStorageVersionHashes ?? []
   if (persisted.length === 1 && persisted[0] === current) return undefined
   return { ...state.status, persistedStorageVersionHashes: [current] }
