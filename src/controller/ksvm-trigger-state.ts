@@ -5,6 +5,7 @@
  */
 import type { DiscoveredResource } from '../kube/discovery.js'
 import { collectionPath } from '../kube/paths.js'
+import type { ResourceName } from '../kube/resources.js'
 import {
   hasCondition,
   isFinished,
@@ -36,10 +37,7 @@ export interface StorageState {
   status?: StorageStateStatus
 }
 
-export interface GroupResource {
-  group: string
-  resource: string
-}
+export type GroupResource = Pick<ResourceName, 'group' | 'resource'>
 
 /** KSVM's storageStateName: `<resource>.<group>`, just `<resource>` for the core group. */
 export function storageStateName(r: GroupResource): string {

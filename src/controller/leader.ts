@@ -156,22 +156,14 @@ export class LeaderElector {
   }
 }
 
-/** Who held a Lease before {@link seizeLease} took it, and whether that holder was live. */
-interface SeizedLease {
-  previousHolder: string | undefined
-  /** Renewed within its duration (by the seizer's clock against the Lease's renewTime). */
-  previousLive: boolean
-}
-
 /**
  * Takes the Lease whoever holds it, for `holdSeconds` (uninstall hook, `lift-freezes`): a leader
  * seeing another holder stops at its next renewal and hands its runs off (renewLoop); candidates
- * wait the hold out. Undefined when there is no Lease (no replica ever led).
+ * wait the hold out. Says who held it before, and whether that holder was live (renewed within
+ * its duration, by the seizer's clock against the Lease's renewTime); undefined when there is
+ * no Lease (no replica ever led).
  */
-export async function seizeLease(
-  http: KubeHttp,
-  lease: { namespace: string; name: string; identity: string; holdSeconds: number },
-): Promise<SeizedLease | undefined> {
+export async function seizeLease(http: KubeHttp, lease: { namespace: string; name: string; identity: string; holdSeconds: number }) {
   const path = objectPath(LEASES, lease.namespace, lease.name)
   for (;;) {
     const current = (await unlessNotFound(http.request<Lease>({ method: 'GET', path })))?.body
