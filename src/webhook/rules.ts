@@ -109,27 +109,20 @@ export function decideAdmission(input: AdmissionInput, policy: AdmissionPolicy):
   }
 }
 
-interface Identity {
-  migrator: boolean
-  /** May override what break-glass may: a member of a break-glass group, or allowed FREEZE_PERMISSION by RBAC. */
-  breakGlass: boolean
-  /** A member of a break-glass group (the fixed fallback, also without RBAC). */
-  breakGlassGroup: boolean
-  /** kube-controller-manager (policy.builtinMigratorUsers). */
-  builtinMigrator: boolean
-}
-
 interface DecisionContext extends MessageContext {
-  identity: Identity
+  identity: ReturnType<typeof classifyIdentity>
 }
 
-function classifyIdentity(user: UserIdentity, policy: AdmissionPolicy, freezeAllowed: boolean): Identity {
+function classifyIdentity(user: UserIdentity, policy: AdmissionPolicy, freezeAllowed: boolean) {
   const inAny = (groups: readonly string[]) => user.groups.some((g) => groups.includes(g))
   const breakGlassGroup = inAny(policy.breakGlassGroups)
   return {
     migrator: isListedUser(user, policy.migratorUsers) || inAny(policy.migratorGroups),
+    /** May override what break-glass may: a member of a break-glass group, or allowed FREEZE_PERMISSION by RBAC. */
     breakGlass: breakGlassGroup || freezeAllowed,
+    /** A member of a break-glass group (the fixed fallback, also without RBAC). */
     breakGlassGroup,
+    /** kube-controller-manager (policy.builtinMigratorUsers). */
     builtinMigrator: isListedUser(user, policy.builtinMigratorUsers),
   }
 }
