@@ -4,13 +4,7 @@ import { splitList } from './accept-entries.js'
 
 export type SettingKind = 'string' | 'int' | 'number' | 'boolean' | 'list'
 
-export interface Setting {
-  path: string
-  flag: string
-  env: string
-  kind: SettingKind
-  description: string
-}
+export type Setting = ReturnType<typeof setting>
 
 /** One row of the table; the environment variable is the flag upper-snake-cased under CRD_MIGRATOR_, unless given. */
 function setting(
@@ -19,7 +13,7 @@ function setting(
   kind: SettingKind,
   description: string,
   env = `CRD_MIGRATOR_${flag.toUpperCase().replaceAll('-', '_')}`,
-): Setting {
+) {
   return { path, flag, env, kind, description }
 }
 

@@ -109,18 +109,10 @@ export class MigrationController {
       return undefined
     }
     const { http, owner, metrics, events, onProgress, checkpointSeal } = this.deps
-    const migrate = () =>
-      migrateCrd(name, settingsFor(config, name), {
-        http,
-        owner,
-        logger,
-        signal,
-        metrics,
-        events,
-        checkpointSeal,
-        ...(this.budget ? { budget: this.budget } : {}),
-        ...(onProgress ? { onProgress: (phase: Phase, p: WalkProgress) => onProgress(name, phase, p) } : {}),
-      })
+    const context: MigrationContext = { http, owner, logger, signal, metrics, events, checkpointSeal }
+    if (this.budget) context.budget = this.budget
+    if (onProgress) context.onProgress = (phase, p) => onProgress(name, phase, p)
+    const migrate = () => migrateCrd(name, settingsFor(config, name), context)
     metrics?.crdsInFlight.inc()
     let result: MigrationResult
     try {

@@ -5,7 +5,9 @@
  */
 import type { DiscoveredResource } from '../kube/discovery.js'
 import { collectionPath } from '../kube/paths.js'
+import type { ResourceName } from '../kube/resources.js'
 import {
+  hasCondition,
   isFinished,
   KSVM_API_VERSION,
   ksvmResource,
@@ -35,10 +37,7 @@ export interface StorageState {
   status?: StorageStateStatus
 }
 
-export interface GroupResource {
-  group: string
-  resource: string
-}
+export type GroupResource = Pick<ResourceName, 'group' | 'resource'>
 
 /** KSVM's storageStateName: `<resource>.<group>`, just `<resource>` for the core group. */
 export function storageStateName(r: GroupResource): string {
@@ -152,9 +151,8 @@ export function nextStatus(state: StorageState | undefined, hash: string, heartb
 
 /** KSVM's markStorageStateSucceeded: a Succeeded migration leaves only the current hash persisted; undefined: nothing to write. */
 export function statusAfterMigration(state: StorageState, svm: StorageVersionMigration): StorageStateStatus | undefined {
-  const succeeded = (svm.status?.conditions ?? []).some((c) => c.type === 'Succeeded' && c.status === 'True')
+  if (!hasCondition(svm, 'Succeeded')) return undefined
   const current = state.status?.currentStorageVersionHash ?? ''
-  if (!succeeded) return undefined
   const persisted = state.status?.persistedStorageVersionHashes ?? []
   if (persisted.length === 1 && persisted[0] === current) return undefined
   return { ...state.status, persistedStorageVersionHashes: [current] }

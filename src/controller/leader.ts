@@ -1,18 +1,16 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
+import type { Config } from '../config/schema.js'
 import { type KubeHttp } from '../kube/http.js'
 import { isConflict, unlessNotFound } from '../kube/api-errors.js'
 import { microTime } from '../kube/events.js'
 import { collectionPath, objectPath, type ResourceRef } from '../kube/paths.js'
 import { HandOff } from '../migrator/freeze/hand-off.js'
 
-interface LeaderElectionOptions {
+type LeaderElectionOptions = Pick<Config['leaderElection'], 'leaseDurationSeconds' | 'renewDeadlineSeconds' | 'retryPeriodSeconds'> & {
   namespace: string
   name: string
   identity: string
-  leaseDurationSeconds: number
-  renewDeadlineSeconds: number
-  retryPeriodSeconds: number
 }
 
 interface Lease {
@@ -158,22 +156,14 @@ export class LeaderElector {
   }
 }
 
-/** Who held a Lease before {@link seizeLease} took it, and whether that holder was live. */
-interface SeizedLease {
-  previousHolder: string | undefined
-  /** Renewed within its duration (by the seizer's clock against the Lease's renewTime). */
-  previousLive: boolean
-}
-
 /**
  * Takes the Lease whoever holds it, for `holdSeconds` (uninstall hook, `lift-freezes`): a leader
  * seeing another holder stops at its next renewal and hands its runs off (renewLoop); candidates
- * wait the hold out. Undefined when there is no Lease (no replica ever led).
+ * wait the hold out. Says who held it before, and whether that holder was live (renewed within
+ * its duration, by the seizer's clock against the Lease's renewTime); undefined when there is
+ * no Lease (no replica ever led).
  */
-export async function seizeLease(
-  http: KubeHttp,
-  lease: { namespace: string; name: string; identity: string; holdSeconds: number },
-): Promise<SeizedLease | undefined> {
+export async function seizeLease(http: KubeHttp, lease: { namespace: string; name: string; identity: string; holdSeconds: number }) {
   const path = objectPath(LEASES, lease.namespace, lease.name)
   for (;;) {
     const current = (await unlessNotFound(http.request<Lease>({ method: 'GET', path })))?.body

@@ -4,8 +4,8 @@
  * again afterwards), and failures back off exponentially per name.
  */
 export class WorkQueue {
+  /** Names waiting, in the order queued. */
   private readonly queued = new Set<string>()
-  private readonly order: string[] = []
   private readonly active = new Set<string>()
   private readonly dirty = new Set<string>()
   private readonly failures = new Map<string, number>()
@@ -26,8 +26,7 @@ export class WorkQueue {
     }
     if (this.queued.has(name)) return
     this.queued.add(name)
-    this.order.push(name)
-    this.onLength?.(this.order.length)
+    this.onLength?.(this.queued.size)
     this.waiters.shift()?.()
   }
 
@@ -55,16 +54,16 @@ export class WorkQueue {
   }
 
   get length(): number {
-    return this.order.length
+    return this.queued.size
   }
 
   /** Waits for the next name; undefined once `signal` aborts. */
   async next(signal: AbortSignal): Promise<string | undefined> {
     while (!signal.aborted) {
-      const name = this.order.shift()
+      const [name] = this.queued
       if (name !== undefined) {
-        this.onLength?.(this.order.length)
         this.queued.delete(name)
+        this.onLength?.(this.queued.size)
         this.active.add(name)
         return name
       }

@@ -7,20 +7,9 @@ export const PROCESS_METRIC_NAMES = Object.freeze({
   leader: 'crd_migrator_leader',
 })
 
-interface BuildInfo {
-  version: string
-  nodeVersion: string
-}
+export type ProcessMetrics = ReturnType<typeof createProcessMetrics>
 
-export interface ProcessMetrics {
-  /** 1 while this replica holds the Lease (or, without leader election, runs the controller). */
-  setLeader(leading: boolean): void
-}
-
-export function createProcessMetrics(
-  registry: Registry,
-  build: BuildInfo = { version: VERSION, nodeVersion: process.version },
-): ProcessMetrics {
+export function createProcessMetrics(registry: Registry, build = { version: VERSION, nodeVersion: process.version }) {
   const registers = [registry]
   new Gauge({
     name: PROCESS_METRIC_NAMES.buildInfo,
@@ -34,5 +23,8 @@ export function createProcessMetrics(
     registers,
   })
   leader.set(0)
-  return { setLeader: (leading) => leader.set(leading ? 1 : 0) }
+  return {
+    /** 1 while this replica holds the Lease (or, without leader election, runs the controller). */
+    setLeader: (leading: boolean) => leader.set(leading ? 1 : 0),
+  }
 }

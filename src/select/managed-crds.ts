@@ -25,15 +25,12 @@ export async function namedOrManagedCrds(
   http: KubeHttp,
   selector: Config['migrator']['selector'],
   names: readonly string[],
-): Promise<{ crds: CustomResourceDefinition[]; missing: string[] }> {
+): ReturnType<typeof crdsByName> {
   return names.length ? crdsByName(http, names) : { crds: await managedCrds(http, selector), missing: [] }
 }
 
 /** The named CRDs, one GET each, in the order named; those that do not exist in `missing`. */
-export async function crdsByName(
-  http: KubeHttp,
-  names: readonly string[],
-): Promise<{ crds: CustomResourceDefinition[]; missing: string[] }> {
+export async function crdsByName(http: KubeHttp, names: readonly string[]) {
   const crds: CustomResourceDefinition[] = []
   const missing: string[] = []
   for (const name of names) {

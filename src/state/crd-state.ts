@@ -73,30 +73,10 @@ export function readCrdConsent(crd: Pick<CustomResourceDefinition, 'metadata'>):
 /** An annotation patch: a value sets a key, null removes it (JSON merge patch). */
 type AnnotationPatch = Record<string, string | null>
 
-export interface CrdState {
-  /** The migrating annotation has the migrating value. */
-  frozen: boolean
-  /** Set when the freeze is a crd-migrator run's (it wrote its owner annotation). */
-  owner: string | undefined
-  heartbeat: Date | undefined
-  startedAt: string | undefined
-  targetStorageVersion: string | undefined
-  frozenGeneration: number | undefined
-  checkpoint: string | undefined
-  checkpointSeal: string | undefined
-  phase: string | undefined
-  progress: string | undefined
-  lastResult: string | undefined
-  lastDuration: string | undefined
-  /** The CRD generation the last success (or "nothing to do") was for. */
-  observedGeneration: number | undefined
-  builtinMigration: string | undefined
-  handedOff: string | undefined
-  /** Whether the CRD carries the migrating annotation (any value) or any state key. */
-  carriesState: boolean
-}
+/** What a CRD's annotations say of its freeze and its runs: each state annotation, read (empty: undefined). */
+export type CrdState = ReturnType<typeof readCrdState>
 
-export function readCrdState(crd: Pick<CustomResourceDefinition, 'metadata'>, migratingAnnotation: string): CrdState {
+export function readCrdState(crd: Pick<CustomResourceDefinition, 'metadata'>, migratingAnnotation: string) {
   const a = crd.metadata.annotations ?? {}
   const text = (key: string) => a[key] || undefined
   const heartbeat = text(StateAnnotation.heartbeat) ? new Date(a[StateAnnotation.heartbeat]!) : undefined
@@ -105,7 +85,9 @@ export function readCrdState(crd: Pick<CustomResourceDefinition, 'metadata'>, mi
     return Number.isFinite(n) ? n : undefined
   }
   return {
+    /** The migrating annotation has the migrating value. */
     frozen: a[migratingAnnotation] === MIGRATING_VALUE,
+    /** Set when the freeze is a crd-migrator run's (it wrote its owner annotation). */
     owner: text(StateAnnotation.owner),
     heartbeat: heartbeat && !Number.isNaN(heartbeat.getTime()) ? heartbeat : undefined,
     startedAt: text(StateAnnotation.startedAt),
@@ -117,9 +99,11 @@ export function readCrdState(crd: Pick<CustomResourceDefinition, 'metadata'>, mi
     progress: text(StateAnnotation.progress),
     lastResult: text(StateAnnotation.lastResult),
     lastDuration: text(StateAnnotation.lastDuration),
+    /** The CRD generation the last success (or "nothing to do") was for. */
     observedGeneration: number(StateAnnotation.observedGeneration),
     builtinMigration: text(StateAnnotation.builtinMigration),
     handedOff: text(StateAnnotation.handedOff),
+    /** Whether the CRD carries the migrating annotation (any value) or any state key. */
     carriesState: a[migratingAnnotation] !== undefined || Object.keys(a).some(isStateAnnotation),
   }
 }

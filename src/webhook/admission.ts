@@ -3,23 +3,13 @@ import { CONFIG_DEFAULTS } from '../config/schema.js'
 import { MIGRATING_VALUE } from '../state/crd-state.js'
 import type { UserIdentity } from '../config/identities.js'
 
-export interface AdmissionPolicy {
-  migratingAnnotation: string
-  migratingValue: string
-  migratorUsers: readonly string[]
-  migratorGroups: readonly string[]
-  breakGlassGroups: readonly string[]
-  /** kube-controller-manager's identities, allowed to change the StorageMigrating condition. */
-  builtinMigratorUsers: readonly string[]
-}
+/** The migrating annotation and the value that freezes, and who is who: config's identities (config/schema.ts). */
+export type AdmissionPolicy = { migratingAnnotation: string; migratingValue: string } & (typeof CONFIG_DEFAULTS)['identities']
 
 export const DEFAULT_ADMISSION_POLICY: AdmissionPolicy = Object.freeze({
   migratingAnnotation: CONFIG_DEFAULTS.annotations.migrating,
   migratingValue: MIGRATING_VALUE,
-  migratorUsers: CONFIG_DEFAULTS.identities.migratorUsers,
-  migratorGroups: CONFIG_DEFAULTS.identities.migratorGroups,
-  breakGlassGroups: CONFIG_DEFAULTS.identities.breakGlassGroups,
-  builtinMigratorUsers: CONFIG_DEFAULTS.identities.builtinMigratorUsers,
+  ...CONFIG_DEFAULTS.identities,
 })
 
 export const ADMISSION_OPERATIONS = ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'] as const

@@ -21,17 +21,12 @@ export const MAX_JSON_DEPTH = 512
  */
 export const MIN_BYTES_PER_JSON_CONTAINER = 12
 
-export interface JsonShapeLimits {
-  maxDepth: number
-  maxContainers: number
-}
-
 export interface JsonShapeViolation {
   limit: 'depth' | 'containers'
   max: number
 }
 
-export function jsonShapeLimits(bodyLimitBytes: number): JsonShapeLimits {
+export function jsonShapeLimits(bodyLimitBytes: number) {
   return {
     maxDepth: MAX_JSON_DEPTH,
     maxContainers: Math.max(1024, Math.floor(bodyLimitBytes / MIN_BYTES_PER_JSON_CONTAINER)),
@@ -52,7 +47,7 @@ const CLOSE_OBJECT = 0x7d
  * a 3 MiB JS string alone costs 10-20 ms; safe because UTF-8 never uses bytes < 0x80 inside a
  * multi-byte character. May miscount only past a syntax error, where JSON.parse stops anyway.
  */
-export function checkJsonShape(body: Buffer, limits: JsonShapeLimits): JsonShapeViolation | undefined {
+export function checkJsonShape(body: Buffer, limits: ReturnType<typeof jsonShapeLimits>): JsonShapeViolation | undefined {
   let depth = 0
   let containers = 0
   const length = body.length

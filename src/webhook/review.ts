@@ -49,12 +49,6 @@ export interface AdmissionResponse {
   auditAnnotations?: Record<string, string>
 }
 
-export interface AdmissionReviewResponse {
-  apiVersion: typeof ADMISSION_REVIEW_API_VERSION
-  kind: typeof ADMISSION_REVIEW_KIND
-  response: AdmissionResponse
-}
-
 export type ParseReviewResult = { ok: true; request: AdmissionRequest } | { ok: false; error: string }
 
 function describe(value: unknown): string {
@@ -204,7 +198,7 @@ export function reviewAdmission(request: AdmissionRequest, policy: AdmissionPoli
 }
 
 /** The uid must be the request's. */
-export function toAdmissionReviewResponse(uid: string, decision: AdmissionDecision): AdmissionReviewResponse {
+export function toAdmissionReviewResponse(uid: string, decision: AdmissionDecision) {
   const response: AdmissionResponse = { uid, allowed: decision.allowed }
   if (!decision.allowed) {
     response.status = { code: decision.code ?? 403, message: decision.message ?? 'denied' }

@@ -67,12 +67,17 @@ const BREAK_GLASS_MAY_OVERRIDE: ReadonlySet<DenialReason> = new Set([
   'builtin-condition-guarded',
 ])
 
-/** What each operation is checked for; CONNECT does not exist for CRDs: nothing to freeze. */
-const VIOLATIONS: Record<AdmissionOperation, (input: AdmissionInput, ctx: DecisionContext) => Violation[]> = {
-  UPDATE: updateViolations,
-  CREATE: createViolations,
-  DELETE: deleteViolations,
-  CONNECT: () => [],
+type ReviewObject = 'object' | 'oldObject'
+
+/** What each operation must carry, and is then checked for; CONNECT does not exist for CRDs: nothing to freeze. */
+const VIOLATIONS: Record<
+  AdmissionOperation,
+  { carries: ReviewObject[]; check: (input: AdmissionInput, ctx: DecisionContext) => Violation[] }
+> = {
+  UPDATE: { carries: ['object', 'oldObject'], check: updateViolations },
+  CREATE: { carries: ['object'], check: createViolations },
+  DELETE: { carries: ['oldObject'], check: deleteViolations },
+  CONNECT: { carries: [], check: () => [] },
 }
 
 export function decideAdmission(input: AdmissionInput, policy: AdmissionPolicy): AdmissionDecision {
@@ -80,7 +85,9 @@ export function decideAdmission(input: AdmissionInput, policy: AdmissionPolicy):
   const identity = classifyIdentity(input.userInfo, policy, input.freezeAllowed === true)
   const ctx: DecisionContext = { crdName, identity, policy, user: input.userInfo }
 
-  const violations = VIOLATIONS[input.operation](input, ctx)
+  const { carries, check } = VIOLATIONS[input.operation]
+  const shape = shapeViolation(input, carries, ctx)
+  const violations = shape ? [shape] : check(input, ctx)
   const first = violations[0]
   if (first === undefined) return { allowed: true, reason: 'allowed' }
   // Break-glass overrides the freeze's bookkeeping guards, never the freeze nor a malformed review.
@@ -102,35 +109,27 @@ export function decideAdmission(input: AdmissionInput, policy: AdmissionPolicy):
   }
 }
 
-interface Identity {
-  migrator: boolean
-  /** May override what break-glass may: a member of a break-glass group, or allowed FREEZE_PERMISSION by RBAC. */
-  breakGlass: boolean
-  /** A member of a break-glass group (the fixed fallback, also without RBAC). */
-  breakGlassGroup: boolean
-  /** kube-controller-manager (policy.builtinMigratorUsers). */
-  builtinMigrator: boolean
-}
-
 interface DecisionContext extends MessageContext {
-  identity: Identity
+  identity: ReturnType<typeof classifyIdentity>
 }
 
-function classifyIdentity(user: UserIdentity, policy: AdmissionPolicy, freezeAllowed: boolean): Identity {
+function classifyIdentity(user: UserIdentity, policy: AdmissionPolicy, freezeAllowed: boolean) {
   const inAny = (groups: readonly string[]) => user.groups.some((g) => groups.includes(g))
   const breakGlassGroup = inAny(policy.breakGlassGroups)
   return {
     migrator: isListedUser(user, policy.migratorUsers) || inAny(policy.migratorGroups),
+    /** May override what break-glass may: a member of a break-glass group, or allowed FREEZE_PERMISSION by RBAC. */
     breakGlass: breakGlassGroup || freezeAllowed,
+    /** A member of a break-glass group (the fixed fallback, also without RBAC). */
     breakGlassGroup,
+    /** kube-controller-manager (policy.builtinMigratorUsers). */
     builtinMigrator: isListedUser(user, policy.builtinMigratorUsers),
   }
 }
 
+/** updateViolations, createViolations, deleteViolations: request.object and oldObject as VIOLATIONS says, already checked. */
 function updateViolations(input: AdmissionInput, ctx: DecisionContext): Violation[] {
   const { policy } = ctx
-  const shape = shapeViolation(input, ['object', 'oldObject'], ctx)
-  if (shape) return [shape]
   const object = input.object as JsonObject
   const oldObject = input.oldObject as JsonObject
   const frozen = isFrozen(oldObject, policy)
@@ -159,22 +158,16 @@ function updateViolations(input: AdmissionInput, ctx: DecisionContext): Violatio
 }
 
 function createViolations(input: AdmissionInput, ctx: DecisionContext): Violation[] {
-  const { policy } = ctx
-  const shape = shapeViolation(input, ['object'], ctx)
-  if (shape) return [shape]
   if (ctx.identity.migrator) return []
   const object = input.object as JsonObject
-  const value = annotationValue(object, policy.migratingAnnotation)
+  const value = annotationValue(object, ctx.policy.migratingAnnotation)
   const migrating = value === undefined ? undefined : messages.migratingGuarded(ctx, undefined, value)
   return [migrating, stateViolation({}, object, false, ctx)].filter((v) => v !== undefined)
 }
 
 function deleteViolations(input: AdmissionInput, ctx: DecisionContext): Violation[] {
-  const { policy } = ctx
-  const shape = shapeViolation(input, ['oldObject'], ctx)
-  if (shape) return [shape]
   const oldObject = input.oldObject as JsonObject
-  const by: FreezeSource | undefined = isFrozen(oldObject, policy) ? 'annotation' : builtinMigrating(oldObject) ? 'builtin' : undefined
+  const by: FreezeSource | undefined = isFrozen(oldObject, ctx.policy) ? 'annotation' : builtinMigrating(oldObject) ? 'builtin' : undefined
   if (by === undefined) return []
   return [messages.deleteFrozen(ctx, by)]
 }
@@ -270,7 +263,7 @@ function versionSetChange(
 }
 
 /** A review that cannot be judged: request.`fields` not objects, else a freeze marker unreadable (the old object's first). */
-function shapeViolation(input: AdmissionInput, fields: ReadonlyArray<'object' | 'oldObject'>, ctx: DecisionContext): Violation | undefined {
+function shapeViolation(input: AdmissionInput, fields: readonly ReviewObject[], ctx: DecisionContext): Violation | undefined {
   for (const field of fields) {
     if (!isObject(input[field])) return messages.malformedReview(input.operation, field, ctx.crdName, input[field])
   }

@@ -11,12 +11,9 @@ import type { Logger } from 'pino'
 import { createLogger } from '../log.js'
 import { Registry } from 'prom-client'
 import { CONFIG_DEFAULTS, type Config } from '../config/schema.js'
-import type { ReadinessCheck } from '../health/plugin.js'
 import { DEFAULT_ADMISSION_POLICY, type AdmissionPolicy } from './admission.js'
 import { createWebhookMetrics, type WebhookMetrics } from './metrics.js'
 import { RepeatSampler } from './repeat-sampler.js'
-import type { CertificateWatcher } from './tls.js'
-import type { ConnectionCaps } from './connection-policy.js'
 import { ConnectionGuard } from './connections.js'
 import { loadServingCertificates } from './plugins/certificates.js'
 import { Drain, drainPlugin } from './plugins/drain.js'
@@ -25,19 +22,10 @@ import { validatePlugin } from './plugins/validate.js'
 
 export const DEFAULT_BODY_LIMIT_BYTES = CONFIG_DEFAULTS.webhook.bodyLimitBytes
 
-export interface ServerTimeouts {
-  requestTimeoutMs: number
-  headersTimeoutMs: number
-  connectionTimeoutMs: number
-  keepAliveTimeoutMs: number
-  connectionsCheckingIntervalMs: number
-  tlsHandshakeTimeoutMs: number
-  /** A connection with no valid AdmissionReview this long after it was accepted is closed. */
-  firstReviewMs: number
-}
+export type ServerTimeouts = ReturnType<typeof serverTimeouts>
 
 /** webhook.timeouts (seconds) as the server's options (milliseconds). */
-export function serverTimeouts(timeouts: Config['webhook']['timeouts']): ServerTimeouts {
+export function serverTimeouts(timeouts: Config['webhook']['timeouts']) {
   const ms = (seconds: number) => Math.round(seconds * 1000)
   return {
     requestTimeoutMs: ms(timeouts.requestSeconds),
@@ -46,6 +34,7 @@ export function serverTimeouts(timeouts: Config['webhook']['timeouts']): ServerT
     keepAliveTimeoutMs: ms(timeouts.keepAliveSeconds),
     connectionsCheckingIntervalMs: ms(timeouts.connectionsCheckingIntervalSeconds),
     tlsHandshakeTimeoutMs: ms(timeouts.tlsHandshakeSeconds),
+    /** A connection with no valid AdmissionReview this long after it was accepted is closed. */
     firstReviewMs: ms(timeouts.firstReviewSeconds),
   }
 }
@@ -112,42 +101,23 @@ function createApp(
   return { app, drain }
 }
 
-export interface StartWebhookServerOptions extends WebhookAppOptions {
-  certFile: string
-  keyFile: string
-  host?: string
-  /** 0 picks a free port. */
-  port?: number
+/** The settings of config.webhook (the certificate files required, the others defaulting to the config's), and: */
+export interface StartWebhookServerOptions
+  extends
+    WebhookAppOptions,
+    Pick<Config['webhook'], 'certFile' | 'keyFile'>,
+    Partial<Omit<Config['webhook'], 'enabled' | 'timeouts' | 'certFile' | 'keyFile'>> {
   /** Fallback re-read of the certificate files. Default 30 s. */
   certPollIntervalMs?: number
   /** Quiet time after a certificate directory event. Default 200 ms. */
   certDebounceMs?: number
-  /** The connection policy's caps (connection-policy.ts); defaults: the config's webhook.*. */
-  maxConnections?: number
-  maxConnectionsPerPeer?: number
-  reservedConnections?: number
-  apiServerAddresses?: readonly string[]
   /** Serving kept after `webhook-open` fails, so endpoints stop sending connections first. Default 0; in a cluster ~5 s. */
   shutdownDelayMs?: number
 }
 
-export interface RunningWebhookServer {
-  app: FastifyInstance
-  registry: Registry
-  certificates: CertificateWatcher
-  /** The webhook's part of /readyz: `webhook-certificate` (none loaded yet), `webhook-open` (closing), `webhook-connections`. */
-  readiness: readonly ReadinessCheck[]
-  /** The connection caps in force (connection-policy.ts; reserved is 0 without apiServerAddresses). */
-  connectionCaps: Readonly<ConnectionCaps>
-  host: string
-  port: number
-  /** e.g. https://127.0.0.1:9443 */
-  url: string
-  /** Fail `webhook-open`, wait shutdownDelayMs, stop accepting, finish in-flight reviews. */
-  close(): Promise<void>
-}
+export type RunningWebhookServer = Awaited<ReturnType<typeof startWebhookServer>>
 
-export async function startWebhookServer(options: StartWebhookServerOptions): Promise<RunningWebhookServer> {
+export async function startWebhookServer(options: StartWebhookServerOptions) {
   const host = options.host ?? CONFIG_DEFAULTS.webhook.host
   const logger = options.logger ?? createLogger({ level: options.logLevel ?? CONFIG_DEFAULTS.logLevel })
   const registry = options.registry ?? new Registry()
@@ -200,12 +170,16 @@ export async function startWebhookServer(options: StartWebhookServerOptions): Pr
     app,
     registry,
     certificates: certificates.watcher,
+    /** The webhook's part of /readyz: `webhook-certificate` (none loaded yet), `webhook-open` (closing), `webhook-connections`. */
     readiness: Object.freeze([certificates.readiness, drain.readiness, guard.readiness]),
+    /** The connection caps in force (connection-policy.ts; reserved is 0 without apiServerAddresses). */
     connectionCaps: guard.caps,
     host: address.address,
     port: address.port,
+    /** e.g. https://127.0.0.1:9443 */
     url: `https://${urlHost}:${address.port}`,
-    close() {
+    /** Fail `webhook-open`, wait shutdownDelayMs, stop accepting, finish in-flight reviews. */
+    close(): Promise<void> {
       closing ??= (async () => {
         drain.begin()
         if (options.shutdownDelayMs) await new Promise((r) => setTimeout(r, options.shutdownDelayMs))

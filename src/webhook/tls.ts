@@ -43,16 +43,7 @@ export const TLS_CONTEXT_OPTIONS = Object.freeze({
   honorCipherOrder: true,
 })
 
-export type CertificateInfo = Pick<X509Certificate, 'serialNumber' | 'fingerprint256' | 'subject' | 'subjectAltName'> & {
-  notBefore: Date
-  notAfter: Date
-}
-
-export interface CertificatePair {
-  cert: string
-  key: string
-  info: CertificateInfo
-}
+export type CertificatePair = ReturnType<typeof validateCertificatePair>
 
 /** Why a pair was refused; the `reason` label of crd_migrator_webhook_certificate_reload_rejected_total. */
 export const CERTIFICATE_REJECTIONS = ['unreadable', 'invalid', 'key-mismatch', 'expired', 'not-yet-valid'] as const
@@ -71,7 +62,7 @@ export class CertificateError extends CrdMigratorError {
 }
 
 /** PEM, a matching pair, a usable TLS context, valid at `now`. */
-export function validateCertificatePair(cert: string, key: string, now: Date = new Date()): CertificatePair {
+export function validateCertificatePair(cert: string, key: string, now: Date = new Date()) {
   const x509 = orRefuse(() => new X509Certificate(cert), 'certificate is not a PEM X.509 certificate')
   const privateKey = orRefuse(() => createPrivateKey(key), 'key is not a PEM private key')
   if (!x509.checkPrivateKey(privateKey)) {
@@ -256,12 +247,8 @@ export class CertificateWatcher {
         : first
           ? 'no usable serving certificate at startup; waiting for one (not ready)'
           : 'no usable certificate/key yet; not ready'
-      if (fresh) {
-        logger?.warn(log, msg)
-        this.#options.onReject?.(error.reason, error)
-      } else {
-        logger?.debug(log, msg)
-      }
+      logger?.[fresh ? 'warn' : 'debug'](log, msg)
+      if (fresh) this.#options.onReject?.(error.reason, error)
       if (error.validFrom) {
         // Polling may be off or slow: a pair that becomes valid is taken when it does (not past
         // setTimeout's 24.8-day maximum; polling covers anything later).

@@ -4,7 +4,7 @@
  * Secret, cert-manager renewing). Not ready shows on the pod and stalls a rollout, where serving
  * an expired pair would only fail every webhook call.
  */
-import type { ServerOptions as HttpsServerOptions, Server as HttpsServer } from 'node:https'
+import type { Server as HttpsServer } from 'node:https'
 import type { FastifyPluginAsync } from 'fastify'
 import type { ReadinessCheck } from '../../health/plugin.js'
 import type { WebhookMetrics } from '../metrics.js'
@@ -15,17 +15,7 @@ export type ServingCertificatesOptions = Pick<CertificateWatcherOptions, 'certFi
   metrics: WebhookMetrics
 }
 
-export interface ServingCertificates {
-  readonly watcher: CertificateWatcher
-  /** The TLS options of the HTTPS server: the context options, and the pair if one was loaded. */
-  readonly tlsOptions: Readonly<HttpsServerOptions>
-  /** `webhook-certificate`: fails until a usable serving certificate is loaded (nothing is served without one). */
-  readonly readiness: ReadinessCheck
-  /** Registered on the HTTPS app: later pairs go to its server; watching starts with the app and stops at its close. */
-  readonly plugin: FastifyPluginAsync
-}
-
-export async function loadServingCertificates(options: ServingCertificatesOptions): Promise<ServingCertificates> {
+export async function loadServingCertificates(options: ServingCertificatesOptions) {
   const { metrics, ...watched } = options
   // The app's server, once the plugin is registered; the start-up load comes before it.
   let server: HttpsServer | undefined
@@ -42,6 +32,7 @@ export async function loadServingCertificates(options: ServingCertificatesOption
   await watcher.reload()
   const initial = watcher.current
 
+  /** Registered on the HTTPS app: later pairs go to its server; watching starts with the app and stops at its close. */
   const plugin: FastifyPluginAsync = async function certificatesPlugin(app) {
     server = app.server as HttpsServer
     watcher.start()
@@ -51,8 +42,10 @@ export async function loadServingCertificates(options: ServingCertificatesOption
   }
   return {
     watcher,
+    /** The TLS options of the HTTPS server: the context options, and the pair if one was loaded. */
     tlsOptions: { ...TLS_CONTEXT_OPTIONS, ...(initial ? { cert: initial.cert, key: initial.key } : {}) },
-    readiness: Object.freeze({
+    /** `webhook-certificate`: fails until a usable serving certificate is loaded (nothing is served without one). */
+    readiness: Object.freeze<ReadinessCheck>({
       name: 'webhook-certificate',
       failing: () => (watcher.loaded ? undefined : 'no usable serving certificate loaded yet; see the log'),
     }),

@@ -24,11 +24,7 @@ export class Drain {
   })
 }
 
-export interface DrainPluginOptions {
-  drain: Drain
-}
-
-export const drainPlugin = rootScoped<DrainPluginOptions>(async function drainPlugin(app, { drain }) {
+export const drainPlugin = rootScoped<{ drain: Drain }>(async function drainPlugin(app, { drain }) {
   app.addHook('preClose', async () => {
     drain.begin()
   })
