@@ -179,6 +179,12 @@ export function freezeLiveness(
   return { heartbeatAgeMs, handedOff, stale: handedOff || heartbeatAgeMs === undefined || heartbeatAgeMs >= takeoverAfterMs }
 }
 
+/** When `freezeLiveness` turns a live freeze stale if its owner writes no more heartbeats; undefined: no heartbeat to age. */
+export function staleAt(state: Pick<CrdState, 'heartbeat' | 'handedOff'>, takeoverAfterMs: number): Date | undefined {
+  if (!state.heartbeat || state.handedOff !== undefined) return undefined
+  return new Date(state.heartbeat.getTime() + takeoverAfterMs)
+}
+
 export function freezePatch(
   migratingAnnotation: string,
   owner: string,

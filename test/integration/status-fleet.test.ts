@@ -167,6 +167,42 @@ t.test('status of a fleet: the summary, only the reads it needs, -w', async (t) 
     )
   })
 
+  t.test('-w: a freeze whose run died turns stale on the clock, with no change to its CRD', async (t) => {
+    const before = await getCrd(http, running.name)
+    const heartbeat = Date.parse(before.metadata.annotations![StateAnnotation.heartbeat]!)
+    // Stale some seconds from now; nothing writes this CRD meanwhile (its run is dead).
+    const takeoverAfterSeconds = Math.ceil((Date.now() - heartbeat) / 1000) + 8
+    const soon = ConfigSchema.parse({ kubeconfig: cp.kubeconfigPath, migrator: { selector: { labelSelector }, takeoverAfterSeconds } })
+    const out = collector()
+    const stop = new AbortController()
+    const watching = showStatus(http, soon, out.stream, { format: 'json', names: [running.name], watch: true, signal: stop.signal })
+    t.teardown(() => stop.abort())
+    const docs = () =>
+      out
+        .text()
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as unknown)
+    await until(
+      'the first rows',
+      30_000,
+      async () => docs(),
+      (d) => d.length === 1,
+    )
+    t.match(docs()[0], [{ name: running.name, state: 'Running', stale: false }], 'live at first')
+    const after = await until(
+      'the row turned stale',
+      60_000,
+      async () => docs(),
+      (d) => d.length > 1,
+    )
+    t.match(after.at(-1), { name: running.name, state: 'Stale', stale: true }, 'one more document: the row, stale')
+    const now = await getCrd(http, running.name)
+    t.equal(now.metadata.resourceVersion, before.metadata.resourceVersion, 'the CRD was not written meanwhile')
+    stop.abort()
+    t.equal(await watching, 0)
+  })
+
   t.test('-w --summary -o json: one summary document per change of the counts', async (t) => {
     const rec = recording(cp.kubeconfigPath)
     const out = collector()

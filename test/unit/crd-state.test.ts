@@ -8,6 +8,7 @@ import {
   describeFreeze,
   freezeLiveness,
   freezePatch,
+  staleAt,
   isStateAnnotation,
   runStatePatch,
   readCrdState,
@@ -317,6 +318,20 @@ t.test('freezeLiveness: the heartbeat age and whether the next run may take the 
     ],
   ]
   for (const [what, state, want] of rows) t.strictSame(freezeLiveness(state, TAKEOVER_MS, NOW), want, what)
+})
+
+t.test('staleAt: the moment freezeLiveness turns a silent freeze stale', async (t) => {
+  const state = { heartbeat: ago(5_000), handedOff: undefined }
+  const due = staleAt(state, TAKEOVER_MS)!
+  t.equal(due.getTime(), NOW.getTime() - 5_000 + TAKEOVER_MS, 'the heartbeat plus the takeover age')
+  t.equal(freezeLiveness(state, TAKEOVER_MS, new Date(due.getTime() - 1)).stale, false, 'live until then')
+  t.equal(freezeLiveness(state, TAKEOVER_MS, due).stale, true, 'stale from then')
+  t.equal(
+    staleAt({ heartbeat: undefined, handedOff: undefined }, TAKEOVER_MS),
+    undefined,
+    'no heartbeat: stale already, nothing to wait for',
+  )
+  t.equal(staleAt({ heartbeat: ago(1), handedOff: ago(1).toISOString() }, TAKEOVER_MS), undefined, 'handed off: stale already')
 })
 
 t.test('describeResume: a resumed run says whose freeze it takes and why', async (t) => {

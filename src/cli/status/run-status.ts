@@ -20,7 +20,7 @@ import type { CustomResourceDefinition, PartialObjectMetadata } from '../../kube
 import { listAndWatch } from '../../kube/watch.js'
 import { planCrd } from '../../migrator/plan.js'
 import { runInParallel } from '../../migrator/parallel.js'
-import { describeFreeze, freezeLiveness, readCrdState, type CrdState, type FreezeLiveness } from '../../state/crd-state.js'
+import { describeFreeze, freezeLiveness, readCrdState, staleAt, type CrdState, type FreezeLiveness } from '../../state/crd-state.js'
 import { ellipsize, plainText, sanitizeText } from '../../sanitize.js'
 import { clockDuration } from '../../duration.js'
 import { columnWidths, isData, renderData, renderNames, reportMissing, tableLine } from '../output.js'
@@ -368,10 +368,32 @@ async function watchRows(
     ? new CrdSelection({ labelSelector: '', names: [...options.names] })
     : new CrdSelection({ labelSelector: selector.labelSelector, names: [...new Set([...selector.names, ...shownNames])] })
   const rowsConfig = rowConfig(config, options.names)
-  const onObject = (crd: CustomResourceDefinition) => {
-    if (!watched.selects(crd) && !named && (options.selectorOnly || !readCrdState(crd, config.annotations.migrating).carriesState)) return
-    view.update(crd.metadata.name, statusRows([crd], rowsConfig, builtin)[0])
+  // A run killed with -9 writes nothing more: its row turns stale on the clock, not on a CRD change.
+  const staleTimers = new Map<string, NodeJS.Timeout>()
+  const forget = (name: string) => {
+    clearTimeout(staleTimers.get(name))
+    staleTimers.delete(name)
   }
+  const show = (crd: CustomResourceDefinition) => {
+    const name = crd.metadata.name
+    forget(name)
+    const row = statusRows([crd], rowsConfig, builtin)[0]
+    view.update(name, row)
+    const state = readCrdState(crd, config.annotations.migrating)
+    const due = row?.stale === false ? staleAt(state, config.migrator.takeoverAfterSeconds * 1000) : undefined
+    // Node fires a delay past 2^31-1 ms at once: a far-off due date is looked at again then.
+    if (due)
+      staleTimers.set(
+        name,
+        setTimeout(() => show(crd), Math.min(due.getTime() - Date.now() + 100, 2 ** 31 - 1)),
+      )
+  }
+  const onObject = (crd: CustomResourceDefinition) => {
+    if (!watched.selects(crd) && !named && (options.selectorOnly || !readCrdState(crd, config.annotations.migrating).carriesState))
+      return forget(crd.metadata.name)
+    show(crd)
+  }
+  signal.addEventListener('abort', () => staleTimers.forEach(clearTimeout), { once: true })
   await Promise.all(
     watched.watchFilters().map((filter) =>
       listAndWatch<CustomResourceDefinition>(
@@ -379,7 +401,10 @@ async function watchRows(
         CRD_API,
         {
           onObject,
-          onDeleted: (crd) => view.update(crd.metadata.name, undefined),
+          onDeleted: (crd) => {
+            forget(crd.metadata.name)
+            view.update(crd.metadata.name, undefined)
+          },
           onError: (err) => process.stderr.write(`crd-migrator: watch of CRDs failed, retrying: ${plainText(errorMessage(err))}\n`),
         },
         signal,
