@@ -7,8 +7,8 @@
  * also changes the CA (cert-manager re-issuing its CA), which the clients trust as well.
  *
  * Checked: no request fails, every answer is the review's; every new certificate is seen
- * by new connections shortly after its swap, the last one in the end; keep-alive
- * connections keep working across swaps.
+ * by new connections shortly after its swap, the last one in the end, and never an older
+ * one after it; keep-alive connections keep working across swaps.
  */
 import { mkdir, mkdtemp, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises'
 import https from 'node:https'
@@ -112,12 +112,14 @@ t.test('four atomic certificate swaps (one to a new CA) under load: nothing fail
 
   let seq = 0
   const failures: string[] = []
-  const seen: Array<{ at: number; fingerprint: string }> = []
+  /** New connections: when the request began (before its handshake), when its answer ended, the certificate it got. */
+  const seen: Array<{ sentAt: number; at: number; fingerprint: string }> = []
   const counts = { keepAlive: 0, fresh: 0, reused: 0 }
   const send = (agent: https.Agent) =>
     new Promise<void>((resolve) => {
       const uid = `rot-${++seq}`
       const body = reviewBody(uid)
+      const sentAt = performance.now()
       const req = https.request(
         url,
         { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
@@ -135,7 +137,7 @@ t.test('four atomic certificate swaps (one to a new CA) under load: nothing fail
             }
             if (agent === fresh) {
               counts.fresh++
-              seen.push({ at: performance.now(), fingerprint })
+              seen.push({ sentAt, at: performance.now(), fingerprint })
             } else {
               counts.keepAlive++
               if (req.reusedSocket) counts.reused++
@@ -191,14 +193,18 @@ t.test('four atomic certificate swaps (one to a new CA) under load: nothing fail
     lags.every((l) => l < 1500),
     `each within 1.5 s of its swap (${lags.join(', ')} ms)`,
   )
-  const stale: string[] = []
-  for (const [i, at] of rotatedAt.entries()) {
-    const until = rotatedAt[i + 1] ?? Number.POSITIVE_INFINITY
-    const settled = seen.filter((s) => s.at > at + 500 && s.at < until)
-    const old = settled.filter((s) => s.fingerprint !== pairs[i + 1]!.fingerprint).length
-    if (old > 0) stale.push(`${old} of ${settled.length} new connections after swap ${i + 1}`)
-  }
-  t.same(stale, [], 'once a swap has settled (0.5 s), new connections only get the new certificate')
+  // Each swap is atomic, judged on evidence rather than a settle time (a busy runner is slow
+  // to notice a swap): once a new connection was served a certificate, every connection begun
+  // after that gets it or a newer one, never an older one again.
+  const order = new Map(pairs.map((p, i) => [p.fingerprint, i]))
+  t.ok(
+    seen.every((s) => order.has(s.fingerprint)),
+    'every new connection got one of the pairs',
+  )
+  const backwards = seen
+    .filter((s) => seen.some((e) => e.at < s.sentAt && order.get(e.fingerprint)! > order.get(s.fingerprint)!))
+    .map((s) => `certificate ${order.get(s.fingerprint)! + 1} at ${Math.round(s.sentAt - started)} ms`)
+  t.same(backwards, [], 'no new connection got an older certificate than one served before it began')
   const last = pairs[pairs.length - 1]!
   await send(fresh)
   t.equal(seen[seen.length - 1]?.fingerprint, last.fingerprint, 'a new connection after the load gets the last certificate')
