@@ -49,6 +49,13 @@ class RecordingHttp extends KubeHttp {
   }
 }
 
+/** `-w -o json`'s output: one JSON document per line. */
+const jsonLines = <T>(text: string): T[] =>
+  text
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as T)
+
 function recording(kubeconfigPath: string): RecordingHttp {
   const kc = new KubeConfig()
   kc.loadFromFile(kubeconfigPath)
@@ -177,12 +184,7 @@ t.test('status of a fleet: the summary, only the reads it needs, -w', async (t) 
     const stop = new AbortController()
     const watching = showStatus(http, soon, out.stream, { format: 'json', names: [running.name], watch: true, signal: stop.signal })
     t.teardown(() => stop.abort())
-    const docs = () =>
-      out
-        .text()
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => JSON.parse(l) as unknown)
+    const docs = () => jsonLines<unknown>(out.text())
     await until(
       'the first rows',
       30_000,
@@ -215,12 +217,7 @@ t.test('status of a fleet: the summary, only the reads it needs, -w', async (t) 
       signal: stop.signal,
     })
     t.teardown(() => stop.abort())
-    const docs = () =>
-      out
-        .text()
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => JSON.parse(l) as StatusSummary)
+    const docs = () => jsonLines<StatusSummary>(out.text())
     await until(
       'the first summary',
       30_000,
