@@ -175,11 +175,11 @@ export function freezeLiveness(
   now = new Date(),
 ): FreezeLiveness {
   const heartbeatAgeMs = state.heartbeat ? now.getTime() - state.heartbeat.getTime() : undefined
-  const handedOff = state.handedOff !== undefined
-  return { heartbeatAgeMs, handedOff, stale: handedOff || heartbeatAgeMs === undefined || heartbeatAgeMs >= takeoverAfterMs }
+  const due = staleAt(state, takeoverAfterMs)
+  return { heartbeatAgeMs, handedOff: state.handedOff !== undefined, stale: due === undefined || now.getTime() >= due.getTime() }
 }
 
-/** When `freezeLiveness` turns a live freeze stale if its owner writes no more heartbeats; undefined: no heartbeat to age. */
+/** When a live freeze turns stale if its owner writes no more heartbeats (`freezeLiveness` judges by it); undefined: stale already. */
 export function staleAt(state: Pick<CrdState, 'heartbeat' | 'handedOff'>, takeoverAfterMs: number): Date | undefined {
   if (!state.heartbeat || state.handedOff !== undefined) return undefined
   return new Date(state.heartbeat.getTime() + takeoverAfterMs)
