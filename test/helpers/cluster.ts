@@ -22,6 +22,7 @@ import { ConfigSchema } from '../../src/config/schema.js'
 import type { MigrationSettings } from '../../src/migrator/migrate.js'
 import { settingsFor } from '../../src/migrator/crd-settings.js'
 import { startWebhookServer, type RunningWebhookServer, type StartWebhookServerOptions } from '../../src/webhook/server.js'
+import { untilGranted } from './rbac.js'
 import { until } from './until.js'
 
 export const TEST_SCOPE_LABEL = 'crd-migrator-test/webhook'
@@ -241,6 +242,11 @@ export async function crdEditor(cp: ControlPlane, scope: string, name = 'operato
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
     subjects: [{ kind: 'Group', apiGroup: 'rbac.authorization.k8s.io', name: group }],
   })
+  await untilGranted(
+    cp,
+    { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions'], verbs: ['patch'] },
+    { kind: 'Group', name: group },
+  )
   return cp.mintUser(name, [group])
 }
 

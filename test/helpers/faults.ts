@@ -9,6 +9,7 @@ import { etcdPost } from '../../dev/controlplane/etcd.js'
 import { KubeHttp } from '../../src/kube/http.js'
 import { listOrderKey } from '../../src/kube/paths.js'
 import { kubeConfigFromFile } from './controlplane.js'
+import { untilGranted } from './rbac.js'
 import { until } from './until.js'
 
 /** `namespace/name` (the migrator's list key) -> apiVersion stored in etcd. */
@@ -116,6 +117,7 @@ export async function migratorIdentity<H extends KubeHttp = KubeHttp>(
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
     subjects: [{ kind: 'User', apiGroup: 'rbac.authorization.k8s.io', name }],
   })
+  await untilGranted(cp, { apiGroups: [group], resources: ['*'], verbs: ['patch'] }, { kind: 'User', name })
   const user = await cp.mintUser(name, [])
   return { http: make(kubeConfigFromFile(user.kubeconfigPath)), certPem: user.certPem, keyPem: user.keyPem }
 }

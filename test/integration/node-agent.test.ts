@@ -21,6 +21,7 @@ import { createCa, issueServingCert } from '../../dev/controlplane/pki.js'
 import { NodeAgent } from '../../dev/agent/agent.js'
 import { startWorkloadControllers, type WorkloadControllers } from '../../dev/agent/controllers.js'
 import { renderWebhookConfiguration, type WebhookConfigurationOptions } from '../../src/webhook/configuration.js'
+import { untilGranted } from '../helpers/rbac.js'
 import { until } from '../helpers/until.js'
 
 const t0 = Date.now()
@@ -496,6 +497,14 @@ t.test("the product's serve (the image's ENTRYPOINT and CMD) answers the API ser
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'alice-crd-editor' },
     subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'alice' }],
   })
+  await untilGranted(
+    cp,
+    { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions'], verbs: ['create'] },
+    {
+      kind: 'User',
+      name: 'alice',
+    },
+  )
   const crd = {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
