@@ -173,7 +173,6 @@ class Walk {
     this.view = { counts: this.counts, total: undefined, checkpoint: this.marks.checkpoint, inFlight: 0 }
   }
 
-  /** The adaptive limit, never above the cap. */
   private currentLimit(): number {
     const cap = Math.max(1, this.options.concurrency)
     return Math.min(cap, Math.max(1, this.options.concurrencyLimit?.() ?? cap))
