@@ -48,10 +48,8 @@ export class ConversionGate {
   private readonly now: () => number
   /** Outages seen (a relapse within the window counts once). */
   outages = 0
-  /** Sum of outage durations, ms. */
   outageMs = 0
 
-  /** The webhook as people name it. */
   get webhook(): string {
     return this.options.webhook
   }

@@ -85,7 +85,6 @@ export function initialLimitState(settings: AdaptiveSettings): LimitState {
   return { limit: resolve(settings).initial, floorMs: null, slowStart: true }
 }
 
-/** The next limit after a window of answers, and why. */
 export function decideLimit(
   state: LimitState,
   window: LatencyWindow,
@@ -142,7 +141,6 @@ function throughputGain(rates: LimitState['rates'], window: LatencyWindow): numb
   return best === undefined ? undefined : here / best
 }
 
-/** After a 429: half the limit, slow start over. */
 export function throttledLimit(state: LimitState, settings: AdaptiveSettings): LimitState {
   const s = resolve(settings)
   return { ...state, limit: Math.max(s.min, Math.floor(state.limit / 2)), slowStart: false }

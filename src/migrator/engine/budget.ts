@@ -37,7 +37,6 @@ export class TokenBucket {
     return true
   }
 
-  /** Puts back a token taken and not used. */
   giveBack(): void {
     this.tokens++
   }

@@ -70,12 +70,10 @@ export class TaskRunner {
     if (this.watchers.length) this.notify()
   }
 
-  /** Resolves once fewer than `n` tasks wait. */
   whenSizeBelow(n: number): Promise<void> {
     return this.when(() => this.size < n)
   }
 
-  /** Resolves once no task waits or runs. */
   whenIdle(): Promise<void> {
     return this.when(() => this.size === 0 && this.running === 0)
   }

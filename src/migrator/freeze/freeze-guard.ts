@@ -15,7 +15,6 @@ import { listAndWatch } from '../../kube/watch.js'
 import { sanitizeText } from '../../sanitize.js'
 import { MIGRATING_VALUE, StateAnnotation } from '../../state/crd-state.js'
 
-/** What the run froze. */
 export interface FrozenCrd {
   name: string
   uid: string | undefined
@@ -141,11 +140,9 @@ export function guardFreeze(http: KubeHttp, frozen: FrozenCrd, logger: Logger, p
     heartbeatForbidden: (err: unknown) => {
       if (lost === undefined && !run.signal.aborted) stopWith(heartbeatForbidden(frozen.name, err))
     },
-    /** Why the freeze was lost, once it was. */
     get lost(): CrdMigratorError | undefined {
       return lost
     },
-    /** Ends the watch. */
     stop: () => {
       parent?.removeEventListener('abort', onParentAbort)
       watch.abort()

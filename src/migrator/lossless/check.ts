@@ -45,7 +45,6 @@ type KubeObject = Record<string, unknown> & { metadata: ObjectMeta }
  */
 type LosslessOptions = MigrationSettings & { client: RunClient; maxPages?: number | undefined }
 
-/** What the comparisons of one check share. */
 interface Check {
   options: LosslessOptions
   rules: LosslessRules

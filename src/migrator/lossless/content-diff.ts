@@ -56,7 +56,6 @@ export function diffValues(before: Obj, after: Obj, limit = 200): ValuedChange[]
   return changes
 }
 
-/** diffValues without the values: paths and kinds only. */
 export function diffOwnedContent(before: Obj, after: Obj, limit = 50): FieldChange[] {
   return diffValues(before, after, limit).map(withoutValues)
 }

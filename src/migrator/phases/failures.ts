@@ -52,7 +52,6 @@ export function failOnObjects(phase: WalkResult & { conversionRefused?: number }
   )
 }
 
-/** Fails the run when stashes could not be migrated. */
 export function failOnStashes(stashes: StashResult): void {
   const failed = stashes.counts.failed
   if (failed === 0) return

@@ -73,7 +73,6 @@ export function makeRewriteHandler(
   }
 }
 
-/** The object's metadata as it is now, or undefined when it is gone. */
 async function readMetadata(ctx: WriteContext, item: PartialObjectMetadata): Promise<PartialObjectMetadata | undefined> {
   const res = await unlessNotFound(
     ctx.client.request<PartialObjectMetadata>({

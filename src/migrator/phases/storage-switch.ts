@@ -27,7 +27,6 @@ export interface StorageSwitchReport {
   listed: number
   /** API servers asked one by one (0 in single-server mode). */
   checked: number
-  /** Why the servers were not asked one by one. */
   fallbackReason?: string
 }
 
