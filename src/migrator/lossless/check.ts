@@ -228,9 +228,8 @@ export class DataLossError extends CrdMigratorError {
 }
 
 /**
- * The refusal as every reader of the CRD sees it (annotation, Event, SVM status): counts and
- * patterns, map keys elided, no object names (those readers may not list the objects; the
- * report and the log carry names, full paths and accept flags).
+ * The refusal as every reader of the CRD sees it (annotation, Event, SVM status): no object names,
+ * map keys elided (docs/migrate-one-crd.md#lossless-or-refused-the-check-before-any-write).
  */
 function dataLossError(crdName: string, storageVersion: string, report: LosslessReport): DataLossError {
   if (report.lossy === 0)
@@ -416,9 +415,8 @@ async function roundTrip(
 
 /**
  * The check as a run uses it: skipped when configured off, logged, and ended with
- * CRDM_DATA_LOSS when an object would not keep its content. `maxPages` checks the first
- * pages only (before the freeze: the common case, a field dropped from every object,
- * never freezes).
+ * CRDM_DATA_LOSS when an object would not keep its content. `maxPages`: the first pages only
+ * (before the freeze, migrate.ts).
  */
 export async function proveLossless(
   crd: CustomResourceDefinition,

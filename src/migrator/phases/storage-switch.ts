@@ -172,7 +172,6 @@ export async function waitForStorageEverywhere(
  * A batch's first look, before its CRDs' turns: asks each API server once whether it serves each
  * CRD's storage version and records the answers (storage-agreement.ts), so a fleet waits the
  * settle time about once, not once per CRD. Decides nothing: each run still asks every server.
- * Returns the answers recorded.
  */
 export async function observeStorageSwitches(
   http: KubeHttp,
