@@ -1,10 +1,10 @@
 /**
  * Phase StashedObjectMigration: copies of a CRD's objects stashed in other objects (KubeVirt's
  * ControllerRevisions) move to the storage version, so the old version can really go. A stash's
- * data is immutable, so each is replaced: referrers found, the object converted, the replacement
- * created, every referrer repointed, the old stash deleted (each step's guard:
- * docs/migrate-one-crd.md#stashed-copies-kubevirts-controllerrevisions). Any order of crashes
- * leaves nothing the next run does not finish (test/integration/stashed-copies.test.ts).
+ * data is immutable, so each is replaced (KubeVirt's design, ../shared/seeds/003): referrers found,
+ * the object converted, the replacement created, every referrer repointed, the old stash deleted
+ * (each step's guard: docs/migrate-one-crd.md#stashed-copies-kubevirts-controllerrevisions). Any
+ * order of crashes leaves nothing the next run does not finish (test/integration/stashed-copies.test.ts).
  */
 import { isDeepStrictEqual } from 'node:util'
 import { CrdMigratorError, describeError } from '../../../errors.js'
