@@ -31,7 +31,7 @@ export async function accessDenied(
 
 /**
  * migrateCrd's check before a new freeze (a resumed one is held already; its run fails and lifts it). The CRD too:
- * a run that may freeze it but not heartbeat, lift or narrow storedVersions would leave it frozen (issue 44, item 5).
+ * a run that may freeze it but not heartbeat, lift or narrow storedVersions would leave it frozen.
  */
 export async function forbiddenToMigrate(
   crd: CustomResourceDefinition,

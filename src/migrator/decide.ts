@@ -41,10 +41,7 @@ export interface RunPlan {
   runCleanup: boolean
 }
 
-/**
- * Whether to run at all, and which phases. A resumed freeze (or `force`) runs the storage phase whatever storedVersions
- * says now: the run that froze the CRD did so for a reason, and storedVersions may have been narrowed since.
- */
+/** Whether to run at all, and which phases (a resumed freeze's storage phase: plan.ts storagePhaseRuns). */
 export async function decideRun(
   { crd, plan, storageVersion }: ReadyStart,
   settings: MigrationSettings,

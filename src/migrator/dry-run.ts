@@ -2,7 +2,6 @@
  * The dry runs of the pipeline (migrate.ts): `--dry-run` from reads only (dryRun); `--dry-run=server` runs the phases'
  * own writers with dryRun=All (serverDryRun), so the API server converts, admits and validates each rewrite, persisting
  * nothing: it tells which objects the real run's writes would be refused for. No freeze, storedVersions or state annotation.
- * A dry-run write never moves resourceVersion: every object the storage phase would write counts as `accepted`.
  */
 import type { Logger } from 'pino'
 import { CrdMigratorError } from '../errors.js'
@@ -147,7 +146,7 @@ function phaseReport(result: { counts: WalkCounts; failures: ObjectFailure[] }):
   const c = result.counts
   return {
     objects: c.seen,
-    // A dry run answers with the object as it would be: rewritten and current are one here.
+    // A dry-run write never moves resourceVersion: rewritten and current are one here.
     accepted: c.rewritten + c.current + c.conflict,
     skipped: c.skipped + c.gone,
     failed: c.failed,

@@ -100,11 +100,9 @@ export async function migrateCrd(name: string, settings: MigrationSettings, call
 }
 
 /**
- * Mode unfrozen: a StorageVersionMigration for a CRD outside `migrator.selector`. No freeze (only a CRD handed to
- * crd-migrator is ever frozen), no state annotations, no managedFields cleanup: every object rewritten once, then
- * `status.storedVersions` narrowed to `[storage]` only if the CRD still has the run's uid and generation, tested in
- * the patch itself (as kube-controller-manager's storageversionmigrator does). RBAC, storage switch and lossless
- * checks as in a frozen run.
+ * Mode unfrozen: a StorageVersionMigration for a CRD outside `migrator.selector` (what it does: docs/ksvm-and-builtin.md).
+ * No freeze (only a CRD handed to crd-migrator is ever frozen); storedVersions narrowed only if the CRD still has the
+ * run's uid and generation, tested in the patch itself (as kube-controller-manager's storageversionmigrator does).
  */
 export async function migrateCrdUnfrozen(name: string, settings: MigrationSettings, caller: MigrationContext): Promise<MigrationResult> {
   const started = Date.now()
@@ -169,9 +167,8 @@ export async function migrateResource(
 }
 
 /**
- * Mode resource: a built-in resource (no CRD, freeze or storedVersions), every object rewritten once. This re-encrypts
- * Secrets after an encryption-at-rest key rotation: a no-op write of an object read with an old key is not skipped as
- * unchanged (the API server marks it stale).
+ * Mode resource: a built-in resource (no CRD, freeze or storedVersions), every object rewritten once: how Secrets are
+ * re-encrypted after a key rotation (docs/ksvm-and-builtin.md).
  */
 export async function migrateWithoutCrd(
   name: string,

@@ -1,8 +1,6 @@
 /**
- * The product's one pool of workers over a list, at most `max` at once: CRD migrations in
- * parallel (one write budget, engine/budget.ts; each keeps its own freeze, state and result),
- * and bounded reads and writes (lossless dry runs, `plan --measure`, CRD reads, `status`). The
- * object phases' writes have their own runner (engine/task-runner.ts: adaptive limit, QPS, retries).
+ * The product's one pool of workers over a list (its users: docs/development.md, "Where each
+ * concept lives"). The object phases' writes have their own runner (engine/task-runner.ts).
  */
 
 /**

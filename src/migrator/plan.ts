@@ -18,7 +18,6 @@ export interface CrdPlan {
   servedVersions: string[]
   storedVersions: string[]
   established: boolean
-  /** `status.storedVersions` differs from `[storageVersion]`. */
   storageMigrationNeeded: boolean
   /** Why nothing can be done now, when something stops us before looking at objects. */
   blockedReason: string | undefined

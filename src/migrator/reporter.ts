@@ -155,7 +155,6 @@ export class RunReporter {
   }
 }
 
-/** The reason, led by its error code when the run failed. */
 export function failureText(result: MigrationResult): string {
   return result.errorCode ? `${result.errorCode}: ${result.reason}` : result.reason
 }

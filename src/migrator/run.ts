@@ -170,8 +170,8 @@ export async function endRun(run: MigrationRun, outer: MigrationContext): Promis
 }
 
 /**
- * The freeze could not be lifted (issue 44, item 5): the run Failed whatever the phases did, so `migrate` exits non-zero
- * and the Event is a Warning. The reason gives the earlier outcome by its code only: a StorageVersionMigration's status quotes it.
+ * The freeze could not be lifted: the run Failed whatever the phases did, so `migrate` exits non-zero and the Event is
+ * a Warning. The reason gives the earlier outcome by its code only: a StorageVersionMigration's status quotes it.
  */
 function notLifted(result: MigrationResult, migratingAnnotation: string, err: unknown): void {
   const before = result.outcome === 'Failed' && result.errorCode ? `Failed (${result.errorCode})` : result.outcome

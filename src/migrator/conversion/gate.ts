@@ -1,10 +1,9 @@
 /**
  * Pauses every request of a migration while the CRD's conversion webhook is down, as a circuit
- * breaker: the first unreachable/timeout/5xx opens it, one trial at a time goes through with
- * backoff, the first success closes it; an outage past the limit fails the run. Why pause, not
- * retry each request: during an outage an update whose managedFields the API server cannot
- * convert is stored with *every* entry dropped (fieldmanager UpdateNoErrors); the fewer requests
- * in flight, the fewer objects that happens to.
+ * breaker (one trial at a time with backoff, the first success closes it, an outage past the limit
+ * fails the run: docs/conversion-webhooks.md). Pause, not retry each request: during an outage an
+ * update is stored with *every* managedFields entry dropped (fieldmanager UpdateNoErrors); the
+ * fewer requests in flight, the fewer objects that happens to.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import { CrdMigratorError } from '../../errors.js'
@@ -49,10 +48,8 @@ export class ConversionGate {
   private readonly now: () => number
   /** Outages seen (a relapse within the window counts once). */
   outages = 0
-  /** Sum of outage durations, ms. */
   outageMs = 0
 
-  /** The webhook as people name it. */
   get webhook(): string {
     return this.options.webhook
   }

@@ -5,18 +5,13 @@
  *
  * The signal is our writes' latency against its floor (the lowest seen, at the start with few in
  * flight): waiting in the API server (CPU, etcd, an APF queue) shows as latency above it. One
- * decision per window of answers:
- * - slow start: double while latency stays under half the tolerance;
- * - additive increase: one more while within `tolerance` × floor and the limit was reached (a
- *   limit nobody uses says nothing);
- * - multiplicative decrease: a quarter less past the tolerance (plus a margin against flapping)
- *   for {@link DECREASE_STRIKES} windows in a row (one slow window is a pause or a compaction);
- * - a 429 halves it at once (throttled()), once per burst of 429s.
+ * decision per window of answers (decideLimit; the rules: docs/migrate-one-crd.md#one-migration-step-by-step),
+ * and a 429 halves the limit at once (throttled()).
  *
  * Past the tolerance, throughput decides: etcd batches concurrent writes, so on a slow machine the
- * knee sits far above the floor (2 cores: best at 13×; a limit held at 8× gave 0.58× the
- * throughput, npm run bench). While the limit buys {@link SCALING_GAIN} more answers/s than the
- * best at 50–80 % of it, it still grows; it comes down only when more in flight bought nothing.
+ * knee sits far above the floor (docs/performance.md, "The adaptive limit on a slower machine").
+ * While the limit buys {@link SCALING_GAIN} more answers/s than the best at 50–80 % of it, it still
+ * grows; it comes down only when more in flight bought nothing.
  */
 
 export interface AdaptiveSettings {
@@ -90,7 +85,6 @@ export function initialLimitState(settings: AdaptiveSettings): LimitState {
   return { limit: resolve(settings).initial, floorMs: null, slowStart: true }
 }
 
-/** The next limit after a window of answers, and why. */
 export function decideLimit(
   state: LimitState,
   window: LatencyWindow,
@@ -147,7 +141,6 @@ function throughputGain(rates: LimitState['rates'], window: LatencyWindow): numb
   return best === undefined ? undefined : here / best
 }
 
-/** After a 429: half the limit, slow start over. */
 export function throttledLimit(state: LimitState, settings: AdaptiveSettings): LimitState {
   const s = resolve(settings)
   return { ...state, limit: Math.max(s.min, Math.floor(state.limit / 2)), slowStart: false }

@@ -1,9 +1,8 @@
 /**
  * One write budget for the process, shared by every migration running at once: one throttle gate
- * (the adaptive limit, capped by `migrator.concurrency`, and the pause after a 429) and one `--qps`
- * bucket, so several CRDs cost the API server what one costs. Both serve waiters in arrival order
- * and each walk keeps at most its own cap in flight, so a 100,000-object CRD does not starve the
- * small ones. Without a budget (one CRD at a time) each phase makes its own gate and bucket.
+ * and one `--qps` bucket, so several CRDs cost the API server what one costs; fair, so a big CRD
+ * does not starve the small ones (docs/operator-upgrade.md#many-crds-at-once). Without a budget
+ * (one CRD at a time) each phase makes its own gate and bucket.
  */
 import { ThrottleGate, type ThrottleGateOptions } from './retry.js'
 
@@ -37,7 +36,6 @@ export class TokenBucket {
     return true
   }
 
-  /** Puts back a token taken and not used. */
   giveBack(): void {
     this.tokens++
   }

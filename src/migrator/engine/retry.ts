@@ -9,7 +9,6 @@ export interface ThrottleGateOptions {
   maxConcurrency?: number
   /** Tuning of the adaptive limit (tests); `false` keeps the limit at the cap, a 429 still halves it. */
   adaptive?: Omit<AdaptiveSettings, 'max'> | false
-  /** Told each time the limit changes. */
   onLimitChange?: (limit: number) => void
   /** The clock of slots and latencies (tests); default performance.now. */
   now?: () => number
@@ -57,12 +56,10 @@ export class ThrottleGate {
     return this.adaptive?.limit ?? this.fixedLimit
   }
 
-  /** Requests holding a slot now. */
   get active(): number {
     return this.inFlight
   }
 
-  /** Acquirers waiting for a slot now. */
   get waiting(): number {
     return this.waiters.length
   }
@@ -156,7 +153,6 @@ export interface RetryOptions {
   signal?: AbortSignal
   /** Whether the answers' latency feeds the gate's adaptive limit (default true; false for list pages). */
   sampleLatency?: boolean
-  /** Told about each 429 (for metrics). */
   onThrottled?: () => void
   onRetry?: (err: unknown, attempt: number) => void
 }

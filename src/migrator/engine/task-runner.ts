@@ -2,9 +2,9 @@ import { TokenBucket } from './budget.js'
 
 /**
  * Runs the walker's per-object tasks: at most `limit` at once, started at `qps` a second at most
- * (0: none), in order. The rate is its own TokenBucket (budget.ts; nobody else queues there). No per-task promise, events or timer checks (as p-queue had): this runs
- * once per object, and CPU per object is benched (npm run bench, "client CPU"). With a shared
- * bucket (budget.ts) each start also takes a token there. Tasks must not reject.
+ * (0: none; its own TokenBucket), in order; with a shared bucket (budget.ts) each start also takes a
+ * token there. Tasks must not reject. No per-task promise, event or timer check: this runs once per
+ * object, and CPU per object is benched (npm run bench, "client CPU").
  */
 export class TaskRunner {
   private readonly queue: Array<(() => Promise<unknown>) | undefined> = []
@@ -70,12 +70,10 @@ export class TaskRunner {
     if (this.watchers.length) this.notify()
   }
 
-  /** Resolves once fewer than `n` tasks wait. */
   whenSizeBelow(n: number): Promise<void> {
     return this.when(() => this.size < n)
   }
 
-  /** Resolves once no task waits or runs. */
   whenIdle(): Promise<void> {
     return this.when(() => this.size === 0 && this.running === 0)
   }

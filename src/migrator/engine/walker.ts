@@ -5,7 +5,6 @@ import { CrdMigratorError, describeError, errorCode, errorMessage, type ErrorCod
 import { TaskRunner } from './task-runner.js'
 import type { TokenBucket } from './budget.js'
 
-/** What happened to one object. */
 export type Outcome =
   | 'rewritten' // the API server stored it anew
   | 'current' // the write was a no-op: the object was already stored that way
@@ -38,7 +37,6 @@ export interface WalkProgress {
   inFlight: number
 }
 
-/** Objects settled so far, whatever the outcome. */
 export function settled(p: WalkProgress): number {
   const c = p.counts
   return c.rewritten + c.current + c.skipped + c.gone + c.conflict + c.failed + c.resumed
@@ -153,7 +151,6 @@ class Watermark {
   }
 }
 
-/** One walk's state: its queue, counts, failures and watermark. */
 class Walk {
   readonly queue: TaskRunner
   readonly counts: WalkCounts = { seen: 0, rewritten: 0, current: 0, skipped: 0, gone: 0, conflict: 0, failed: 0, resumed: 0 }
@@ -173,7 +170,6 @@ class Walk {
     this.view = { counts: this.counts, total: undefined, checkpoint: this.marks.checkpoint, inFlight: 0 }
   }
 
-  /** The adaptive limit, never above the cap. */
   private currentLimit(): number {
     const cap = Math.max(1, this.options.concurrency)
     return Math.min(cap, Math.max(1, this.options.concurrencyLimit?.() ?? cap))

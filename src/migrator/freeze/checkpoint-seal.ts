@@ -6,17 +6,13 @@
  * generation, start time), with a key only migrators hold; without a valid seal the run walks
  * every object again (a no-op request each, no etcd write).
  *
- * The key: `migrator.stateKeyFile` (the chart mounts a Secret shared by its replicas), else a
- * file in the user's state directory created on first use (the same user's CLI resumes its own
- * runs), else memory where that cannot be written (only this process's checkpoints trusted).
+ * The key: `migrator.stateKeyFile`, else a file in the user's state directory created on first use
+ * (the same user's CLI resumes its own runs), else memory (docs/configuration.md, --state-key-file).
  *
- * Whoever reads the key can forge checkpoints, whoever replaces it can plant one, so the file it
- * opened is checked as sshd's StrictModes does (keyFileProblems): not readable or writable by
- * others or another group, owned by us or root; its directory (given and real) not writable by
- * others or another group without the sticky bit, nor another user's. Findings are warned about,
- * or refused with `migrator.strictStateKeyFile` (CRDM_STATE_KEY). A kubelet-mounted Secret
- * (root, fsGroup, 0440, sticky directory) passes when the fsGroup is the process's group. Read
- * through regular-file.ts: never waited on (a FIFO), regular files only, at most 64 KiB.
+ * Whoever reads the key can forge checkpoints, whoever replaces it can plant one: the file opened
+ * is checked as sshd's StrictModes does (keyFileProblems; the rules: --strict-state-key-file there),
+ * and warned about or refused. Read through regular-file.ts: never waited on (a FIFO), regular
+ * files only, at most 64 KiB.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { Stats } from 'node:fs'
@@ -136,7 +132,7 @@ function processOwner(): ProcessOwner | undefined {
 
 /**
  * What is wrong with a key file (`kind: 'file'`) or the directory holding it, by its mode
- * and owner, for a process running as `self` (see the header). Empty: nothing. Pure.
+ * and owner, for a process running as `self` (docs/configuration.md, --strict-state-key-file). Empty: nothing. Pure.
  */
 export function keyFileProblems(st: Pick<Stats, 'mode' | 'uid' | 'gid'>, kind: 'file' | 'directory', self: ProcessOwner): string[] {
   const problems: string[] = []

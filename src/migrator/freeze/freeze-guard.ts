@@ -1,12 +1,10 @@
 /**
- * A run holds only while its freeze does: a break-glass user removing the annotation stopped it
- * on purpose; a generation moved under the freeze means another CRD than the one frozen; an
- * owner annotation no longer naming this run means a takeover (no heartbeat seen for
- * takeoverAfterSeconds), and the freeze and state are the new owner's (run.ts endRun). Further
- * writes would be wasted and narrowing storedVersions wrong. So from freeze to end the CRD is
- * watched (that one name), and every copy the heartbeat gets back is checked too (for when the
- * watch is forbidden or lags); the first sign aborts the run's signal with a coded error. Writes
- * in flight finish; no new one starts.
+ * A run holds only while its freeze does: a lifted freeze, a generation moved under it or a
+ * takeover (the owner annotation no longer naming this run) makes further writes wasted and
+ * narrowing storedVersions wrong (docs/migrate-one-crd.md#one-migration-step-by-step). So from freeze
+ * to end the CRD is watched (that one name), and every copy the heartbeat gets back is checked too
+ * (for when the watch is forbidden or lags); the first sign aborts the run's signal with a coded
+ * error. Writes in flight finish; no new one starts.
  */
 import type { Logger } from 'pino'
 import { CrdMigratorError, errorMessage } from '../../errors.js'
@@ -17,7 +15,6 @@ import { listAndWatch } from '../../kube/watch.js'
 import { sanitizeText } from '../../sanitize.js'
 import { MIGRATING_VALUE, StateAnnotation } from '../../state/crd-state.js'
 
-/** What the run froze. */
 export interface FrozenCrd {
   name: string
   uid: string | undefined
@@ -143,11 +140,9 @@ export function guardFreeze(http: KubeHttp, frozen: FrozenCrd, logger: Logger, p
     heartbeatForbidden: (err: unknown) => {
       if (lost === undefined && !run.signal.aborted) stopWith(heartbeatForbidden(frozen.name, err))
     },
-    /** Why the freeze was lost, once it was. */
     get lost(): CrdMigratorError | undefined {
       return lost
     },
-    /** Ends the watch. */
     stop: () => {
       parent?.removeEventListener('abort', onParentAbort)
       watch.abort()

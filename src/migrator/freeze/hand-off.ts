@@ -1,8 +1,8 @@
 /**
- * Hands a running freeze to the next leader (issue 43, item 1) when `serve` shuts down or loses its
- * Lease: lifting it would open the storage version to changes, with objects half rewritten, until the
- * next leader froze it again. Freeze, owner, phase and sealed checkpoint stay; the heartbeat goes and
- * the hand-off is recorded, so the next leader resumes at once. The CLI (`migrate`) lifts its own.
+ * Hands a running freeze to the next leader when `serve` shuts down or loses its Lease: lifting it
+ * would open the storage version to changes, with objects half rewritten, until the next leader froze
+ * it again. Freeze, owner, phase and sealed checkpoint stay; the heartbeat goes and the hand-off is
+ * recorded, so the next leader resumes at once. The CLI (`migrate`) lifts its own.
  */
 import { getCrd } from '../../kube/crds.js'
 import { isConflict, isNotFound } from '../../kube/api-errors.js'

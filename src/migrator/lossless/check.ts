@@ -1,18 +1,9 @@
 /**
- * The lossless check: prove a rewrite changes nothing but the encoding. Re-storing converts
- * (webhook, if any), prunes and defaults: a narrowed schema or an unfaithful webhook would
- * make a loss or injection permanent, under our name. Each object is read through each old
- * version it may be stored in and compared (content-diff.ts, verdict.ts) with what its
- * rewrite keeps:
- *
- * - conversion None: the same page through the storage version at the same snapshot (a
- *   continue token from the same key and resourceVersion). A list is pruned by the version
- *   it serves, so this is what the write keeps; two lists a page, no request per object.
- * - conversion Webhook: a dry run (dryRun=All) of the rewrite through the old version: the
- *   API server converts, encodes, decodes and converts back, the exact round trip.
- *
- * An addition seen only in the old view is bookkeeping unless the storage view (one GET)
- * stores it (verdict.ts).
+ * The lossless check: prove a rewrite changes nothing but the encoding; why, and what each
+ * conversion's view shows: docs/migrate-one-crd.md#lossless-or-refused-the-check-before-any-write.
+ * Conversion None: the same page through the storage version at the same snapshot (a continue
+ * token from the same key and resourceVersion). Webhook: a dry run (dryRun=All) of the rewrite
+ * through the old version. Compared by content-diff.ts, judged by verdict.ts.
  */
 import { CrdMigratorError } from '../../errors.js'
 import { isConflict, isGone, isNotFound, unlessNotFound } from '../../kube/api-errors.js'
@@ -48,14 +39,12 @@ import {
 type KubeObject = Record<string, unknown> & { metadata: ObjectMeta }
 
 /**
- * What the check reads: the migration's settings (accept lists and consent, paging, concurrency, the
- * status subresource; `force` reads through every version in spec.versions, storedVersions not
- * trusted), the run's client (its retries, its signal, and during a run the CRD's conversion gate),
- * and how many pages per version (before the freeze; default all).
+ * The migration's settings (`force`: read through every version in spec.versions, storedVersions not
+ * trusted), the run's client (during a run, with the CRD's conversion gate), and how many pages per
+ * version (before the freeze; default all).
  */
 type LosslessOptions = MigrationSettings & { client: RunClient; maxPages?: number | undefined }
 
-/** What the comparisons of one check share. */
 interface Check {
   options: LosslessOptions
   rules: LosslessRules
@@ -135,9 +124,9 @@ export async function checkLossless(
 }
 
 /**
- * Objects stored in unserved versions: no old view; held to their managedFields (none:
- * unchecked). Through a webhook, what the conversion adds cannot be seen without an old
- * view: every object is also unchecked then (any may be stored in the unserved version).
+ * Objects stored in unserved versions have no old view: each is held to its managedFields (none:
+ * unchecked). Through a webhook every object is unchecked too: any may be stored unserved, and what
+ * the conversion adds cannot be seen without an old view.
  */
 async function holdToManagedFields({ options, rules, report, target, judge }: Check): Promise<void> {
   const method = report.method
@@ -239,9 +228,8 @@ export class DataLossError extends CrdMigratorError {
 }
 
 /**
- * The refusal as every reader of the CRD sees it (annotation, Event, SVM status): counts and
- * patterns, map keys elided, no object names (those readers may not list the objects; the
- * report and the log carry names, full paths and accept flags).
+ * The refusal as every reader of the CRD sees it (annotation, Event, SVM status): no object names,
+ * map keys elided (docs/migrate-one-crd.md#lossless-or-refused-the-check-before-any-write).
  */
 function dataLossError(crdName: string, storageVersion: string, report: LosslessReport): DataLossError {
   if (report.lossy === 0)
@@ -427,9 +415,8 @@ async function roundTrip(
 
 /**
  * The check as a run uses it: skipped when configured off, logged, and ended with
- * CRDM_DATA_LOSS when an object would not keep its content. `maxPages` checks the first
- * pages only (before the freeze: the common case, a field dropped from every object,
- * never freezes).
+ * CRDM_DATA_LOSS when an object would not keep its content. `maxPages`: the first pages only
+ * (before the freeze, migrate.ts).
  */
 export async function proveLossless(
   crd: CustomResourceDefinition,

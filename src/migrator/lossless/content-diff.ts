@@ -1,9 +1,8 @@
 /**
- * What a user owns of an object and how two copies differ: the lossless check's comparison
- * (pure). Owned: every top-level field but apiVersion, kind and metadata, plus metadata's
- * labels, annotations, finalizers and ownerReferences. Paths read as kubectl's field paths
- * (`spec.items[2].name`, `metadata.labels["app.kubernetes.io/name"]`). Only own keys count:
- * `__proto__` or `constructor` is a field like any other (`in` would see the prototype's).
+ * What a user owns of an object (every top-level field but apiVersion, kind and metadata, plus
+ * OWNED_METADATA) and how two copies differ, as kubectl's field paths (`spec.items[2].name`,
+ * `metadata.labels["app.kubernetes.io/name"]`). Pure. Only own keys count: `__proto__` or
+ * `constructor` is a field like any other (`in` would see the prototype's).
  */
 
 export type FieldChangeKind = 'removed' | 'changed' | 'added' | 'moved'
@@ -57,7 +56,6 @@ export function diffValues(before: Obj, after: Obj, limit = 200): ValuedChange[]
   return changes
 }
 
-/** diffValues without the values: paths and kinds only. */
 export function diffOwnedContent(before: Obj, after: Obj, limit = 50): FieldChange[] {
   return diffValues(before, after, limit).map(withoutValues)
 }

@@ -1,15 +1,9 @@
 /**
- * Which differences between an object before and after its rewrite stop a migration. Pure,
- * table-tested (test/unit/lossless.test.ts). Every change is refused unless explained by:
- * - consent: `acceptChanges` (any change at or below a path) or `acceptRemovals` (removals
- *   only), set by whoever runs the migrator (config, flags, or the CRD's accept annotation only
- *   RBAC-permitted users may set), never by the CRD's author alone;
- * - a default: an addition at exactly a schema-defaulted path, with exactly that default;
- * - bookkeeping: an addition the old version's view shows after the round trip but the storage
- *   version's view does not (e.g. Cluster API's conversion-data annotation, made on the way out,
- *   never stored). Anything the rewrite stores (an injected `spec.owner`) is in that view.
- * Conversion None can only prune: its storage-version list view shows none of the defaults the
- * write adds, so additions there are never judged (see check.ts).
+ * Which differences between an object before and after its rewrite stop a migration: every change
+ * unless consent, a schema default or round-trip bookkeeping explains it (the table in
+ * docs/migrate-one-crd.md#lossless-or-refused-the-check-before-any-write). Pure, table-tested
+ * (test/unit/lossless.test.ts). Conversion None can only prune: its storage-version list view shows
+ * none of the defaults the write adds, so additions there are never judged (check.ts).
  */
 import type { CustomResourceDefinition } from '../../kube/types.js'
 import {
@@ -197,7 +191,6 @@ export interface LosslessReport {
   storageViews: number
   /** Objects no view can check (stored in an unserved version, no managedFields): refused unless accepted. */
   unchecked: number
-  /** Why objects went unchecked, when some did. */
   uncheckedReason?: string
   /** Whether this CRD's unchecked objects are accepted (the run goes on with them). */
   uncheckedAccepted: boolean

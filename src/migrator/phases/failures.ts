@@ -1,8 +1,8 @@
 /**
  * How a phase's failed objects end the run: one coded error that counts them. Its message is
- * public (last-result annotation, Failed Event, read by people who may not list the objects:
- * issue 44, item 2), so it names nobody; names and errors travel as data (the result's and the
- * error's `failures`: `migrate`'s output, the migrator's log).
+ * public (last-result annotation, Failed Event, read by people who may not list the objects), so
+ * it names nobody; names and errors travel as data (the result's and the error's `failures`:
+ * `migrate`'s output, the migrator's log).
  */
 import { CrdMigratorError, type ErrorCode } from '../../errors.js'
 import type { ObjectFailure, WalkResult } from '../engine/walker.js'
@@ -52,7 +52,6 @@ export function failOnObjects(phase: WalkResult & { conversionRefused?: number }
   )
 }
 
-/** Fails the run when stashes could not be migrated. */
 export function failOnStashes(stashes: StashResult): void {
   const failed = stashes.counts.failed
   if (failed === 0) return

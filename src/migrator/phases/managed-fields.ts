@@ -14,10 +14,8 @@ export interface ManagedFieldsPolicy {
    */
   rewriteServedNonStorage: boolean
   /**
-   * Relabel entries of unserved versions to storage instead of removing them. For conversion
-   * `None` the fields are the same in every version, so ownership carries over (its manager can
-   * still prune); for `Webhook` paths may differ, so they are removed (one minimal entry seeded
-   * when none would remain).
+   * Relabel entries of unserved versions to storage instead of removing them: conversion `None` only,
+   * where the fields are the same in every version (docs/migrate-one-crd.md#one-migration-step-by-step, step 4).
    */
   relabelUnserved: boolean
   now?: () => Date

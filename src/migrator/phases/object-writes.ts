@@ -24,13 +24,10 @@ export type RewriteWrite = 'merge-patch' | 'apply'
 /**
  * The storage migration's no-op write, with uid and resourceVersion as preconditions: the API
  * server re-encodes the object in the storage version and writes it unless the bytes are the
- * same (then the resourceVersion does not move).
- * - `merge-patch` (conversion None): an empty merge patch, the cheapest write.
- * - `apply` (webhook conversion): while the webhook is down an update is still stored with every
- *   managedFields entry dropped (fieldmanager UpdateNoErrors); an apply fails instead, so an
- *   outage costs a retry, never ownership. It owns no field, so leaves no entry (bar a
- *   `before-first-apply` on an object with none); with the uid precondition it never recreates
- *   a deleted object (409 "uid mismatch"), so it needs no `create` permission.
+ * same (then the resourceVersion does not move). `merge-patch` (conversion None): an empty merge
+ * patch, the cheapest write. `apply` (webhook conversion): an outage costs a retry, never
+ * ownership (why: docs/conversion-webhooks.md); with the uid precondition it never recreates a
+ * deleted object (409 "uid mismatch"), so it needs no `create` permission.
  */
 export function makeRewriteHandler(
   ctx: WriteContext,
@@ -76,7 +73,6 @@ export function makeRewriteHandler(
   }
 }
 
-/** The object's metadata as it is now, or undefined when it is gone. */
 async function readMetadata(ctx: WriteContext, item: PartialObjectMetadata): Promise<PartialObjectMetadata | undefined> {
   const res = await unlessNotFound(
     ctx.client.request<PartialObjectMetadata>({

@@ -1,11 +1,9 @@
 /**
- * Waits until every API server stores the CRD in the new version: each switches when its own CRD
- * informer sees the flip, and a lagging one still writes the old version after the rewrite passed
- * an object, so storedVersions would be narrowed over it. Before rewriting and again before
- * narrowing, every server of the `default/kubernetes` EndpointSlices (or --apiserver-endpoints)
- * is asked by address for the new storageVersionHash until all agree for the settle time. Where
- * they cannot be reached one by one (a managed control plane), that is said once and the server
- * in use is checked, plus the settle time.
+ * Waits until every API server stores the CRD in the new version: a lagging one writes the old
+ * version after the rewrite passed an object, and storedVersions would be narrowed over it. Before
+ * rewriting and again before narrowing, each server is asked by address for the new
+ * storageVersionHash until all agree for the settle time (docs/several-api-servers.md: which
+ * servers, and the fallback to the one in use).
  */
 import type { Logger } from 'pino'
 import { CrdMigratorError, errorMessage } from '../../errors.js'
@@ -29,7 +27,6 @@ export interface StorageSwitchReport {
   listed: number
   /** API servers asked one by one (0 in single-server mode). */
   checked: number
-  /** Why the servers were not asked one by one. */
   fallbackReason?: string
 }
 
@@ -175,7 +172,6 @@ export async function waitForStorageEverywhere(
  * A batch's first look, before its CRDs' turns: asks each API server once whether it serves each
  * CRD's storage version and records the answers (storage-agreement.ts), so a fleet waits the
  * settle time about once, not once per CRD. Decides nothing: each run still asks every server.
- * Returns the answers recorded.
  */
 export async function observeStorageSwitches(
   http: KubeHttp,

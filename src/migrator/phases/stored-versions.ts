@@ -62,12 +62,11 @@ export async function narrowStoredVersions(
   migratingAnnotation: string,
   known?: CustomResourceDefinition,
 ): Promise<CustomResourceDefinition> {
-  // Every object is done by now: an API server restart or an etcd hiccup at this point
-  // must not fail the run, nor must our own progress and heartbeat writes (issue 34: a
-  // resourceVersion precondition lost to them 5 times in a row). So the patch tests what
-  // matters (storedVersionsPatch); a retried patch whose answer was lost gets a 422, and the
-  // next read finds it narrowed. `known` stands in for the first read: a stale copy costs
-  // a 422 and a read, never a wrong narrowing.
+  // Every object is done by now: an API server restart, an etcd hiccup or our own progress and
+  // heartbeat writes (a resourceVersion precondition loses to them) must not fail the run. So the
+  // patch tests what matters (storedVersionsPatch); a retried patch whose answer was lost gets a
+  // 422, and the next read finds it narrowed. `known` stands in for the first read: a stale copy
+  // costs a 422 and a read, never a wrong narrowing.
   let uid: string | undefined
   const decide = (crd: CustomResourceDefinition, refused: Refused): Narrowing => {
     const plan = planCrd(crd)

@@ -53,7 +53,6 @@ export function resolveStashRules(presets: readonly (typeof STASH_PRESETS)[numbe
   return out
 }
 
-/** The rules whose embedded objects are this CRD's. */
 export function rulesForGroup(rules: readonly StashRule[], group: string): StashRule[] {
   return rules.filter((r) => r.group === group)
 }

@@ -1,13 +1,10 @@
 /**
  * Phase StashedObjectMigration: copies of a CRD's objects stashed in other objects (KubeVirt's
  * ControllerRevisions) move to the storage version, so the old version can really go. A stash's
- * data is immutable, so per stash (KubeVirt's design, ../shared/seeds/003):
- *   1. find who points at it; none, and none at its replacement: report, touch nothing;
- *   2. convert the embedded object with the CRD's conversion (None: relabel; Webhook: a review);
- *   3. create the replacement (deterministic name: a run that died finds it, checks its content);
- *   4. repoint every referrer, the old name as precondition;
- *   5. delete the old stash (uid precondition) once nothing points at it.
- * Any order of crashes leaves nothing the next run does not finish.
+ * data is immutable, so each is replaced (KubeVirt's design, ../shared/seeds/003): referrers found,
+ * the object converted, the replacement created, every referrer repointed, the old stash deleted
+ * (each step's guard: docs/migrate-one-crd.md#stashed-copies-kubevirts-controllerrevisions). Any
+ * order of crashes leaves nothing the next run does not finish (test/integration/stashed-copies.test.ts).
  */
 import { isDeepStrictEqual } from 'node:util'
 import { CrdMigratorError, describeError } from '../../../errors.js'

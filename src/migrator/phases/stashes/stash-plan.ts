@@ -73,7 +73,6 @@ export function newStashBody(old: StashObject, converted: Obj, version: string, 
   return body
 }
 
-/** The pointers of a referrer whose value is `name`. */
 export function pointersAt(referrer: Obj, pointers: readonly string[], name: string): string[] {
   return pointers.filter((p) => valueAt(referrer, p) === name)
 }
