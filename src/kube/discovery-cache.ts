@@ -29,10 +29,7 @@ export function discoveryReuse(
   return 'fetch'
 }
 
-/**
- * Answers younger than this are shared: under the storage-switch poll interval (250 ms),
- * so no poll sees an older answer than its own read would have been.
- */
+/** Shared answers' age limit: under the storage-switch poll interval (250 ms), so no poll sees one older than its own read. */
 export const DISCOVERY_MAX_AGE_MS = 200
 
 export class DiscoveryCache {
