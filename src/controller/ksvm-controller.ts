@@ -1,9 +1,7 @@
 /**
- * Reconciles StorageVersionMigration objects, reporting as KSVM does (Running, then Succeeded or
- * Failed): a managed CRD's resource gets the full CRD migration; another CRD's is rewritten
- * unfrozen (migrate.ts migrateCrdUnfrozen) or refused (storageVersionMigrationsUnmanaged); a built-in one
- * is rewritten. Deleting the object stops the run, which lifts the freeze (KEP-2855). One
- * object at a time, oldest first.
+ * Reconciles StorageVersionMigration objects as docs/ksvm-and-builtin.md describes, reporting as KSVM does: a managed
+ * CRD's resource gets migrateCrd, another CRD's migrateCrdUnfrozen (or is refused), a built-in one migrateWithoutCrd;
+ * deleting the object stops the run, which lifts the freeze (KEP-2855). One object at a time, oldest first.
  */
 import { ContentType } from '../kube/http.js'
 import { isNotFound, unlessNotFound } from '../kube/api-errors.js'

@@ -43,7 +43,6 @@ export interface StorageVersionMigration {
   status?: { conditions?: SvmCondition[] }
 }
 
-/** The object as stored, or undefined once it is gone. */
 export async function getStorageVersionMigration(http: KubeHttp, name: string): Promise<StorageVersionMigration | undefined> {
   return (await unlessNotFound(http.request<StorageVersionMigration>({ method: 'GET', path: objectPath(KSVM_RESOURCE, undefined, name) })))
     ?.body
@@ -62,7 +61,6 @@ export function storageVersionMigration(
   }
 }
 
-/** One of these conditions is True. */
 export function hasCondition(svm: StorageVersionMigration, ...types: readonly SvmConditionType[]): boolean {
   return (svm.status?.conditions ?? []).some((c) => types.includes(c.type) && c.status === 'True')
 }
@@ -143,10 +141,8 @@ const COUNTS_ELSEWHERE =
   'or run crd-migrator migrate or plan with credentials that may list them'
 
 /**
- * Whoever created a StorageVersionMigration may not be allowed to list the objects it names,
- * and the API server records no creator to ask a SubjectAccessReview for: conditions never
- * count objects, for any creator (SECURITY.md, "What a StorageVersionMigration's creator
- * learns"). These codes' reasons count or name objects, so the code's words are given instead.
+ * Conditions never count objects: the creator may not be allowed to list them, and the API server records no creator
+ * to ask (SECURITY.md, "What a StorageVersionMigration's creator learns"). These codes' reasons count or name objects.
  */
 const COUNTED_BY_OBJECT: ReadonlySet<ErrorCode> = new Set([
   'CRDM_OBJECTS_FAILED',

@@ -73,7 +73,6 @@ function isMigrated(state: StorageState): boolean {
   return persisted.length === 1 && persisted[0] === state.status?.currentStorageVersionHash
 }
 
-/** A migration of the resource that has neither Succeeded nor Failed. */
 function hasPendingOrRunningMigration(r: GroupResource, migrations: readonly StorageVersionMigration[]): boolean {
   return migrations.some((m) => sameResource(migrationResource(m), r) && !isFinished(m))
 }

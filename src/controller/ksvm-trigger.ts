@@ -1,9 +1,7 @@
 /**
- * KSVM's trigger controller: a StorageState per resource kept from discovery's
- * storageVersionHash, and a StorageVersionMigration created when that calls for one (the
- * decisions: ksvm-trigger-state.ts). Discovery is read every `pollSeconds` (KSVM: 10 min), and
- * at once when a CRD's storage version changes. One item at a time, as KSVM: its discovery and
- * migration handling would otherwise race on the persisted hashes.
+ * KSVM's trigger controller (docs/ksvm-and-builtin.md, "The trigger"): a StorageState per resource kept from discovery,
+ * and a StorageVersionMigration created when that calls for one (the decisions: ksvm-trigger-state.ts). One item at a
+ * time, as KSVM: its discovery and migration handling would otherwise race on the persisted hashes.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'

@@ -157,11 +157,9 @@ export class LeaderElector {
 }
 
 /**
- * Takes the Lease whoever holds it, for `holdSeconds` (uninstall hook, `lift-freezes`): a leader
- * seeing another holder stops at its next renewal and hands its runs off (renewLoop); candidates
- * wait the hold out. Says who held it before, and whether that holder was live (renewed within
- * its duration, by the seizer's clock against the Lease's renewTime); undefined when there is
- * no Lease (no replica ever led).
+ * Takes the Lease whoever holds it, for `holdSeconds` (uninstall hook, `lift-freezes`): a leader seeing another holder
+ * stops at its next renewal and hands its runs off (renewLoop); candidates wait the hold out. Says who held it before,
+ * and whether that holder was live (by the seizer's clock, below); undefined when there is no Lease (no replica ever led).
  */
 export async function seizeLease(http: KubeHttp, lease: { namespace: string; name: string; identity: string; holdSeconds: number }) {
   const path = objectPath(LEASES, lease.namespace, lease.name)
@@ -179,10 +177,7 @@ export async function seizeLease(http: KubeHttp, lease: { namespace: string; nam
   }
 }
 
-/**
- * Replaces the Lease's holder, duration and renewTime with `taken`; a new holder (not `mine`)
- * starts a term: acquireTime now, one more transition. False when another wrote it first (409).
- */
+/** `taken` as holder, duration and renewTime; a new holder (not `mine`) starts a term: acquireTime now, +1 transition. False on a 409. */
 async function putLease(
   http: KubeHttp,
   path: string,

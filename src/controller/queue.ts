@@ -89,10 +89,7 @@ export class WorkQueue {
     if (this.dirty.delete(name)) this.add(name)
   }
 
-  /**
-   * A controller's worker loop: `workers` names at once (never one twice) until `signal` aborts;
-   * a reconcile that throws re-queues the name after its backoff (told to `onFailure`).
-   */
+  /** `workers` names at once (never one twice) until `signal` aborts; a reconcile that throws re-queues its name after backoff. */
   async process(
     signal: AbortSignal,
     reconcile: (name: string) => Promise<unknown>,

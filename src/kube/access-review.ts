@@ -10,10 +10,7 @@ import { collectionPath } from './paths.js'
 
 const SSAR_PATH = '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews'
 
-/**
- * One permission a migration needs: `verb` on every object of `group`/`resource`
- * (`subresource`), all namespaces; or, with `name`, on that one (cluster-scoped) object.
- */
+/** `verb` on every object of `group`/`resource` (`subresource`) in all namespaces; with `name`, on that one cluster-scoped object. */
 export interface AccessCheck {
   verb: 'list' | 'patch'
   group: string
@@ -129,7 +126,6 @@ async function mayList(http: KubeRequests, check: AccessCheck, version: string):
   }
 }
 
-/** Whether the migrator may migrate `resource` (list and patch its objects), asked of the API server. */
 export async function migrationAccess(
   http: KubeRequests,
   resource: { group: string; plural: string; version: string },

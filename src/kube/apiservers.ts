@@ -32,7 +32,6 @@ export function endpointsFromSlices(slices: readonly EndpointSlice[]): URL[] {
   return out
 }
 
-/** The API servers the `default/kubernetes` EndpointSlices list. */
 export async function listApiServers(http: KubeHttp): Promise<URL[]> {
   const { body } = await http.request<{ items: EndpointSlice[] }>({
     method: 'GET',

@@ -1,10 +1,7 @@
 /**
- * Kubernetes' own storage version migrator (KEP-4192, `storagemigration.k8s.io`) and the
- * CRD's `StorageMigrating` condition (kubernetes PR #135297, 1.37). kube-controller-manager
- * (pkg/controller/storageversionmigrator) runs one object per resource, oldest first: condition
- * True, Running, an empty merge patch per object, Succeeded/Failed, condition False and, if the
- * generation held, storedVersions narrowed. No freeze, no managedFields cleanup; deleting a
- * running object leaves the condition True.
+ * Kubernetes' own storage version migrator (KEP-4192, `storagemigration.k8s.io`) and the CRD's `StorageMigrating`
+ * condition (kubernetes PR #135297, 1.37), as docs/ksvm-and-builtin.md describes them. kube-controller-manager
+ * (pkg/controller/storageversionmigrator) runs one object per resource, oldest first.
  */
 import type { CrdCondition, CustomResourceDefinition, ObjectMeta } from './types.js'
 import { ContentType, type KubeHttp } from './http.js'
@@ -57,7 +54,6 @@ export function conditionText(text: string, max = MAX_CONDITION_TEXT): string {
   return sanitizeText(text, max)
 }
 
-/** Not finished: pending or running. */
 export const isActive = (m: BuiltinMigration): boolean => {
   const state = builtinMigrationState(m)
   return state === 'Pending' || state === 'Running'
@@ -79,7 +75,6 @@ export function storageMigratingCondition(crd: Pick<CustomResourceDefinition, 's
   return (crd.status?.conditions ?? []).find((c) => c.type === STORAGE_MIGRATING)
 }
 
-/** True while kube-controller-manager says it migrates the CRD's resource. */
 export function builtinMigrationRunning(crd: Pick<CustomResourceDefinition, 'status'>): boolean {
   return storageMigratingCondition(crd)?.status === 'True'
 }

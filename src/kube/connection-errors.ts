@@ -40,7 +40,6 @@ export class KubeUnreachableError extends CrdMigratorError {
     cause: unknown,
   ) {
     const tries = attempts > 1 ? ` (${attempts} attempts)` : ''
-    // Retryable: it answered before, so this is an outage (or a slow answer), not a wrong address.
     const what = retryable ? `lost the API server at ${server}` : `cannot reach the API server at ${server}`
     super('CRDM_UNREACHABLE', `${what}: ${errno}, ${UNREACHABLE[errno] ?? errorMessage(cause)}${tries}`, { cause })
   }
@@ -104,10 +103,7 @@ export function tlsError(err: unknown, server: URL, cluster: KubeCluster): KubeT
   return new KubeTlsError(message, code, err)
 }
 
-/**
- * What a failed request becomes: a TLS error, an unreachable server (`reached`: it has
- * answered this client before, so the failure may pass), or the error as it is.
- */
+/** A TLS error, an unreachable server (`reached`: it answered this client before, so the failure may pass), or `err` as it is. */
 export function explainConnectionError(err: unknown, server: URL, cluster: KubeCluster, reached: boolean, attempts = 1): unknown {
   const tls = tlsError(err, server, cluster)
   if (tls) return tls

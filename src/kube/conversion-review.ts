@@ -49,10 +49,7 @@ function refused(url: URL, message: string): CrdMigratorError {
   return new CrdMigratorError('CRDM_CONVERSION_REFUSED', `conversion webhook ${url.href} refused: ${sanitizeText(message)}`)
 }
 
-/**
- * A JSON POST to the webhook as kube-apiserver sends it (no credentials, no proxy). A
- * connection per call: calls are few, and a pooled socket the webhook closed would fail one.
- */
+/** As kube-apiserver sends it: no credentials, no proxy. No pooling: calls are few, and a socket the webhook closed would fail one. */
 async function post(url: URL, caBundle: string | undefined, body: unknown, timeoutMs: number): Promise<unknown> {
   const payload = Buffer.from(JSON.stringify(body))
   const answer = await roundTrip(

@@ -24,7 +24,6 @@ interface CrdConversion {
   conversionReviewVersions?: string[]
 }
 
-/** `None` unless the CRD converts through a webhook. */
 export function conversionStrategy(crd: CustomResourceDefinition): ConversionStrategy {
   return (crd.spec.conversion as CrdConversion | undefined)?.strategy === 'Webhook' ? 'Webhook' : 'None'
 }
@@ -65,10 +64,7 @@ const PREFIX = /conversion webhook for .+? failed: /s
 const OUTAGE_DETAIL =
   /^(Post "|Post https?:|dial tcp|x509:|tls:|EOF$|context deadline exceeded|net\/http:|an error on the server|the server is currently unable|the server has asked for the client to try again|the server was unable to return a response|the server could not find the requested resource|service "[^"]*" not found|no endpoints available|Internal error occurred: failed calling webhook)/
 
-/**
- * A write that succeeded but came back without the managedFields it set: the API server
- * could not convert them (its webhook is down) and dropped them all. Counts as an outage.
- */
+/** A write answered without the managedFields it set: the API server could not convert them (webhook down), dropped them all. An outage. */
 export class ManagedFieldsDroppedError extends CrdMigratorError {
   override readonly name = 'ManagedFieldsDroppedError'
 

@@ -27,10 +27,7 @@ export async function listCrds(http: KubeRequests, labelSelector?: string): Prom
   return items
 }
 
-/**
- * Sets (string) or removes (null) annotations by JSON merge patch; with a resourceVersion, only on that
- * revision (409 otherwise), so the freeze knows it froze the spec it looked at.
- */
+/** Merge-patches annotations (null removes); with a resourceVersion only on that revision (else 409): the freeze froze the spec it read. */
 export async function patchCrdAnnotations(
   http: KubeRequests,
   name: string,

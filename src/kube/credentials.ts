@@ -150,7 +150,6 @@ export class Credentials {
   }
 }
 
-/** Impersonate-* headers from the kubeconfig user's as* fields. */
 function impersonationHeaders(context: KubeContext): Record<string, string | string[]> {
   const imp = context.user.impersonate
   if (!imp) return {}

@@ -1,7 +1,6 @@
 /**
- * Discovery reads shared by a group's CRDs switched together (an operator upgrade), whose
- * storage-switch checks poll the same document. An answer not yet showing the wanted hash is
- * read again (the server may have switched since); failures are not kept.
+ * Discovery reads shared by a group's CRDs switched together (an operator upgrade), whose storage-switch checks poll the
+ * same document. An answer not showing the wanted hash is not reused: the server may have switched since.
  */
 import { groupVersionResources, hashOf, type APIResourceList } from './discovery.js'
 import type { KubeHttp } from './http.js'
@@ -29,10 +28,7 @@ export function discoveryReuse(
   return 'fetch'
 }
 
-/**
- * Answers younger than this are shared: under the storage-switch poll interval (250 ms),
- * so no poll sees an older answer than its own read would have been.
- */
+/** Shared answers' age limit: under the storage-switch poll interval (250 ms), so no poll sees one older than its own read. */
 export const DISCOVERY_MAX_AGE_MS = 200
 
 export class DiscoveryCache {

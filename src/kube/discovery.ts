@@ -15,12 +15,10 @@ export interface APIResourceList {
   resources?: { name: string; storageVersionHash?: string }[]
 }
 
-/** One group/version's discovery document: every resource of it, with its storage version hash. */
 export async function groupVersionResources(http: KubeHttp, group: string, version: string): Promise<APIResourceList> {
   return (await http.request<APIResourceList>({ method: 'GET', path: groupVersionPath({ group, version }) })).body
 }
 
-/** The storage version hash a discovery document gives `plural`. */
 export function hashOf(list: APIResourceList, plural: string): string | undefined {
   return list.resources?.find((r) => r.name === plural)?.storageVersionHash
 }

@@ -22,7 +22,6 @@ export interface ExecTerminal {
   stderr: NodeJS.WritableStream
 }
 
-/** This process's own: stdin a TTY or not, stderr. */
 export const processTerminal = (): ExecTerminal => ({ stdinIsTerminal: process.stdin.isTTY === true, stderr: process.stderr })
 
 /** Whether the plugin gets our stdin, as client-go decides; undefined: Always without a terminal, an error. */

@@ -120,7 +120,6 @@ export class KubeHttp {
     this.basePath = this.server.pathname.replace(/\/$/, '')
   }
 
-  /** Every write this client sends carries dryRun=All (KubeHttpOptions.dryRun). */
   get dryRun(): boolean {
     return this.options.dryRun
   }
@@ -167,7 +166,6 @@ export class KubeHttp {
     return this.sibling({ ...this.options, ...(this.identityHost ? { endpoint: this.server } : {}), dryRun: true })
   }
 
-  /** A client sharing this one's context, credentials, environment, logger and warning handler. */
   private sibling(options: KubeHttpOptions): KubeHttp {
     return new KubeHttp(
       this.context,
@@ -210,7 +208,6 @@ export class KubeHttp {
   }
 
   private async exchange(req: KubeRequest): Promise<RoundTripAnswer & { pathname: string }> {
-    // Every write names its field manager (unless it set its own).
     const write = req.method !== 'GET'
     const query =
       write && req.method !== 'DELETE' && req.query?.['fieldManager'] === undefined
@@ -267,7 +264,6 @@ export class KubeHttp {
     return true
   }
 
-  /** What a failed request or watch becomes: a coded TLS or unreachable error, or the error as it is. */
   private explain(err: unknown, attempt: number): unknown {
     return explainConnectionError(err, this.server, this.context.cluster, this.reached, attempt)
   }
@@ -403,7 +399,6 @@ export class KubeHttp {
   }
 }
 
-/** The body parsed as JSON, else left as the text it is. */
 function jsonOrText(text: string): unknown {
   try {
     return JSON.parse(text)

@@ -1,7 +1,6 @@
 /**
- * A kubeconfig read as kubectl reads it: files merged, paths absolute, one context chosen;
- * only what the context in use needs can fail (client-go's ConfirmUsable). Our own reader:
- * client-node's KubeConfig loads its whole API (~90 MB, ~1 s) for a few YAML fields.
+ * A kubeconfig read as kubectl reads it: files merged, paths absolute, one context chosen; only what the context in use
+ * needs can fail (client-go's ConfirmUsable). Our own reader: client-node's KubeConfig loads its whole API (docs/configuration.md).
  */
 import { dirname, isAbsolute, join } from 'node:path'
 import { isIP } from 'node:net'
@@ -87,7 +86,6 @@ export interface Kubeconfig {
   origin: string
 }
 
-/** The entry, unless it is one we cannot use. */
 export function usable<T extends object>(entry: T | Unusable | undefined): T | undefined {
   return entry === undefined || 'unusable' in entry ? undefined : entry
 }
@@ -342,7 +340,6 @@ export function resolveContext(config: Kubeconfig, requested?: string): KubeCont
   return { name, cluster, user, origin: config.origin, ...definedOnly({ namespace: context.namespace }) }
 }
 
-/** `field`'s `value` as an http(s) URL; else a kubeconfig error naming an `example`, or saying `otherScheme` of another scheme. */
 function httpUrl(value: string, where: string, field: string, example: string, otherScheme: (scheme: string) => string): URL {
   const said = `${where}: ${field} ${JSON.stringify(value)}`
   if (!URL.canParse(value)) throw fail(`${said} is not a URL such as ${example}`)

@@ -37,10 +37,7 @@ export interface ListMetadataOptions {
    */
   alternateVersions?: readonly string[]
   listThroughAlternate?: (err: unknown) => boolean
-  /**
-   * Errors of particular objects (a webhook's refusal): the list narrows down to each such
-   * object, hands it out as unreadable and goes on after it. Other errors end the list.
-   */
+  /** Errors of one object (a webhook's refusal): the list narrows to it, hands it out as unreadable, goes on after it; others end it. */
   unreadable?: (err: unknown) => boolean
   /** A list started over by its reader: objects up to this key were handed out already. */
   after?: string | undefined

@@ -5,7 +5,6 @@
 import type { KubeRequest, KubeRequests } from './http.js'
 import type { ListMeta } from './types.js'
 
-/** One page of a list: its items (none: empty) and its metadata (continue, resourceVersion, remainingItemCount). */
 export interface ListPage<T> {
   items: T[]
   metadata: ListMeta
@@ -35,7 +34,6 @@ export interface FollowPagesOptions {
   signal?: AbortSignal | undefined
 }
 
-/** A GET of one page of the list at `path`. */
 export function pageRequest<T>(http: KubeRequests, path: string, options: PageRequestOptions = {}): PageRequest<T> {
   return async (page) => {
     const { body } = await http.request<{ items?: T[] | null; metadata?: ListMeta }>({
@@ -49,10 +47,7 @@ export function pageRequest<T>(http: KubeRequests, path: string, options: PageRe
   }
 }
 
-/**
- * The pages of a list from `options.continue` to its end. An error ends it (an expired
- * token is a 410 Gone): the caller lists again, from the start or a token of its own.
- */
+/** Pages from `options.continue` on; any error ends them (an expired token: 410 Gone): the caller lists again, from where it chooses. */
 export async function* followPages<T>(request: PageRequest<T>, options: FollowPagesOptions): AsyncGenerator<ListPage<T>> {
   let token = options.continue
   do {

@@ -25,7 +25,6 @@ export interface KubeRequest {
   body?: unknown
   contentType?: string
   accept?: string
-  /** Per-request timeout in milliseconds. */
   timeoutMs?: number
   signal?: AbortSignal
 }
@@ -63,11 +62,7 @@ export interface KubeHttpOptions {
   dryRun?: boolean
   /** Where HTTPS_PROXY, HTTP_PROXY and NO_PROXY are read when the kubeconfig has no proxy-url (default process.env). */
   environment?: ProxyEnvironment
-  /**
-   * Connection tries (0.5 s, 1 s, 2 s ... apart) while the API server never answered; then
-   * CRDM_UNREACHABLE, not retried, so an unreachable cluster fails in seconds. After a first
-   * answer a failure is a passing outage. 1 for a forEndpoint sibling (its own deadline).
-   */
+  /** Tries while the server never answered (docs/configuration.md, `--connect-attempts`); 1 for a forEndpoint sibling (own deadline). */
   connectAttempts?: number
   /** How long a new connection may take (TCP and TLS); default 10 s. */
   connectTimeoutMs?: number

@@ -1,8 +1,7 @@
 /**
- * Since when each API server has shown a CRD's new storageVersionHash, so CRDs queued behind
- * maxParallelCrds after a mass flip settle from then, not each for its own 2 s (storage-switch.ts).
- * Sound because an observation holds only for its CRD generation (a flip bumps it; annotation
- * and status writes do not) and any answer not showing the hash forgets it.
+ * Since when each API server has shown a CRD's new storageVersionHash, so CRDs queued behind maxParallelCrds after a
+ * mass flip settle from then, not each for its own settle time (storage-switch.ts). Sound because an observation holds
+ * only for its CRD generation (docs/api-behaviour.md) and any answer not showing the hash forgets it.
  */
 
 export interface AgreementKey {

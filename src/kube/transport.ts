@@ -73,7 +73,6 @@ export function createAgent(
   })
 }
 
-/** A request's whole answer, the body as text. */
 export interface RoundTripAnswer {
   status: number
   headers: IncomingHttpHeaders
@@ -83,10 +82,7 @@ export interface RoundTripAnswer {
 export interface RoundTripErrors {
   /** The error a request fails with when its socket idles past `timeout`. */
   timedOut: () => Error
-  /**
-   * How long a new connection may take to be established (TCP, and TLS on top): an address
-   * that drops packets fails in seconds, not after the request's whole timeout.
-   */
+  /** Deadline to connect (TCP, then TLS): an address that drops packets fails in seconds, not after the request's whole timeout. */
   connectTimeoutMs?: number
   /** What a request error is turned into (e.g. connection-errors.ts explainConnectionError); the timedOut error too. */
   explain?: (err: Error) => unknown
@@ -113,10 +109,7 @@ export function roundTrip(
   })
 }
 
-/**
- * Stops an agent from taking new requests on its idle sockets and closes each busy one
- * when its request ends: in-flight requests and watches finish on the old credentials.
- */
+/** Closes idle sockets, and each busy one when its request ends: in-flight requests and watches finish on the old credentials. */
 export function retireAgent(agent: Agent): void {
   agent.keepSocketAlive = () => false
   for (const sockets of Object.values(agent.freeSockets)) for (const socket of sockets ?? []) socket.destroy()

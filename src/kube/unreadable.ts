@@ -1,18 +1,12 @@
 /**
- * Listing past objects the API server cannot decode: one fails its whole page and everything
- * after it, so the lister narrows to that object and continues right after it. That needs:
- * - its key: from 1.32 in the refusal's `details.causes[].field` (the storage key); before,
- *   found by bisecting lists of one object ({@link findUnreadableKey});
- * - a continue token after it: the API server's base64url `{"v","rv","start"}`
- *   (k8s.io/apiserver pkg/storage/continue.go, same 1.30-1.37), checked like its own.
+ * Listing past objects the API server cannot decode: one fails its whole page and everything after it, so the lister
+ * narrows to that object and continues right after it, with its key and a continue token in the API server's format
+ * (docs/api-behaviour.md; k8s.io/apiserver pkg/storage/continue.go), checked like its own.
  */
 import { statusCauses } from './api-errors.js'
 import type { ResourceRef } from './paths.js'
 
-/**
- * The list-order keys (`<namespace>/<name>`, or `<name>`) of the objects a failed list of
- * `ref` names in its causes, in key order. Empty when the server names none (before 1.32).
- */
+/** List-order keys (`<ns>/<name>` or `<name>`), sorted, of the objects a failed list of `ref` names in its causes; none before 1.32. */
 export function unreadableKeys(err: unknown, ref: Pick<ResourceRef, 'group' | 'plural'>): string[] {
   const marker = `/${ref.group}/${ref.plural}/`
   const keys = statusCauses(err).flatMap((c) => {

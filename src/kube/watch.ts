@@ -23,10 +23,7 @@ export interface ListWatchFilter {
 export interface ListWatchOptions extends ListWatchFilter {
   /** Objects per list page; default 500, client-go's pager's. */
   pageSize?: number | undefined
-  /**
-   * Watch from this revision without a first list: the caller has seen the objects at it
-   * already (a write's answer). Too old (410): listed as usual.
-   */
+  /** Watch from here without a first list: the caller has seen the objects at it (a write's answer). Too old (410): listed as usual. */
   resourceVersion?: string | undefined
 }
 
