@@ -146,10 +146,9 @@ export const ConfigSchema = z.strictObject({
       .min(1024)
       .default(3 * 1024 * 1024),
     /**
-     * Connections open at most (see webhook/connection-policy.ts for which one goes). An idle
-     * TLS connection holds 65-80 KiB (dev/bench/idle-connections.ts: 1,000 took serve to 179
-     * MiB), so uncapped anyone reaching the port could push the pod past 512 Mi; client-go
-     * keeps at most 25 idle connections per webhook host.
+     * Connections open at most (which one goes: webhook/connection-policy.ts). Uncapped, anyone reaching
+     * the port could push the pod past 512 Mi (figures: docs/webhook.md#the-webhook); client-go keeps
+     * at most 25 idle connections per webhook host.
      */
     maxConnections: z.number().int().min(1).default(1000),
     /** Connections one peer (remote address) other than the API server keeps open at most; why: webhook/connection-policy.ts. */
@@ -169,10 +168,9 @@ export const ConfigSchema = z.strictObject({
      * - requestSeconds: headers and body must arrive within it (slow-loris bound, checked
      *   every connectionsCheckingIntervalSeconds); headersSeconds stays below it.
      * - connectionSeconds: socket inactivity while a request is being served.
-     * - keepAliveSeconds: just past client-go's 90 s idle timeout (Go's DefaultTransport), so
-     *   the API server closes idle connections, not us: a review sent on a connection we were
-     *   closing fails (Go does not retry a written POST), a denied CRD update under
-     *   failurePolicy: Fail. Memory is bounded by maxConnections, not by this.
+     * - keepAliveSeconds: just past client-go's 90 s idle timeout, so the API server closes idle
+     *   connections, not us (why: docs/webhook.md#the-webhook; a lost review is a denied CRD update
+     *   under failurePolicy: Fail). Memory is bounded by maxConnections, not by this.
      */
     timeouts: section({
       tlsHandshakeSeconds: z.number().min(0.1).default(5),
