@@ -85,7 +85,6 @@ export function readCrdState(crd: Pick<CustomResourceDefinition, 'metadata'>, mi
     return Number.isFinite(n) ? n : undefined
   }
   return {
-    /** The migrating annotation has the migrating value. */
     frozen: a[migratingAnnotation] === MIGRATING_VALUE,
     /** Set when the freeze is a crd-migrator run's (it wrote its owner annotation). */
     owner: text(StateAnnotation.owner),
@@ -103,7 +102,6 @@ export function readCrdState(crd: Pick<CustomResourceDefinition, 'metadata'>, mi
     observedGeneration: number(StateAnnotation.observedGeneration),
     builtinMigration: text(StateAnnotation.builtinMigration),
     handedOff: text(StateAnnotation.handedOff),
-    /** Whether the CRD carries the migrating annotation (any value) or any state key. */
     carriesState: a[migratingAnnotation] !== undefined || Object.keys(a).some(isStateAnnotation),
   }
 }

@@ -34,7 +34,6 @@ export function serverTimeouts(timeouts: Config['webhook']['timeouts']) {
     keepAliveTimeoutMs: ms(timeouts.keepAliveSeconds),
     connectionsCheckingIntervalMs: ms(timeouts.connectionsCheckingIntervalSeconds),
     tlsHandshakeTimeoutMs: ms(timeouts.tlsHandshakeSeconds),
-    /** A connection with no valid AdmissionReview this long after it was accepted is closed. */
     firstReviewMs: ms(timeouts.firstReviewSeconds),
   }
 }
