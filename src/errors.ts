@@ -74,7 +74,6 @@ export class ConfigError extends CrdMigratorError {
   }
 }
 
-/** The code of any error: ours, an abort, or CRDM_INTERNAL. */
 export function errorCode(err: unknown): ErrorCode {
   if (err instanceof CrdMigratorError) return err.code
   if (isAbort(err)) return 'CRDM_ABORTED'

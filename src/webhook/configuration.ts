@@ -126,7 +126,6 @@ function identityMatchTerms(users: readonly string[], groups: readonly string[])
   return terms
 }
 
-/** True when the API server's authorizer allows the requester FREEZE_PERMISSION on the CRD of the request. */
 export function freezeAllowedExpression(): string {
   const { group, resource, verb } = FREEZE_PERMISSION
   return `authorizer.group(${celString(group)}).resource(${celString(resource)}).name(request.name).check(${celString(verb)}).allowed()`
@@ -194,7 +193,6 @@ export function renderWebhookConfiguration(options: WebhookConfigurationOptions)
   }
 }
 
-/** A rule for v1 CRDs (the object or a subresource of it). */
 function crdRule(operations: string[], resource: string) {
   return { apiGroups: ['apiextensions.k8s.io'], apiVersions: ['v1'], operations, resources: [resource], scope: 'Cluster' }
 }
@@ -203,7 +201,6 @@ export function renderWebhookConfigurationYaml(options: WebhookConfigurationOpti
   return stringify(renderWebhookConfiguration(options), { lineWidth: 0 })
 }
 
-/** The same client configuration with `suffix` added to its URL's or its service's path. */
 function withSuffix(config: WebhookClientConfig, suffix: string): WebhookClientConfig {
   const out: WebhookClientConfig = { ...config }
   if (config.url !== undefined) {

@@ -20,7 +20,6 @@ export const CONSENT_CHANGED_EXPRESSION =
   `(oldObject == null || !has(oldObject.metadata.annotations) || !(k in oldObject.metadata.annotations) || ` +
   `oldObject.metadata.annotations[k] != object.metadata.annotations[k]))`
 
-/** The requester may consent on this CRD (RBAC, by the API server's authorizer). */
 export const CONSENT_ALLOWED_EXPRESSION = `authorizer.group('apiextensions.k8s.io').resource('customresourcedefinitions').name(object.metadata.name).check('${ACCEPT_CHANGES_VERB}').allowed()`
 
 /** The refusal, naming the ClusterRole that grants the permission. */

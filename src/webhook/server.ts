@@ -24,7 +24,6 @@ export const DEFAULT_BODY_LIMIT_BYTES = CONFIG_DEFAULTS.webhook.bodyLimitBytes
 
 export type ServerTimeouts = ReturnType<typeof serverTimeouts>
 
-/** webhook.timeouts (seconds) as the server's options (milliseconds). */
 export function serverTimeouts(timeouts: Config['webhook']['timeouts']) {
   const ms = (seconds: number) => Math.round(seconds * 1000)
   return {

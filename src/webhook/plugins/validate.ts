@@ -11,9 +11,8 @@ import { parseAdmissionReview, reviewAdmission, toAdmissionReviewResponse, type 
 
 export const VALIDATE_PATH = '/validate-crd'
 /**
- * The entry the API server calls only for requesters allowed to freeze the CRD (configuration.ts).
- * Anyone reaching the port may post here too: harmless, a decision has no side effects and a
- * direct caller could forge any userInfo anyway.
+ * The entry the API server calls only for requesters allowed to freeze the CRD (configuration.ts). Anyone
+ * reaching the port may post here too: harmless, no side effects, and a direct caller could forge any userInfo.
  */
 export const VALIDATE_FREEZE_ALLOWED_PATH = `${VALIDATE_PATH}/freeze-allowed`
 
