@@ -20,7 +20,6 @@ interface LoggerOptions {
   format?: LogFormat
 }
 
-/** The format a logger writes in: the one asked for, else text on a terminal only. */
 export function resolveLogFormat(format: LogFormat | undefined, terminal: boolean): LogFormat {
   return format ?? (terminal ? 'text' : 'json')
 }

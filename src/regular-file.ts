@@ -18,7 +18,6 @@ const CHUNK_BYTES = 64 * 1024
 export const MAX_KUBECONFIG_BYTES = 16 * 1024 * 1024
 /** Largest token, client certificate, client key or CA file read. */
 export const MAX_CREDENTIAL_FILE_BYTES = 4 * 1024 * 1024
-/** Largest config file (--config) read. */
 export const MAX_CONFIG_FILE_BYTES = 4 * 1024 * 1024
 
 /** A file refused by what it is (not a regular file) or its size, never waited on or read to its end. */

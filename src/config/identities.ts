@@ -31,9 +31,8 @@ export function isListedUser(user: UserIdentity, users: readonly string[]): bool
 }
 
 /**
- * The custom verb `freeze` on a CRD (like `approve` on signers: only authorization checks use
- * it), asked of RBAC by the webhook's matchConditions: lets a user besides the migrator set,
- * change and lift the freeze. cluster-admin has it by wildcard; the chart's `<fullname>-freeze` grants it alone.
+ * The custom verb `freeze` on a CRD, asked of RBAC by the webhook's matchConditions: lets a user besides the
+ * migrator set, change and lift the freeze (docs/webhook.md#who-may-freeze-rbac).
  */
 export const FREEZE_PERMISSION = Object.freeze({
   verb: 'freeze',

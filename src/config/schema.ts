@@ -1,6 +1,7 @@
 /**
  * The configuration and every default of crd-migrator, declared here and nowhere else:
  * code that needs a default without a parsed Config reads CONFIG_DEFAULTS, never a literal.
+ * What a setting means to users is settings.ts's (SETTINGS); comments here add what it does not.
  */
 import { z } from 'zod'
 import { invalidAcceptEntry } from './accept-entries.js'
@@ -96,19 +97,11 @@ function section<Shape extends z.ZodRawShape>(shape: Shape) {
 }
 
 export const ConfigSchema = z.strictObject({
-  /** Path to a kubeconfig; in-cluster config or $KUBECONFIG when unset. */
   kubeconfig: z.string().min(1).optional(),
-  /** Kubeconfig context to use; the kubeconfig's current-context when unset. */
   context: z.string().min(1).optional(),
-  /**
-   * Tries to connect (0.5 s, 1 s, 2 s ... apart) while the API server has never answered;
-   * then CRDM_UNREACHABLE. Once it has answered, failures are retried as any request is.
-   */
   connectAttempts: z.number().int().min(1).max(20).default(3),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  /** json or text (time, level, message, key=value); unset: text on a terminal, JSON otherwise (src/log.ts). */
   logFormat: z.enum(LOG_FORMATS).optional(),
-  /** `migrate` off a terminal: a progress line per CRD in flight every this many seconds; 0: no progress lines. */
   progressEvery: z.number().min(0).max(3600).default(5),
   annotations: section({
     /** Freezes a CRD's storage version (value "true"): KEP-2855's key, configurable to keep apart from another KEP-2855 migrator. */
@@ -146,19 +139,14 @@ export const ConfigSchema = z.strictObject({
       .min(1024)
       .default(3 * 1024 * 1024),
     /**
-     * Connections open at most (see webhook/connection-policy.ts for which one goes). An idle
-     * TLS connection holds 65-80 KiB (dev/bench/idle-connections.ts: 1,000 took serve to 179
-     * MiB), so uncapped anyone reaching the port could push the pod past 512 Mi; client-go
-     * keeps at most 25 idle connections per webhook host.
+     * Connections open at most (which one goes: webhook/connection-policy.ts). Uncapped, anyone reaching
+     * the port could push the pod past 512 Mi (figures: docs/webhook.md#the-webhook); client-go keeps
+     * at most 25 idle connections per webhook host.
      */
     maxConnections: z.number().int().min(1).default(1000),
     /** Connections one peer (remote address) other than the API server keeps open at most; why: webhook/connection-policy.ts. */
     maxConnectionsPerPeer: z.number().int().min(1).default(100),
-    /**
-     * IPs or CIDRs the API server's calls come from: exempt from maxConnectionsPerPeer,
-     * never evicted, may take reservedConnections. Empty: unknown, nothing reserved. The
-     * chart passes networkPolicy.apiServerCIDRs.
-     */
+    /** IPs or CIDRs the API server's calls come from (what they are spared: connection-policy.ts); empty: nothing reserved. */
     apiServerAddresses: z.array(z.string().refine(isAddressOrCidr, { message: 'must be an IP address or a CIDR' })).default([]),
     /** Slots of maxConnections only apiServerAddresses may take (when they are set). */
     reservedConnections: z.number().int().min(0).default(100),
@@ -169,10 +157,9 @@ export const ConfigSchema = z.strictObject({
      * - requestSeconds: headers and body must arrive within it (slow-loris bound, checked
      *   every connectionsCheckingIntervalSeconds); headersSeconds stays below it.
      * - connectionSeconds: socket inactivity while a request is being served.
-     * - keepAliveSeconds: just past client-go's 90 s idle timeout (Go's DefaultTransport), so
-     *   the API server closes idle connections, not us: a review sent on a connection we were
-     *   closing fails (Go does not retry a written POST), a denied CRD update under
-     *   failurePolicy: Fail. Memory is bounded by maxConnections, not by this.
+     * - keepAliveSeconds: just past client-go's 90 s idle timeout, so the API server closes idle
+     *   connections, not us (why: docs/webhook.md#the-webhook; a lost review is a denied CRD update
+     *   under failurePolicy: Fail). Memory is bounded by maxConnections, not by this.
      */
     timeouts: section({
       tlsHandshakeSeconds: z.number().min(0.1).default(5),
@@ -212,7 +199,6 @@ export const ConfigSchema = z.strictObject({
     selector: section({
       /** CRDs whose labels match are managed; empty selects none by label. */
       labelSelector: z.string().default('crd-migrator.io/managed=true'),
-      /** CRDs managed by name, whatever their labels. */
       names: z.array(z.string().min(1)).default([]),
     }),
     /** Writes in flight at most: the cap of the adaptive limit (migrator/adaptive-concurrency.ts). */
@@ -234,16 +220,9 @@ export const ConfigSchema = z.strictObject({
      * version, where default/kubernetes EndpointSlices list no reachable address. Empty: those EndpointSlices.
      */
     apiServerEndpoints: z.array(z.url({ protocol: /^https?$/ })).default([]),
-    /** Every API server must store the new version within this long after a storage flip. */
     storageSwitchTimeoutSeconds: z.number().min(1).default(120),
-    /**
-     * Who rewrites the objects (phase StorageVersionMigration): `own` (our writer) or `builtin`
-     * (kube-controller-manager's storagemigration.k8s.io StorageVersionMigration, inside our freeze and checks).
-     */
     engine: z.enum(['own', 'builtin']).default('own'),
-    /** engine builtin: a run fails when kube-controller-manager has not started its StorageVersionMigration within this long. */
     builtinStartTimeoutSeconds: z.number().min(1).default(120),
-    /** `migrate` waits this long for a conversion webhook that is down before freezing, then gives up. */
     conversionWaitSeconds: z.number().min(0).default(180),
     /**
      * Phase StashedObjectMigration (opt-in): copies of managed objects stashed in other objects
@@ -298,7 +277,6 @@ export const ConfigSchema = z.strictObject({
     }),
     /** How often every selected CRD is looked at again, besides watch events. */
     resyncSeconds: z.number().min(1).default(600),
-    /** Per-CRD options, by CRD name. */
     crds: z.record(z.string().min(1), CrdOptionsSchema).default({}),
   }),
   leaderElection: section({

@@ -24,7 +24,6 @@ export function createProcessMetrics(registry: Registry, build = { version: VERS
   })
   leader.set(0)
   return {
-    /** 1 while this replica holds the Lease (or, without leader election, runs the controller). */
     setLeader: (leading: boolean) => leader.set(leading ? 1 : 0),
   }
 }

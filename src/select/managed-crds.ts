@@ -29,7 +29,6 @@ export async function namedOrManagedCrds(
   return names.length ? crdsByName(http, names) : { crds: await managedCrds(http, selector), missing: [] }
 }
 
-/** The named CRDs, one GET each, in the order named; those that do not exist in `missing`. */
 export async function crdsByName(http: KubeHttp, names: readonly string[]) {
   const crds: CustomResourceDefinition[] = []
   const missing: string[] = []

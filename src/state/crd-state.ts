@@ -4,6 +4,7 @@
  * patches are crd-record.ts's alone (test/unit/layout.test.ts).
  * Nothing read here may let a run skip work: others can write annotations (the webhook guards
  * them only while it answers), so the checkpoint counts only with its seal (checkpoint-seal.ts).
+ * What each key means: docs/reference/annotations.md, from dev/docs/annotations.ts.
  */
 import type { CustomResourceDefinition } from '../kube/types.js'
 import { OUTSIDE_TEXT_MAX, sanitizeText } from '../sanitize.js'
@@ -24,30 +25,19 @@ export const StateAnnotation = {
   owner: `${STATE_PREFIX}owner`,
   heartbeat: `${STATE_PREFIX}heartbeat`,
   checkpoint: `${STATE_PREFIX}checkpoint`,
-  /** HMAC of the checkpoint, so a resumed run trusts only checkpoints a migrator wrote. */
   checkpointSeal: `${STATE_PREFIX}checkpoint-seal`,
   lastResult: `${STATE_PREFIX}last-result`,
   lastCounts: `${STATE_PREFIX}last-counts`,
   lastDuration: `${STATE_PREFIX}last-duration`,
   observedGeneration: `${STATE_PREFIX}observed-generation`,
   finishedAt: `${STATE_PREFIX}finished-at`,
-  /**
-   * While frozen: the built-in StorageVersionMigration this run created (`--engine builtin`);
-   * only then does the webhook let kube-controller-manager mark the CRD StorageMigrating.
-   */
   builtinMigration: `${STATE_PREFIX}builtin-migration`,
-  /**
-   * While frozen: when the owner stopped on purpose and left the freeze to the next leader
-   * (migrator/freeze/hand-off.ts); its heartbeat goes in the same write, so no wait for staleness.
-   */
   handedOff: `${STATE_PREFIX}handed-off`,
 } as const
 
 /**
  * A person's consent (RBAC `accept-changes` on the CRD), not state: guarded by the chart's
  * ValidatingAdmissionPolicy, so read only where it is installed (migrator.consentAnnotations).
- * acceptChanges: comma-separated field paths the rewrite may change (as migrator.acceptChanges);
- * acceptUnchecked "true": objects no view can check may be rewritten.
  */
 export const ConsentAnnotation = {
   acceptChanges: `${STATE_PREFIX}accept-changes`,
@@ -85,7 +75,6 @@ export function readCrdState(crd: Pick<CustomResourceDefinition, 'metadata'>, mi
     return Number.isFinite(n) ? n : undefined
   }
   return {
-    /** The migrating annotation has the migrating value. */
     frozen: a[migratingAnnotation] === MIGRATING_VALUE,
     /** Set when the freeze is a crd-migrator run's (it wrote its owner annotation). */
     owner: text(StateAnnotation.owner),
@@ -103,7 +92,6 @@ export function readCrdState(crd: Pick<CustomResourceDefinition, 'metadata'>, mi
     observedGeneration: number(StateAnnotation.observedGeneration),
     builtinMigration: text(StateAnnotation.builtinMigration),
     handedOff: text(StateAnnotation.handedOff),
-    /** Whether the CRD carries the migrating annotation (any value) or any state key. */
     carriesState: a[migratingAnnotation] !== undefined || Object.keys(a).some(isStateAnnotation),
   }
 }

@@ -1,29 +1,13 @@
 /**
  * The storage freeze's ValidatingWebhookConfiguration, as data. webhook-config/
  * validating-webhook.yaml is the 'service' render (a test keeps them equal); local dev
- * renders 'url', trusted through the development CA.
- *
- * Why it looks like this:
- * - rules: CREATE, UPDATE, DELETE of v1 CRDs and UPDATE of /status (the status strategy keeps
- *   new metadata, so the freeze annotation can change there, and storedVersions only there).
- *   DELETE of a frozen CRD deletes its objects mid-migration; CREATE could carry forged state.
- *   matchPolicy: Equivalent, so other served versions reach us converted to v1.
- * - matchConditions (CEL, GA in 1.30): only requests where either object carries the
- *   migrating annotation, a state annotation is set or changed, an old `StorageMigrating=True`
- *   CRD's spec changes or it is deleted, or the StorageMigrating condition changes (not by
- *   builtinMigratorUsers). A down webhook thus blocks only CRDs under migration, which breaks
- *   KEP-2855's cert-manager cycle, and never stalls built-in migrations or whole-CRD installers.
- *   `object` is null on DELETE and `oldObject` on CREATE: guarded with `!= null`, since a CEL
- *   error under failurePolicy: Fail rejects the request.
- * - the migrator's own identities skip the webhook: through it, a webhook outage failed the
- *   migrator's progress writes and final unfreeze, leaving the CRD frozen when nobody could
- *   lift it. The webhook would allow all but moving storage, which the migrator never does.
- *   ServiceAccount names only with a token's proof (config/identities.ts).
- * - two entries, differing in one matchCondition and the path: the API server's own
- *   `authorizer` (CEL, GA in 1.30) says whether the requester may `freeze` the CRD
- *   (FREEZE_PERMISSION) and sends it to `/validate-crd/freeze-allowed`, judged like break-glass.
- *   Asked last, in process, with no credentials of ours, so a webhook-only install has it too.
- *   Audit key: `storage-freeze-rbac.crd-migrator.io/reason`.
+ * renders 'url', trusted through the development CA. What it selects and why, the two entries
+ * and RBAC's `freeze`: docs/webhook.md (#the-webhook, #who-may-freeze-rbac). Besides:
+ * - CREATE is judged because it could carry forged state. matchPolicy: Equivalent, so other
+ *   served versions reach us converted to v1.
+ * - The matchConditions also mean a down webhook never stalls built-in migrations or whole-CRD
+ *   installers. `object` is null on DELETE and `oldObject` on CREATE: guarded with `!= null`,
+ *   since a CEL error under failurePolicy: Fail rejects the request.
  * - failurePolicy: Fail: a freeze that lets changes through when the webhook is down is none.
  *   timeoutSeconds: 5: a decision takes microseconds; a slow answer means a sick webhook.
  */
@@ -42,7 +26,7 @@ import {
 
 export const DEFAULT_WEBHOOK_CONFIGURATION_NAME = 'crd-migrator.crd-migrator.io'
 export const WEBHOOK_NAME = 'storage-freeze.crd-migrator.io'
-/** The entry for requesters RBAC allows to freeze the CRD (see the header). */
+/** The entry for requesters RBAC allows to freeze the CRD (docs/webhook.md#who-may-freeze-rbac). */
 export const WEBHOOK_RBAC_NAME = 'storage-freeze-rbac.crd-migrator.io'
 /** The path suffix of that entry: VALIDATE_FREEZE_ALLOWED_PATH (plugins/validate.ts) of the service's path. */
 export const FREEZE_ALLOWED_SUFFIX = '/freeze-allowed'
@@ -82,7 +66,7 @@ interface WebhookClientConfig {
   caBundle?: string
 }
 
-/** The request-selecting matchCondition (see the header). */
+/** The request-selecting matchCondition `migration-state-involved` (docs/webhook.md#the-webhook). */
 export function migrationStateMatchExpression(
   annotationKey: string,
   builtinMigratorUsers: readonly string[] = DEFAULT_BUILTIN_MIGRATOR_USERS,
@@ -142,7 +126,6 @@ function identityMatchTerms(users: readonly string[], groups: readonly string[])
   return terms
 }
 
-/** True when the API server's authorizer allows the requester FREEZE_PERMISSION on the CRD of the request. */
 export function freezeAllowedExpression(): string {
   const { group, resource, verb } = FREEZE_PERMISSION
   return `authorizer.group(${celString(group)}).resource(${celString(resource)}).name(request.name).check(${celString(verb)}).allowed()`
@@ -210,7 +193,6 @@ export function renderWebhookConfiguration(options: WebhookConfigurationOptions)
   }
 }
 
-/** A rule for v1 CRDs (the object or a subresource of it). */
 function crdRule(operations: string[], resource: string) {
   return { apiGroups: ['apiextensions.k8s.io'], apiVersions: ['v1'], operations, resources: [resource], scope: 'Cluster' }
 }
@@ -219,7 +201,6 @@ export function renderWebhookConfigurationYaml(options: WebhookConfigurationOpti
   return stringify(renderWebhookConfiguration(options), { lineWidth: 0 })
 }
 
-/** The same client configuration with `suffix` added to its URL's or its service's path. */
 function withSuffix(config: WebhookClientConfig, suffix: string): WebhookClientConfig {
   const out: WebhookClientConfig = { ...config }
   if (config.url !== undefined) {

@@ -1,12 +1,10 @@
 /**
  * Which connection the webhook keeps when connections run short; pure (connections.ts does the I/O).
- * Why (issue 44): with one global cap refusing the newest, a client holding idle connections
- * and re-opening one every 100 ms took every slot the API server gave up; every review failed. So:
- * - a peer holds at most `maxPerPeer`, far below the global cap;
- * - at a cap the oldest idle one goes, not the new one (likeliest to carry a review);
- * - `reserved` slots are the API server's alone; it is exempt from the per-peer cap (its pool
- *   shares one address) and never evicted (Go does not retry a POST on a closed connection);
- * - a busy connection is never evicted.
+ * The caps: docs/webhook.md#the-webhook. Why: under one global cap refusing the newest, a client
+ * holding idle connections and re-opening one every 100 ms took every slot the API server gave up.
+ * At a cap the oldest idle one goes, not the new one (likeliest to carry a review); the API server
+ * is exempt from the per-peer cap (its pool shares one address) and never evicted (Go does not
+ * retry a POST on a closed connection); a busy connection never is.
  * Victim order: the biggest peer's, then never-reviewed, then longest idle. None evictable:
  * wait up to SLOT_WAIT_MS (reviews come in bursts; refusing at once failed 1 in 8 CI requests).
  */

@@ -87,7 +87,6 @@ class Refusals {
     )
   }
 
-  /** `webhook-connections`' failure: a refusal at the shared or total cap within REFUSED_NOT_READY_MS. */
   failing(): string | undefined {
     const reason = this.lastRefusalReason
     return Date.now() - this.refusedAt < REFUSED_NOT_READY_MS

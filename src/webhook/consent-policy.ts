@@ -1,15 +1,9 @@
 /**
- * Who may consent to a rewrite's changes on a CRD: the CRD's accept annotations
- * (state/crd-state.ts ConsentAnnotation) may be set or changed only by a user whom RBAC
- * grants the `accept-changes` verb on that CustomResourceDefinition (cluster-admin holds it
- * through its wildcard; the chart ships a ClusterRole with it alone).
- *
- * Enforced by a ValidatingAdmissionPolicy, the API server's own CEL admission with its
- * authorizer, rather than by the freeze webhook: the decision is RBAC's, asked in-process
- * (no SubjectAccessReview round trip, no webhook to starve or to be down), and it holds
- * even when the webhook's pods are gone. Removing consent is open to any CRD editor: it
- * only makes the check stricter. admissionregistration.k8s.io/v1 policies are GA from
- * Kubernetes 1.30, the oldest this project supports.
+ * Who may consent to a rewrite's changes on a CRD (state/crd-state.ts ConsentAnnotation): the
+ * ValidatingAdmissionPolicy of docs/migrate-one-crd.md#lossless-or-refused-the-check-before-any-write.
+ * A policy rather than the freeze webhook: RBAC's answer, asked in-process, with no
+ * SubjectAccessReview round trip and no webhook to starve. admissionregistration.k8s.io/v1
+ * policies are GA from Kubernetes 1.30, the oldest this project supports.
  */
 import { ConsentAnnotation } from '../state/crd-state.js'
 
@@ -26,7 +20,6 @@ export const CONSENT_CHANGED_EXPRESSION =
   `(oldObject == null || !has(oldObject.metadata.annotations) || !(k in oldObject.metadata.annotations) || ` +
   `oldObject.metadata.annotations[k] != object.metadata.annotations[k]))`
 
-/** The requester may consent on this CRD (RBAC, by the API server's authorizer). */
 export const CONSENT_ALLOWED_EXPRESSION = `authorizer.group('apiextensions.k8s.io').resource('customresourcedefinitions').name(object.metadata.name).check('${ACCEPT_CHANGES_VERB}').allowed()`
 
 /** The refusal, naming the ClusterRole that grants the permission. */

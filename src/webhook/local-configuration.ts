@@ -82,7 +82,6 @@ function pemFromBundle(bundle: string): string {
   return checkedPem(Buffer.from(compact, 'base64').toString('utf8'), '--ca-bundle')
 }
 
-/** The CA's PEM: read from --ca's file, or the one --ca-bundle carried. */
 export function readCaPem(ca: WebhookConfigInputs['ca']): string {
   if ('pem' in ca) return ca.pem
   let text: string

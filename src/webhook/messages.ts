@@ -84,7 +84,6 @@ function frozenBy(by: FreezeSource, ctx: MessageContext): string {
     : `condition ${STORAGE_MIGRATING}=True: Kubernetes' built-in StorageVersionMigration runs`
 }
 
-/** How each refusal of a frozen CRD opens: which CRD, frozen by whom. */
 function frozenCrd(ctx: MessageContext, by: FreezeSource): string {
   return `CustomResourceDefinition "${ctx.crdName}" is frozen for a storage version migration (${frozenBy(by, ctx)})`
 }

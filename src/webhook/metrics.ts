@@ -34,11 +34,9 @@ export function createWebhookMetrics(registry: Registry) {
       if (decision === 'denied' && denial) denials.inc({ reason: denial })
       duration.observe(seconds)
     },
-    /** status: the HTTP status answered (400, 413, 415...). */
     countBadRequest(status: number): void {
       badRequests.inc({ code: String(status) })
     },
-    /** The serving certificate now in use; undefined while none is loaded. */
     setCertificate(certificate: { notAfter: Date; serialNumber: string } | undefined): void {
       // One series at a time: the serial label changes on rotation and the old one must go.
       certificateExpiry.reset()
@@ -46,19 +44,15 @@ export function createWebhookMetrics(registry: Registry) {
         certificateExpiry.set({ serial: certificate.serialNumber }, Math.floor(certificate.notAfter.getTime() / 1000))
       }
     },
-    /** A certificate/key pair refused (at start-up or on reload), once per pair. */
     countCertificateRejected(reason: CertificateRejection): void {
       certificateRejected.inc({ reason })
     },
-    /** A new connection closed as soon as it was accepted, at the cap `reason` (connection-policy.ts), with no idle connection to close instead. */
     countConnectionRefused(reason: CapReason): void {
       connectionsRefused.inc({ reason })
     },
-    /** Closed by the policy: idle, for a new one at cap `reason`, or `no-review` (none within firstReviewSeconds). */
     countConnectionEvicted(reason: CapReason | 'no-review'): void {
       connectionsEvicted.inc({ reason })
     },
-    /** Connections open now, by peer: `apiserver` (webhook.apiServerAddresses) or `other`. */
     setConnectionsOpen(apiServer: number, other: number): void {
       connectionsOpen.set({ peer: 'apiserver' }, apiServer)
       connectionsOpen.set({ peer: 'other' }, other)

@@ -94,7 +94,6 @@ function requireObject(obj: JsonObject, key: string, path: string): JsonObject {
   return value
 }
 
-/** The object `obj[key]` with each of `fields` a string, in the order checked. */
 function requireStrings<K extends string>(obj: JsonObject, key: string, fields: readonly K[], path: string): Record<K, string> {
   const inner = requireObject(obj, key, path)
   const out = {} as Record<K, string>

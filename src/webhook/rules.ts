@@ -1,40 +1,21 @@
 /**
  * KEP-2855's storage-freeze decision, pure (no I/O, clock or logging) so a table of cases pins every rule.
- *
- * Rules, and why:
- * - The freeze is keyed on the OLD object (migrating annotation with exactly the migrating
- *   value), so "remove the annotation and move storage" in one request is still refused.
- * - It holds for everyone, break-glass included (KEP-2855): moving storage or deleting a
- *   frozen CRD is refused, since an admin's upgrade mid-migration is the accident it exists
- *   for. Break-glass may remove the annotation first, a deliberate, audited step.
- * - RBAC's verb `freeze` on the CRD (config/identities.ts FREEZE_PERMISSION), checked by the
- *   API server in matchConditions (input.freezeAllowed), counts as break-glass; the fixed
- *   break-glass groups stay as a fallback.
- * - Storage is compared as the SET of `storage: true` version names: reordering is no change.
+ * The rules are docs/webhook.md's table (#the-webhook); the reasons it does not give:
+ * - The freeze holds for break-glass too: an admin's upgrade mid-migration is the accident it
+ *   exists for. Break-glass may remove the annotation first, in a request of its own (the freeze
+ *   is read from the OLD object), a deliberate, audited step.
  * - /status is judged like the rest: the CRD status strategy keeps the NEW metadata (so
  *   annotations stick) but resets spec, so storage cannot move there.
- * - While frozen, only the migrator (narrowing before it lifts the freeze) and break-glass may
- *   change status.storedVersions: a status patcher narrowing them mid-run would declare
- *   old-version objects gone. The API server's condition writes keep them and pass.
- * - State annotations (state/crd-state.ts) may be set or changed only by the migrator and
- *   break-glass, always: forged results or checkpoints must not reach `status` or a resume.
- *   Removing them is refused only while frozen, so whole-object PUT installers keep working.
+ * - While frozen, the migrator may change status.storedVersions: it narrows them before it
+ *   lifts the freeze.
+ * - State annotations are guarded always: forged results or checkpoints must not reach `status`
+ *   or a resume.
  * - The migrator is under the storage freeze too: it never flips storage, so doing so is a bug
- *   or a stolen token. ServiceAccount names need the token's proof (config/identities.ts).
- * - CREATE carrying the migrating or a state annotation counts as setting it.
- * - A review that cannot be judged (no oldObject on UPDATE, a non-object, malformed versions
- *   on a frozen CRD, an unreadable marker) is denied, break-glass included: fail closed; the
- *   API server never sends one for a valid CRD (test/integration/fuzz-webhook.test.ts).
- * - kube-controller-manager's `StorageMigrating=True` (also judged on the OLD object) freezes
- *   storage and deletion like our annotation; storedVersions are not guarded then, the
- *   built-in migrator narrows them itself.
- * - One migrator at a time: under our freeze, StorageMigrating=True is refused unless our run
- *   delegated to it (the `builtin-migration` state annotation); kube-controller-manager retries.
- * - Adding, removing or re-statusing the StorageMigrating condition (any CRD) is refused to all
- *   but builtinMigratorUsers, the migrator and break-glass: else a status-only writer could
- *   freeze any CRD, or lift a real built-in freeze. Reason and message freeze nothing.
- * - While frozen either way, versions holding objects stay served and spec.conversion stays:
- *   else objects go unreadable mid-migration, or every object goes through the editor's webhook.
+ *   or a stolen token.
+ * - A review that cannot be judged is denied, break-glass included (fail closed); the API server
+ *   never sends one for a valid CRD (test/integration/fuzz-webhook.test.ts).
+ * - The StorageMigrating condition is guarded on any CRD: else a status-only writer could freeze
+ *   any CRD, or lift a real built-in freeze. Reason and message freeze nothing.
  * - Request names are shortened in messages, so a long name cannot grow the answer or the log.
  */
 import { StateAnnotation } from '../state/crd-state.js'

@@ -24,7 +24,6 @@ export const DEFAULT_BODY_LIMIT_BYTES = CONFIG_DEFAULTS.webhook.bodyLimitBytes
 
 export type ServerTimeouts = ReturnType<typeof serverTimeouts>
 
-/** webhook.timeouts (seconds) as the server's options (milliseconds). */
 export function serverTimeouts(timeouts: Config['webhook']['timeouts']) {
   const ms = (seconds: number) => Math.round(seconds * 1000)
   return {
@@ -34,7 +33,6 @@ export function serverTimeouts(timeouts: Config['webhook']['timeouts']) {
     keepAliveTimeoutMs: ms(timeouts.keepAliveSeconds),
     connectionsCheckingIntervalMs: ms(timeouts.connectionsCheckingIntervalSeconds),
     tlsHandshakeTimeoutMs: ms(timeouts.tlsHandshakeSeconds),
-    /** A connection with no valid AdmissionReview this long after it was accepted is closed. */
     firstReviewMs: ms(timeouts.firstReviewSeconds),
   }
 }

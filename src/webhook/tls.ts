@@ -90,7 +90,6 @@ export function validateCertificatePair(cert: string, key: string, now: Date = n
   return { cert, key, info: { serialNumber, notBefore, notAfter, fingerprint256, subject, subjectAltName } }
 }
 
-/** `make()`, or an 'invalid' CertificateError saying `what` went wrong and why. */
 function orRefuse<T>(make: () => T, what: string): T {
   try {
     return make()
@@ -289,7 +288,6 @@ export class CertificateWatcher {
     for (const dir of dirs) {
       if (this.#watchers.has(dir)) continue
       try {
-        // Every event counts: the kubelet's swap touches ..data, never tls.crt itself.
         const watcher = watch(dir, { persistent: false }, () => this.#reloadIn('debounce', this.#options.debounceMs))
         watcher.on('error', (err) => {
           this.#options.logger?.warn({ dir, err }, 'certificate directory watch failed; relying on polling')

@@ -32,7 +32,6 @@ export async function loadServingCertificates(options: ServingCertificatesOption
   await watcher.reload()
   const initial = watcher.current
 
-  /** Registered on the HTTPS app: later pairs go to its server; watching starts with the app and stops at its close. */
   const plugin: FastifyPluginAsync = async function certificatesPlugin(app) {
     server = app.server as HttpsServer
     watcher.start()
@@ -42,7 +41,6 @@ export async function loadServingCertificates(options: ServingCertificatesOption
   }
   return {
     watcher,
-    /** The TLS options of the HTTPS server: the context options, and the pair if one was loaded. */
     tlsOptions: { ...TLS_CONTEXT_OPTIONS, ...(initial ? { cert: initial.cert, key: initial.key } : {}) },
     /** `webhook-certificate`: fails until a usable serving certificate is loaded (nothing is served without one). */
     readiness: Object.freeze<ReadinessCheck>({

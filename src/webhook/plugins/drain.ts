@@ -17,7 +17,6 @@ export class Drain {
     this.#draining = true
   }
 
-  /** Fails from the moment the drain begins. */
   readonly readiness: ReadinessCheck = Object.freeze({
     name: 'webhook-open',
     failing: () => (this.#draining ? 'draining: answering in-flight reviews, then closing' : undefined),
@@ -30,7 +29,6 @@ export const drainPlugin = rootScoped<{ drain: Drain }>(async function drainPlug
   })
   // Callback style, like the review handler: an async hook costs a promise per review.
   app.addHook('onSend', (_request, reply, payload, done) => {
-    // Responses finishing during shutdown close their connection so close() is not held.
     if (drain.draining) reply.header('connection', 'close')
     done(null, payload)
   })

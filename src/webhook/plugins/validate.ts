@@ -11,9 +11,8 @@ import { parseAdmissionReview, reviewAdmission, toAdmissionReviewResponse, type 
 
 export const VALIDATE_PATH = '/validate-crd'
 /**
- * The entry the API server calls only for requesters allowed to freeze the CRD (configuration.ts).
- * Anyone reaching the port may post here too: harmless, a decision has no side effects and a
- * direct caller could forge any userInfo anyway.
+ * The entry the API server calls only for requesters allowed to freeze the CRD (configuration.ts). Anyone
+ * reaching the port may post here too: harmless, no side effects, and a direct caller could forge any userInfo.
  */
 export const VALIDATE_FREEZE_ALLOWED_PATH = `${VALIDATE_PATH}/freeze-allowed`
 
@@ -22,14 +21,12 @@ export interface ValidatePluginOptions {
   metrics: WebhookMetrics
   /** The app's logger: a review's line is only built when its level is enabled. */
   logger: Logger
-  /** Which repeated review lines are left out of the log. */
   repeats: RepeatSampler
 }
 
 export const validatePlugin: FastifyPluginAsync<ValidatePluginOptions> = async (app, options) => {
   const { policy, metrics, logger, repeats } = options
 
-  /** The review's log line, if it gets one (level, repeats). */
   const logReview = (log: FastifyBaseLogger, review: AdmissionRequest, decision: AdmissionDecision, seconds: number) => {
     // A plain allowance at debug: most of a busy webhook's answers, in the audit log anyway,
     // and formatting its line cost more than the decision (npm run bench).
