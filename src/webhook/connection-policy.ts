@@ -5,7 +5,8 @@
  * At a cap the oldest idle one goes, not the new one (likeliest to carry a review); the API server
  * is exempt from the per-peer cap (its pool shares one address) and never evicted (Go does not
  * retry a POST on a closed connection); a busy connection never is.
- * Victim order: the biggest peer's, then never-reviewed, then longest idle. None evictable:
+ * Victim order: the biggest peer's, then never-reviewed, then longest idle; never one of a peer
+ * holding fewer than the newcomer's own (but for the API server's newcomers). None evictable:
  * wait up to SLOT_WAIT_MS (reviews come in bursts; refusing at once failed 1 in 8 CI requests).
  */
 
@@ -77,8 +78,12 @@ export function admitConnection<Id>(
     perPeer.set(c.peer, (perPeer.get(c.peer) ?? 0) + 1)
     if (!c.apiServer) others++
   }
+  // Never at the expense of a peer holding fewer: with the API server's address unknown, its pooled
+  // connection is one such, and closing it as Go writes a review on it fails that review.
+  const held = perPeer.get(incoming.peer) ?? 0
+  const fair = (c: TrackedConnection<Id>) => incoming.apiServer || c.peer === incoming.peer || (perPeer.get(c.peer) ?? 0) > held
   const evictOr = (candidates: readonly TrackedConnection<Id>[], reason: CapReason): ConnectionVerdict<Id> => {
-    const victim = pickVictim(candidates, perPeer)
+    const victim = pickVictim(candidates.filter(fair), perPeer)
     return victim ? { action: 'evict', victim: victim.id, reason } : { action: 'refuse', reason }
   }
 

@@ -121,6 +121,33 @@ const table: {
     expect: { action: 'accept' },
   },
   {
+    name: 'API server addresses unknown, every flood connection busy: a flooder never takes the one idle connection of a peer holding fewer (the API server’s pooled one); it waits',
+    incoming: FLOOD,
+    caps: { ...caps, reserved: 0 },
+    open: [...many(3, FLOOD, { busy: true }), ...many(3, '10.1.0.2', { busy: true }), ...many(3, '10.1.0.3', { busy: true }), conn(OTHER)],
+    expect: { action: 'refuse', reason: 'shared' },
+  },
+  {
+    name: 'at the shared cap a peer may replace its own idle connection',
+    incoming: FLOOD,
+    caps: { ...caps, reserved: 0 },
+    open: [
+      ...many(2, FLOOD, { busy: true }),
+      conn(FLOOD, { id: 8 }),
+      ...many(3, '10.1.0.2', { busy: true }),
+      ...many(3, '10.1.0.3', { busy: true }),
+      conn(OTHER),
+    ],
+    expect: { action: 'evict', victim: 8, reason: 'shared' },
+  },
+  {
+    name: 'at the shared cap a peer takes the idle connection of a peer holding more',
+    incoming: OTHER,
+    caps: { ...caps, reserved: 0 },
+    open: [conn(OTHER, { busy: true }), ...many(3, FLOOD, { busy: true }), conn(FLOOD, { id: 9 }), ...many(5, '10.1.0.2', { busy: true })],
+    expect: { action: 'evict', victim: 9, reason: 'shared' },
+  },
+  {
     name: 'the attack in small: a flooder at its cap re-opening only ever replaces its own idle connections',
     incoming: FLOOD,
     caps: { maxConnections: 10, maxPerPeer: 4, reserved: 0 },
