@@ -27,10 +27,7 @@ export function parseProgress(text: string | undefined): { done: number; total: 
   return done <= total ? { done, total } : undefined
 }
 
-/**
- * Seconds of a run a rate needs before it is shown: the first seconds hold the freeze and
- * the wait for the storage switch, and a rate from them says little about the rest.
- */
+/** Seconds of a run before its rate is shown: the first hold the freeze and the storage switch's wait, and say little of the rest. */
 const ETA_EVIDENCE_SECONDS = 10
 
 /**
