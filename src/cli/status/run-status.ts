@@ -257,7 +257,7 @@ async function getEach(http: KubeHttp, names: readonly string[]): Promise<Custom
 const rowConfig = (config: Config, names: readonly string[]): Config =>
   names.length ? { ...config, migrator: { ...config.migrator, selector: { labelSelector: '', names: [...new Set(names)] } } } : config
 
-/** What `status` prints (docs/commands.md); watching, each change after that: the changed row, at the first table's widths. */
+/** What `status` prints (docs/commands.md#commands); watching, each change after that: the changed row, at the first table's widths. */
 class StatusView {
   private readonly rows = new Map<string, StatusRow>()
   private widths: number[] = []

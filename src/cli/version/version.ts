@@ -13,7 +13,7 @@ interface ServerVersion {
   [key: string]: unknown
 }
 
-/** `version`, as kubectl's (docs/commands.md#version): a server that cannot be asked still gets the client version printed. */
+/** `version`, as kubectl's (docs/commands.md#version): the client version is printed even when the server cannot be asked. */
 export function registerVersion(program: Command): void {
   shortCommand(program.command('version'), VERSION_SETTINGS)
     .description("print crd-migrator's version and the API server's (reads only)")
