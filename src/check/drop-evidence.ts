@@ -89,7 +89,6 @@ export class EvidenceReader {
     let atVersion = 0
     const where: string[] = []
     for (const rule of rules) {
-      // Each source read once, however many CRDs are checked.
       if (!this.stashSources.has(rule)) this.stashSources.set(rule, this.readStashSource(rule))
       const stashes = await this.stashSources.get(rule)!
       if ('unknown' in stashes) return { rules: rules.length, unknown: stashes.unknown }

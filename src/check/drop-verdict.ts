@@ -1,9 +1,6 @@
 /**
- * "Is it safe to drop this version?" as a pure decision over what drop-evidence.ts gathered.
- * The API server refuses removing a version from spec.versions while storedVersions lists it;
- * afterwards nothing can read what is still stored at it, apply to objects with managedFields
- * at it (kubernetes/kubernetes#111937), or serve its clients. Each check `blocks`, is `ok` or
- * `unknown` (e.g. forbidden); the answer is no when any blocks, or any is unknown under `strict`.
+ * "Is it safe to drop this version?" as a pure decision over what drop-evidence.ts gathered; each
+ * check, and why it blocks: docs/dropping-a-version.md#before-dropping-a-version-check-and-plan.
  */
 import type { CrdState } from '../state/crd-state.js'
 

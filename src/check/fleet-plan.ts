@@ -4,16 +4,10 @@
  */
 import type { LosslessPreflight } from '../migrator/lossless/preflight.js'
 
-/**
- * Milliseconds per object written: 519 objects/s at the defaults, 10,000 objects on 2 cores with a
- * local API server (bench/results/2026-11-25-10k-100k.md, ours-default; 459/s at 100,000).
- */
+/** Milliseconds per object written: the bench's rate (docs/operator-upgrade.md#how-long-will-it-take-plan---measure). */
 export const MS_PER_OBJECT = 1000 / 519
 
-/**
- * Milliseconds per CRD whatever its size (freeze, storage-switch checks, storedVersions, state,
- * unfreeze), serially (issue #29: ~2.4 s; a 3,000-object CRD took 7.7 s, these put it at 8.2 s).
- */
+/** Milliseconds per CRD whatever its size (freeze, storage-switch checks, storedVersions, state, unfreeze), serially: the bench's. */
 export const MS_PER_CRD = 2400
 
 /** What an estimate is computed from: a write rate, and where it came from. */

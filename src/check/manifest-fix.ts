@@ -1,12 +1,7 @@
 /**
  * `check --manifests --fix`: custom resources at a version about to go are moved to the storage
- * version in their files. Only apiVersion changes: with conversion None the fields are the same,
- * so the document means what it meant. Webhook conversion cannot be done offline nor through the
- * API server (a dryRun=All create answers in the version sent and stores nothing): refused.
- *
- * The edit is made in the text at the scalar's range from the `yaml` parser, quoting kept, so
- * comments, order and indentation stay byte for byte; the result is parsed again and compared
- * with the expected documents, any other difference refusing the whole file.
+ * version in their files, apiVersion only, the rest byte for byte; why only for conversion None:
+ * docs/dropping-a-version.md#fixing-them---fix-and---fix---dry-run.
  */
 import { chmod, readFile, rename, stat, writeFile } from 'node:fs/promises'
 import { isAbsolute, relative, resolve, sep } from 'node:path'

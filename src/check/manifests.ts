@@ -1,8 +1,7 @@
 /**
  * Manifests about to be applied (a chart's crds/, a release's YAML, a GitOps repository): their
  * CRDs with the versions each lists, and every other document or List item naming an apiVersion
- * and kind. Helm templates (`{{`) are not YAML until rendered: skipped, and said so. A file that
- * is not YAML, or a CRD without a name or versions, is a usage error.
+ * and kind. Helm templates (`{{`) are not YAML until rendered: skipped, and said so.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'

@@ -1,7 +1,4 @@
-/**
- * `plan --measure`: a short burst of the migrator's own no-op write with `dryRun=All`: the API
- * server decodes, converts, admits and encodes each as a real rewrite would, and stores nothing.
- */
+/** `plan --measure`'s burst of dry-run writes (docs/operator-upgrade.md#how-long-will-it-take-plan---measure). */
 import { describeError } from '../errors.js'
 import { conversionStrategy } from '../kube/conversion.js'
 import { Accept } from '../kube/http.js'

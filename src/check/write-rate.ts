@@ -22,11 +22,9 @@ export interface WriteSample {
 export const MIN_SAMPLES = 10
 
 /**
- * How much faster a dry-run write goes than a real one (it skips etcd's write and the watch
- * events), which depends on machine and load: measured 2.48 on a quiet 2-core machine, 1.57 on
- * the same loaded, about 1.0 on a shared one (issue 46: 21–25 s estimated at ÷2 against 11.2 s
- * real). So the estimate is a range from `fast` (a real write costs what the dry run did) to
- * `slow`, its middle the geometric mean (≈1.6).
+ * How much faster a dry-run write goes than a real one (it skips etcd's write and the watch events):
+ * 1 to 2.5 by machine and load (docs/operator-upgrade.md#how-long-will-it-take-plan---measure), so the
+ * estimate is a range, its middle the geometric mean (≈1.6).
  */
 const DRY_RUN_SPEEDUP = { fast: 1, likely: 1.6, slow: 2.5 } as const
 
@@ -69,12 +67,9 @@ export function objectsPerSecondRange(basis: EstimateBasis): [number, number] | 
 export function basisData(basis: EstimateBasis, sample: WriteSample | undefined, measureError: string | undefined) {
   return {
     source: basis.source,
-    /** The rate the estimate uses (measured: the likely one). */
     objectsPerSecond: objectsPerSecond(basis),
-    /** Measured: the slowest and fastest rate a real run may go (the estimates' range). */
     ...(basis.range ? { objectsPerSecondRange: objectsPerSecondRange(basis) } : {}),
     ...(sample ? { samples: sample.written, failed: sample.failed } : {}),
-    /** The dry-run writes' own rate (objectsPerSecond allows for the etcd write they skip). */
     ...(basis.dryRunPerSecond ? { dryRunPerSecond: tenths(basis.dryRunPerSecond) } : {}),
     ...(measureError ? { measureError } : {}),
   }

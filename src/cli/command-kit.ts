@@ -196,9 +196,6 @@ export function shutdownSignal(log: Logger | undefined): AbortSignal {
   return controller.signal
 }
 
-// kubectl's client flags, meaning what they mean there. Plain flags, not config-file
-// settings: they are about one invocation.
-
 /** What the runs of the read-only commands (status, check, plan) all take. */
 export interface ReadCommandOptions {
   /** Where the client says it retries a server that never answered (--connect-attempts). */
@@ -243,6 +240,7 @@ function parseVerbosity(text: string): number {
   return Number(text)
 }
 
+/** kubectl's client flags, meaning what they mean there; plain flags, not settings: they are about one invocation. */
 function addClientFlags(cmd: Command): Command {
   return cmd
     .addOption(
@@ -261,7 +259,6 @@ function addClientFlags(cmd: Command): Command {
     )
 }
 
-/** The transport's part of the parsed flags. */
 export function clientFlags(opts: FlagValues): ClientFlags {
   const values = flagReader(opts)
   const groups = values.strings('asGroup')

@@ -84,7 +84,7 @@ export function configureProgramHelp(program: Command): Command {
         const extras = optionExtras(option)
         return extras.length ? `${option.description} (${extras.join(', ')})`.trim() : option.description
       },
-      // `--[no-]webhook`: the off form is shown, not hidden (issue 46).
+      // `--[no-]webhook`: the off form is shown, not hidden.
       optionTerm(option: Option): string {
         const term = Help.prototype.optionTerm.call(this, option)
         return negatable.has(option) && option.long ? term.replace(option.long, option.long.replace(/^--/, '--[no-]')) : term

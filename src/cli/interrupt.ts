@@ -1,8 +1,4 @@
-/**
- * SIGINT/SIGTERM during `migrate`, as Helm, Terraform and kubectl treat them: the first stops
- * the run, which lifts its freezes; a second (while lifting) says how to lift one by hand and
- * still waits; a third exits at once.
- */
+/** SIGINT/SIGTERM during `migrate`, as Helm, Terraform and kubectl treat them: docs/migrate-one-crd.md#stopping-a-run-ctrl-c. */
 import { InterruptedError } from '../errors.js'
 
 /** How to lift a freeze by hand (README: unfreezing by hand), as the migrator or a break-glass identity. */
@@ -55,7 +51,6 @@ export class Interrupt {
     private readonly exit: (code: number) => void = (code) => process.exit(code),
   ) {}
 
-  /** Listens for SIGINT and SIGTERM. */
   install(): void {
     const on = (sig: NodeJS.Signals) => this.handle(sig)
     process.on('SIGINT', on)
@@ -71,7 +66,6 @@ export class Interrupt {
     else if (this.count >= 3 || inFlight.length === 0) this.exit(exitCodeFor(this.received))
   }
 
-  /** 130 (SIGINT) or 143 (SIGTERM) once interrupted. */
   get exitCode(): number | undefined {
     return this.received && exitCodeFor(this.received)
   }

@@ -11,7 +11,6 @@ import { COMPLETE_COMMAND, runComplete } from './complete/complete.js'
 /** Errors that are the caller's to fix before anything runs: exit 2, as a usage error. */
 const USAGE_CODES: ReadonlySet<string> = new Set(['CRDM_CONFIG_INVALID', 'CRDM_KUBECONFIG', 'CRDM_LABEL_SELECTOR'])
 
-// Exit codes: 0 done, 1 a migration or request failed, 2 bad usage or configuration, 3 `check`: not safe to drop.
 const program = buildProgram(programName(process.argv[1], process.env))
 // kubectl runs `kubectl_complete-crd_migrator WORD...` to complete the plugin: the standalone
 // executable is that too when linked under that name (npm installs kubectl-complete.js instead).

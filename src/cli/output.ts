@@ -5,7 +5,6 @@ import { ConfigError } from '../errors.js'
 
 export const OUTPUT_FORMATS = ['text', 'wide', 'name', 'json', 'yaml'] as const
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number]
-/** The formats that are data. */
 type DataFormat = 'json' | 'yaml'
 
 /** The -o option with the formats this command prints (`wide`, `name` only where they mean something). */

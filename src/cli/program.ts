@@ -90,7 +90,6 @@ export function rewriteBooleanValues(args: readonly string[], flags: readonly Bo
     if (positives.has(positive)) {
       if (on) out.push(positive)
       else if (negatives.has(negative)) out.push(negative)
-      // A flag with no negative form is off unless given: `--x=false` says nothing.
     } else if (negatives.has(negative)) {
       if (!on) out.push(negative)
     } else out.push(arg)

@@ -1,10 +1,7 @@
 /**
  * `crd-migrator lift-freezes`, the chart's pre-delete hook (and pre-upgrade one with migrator.enabled=false),
- * so `helm uninstall` alone never leaves a CRD frozen (issue 43, item 2). While the release's RBAC and webhook
- * still exist: 1. hold its Lease for --hold-seconds (the leader hands its runs off at its next renewal; no
- * replica starts one); 2. wait until the leader stopped (a freeze of its handed off, or its renew deadline
- * past: leader.ts); 3. lift the freezes of this release's pods, and only those, as Failed, until none is left.
- * It runs as the migrator's ServiceAccount: the one identity the webhook lets lift a freeze, still bound then.
+ * so `helm uninstall` alone never leaves a CRD frozen: hold the Lease, wait for the leader to stop, lift this
+ * release's freezes; its steps, and why as the migrator's ServiceAccount: docs/install.md#uninstall-safely.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'

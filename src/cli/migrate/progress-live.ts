@@ -58,7 +58,6 @@ export class LiveView extends TrackingView {
     return text
   }
 
-  /** The live lines, one per CRD in flight. */
   private area(): string {
     const now = this.now()
     const width = this.tty.columns || 80

@@ -86,11 +86,7 @@ const SHORT_PHASE: Record<string, string> = {
   CleanupManagedFields: 'cleanup',
 }
 
-/**
- * On a terminal, redrawn in place, the numbers first so no width loses them:
- * `1744/4000  43%  174/s  ETA 13s  widgets.example.com  StorageVersionMigration  [####------]`.
- * Narrower, the bar goes first, then the phase's long name; the CRD's name is cut last.
- */
+/** On a terminal (docs/migrate-one-crd.md#watching-a-run), the numbers first so no width loses them; the CRD's name is cut last. */
 export function liveLine(p: CrdProgress, now: number, width = 200): string {
   const c = p.current
   const fit = width - 1 // as wide as the terminal would wrap, and the redraw would then miscount its lines
@@ -105,10 +101,7 @@ export function liveLine(p: CrdProgress, now: number, width = 200): string {
   return candidates.find((line) => line.length <= fit) ?? ellipsize(`${numbers}  ${short}  ${p.crd}`, fit)
 }
 
-/**
- * Each phase walked: `StorageVersionMigration 4000/4000 objects, CleanupManagedFields 4000/4000
- * objects checked`: the cleanup writes only some of what it checks (see the managedFields line).
- */
+/** Each phase walked; the cleanup's are `checked`: it writes only some of them (see the managedFields line). */
 function phasesText(p: CrdProgress | undefined): string {
   return (p?.phases ?? [])
     .map((c) => `${c.phase} ${c.done}/${c.total} objects${c.phase === 'CleanupManagedFields' ? ' checked' : ''}`)

@@ -1,7 +1,6 @@
 /**
- * Where `migrate`'s progress goes: live lines on a terminal (progress-live.ts); off one, a plain
- * line per CRD at its start (first progress), its end and every few seconds. Every other line
- * goes through `print`, so it never lands inside the live lines.
+ * Where `migrate`'s progress goes (on a terminal: progress-live.ts). Every other line goes
+ * through `print`, so it never lands inside the live lines.
  */
 import type { Phase } from '../../migrator/plan.js'
 import type { WalkProgress } from '../../migrator/engine/walker.js'
@@ -27,7 +26,6 @@ export abstract class TrackingView implements ProgressView {
 
   constructor(protected readonly now: () => number = Date.now) {}
 
-  /** Calls `tick` every `everyMs` until close. */
   protected every(everyMs: number, tick: () => void): void {
     this.timer = setInterval(tick, everyMs)
     // Progress never keeps the process alive.

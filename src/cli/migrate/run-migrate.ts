@@ -353,7 +353,6 @@ export function formatDryRun(r: DryRunReport): string {
   return lines.map(plainText).join('\n')
 }
 
-/** The text `migrate --dry-run=server` prints for one CRD. */
 export function formatServerDryRun(r: ServerDryRunReport): string {
   if (r.blockedReason) return `${plainText(`${r.crd}: nothing can be done: ${r.blockedReason}`)}\n`
   const lines = [`${r.crd}: server dry run (dryRun=All: checked by the API server, nothing persisted, no freeze)`]

@@ -1,7 +1,4 @@
-/**
- * `plan`'s table and summary for people (pure). The managedFields column counts what `check
- * --drop` will too: entries left because their version is still served.
- */
+/** `plan`'s table and summary for people (pure). */
 import { type PlanRow, type PlanSummary } from '../../check/fleet-plan.js'
 import type { basisData } from '../../check/write-rate.js'
 import { estimateDuration } from '../../duration.js'
@@ -18,7 +15,7 @@ export interface PlanReport {
   missing: string[]
 }
 
-/** `0`, `0 (40 at served v1)`, `-` (not scanned), `?` (not known). */
+/** `0`, `0 (40 at served v1)` (entries a migration leaves, which `check --drop` counts), `-` (not scanned), `?` (not known). */
 export function managedFieldsCell(row: Pick<PlanRow, 'managedFieldsObjects' | 'servedManagedFields'>, scanned: boolean): string {
   if (!scanned) return '-'
   if (row.managedFieldsObjects === undefined) return '?'

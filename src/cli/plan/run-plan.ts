@@ -1,8 +1,4 @@
-/**
- * `plan [CRD...]`: which CRDs need work, how many writes, roughly how long (check/fleet-plan.ts).
- * Reads only (a one-object list per CRD for its count, a metadata list for managedFields);
- * `--measure` adds dry-run writes (nothing stored) for a rate measured on this cluster.
- */
+/** `plan [CRD...]`: which CRDs need work and roughly how long (check/fleet-plan.ts); reads only, --measure's writes being dry runs. */
 import type { Config } from '../../config/schema.js'
 import { unlessForbidden } from '../../kube/api-errors.js'
 import { closing, commandHttp } from '../command-http.js'

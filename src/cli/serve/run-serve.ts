@@ -89,7 +89,6 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
   }
 }
 
-/** The webhook server of every replica. */
 function startWebhook(config: Config, registry: Registry, logger: Logger): Promise<RunningWebhookServer> {
   // Every other setting of config.webhook is the server's own: files, address, body limit, connection caps.
   const { enabled: _enabled, timeouts, ...listener } = config.webhook
@@ -150,7 +149,6 @@ async function startMigrator(
   if (config.leaderElection.enabled) {
     const elector = new LeaderElector(
       http,
-      // The Lease's timings as configured.
       {
         ...config.leaderElection,
         namespace: config.leaderElection.namespace ?? process.env.POD_NAMESPACE ?? 'default',

@@ -101,10 +101,7 @@ export function statusRows(
 /** An annotation's text as a table cell: cleaned and cut; `-` when nothing is left. */
 const cell = (text: string | undefined): string => sanitizeText(text ?? '') || '-'
 
-/**
- * `4s`; `2m10s, stale` once the next run may take the freeze over (a run killed with -9
- * stops heart-beating but stays frozen); `none, stale`; `handed off` (serve stopped on purpose).
- */
+/** `2m10s, stale`: the next run may take the freeze over (a run killed with -9 stops heart-beating but stays frozen). */
 export function heartbeatCell(l: FreezeLiveness): string {
   if (l.handedOff) return 'handed off'
   if (l.heartbeatAgeMs === undefined) return 'none, stale'
@@ -127,10 +124,7 @@ export function lastResultCell(state: Pick<CrdState, 'lastResult' | 'observedGen
   return text
 }
 
-/**
- * `Running crd-migrator-…`, `Succeeded <name>` (its latest StorageVersionMigration), `StorageMigrating`
- * when only the CRD's condition says so, `?` when they could not be listed, `-` for none.
- */
+/** Its latest StorageVersionMigration's state and name, or the CRD's StorageMigrating condition; `?`: they could not be listed. */
 export function describeBuiltin(crd: CustomResourceDefinition, builtin: readonly BuiltinMigration[] | undefined): string {
   const latest = builtin ? migrationsFor(builtin, crd.spec.group, crd.spec.names.plural).at(-1) : undefined
   if (latest) return `${builtinMigrationState(latest)} ${latest.metadata.name}`
@@ -170,7 +164,6 @@ const HEADER: Record<Column, string> = {
 }
 const COLUMNS = Object.keys(HEADER) as Column[]
 
-/** The cells of a row (or of the header), wide or not. */
 function cells(row: StatusRow | 'header', wide: boolean): string[] {
   const base = COLUMNS.map((k) => (row === 'header' ? HEADER[k] : k === 'lastResult' ? ellipsize(row[k], LAST_RESULT_COLUMN) : row[k]))
   return wide ? [...base, ...(row === 'header' ? WIDE_HEADER : wideCells(row))] : base
@@ -201,11 +194,7 @@ export interface StatusCommandOptions extends ReadCommandOptions {
 /** GETs at once, when reading CRDs one by one. */
 const PARALLEL_GETS = 8
 
-/**
- * `crd-migrator status [CRD...]`; exit code 1 when a named CRD does not exist. Reads only
- * what it shows: named CRDs by GET, else the selector's matches plus those a metadata-only
- * list finds (named in the config, or carrying our state), then GET.
- */
+/** `crd-migrator status [CRD...]`; exit code 1 when a named CRD does not exist. */
 export async function runStatusCommand(config: Config, out: NodeJS.WritableStream, options: StatusCommandOptions): Promise<number> {
   return closing(commandHttp(config, 'status', options.logger, options.client), (http) => showStatus(http, config, out, options))
 }
@@ -259,7 +248,6 @@ export async function readCrds(
   return { crds: [...byLabel, ...(await getEach(http, others))], missing: [] }
 }
 
-/** GETs each CRD; one that does not exist is left out. */
 async function getEach(http: KubeHttp, names: readonly string[]): Promise<CustomResourceDefinition[]> {
   const got = await runInParallel(names, PARALLEL_GETS, (name) => unlessNotFound(getCrd(http, name)))
   return got.filter((c): c is CustomResourceDefinition => c !== undefined)
@@ -269,11 +257,7 @@ async function getEach(http: KubeHttp, names: readonly string[]): Promise<Custom
 const rowConfig = (config: Config, names: readonly string[]): Config =>
   names.length ? { ...config, migrator: { ...config.migrator, selector: { labelSelector: '', names: [...new Set(names)] } } } : config
 
-/**
- * What `status` prints. Text: the table, then the summary (`--summary`: the summary
- * only). -o json/yaml: the rows (`--summary`: the summary). Watching, each change after
- * that: the changed row (at the first table's widths), or the summary when it changed.
- */
+/** What `status` prints (docs/commands.md#commands); watching, each change after that: the changed row, at the first table's widths. */
 class StatusView {
   private readonly rows = new Map<string, StatusRow>()
   private widths: number[] = []
@@ -334,7 +318,6 @@ class StatusView {
     }
   }
 
-  /** One document of a stream: a JSON line, or a YAML document. */
   private document(value: unknown): string {
     return this.options.format === 'json' ? `${JSON.stringify(value)}\n` : `---\n${renderData(value, 'yaml')}`
   }

@@ -1,20 +1,11 @@
-/**
- * The fleet view of `status`: each CRD in one state, counts by state, and an ETA from the
- * rate each run's progress annotations show (never a constant). Pure: CRDs and time in.
- */
+/** The fleet view of `status` (docs/operator-upgrade.md#many-crds-at-once): states, counts, ETA. Pure: CRDs and time in. */
 import { builtinMigrationRunning } from '../../kube/builtin-migrations.js'
 import type { CustomResourceDefinition } from '../../kube/types.js'
 import { planCrd } from '../../migrator/plan.js'
 import type { CrdState, FreezeLiveness } from '../../state/crd-state.js'
 import { fullDuration } from '../../duration.js'
 
-/**
- * One CRD's state, for counting. Running: frozen by a crd-migrator, or Kubernetes' migrator
- * at work. Stale: our freeze with no heartbeat for the takeover time (killed, evicted,
- * handed off; see crd-state.ts freezeLiveness). FrozenByAnother: another tool's freeze,
- * never touched. Failed: last run failed or blocked (retried). Pending: storedVersions is
- * not [storage] yet. Succeeded: a run migrated it. UpToDate: nothing to do, no run recorded.
- */
+/** One CRD's state, for counting; what each means: docs/operator-upgrade.md#many-crds-at-once (Stale: crd-state.ts freezeLiveness). */
 export type FleetState = 'Running' | 'Stale' | 'FrozenByAnother' | 'Failed' | 'Pending' | 'Succeeded' | 'UpToDate'
 
 export function fleetState(crd: CustomResourceDefinition, state: CrdState, liveness?: FreezeLiveness): FleetState {
@@ -36,24 +27,18 @@ export function parseProgress(text: string | undefined): { done: number; total: 
   return done <= total ? { done, total } : undefined
 }
 
-/**
- * Seconds of a run a rate needs before it is shown: the first seconds hold the freeze and
- * the wait for the storage switch, and a rate from them says little about the rest.
- */
+/** Seconds of a run before its rate is shown: the first hold the freeze and the storage switch's wait, and say little of the rest. */
 const ETA_EVIDENCE_SECONDS = 10
 
 /**
- * A heartbeat at most this old dates the progress count written with it (both written every
- * progressIntervalSeconds, 5 s by default). Older: the run stalled, so its rate is taken up
- * to now, and the stall slows it rather than the ETA running out while nothing moves.
+ * A heartbeat at most this old (both it and the progress count are written every progressIntervalSeconds)
+ * dates the count; older, the rate runs to now (docs/operator-upgrade.md#during-the-run-the-eta-in-status).
  */
 const FRESH_HEARTBEAT_SECONDS = 30
 
 /**
- * Seconds left at the rate the run has shown: settled count over started-at to when it was
- * written (the fresh heartbeat, else now), less the time since. Undefined without evidence
- * (nothing settled, no start, under ETA_EVIDENCE_SECONDS). The rate includes the freeze and
- * the storage switch, and a later phase counts from 0 again: estimates err long.
+ * Seconds left at the rate the run has shown (how, and why it errs long: docs/operator-upgrade.md#during-the-run-the-eta-in-status);
+ * undefined without evidence (nothing settled, no start, under ETA_EVIDENCE_SECONDS).
  */
 export function etaSeconds(progress: string | undefined, startedAt: string | undefined, now: Date, sampledAt?: Date): number | undefined {
   const p = parseProgress(progress)
@@ -90,7 +75,6 @@ export interface StatusSummary {
   pending: number
   failed: number
   frozenByAnother: number
-  /** CRDs being migrated now (frozen by a crd-migrator, or by Kubernetes' migrator): the running ones. */
   inFlight: number
   /** CRDs that still need a run and are not running: pending, failed (retried) and stale (taken over). */
   queued: number

@@ -13,10 +13,7 @@ interface ServerVersion {
   [key: string]: unknown
 }
 
-/**
- * `version`, as kubectl's: this client's and the API server's (GET /version); --client: the
- * first only. A server that cannot be asked: the client version all the same, the error, exit 1.
- */
+/** `version`, as kubectl's (docs/commands.md#version): the client version is printed even when the server cannot be asked. */
 export function registerVersion(program: Command): void {
   shortCommand(program.command('version'), VERSION_SETTINGS)
     .description("print crd-migrator's version and the API server's (reads only)")
