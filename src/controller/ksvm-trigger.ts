@@ -259,17 +259,13 @@ export class KsvmTrigger {
     const svm = await getStorageVersionMigration(this.deps.http, svmName)
     if (!svm) return // deleted by a relaunch: the next discovery decides
     const r = migrationResource(svm)
-    const name = storageStateName(r)
     await this.writeStatus(r, (state) => (state ? statusAfterMigration(state, svm) : undefined), { create: false })
-    this.deps.logger.debug({ resource: name, migration: svmName }, 'StorageVersionMigration Succeeded seen')
+    this.deps.logger.debug({ resource: storageStateName(r), migration: svmName }, 'StorageVersionMigration Succeeded seen')
   }
 
   private async getState(name: string): Promise<StorageState | undefined> {
-    return (
-      await unlessNotFound(
-        this.deps.http.request<StorageState>({ method: 'GET', path: objectPath(STORAGE_STATE_RESOURCE, undefined, name) }),
-      )
-    )?.body
+    const path = objectPath(STORAGE_STATE_RESOURCE, undefined, name)
+    return (await unlessNotFound(this.deps.http.request<StorageState>({ method: 'GET', path })))?.body
   }
 
   /**

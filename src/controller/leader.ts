@@ -104,11 +104,8 @@ export class LeaderElector {
   async tryAcquireOrRenew(): Promise<boolean> {
     const now = new Date()
     this.takenBy = undefined
-    const lease = (
-      await unlessNotFound(
-        this.http.request<Lease>({ method: 'GET', path: this.path, timeoutMs: this.options.renewDeadlineSeconds * 1000 }),
-      )
-    )?.body
+    const timeoutMs = this.options.renewDeadlineSeconds * 1000
+    const lease = (await unlessNotFound(this.http.request<Lease>({ method: 'GET', path: this.path, timeoutMs })))?.body
     const spec = {
       holderIdentity: this.options.identity,
       leaseDurationSeconds: this.options.leaseDurationSeconds,

@@ -4,7 +4,7 @@
  * does not cover: one SelfSubjectAccessReview per verb (open to every user via system:basic-user).
  * Without them, a list of one object stands in for `list` and `patch` stays unverified.
  */
-import { isForbidden, isNotFound } from './api-errors.js'
+import { isForbidden, isNotFound, unlessForbidden, unlessNotFound } from './api-errors.js'
 import type { KubeRequests } from './http.js'
 import { collectionPath } from './paths.js'
 
@@ -112,18 +112,9 @@ export async function reviewAccess(http: KubeRequests, checks: readonly AccessCh
 
 /** The stand-in for `list`: one object of the resource, in all namespaces. */
 async function mayList(http: KubeRequests, check: AccessCheck, version: string): Promise<boolean | undefined> {
-  try {
-    await http.request({
-      method: 'GET',
-      path: collectionPath({ group: check.group, version, plural: check.resource }),
-      query: { limit: 1 },
-    })
-    return true
-  } catch (err) {
-    if (isForbidden(err)) return false
-    if (isNotFound(err)) return undefined
-    throw err
-  }
+  const path = collectionPath({ group: check.group, version, plural: check.resource })
+  const listed = unlessForbidden(http.request({ method: 'GET', path, query: { limit: 1 } }))
+  return unlessNotFound(listed.then((answer) => answer !== undefined))
 }
 
 export async function migrationAccess(

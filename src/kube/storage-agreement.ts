@@ -33,11 +33,6 @@ export class StorageAgreements {
     this.since.set(id, { generation: key.generation, since })
     return since
   }
-
-  /** Entries held (tests). */
-  get size(): number {
-    return this.since.size
-  }
 }
 
 /** The process's: every migration's storage-switch checks, and the batch's first look, go through it. */

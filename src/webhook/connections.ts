@@ -125,11 +125,6 @@ export class ConnectionGuard {
     server.on('request', this.request)
   }
 
-  /** Connections tracked now (tests). */
-  open(): number {
-    return this.connections.size
-  }
-
   stop(): void {
     this.server.removeListener('connection', this.accept)
     this.server.removeListener('secureConnection', this.secured)
