@@ -12,7 +12,7 @@ import { parseSettingValue, SETTINGS, type Setting } from '../config/settings.js
 import { settingChoices, settingDefault } from '../config/setting-values.js'
 import type { Impersonation } from '../kube/request-options.js'
 import { ConfigError, InterruptedError } from '../errors.js'
-import { describeSettingOption, markNegatable } from './help.js'
+import { describeSettingOption } from './help.js'
 import { exitCodeFor } from './interrupt.js'
 import type { OutputFormat } from './output.js'
 
@@ -87,7 +87,7 @@ export function addConfigOptions(
     const help = { default: items ? items.map((v) => JSON.stringify(v)).join(', ') : value, env: s.env }
     const description = descriptions[s.flag] ?? s.description
     if (s.kind === 'boolean') {
-      cmd.addOption(markNegatable(describeSettingOption(new Option(`--${s.flag}`, description), help)))
+      cmd.addOption(describeSettingOption(new Option(`--${s.flag}`, description), { ...help, negatable: true }))
       cmd.addOption(new Option(`--no-${s.flag}`, `turn off: ${description}`).hideHelp())
       continue
     }
