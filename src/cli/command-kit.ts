@@ -10,9 +10,9 @@ import { loadConfig } from '../config/load.js'
 import type { Config } from '../config/schema.js'
 import { parseSettingValue, SETTINGS, type Setting } from '../config/settings.js'
 import { settingChoices, settingDefault } from '../config/setting-values.js'
-import type { Impersonation } from '../kube/request-options.js'
+import type { KubeHttpFactoryOptions } from '../kube/client.js'
 import { ConfigError, InterruptedError } from '../errors.js'
-import { describeSettingOption, markNegatable } from './help.js'
+import { describeSettingOption } from './help.js'
 import { exitCodeFor } from './interrupt.js'
 import type { OutputFormat } from './output.js'
 
@@ -87,7 +87,7 @@ export function addConfigOptions(
     const help = { default: items ? items.map((v) => JSON.stringify(v)).join(', ') : value, env: s.env }
     const description = descriptions[s.flag] ?? s.description
     if (s.kind === 'boolean') {
-      cmd.addOption(markNegatable(describeSettingOption(new Option(`--${s.flag}`, description), help)))
+      cmd.addOption(describeSettingOption(new Option(`--${s.flag}`, description), { ...help, negatable: true }))
       cmd.addOption(new Option(`--no-${s.flag}`, `turn off: ${description}`).hideHelp())
       continue
     }
@@ -126,7 +126,6 @@ const isSettingValue = (v: unknown): v is string | boolean | string[] => typeof 
 
 /** Builds the Config from defaults, --config, the environment and the given flags. */
 export function configFromOptions(opts: FlagValues, env: NodeJS.ProcessEnv = process.env): Config {
-  const values = flagReader(opts)
   const flags: Record<string, unknown> = {}
   for (const s of SETTINGS) {
     const value = opts[camel(s.flag)]
@@ -134,7 +133,7 @@ export function configFromOptions(opts: FlagValues, env: NodeJS.ProcessEnv = pro
     if (!isSettingValue(value)) throw new Error(`the value of --${s.flag} is not a flag's: ${JSON.stringify(value)}`)
     flags[s.path] = parseSettingValue(s, value, `--${s.flag}`)
   }
-  return loadConfig({ file: values.string('config'), env, flags })
+  return loadConfig({ file: flagReader(opts).string('config'), env, flags })
 }
 
 /**
@@ -207,11 +206,7 @@ export interface ReadCommandOptions {
 }
 
 /** What the transport takes from these flags (kube/client.ts kubeHttp). */
-export interface ClientFlags {
-  /** 0: no deadline. */
-  requestTimeoutMs?: number
-  impersonate?: Impersonation
-}
+export type ClientFlags = Pick<KubeHttpFactoryOptions, 'requestTimeoutMs' | 'impersonate'>
 
 const UNIT_MS: Readonly<Record<string, number>> = { ns: 1e-6, us: 1e-3, µs: 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 }
 const DURATION = /^(?:\d+(?:\.\d+)?(?:ns|us|µs|ms|s|m|h))+$/

@@ -14,6 +14,8 @@ interface SettingHelp {
   /** As shown: quoted when text. */
   default?: string | undefined
   env?: string | undefined
+  /** A boolean flag that also takes `--no-<flag>` (hidden, so help shows one line: `--[no-]flag`). */
+  negatable?: boolean
 }
 
 const settingHelp = new WeakMap<Option, SettingHelp>()
@@ -44,14 +46,6 @@ const PLUMBING_FLAGS = new Set([
   '--json',
   '--help',
 ])
-
-/** Boolean flags that also take `--no-<flag>` (hidden, so help shows one line: `--[no-]flag`). */
-const negatable = new WeakSet<Option>()
-
-export function markNegatable(option: Option): Option {
-  negatable.add(option)
-  return option
-}
 
 /** Records the default and env name a config-backed flag's help shows. */
 export function describeSettingOption(option: Option, help: SettingHelp): Option {
@@ -87,22 +81,18 @@ export function configureProgramHelp(program: Command): Command {
       // `--[no-]webhook`: the off form is shown, not hidden.
       optionTerm(option: Option): string {
         const term = Help.prototype.optionTerm.call(this, option)
-        return negatable.has(option) && option.long ? term.replace(option.long, option.long.replace(/^--/, '--[no-]')) : term
+        return settingHelp.get(option)?.negatable && option.long ? term.replace(option.long, option.long.replace(/^--/, '--[no-]')) : term
       },
       // The everyday flags first, then the command's own, then how it reaches the cluster, then the settings.
       visibleOptions(cmd: Command): Option[] {
-        const all = Help.prototype.visibleOptions.call(this, cmd)
         const rank = (o: Option) => {
           const everyday = EVERYDAY_FLAGS.indexOf(o.long ?? '')
           if (everyday >= 0) return everyday
           if (settingHelp.has(o)) return 3000
           return PLUMBING_FLAGS.has(o.long ?? '') ? 2000 : 1000
         }
-        // A stable sort: each group keeps the order the command declared.
-        return all
-          .map((o, i) => ({ o, i }))
-          .sort((a, b) => rank(a.o) - rank(b.o) || a.i - b.i)
-          .map((x) => x.o)
+        // Array sort is stable: each group keeps the order the command declared.
+        return Help.prototype.visibleOptions.call(this, cmd).sort((a, b) => rank(a) - rank(b))
       },
       // A narrow terminal still wraps the long descriptions beside the long flag names.
       minWidthToWrap: 24,

@@ -116,9 +116,10 @@ async function migrateAll(
   let failed = 0
   const status = options.status ?? process.stderr
   const view = await progressView(options.progress ?? 'off', status, config.progressEvery)
+  const say = (text: string) => view.print(status, text)
   const interrupt = options.interrupt
   const signal = interrupt?.signal ?? options.signal
-  if (interrupt) interrupt.write = (text) => view.print(status, text)
+  if (interrupt) interrupt.write = say
   const annotation = config.annotations.migrating
   const checkpointSeal = await loadCheckpointSeal(config.migrator.stateKeyFile, logger, { strict: config.migrator.strictStateKeyFile })
   const targets = [...names.map((name) => ({ name, crd: true })), ...(options.resources ?? []).map((name) => ({ name, crd: false }))]
@@ -126,7 +127,7 @@ async function migrateAll(
   const migrateOne = async ({ name, crd }: { name: string; crd: boolean }): Promise<MigrationResult | { crd: string; error: string }> => {
     // Interrupted before its turn: nothing of it is touched.
     if (signal?.aborted) {
-      view.print(status, `${name}: not started (interrupted)\n`)
+      say(`${name}: not started (interrupted)\n`)
       return { crd: name, error: 'not started: interrupted' }
     }
     view.start(name)
@@ -146,13 +147,7 @@ async function migrateAll(
         crd
           ? migrateCrd(name, settingsFor(config, name, overrides), ctx)
           : migrateResource(parseResourceName(name), (n) => settingsFor(config, n, overrides), ctx)
-      const result = await migrateWaitingForWebhook(
-        migrate,
-        name,
-        config.migrator.conversionWaitSeconds,
-        (text) => view.print(status, text),
-        signal,
-      )
+      const result = await migrateWaitingForWebhook(migrate, name, config.migrator.conversionWaitSeconds, say, signal)
       interrupt?.inFlight.delete(name)
       view.finish(name, finishLine(name, result, view.progressOf(name), annotation), result.errorCode === 'CRDM_ABORTED')
       // One write per summary: summaries of CRDs finishing together never interleave.
