@@ -6,13 +6,12 @@ import type { Logger } from 'pino'
 import { errorCode, errorMessage, type CrdMigratorError } from '../errors.js'
 import { ObjectsFailedError } from './phases/failures.js'
 import type { CustomResourceDefinition } from '../kube/types.js'
-import { describeResume } from '../state/crd-state.js'
+import { describeResume, type FreezeVerdict } from '../state/crd-state.js'
 import { writeBlocked } from '../state/crd-record.js'
 import type { ConversionFailure } from '../kube/conversion.js'
 import type { MigrationContext, MigrationResult } from './context.js'
 import type { Frozen } from './freeze/freeze.js'
 import type { CrdPlan } from './plan.js'
-import type { FreezeVerdict } from '../state/crd-state.js'
 
 export class RunReporter {
   readonly log: Logger

@@ -97,9 +97,8 @@ export class WriteBudget {
   constructor(options: WriteBudgetOptions) {
     this.qps = Math.max(0, options.qps)
     this.gate = new ThrottleGate({
+      ...options,
       maxConcurrency: Math.max(1, options.concurrency),
-      ...(options.adaptive !== undefined ? { adaptive: options.adaptive } : {}),
-      ...(options.now ? { now: options.now } : {}),
       onLimitChange: (limit) => {
         for (const listener of this.listeners) listener(limit)
       },

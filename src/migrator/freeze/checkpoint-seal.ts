@@ -74,8 +74,7 @@ export class CheckpointSeal {
 let processSeal: CheckpointSeal | undefined
 /** The seal of callers that load no key (tests, the demo): trusted by this process only. */
 export function processCheckpointSeal(): CheckpointSeal {
-  processSeal ??= CheckpointSeal.ephemeral()
-  return processSeal
+  return (processSeal ??= CheckpointSeal.ephemeral())
 }
 
 export function defaultStateKeyFile(env: NodeJS.ProcessEnv = process.env): string {

@@ -14,16 +14,14 @@ import type { CustomResourceDefinition, ObjectMeta } from '../../kube/types.js'
 import { continueFrom } from '../../kube/unreadable.js'
 import { pageRequest } from '../../kube/list-pages.js'
 import { resumableList } from '../../kube/list-metadata.js'
-import { fieldPattern } from './content-diff.js'
+import { fieldPattern, hasOwnedPath, ownedContent, type FieldChange } from './content-diff.js'
 import { readCrdConsent } from '../../state/crd-state.js'
 import { invalidFieldPath } from '../../config/accept-entries.js'
 import type { ConversionGate } from '../conversion/gate.js'
 import type { MigrationResult, MigrationSettings, RunContext } from '../context.js'
 import type { RunClient } from '../engine/run-client.js'
 import { runInParallel } from '../parallel.js'
-import type { FieldChange } from './content-diff.js'
 import { managedEntries, managedPaths } from './managed-paths.js'
-import { hasOwnedPath, ownedContent } from './content-diff.js'
 import {
   describeChange,
   judgeRoundTrip,

@@ -60,11 +60,8 @@ export function diffOwnedContent(before: Obj, after: Obj, limit = 50): FieldChan
   return diffValues(before, after, limit).map(withoutValues)
 }
 
-export function withoutValues(c: ValuedChange): FieldChange {
-  const out: FieldChange = { path: c.path, change: c.change }
-  if (c.from !== undefined) out.from = c.from
-  if (c.managedFields) out.managedFields = true
-  return out
+export function withoutValues({ before: _before, after: _after, ...change }: ValuedChange): FieldChange {
+  return change
 }
 
 function walk(a: unknown, b: unknown, path: string, out: ValuedChange[], limit: number): void {

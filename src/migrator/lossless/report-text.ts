@@ -1,7 +1,6 @@
 /** The lossless report on a terminal, the same in `migrate`, its dry runs, `plan` and `check`: summary, each changing field, the flags that accept. */
-import { describeChange, describeFindings } from './verdict.js'
+import { describeChange, describeFindings, type ChangeCount, type LosslessReport } from './verdict.js'
 import { acceptHint, acceptUncheckedHint } from './check.js'
-import type { ChangeCount, LosslessReport } from './verdict.js'
 
 const VERDICT_WORDS: Record<ChangeCount['verdict'], string> = {
   refused: 'refused',

@@ -213,25 +213,21 @@ function walkOptions(
       return cleanup.objectFailed(object.key, object.error)
     },
     // Objects with nothing to clean are settled from the list, not paced at --qps.
-    ...(policy
-      ? {
-          skip: (item: PartialObjectMetadata) => {
-            servedKept?.add(item.metadata.managedFields)
-            return !needsManagedFieldsCleanup(item.metadata.managedFields, policy)
-          },
-          onSkipped: () => outcomes?.skipped.inc(),
-        }
-      : {}),
-    ...(m
-      ? {
-          onWriteStart: () => m.writesInFlight.inc(),
-          onWriteEnd: (outcome: Outcome | 'failed', seconds: number) => {
-            m.writesInFlight.dec()
-            writeDuration!.observe(seconds)
-            outcomes![outcome].inc()
-          },
-        }
-      : {}),
+    ...(policy && {
+      skip: (item: PartialObjectMetadata) => {
+        servedKept?.add(item.metadata.managedFields)
+        return !needsManagedFieldsCleanup(item.metadata.managedFields, policy)
+      },
+      onSkipped: () => outcomes?.skipped.inc(),
+    }),
+    ...(m && {
+      onWriteStart: () => m.writesInFlight.inc(),
+      onWriteEnd: (outcome: Outcome | 'failed', seconds: number) => {
+        m.writesInFlight.dec()
+        writeDuration!.observe(seconds)
+        outcomes![outcome].inc()
+      },
+    }),
     onProgress: (progress) => {
       const now = performance.now()
       if (m && now - remainingSetAt >= 250) {
@@ -247,8 +243,6 @@ function walkOptions(
 /** crd_migrator_objects_total of one phase, a series per outcome, bound once. */
 function boundOutcomes(metrics: MigratorMetrics, labels: { crd: string; phase: Phase }) {
   const outcomes = ['rewritten', 'current', 'skipped', 'gone', 'conflict', 'failed'] as const
-  return Object.fromEntries(outcomes.map((outcome) => [outcome, metrics.objects.labels({ ...labels, outcome })])) as Record<
-    (typeof outcomes)[number],
-    { inc: () => void }
-  >
+  const bound = outcomes.map((outcome) => [outcome, metrics.objects.labels({ ...labels, outcome })])
+  return Object.fromEntries(bound) as Record<Outcome | 'failed', { inc: () => void }>
 }

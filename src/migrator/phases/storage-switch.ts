@@ -68,15 +68,11 @@ function agreement(crd: SwitchTarget, want: string, server: string): ((shows: bo
 
 /**
  * Connection failures that mean "this address cannot be reached from here": refused, unroutable,
- * untrusted, or timed out (dropped by a firewall).
+ * untrusted, or timed out (dropped by a firewall). The client wraps them (CRDM_UNREACHABLE, CRDM_TLS):
+ * their errno or TLS code decides.
  */
 const UNREACHABLE =
   /^(ETIMEDOUT|ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|ERR_TLS_CERT_ALTNAME_INVALID|UNABLE_TO_VERIFY_LEAF_SIGNATURE|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|CERT_HAS_EXPIRED|ERR_SSL_WRONG_VERSION_NUMBER)$/
-
-/** The client wraps connection failures (CRDM_UNREACHABLE, CRDM_TLS): their errno or TLS code decides. */
-function isUnreachable(err: unknown): boolean {
-  return UNREACHABLE.test(connectionErrorCode(err) ?? '')
-}
 
 /** Fallback reasons already said in this process: the warning comes once, later runs log it at debug. */
 const said = new Set<string>()
@@ -134,7 +130,7 @@ export async function waitForStorageEverywhere(
       // None answers at all: from here the servers cannot be reached one by one (refused,
       // or dropped by a firewall: timeouts). One that answers while another does not is a
       // lagging server, waited for.
-      if (round === 0 && answers.every((a) => 'err' in a && isUnreachable(a.err))) {
+      if (round === 0 && answers.every((a) => 'err' in a && UNREACHABLE.test(connectionErrorCode(a.err) ?? ''))) {
         const first = answers[0] as { c: { name: string }; err: unknown }
         return fallback(
           servers.length,
@@ -214,9 +210,6 @@ export async function observeStorageSwitchesOf(
   o: { endpoints?: readonly string[] | undefined; concurrency?: number },
 ): Promise<number> {
   const crds = await runInParallel(names, o.concurrency ?? 8, (name) => getCrd(http, name).catch(() => undefined))
-  return observeStorageSwitches(
-    http,
-    crds.filter((c): c is CustomResourceDefinition => c !== undefined),
-    o,
-  )
+  const readable = crds.filter((c) => c !== undefined)
+  return observeStorageSwitches(http, readable, o)
 }

@@ -64,8 +64,7 @@ export async function runStashPhase(
     }
 
     async function migrateStash(stash: StashObject, object: Obj, version: string): Promise<number> {
-      const name = stash.metadata.name
-      const namespace = stash.metadata.namespace
+      const { name, namespace } = stash.metadata
       const replacement = newStashName(name, storageVersion)
       const pointing = await referrers.pointingAt(namespace, name)
       const alreadyMoved = await referrers.pointingAt(namespace, replacement)

@@ -16,9 +16,8 @@ export interface StashObject extends Obj, PartialObjectMetadata {
 export function valueAt(document: unknown, pointer: string): unknown {
   let current: unknown = document
   for (const raw of pointer.split('/').slice(1)) {
-    const key = raw.replace(/~1/g, '/').replace(/~0/g, '~')
     if (!isObj(current)) return undefined
-    current = current[key]
+    current = current[jsonpatch.unescapePathComponent(raw)]
   }
   return current
 }
