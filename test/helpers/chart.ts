@@ -17,6 +17,7 @@ import type { WebhookConfigurationOptions } from '../../src/webhook/configuratio
 import { ensureTools, type ChartTools } from '../../dev/controlplane/tools.js'
 import { clientsFor, getControlPlane, waitForCrdReady } from './controlplane.js'
 import { scratchHelm } from './helm.js'
+import { accessAllowed } from './rbac.js'
 
 export const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
 export const chartDir = join(repoRoot, 'charts', 'crd-migrator')
@@ -247,20 +248,6 @@ export async function createRbacOf(t: T, manifests: Manifest[], ns: string): Pro
     })
   }
   const user = `system:serviceaccount:${ns}:${one(manifests, 'ServiceAccount').metadata.name}`
-  return async (attrs) => {
-    const res = await cp.apiRequest('/apis/authorization.k8s.io/v1/subjectaccessreviews', {
-      method: 'POST',
-      body: {
-        apiVersion: 'authorization.k8s.io/v1',
-        kind: 'SubjectAccessReview',
-        spec: {
-          user,
-          groups: ['system:serviceaccounts', `system:serviceaccounts:${ns}`, 'system:authenticated'],
-          resourceAttributes: attrs,
-        },
-      },
-    })
-    if (res.status !== 201) throw new Error(`SubjectAccessReview: HTTP ${res.status} ${res.body}`)
-    return (res.json as { status: { allowed: boolean } }).status.allowed
-  }
+  const groups = ['system:serviceaccounts', `system:serviceaccounts:${ns}`, 'system:authenticated']
+  return (attrs) => accessAllowed(cp, { user, groups }, attrs)
 }

@@ -56,15 +56,22 @@ export async function untilGranted(cp: ControlPlane, rule: GrantedRule, subject:
   await until(
     `RBAC to grant ${subject.kind} ${subject.name} ${JSON.stringify(resourceAttributes)}`,
     30_000,
-    async () => {
-      const res = await cp.apiRequest('/apis/authorization.k8s.io/v1/subjectaccessreviews', {
-        method: 'POST',
-        body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec: { ...who, resourceAttributes } },
-      })
-      if (res.status !== 201) throw new Error(`SubjectAccessReview: HTTP ${res.status} ${res.body}`)
-      return (res.json as { status: { allowed: boolean } }).status.allowed
-    },
+    () => accessAllowed(cp, who, resourceAttributes),
     (allowed) => allowed,
     { everyMs: 100 },
   )
+}
+
+/** The API server's authorizer's answer (a SubjectAccessReview): may `who` do `resourceAttributes`? */
+export async function accessAllowed(
+  cp: ControlPlane,
+  who: { user: string; groups: string[] },
+  resourceAttributes: Record<string, string | undefined>,
+): Promise<boolean> {
+  const res = await cp.apiRequest('/apis/authorization.k8s.io/v1/subjectaccessreviews', {
+    method: 'POST',
+    body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec: { ...who, resourceAttributes } },
+  })
+  if (res.status !== 201) throw new Error(`SubjectAccessReview: HTTP ${res.status} ${res.body}`)
+  return (res.json as { status: { allowed: boolean } }).status.allowed
 }
